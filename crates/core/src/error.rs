@@ -1,0 +1,70 @@
+//! The core's error type. Every variant maps to one stable `code` string, which the
+//! binding turns into the matching JavaScript error class.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+  /// An option has the wrong type or value; the message names the option.
+  #[error("{0}")]
+  InvalidOption(String),
+  /// `maxRetainedBytes` is not a non-negative integer or Infinity (a RangeError in JS).
+  #[error("maxRetainedBytes must be a non-negative integer or Infinity")]
+  InvalidRetention,
+  #[error("Sandbox is not ready: {0}")]
+  NotReady(String),
+  #[error("Cannot start a destroyed sandbox")]
+  Destroyed,
+  #[error("Sandbox '{id}' {hook} hook failed: {message}")]
+  HookFailed {
+    id: String,
+    hook: &'static str,
+    message: String,
+  },
+  #[error("Isolation backend '{backend}' is not available: {reason}")]
+  IsolationUnavailable { backend: String, reason: String },
+  #[error("Working directory does not exist: {}", .0.display())]
+  CwdNotFound(PathBuf),
+  #[error("Working directory is not a directory: {}", .0.display())]
+  CwdNotDirectory(PathBuf),
+  #[error("Process {pid} has already exited with code {code}")]
+  AlreadyExited { pid: String, code: i32 },
+  #[error("Process {0} does not have stdin available")]
+  NoStdin(String),
+  #[error("Failed to start the command: {0}")]
+  Spawn(#[source] std::io::Error),
+  #[error("{context}: {source}")]
+  Io {
+    context: String,
+    #[source]
+    source: std::io::Error,
+  },
+}
+
+impl CoreError {
+  /// The stable code exposed to JavaScript as `error.code`.
+  pub fn code(&self) -> &'static str {
+    match self {
+      CoreError::InvalidOption(_) => "INVALID_OPTION",
+      CoreError::InvalidRetention => "INVALID_RETENTION",
+      CoreError::NotReady(_) | CoreError::Destroyed => "NOT_READY",
+      CoreError::HookFailed { .. } => "HOOK_FAILED",
+      CoreError::IsolationUnavailable { .. } => "ISOLATION_UNAVAILABLE",
+      CoreError::CwdNotFound(_) => "CWD_NOT_FOUND",
+      CoreError::CwdNotDirectory(_) => "CWD_NOT_DIRECTORY",
+      CoreError::AlreadyExited { .. } => "PROCESS_EXITED",
+      CoreError::NoStdin(_) => "NO_STDIN",
+      CoreError::Spawn(_) => "SPAWN_FAILED",
+      CoreError::Io { .. } => "IO_ERROR",
+    }
+  }
+
+  pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    CoreError::Io {
+      context: context.into(),
+      source,
+    }
+  }
+}
+
+pub type Result<T, E = CoreError> = std::result::Result<T, E>;

@@ -1,0 +1,12 @@
+//! The core of native-workspace: supervised processes with bounded output, and the
+//! `LocalSandbox` lifecycle and process manager built on them. No Node.js here; the
+//! napi binding at the repository root only converts values and calls in.
+
+pub mod error;
+pub mod isolation;
+pub mod output;
+pub mod process;
+pub mod quote;
+pub mod sandbox;
+
+pub use error::{CoreError, Result};

@@ -1,0 +1,476 @@
+//! One supervised command: spawned under the keeper (see `crates/keeper`), its pipes read
+//! on the runtime's threads into bounded buffers, its whole process tree killed on
+//! request, on timeout (SIGTERM, then SIGKILL after a grace period) or when dropped.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{mpsc, watch};
+
+use crate::error::{CoreError, Result};
+use crate::output::{OutputSink, Retained, Retention, Stream, Utf8Decoder};
+
+/// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
+pub const KILL_GRACE: Duration = Duration::from_millis(1000);
+/// How long output may keep arriving after the keeper has exited. The keeper kills every
+/// writer before it exits, so this only bounds the case where the keeper itself was killed.
+const DRAIN_DEADLINE: Duration = Duration::from_millis(500);
+/// A sink holding more than this stops the pipe reader until it has delivered.
+const SINK_HIGH_WATER: usize = 1 << 20;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Exit code reported for a command stopped by its timeout.
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+  Pipe,
+  Ignore,
+}
+
+/// Everything needed to start one command.
+pub struct SpawnRequest {
+  /// Shell script run by `/bin/sh -c`.
+  pub command: String,
+  /// The complete environment of the command (nothing is inherited).
+  pub env: BTreeMap<String, String>,
+  pub cwd: PathBuf,
+  pub timeout: Option<Duration>,
+  pub retention: Retention,
+  pub stdin: StdinMode,
+  /// Consumers that receive every chunk from the first byte on.
+  pub sinks: Vec<Arc<dyn OutputSink>>,
+}
+
+/// How a command ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exit {
+  pub exit_code: i32,
+  pub killed: bool,
+  pub timed_out: bool,
+  pub execution_time_ms: f64,
+}
+
+impl Exit {
+  pub fn success(&self) -> bool {
+    self.exit_code == 0
+  }
+}
+
+/// A finished command's result with its retained output.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+  pub exit: Exit,
+  pub stdout: String,
+  pub stderr: String,
+  pub stdout_dropped_bytes: u64,
+  pub stderr_dropped_bytes: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Control {
+  /// SIGTERM to every process of the tree.
+  Terminate,
+  /// SIGKILL to every process of the tree.
+  Kill,
+}
+
+struct Output {
+  stdout: Retained,
+  stderr: Retained,
+  sinks: Vec<(u64, Arc<dyn OutputSink>)>,
+}
+
+impl Output {
+  fn buffer(&mut self, stream: Stream) -> &mut Retained {
+    match stream {
+      Stream::Stdout => &mut self.stdout,
+      Stream::Stderr => &mut self.stderr,
+    }
+  }
+}
+
+/// A running or finished command. Dropping the last reference kills its tree.
+pub struct Process {
+  pid: u32,
+  command: String,
+  output: Arc<Mutex<Output>>,
+  stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+  stdin_mode: StdinMode,
+  control: mpsc::UnboundedSender<Control>,
+  exit: watch::Receiver<Option<Exit>>,
+  next_sink_id: AtomicU64,
+}
+
+impl Process {
+  /// Starts `request` under the keeper binary at `keeper`. Must be called inside a
+  /// tokio runtime.
+  pub fn spawn(keeper: &std::path::Path, request: SpawnRequest) -> Result<Arc<Process>> {
+    check_cwd(&request.cwd)?;
+    let mut cmd = Command::new(keeper);
+    cmd
+      .arg(std::process::id().to_string())
+      .args(["/bin/sh", "-c", &request.command])
+      .env_clear()
+      .envs(&request.env)
+      .current_dir(&request.cwd)
+      .stdin(match request.stdin {
+        StdinMode::Pipe => Stdio::piped(),
+        StdinMode::Ignore => Stdio::null(),
+      })
+      .stdout(Stdio::piped())
+      .stderr(Stdio::piped())
+      // Signals aimed at the host's process group (Ctrl-C) are for the host, not the tree.
+      .process_group(0);
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+      std::io::ErrorKind::NotFound if !request.cwd.is_dir() => {
+        CoreError::CwdNotFound(request.cwd.clone())
+      }
+      _ => CoreError::Spawn(e),
+    })?;
+    let pid = child.id().expect("a just-spawned child has a pid");
+    let output = Arc::new(Mutex::new(Output {
+      stdout: Retained::new(request.retention),
+      stderr: Retained::new(request.retention),
+      sinks: request
+        .sinks
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (i as u64, s))
+        .collect(),
+    }));
+    let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let stdin = child.stdin.take();
+    let readers = [
+      tokio::spawn(pump(stdout, Stream::Stdout, output.clone())),
+      tokio::spawn(pump(stderr, Stream::Stderr, output.clone())),
+    ];
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let (exit_tx, exit_rx) = watch::channel(None);
+    tokio::spawn(drive(DriveState {
+      child,
+      pid,
+      started,
+      timeout: request.timeout,
+      control: control_rx,
+      readers,
+      output: output.clone(),
+      exit: exit_tx,
+    }));
+    Ok(Arc::new(Process {
+      pid,
+      command: request.command,
+      stdin: tokio::sync::Mutex::new(stdin),
+      stdin_mode: request.stdin,
+      output,
+      control: control_tx,
+      exit: exit_rx,
+      next_sink_id,
+    }))
+  }
+
+  pub fn pid(&self) -> u32 {
+    self.pid
+  }
+
+  pub fn command(&self) -> &str {
+    &self.command
+  }
+
+  pub fn stdin_mode(&self) -> StdinMode {
+    self.stdin_mode
+  }
+
+  /// The exit, once the command has finished and its output is complete.
+  pub fn exit(&self) -> Option<Exit> {
+    self.exit.borrow().clone()
+  }
+
+  pub fn is_running(&self) -> bool {
+    self.exit.borrow().is_none()
+  }
+
+  /// SIGKILLs the whole tree. Returns false if the command had already finished.
+  pub fn kill(&self) -> bool {
+    self.request(Control::Kill)
+  }
+
+  /// SIGTERMs the whole tree. Returns false if the command had already finished.
+  pub fn terminate(&self) -> bool {
+    self.request(Control::Terminate)
+  }
+
+  fn request(&self, control: Control) -> bool {
+    self.is_running() && self.control.send(control).is_ok()
+  }
+
+  /// Waits for the command to finish (output complete, sinks flushed).
+  pub async fn wait(&self) -> Exit {
+    let mut rx = self.exit.clone();
+    let exit = rx.wait_for(|e| e.is_some()).await;
+    match exit {
+      Ok(exit) => exit.clone().expect("waited for Some"),
+      // The driver never drops the sender before publishing an exit.
+      Err(_) => unreachable!("process driver ended without an exit"),
+    }
+  }
+
+  /// Waits, then returns the exit with a copy of the retained output.
+  pub async fn wait_outcome(&self) -> Outcome {
+    let exit = self.wait().await;
+    let out = self.output.lock().unwrap();
+    Outcome {
+      exit,
+      stdout: out.stdout.text().to_owned(),
+      stderr: out.stderr.text().to_owned(),
+      stdout_dropped_bytes: out.stdout.dropped_bytes(),
+      stderr_dropped_bytes: out.stderr.dropped_bytes(),
+    }
+  }
+
+  /// Waits, then moves the retained output out (for one-shot commands nobody reads again).
+  pub async fn into_outcome(&self) -> Outcome {
+    let exit = self.wait().await;
+    let mut out = self.output.lock().unwrap();
+    Outcome {
+      exit,
+      stdout: out.stdout.take(),
+      stderr: out.stderr.take(),
+      stdout_dropped_bytes: out.stdout.dropped_bytes(),
+      stderr_dropped_bytes: out.stderr.dropped_bytes(),
+    }
+  }
+
+  /// Retained output of one stream so far, with its dropped-byte count.
+  pub fn retained(&self, stream: Stream) -> (String, u64) {
+    let mut out = self.output.lock().unwrap();
+    let buf = out.buffer(stream);
+    (buf.text().to_owned(), buf.dropped_bytes())
+  }
+
+  /// Adds a consumer for output from now on; returns its id for [`Process::unsubscribe`].
+  pub fn subscribe(&self, sink: Arc<dyn OutputSink>) -> u64 {
+    let id = self.next_sink_id.fetch_add(1, Ordering::Relaxed);
+    self.output.lock().unwrap().sinks.push((id, sink));
+    id
+  }
+
+  pub fn unsubscribe(&self, id: u64) {
+    self
+      .output
+      .lock()
+      .unwrap()
+      .sinks
+      .retain(|(sid, _)| *sid != id);
+  }
+
+  pub async fn send_stdin(&self, data: &[u8]) -> Result<()> {
+    self.check_stdin_usable()?;
+    let mut stdin = self.stdin.lock().await;
+    let Some(pipe) = stdin.as_mut() else {
+      return Err(CoreError::NoStdin(self.pid.to_string()));
+    };
+    let written = async {
+      pipe.write_all(data).await?;
+      pipe.flush().await
+    };
+    written
+      .await
+      .map_err(|e| CoreError::io("Writing to stdin failed", e))
+  }
+
+  /// Closes stdin so the command reads EOF. Closing twice is not an error.
+  pub async fn close_stdin(&self) -> Result<()> {
+    self.check_stdin_usable()?;
+    if let Some(mut pipe) = self.stdin.lock().await.take() {
+      let _ = pipe.shutdown().await;
+    }
+    Ok(())
+  }
+
+  fn check_stdin_usable(&self) -> Result<()> {
+    if let Some(exit) = self.exit() {
+      return Err(CoreError::AlreadyExited {
+        pid: self.pid.to_string(),
+        code: exit.exit_code,
+      });
+    }
+    if self.stdin_mode == StdinMode::Ignore {
+      return Err(CoreError::NoStdin(self.pid.to_string()));
+    }
+    Ok(())
+  }
+}
+
+impl Drop for Process {
+  fn drop(&mut self) {
+    // Nobody can observe this command any more: take its tree down.
+    let _ = self.control.send(Control::Kill);
+  }
+}
+
+fn check_cwd(cwd: &std::path::Path) -> Result<()> {
+  match std::fs::metadata(cwd) {
+    Ok(m) if m.is_dir() => Ok(()),
+    Ok(_) => Err(CoreError::CwdNotDirectory(cwd.to_owned())),
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+      Err(CoreError::CwdNotFound(cwd.to_owned()))
+    }
+    Err(e) => Err(CoreError::io(
+      format!("Cannot use working directory {}", cwd.display()),
+      e,
+    )),
+  }
+}
+
+/// Reads one pipe to EOF into the retention buffer and the sinks.
+async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: Arc<Mutex<Output>>) {
+  let mut decoder = Utf8Decoder::default();
+  let mut buf = vec![0u8; READ_CHUNK];
+  loop {
+    let n = match pipe.read(&mut buf).await {
+      Ok(0) | Err(_) => break,
+      Ok(n) => n,
+    };
+    let text = decoder.decode(&buf[..n]);
+    if !text.is_empty() {
+      deliver(&output, stream, &text).await;
+    }
+  }
+  let rest = decoder.finish();
+  if !rest.is_empty() {
+    deliver(&output, stream, &rest).await;
+  }
+}
+
+async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
+  let sinks: Vec<Arc<dyn OutputSink>> = {
+    let mut out = output.lock().unwrap();
+    out.buffer(stream).push(text);
+    out.sinks.iter().map(|(_, s)| s.clone()).collect()
+  };
+  for sink in sinks {
+    sink.push(stream, text);
+    if sink.pending_bytes() > SINK_HIGH_WATER {
+      sink.flush().await;
+    }
+  }
+}
+
+struct DriveState {
+  child: Child,
+  pid: u32,
+  started: Instant,
+  timeout: Option<Duration>,
+  control: mpsc::UnboundedReceiver<Control>,
+  readers: [tokio::task::JoinHandle<()>; 2],
+  output: Arc<Mutex<Output>>,
+  exit: watch::Sender<Option<Exit>>,
+}
+
+/// Owns the child until it is reaped: applies the timeout and kill requests, then
+/// waits for the output to drain and publishes the exit.
+async fn drive(mut s: DriveState) {
+  let signal = |sig: libc::c_int| {
+    // SAFETY: the keeper is not reaped before `child.wait()` returns, so its pid is ours.
+    unsafe { libc::kill(s.pid as libc::pid_t, sig) };
+  };
+  let far = Duration::from_secs(86400 * 365);
+  let timeout_at = tokio::time::Instant::from_std(s.started + s.timeout.unwrap_or(far));
+  let mut kill_at: Option<tokio::time::Instant> = None;
+  let mut timed_out = false;
+  let mut control_open = true;
+  let status: Option<ExitStatus> = loop {
+    tokio::select! {
+      status = s.child.wait() => break status.ok(),
+      _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {
+        timed_out = true;
+        signal(libc::SIGTERM);
+        kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+      }
+      _ = tokio::time::sleep_until(kill_at.unwrap_or(timeout_at)), if kill_at.is_some() => {
+        kill_at = None;
+        signal(libc::SIGUSR1);
+      }
+      request = s.control.recv(), if control_open => match request {
+        Some(Control::Terminate) => signal(libc::SIGTERM),
+        Some(Control::Kill) => signal(libc::SIGUSR1),
+        None => {
+          // Every handle is gone: nobody will ever read this command again.
+          control_open = false;
+          signal(libc::SIGUSR1);
+        }
+      },
+    }
+  };
+  let [stdout, stderr] = s.readers;
+  let drained = tokio::time::timeout(DRAIN_DEADLINE, async {
+    let _ = stdout.await;
+    let _ = stderr.await;
+  });
+  if drained.await.is_err() {
+    tracing::warn!(
+      pid = s.pid,
+      "output still open after the command's supervisor exited; abandoning it"
+    );
+  }
+  let execution_time_ms = s.started.elapsed().as_secs_f64() * 1000.0;
+  let (exit_code, killed) = decode_status(status);
+  let exit = if timed_out {
+    let ms = s.timeout.unwrap_or_default().as_millis();
+    deliver(
+      &s.output,
+      Stream::Stderr,
+      &format!("\nProcess timed out after {ms}ms"),
+    )
+    .await;
+    Exit {
+      exit_code: TIMEOUT_EXIT_CODE,
+      killed: true,
+      timed_out: true,
+      execution_time_ms,
+    }
+  } else {
+    Exit {
+      exit_code,
+      killed,
+      timed_out: false,
+      execution_time_ms,
+    }
+  };
+  let sinks: Vec<Arc<dyn OutputSink>> = s
+    .output
+    .lock()
+    .unwrap()
+    .sinks
+    .iter()
+    .map(|(_, k)| k.clone())
+    .collect();
+  for sink in sinks {
+    sink.flush().await;
+  }
+  let _ = s.exit.send(Some(exit));
+}
+
+/// Exit code and whether a signal ended the command. Death by signal N is reported the
+/// way shells do, as 128 + N.
+fn decode_status(status: Option<ExitStatus>) -> (i32, bool) {
+  use std::os::unix::process::ExitStatusExt;
+  match status {
+    Some(st) => match (st.code(), st.signal()) {
+      (Some(code), _) => (code, false),
+      (None, Some(sig)) => (128 + sig, true),
+      (None, None) => (1, false),
+    },
+    None => (1, false),
+  }
+}

@@ -1,0 +1,503 @@
+//! `LocalSandbox`: options, environment and working-directory rules, the lifecycle state
+//! machine (coalesced, idempotent start/stop/destroy with hooks) and the process manager.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use crate::error::{CoreError, Result};
+use crate::isolation::Isolation;
+use crate::output::{BoxFuture, OutputSink, Retention};
+use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
+
+/// Output kept per stream by spawned processes unless told otherwise.
+pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+  Pending,
+  Starting,
+  Running,
+  Stopping,
+  Stopped,
+  Destroying,
+  Destroyed,
+  Error,
+}
+
+impl Status {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Status::Pending => "pending",
+      Status::Starting => "starting",
+      Status::Running => "running",
+      Status::Stopping => "stopping",
+      Status::Stopped => "stopped",
+      Status::Destroying => "destroying",
+      Status::Destroyed => "destroyed",
+      Status::Error => "error",
+    }
+  }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartOutcome {
+  /// The working directory did not exist and was created.
+  Created,
+  /// The working directory already existed (or the sandbox was already running).
+  Connected,
+}
+
+impl StartOutcome {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      StartOutcome::Created => "created",
+      StartOutcome::Connected => "connected",
+    }
+  }
+}
+
+/// A lifecycle hook. An `Err` carries the hook's error message.
+pub type Hook<A> = Arc<dyn Fn(A) -> BoxFuture<std::result::Result<(), String>> + Send + Sync>;
+
+#[derive(Default, Clone)]
+pub struct Hooks {
+  pub on_start: Option<Hook<StartOutcome>>,
+  pub on_stop: Option<Hook<()>>,
+  pub on_destroy: Option<Hook<()>>,
+}
+
+pub struct SandboxOptions {
+  pub id: String,
+  pub working_directory: PathBuf,
+  pub env: BTreeMap<String, String>,
+  /// Default timeout of `execute` when a call gives none.
+  pub timeout: Option<Duration>,
+  pub isolation: Isolation,
+  /// Path of the `native-workspace-keeper` binary.
+  pub keeper: PathBuf,
+  pub hooks: Hooks,
+}
+
+/// What a caller may set per spawn or per command.
+#[derive(Default)]
+pub struct CommandOptions {
+  pub env: BTreeMap<String, String>,
+  pub cwd: Option<String>,
+  pub timeout: Option<Duration>,
+  /// `None`: the default of the entry point (1 MiB for spawn, everything for execute).
+  pub retention: Option<Retention>,
+  pub stdin: Option<StdinMode>,
+  pub sinks: Vec<Arc<dyn OutputSink>>,
+}
+
+/// Result of `execute`: the outcome plus the command string that ran.
+pub struct CommandResult {
+  pub outcome: Outcome,
+  pub command: String,
+}
+
+pub struct ProcessEntry {
+  pub pid: String,
+  pub command: String,
+  pub running: bool,
+  pub exit_code: Option<i32>,
+}
+
+pub struct Sandbox {
+  id: String,
+  working_directory: PathBuf,
+  base_env: BTreeMap<String, String>,
+  overlay_env: Mutex<BTreeMap<String, String>>,
+  timeout: Option<Duration>,
+  isolation: Isolation,
+  keeper: PathBuf,
+  created_at: SystemTime,
+  hooks: Mutex<Hooks>,
+  state: Mutex<(Status, Option<String>)>,
+  /// Serialises lifecycle transitions; concurrent callers queue and then find the work done.
+  transition: tokio::sync::Mutex<()>,
+  processes: Mutex<HashMap<String, (u64, Arc<Process>)>>,
+  spawn_seq: AtomicU64,
+}
+
+impl Sandbox {
+  pub fn new(options: SandboxOptions) -> Self {
+    Sandbox {
+      id: options.id,
+      working_directory: options.working_directory,
+      base_env: options.env,
+      overlay_env: Mutex::new(BTreeMap::new()),
+      timeout: options.timeout,
+      isolation: options.isolation,
+      keeper: options.keeper,
+      created_at: SystemTime::now(),
+      hooks: Mutex::new(options.hooks),
+      state: Mutex::new((Status::Pending, None)),
+      transition: tokio::sync::Mutex::new(()),
+      processes: Mutex::new(HashMap::new()),
+      spawn_seq: AtomicU64::new(0),
+    }
+  }
+
+  pub fn id(&self) -> &str {
+    &self.id
+  }
+
+  pub fn working_directory(&self) -> &Path {
+    &self.working_directory
+  }
+
+  pub fn isolation(&self) -> Isolation {
+    self.isolation
+  }
+
+  pub fn timeout(&self) -> Option<Duration> {
+    self.timeout
+  }
+
+  pub fn created_at(&self) -> SystemTime {
+    self.created_at
+  }
+
+  pub fn status(&self) -> Status {
+    self.state.lock().unwrap().0
+  }
+
+  /// The message of the last lifecycle failure, while the status is `error`.
+  pub fn error(&self) -> Option<String> {
+    self.state.lock().unwrap().1.clone()
+  }
+
+  fn set_status(&self, status: Status) {
+    *self.state.lock().unwrap() = (status, None);
+  }
+
+  fn fail<T>(&self, err: CoreError) -> Result<T> {
+    *self.state.lock().unwrap() = (Status::Error, Some(err.to_string()));
+    Err(err)
+  }
+
+  pub fn set_env(&self, env: BTreeMap<String, String>) {
+    *self.overlay_env.lock().unwrap() = env;
+  }
+
+  pub fn env_overlay(&self) -> BTreeMap<String, String> {
+    self.overlay_env.lock().unwrap().clone()
+  }
+
+  /// Replaces the lifecycle hooks (e.g. to compose a new start hook).
+  pub fn set_hooks(&self, hooks: Hooks) {
+    *self.hooks.lock().unwrap() = hooks;
+  }
+
+  pub fn hooks(&self) -> Hooks {
+    self.hooks.lock().unwrap().clone()
+  }
+
+  pub async fn start(&self) -> Result<StartOutcome> {
+    if self.status() == Status::Running {
+      return Ok(StartOutcome::Connected);
+    }
+    let _turn = self.transition.lock().await;
+    match self.status() {
+      Status::Running => return Ok(StartOutcome::Connected),
+      Status::Destroyed | Status::Destroying => return Err(CoreError::Destroyed),
+      _ => {}
+    }
+    self.set_status(Status::Starting);
+    let outcome = match prepare_directory(&self.working_directory) {
+      Ok(outcome) => outcome,
+      Err(e) => return self.fail(e),
+    };
+    // Running before the hook, so commands the hook issues do not wait for this start.
+    self.set_status(Status::Running);
+    let hook = self.hooks().on_start;
+    if let Some(hook) = hook
+      && let Err(message) = hook(outcome).await
+    {
+      return self.fail(CoreError::HookFailed {
+        id: self.id.clone(),
+        hook: "onStart",
+        message,
+      });
+    }
+    Ok(outcome)
+  }
+
+  pub async fn stop(&self) -> Result<()> {
+    let _turn = self.transition.lock().await;
+    if matches!(self.status(), Status::Stopped | Status::Destroyed) {
+      return Ok(());
+    }
+    self.set_status(Status::Stopping);
+    if let Some(hook) = self.hooks().on_stop
+      && let Err(message) = hook(()).await
+    {
+      return self.fail(CoreError::HookFailed {
+        id: self.id.clone(),
+        hook: "onStop",
+        message,
+      });
+    }
+    self.kill_all().await;
+    self.set_status(Status::Stopped);
+    Ok(())
+  }
+
+  pub async fn destroy(&self) -> Result<()> {
+    let _turn = self.transition.lock().await;
+    match self.status() {
+      Status::Destroyed => return Ok(()),
+      Status::Pending => {
+        self.set_status(Status::Destroyed);
+        return Ok(());
+      }
+      _ => {}
+    }
+    self.set_status(Status::Destroying);
+    if let Some(hook) = self.hooks().on_destroy
+      && let Err(message) = hook(()).await
+    {
+      return self.fail(CoreError::HookFailed {
+        id: self.id.clone(),
+        hook: "onDestroy",
+        message,
+      });
+    }
+    self.kill_all().await;
+    // Hooks hold JavaScript functions; a destroyed sandbox will never call them again.
+    self.set_hooks(Hooks::default());
+    self.set_status(Status::Destroyed);
+    Ok(())
+  }
+
+  /// Starts the sandbox if needed. During teardown it lets calls through so that hooks
+  /// and teardown itself can still list and kill processes.
+  pub async fn ensure_running(&self) -> Result<()> {
+    match self.status() {
+      Status::Running | Status::Stopping | Status::Destroying => return Ok(()),
+      Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
+      _ => {}
+    }
+    self.start().await?;
+    if self.status() == Status::Running {
+      Ok(())
+    } else {
+      Err(CoreError::NotReady(self.id.clone()))
+    }
+  }
+
+  /// Starts a command and tracks it; it stays readable through [`Sandbox::get`] until it
+  /// is killed through the manager, released, or the sandbox stops.
+  pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
+    self.ensure_running().await?;
+    let request = self.request(
+      command,
+      options,
+      Some(DEFAULT_SPAWN_RETENTION),
+      StdinMode::Pipe,
+      None,
+    )?;
+    let process = Process::spawn(&self.keeper, request)?;
+    let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
+    self
+      .processes
+      .lock()
+      .unwrap()
+      .insert(process.pid().to_string(), (seq, process.clone()));
+    Ok(process)
+  }
+
+  /// Runs a command to completion (stdin closed, all output kept unless limited).
+  pub async fn execute(
+    &self,
+    command: &str,
+    args: &[String],
+    options: CommandOptions,
+  ) -> Result<CommandResult> {
+    self.ensure_running().await?;
+    let full = crate::quote::join_command(command, args);
+    let request = self.request(&full, options, None, StdinMode::Ignore, self.timeout)?;
+    let process = Process::spawn(&self.keeper, request)?;
+    let pid = process.pid().to_string();
+    let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
+    self
+      .processes
+      .lock()
+      .unwrap()
+      .insert(pid.clone(), (seq, process.clone()));
+    let outcome = process.into_outcome().await;
+    self.release(&pid);
+    Ok(CommandResult {
+      outcome,
+      command: full,
+    })
+  }
+
+  fn request(
+    &self,
+    command: &str,
+    options: CommandOptions,
+    default_retention: Retention,
+    default_stdin: StdinMode,
+    default_timeout: Option<Duration>,
+  ) -> Result<SpawnRequest> {
+    let mut env = BTreeMap::new();
+    if let Ok(path) = std::env::var("PATH") {
+      env.insert("PATH".to_owned(), path);
+    }
+    env.extend(self.base_env.clone());
+    env.extend(self.env_overlay());
+    env.extend(options.env);
+    Ok(SpawnRequest {
+      command: command.to_owned(),
+      env,
+      cwd: self.resolve_cwd(options.cwd.as_deref()),
+      timeout: options.timeout.or(default_timeout),
+      retention: options.retention.unwrap_or(default_retention),
+      stdin: options.stdin.unwrap_or(default_stdin),
+      sinks: options.sinks,
+    })
+  }
+
+  /// No cwd: the working directory. Absolute: as given. Relative: against the working
+  /// directory, unless it already names a place inside it from the host's cwd.
+  pub fn resolve_cwd(&self, cwd: Option<&str>) -> PathBuf {
+    let Some(cwd) = cwd.filter(|c| !c.is_empty()) else {
+      return self.working_directory.clone();
+    };
+    let path = Path::new(cwd);
+    if path.is_absolute() {
+      return path.to_owned();
+    }
+    if let Ok(host_cwd) = std::env::current_dir() {
+      let from_host = normalize(&host_cwd.join(path));
+      if from_host.starts_with(&self.working_directory) {
+        return from_host;
+      }
+    }
+    normalize(&self.working_directory.join(path))
+  }
+
+  pub fn list(&self) -> Vec<ProcessEntry> {
+    let mut entries: Vec<(u64, ProcessEntry)> = self
+      .processes
+      .lock()
+      .unwrap()
+      .iter()
+      .map(|(pid, (seq, p))| {
+        let exit = p.exit();
+        (
+          *seq,
+          ProcessEntry {
+            pid: pid.clone(),
+            command: p.command().to_owned(),
+            running: exit.is_none(),
+            exit_code: exit.map(|e| e.exit_code),
+          },
+        )
+      })
+      .collect();
+    entries.sort_by_key(|(seq, _)| *seq);
+    entries.into_iter().map(|(_, e)| e).collect()
+  }
+
+  pub fn get(&self, pid: &str) -> Option<Arc<Process>> {
+    self
+      .processes
+      .lock()
+      .unwrap()
+      .get(pid)
+      .map(|(_, p)| p.clone())
+  }
+
+  /// Kills a tracked process's tree, waits for it, and stops tracking it. False if the
+  /// pid is unknown or the process had already exited.
+  pub async fn kill(&self, pid: &str) -> bool {
+    let Some(process) = self.get(pid) else {
+      return false;
+    };
+    let killed = process.kill();
+    process.wait().await;
+    self.release(pid);
+    killed
+  }
+
+  /// Stops tracking a process without killing it.
+  pub fn release(&self, pid: &str) {
+    self.processes.lock().unwrap().remove(pid);
+  }
+
+  async fn kill_all(&self) {
+    let all: Vec<(String, Arc<Process>)> = self
+      .processes
+      .lock()
+      .unwrap()
+      .drain()
+      .map(|(pid, (_, p))| (pid, p))
+      .collect();
+    for (_, p) in &all {
+      p.kill();
+    }
+    for (_, p) in &all {
+      p.wait().await;
+    }
+  }
+}
+
+/// Creates the working directory if needed and says whether it was there before.
+fn prepare_directory(dir: &Path) -> Result<StartOutcome> {
+  let outcome = match std::fs::metadata(dir) {
+    Ok(_) => StartOutcome::Connected,
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => StartOutcome::Created,
+    Err(e) => {
+      return Err(CoreError::io(
+        format!("Cannot use working directory {}", dir.display()),
+        e,
+      ));
+    }
+  };
+  std::fs::create_dir_all(dir).map_err(|e| {
+    CoreError::io(
+      format!("Cannot create working directory {}", dir.display()),
+      e,
+    )
+  })?;
+  Ok(outcome)
+}
+
+/// Resolves `.` and `..` lexically (the path need not exist).
+pub fn normalize(path: &Path) -> PathBuf {
+  use std::path::Component;
+  let mut out = PathBuf::new();
+  for part in path.components() {
+    match part {
+      Component::ParentDir => {
+        out.pop();
+      }
+      Component::CurDir => {}
+      other => out.push(other.as_os_str()),
+    }
+  }
+  out
+}
+
+/// `~` and `~/x` expand to the home directory; relative paths resolve from the host's cwd.
+pub fn resolve_working_directory(dir: Option<&str>) -> Result<PathBuf> {
+  let cwd =
+    std::env::current_dir().map_err(|e| CoreError::io("Cannot read the current directory", e))?;
+  let Some(dir) = dir else {
+    return Ok(cwd.join(".sandbox"));
+  };
+  let home = || std::env::var_os("HOME").map(PathBuf::from);
+  let expanded = match dir.strip_prefix('~') {
+    Some("") => home(),
+    Some(rest) if rest.starts_with('/') => home().map(|h| h.join(&rest[1..])),
+    _ => None,
+  }
+  .unwrap_or_else(|| PathBuf::from(dir));
+  Ok(normalize(&cwd.join(expanded)))
+}

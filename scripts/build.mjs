@@ -1,0 +1,16 @@
+// Builds the addon (napi) and the keeper binary, and puts the keeper next to the .node
+// file, where the addon looks for it. `--release` for an optimised build.
+import { execFileSync } from 'node:child_process'
+import { copyFileSync, chmodSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const release = process.argv.includes('--release')
+const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' })
+
+run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--platform', '--no-const-enum', ...(release ? ['--release'] : [])])
+run('cargo', ['build', '-p', 'native-workspace-keeper', ...(release ? ['--release'] : [])])
+const keeper = join(root, 'target', release ? 'release' : 'debug', 'native-workspace-keeper')
+copyFileSync(keeper, join(root, 'native-workspace-keeper'))
+chmodSync(join(root, 'native-workspace-keeper'), 0o755)

@@ -1,0 +1,104 @@
+//! JavaScript functions called from the core: lifecycle hooks (awaited) and output
+//! callbacks (batched). A throwing or rejecting JS function is an `Err` here, never a
+//! process crash.
+
+use std::sync::{Arc, Mutex};
+
+use napi::Status;
+use napi::bindgen_prelude::{FnArgs, Function, Promise};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
+use native_workspace_core::sandbox::Hook;
+
+/// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The
+/// wrapper always passes an async function, so the result is a promise to await.
+pub type JsHook = ThreadsafeFunction<String, Promise<()>, String, Status, false, true>;
+
+/// Adapts a JS hook to the core's hook type; `arg` maps the core's argument to a string.
+pub fn hook<A: 'static>(js: JsHook, arg: fn(A) -> String) -> Hook<A> {
+  let js = Arc::new(js);
+  Arc::new(move |a: A| -> BoxFuture<Result<(), String>> {
+    let js = js.clone();
+    let value = arg(a);
+    Box::pin(async move {
+      let promise = js
+        .call_async_catch(value)
+        .await
+        .map_err(|e| e.reason.clone())?;
+      promise.await.map_err(|e| e.reason.clone())
+    })
+  })
+}
+
+#[derive(Default)]
+struct Pending {
+  stdout: String,
+  stderr: String,
+  scheduled: bool,
+}
+
+type BatchFn = ThreadsafeFunction<(), (), FnArgs<(String, String)>, Status, false, true>;
+
+/// Delivers output to a JS function `(stdout, stderr) => void` in batches: while one
+/// delivery waits for the JS thread, new chunks join the next one instead of queueing
+/// a call each.
+pub struct JsOutputSink {
+  pending: Arc<Mutex<Pending>>,
+  deliver: Arc<BatchFn>,
+}
+
+impl JsOutputSink {
+  pub fn new(callback: Function<FnArgs<(String, String)>, ()>) -> napi::Result<Self> {
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    let source = pending.clone();
+    let deliver = callback
+      .build_threadsafe_function::<()>()
+      .weak::<true>()
+      .callee_handled::<false>()
+      .build_callback(move |_ctx| {
+        let mut p = source.lock().unwrap();
+        p.scheduled = false;
+        Ok(FnArgs::from((
+          std::mem::take(&mut p.stdout),
+          std::mem::take(&mut p.stderr),
+        )))
+      })?;
+    Ok(JsOutputSink {
+      pending,
+      deliver: Arc::new(deliver),
+    })
+  }
+}
+
+impl OutputSink for JsOutputSink {
+  fn push(&self, stream: Stream, text: &str) {
+    let mut p = self.pending.lock().unwrap();
+    match stream {
+      Stream::Stdout => p.stdout.push_str(text),
+      Stream::Stderr => p.stderr.push_str(text),
+    }
+    if !p.scheduled {
+      p.scheduled = true;
+      // The result callback swallows a throw from the user's function (the wrapper
+      // already guards it); a closing environment just drops the output.
+      let _ =
+        self
+          .deliver
+          .call_with_return_value((), ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+    }
+  }
+
+  fn pending_bytes(&self) -> usize {
+    let p = self.pending.lock().unwrap();
+    p.stdout.len() + p.stderr.len()
+  }
+
+  fn flush(&self) -> BoxFuture<()> {
+    let deliver = self.deliver.clone();
+    Box::pin(async move {
+      // Calls on one threadsafe function run in order, so this one runs after every
+      // delivery already queued, and carries whatever is still pending.
+      let _ = deliver.call_async_catch(()).await;
+    })
+  }
+}

@@ -1,0 +1,12 @@
+#![deny(clippy::all)]
+//! napi binding of native-workspace. Each file exposes one concept and only converts
+//! between JavaScript values and the core (`native-workspace-core`); the behaviour
+//! lives in the core.
+
+mod errors;
+mod isolation;
+mod js_callback;
+mod keeper;
+mod local_sandbox;
+mod options;
+mod process_handle;

@@ -1,0 +1,259 @@
+//! `NativeLocalSandbox`: the engine behind the exported `LocalSandbox` (lib/local-sandbox.js).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use napi::Env;
+use napi::bindgen_prelude::PromiseRaw;
+use napi_derive::napi;
+use native_workspace_core::CoreError;
+use native_workspace_core::isolation::{self, Isolation};
+use native_workspace_core::sandbox::{Hooks, Sandbox, SandboxOptions, resolve_working_directory};
+
+use crate::errors::{ErrorCode, sync_error, to_js_error};
+use crate::js_callback::{JsHook, hook};
+use crate::keeper::keeper_path;
+use crate::options::{NativeCommandOptions, timeout};
+use crate::process_handle::{NativeExecutionResult, NativeProcess};
+
+#[napi(object, object_to_js = false)]
+pub struct NativeSandboxOptions {
+  pub id: String,
+  pub working_directory: Option<String>,
+  pub env: Option<HashMap<String, String>>,
+  /// Default timeout of `executeCommand`, in milliseconds.
+  pub timeout: Option<f64>,
+  #[napi(ts_type = "'none' | 'bwrap' | 'seatbelt'")]
+  pub isolation: Option<String>,
+  #[napi(ts_type = "(outcome: string) => Promise<void>")]
+  pub on_start: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_stop: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_destroy: Option<JsHook>,
+}
+
+#[napi(object)]
+pub struct NativeProcessInfo {
+  pub pid: String,
+  pub command: String,
+  pub running: bool,
+  pub exit_code: Option<i32>,
+}
+
+#[napi]
+pub struct NativeLocalSandbox {
+  inner: Arc<Sandbox>,
+}
+
+#[napi]
+impl NativeLocalSandbox {
+  #[napi(constructor)]
+  pub fn new(options: NativeSandboxOptions) -> napi::Result<Self, ErrorCode> {
+    let isolation = match options.isolation.as_deref() {
+      None => Isolation::None,
+      Some(name) => Isolation::parse(name).ok_or_else(|| {
+        sync_error(CoreError::InvalidOption(format!(
+          "isolation must be 'none', 'bwrap' or 'seatbelt', got '{name}'"
+        )))
+      })?,
+    };
+    if !isolation::is_available(isolation) {
+      return Err(sync_error(CoreError::IsolationUnavailable {
+        backend: isolation.as_str().to_owned(),
+        reason: isolation::detect().message,
+      }));
+    }
+    if isolation != Isolation::None {
+      // The namespace boundary is not built yet; running unconfined under an isolation
+      // name would be a silent downgrade, so refuse instead.
+      return Err(sync_error(CoreError::IsolationUnavailable {
+        backend: isolation.as_str().to_owned(),
+        reason: "this version of native-workspace runs commands only with isolation 'none'"
+          .to_owned(),
+      }));
+    }
+    let hooks = Hooks {
+      on_start: options.on_start.map(|h| {
+        hook(h, |o: native_workspace_core::sandbox::StartOutcome| {
+          o.as_str().to_owned()
+        })
+      }),
+      on_stop: options.on_stop.map(|h| hook(h, |_: ()| String::new())),
+      on_destroy: options.on_destroy.map(|h| hook(h, |_: ()| String::new())),
+    };
+    let inner = Sandbox::new(SandboxOptions {
+      id: options.id,
+      working_directory: resolve_working_directory(options.working_directory.as_deref())
+        .map_err(sync_error)?,
+      env: options.env.unwrap_or_default().into_iter().collect(),
+      timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,
+      isolation,
+      keeper: keeper_path(),
+      hooks,
+    });
+    Ok(NativeLocalSandbox {
+      inner: Arc::new(inner),
+    })
+  }
+
+  #[napi(getter)]
+  pub fn id(&self) -> String {
+    self.inner.id().to_owned()
+  }
+
+  #[napi(
+    getter,
+    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'"
+  )]
+  pub fn status(&self) -> &'static str {
+    self.inner.status().as_str()
+  }
+
+  #[napi(getter)]
+  pub fn error(&self) -> Option<String> {
+    self.inner.error()
+  }
+
+  #[napi(getter)]
+  pub fn working_directory(&self) -> String {
+    self
+      .inner
+      .working_directory()
+      .to_string_lossy()
+      .into_owned()
+  }
+
+  #[napi(getter)]
+  pub fn timeout(&self) -> Option<f64> {
+    self.inner.timeout().map(|t| t.as_secs_f64() * 1000.0)
+  }
+
+  #[napi(getter, ts_return_type = "'none' | 'bwrap' | 'seatbelt'")]
+  pub fn isolation(&self) -> &'static str {
+    self.inner.isolation().as_str()
+  }
+
+  /// Milliseconds since the Unix epoch.
+  #[napi(getter)]
+  pub fn created_at(&self) -> f64 {
+    let since = self
+      .inner
+      .created_at()
+      .duration_since(std::time::UNIX_EPOCH)
+      .unwrap_or_default();
+    since.as_secs_f64() * 1000.0
+  }
+
+  #[napi(ts_return_type = "Promise<'created' | 'connected'>")]
+  pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.start().await.map(|o| o.as_str()) })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.stop().await })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.destroy().await })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.ensure_running().await })
+  }
+
+  #[napi]
+  pub fn set_env(&self, env: HashMap<String, String>) {
+    self.inner.set_env(env.into_iter().collect());
+  }
+
+  #[napi]
+  pub fn get_env(&self) -> HashMap<String, String> {
+    self.inner.env_overlay().into_iter().collect()
+  }
+
+  #[napi(ts_return_type = "Promise<NativeExecutionResult & { command: string }>")]
+  pub fn execute_command<'env>(
+    &self,
+    env: &'env Env,
+    command: String,
+    args: Vec<String>,
+    options: NativeCommandOptions,
+  ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>, ErrorCode> {
+    let options = options.into_core()?;
+    let inner = self.inner.clone();
+    settle(env, async move {
+      let result = inner.execute(&command, &args, options).await?;
+      Ok(NativeExecutionResult::from_outcome(
+        result.outcome,
+        Some(result.command),
+      ))
+    })
+    .map_err(crate::errors::from_napi)
+  }
+
+  #[napi(ts_return_type = "Promise<NativeProcess>")]
+  pub fn spawn<'env>(
+    &self,
+    env: &'env Env,
+    command: String,
+    options: NativeCommandOptions,
+  ) -> napi::Result<PromiseRaw<'env, NativeProcess>, ErrorCode> {
+    let options = options.into_core()?;
+    let inner = self.inner.clone();
+    settle(env, async move {
+      Ok(NativeProcess::new(inner.spawn(&command, options).await?))
+    })
+    .map_err(crate::errors::from_napi)
+  }
+
+  #[napi]
+  pub fn list(&self) -> Vec<NativeProcessInfo> {
+    self
+      .inner
+      .list()
+      .into_iter()
+      .map(|e| NativeProcessInfo {
+        pid: e.pid,
+        command: e.command,
+        running: e.running,
+        exit_code: e.exit_code,
+      })
+      .collect()
+  }
+
+  #[napi]
+  pub fn get(&self, pid: String) -> Option<NativeProcess> {
+    self.inner.get(&pid).map(NativeProcess::new)
+  }
+
+  #[napi(ts_return_type = "Promise<boolean>")]
+  pub fn kill<'env>(&self, env: &'env Env, pid: String) -> napi::Result<PromiseRaw<'env, bool>> {
+    let inner = self.inner.clone();
+    settle(env, async move { Ok(inner.kill(&pid).await) })
+  }
+
+  #[napi]
+  pub fn release(&self, pid: String) {
+    self.inner.release(&pid);
+  }
+}
+
+/// Runs a core future on the runtime and settles a promise with its value, or with a JS
+/// error carrying the core error's `code`.
+pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
+{
+  env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, outcome| {
+    outcome.map_err(|e| to_js_error(env, e))
+  })
+}

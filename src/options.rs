@@ -1,0 +1,86 @@
+//! Option objects as they cross from JavaScript. Types are checked by the wrapper
+//! (`lib/options.js`, which names the offending option); values are checked here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{FnArgs, Function};
+use napi_derive::napi;
+use native_workspace_core::CoreError;
+use native_workspace_core::output::{OutputSink, Retention};
+use native_workspace_core::process::StdinMode;
+use native_workspace_core::sandbox::CommandOptions;
+
+use crate::errors::{ErrorCode, from_napi, sync_error};
+use crate::js_callback::JsOutputSink;
+
+#[napi(object, object_to_js = false)]
+pub struct NativeCommandOptions<'a> {
+  pub env: Option<HashMap<String, String>>,
+  pub cwd: Option<String>,
+  /// Milliseconds.
+  pub timeout: Option<f64>,
+  /// Bytes per stream; `Infinity` keeps everything.
+  pub max_retained_bytes: Option<f64>,
+  #[napi(ts_type = "'pipe' | 'ignore'")]
+  pub stdin_mode: Option<String>,
+  /// Receives every chunk of output, batched: `(stdout, stderr)`.
+  #[napi(ts_type = "(stdout: string, stderr: string) => void")]
+  pub on_output: Option<Function<'a, FnArgs<(String, String)>, ()>>,
+}
+
+pub fn timeout(ms: Option<f64>, option: &str) -> Result<Option<Duration>, CoreError> {
+  match ms {
+    None => Ok(None),
+    Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+    Some(ms) if ms == f64::INFINITY => Ok(None),
+    Some(ms) => Err(CoreError::InvalidOption(format!(
+      "{option} must be a non-negative number of milliseconds, got {ms}"
+    ))),
+  }
+}
+
+pub fn retention(bytes: Option<f64>) -> Result<Option<Retention>, CoreError> {
+  match bytes {
+    None => Ok(None),
+    Some(b) if b == f64::INFINITY => Ok(Some(None)),
+    Some(b) if b.is_finite() && b >= 0.0 && b.fract() == 0.0 => Ok(Some(Some(b as usize))),
+    Some(_) => Err(CoreError::InvalidRetention),
+  }
+}
+
+pub fn stdin_mode(mode: Option<&str>) -> Result<Option<StdinMode>, CoreError> {
+  match mode {
+    None => Ok(None),
+    Some("pipe") => Ok(Some(StdinMode::Pipe)),
+    Some("ignore") => Ok(Some(StdinMode::Ignore)),
+    Some(other) => Err(CoreError::InvalidOption(format!(
+      "stdinMode must be 'pipe' or 'ignore', got '{other}'"
+    ))),
+  }
+}
+
+impl NativeCommandOptions<'_> {
+  /// Converts on the JS thread (the output callback becomes a threadsafe sink here).
+  pub fn into_core(self) -> napi::Result<CommandOptions, ErrorCode> {
+    let invalid = sync_error;
+    let sinks: Vec<std::sync::Arc<dyn OutputSink>> = match self.on_output {
+      Some(f) => vec![std::sync::Arc::new(
+        JsOutputSink::new(f).map_err(from_napi)?,
+      )],
+      None => Vec::new(),
+    };
+    Ok(CommandOptions {
+      env: self
+        .env
+        .unwrap_or_default()
+        .into_iter()
+        .collect::<BTreeMap<_, _>>(),
+      cwd: self.cwd,
+      timeout: timeout(self.timeout, "timeout").map_err(invalid)?,
+      retention: retention(self.max_retained_bytes).map_err(invalid)?,
+      stdin: stdin_mode(self.stdin_mode.as_deref()).map_err(invalid)?,
+      sinks,
+    })
+  }
+}

@@ -1,0 +1,168 @@
+//! `NativeProcess`: the engine behind the exported `ProcessHandle` (lib/process-handle.js).
+
+use std::sync::Arc;
+
+use napi::Env;
+use napi::bindgen_prelude::{Either, FnArgs, Function, PromiseRaw, Uint8Array};
+use napi_derive::napi;
+use native_workspace_core::output::Stream;
+use native_workspace_core::process::{Outcome, Process, StdinMode};
+
+use crate::errors::{ErrorCode, from_napi};
+use crate::js_callback::JsOutputSink;
+use crate::local_sandbox::settle;
+
+#[napi(object)]
+pub struct NativeExecutionResult {
+  pub success: bool,
+  pub exit_code: i32,
+  pub stdout: String,
+  pub stderr: String,
+  pub execution_time_ms: f64,
+  pub killed: bool,
+  pub timed_out: bool,
+  pub stdout_truncated: bool,
+  pub stderr_truncated: bool,
+  pub stdout_dropped_bytes: f64,
+  pub stderr_dropped_bytes: f64,
+  pub command: Option<String>,
+}
+
+impl NativeExecutionResult {
+  pub fn from_outcome(o: Outcome, command: Option<String>) -> Self {
+    NativeExecutionResult {
+      success: o.exit.success(),
+      exit_code: o.exit.exit_code,
+      stdout: o.stdout,
+      stderr: o.stderr,
+      execution_time_ms: o.exit.execution_time_ms,
+      killed: o.exit.killed,
+      timed_out: o.exit.timed_out,
+      stdout_truncated: o.stdout_dropped_bytes > 0,
+      stderr_truncated: o.stderr_dropped_bytes > 0,
+      stdout_dropped_bytes: o.stdout_dropped_bytes as f64,
+      stderr_dropped_bytes: o.stderr_dropped_bytes as f64,
+      command,
+    }
+  }
+}
+
+#[napi]
+pub struct NativeProcess {
+  inner: Arc<Process>,
+}
+
+impl NativeProcess {
+  pub fn new(inner: Arc<Process>) -> Self {
+    NativeProcess { inner }
+  }
+}
+
+#[napi]
+impl NativeProcess {
+  #[napi(getter)]
+  pub fn pid(&self) -> String {
+    self.inner.pid().to_string()
+  }
+
+  #[napi(getter)]
+  pub fn command(&self) -> String {
+    self.inner.command().to_owned()
+  }
+
+  /// `undefined` while the command runs.
+  #[napi(getter)]
+  pub fn exit_code(&self) -> Option<i32> {
+    self.inner.exit().map(|e| e.exit_code)
+  }
+
+  #[napi(getter, ts_return_type = "'pipe' | 'ignore'")]
+  pub fn stdin_mode(&self) -> &'static str {
+    match self.inner.stdin_mode() {
+      StdinMode::Pipe => "pipe",
+      StdinMode::Ignore => "ignore",
+    }
+  }
+
+  #[napi(getter)]
+  pub fn stdout(&self) -> String {
+    self.inner.retained(Stream::Stdout).0
+  }
+
+  #[napi(getter)]
+  pub fn stderr(&self) -> String {
+    self.inner.retained(Stream::Stderr).0
+  }
+
+  #[napi(getter)]
+  pub fn stdout_dropped_bytes(&self) -> f64 {
+    self.inner.retained(Stream::Stdout).1 as f64
+  }
+
+  #[napi(getter)]
+  pub fn stderr_dropped_bytes(&self) -> f64 {
+    self.inner.retained(Stream::Stderr).1 as f64
+  }
+
+  /// Resolves when the command has ended and every output callback has run.
+  #[napi(ts_return_type = "Promise<NativeExecutionResult>")]
+  pub fn wait<'env>(
+    &self,
+    env: &'env Env,
+  ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      Ok(NativeExecutionResult::from_outcome(
+        inner.wait_outcome().await,
+        None,
+      ))
+    })
+  }
+
+  /// SIGKILLs the whole process tree; false if it had already exited.
+  #[napi]
+  pub fn kill(&self) -> bool {
+    self.inner.kill()
+  }
+
+  /// SIGTERMs the whole process tree; false if it had already exited.
+  #[napi]
+  pub fn terminate(&self) -> bool {
+    self.inner.terminate()
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn send_stdin<'env>(
+    &self,
+    env: &'env Env,
+    data: Either<String, Uint8Array>,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    let bytes = match data {
+      Either::A(s) => s.into_bytes(),
+      Either::B(b) => b.to_vec(),
+    };
+    let inner = self.inner.clone();
+    settle(env, async move { inner.send_stdin(&bytes).await })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn close_stdin<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.close_stdin().await })
+  }
+
+  /// Adds an output consumer `(stdout, stderr) => void` for output from now on.
+  #[napi]
+  pub fn subscribe(
+    &self,
+    on_output: Function<FnArgs<(String, String)>, ()>,
+  ) -> napi::Result<u32, ErrorCode> {
+    let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
+    Ok(self.inner.subscribe(Arc::new(sink)) as u32)
+  }
+
+  #[napi]
+  pub fn unsubscribe(&self, id: u32) {
+    self.inner.unsubscribe(id as u64);
+  }
+}

@@ -9,6 +9,11 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class NativeAbortToken {
+  constructor()
+  abort(): void
+}
+
 export declare class NativeLocalSandbox {
   constructor(options: NativeSandboxOptions)
   get id(): string
@@ -75,6 +80,8 @@ export interface NativeCommandOptions {
   stdinMode?: 'pipe' | 'ignore'
   /** Receives every chunk of output, batched: `(stdout, stderr)`. */
   onOutput?: (stdout: string, stderr: string) => void
+  /** Raised when the caller's AbortSignal fires. */
+  abort?: NativeAbortToken
 }
 
 export interface NativeExecutionResult {

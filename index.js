@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.NativeAbortToken = nativeBinding.NativeAbortToken
 module.exports.NativeLocalSandbox = nativeBinding.NativeLocalSandbox
 module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.detectIsolation = nativeBinding.detectIsolation

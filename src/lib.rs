@@ -3,6 +3,7 @@
 //! between JavaScript values and the core (`native-workspace-core`); the behaviour
 //! lives in the core.
 
+mod abort_token;
 mod errors;
 mod isolation;
 mod js_callback;

@@ -4,13 +4,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{FnArgs, Function};
+use napi::bindgen_prelude::{ClassInstance, FnArgs, Function};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::output::{OutputSink, Retention};
 use native_workspace_core::process::StdinMode;
 use native_workspace_core::sandbox::CommandOptions;
 
+use crate::abort_token::NativeAbortToken;
 use crate::errors::{ErrorCode, from_napi, sync_error};
 use crate::js_callback::JsOutputSink;
 
@@ -27,6 +28,8 @@ pub struct NativeCommandOptions<'a> {
   /// Receives every chunk of output, batched: `(stdout, stderr)`.
   #[napi(ts_type = "(stdout: string, stderr: string) => void")]
   pub on_output: Option<Function<'a, FnArgs<(String, String)>, ()>>,
+  /// Raised when the caller's AbortSignal fires.
+  pub abort: Option<ClassInstance<'a, NativeAbortToken>>,
 }
 
 pub fn timeout(ms: Option<f64>, option: &str) -> Result<Option<Duration>, CoreError> {
@@ -81,6 +84,7 @@ impl NativeCommandOptions<'_> {
       retention: retention(self.max_retained_bytes).map_err(invalid)?,
       stdin: stdin_mode(self.stdin_mode.as_deref()).map_err(invalid)?,
       sinks,
+      abort: self.abort.map(|token| token.inner.clone()),
     })
   }
 }

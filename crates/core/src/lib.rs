@@ -2,6 +2,7 @@
 //! `LocalSandbox` lifecycle and process manager built on them. No Node.js here; the
 //! napi binding at the repository root only converts values and calls in.
 
+pub mod abort;
 pub mod error;
 pub mod isolation;
 pub mod output;

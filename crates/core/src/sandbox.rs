@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::abort::AbortToken;
 use crate::error::{CoreError, Result};
 use crate::isolation::Isolation;
 use crate::output::{BoxFuture, OutputSink, Retention};
@@ -91,6 +92,8 @@ pub struct CommandOptions {
   pub retention: Option<Retention>,
   pub stdin: Option<StdinMode>,
   pub sinks: Vec<Arc<dyn OutputSink>>,
+  /// Kills the command when raised (also if it was raised before the start).
+  pub abort: Option<AbortToken>,
 }
 
 /// Result of `execute`: the outcome plus the command string that ran.
@@ -294,21 +297,13 @@ impl Sandbox {
   /// is killed through the manager, released, or the sandbox stops.
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
     self.ensure_running().await?;
-    let request = self.request(
+    self.start_tracked(
       command,
       options,
       Some(DEFAULT_SPAWN_RETENTION),
       StdinMode::Pipe,
       None,
-    )?;
-    let process = Process::spawn(&self.keeper, request)?;
-    let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
-    self
-      .processes
-      .lock()
-      .unwrap()
-      .insert(process.pid().to_string(), (seq, process.clone()));
-    Ok(process)
+    )
   }
 
   /// Runs a command to completion (stdin closed, all output kept unless limited).
@@ -320,21 +315,49 @@ impl Sandbox {
   ) -> Result<CommandResult> {
     self.ensure_running().await?;
     let full = crate::quote::join_command(command, args);
-    let request = self.request(&full, options, None, StdinMode::Ignore, self.timeout)?;
+    let process = self.start_tracked(&full, options, None, StdinMode::Ignore, self.timeout)?;
+    let outcome = process.into_outcome().await;
+    self.release(&process.pid().to_string());
+    Ok(CommandResult {
+      outcome,
+      command: full,
+    })
+  }
+
+  /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
+  fn start_tracked(
+    &self,
+    command: &str,
+    mut options: CommandOptions,
+    default_retention: Retention,
+    default_stdin: StdinMode,
+    default_timeout: Option<Duration>,
+  ) -> Result<Arc<Process>> {
+    let abort = options.abort.take();
+    let request = self.request(
+      command,
+      options,
+      default_retention,
+      default_stdin,
+      default_timeout,
+    )?;
     let process = Process::spawn(&self.keeper, request)?;
-    let pid = process.pid().to_string();
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
     self
       .processes
       .lock()
       .unwrap()
-      .insert(pid.clone(), (seq, process.clone()));
-    let outcome = process.into_outcome().await;
-    self.release(&pid);
-    Ok(CommandResult {
-      outcome,
-      command: full,
-    })
+      .insert(process.pid().to_string(), (seq, process.clone()));
+    if let Some(token) = abort {
+      let watched = process.clone();
+      tokio::spawn(async move {
+        tokio::select! {
+          _ = token.aborted() => { watched.kill(); }
+          _ = watched.wait() => {}
+        }
+      });
+    }
+    Ok(process)
   }
 
   fn request(

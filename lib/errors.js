@@ -1,0 +1,138 @@
+'use strict'
+// Error classes of the public API. Native errors arrive as plain Errors with a `code`;
+// `fromNative` re-creates them as the class that code stands for.
+
+class SandboxError extends Error {
+  constructor(message, code, details) {
+    super(message)
+    this.name = new.target.name
+    this.code = code
+    if (details !== undefined) this.details = details
+  }
+}
+
+class SandboxExecutionError extends SandboxError {
+  constructor(message, exitCode, stdout, stderr) {
+    super(message, 'EXECUTION_FAILED', { exitCode, stdout, stderr })
+  }
+}
+
+class SandboxTimeoutError extends SandboxError {
+  constructor(timeoutMs, operation) {
+    super(`Execution timed out after ${timeoutMs}ms`, 'TIMEOUT', { timeoutMs, operation })
+  }
+}
+
+class SandboxNotReadyError extends SandboxError {
+  constructor(idOrStatus) {
+    super(`Sandbox is not ready: ${idOrStatus}`, 'NOT_READY', { id: idOrStatus })
+  }
+}
+
+class IsolationUnavailableError extends SandboxError {
+  constructor(backend, reason) {
+    super(`Isolation backend '${backend}' is not available: ${reason}`, 'ISOLATION_UNAVAILABLE')
+  }
+}
+
+class MountError extends SandboxError {
+  constructor(message, mountPath, details) {
+    super(message, 'MOUNT_ERROR', { mountPath, ...details })
+  }
+}
+
+class MountNotSupportedError extends SandboxError {
+  constructor(provider) {
+    super(`Sandbox provider '${provider}' does not support mounting`, 'MOUNT_NOT_SUPPORTED')
+  }
+}
+
+class FilesystemNotMountableError extends SandboxError {
+  constructor(provider, reason) {
+    super(
+      reason ? `Filesystem '${provider}' cannot be mounted: ${reason}` : `Filesystem '${provider}' does not support mounting`,
+      'FILESYSTEM_NOT_MOUNTABLE',
+    )
+  }
+}
+
+/** An option of the wrong type or value; the message names the option. */
+class SandboxOptionError extends SandboxError {
+  constructor(message) {
+    super(message, 'INVALID_OPTION')
+  }
+}
+
+class UnsupportedStdinCloseError extends Error {
+  constructor(message = 'This process handle does not support closing stdin') {
+    super(message)
+    this.name = 'UnsupportedStdinCloseError'
+  }
+}
+
+const RETENTION_MESSAGE = 'maxRetainedBytes must be a non-negative integer or Infinity'
+
+/** Maps an error thrown by the native module to the public class for its code. */
+function fromNative(err) {
+  if (!(err instanceof Error) || typeof err.code !== 'string' || err instanceof SandboxError) return err
+  let typed
+  switch (err.code) {
+    case 'NOT_READY':
+      typed = Object.assign(new SandboxNotReadyError(''), { message: err.message })
+      break
+    case 'ISOLATION_UNAVAILABLE':
+      typed = Object.assign(new IsolationUnavailableError('', ''), { message: err.message })
+      break
+    case 'INVALID_OPTION':
+      typed = new SandboxOptionError(err.message)
+      break
+    case 'INVALID_RETENTION':
+      return new RangeError(RETENTION_MESSAGE)
+    case 'InvalidArg':
+    case 'NumberExpected':
+    case 'StringExpected':
+    case 'ObjectExpected':
+    case 'FunctionExpected':
+    case 'ArrayExpected':
+      typed = new SandboxOptionError(err.message)
+      break
+    default:
+      typed = new SandboxError(err.message, err.code)
+  }
+  typed.cause = err
+  return typed
+}
+
+/** Runs `fn` and rethrows native errors as their public classes. */
+async function translating(fn) {
+  try {
+    return await fn()
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+function translatingSync(fn) {
+  try {
+    return fn()
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+module.exports = {
+  SandboxError,
+  SandboxExecutionError,
+  SandboxTimeoutError,
+  SandboxNotReadyError,
+  IsolationUnavailableError,
+  MountError,
+  MountNotSupportedError,
+  FilesystemNotMountableError,
+  SandboxOptionError,
+  UnsupportedStdinCloseError,
+  RETENTION_MESSAGE,
+  fromNative,
+  translating,
+  translatingSync,
+}

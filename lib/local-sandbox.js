@@ -1,0 +1,207 @@
+'use strict'
+const os = require('node:os')
+const native = require('../index.js')
+const { translating, translatingSync } = require('./errors')
+const { check } = require('./options')
+const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
+const { toResult } = require('./process-handle')
+
+const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+
+function nativeSandboxConfig(config) {
+  check.object(config, 'nativeSandbox')
+  const c = config ?? {}
+  return {
+    allowNetwork: check.boolean(c.allowNetwork, 'nativeSandbox.allowNetwork') ?? false,
+    readOnlyPaths: [...check.stringArray(c.readOnlyPaths, 'nativeSandbox.readOnlyPaths')],
+    readWritePaths: [...check.stringArray(c.readWritePaths, 'nativeSandbox.readWritePaths')],
+    allowSystemBinaries: check.boolean(c.allowSystemBinaries, 'nativeSandbox.allowSystemBinaries') ?? true,
+    seatbeltProfilePath: check.string(c.seatbeltProfilePath, 'nativeSandbox.seatbeltProfilePath'),
+    bwrapArgs: c.bwrapArgs === undefined ? undefined : [...check.stringArray(c.bwrapArgs, 'nativeSandbox.bwrapArgs')],
+    readOnly: check.boolean(c.readOnly ?? c.readOnlyWorkspace, 'nativeSandbox.readOnly') ?? false,
+  }
+}
+
+/**
+ * Runs commands on this machine, each under a native supervisor that owns its whole
+ * process tree. Starts lazily on the first command.
+ */
+class LocalSandbox {
+  #native
+  #hooks
+  #instructions
+  #nativeSandbox
+
+  constructor(options = {}) {
+    check.object(options, 'options')
+    const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
+    const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
+    this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
+    const instructions = options.instructions
+    if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
+      check.string(instructions, 'instructions')
+    }
+    this.#instructions = instructions
+    this.#hooks = {
+      onStart: check.function(options.onStart, 'onStart'),
+      onStop: check.function(options.onStop, 'onStop'),
+      onDestroy: check.function(options.onDestroy, 'onDestroy'),
+    }
+    // The native side calls these; they read #hooks at call time, so setOnStart applies.
+    const call = (name, extra) => async () => {
+      const hook = this.#hooks[name]
+      if (hook) await hook({ sandbox: this, ...extra() })
+    }
+    this.#native = translatingSync(
+      () =>
+        new native.NativeLocalSandbox({
+          id,
+          workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
+          env: check.env(options.env, 'env'),
+          timeout: check.duration(options.timeout, 'timeout'),
+          isolation,
+          onStart: (outcome) => call('onStart', () => ({ outcome }))(),
+          onStop: call('onStop', () => ({})),
+          onDestroy: call('onDestroy', () => ({})),
+        }),
+    )
+    this.name = 'LocalSandbox'
+    this.provider = 'local'
+    this.processes = new LocalProcessManager(this, this.#native)
+  }
+
+  get id() {
+    return this.#native.id
+  }
+  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
+  get status() {
+    return this.#native.status
+  }
+  /** Why the last lifecycle step failed, while `status` is `'error'`. */
+  get error() {
+    return this.#native.error ?? undefined
+  }
+  get workingDirectory() {
+    return this.#native.workingDirectory
+  }
+  get isolation() {
+    return this.#native.isolation
+  }
+  /** Default timeout of `executeCommand` in ms, or undefined for none. */
+  get timeout() {
+    return this.#native.timeout ?? undefined
+  }
+  get createdAt() {
+    return new Date(this.#native.createdAt)
+  }
+
+  /** Starts the sandbox (creates the working directory, runs `onStart`). Concurrent calls share one start. */
+  async start() {
+    const outcome = await translating(() => this.#native.start())
+    return { outcome }
+  }
+
+  /** Kills every process, runs `onStop`, and leaves the files in place; the next command restarts it. */
+  async stop() {
+    await translating(() => this.#native.stop())
+    this.processes._forgetAll()
+  }
+
+  /** Kills every process and runs `onDestroy`; the sandbox cannot be used again. */
+  async destroy() {
+    await translating(() => this.#native.destroy())
+    this.processes._forgetAll()
+  }
+
+  _start() {
+    return this.start()
+  }
+  _stop() {
+    return this.stop()
+  }
+  _destroy() {
+    return this.destroy()
+  }
+
+  async ensureRunning() {
+    return translating(() => this.#native.ensureRunning())
+  }
+
+  /** @deprecated use `status === 'running'` */
+  isReady() {
+    return this.status === 'running'
+  }
+
+  /**
+   * Runs `command` (a shell string; `args` are quoted and appended) to completion with
+   * stdin closed, and resolves with its result. A failing command resolves too.
+   */
+  async executeCommand(command, args = [], options = {}) {
+    checkCommand(command)
+    check.stringArray(args, 'args')
+    const signal = check.abortSignal(options?.abortSignal, 'abortSignal')
+    const { token, detach } = abortToken(signal)
+    try {
+      const nativeOptions = commandOptions(options, token)
+      return toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
+    } finally {
+      detach()
+    }
+  }
+
+  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
+  async spawn(options) {
+    check.object(options, 'spawn options')
+    const { command, ...rest } = options ?? {}
+    return this.processes.spawn(command, rest)
+  }
+
+  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
+  setEnv(update) {
+    if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
+    this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
+  }
+
+  getEnv() {
+    return { ...this.#native.getEnv() }
+  }
+
+  /** Composes the start hook: `update` gets the current hook and returns the new one. */
+  setOnStart(update) {
+    this.#hooks.onStart = check.function(update(this.#hooks.onStart), 'onStart')
+  }
+
+  getInfo() {
+    const isolation = this.isolation
+    const { allowNetwork, readOnlyPaths, readWritePaths } = this.#nativeSandbox
+    return {
+      id: this.id,
+      name: this.name,
+      provider: this.provider,
+      status: this.status,
+      createdAt: this.createdAt,
+      resources: { memoryMB: Math.round(os.totalmem() / 1048576), cpuCores: os.cpus().length },
+      metadata: {
+        workingDirectory: this.workingDirectory,
+        platform: process.platform,
+        nodeVersion: process.version,
+        isolation,
+        ...(isolation !== 'none' && { isolationConfig: { allowNetwork, readOnlyPaths, readWritePaths } }),
+      },
+    }
+  }
+
+  getInstructions(options = {}) {
+    const auto = `Local command execution. Working directory: "${this.workingDirectory}".`
+    const custom = this.#instructions
+    if (custom === undefined) return auto
+    if (typeof custom === 'string') return custom
+    return custom({ auto, defaultInstructions: auto, requestContext: options?.requestContext })
+  }
+
+  static detectIsolation() {
+    return native.detectIsolation()
+  }
+}
+
+module.exports = { LocalSandbox }

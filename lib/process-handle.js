@@ -1,0 +1,158 @@
+'use strict'
+const { Readable, Writable } = require('node:stream')
+const { translating, UnsupportedStdinCloseError } = require('./errors')
+const { check } = require('./options')
+
+/** A user's callback must never take the host down: a throw becomes a process warning. */
+function guard(fn, label) {
+  if (!fn) return undefined
+  return (data) => {
+    try {
+      fn(data)
+    } catch (err) {
+      process.emitWarning(`${label} callback threw: ${err?.stack ?? err}`, 'NativeWorkspaceWarning')
+    }
+  }
+}
+
+/** Joins `onStdout`/`onStderr` into the native batched `(stdout, stderr)` callback. */
+function outputCallback(onStdout, onStderr) {
+  const out = guard(onStdout, 'onStdout')
+  const err = guard(onStderr, 'onStderr')
+  if (!out && !err) return undefined
+  return (stdout, stderr) => {
+    if (stdout && out) out(stdout)
+    if (stderr && err) err(stderr)
+  }
+}
+
+function toResult(native) {
+  const { command, ...result } = native
+  return command == null ? result : { ...result, command }
+}
+
+/**
+ * A process started in a sandbox. Its output is read and retained in native code; this
+ * object only reads that state and forwards calls.
+ */
+class ProcessHandle {
+  #native
+  #reader
+  #writer
+  #killedByAbort = false
+
+  constructor(native) {
+    this.#native = native
+    /** Pid of the command's supervisor: signalling it signals the whole process tree. */
+    this.pid = native.pid
+    this.command = native.command
+  }
+
+  /** `undefined` while the process runs. */
+  get exitCode() {
+    return this.#native.exitCode ?? undefined
+  }
+  get stdinMode() {
+    return this.#native.stdinMode
+  }
+  get stdout() {
+    return this.#native.stdout
+  }
+  get stderr() {
+    return this.#native.stderr
+  }
+  get stdoutDroppedBytes() {
+    return this.#native.stdoutDroppedBytes
+  }
+  get stderrDroppedBytes() {
+    return this.#native.stderrDroppedBytes
+  }
+  get stdoutTruncated() {
+    return this.#native.stdoutDroppedBytes > 0
+  }
+  get stderrTruncated() {
+    return this.#native.stderrDroppedBytes > 0
+  }
+  /** True when an abort signal given to `wait()` killed the process. */
+  get killedByAbort() {
+    return this.#killedByAbort
+  }
+
+  /**
+   * Resolves with the result once the process has exited and all its output has been
+   * delivered. `onStdout`/`onStderr` get the output that arrives during this wait;
+   * `abortSignal` kills the process. Every call resolves to the same result.
+   */
+  async wait(options = {}) {
+    check.object(options, 'wait options')
+    const onOutput = outputCallback(
+      check.function(options.onStdout, 'onStdout'),
+      check.function(options.onStderr, 'onStderr'),
+    )
+    const signal = check.abortSignal(options.abortSignal, 'abortSignal')
+    const subscription = onOutput ? this.#native.subscribe(onOutput) : undefined
+    const onAbort = () => {
+      if (this.#native.kill()) this.#killedByAbort = true
+    }
+    if (signal?.aborted) onAbort()
+    else signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return toResult(await this.#native.wait())
+    } finally {
+      if (subscription !== undefined) this.#native.unsubscribe(subscription)
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** SIGKILLs the process and everything it started. False if it had already exited. */
+  async kill() {
+    return this.#native.kill()
+  }
+
+  async sendStdin(data) {
+    if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
+      throw new TypeError('sendStdin data must be a string or a Uint8Array')
+    }
+    return translating(() => this.#native.sendStdin(data))
+  }
+
+  async closeStdin() {
+    return translating(() => this.#native.closeStdin())
+  }
+
+  /** stdout as a Node Readable, from the moment it is first read; ends when the process does. */
+  get reader() {
+    if (!this.#reader) {
+      const readable = new Readable({ read() {} })
+      const subscription = this.#native.subscribe((stdout) => {
+        if (stdout) readable.push(stdout)
+      })
+      this.#native.wait().finally(() => {
+        this.#native.unsubscribe(subscription)
+        readable.push(null)
+      })
+      this.#reader = readable
+    }
+    return this.#reader
+  }
+
+  /** stdin as a Node Writable; `end()` closes stdin. */
+  get writer() {
+    if (!this.#writer) {
+      this.#writer = new Writable({
+        write: (chunk, _encoding, done) => {
+          this.sendStdin(chunk).then(() => done(), done)
+        },
+        final: (done) => {
+          this.closeStdin().then(
+            () => done(),
+            (err) => (err instanceof UnsupportedStdinCloseError ? done() : done(err)),
+          )
+        },
+      })
+    }
+    return this.#writer
+  }
+}
+
+module.exports = { ProcessHandle, outputCallback, toResult }

@@ -1,0 +1,118 @@
+'use strict'
+const { NativeAbortToken } = require('../index.js')
+const { translating } = require('./errors')
+const { check } = require('./options')
+const { ProcessHandle, outputCallback } = require('./process-handle')
+
+/**
+ * Raises a native abort token when `signal` aborts (at once if it already has).
+ * Returns the token and a function that detaches the listener.
+ */
+function abortToken(signal) {
+  if (!signal) return { token: undefined, detach: () => {} }
+  const token = new NativeAbortToken()
+  const onAbort = () => token.abort()
+  if (signal.aborted) onAbort()
+  else signal.addEventListener('abort', onAbort, { once: true })
+  return { token, detach: () => signal.removeEventListener('abort', onAbort) }
+}
+
+/** Converts and type-checks the options shared by `spawn` and `executeCommand`. */
+function commandOptions(options, token) {
+  check.object(options, 'options')
+  return {
+    env: check.env(options.env, 'env'),
+    cwd: check.string(options.cwd, 'cwd'),
+    timeout: check.duration(options.timeout, 'timeout'),
+    maxRetainedBytes: check.retention(options.maxRetainedBytes),
+    stdinMode: check.oneOf(options.stdinMode ?? options.stdin, 'stdinMode', ['pipe', 'ignore']),
+    onOutput: outputCallback(check.function(options.onStdout, 'onStdout'), check.function(options.onStderr, 'onStderr')),
+    abort: token,
+  }
+}
+
+function checkCommand(command) {
+  if (typeof command !== 'string' || command.trim() === '') {
+    throw new TypeError('command must be a non-empty string')
+  }
+}
+
+/**
+ * The process manager of a `LocalSandbox` (`sandbox.processes`). A process stays
+ * reachable through `get(pid)` after it exits, until it is killed or released here, or
+ * the sandbox stops.
+ */
+class LocalProcessManager {
+  #native
+  #handles = new Map()
+
+  constructor(sandbox, native) {
+    this.sandbox = sandbox
+    this.#native = native
+  }
+
+  /** Starts `command` and returns its handle at once. */
+  async spawn(command, options = {}) {
+    checkCommand(command)
+    const signal = check.abortSignal(options?.abortSignal, 'abortSignal')
+    const { token, detach } = abortToken(signal)
+    let native
+    try {
+      const nativeOptions = commandOptions(options, token)
+      native = await translating(() => this.#native.spawn(command, nativeOptions))
+    } catch (err) {
+      detach()
+      throw err
+    }
+    if (signal) native.wait().finally(detach)
+    const handle = new ProcessHandle(native)
+    this.#handles.set(handle.pid, handle)
+    return handle
+  }
+
+  /** Every tracked process, oldest first. */
+  async list() {
+    await this.sandbox.ensureRunning()
+    return this.#native.list().map(({ pid, command, running, exitCode }) =>
+      exitCode == null ? { pid, command, running } : { pid, command, running, exitCode },
+    )
+  }
+
+  /** The handle of a tracked process (the same object every time), or undefined. */
+  async get(pid) {
+    const key = String(pid)
+    const native = this.#native.get(key)
+    if (!native) {
+      this.#handles.delete(key)
+      return undefined
+    }
+    let handle = this.#handles.get(key)
+    if (!handle) {
+      handle = new ProcessHandle(native)
+      this.#handles.set(key, handle)
+    }
+    return handle
+  }
+
+  /** Kills a process tree, waits for it, and stops tracking it. False if unknown or already exited. */
+  async kill(pid) {
+    const key = String(pid)
+    const killed = await this.#native.kill(key)
+    this.#handles.delete(key)
+    return killed
+  }
+
+  /** Stops tracking a process without killing it. */
+  release(pid) {
+    const key = String(pid)
+    this.#native.release(key)
+    this.#handles.delete(key)
+  }
+
+  /** Forgets handles of processes the sandbox no longer tracks (after stop/destroy). */
+  _forgetAll() {
+    this.#handles.clear()
+  }
+}
+
+module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand }

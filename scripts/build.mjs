@@ -10,7 +10,7 @@ const release = process.argv.includes('--release')
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' })
 
 run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--platform', '--no-const-enum', ...(release ? ['--release'] : [])])
-run('cargo', ['build', '-p', 'native-workspace-keeper', ...(release ? ['--release'] : [])])
+run('cargo', ['build', '-p', 'native-workspace-core', '--bin', 'native-workspace-keeper', ...(release ? ['--release'] : [])])
 const keeper = join(root, 'target', release ? 'release' : 'debug', 'native-workspace-keeper')
 copyFileSync(keeper, join(root, 'native-workspace-keeper'))
 chmodSync(join(root, 'native-workspace-keeper'), 0o755)

@@ -1,0 +1,207 @@
+//! The supervisor and process layer, exercised with real commands.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
+use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+
+const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+
+fn request(command: &str) -> SpawnRequest {
+  SpawnRequest {
+    command: command.to_owned(),
+    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
+    cwd: std::env::temp_dir(),
+    timeout: None,
+    retention: None,
+    stdin: StdinMode::Ignore,
+    sinks: Vec::new(),
+  }
+}
+
+fn spawn(req: SpawnRequest) -> Arc<Process> {
+  Process::spawn(Path::new(KEEPER), req).expect("spawn")
+}
+
+/// Pids of live (non-zombie) `sleep <arg>` processes.
+fn live_sleeps(arg: &str) -> Vec<u32> {
+  let wanted = format!("sleep\0{arg}\0").into_bytes();
+  let mut found = Vec::new();
+  for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+    let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+      continue;
+    };
+    let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+    let zombie = stat
+      .rsplit(')')
+      .next()
+      .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    if !zombie && cmdline == wanted {
+      found.push(pid);
+    }
+  }
+  found
+}
+
+/// A unique `sleep` argument, so each test finds only its own processes.
+fn marker() -> String {
+  static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+  let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+  format!("1000.{}{n:03}", std::process::id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_a_command_and_reports_its_result() {
+  let p = spawn(request("echo out; echo err >&2; exit 3"));
+  let o = p.into_outcome().await;
+  assert_eq!(o.exit.exit_code, 3);
+  assert!(!o.exit.killed && !o.exit.timed_out);
+  assert_eq!(o.stdout, "out\n");
+  assert_eq!(o.stderr, "err\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_takes_down_setsid_grandchildren() {
+  let m = marker();
+  let p = spawn(request(&format!("setsid sleep {m}1 & sleep {m}2")));
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(
+    live_sleeps(&format!("{m}1")).len(),
+    1,
+    "the setsid sleep runs before the kill"
+  );
+  assert_eq!(live_sleeps(&format!("{m}2")).len(), 1);
+  assert!(p.kill());
+  let exit = tokio::time::timeout(Duration::from_secs(3), p.wait())
+    .await
+    .expect("wait resolves");
+  assert_eq!(exit.exit_code, 128 + libc::SIGKILL);
+  assert!(exit.killed);
+  assert!(
+    live_sleeps(&format!("{m}1")).is_empty() && live_sleeps(&format!("{m}2")).is_empty(),
+    "no process of the tree survives"
+  );
+  assert!(!p.kill(), "a second kill reports the process as gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_of_a_finished_command_are_killed_and_do_not_hold_the_result() {
+  let m = marker();
+  let started = Instant::now();
+  // The daemon reports its pid, then holds stdout open for as long as it lives.
+  let p = spawn(request(&format!(
+    "(setsid sh -c 'echo $$; exec sleep {m}' &); sleep 0.2; echo done"
+  )));
+  let o = tokio::time::timeout(Duration::from_secs(3), p.into_outcome())
+    .await
+    .expect("resolves");
+  assert!(started.elapsed() < Duration::from_secs(2));
+  let (daemon, rest) = o.stdout.split_once('\n').unwrap();
+  assert_eq!(rest, "done\n");
+  assert_eq!(o.exit.exit_code, 0);
+  assert!(
+    !Path::new(&format!("/proc/{daemon}")).exists(),
+    "the daemon was killed and reaped"
+  );
+  assert!(live_sleeps(&m).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_escalates_to_sigkill_for_commands_ignoring_sigterm() {
+  let mut req = request("trap '' TERM; echo start; sleep 30");
+  req.timeout = Some(Duration::from_millis(200));
+  let started = Instant::now();
+  let o = spawn(req).into_outcome().await;
+  assert!(
+    started.elapsed() < Duration::from_secs(3),
+    "took {:?}",
+    started.elapsed()
+  );
+  assert_eq!(o.exit.exit_code, 124);
+  assert!(o.exit.timed_out && o.exit.killed);
+  assert_eq!(o.stdout, "start\n");
+  assert_eq!(o.stderr, "\nProcess timed out after 200ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_kills_the_tree() {
+  let m = marker();
+  let p = spawn(request(&format!("sleep {m}")));
+  tokio::time::sleep(Duration::from_millis(100)).await;
+  assert!(!live_sleeps(&m).is_empty());
+  drop(p);
+  let deadline = Instant::now() + Duration::from_secs(3);
+  while !live_sleeps(&m).is_empty() && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  assert!(live_sleeps(&m).is_empty());
+}
+
+#[derive(Default)]
+struct Collect(Mutex<(String, String)>);
+
+impl OutputSink for Collect {
+  fn push(&self, stream: Stream, text: &str) {
+    let mut c = self.0.lock().unwrap();
+    match stream {
+      Stream::Stdout => c.0.push_str(text),
+      Stream::Stderr => c.1.push_str(text),
+    }
+  }
+  fn pending_bytes(&self) -> usize {
+    0
+  }
+  fn flush(&self) -> BoxFuture<()> {
+    Box::pin(async {})
+  }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
+  let sink = Arc::new(Collect::default());
+  let mut req = request("seq 1 2000; echo bye >&2");
+  req.retention = Some(10);
+  req.sinks = vec![sink.clone()];
+  let o = spawn(req).into_outcome().await;
+  let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+  assert_eq!(sink.0.lock().unwrap().0, expected);
+  assert_eq!(sink.0.lock().unwrap().1, "bye\n");
+  assert_eq!(o.stdout, "1999\n2000\n");
+  assert_eq!(o.stdout_dropped_bytes, (expected.len() - 10) as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_pipe_reaches_the_command() {
+  let mut req = request("cat");
+  req.stdin = StdinMode::Pipe;
+  let p = spawn(req);
+  p.send_stdin(b"hello\n").await.unwrap();
+  p.close_stdin().await.unwrap();
+  let o = p.into_outcome().await;
+  assert_eq!((o.exit.exit_code, o.stdout.as_str()), (0, "hello\n"));
+  assert_eq!(
+    p.send_stdin(b"x").await.unwrap_err().to_string(),
+    format!("Process {} has already exited with code 0", p.pid())
+  );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_inherits_no_descriptor_beyond_stdio() {
+  let o = spawn(request("ls /proc/self/fd")).into_outcome().await;
+  // 0, 1, 2 and the one ls opened to read the directory.
+  let fds: Vec<&str> = o.stdout.lines().collect();
+  assert_eq!(fds, ["0", "1", "2", "3"], "got {fds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_cwd_is_a_typed_error() {
+  let mut req = request("pwd");
+  req.cwd = std::env::temp_dir().join("definitely-missing-dir-xyz");
+  let err = Process::spawn(Path::new(KEEPER), req).err().expect("fails");
+  assert_eq!(err.code(), "CWD_NOT_FOUND");
+  assert!(err.to_string().contains("definitely-missing-dir-xyz"));
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config'
+
+export default defineConfig({
+  test: {
+    include: ['__test__/**/*.test.{mjs,ts}'],
+    // Liveness and process-tree tests spawn real processes: run files one at a time so
+    // that "no process left" assertions see only their own processes.
+    pool: 'forks',
+    fileParallelism: false,
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+  },
+})

@@ -1,4 +1,6 @@
 #![deny(clippy::all)]
+// Under `cargo test` napi-derive registers no exports, so exported items look unused.
+#![cfg_attr(test, allow(dead_code))]
 //! napi binding of native-workspace. Each file exposes one concept and only converts
 //! between JavaScript values and the core (`native-workspace-core`); the behaviour
 //! lives in the core.

@@ -4,16 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use crate::error::{CoreError, Result};
+use crate::init::{Init, LaunchRequest};
 use crate::output::{OutputSink, Retained, Retention, Stream, Utf8Decoder};
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
@@ -101,7 +102,7 @@ pub struct Process {
   pid: u32,
   command: String,
   output: Arc<Mutex<Output>>,
-  stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+  stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
   stdin_mode: StdinMode,
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
@@ -109,33 +110,27 @@ pub struct Process {
 }
 
 impl Process {
-  /// Starts `request` under the keeper binary at `keeper`. Must be called inside a
-  /// tokio runtime.
-  pub fn spawn(keeper: &std::path::Path, request: SpawnRequest) -> Result<Arc<Process>> {
+  /// Starts `request` through the sandbox's init and waits until it runs.
+  pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
     check_cwd(&request.cwd)?;
-    let mut cmd = Command::new(keeper);
-    cmd
-      .arg(std::process::id().to_string())
-      .args(["/bin/sh", "-c", &request.command])
-      .env_clear()
-      .envs(&request.env)
-      .current_dir(&request.cwd)
-      .stdin(match request.stdin {
-        StdinMode::Pipe => Stdio::piped(),
-        StdinMode::Ignore => Stdio::null(),
-      })
-      .stdout(Stdio::piped())
-      .stderr(Stdio::piped())
-      // Signals aimed at the host's process group (Ctrl-C) are for the host, not the tree.
-      .process_group(0);
+    let env: Vec<(String, String)> = request.env.into_iter().collect();
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-      std::io::ErrorKind::NotFound if !request.cwd.is_dir() => {
-        CoreError::CwdNotFound(request.cwd.clone())
-      }
-      _ => CoreError::Spawn(e),
+    let launched = init.launch(&LaunchRequest {
+      command: &request.command,
+      cwd: &request.cwd,
+      env: &env,
+      stdin: request.stdin,
     })?;
-    let pid = child.id().expect("a just-spawned child has a pid");
+    let (control_read, control_write) = launched.control.into_split();
+    let mut control_read = BufReader::new(control_read);
+    let pid = match read_message(&mut control_read).await {
+      Some(Message::Started(pid)) => pid,
+      _ => {
+        return Err(CoreError::Spawn(std::io::Error::other(
+          "the sandbox supervisor did not start the command",
+        )));
+      }
+    };
     let output = Arc::new(Mutex::new(Output {
       stdout: Retained::new(request.retention),
       stderr: Retained::new(request.retention),
@@ -147,21 +142,19 @@ impl Process {
         .collect(),
     }));
     let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let stdin = child.stdin.take();
     let readers = [
-      tokio::spawn(pump(stdout, Stream::Stdout, output.clone())),
-      tokio::spawn(pump(stderr, Stream::Stderr, output.clone())),
+      tokio::spawn(pump(launched.stdout, Stream::Stdout, output.clone())),
+      tokio::spawn(pump(launched.stderr, Stream::Stderr, output.clone())),
     ];
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
     tokio::spawn(drive(DriveState {
-      child,
+      control_read,
+      control_write,
       pid,
       started,
       timeout: request.timeout,
-      control: control_rx,
+      requests: control_rx,
       readers,
       output: output.clone(),
       exit: exit_tx,
@@ -169,7 +162,7 @@ impl Process {
     Ok(Arc::new(Process {
       pid,
       command: request.command,
-      stdin: tokio::sync::Mutex::new(stdin),
+      stdin: tokio::sync::Mutex::new(launched.stdin),
       stdin_mode: request.stdin,
       output,
       control: control_tx,
@@ -367,47 +360,74 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
 }
 
 struct DriveState {
-  child: Child,
+  control_read: BufReader<OwnedReadHalf>,
+  control_write: OwnedWriteHalf,
   pid: u32,
   started: Instant,
   timeout: Option<Duration>,
-  control: mpsc::UnboundedReceiver<Control>,
+  requests: mpsc::UnboundedReceiver<Control>,
   readers: [tokio::task::JoinHandle<()>; 2],
   output: Arc<Mutex<Output>>,
   exit: watch::Sender<Option<Exit>>,
 }
 
-/// Owns the child until it is reaped: applies the timeout and kill requests, then
-/// waits for the output to drain and publishes the exit.
+enum Message {
+  Started(u32),
+  Exited(i32),
+}
+
+/// Reads one line of the supervisor protocol; `None` at end of stream.
+async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> {
+  let mut line = String::new();
+  loop {
+    line.clear();
+    if reader.read_line(&mut line).await.ok()? == 0 {
+      return None;
+    }
+    let (kind, value) = line.trim_end().split_at_checked(1)?;
+    match kind {
+      "P" => return value.parse().ok().map(Message::Started),
+      "X" => return value.parse().ok().map(Message::Exited),
+      _ => continue,
+    }
+  }
+}
+
+/// Applies the timeout and kill requests until the supervisor reports the end of the
+/// command's tree, then waits for the output to drain and publishes the exit.
 async fn drive(mut s: DriveState) {
-  let signal = |sig: libc::c_int| {
-    // SAFETY: the keeper is not reaped before `child.wait()` returns, so its pid is ours.
-    unsafe { libc::kill(s.pid as libc::pid_t, sig) };
-  };
   let far = Duration::from_secs(86400 * 365);
   let timeout_at = tokio::time::Instant::from_std(s.started + s.timeout.unwrap_or(far));
   let mut kill_at: Option<tokio::time::Instant> = None;
   let mut timed_out = false;
-  let mut control_open = true;
-  let status: Option<ExitStatus> = loop {
+  let mut requests_open = true;
+  let tell = |byte: &'static [u8]| {
+    // The supervisor may already be gone; its exit report is then on its way.
+    let _ = s.control_write.try_write(byte);
+  };
+  let status: Option<i32> = loop {
     tokio::select! {
-      status = s.child.wait() => break status.ok(),
+      message = read_message(&mut s.control_read) => match message {
+        Some(Message::Exited(status)) => break Some(status),
+        Some(Message::Started(_)) => {}
+        None => break None,
+      },
       _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {
         timed_out = true;
-        signal(libc::SIGTERM);
+        tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
       }
       _ = tokio::time::sleep_until(kill_at.unwrap_or(timeout_at)), if kill_at.is_some() => {
         kill_at = None;
-        signal(libc::SIGUSR1);
+        tell(b"K");
       }
-      request = s.control.recv(), if control_open => match request {
-        Some(Control::Terminate) => signal(libc::SIGTERM),
-        Some(Control::Kill) => signal(libc::SIGUSR1),
+      request = s.requests.recv(), if requests_open => match request {
+        Some(Control::Terminate) => tell(b"T"),
+        Some(Control::Kill) => tell(b"K"),
         None => {
           // Every handle is gone: nobody will ever read this command again.
-          control_open = false;
-          signal(libc::SIGUSR1);
+          requests_open = false;
+          tell(b"K");
         }
       },
     }
@@ -462,15 +482,11 @@ async fn drive(mut s: DriveState) {
 }
 
 /// Exit code and whether a signal ended the command. Death by signal N is reported the
-/// way shells do, as 128 + N.
-fn decode_status(status: Option<ExitStatus>) -> (i32, bool) {
-  use std::os::unix::process::ExitStatusExt;
+/// way shells do, as 128 + N. No status at all means the supervisor itself was killed.
+fn decode_status(status: Option<i32>) -> (i32, bool) {
   match status {
-    Some(st) => match (st.code(), st.signal()) {
-      (Some(code), _) => (code, false),
-      (None, Some(sig)) => (128 + sig, true),
-      (None, None) => (1, false),
-    },
-    None => (1, false),
+    Some(st) if libc::WIFEXITED(st) => (libc::WEXITSTATUS(st), false),
+    Some(st) if libc::WIFSIGNALED(st) => (128 + libc::WTERMSIG(st), true),
+    _ => (128 + libc::SIGKILL, true),
   }
 }

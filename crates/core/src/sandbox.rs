@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::error::{CoreError, Result};
+use crate::init::Init;
 use crate::isolation::Isolation;
 use crate::output::{BoxFuture, OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
@@ -124,6 +125,8 @@ pub struct Sandbox {
   transition: tokio::sync::Mutex<()>,
   processes: Mutex<HashMap<String, (u64, Arc<Process>)>>,
   spawn_seq: AtomicU64,
+  /// The running sandbox's init, which forks every command.
+  init: Mutex<Option<Arc<Init>>>,
 }
 
 impl Sandbox {
@@ -142,6 +145,7 @@ impl Sandbox {
       transition: tokio::sync::Mutex::new(()),
       processes: Mutex::new(HashMap::new()),
       spawn_seq: AtomicU64::new(0),
+      init: Mutex::new(None),
     }
   }
 
@@ -215,6 +219,9 @@ impl Sandbox {
       Ok(outcome) => outcome,
       Err(e) => return self.fail(e),
     };
+    if let Err(e) = self.restart_init() {
+      return self.fail(e);
+    }
     // Running before the hook, so commands the hook issues do not wait for this start.
     self.set_status(Status::Running);
     let hook = self.hooks().on_start;
@@ -246,6 +253,7 @@ impl Sandbox {
       });
     }
     self.kill_all().await;
+    self.init.lock().unwrap().take();
     self.set_status(Status::Stopped);
     Ok(())
   }
@@ -271,6 +279,7 @@ impl Sandbox {
       });
     }
     self.kill_all().await;
+    self.init.lock().unwrap().take();
     // Hooks hold JavaScript functions; a destroyed sandbox will never call them again.
     self.set_hooks(Hooks::default());
     self.set_status(Status::Destroyed);
@@ -297,13 +306,15 @@ impl Sandbox {
   /// is killed through the manager, released, or the sandbox stops.
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
     self.ensure_running().await?;
-    self.start_tracked(
-      command,
-      options,
-      Some(DEFAULT_SPAWN_RETENTION),
-      StdinMode::Pipe,
-      None,
-    )
+    self
+      .start_tracked(
+        command,
+        options,
+        Some(DEFAULT_SPAWN_RETENTION),
+        StdinMode::Pipe,
+        None,
+      )
+      .await
   }
 
   /// Runs a command to completion (stdin closed, all output kept unless limited).
@@ -315,7 +326,9 @@ impl Sandbox {
   ) -> Result<CommandResult> {
     self.ensure_running().await?;
     let full = crate::quote::join_command(command, args);
-    let process = self.start_tracked(&full, options, None, StdinMode::Ignore, self.timeout)?;
+    let process = self
+      .start_tracked(&full, options, None, StdinMode::Ignore, self.timeout)
+      .await?;
     let outcome = process.into_outcome().await;
     self.release(&process.pid().to_string());
     Ok(CommandResult {
@@ -325,7 +338,7 @@ impl Sandbox {
   }
 
   /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
-  fn start_tracked(
+  async fn start_tracked(
     &self,
     command: &str,
     mut options: CommandOptions,
@@ -341,7 +354,18 @@ impl Sandbox {
       default_stdin,
       default_timeout,
     )?;
-    let process = Process::spawn(&self.keeper, request)?;
+    let live = self
+      .init
+      .lock()
+      .unwrap()
+      .clone()
+      .filter(|init| init.is_alive());
+    // No live init: stopped mid-teardown, or killed from outside. Start a new one.
+    let init = match live {
+      Some(init) => init,
+      None => self.restart_init()?,
+    };
+    let process = Process::spawn(&init, request).await?;
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
     self
       .processes
@@ -358,6 +382,12 @@ impl Sandbox {
       });
     }
     Ok(process)
+  }
+
+  fn restart_init(&self) -> Result<Arc<Init>> {
+    let init = Arc::new(Init::start(&self.keeper)?);
+    *self.init.lock().unwrap() = Some(init.clone());
+    Ok(init)
   }
 
   fn request(

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use native_workspace_core::init::Init;
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
@@ -22,8 +23,30 @@ fn request(command: &str) -> SpawnRequest {
   }
 }
 
-fn spawn(req: SpawnRequest) -> Arc<Process> {
-  Process::spawn(Path::new(KEEPER), req).expect("spawn")
+/// A process with the init that forked it (dropping an init ends all of its commands).
+struct Running {
+  process: Arc<Process>,
+  _init: Init,
+}
+
+impl std::ops::Deref for Running {
+  type Target = Process;
+  fn deref(&self) -> &Process {
+    &self.process
+  }
+}
+
+async fn spawn(req: SpawnRequest) -> Running {
+  let init = init();
+  let process = Process::spawn(&init, req).await.expect("spawn");
+  Running {
+    process,
+    _init: init,
+  }
+}
+
+fn init() -> Init {
+  Init::start(Path::new(KEEPER)).expect("init starts")
 }
 
 /// Pids of live (non-zombie) `sleep <arg>` processes.
@@ -56,7 +79,7 @@ fn marker() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_a_command_and_reports_its_result() {
-  let p = spawn(request("echo out; echo err >&2; exit 3"));
+  let p = spawn(request("echo out; echo err >&2; exit 3")).await;
   let o = p.into_outcome().await;
   assert_eq!(o.exit.exit_code, 3);
   assert!(!o.exit.killed && !o.exit.timed_out);
@@ -67,7 +90,7 @@ async fn runs_a_command_and_reports_its_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_takes_down_setsid_grandchildren() {
   let m = marker();
-  let p = spawn(request(&format!("setsid sleep {m}1 & sleep {m}2")));
+  let p = spawn(request(&format!("setsid sleep {m}1 & sleep {m}2"))).await;
   tokio::time::sleep(Duration::from_millis(150)).await;
   assert_eq!(
     live_sleeps(&format!("{m}1")).len(),
@@ -95,7 +118,8 @@ async fn leftovers_of_a_finished_command_are_killed_and_do_not_hold_the_result()
   // The daemon reports its pid, then holds stdout open for as long as it lives.
   let p = spawn(request(&format!(
     "(setsid sh -c 'echo $$; exec sleep {m}' &); sleep 0.2; echo done"
-  )));
+  )))
+  .await;
   let o = tokio::time::timeout(Duration::from_secs(3), p.into_outcome())
     .await
     .expect("resolves");
@@ -115,7 +139,7 @@ async fn timeout_escalates_to_sigkill_for_commands_ignoring_sigterm() {
   let mut req = request("trap '' TERM; echo start; sleep 30");
   req.timeout = Some(Duration::from_millis(200));
   let started = Instant::now();
-  let o = spawn(req).into_outcome().await;
+  let o = spawn(req).await.into_outcome().await;
   assert!(
     started.elapsed() < Duration::from_secs(3),
     "took {:?}",
@@ -130,7 +154,7 @@ async fn timeout_escalates_to_sigkill_for_commands_ignoring_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_last_handle_kills_the_tree() {
   let m = marker();
-  let p = spawn(request(&format!("sleep {m}")));
+  let p = spawn(request(&format!("sleep {m}"))).await;
   tokio::time::sleep(Duration::from_millis(100)).await;
   assert!(!live_sleeps(&m).is_empty());
   drop(p);
@@ -166,7 +190,7 @@ async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
   let mut req = request("seq 1 2000; echo bye >&2");
   req.retention = Some(10);
   req.sinks = vec![sink.clone()];
-  let o = spawn(req).into_outcome().await;
+  let o = spawn(req).await.into_outcome().await;
   let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
   assert_eq!(sink.0.lock().unwrap().0, expected);
   assert_eq!(sink.0.lock().unwrap().1, "bye\n");
@@ -178,7 +202,7 @@ async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
 async fn stdin_pipe_reaches_the_command() {
   let mut req = request("cat");
   req.stdin = StdinMode::Pipe;
-  let p = spawn(req);
+  let p = spawn(req).await;
   p.send_stdin(b"hello\n").await.unwrap();
   p.close_stdin().await.unwrap();
   let o = p.into_outcome().await;
@@ -191,7 +215,10 @@ async fn stdin_pipe_reaches_the_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_inherits_no_descriptor_beyond_stdio() {
-  let o = spawn(request("ls /proc/self/fd")).into_outcome().await;
+  let o = spawn(request("ls /proc/self/fd"))
+    .await
+    .into_outcome()
+    .await;
   // 0, 1, 2 and the one ls opened to read the directory.
   let fds: Vec<&str> = o.stdout.lines().collect();
   assert_eq!(fds, ["0", "1", "2", "3"], "got {fds:?}");
@@ -201,7 +228,51 @@ async fn the_command_inherits_no_descriptor_beyond_stdio() {
 async fn missing_cwd_is_a_typed_error() {
   let mut req = request("pwd");
   req.cwd = std::env::temp_dir().join("definitely-missing-dir-xyz");
-  let err = Process::spawn(Path::new(KEEPER), req).err().expect("fails");
+  let err = Process::spawn(&init(), req).await.err().expect("fails");
   assert_eq!(err.code(), "CWD_NOT_FOUND");
   assert!(err.to_string().contains("definitely-missing-dir-xyz"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_init_ends_every_command() {
+  let m = marker();
+  let init = init();
+  let a = Process::spawn(&init, request(&format!("sleep {m}1")))
+    .await
+    .unwrap();
+  let b = Process::spawn(&init, request(&format!("setsid sleep {m}2 & wait")))
+    .await
+    .unwrap();
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(
+    live_sleeps(&format!("{m}1")).len() + live_sleeps(&format!("{m}2")).len(),
+    2
+  );
+  drop(init); // what the host's death looks like to the init
+  for p in [a, b] {
+    let exit = tokio::time::timeout(Duration::from_secs(3), p.wait())
+      .await
+      .expect("ends");
+    assert!(exit.killed);
+  }
+  assert!(live_sleeps(&format!("{m}1")).is_empty() && live_sleeps(&format!("{m}2")).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_of_a_supervisor_killed_from_outside_are_killed_by_the_init() {
+  let m = marker();
+  let p = spawn(request(&format!("setsid sleep {m} & wait"))).await;
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(live_sleeps(&m).len(), 1);
+  // SAFETY: signalling the supervisor this test started.
+  unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGKILL) };
+  let exit = tokio::time::timeout(Duration::from_secs(3), p.wait())
+    .await
+    .expect("ends");
+  assert_eq!(exit.exit_code, 128 + libc::SIGKILL);
+  let deadline = Instant::now() + Duration::from_secs(3);
+  while !live_sleeps(&m).is_empty() && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  assert!(live_sleeps(&m).is_empty(), "the orphaned daemon was killed");
 }

@@ -1,157 +1,294 @@
-//! `native-workspace-keeper <parent-pid> <program> [args...]`
+//! `native-workspace-keeper <host-pid>`: the per-sandbox init.
 //!
-//! Runs one command and owns every process it ever starts. It is a child subreaper, so
-//! descendants that `setsid`, double-fork or daemonize are re-parented here instead of to
-//! the host's init, where nothing could find them again. Its exit status mirrors the
-//! command's (same code, or death by the same signal).
+//! Started once per sandbox with a stream socket as its stdin. Each request on that socket
+//! carries a command and, as passed descriptors, a control socket and the command's stdio
+//! pipes. For each request the init forks a *supervisor* (no exec: the same small process),
+//! which becomes a child subreaper, forks `/bin/sh -c <command>`, and owns everything the
+//! command ever starts — `setsid`, double-forked and daemonized descendants included.
 //!
-//! Signals are its whole control protocol, so the host needs no extra file descriptor:
-//! - SIGTERM / SIGINT / SIGHUP / SIGQUIT: pass SIGTERM to every process of the tree;
-//! - SIGUSR1: SIGKILL every process of the tree;
-//! - the death of the process that started it arrives as SIGUSR1 (`PR_SET_PDEATHSIG`).
+//! Supervisor protocol on the control socket:
+//! - it writes `P<pid>\n` once started and `X<wait status>\n` once the command has ended
+//!   and every process of its tree is gone;
+//! - it reads `T` (SIGTERM the tree) and `K` (SIGKILL the tree); end of file (the host
+//!   closed its end, or died) kills the tree too.
 //!
-//! When the command's main process exits, whatever it left behind is killed before the
-//! keeper exits, so the command's pipes close and its result can be delivered at once.
+//! Signalling the supervisor works as well: SIGTERM/SIGINT/SIGHUP terminate the tree,
+//! SIGUSR1 kills it.
+//!
+//! When the host's end of the request socket closes, the init kills every supervisor's tree
+//! and exits. The init is a subreaper too: a process orphaned by a supervisor that was
+//! killed from outside lands here and is killed.
 
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStringExt;
-use std::{fs, io, mem, ptr};
+use std::ffi::CString;
+use std::io;
+use std::mem;
+use std::os::fd::RawFd;
+use std::ptr;
+
+const REQUEST_FD: RawFd = 0;
+const MAX_FDS: usize = 4;
 
 fn main() {
-  let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-  if args.len() < 2 {
-    eprintln!("usage: native-workspace-keeper <parent-pid> <program> [args...]");
-    std::process::exit(2);
-  }
-  let parent: libc::pid_t = args[0].to_str().and_then(|s| s.parse().ok()).unwrap_or(0);
-  let argv: Vec<CString> = args[1..]
-    .iter()
-    .map(|a| CString::new(a.clone().into_vec()).expect("arguments come from argv and hold no NUL"))
-    .collect();
-
-  // SAFETY: plain syscalls on this single-threaded process.
+  let host: libc::pid_t = std::env::args()
+    .nth(1)
+    .and_then(|s| s.parse().ok())
+    .unwrap_or(0);
+  // SAFETY: process attribute syscalls on this single-threaded process.
   unsafe {
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1, 0, 0, 0);
-    if parent > 0 && libc::getppid() != parent {
-      // The host died before the death signal was armed: nobody would read our output.
-      std::process::exit(1);
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    if host > 0 && libc::getppid() != host {
+      std::process::exit(1); // the host died before the death signal was armed
     }
   }
-
-  let control = control_signals();
-  block(&control);
-  close_inherited_fds();
-
-  let main_pid = spawn_command(&argv);
-  supervise(main_pid, &control)
+  let signals = SignalFd::new(&[
+    libc::SIGCHLD,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGPIPE,
+  ]);
+  close_fds_from(3, &[signals.fd]);
+  run_init(&signals)
 }
 
-fn control_signals() -> libc::sigset_t {
-  // SAFETY: sigset_t is plain data initialised by sigemptyset.
-  unsafe {
-    let mut set: libc::sigset_t = mem::zeroed();
-    libc::sigemptyset(&mut set);
-    for sig in [
-      libc::SIGCHLD,
-      libc::SIGTERM,
-      libc::SIGINT,
-      libc::SIGHUP,
-      libc::SIGQUIT,
-      libc::SIGUSR1,
-    ] {
-      libc::sigaddset(&mut set, sig);
+// ---------------------------------------------------------------------------------------
+// init
+
+fn run_init(signals: &SignalFd) -> ! {
+  let mut supervisors: Vec<libc::pid_t> = Vec::new();
+  loop {
+    let mut fds = [pollfd(REQUEST_FD), pollfd(signals.fd)];
+    if !poll(&mut fds) {
+      continue;
     }
-    set
-  }
-}
-
-fn block(set: &libc::sigset_t) {
-  // SAFETY: valid sigset pointer.
-  unsafe { libc::sigprocmask(libc::SIG_BLOCK, set, ptr::null_mut()) };
-}
-
-/// The command must not inherit any descriptor of the host beyond stdio.
-fn close_inherited_fds() {
-  // SAFETY: close_range only closes descriptors; fall back to /proc when the kernel lacks it.
-  let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-  if rc == 0 {
-    return;
-  }
-  if let Ok(dir) = fs::read_dir("/proc/self/fd") {
-    let fds: Vec<i32> = dir
-      .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-      .filter(|&fd| fd > 2)
-      .collect();
-    for fd in fds {
-      // SAFETY: closing a descriptor number we listed; the read_dir handle is already gone.
-      unsafe { libc::close(fd) };
-    }
-  }
-}
-
-fn spawn_command(argv: &[CString]) -> libc::pid_t {
-  let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-  ptrs.push(ptr::null());
-  // SAFETY: single-threaded, so the child may run arbitrary code before exec.
-  let pid = unsafe { libc::fork() };
-  if pid < 0 {
-    eprintln!(
-      "native-workspace-keeper: fork failed: {}",
-      io::Error::last_os_error()
-    );
-    std::process::exit(126);
-  }
-  if pid == 0 {
-    // SAFETY: child side; only resets process attributes and execs.
-    unsafe {
-      let mut empty: libc::sigset_t = mem::zeroed();
-      libc::sigemptyset(&mut empty);
-      libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
-      for sig in 1..32 {
-        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-          libc::signal(sig, libc::SIG_DFL);
+    if fds[1].revents != 0 {
+      for sig in signals.drain() {
+        if sig == libc::SIGCHLD {
+          reap_supervisors(&mut supervisors);
+        } else if sig != libc::SIGPIPE {
+          shutdown(&supervisors);
         }
       }
-      // Its own process group, so one kill(-pgid) reaches every ordinary descendant.
-      libc::setpgid(0, 0);
-      // If the keeper itself is SIGKILLed, the command must not outlive it.
-      libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-      libc::execvp(ptrs[0], ptrs.as_ptr());
-      let msg = b"native-workspace-keeper: cannot execute the command\n";
-      libc::write(2, msg.as_ptr().cast(), msg.len());
-      libc::_exit(127);
+    }
+    if fds[0].revents != 0 {
+      match read_request() {
+        Ok(Some(request)) => {
+          if let Some(pid) = fork_supervisor(request, signals) {
+            supervisors.push(pid);
+          }
+        }
+        Ok(None) => shutdown(&supervisors),
+        Err(err) => {
+          eprintln!("native-workspace-keeper: bad request: {err}");
+          shutdown(&supervisors);
+        }
+      }
     }
   }
-  pid
 }
 
-fn supervise(main_pid: libc::pid_t, control: &libc::sigset_t) -> ! {
+/// Reaps exited supervisors, then kills any other child: an orphan re-parented here
+/// because its supervisor was killed from outside.
+fn reap_supervisors(supervisors: &mut Vec<libc::pid_t>) {
+  loop {
+    let mut status = 0;
+    // SAFETY: non-blocking reap of any child.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid <= 0 {
+      break;
+    }
+    supervisors.retain(|&s| s != pid);
+  }
+  for pid in children_of(std::process::id() as libc::pid_t) {
+    if !supervisors.contains(&pid) {
+      kill(pid, libc::SIGKILL);
+    }
+  }
+}
+
+fn shutdown(supervisors: &[libc::pid_t]) -> ! {
+  for &pid in supervisors {
+    kill(pid, libc::SIGUSR1);
+  }
+  kill_tree_until_empty();
+  std::process::exit(0);
+}
+
+struct Request {
+  command: CString,
+  cwd: CString,
+  env: Vec<CString>,
+  /// control socket, stdout, stderr, and stdin when piped.
+  fds: Vec<RawFd>,
+}
+
+/// Reads one request: `u32` payload length (little endian) with the descriptors attached,
+/// then the payload `cwd \0 command \0 (KEY=VALUE \0)*`.
+fn read_request() -> io::Result<Option<Request>> {
+  let mut header = [0u8; 4];
+  let (n, fds) = recv_with_fds(REQUEST_FD, &mut header)?;
+  if n == 0 {
+    return Ok(None);
+  }
+  read_exact(REQUEST_FD, &mut header[n..])?;
+  let len = u32::from_le_bytes(header) as usize;
+  let mut payload = vec![0u8; len];
+  read_exact(REQUEST_FD, &mut payload)?;
+  if fds.len() < 3 {
+    fds.iter().for_each(|&fd| close(fd));
+    return Err(io::Error::other("a request needs at least 3 descriptors"));
+  }
+  let mut parts = payload
+    .split(|&b| b == 0)
+    .map(|p| CString::new(p).expect("split at NUL"));
+  let cwd = parts
+    .next()
+    .ok_or_else(|| io::Error::other("missing cwd"))?;
+  let command = parts
+    .next()
+    .ok_or_else(|| io::Error::other("missing command"))?;
+  let env = parts.filter(|p| !p.as_bytes().is_empty()).collect();
+  Ok(Some(Request {
+    command,
+    cwd,
+    env,
+    fds,
+  }))
+}
+
+fn fork_supervisor(request: Request, signals: &SignalFd) -> Option<libc::pid_t> {
+  // SAFETY: single-threaded; the child continues as the supervisor.
+  let pid = unsafe { libc::fork() };
+  if pid == 0 {
+    run_supervisor(request, signals);
+  }
+  request.fds.iter().for_each(|&fd| close(fd));
+  (pid > 0).then_some(pid)
+}
+
+// ---------------------------------------------------------------------------------------
+// supervisor
+
+fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
+  close(REQUEST_FD);
+  let ctl = request.fds[0];
+  // SAFETY: see main.
+  unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+  // SAFETY: getpid has no preconditions.
+  let me = unsafe { libc::getpid() };
+  write_all(ctl, format!("P{me}\n").as_bytes());
+  let main_pid = spawn_command(&request);
+  for &fd in &request.fds[1..] {
+    close(fd);
+  }
+  if main_pid < 0 {
+    write_all(ctl, b"X32512\n"); // as if exited with status 127
+    std::process::exit(0);
+  }
+
   let mut main_status: Option<libc::c_int> = None;
   loop {
-    // SAFETY: waits for one of the blocked control signals.
-    let sig = unsafe { libc::sigwaitinfo(control, ptr::null_mut()) };
-    match sig {
-      libc::SIGCHLD => {
-        if let Some(status) = reap_ready(main_pid) {
-          main_status = Some(status);
-        }
-        if let Some(status) = main_status {
-          kill_tree_until_empty();
-          exit_like(status);
+    let mut fds = [pollfd(ctl), pollfd(signals.fd)];
+    if !poll(&mut fds) {
+      continue;
+    }
+    if fds[1].revents != 0 {
+      for sig in signals.drain() {
+        match sig {
+          libc::SIGCHLD => {
+            if let Some(status) = reap(main_pid) {
+              main_status = Some(status);
+            }
+          }
+          libc::SIGUSR1 => signal_tree(main_pid, main_status.is_none(), libc::SIGKILL),
+          libc::SIGPIPE => {}
+          _ => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
         }
       }
-      libc::SIGUSR1 => signal_tree(main_pid, main_status.is_none(), libc::SIGKILL),
-      libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT => {
-        signal_tree(main_pid, main_status.is_none(), libc::SIGTERM)
+    }
+    if let Some(status) = main_status {
+      // Leftovers of a finished command die with it, so its pipes close now.
+      kill_tree_until_empty();
+      write_all(ctl, format!("X{status}\n").as_bytes());
+      std::process::exit(0);
+    }
+    if fds[0].revents != 0 {
+      let mut buf = [0u8; 64];
+      // SAFETY: reading into a local buffer.
+      let n = unsafe { libc::read(ctl, buf.as_mut_ptr().cast(), buf.len()) };
+      if n <= 0 {
+        // The host let go of this command: nobody can observe it any more.
+        signal_tree(main_pid, main_status.is_none(), libc::SIGKILL);
+        kill_tree_until_empty();
+        std::process::exit(0);
       }
-      _ => {} // EINTR
+      for &b in &buf[..n as usize] {
+        match b {
+          b'T' => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
+          b'K' => signal_tree(main_pid, main_status.is_none(), libc::SIGKILL),
+          _ => {}
+        }
+      }
     }
   }
 }
 
-/// Reaps every exited child; returns the main process's status if it was among them.
-fn reap_ready(main_pid: libc::pid_t) -> Option<libc::c_int> {
+/// Forks `/bin/sh -c <command>` with the request's stdio, cwd and environment.
+fn spawn_command(request: &Request) -> libc::pid_t {
+  let sh = c"/bin/sh";
+  let argv = [
+    c"sh".as_ptr(),
+    c"-c".as_ptr(),
+    request.command.as_ptr(),
+    ptr::null(),
+  ];
+  let mut envp: Vec<*const libc::c_char> = request.env.iter().map(|e| e.as_ptr()).collect();
+  envp.push(ptr::null());
+  // SAFETY: single-threaded; the child only sets up its process and execs.
+  let pid = unsafe { libc::fork() };
+  if pid != 0 {
+    return pid;
+  }
+  // SAFETY: child side of fork.
+  unsafe {
+    let stdin = request.fds.get(3).copied();
+    match stdin {
+      Some(fd) => libc::dup2(fd, 0),
+      None => {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        libc::dup2(null, 0)
+      }
+    };
+    libc::dup2(request.fds[1], 1);
+    libc::dup2(request.fds[2], 2);
+    close_fds_from(3, &[]);
+    let mut empty: libc::sigset_t = mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+    for sig in 1..32 {
+      if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        libc::signal(sig, libc::SIG_DFL);
+      }
+    }
+    // Its own process group, so one kill(-pgid) reaches every ordinary descendant.
+    libc::setpgid(0, 0);
+    // If the supervisor is SIGKILLed, the command must not outlive it.
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    if libc::chdir(request.cwd.as_ptr()) != 0 {
+      let msg = b"native-workspace: cannot enter the working directory\n";
+      libc::write(2, msg.as_ptr().cast(), msg.len());
+      libc::_exit(126);
+    }
+    libc::execve(sh.as_ptr(), argv.as_ptr(), envp.as_ptr());
+    let msg = b"native-workspace: cannot execute /bin/sh\n";
+    libc::write(2, msg.as_ptr().cast(), msg.len());
+    libc::_exit(127);
+  }
+}
+
+/// Reaps exited children; returns the main process's status if it was among them.
+fn reap(main_pid: libc::pid_t) -> Option<libc::c_int> {
   let mut main_status = None;
   loop {
     let mut status = 0;
@@ -168,22 +305,25 @@ fn reap_ready(main_pid: libc::pid_t) -> Option<libc::c_int> {
 
 fn signal_tree(main_pid: libc::pid_t, main_alive: bool, sig: libc::c_int) {
   if main_alive {
-    // SAFETY: the main process is unreaped, so its pgid cannot have been reused.
+    // SAFETY: the main process is unreaped, so its process group id cannot be reused.
     unsafe { libc::kill(-main_pid, sig) };
   }
   for pid in descendants() {
-    // SAFETY: descendants are our (possibly indirect) unreaped children.
-    unsafe { libc::kill(pid, sig) };
+    kill(pid, sig);
   }
 }
 
-/// SIGKILLs descendants until none is left. Killed processes' children are re-parented
+/// SIGKILLs descendants until none is left. A killed process's children are re-parented
 /// to us, so each round reaches one generation further, even against a fork bomb.
 fn kill_tree_until_empty() {
   loop {
+    let mut status = 0;
+    // SAFETY: non-blocking probe; ECHILD means the tree is already empty (the common case).
+    if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } < 0 {
+      return;
+    }
     for pid in descendants() {
-      // SAFETY: see signal_tree.
-      unsafe { libc::kill(pid, libc::SIGKILL) };
+      kill(pid, libc::SIGKILL);
     }
     let mut status = 0;
     // SAFETY: blocking reap; ECHILD means the tree is empty.
@@ -196,10 +336,8 @@ fn kill_tree_until_empty() {
 
 /// Every live descendant, parents before children.
 fn descendants() -> Vec<libc::pid_t> {
-  // SAFETY: getpid has no preconditions.
-  let me = unsafe { libc::getpid() };
   let mut found = Vec::new();
-  let mut frontier = vec![me];
+  let mut frontier = vec![std::process::id() as libc::pid_t];
   while let Some(pid) = frontier.pop() {
     for child in children_of(pid) {
       found.push(child);
@@ -210,12 +348,12 @@ fn descendants() -> Vec<libc::pid_t> {
 }
 
 fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
-  let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
     return Vec::new();
   };
   let mut out = Vec::new();
   for task in tasks.flatten() {
-    if let Ok(list) = fs::read_to_string(task.path().join("children")) {
+    if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
       out.extend(
         list
           .split_whitespace()
@@ -226,24 +364,169 @@ fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
   out
 }
 
-fn exit_like(status: libc::c_int) -> ! {
-  if libc::WIFSIGNALED(status) {
-    let sig = libc::WTERMSIG(status);
-    // SAFETY: re-raise the command's fatal signal on ourselves, without a core dump.
-    unsafe {
-      let no_core = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-      };
-      libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-      libc::signal(sig, libc::SIG_DFL);
-      let mut only: libc::sigset_t = mem::zeroed();
-      libc::sigemptyset(&mut only);
-      libc::sigaddset(&mut only, sig);
-      libc::sigprocmask(libc::SIG_UNBLOCK, &only, ptr::null_mut());
-      libc::raise(sig);
+// ---------------------------------------------------------------------------------------
+// small syscall helpers
+
+fn kill(pid: libc::pid_t, sig: libc::c_int) {
+  // SAFETY: callers only pass children or descendants that are not yet reaped.
+  unsafe { libc::kill(pid, sig) };
+}
+
+fn close(fd: RawFd) {
+  // SAFETY: closing a descriptor this process owns.
+  unsafe { libc::close(fd) };
+}
+
+/// Closes every descriptor from `first` on, except those in `keep`.
+fn close_fds_from(first: RawFd, keep: &[RawFd]) {
+  let mut start = first as u32;
+  let mut keep: Vec<u32> = keep
+    .iter()
+    .map(|&k| k as u32)
+    .filter(|&k| k >= start)
+    .collect();
+  keep.sort_unstable();
+  for k in keep.into_iter().chain([u32::MAX]) {
+    if k > start {
+      // SAFETY: close_range only closes descriptors.
+      unsafe { libc::syscall(libc::SYS_close_range, start, k - 1, 0u32) };
     }
-    std::process::exit(128 + sig);
+    start = k.saturating_add(1);
   }
-  std::process::exit(libc::WEXITSTATUS(status));
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+  libc::pollfd {
+    fd,
+    events: libc::POLLIN,
+    revents: 0,
+  }
+}
+
+/// Waits for any of `fds`; false when interrupted.
+fn poll(fds: &mut [libc::pollfd]) -> bool {
+  // SAFETY: valid array of pollfd.
+  unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) > 0 }
+}
+
+fn write_all(fd: RawFd, mut bytes: &[u8]) {
+  while !bytes.is_empty() {
+    // SAFETY: writing from a valid slice. MSG_NOSIGNAL: a closed peer is not fatal.
+    let n = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
+    if n <= 0 {
+      if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+        continue;
+      }
+      return;
+    }
+    bytes = &bytes[n as usize..];
+  }
+}
+
+fn read_exact(fd: RawFd, mut buf: &mut [u8]) -> io::Result<()> {
+  while !buf.is_empty() {
+    // SAFETY: reading into a valid slice.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    match n {
+      0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+      n if n < 0 => {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+          return Err(err);
+        }
+      }
+      n => buf = &mut buf[n as usize..],
+    }
+  }
+  Ok(())
+}
+
+/// `recvmsg` that also collects passed descriptors (received close-on-exec).
+fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<RawFd>)> {
+  // SAFETY: msghdr and the control buffer are valid for the call; CMSG macros walk it.
+  unsafe {
+    let space = libc::CMSG_SPACE((MAX_FDS * mem::size_of::<RawFd>()) as u32) as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+      iov_base: buf.as_mut_ptr().cast(),
+      iov_len: buf.len(),
+    };
+    let mut msg: libc::msghdr = mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let n = loop {
+      let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC);
+      if n >= 0 {
+        break n as usize;
+      }
+      let err = io::Error::last_os_error();
+      if err.kind() != io::ErrorKind::Interrupted {
+        return Err(err);
+      }
+    };
+    let mut fds = Vec::new();
+    let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+    while !cmsg.is_null() {
+      if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+        let count =
+          ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / mem::size_of::<RawFd>();
+        let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+        fds.extend((0..count).map(|i| ptr::read_unaligned(data.add(i))));
+      }
+      cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+    }
+    Ok((n, fds))
+  }
+}
+
+/// Signals delivered as readable events, so one `poll` waits for requests and signals.
+struct SignalFd {
+  fd: RawFd,
+}
+
+impl SignalFd {
+  fn new(signals: &[libc::c_int]) -> Self {
+    // SAFETY: builds a signal set, blocks it, and opens a signalfd for it.
+    unsafe {
+      let mut set: libc::sigset_t = mem::zeroed();
+      libc::sigemptyset(&mut set);
+      for &sig in signals.iter().chain([libc::SIGUSR1].iter()) {
+        libc::sigaddset(&mut set, sig);
+      }
+      libc::sigprocmask(libc::SIG_BLOCK, &set, ptr::null_mut());
+      let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+      if fd < 0 {
+        eprintln!(
+          "native-workspace-keeper: signalfd failed: {}",
+          io::Error::last_os_error()
+        );
+        std::process::exit(1);
+      }
+      SignalFd { fd }
+    }
+  }
+
+  /// Every pending signal number.
+  fn drain(&self) -> Vec<libc::c_int> {
+    let mut out = Vec::new();
+    loop {
+      // SAFETY: signalfd_siginfo is plain data filled by read.
+      let mut info: libc::signalfd_siginfo = unsafe { mem::zeroed() };
+      let size = mem::size_of::<libc::signalfd_siginfo>();
+      // SAFETY: reading one record into `info`.
+      let n = unsafe {
+        libc::read(
+          self.fd,
+          (&mut info as *mut libc::signalfd_siginfo).cast(),
+          size,
+        )
+      };
+      if n as usize != size {
+        return out;
+      }
+      out.push(info.ssi_signo as libc::c_int);
+    }
+  }
 }

@@ -1,0 +1,184 @@
+//! The host's side of a sandbox's init (`native-workspace-keeper`, see its header for the
+//! protocol). One init per running sandbox; each command costs it a fork, not an exec.
+
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Mutex;
+
+use tokio::net::unix::pipe;
+
+use crate::error::{CoreError, Result};
+use crate::process::StdinMode;
+
+pub struct Init {
+  requests: Mutex<UnixStream>,
+  child: Mutex<tokio::process::Child>,
+}
+
+/// The host's ends of a launched command.
+pub struct Launched {
+  pub control: tokio::net::UnixStream,
+  pub stdout: pipe::Receiver,
+  pub stderr: pipe::Receiver,
+  pub stdin: Option<pipe::Sender>,
+}
+
+pub struct LaunchRequest<'a> {
+  pub command: &'a str,
+  pub cwd: &'a Path,
+  pub env: &'a [(String, String)],
+  pub stdin: StdinMode,
+}
+
+impl Init {
+  /// Starts an init. Must be called inside a tokio runtime.
+  pub fn start(keeper: &Path) -> Result<Init> {
+    let (ours, theirs) =
+      UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
+    let child = tokio::process::Command::new(keeper)
+      .arg(std::process::id().to_string())
+      .env_clear()
+      .stdin(Stdio::from(OwnedFd::from(theirs)))
+      .stdout(Stdio::null())
+      .stderr(Stdio::null())
+      // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
+      .process_group(0)
+      .spawn()
+      .map_err(|e| {
+        CoreError::io(
+          format!(
+            "Starting the sandbox supervisor {} failed",
+            keeper.display()
+          ),
+          e,
+        )
+      })?;
+    Ok(Init {
+      requests: Mutex::new(ours),
+      child: Mutex::new(child),
+    })
+  }
+
+  pub fn is_alive(&self) -> bool {
+    matches!(self.child.lock().unwrap().try_wait(), Ok(None))
+  }
+
+  /// Asks the init to start one command. Returns once the request is written.
+  pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
+    for part in [request.command, &request.cwd.to_string_lossy()] {
+      if part.contains('\0') {
+        return Err(CoreError::InvalidOption(
+          "command and cwd must not contain NUL characters".into(),
+        ));
+      }
+    }
+    let mut payload = Vec::with_capacity(request.command.len() + 256);
+    payload.extend_from_slice(request.cwd.as_os_str().as_bytes());
+    payload.push(0);
+    payload.extend_from_slice(request.command.as_bytes());
+    for (key, value) in request.env {
+      if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+        return Err(CoreError::InvalidOption(format!(
+          "env: invalid variable name or value for {key:?}"
+        )));
+      }
+      payload.push(0);
+      payload.extend_from_slice(OsStr::new(key).as_bytes());
+      payload.push(b'=');
+      payload.extend_from_slice(value.as_bytes());
+    }
+
+    let io_err = |e| CoreError::io("Setting up the command's pipes failed", e);
+    let (control, control_theirs) = UnixStream::pair().map_err(io_err)?;
+    let (stdout_ours, stdout_theirs) = pipe_pair().map_err(io_err)?;
+    let (stderr_ours, stderr_theirs) = pipe_pair().map_err(io_err)?;
+    let stdin = match request.stdin {
+      StdinMode::Pipe => Some(pipe_pair().map_err(io_err)?),
+      StdinMode::Ignore => None,
+    };
+    let mut fds = vec![
+      control_theirs.as_raw_fd(),
+      stdout_theirs.as_raw_fd(),
+      stderr_theirs.as_raw_fd(),
+    ];
+    if let Some((read_end, _)) = &stdin {
+      // For stdin the command gets the read end.
+      fds.push(read_end.as_raw_fd());
+    }
+    let header = (payload.len() as u32).to_le_bytes();
+    {
+      let mut socket = self.requests.lock().unwrap();
+      let sent = send_with_fds(&socket, &header, &fds).and_then(|_| socket.write_all(&payload));
+      sent.map_err(|e| CoreError::io("The sandbox supervisor is gone", e))?;
+    }
+    // The init holds its copies now; ours of the command's ends must close, or EOF never comes.
+    drop((control_theirs, stdout_theirs, stderr_theirs));
+    let stdin = stdin.map(|(read_end, write_end)| {
+      drop(read_end);
+      write_end
+    });
+    control.set_nonblocking(true).map_err(io_err)?;
+    Ok(Launched {
+      control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
+      stdout: pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?,
+      stderr: pipe::Receiver::from_owned_fd(stderr_ours).map_err(io_err)?,
+      stdin: stdin
+        .map(pipe::Sender::from_owned_fd)
+        .transpose()
+        .map_err(io_err)?,
+    })
+  }
+}
+
+/// A close-on-exec pipe as (read end, write end).
+fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+  let mut fds = [0 as RawFd; 2];
+  // SAFETY: pipe2 fills two fresh descriptors that we then own.
+  if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: both descriptors were just created and are owned by nobody else.
+  Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+  // SAFETY: the msghdr points at live buffers for the duration of the call.
+  unsafe {
+    let fd_bytes = std::mem::size_of_val(fds);
+    let space = libc::CMSG_SPACE(fd_bytes as u32) as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+      iov_base: bytes.as_ptr() as *mut _,
+      iov_len: bytes.len(),
+    };
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let cmsg = libc::CMSG_FIRSTHDR(&msg);
+    (*cmsg).cmsg_level = libc::SOL_SOCKET;
+    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+    (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+    std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), fd_bytes);
+    loop {
+      let n = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+      if n == bytes.len() as isize {
+        return Ok(());
+      }
+      if n >= 0 {
+        // The descriptors went with the first byte; send the rest plainly.
+        return (&*socket).write_all(&bytes[n as usize..]);
+      }
+      let err = io::Error::last_os_error();
+      if err.kind() != io::ErrorKind::Interrupted {
+        return Err(err);
+      }
+    }
+  }
+}

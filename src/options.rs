@@ -32,9 +32,10 @@ pub struct NativeCommandOptions<'a> {
   pub abort: Option<ClassInstance<'a, NativeAbortToken>>,
 }
 
+/// Milliseconds to a timeout. As in Node's own APIs, `0` (and `Infinity`) mean none.
 pub fn timeout(ms: Option<f64>, option: &str) -> Result<Option<Duration>, CoreError> {
   match ms {
-    None => Ok(None),
+    None | Some(0.0) => Ok(None),
     Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
     Some(ms) if ms == f64::INFINITY => Ok(None),
     Some(ms) => Err(CoreError::InvalidOption(format!(

@@ -15,9 +15,12 @@ use tokio::net::unix::pipe;
 use crate::error::{CoreError, Result};
 use crate::process::StdinMode;
 
+/// How long an init may take to exit once its socket is closed.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 pub struct Init {
   requests: Mutex<UnixStream>,
-  child: Mutex<tokio::process::Child>,
+  child: Mutex<Option<tokio::process::Child>>,
 }
 
 /// The host's ends of a launched command.
@@ -60,12 +63,35 @@ impl Init {
       })?;
     Ok(Init {
       requests: Mutex::new(ours),
-      child: Mutex::new(child),
+      child: Mutex::new(Some(child)),
     })
   }
 
   pub fn is_alive(&self) -> bool {
-    matches!(self.child.lock().unwrap().try_wait(), Ok(None))
+    match self.child.lock().unwrap().as_mut() {
+      Some(child) => matches!(child.try_wait(), Ok(None)),
+      None => false,
+    }
+  }
+
+  /// Ends the init and waits until it is reaped. Closing its socket makes it kill what
+  /// is left of its commands and exit; if it does not, it is killed.
+  pub async fn shutdown(&self) {
+    let _ = self
+      .requests
+      .lock()
+      .unwrap()
+      .shutdown(std::net::Shutdown::Both);
+    let Some(mut child) = self.child.lock().unwrap().take() else {
+      return;
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
+      .await
+      .is_err()
+    {
+      let _ = child.start_kill();
+      let _ = child.wait().await;
+    }
   }
 
   /// Asks the init to start one command. Returns once the request is written.

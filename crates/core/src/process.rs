@@ -102,7 +102,8 @@ pub struct Process {
   pid: u32,
   command: String,
   output: Arc<Mutex<Output>>,
-  stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+  /// Shared with the driver, which closes it when the command ends.
+  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
   stdin_mode: StdinMode,
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
@@ -148,7 +149,9 @@ impl Process {
     ];
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
+    let stdin = Arc::new(tokio::sync::Mutex::new(launched.stdin));
     tokio::spawn(drive(DriveState {
+      stdin: stdin.clone(),
       control_read,
       control_write,
       pid,
@@ -162,7 +165,7 @@ impl Process {
     Ok(Arc::new(Process {
       pid,
       command: request.command,
-      stdin: tokio::sync::Mutex::new(launched.stdin),
+      stdin,
       stdin_mode: request.stdin,
       output,
       control: control_tx,
@@ -360,6 +363,7 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
 }
 
 struct DriveState {
+  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
   control_read: BufReader<OwnedReadHalf>,
   control_write: OwnedWriteHalf,
   pid: u32,
@@ -467,6 +471,8 @@ async fn drive(mut s: DriveState) {
       execution_time_ms,
     }
   };
+  // Nobody reads the other end any more; do not wait for the handle to be collected.
+  s.stdin.lock().await.take();
   let sinks: Vec<Arc<dyn OutputSink>> = s
     .output
     .lock()

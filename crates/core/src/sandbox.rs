@@ -110,6 +110,13 @@ pub struct ProcessEntry {
   pub exit_code: Option<i32>,
 }
 
+/// What concurrent `start` callers need to share one start.
+struct StartRecord {
+  completed: u64,
+  outcome: StartOutcome,
+  in_flight: bool,
+}
+
 pub struct Sandbox {
   id: String,
   working_directory: PathBuf,
@@ -125,6 +132,7 @@ pub struct Sandbox {
   transition: tokio::sync::Mutex<()>,
   processes: Mutex<HashMap<String, (u64, Arc<Process>)>>,
   spawn_seq: AtomicU64,
+  last_start: Mutex<StartRecord>,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,
 }
@@ -145,6 +153,11 @@ impl Sandbox {
       transition: tokio::sync::Mutex::new(()),
       processes: Mutex::new(HashMap::new()),
       spawn_seq: AtomicU64::new(0),
+      last_start: Mutex::new(StartRecord {
+        completed: 0,
+        outcome: StartOutcome::Connected,
+        in_flight: false,
+      }),
       init: Mutex::new(None),
     }
   }
@@ -205,16 +218,42 @@ impl Sandbox {
   }
 
   pub async fn start(&self) -> Result<StartOutcome> {
-    if self.status() == Status::Running {
-      return Ok(StartOutcome::Connected);
-    }
+    let seen = {
+      let last = self.last_start.lock().unwrap();
+      // Running with no start in flight (its hook done): nothing to join.
+      if self.status() == Status::Running && !last.in_flight {
+        return Ok(StartOutcome::Connected);
+      }
+      last.completed
+    };
     let _turn = self.transition.lock().await;
     match self.status() {
-      Status::Running => return Ok(StartOutcome::Connected),
+      Status::Running => {
+        // A caller that queued behind a start shares that start's outcome.
+        let last = self.last_start.lock().unwrap();
+        return Ok(if last.completed > seen {
+          last.outcome
+        } else {
+          StartOutcome::Connected
+        });
+      }
       Status::Destroyed | Status::Destroying => return Err(CoreError::Destroyed),
       _ => {}
     }
     self.set_status(Status::Starting);
+    self.last_start.lock().unwrap().in_flight = true;
+    let result = self.run_start().await;
+    let mut last = self.last_start.lock().unwrap();
+    last.in_flight = false;
+    if let Ok(outcome) = result {
+      last.completed += 1;
+      last.outcome = outcome;
+    }
+    result
+  }
+
+  /// The body of `start`, run with the transition lock held.
+  async fn run_start(&self) -> Result<StartOutcome> {
     let outcome = match prepare_directory(&self.working_directory) {
       Ok(outcome) => outcome,
       Err(e) => return self.fail(e),
@@ -253,7 +292,7 @@ impl Sandbox {
       });
     }
     self.kill_all().await;
-    self.init.lock().unwrap().take();
+    self.shutdown_init().await;
     self.set_status(Status::Stopped);
     Ok(())
   }
@@ -279,7 +318,7 @@ impl Sandbox {
       });
     }
     self.kill_all().await;
-    self.init.lock().unwrap().take();
+    self.shutdown_init().await;
     // Hooks hold JavaScript functions; a destroyed sandbox will never call them again.
     self.set_hooks(Hooks::default());
     self.set_status(Status::Destroyed);
@@ -382,6 +421,13 @@ impl Sandbox {
       });
     }
     Ok(process)
+  }
+
+  async fn shutdown_init(&self) {
+    let init = self.init.lock().unwrap().take();
+    if let Some(init) = init {
+      init.shutdown().await;
+    }
   }
 
   fn restart_init(&self) -> Result<Arc<Init>> {

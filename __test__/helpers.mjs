@@ -1,0 +1,226 @@
+// Shared helpers of the vitest suite: temp working directories, sandboxes destroyed after
+// each test, /proc scanning (judge the host's state, not the library's word), deadlines.
+import { spawn as spawnChild } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, afterEach } from 'vitest'
+import { LocalSandbox } from '../lib/index.mjs'
+
+/** Absolute path of the CommonJS entry, for child Node scripts. */
+export const LIB_CJS = fileURLToPath(new URL('../lib/index.js', import.meta.url))
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// ---------------------------------------------------------------------------------------
+// Temp directories and sandboxes
+
+const tempRoots = []
+afterAll(() => {
+  for (const dir of tempRoots.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+})
+
+/** A new, existing, empty temp directory (removed after the file's tests). */
+export function tempDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-'))
+  tempRoots.push(dir)
+  return dir
+}
+
+/** A path inside a fresh temp directory that does not exist yet (to observe lazy creation). */
+export function freshWorkdir() {
+  return path.join(tempDir(), 'wd')
+}
+
+/**
+ * Registers an afterEach that destroys every sandbox made through the returned factory.
+ * The factory gives each sandbox its own not-yet-existing working directory.
+ */
+export function useSandboxes() {
+  const live = []
+  afterEach(async () => {
+    await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+  })
+  return (options = {}) => {
+    const sb = new LocalSandbox({ workingDirectory: freshWorkdir(), ...options })
+    live.push(sb)
+    return sb
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// /proc scanning
+
+/** `{ pid, state, ppid }` from /proc/<pid>/stat, or undefined if there is no such process. */
+export function procStat(pid) {
+  let text
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+  } catch {
+    return undefined
+  }
+  // The command name is in parentheses and may contain spaces: split after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  return { pid: Number(pid), state: fields[0], ppid: Number(fields[1]) }
+}
+
+/** True while `pid` exists and is not a zombie (a zombie is dead, only unreaped). */
+export function isAlive(pid) {
+  const stat = procStat(pid)
+  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X'
+}
+
+/**
+ * Waits up to `timeout` ms for `pid` to be dead and returns whether it is. A supervisor may
+ * need a moment to exit after it has reported the end of its command.
+ */
+export async function gone(pid, timeout = 1000) {
+  return waitFor(() => !isAlive(pid), { timeout })
+}
+
+export function allPids() {
+  return fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+}
+
+function cmdline(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A unique argument for `sleep`, e.g. `1000.042917365`: a ~17 min sleep whose argv can
+ * be found in /proc. Fixed width, so no marker is a prefix of another.
+ */
+export function uniqueMarker() {
+  return `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
+}
+
+/** Live (non-zombie) processes whose command line contains `marker`. */
+export function processesWith(marker) {
+  const found = []
+  for (const pid of allPids()) {
+    if (pid === process.pid) continue
+    const cmd = cmdline(pid)
+    if (!cmd || !cmd.includes(marker)) continue
+    const stat = procStat(pid)
+    if (stat && stat.state !== 'Z' && stat.state !== 'X') found.push({ pid, state: stat.state, cmdline: cmd })
+  }
+  return found
+}
+
+/**
+ * Waits until, for every marker, the `sleep <marker>` process itself runs (setup check).
+ * Supervisors and shells carry the markers in their argv too, so they do not count here.
+ */
+export async function waitForMarkers(markers, timeout = 3000) {
+  return waitFor(() => markers.every((m) => processesWith(m).some((p) => p.cmdline === `sleep ${m}`)), { timeout })
+}
+
+/**
+ * Waits up to `timeout` ms for every process carrying one of `markers` to be gone and
+ * returns those still alive at the end (empty array = all gone).
+ */
+export async function survivors(markers, timeout = 3000) {
+  let left = []
+  await waitFor(
+    () => {
+      left = markers.flatMap(processesWith)
+      return left.length === 0
+    },
+    { timeout },
+  )
+  return left
+}
+
+/** Direct children of `ppid` (default: this process), with their state. */
+export function childrenOf(ppid = process.pid) {
+  return allPids()
+    .map(procStat)
+    .filter((s) => s !== undefined && s.ppid === ppid)
+}
+
+export function fdCount() {
+  return fs.readdirSync('/proc/self/fd').length
+}
+
+/** What this process's descriptors point at (for failure messages). */
+export function fdTargets() {
+  return fs.readdirSync('/proc/self/fd').map((fd) => {
+    try {
+      return `${fd} -> ${fs.readlinkSync(`/proc/self/fd/${fd}`)}`
+    } catch {
+      return `${fd} -> ?`
+    }
+  })
+}
+
+// ---------------------------------------------------------------------------------------
+// Time
+
+/** Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last value. */
+export async function waitFor(predicate, { timeout = 3000, interval = 20 } = {}) {
+  const end = Date.now() + timeout
+  for (;;) {
+    const value = await predicate()
+    if (value || Date.now() >= end) return value
+    await sleep(interval)
+  }
+}
+
+/** Rejects with a clear message if `promise` has not settled within `ms` (deadlock/hang guard). */
+export function withDeadline(promise, ms, what) {
+  let timer
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+/** Runs `fn` and returns `[value, elapsedMs]`. */
+export async function timed(fn) {
+  const start = performance.now()
+  const value = await fn()
+  return [value, performance.now() - start]
+}
+
+/** Every field of an execution result except the timing, for exact comparisons. */
+export function withoutTime(result) {
+  const { executionTimeMs, ...rest } = result
+  return rest
+}
+
+// ---------------------------------------------------------------------------------------
+// Child Node processes
+
+/** Writes `source` to a temp .cjs file and starts it with `node`; stderr is inherited. */
+export function startNode(source, env = {}) {
+  const script = path.join(tempDir(), 'child.cjs')
+  fs.writeFileSync(script, source)
+  const child = spawnChild(process.execPath, [script], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  })
+  child.stdout.setEncoding('utf8')
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  return { child, exited }
+}
+
+/** Runs `source` to completion (10 s deadline) and returns `{ stdout, code, signal }`. */
+export async function runNode(source, env = {}) {
+  const { child, exited } = startNode(source, env)
+  let stdout = ''
+  child.stdout.on('data', (d) => (stdout += d))
+  try {
+    const { code, signal } = await withDeadline(exited, 10_000, 'child node script')
+    return { stdout, code, signal }
+  } finally {
+    child.kill('SIGKILL')
+  }
+}

@@ -10,5 +10,6 @@ pub mod output;
 pub mod process;
 pub mod quote;
 pub mod sandbox;
+pub mod tools;
 
 pub use error::{CoreError, Result};

@@ -1,0 +1,4 @@
+//! What the agent tools compute without touching a sandbox: the texts they return.
+
+pub mod format;
+mod tokens;

@@ -61,14 +61,40 @@ export declare class NativeProcess {
   unsubscribe(id: number): void
 }
 
+export declare class NativeResolverCache {
+  constructor()
+  /**
+   * The id cached for `key`, or the one `resolve()` settles with. Concurrent calls for
+   * one key share one `resolve()`; its rejection (the resolver's own error) is passed on
+   * and not cached.
+   */
+  resolve(key: string, resolve: () => Promise<number>): Promise<number>
+  /** Forgets `key`, or every key. */
+  clear(key?: string | undefined | null): void
+  /** Ids cached now. */
+  values(): Array<number>
+}
+
+/** Text for a foreground command that failed to run (`Error: <message>`). */
+export declare function commandErrorText(stdout: string, stderr: string, message: string, tail?: number | undefined | null, maxTokens?: number | undefined | null): string
+
+/** Text for a finished foreground command. */
+export declare function commandResultText(stdout: string, stderr: string, exitCode: number, success: boolean, tail?: number | undefined | null, maxTokens?: number | undefined | null): string
+
 /**
  * The isolation backend native to this platform, and whether it works here (probed by
  * running it, not by finding a binary).
  */
 export declare function detectIsolation(): SandboxDetectionResult
 
+/** Splits a trailing `| tail -N` off a command. */
+export declare function extractTailPipe(command: string): TailPipe
+
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
+
+/** Text of `kill_process` after a kill. */
+export declare function killedText(pid: string, stdout: string, stderr: string, maxTokens?: number | undefined | null): string
 
 export interface NativeCommandOptions {
   env?: Record<string, string>
@@ -118,8 +144,18 @@ export interface NativeSandboxOptions {
   onDestroy?: (unused: string) => Promise<void>
 }
 
+/** Text of `get_process_output`; `exitCode` is undefined while the process runs. */
+export declare function processOutputText(stdout: string, stderr: string, exitCode?: number | undefined | null, tail?: number | undefined | null, maxTokens?: number | undefined | null): string
+
 export interface SandboxDetectionResult {
   backend: 'seatbelt' | 'bwrap' | 'none'
   available: boolean
   message: string
+}
+
+export declare function stripAnsi(text: string): string
+
+export interface TailPipe {
+  command: string
+  tail?: number
 }

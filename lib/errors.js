@@ -70,6 +70,52 @@ class UnsupportedStdinCloseError extends Error {
   }
 }
 
+class WorkspaceError extends Error {
+  constructor(message, code, workspaceId) {
+    super(message)
+    this.name = new.target.name
+    this.code = code
+    if (workspaceId !== undefined) this.workspaceId = workspaceId
+  }
+}
+
+class WorkspaceNotAvailableError extends WorkspaceError {
+  constructor() {
+    super('Workspace not available. Ensure the agent has a workspace configured.', 'NO_WORKSPACE')
+  }
+}
+
+class FilesystemNotAvailableError extends WorkspaceError {
+  constructor() {
+    super('Workspace does not have a filesystem configured', 'NO_FILESYSTEM')
+  }
+}
+
+class SandboxNotAvailableError extends WorkspaceError {
+  constructor(message = 'Workspace does not have a sandbox configured') {
+    super(message, 'NO_SANDBOX')
+  }
+}
+
+class SandboxFeatureNotSupportedError extends WorkspaceError {
+  constructor(feature) {
+    super(`Sandbox does not support ${feature}`, 'FEATURE_NOT_SUPPORTED')
+    this.feature = feature
+  }
+}
+
+class WorkspaceNotReadyError extends WorkspaceError {
+  constructor(workspaceId, status) {
+    super(`Workspace is not ready (status: ${status})`, 'NOT_READY', workspaceId)
+  }
+}
+
+class WorkspaceReadOnlyError extends WorkspaceError {
+  constructor(operation) {
+    super(`Workspace is in read-only mode. Cannot perform: ${operation}`, 'READ_ONLY')
+  }
+}
+
 const RETENTION_MESSAGE = 'maxRetainedBytes must be a non-negative integer or Infinity'
 
 /** Maps an error thrown by the native module to the public class for its code. */
@@ -131,6 +177,13 @@ module.exports = {
   FilesystemNotMountableError,
   SandboxOptionError,
   UnsupportedStdinCloseError,
+  WorkspaceError,
+  WorkspaceNotAvailableError,
+  FilesystemNotAvailableError,
+  SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError,
+  WorkspaceNotReadyError,
+  WorkspaceReadOnlyError,
   RETENTION_MESSAGE,
   fromNative,
   translating,

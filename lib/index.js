@@ -5,6 +5,9 @@ const errors = require('./errors')
 const { LocalSandbox } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
+const { Workspace, callLifecycle } = require('./workspace')
+const { createWorkspaceTools } = require('./tools')
+const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
 const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES = 1048576
@@ -17,6 +20,11 @@ const getRecommendedIsolation = () => {
 }
 
 module.exports = {
+  Workspace,
+  createWorkspaceTools,
+  callLifecycle,
+  WORKSPACE_TOOLS,
+  WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
   LocalProcessManager,
   ProcessHandle,
@@ -34,4 +42,11 @@ module.exports = {
   FilesystemNotMountableError: errors.FilesystemNotMountableError,
   SandboxOptionError: errors.SandboxOptionError,
   UnsupportedStdinCloseError: errors.UnsupportedStdinCloseError,
+  WorkspaceError: errors.WorkspaceError,
+  WorkspaceNotAvailableError: errors.WorkspaceNotAvailableError,
+  FilesystemNotAvailableError: errors.FilesystemNotAvailableError,
+  SandboxNotAvailableError: errors.SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError: errors.SandboxFeatureNotSupportedError,
+  WorkspaceNotReadyError: errors.WorkspaceNotReadyError,
+  WorkspaceReadOnlyError: errors.WorkspaceReadOnlyError,
 }

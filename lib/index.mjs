@@ -3,6 +3,11 @@ import { createRequire } from 'node:module'
 const api = createRequire(import.meta.url)('./index.js')
 
 export const {
+  Workspace,
+  createWorkspaceTools,
+  callLifecycle,
+  WORKSPACE_TOOLS,
+  WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
   LocalProcessManager,
   ProcessHandle,
@@ -20,5 +25,12 @@ export const {
   FilesystemNotMountableError,
   SandboxOptionError,
   UnsupportedStdinCloseError,
+  WorkspaceError,
+  WorkspaceNotAvailableError,
+  FilesystemNotAvailableError,
+  SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError,
+  WorkspaceNotReadyError,
+  WorkspaceReadOnlyError,
 } = api
 export default api

@@ -13,3 +13,5 @@ mod keeper;
 mod local_sandbox;
 mod options;
 mod process_handle;
+mod resolver_cache;
+mod tool_text;

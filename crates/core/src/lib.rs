@@ -11,5 +11,6 @@ pub mod process;
 pub mod quote;
 pub mod sandbox;
 pub mod tools;
+pub mod workspace;
 
 pub use error::{CoreError, Result};

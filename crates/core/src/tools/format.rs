@@ -146,13 +146,14 @@ pub fn command_result_text(
   stdout: &str,
   stderr: &str,
   exit_code: i32,
+  success: bool,
   tail: Option<f64>,
   token_limit: Option<usize>,
 ) -> String {
   let out = truncate_output(stdout, tail, token_limit);
   let err = truncate_output(stderr, tail, token_limit);
   let blocks = stream_blocks(&out, &err);
-  if exit_code != 0 {
+  if !success {
     return with_terminal_line(&blocks, &format!("Exit code: {exit_code}"));
   }
   if blocks.is_empty() {
@@ -175,7 +176,8 @@ pub fn command_error_text(
   with_terminal_line(&stream_blocks(&out, &err), &format!("Error: {message}"))
 }
 
-/// What `get_process_output` returns; `exit_code` is `None` while the process runs.
+/// What `get_process_output` returns; `exit_code` is `None` while the process runs. A
+/// finished process always shows its exit code, even when it printed nothing.
 pub fn process_output_text(
   stdout: &str,
   stderr: &str,
@@ -186,10 +188,13 @@ pub fn process_output_text(
   let out = truncate_output(stdout, tail, token_limit);
   let err = truncate_output(stderr, tail, token_limit);
   let mut blocks = stream_blocks(&out, &err);
-  if blocks.is_empty() {
-    return "(no output yet)".to_owned();
-  }
   let exit_line = exit_code.map(|code| format!("Exit code: {code}"));
+  if blocks.is_empty() {
+    return match exit_line {
+      None => "(no output yet)".to_owned(),
+      Some(line) => format!("(no output)\n\n{line}"),
+    };
+  }
   if let Some(line) = &exit_line {
     blocks.extend(["", line.as_str()]);
   }
@@ -237,7 +242,7 @@ mod tests {
 
   #[test]
   fn execute_command_texts() {
-    let t = |out: &str, err: &str, code| command_result_text(out, err, code, None, None);
+    let t = |out: &str, err: &str, code| command_result_text(out, err, code, code == 0, None, None);
     assert_eq!(t("hello\n", "", 0), "hello\n");
     assert_eq!(t("", "", 0), "(no output)");
     assert_eq!(t("out\n", "err\n", 0), "stdout:\nout\n\n\nstderr:\nerr\n");
@@ -273,7 +278,8 @@ mod tests {
     );
     assert_eq!(p("x\n", "", Some(7), None), "x\n\n\nExit code: 7");
     assert_eq!(p("", "e\n", Some(4), None), "stderr:\ne\n\n\nExit code: 4");
-    assert_eq!(p("", "", Some(0), None), "(no output yet)");
+    assert_eq!(p("", "", None, None), "(no output yet)");
+    assert_eq!(p("", "", Some(0), None), "(no output)\n\nExit code: 0");
   }
 
   #[test]

@@ -1,0 +1,285 @@
+'use strict'
+// The agent tools of a workspace's sandbox: execute_command (foreground or background),
+// get_process_output and kill_process. Their ids, input schemas and output texts are
+// those of `@mastra/core`; the texts are computed natively (see crates/core/src/tools).
+const { z } = require('zod')
+const native = require('../index.js')
+const { WORKSPACE_TOOLS } = require('./constants')
+const { WorkspaceError, SandboxNotAvailableError, SandboxFeatureNotSupportedError } = require('./errors')
+
+const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
+const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
+const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval', 'hooks', 'writeLockTimeoutMs'])
+/** Output kept per stream while a foreground command runs, for the text of a failure. */
+const ERROR_CONTEXT_BYTES = 1048576
+
+/** `"15"` → 15, so models that quote numbers are understood; anything else is left to fail validation. */
+const numeric = (schema) =>
+  z.preprocess((value) => (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim()) ? Number(value) : value), schema)
+
+const executeCommandSchema = z.object({
+  command: z.string().describe('The shell command line to run, e.g. "npm test" or "grep -rn TODO src | head".'),
+  timeout: numeric(z.number()).nullish().describe('Seconds the command may run before it is stopped.'),
+  cwd: z.string().nullish().describe('Directory to run in, relative to the workspace or absolute.'),
+  tail: numeric(z.number().int())
+    .nullish()
+    .describe('Show only the last N lines of output (default 200; 0 shows everything).'),
+})
+const executeCommandWithBackgroundSchema = executeCommandSchema.extend({
+  background: z
+    .boolean()
+    .optional()
+    .describe('Start the command and return its PID at once; read it later with get_process_output.'),
+})
+const processOutputSchema = z.object({
+  pid: z.string().describe('PID printed when the background command started.'),
+  tail: numeric(z.number().int()).optional().describe('Show only the last N lines (default 200; 0 shows everything).'),
+  wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
+})
+const killProcessSchema = z.object({ pid: z.string().describe('PID of the background process to stop.') })
+
+/** The model sees tool output without terminal colour codes. */
+function toModelOutput(output) {
+  return typeof output === 'string' ? { type: 'text', value: native.stripAnsi(output) } : output
+}
+
+/** Keeps the newest `limit` characters of what it is given. */
+class Tail {
+  #chunks = []
+  #length = 0
+  push(text) {
+    this.#chunks.push(text)
+    this.#length += text.length
+    while (this.#length > ERROR_CONTEXT_BYTES && this.#chunks.length > 1) this.#length -= this.#chunks.shift().length
+  }
+  toString() {
+    return this.#chunks.join('').slice(-ERROR_CONTEXT_BYTES)
+  }
+}
+
+/** What every tool call needs: the request's sandbox, the stream writer, the call id. */
+async function callContext(workspace, context, toolName) {
+  workspace.lastAccessedAt = new Date()
+  const requestContext = context?.requestContext ?? context?.runtimeContext
+  const sandbox = await workspace.resolveSandbox({ requestContext })
+  if (!sandbox) throw new SandboxNotAvailableError()
+  const writer = context?.writer
+  const toolCallId = context?.agent?.toolCallId ?? context?.toolCallId
+  if (writer?.custom) {
+    const info = await workspace.getInfo({ requestContext, resolveDynamicProviders: false })
+    await writer.custom({ type: 'data-workspace-metadata', data: { toolName, toolCallId, ...info } })
+  }
+  const emit = async (type, data, transient) => {
+    if (writer?.custom) await writer.custom({ type, data: { ...data, toolCallId }, ...(transient && { transient }) })
+  }
+  return { sandbox, emit, toolCallId, abortSignal: context?.abortSignal }
+}
+
+function processesOf(sandbox) {
+  if (!sandbox.processes) throw new SandboxFeatureNotSupportedError('processes')
+  return sandbox.processes
+}
+
+async function executeCommand(workspace, config, input, context) {
+  const { sandbox, emit, toolCallId, abortSignal } = await callContext(workspace, context, EXECUTE_COMMAND)
+  const timeout = input.timeout != null ? input.timeout * 1000 : undefined
+  const cwd = input.cwd ?? undefined
+  if (input.background) {
+    const background = config.backgroundProcesses ?? {}
+    const signal = background.abortSignal === undefined ? abortSignal : background.abortSignal || undefined
+    let handle
+    const meta = () => ({ pid: handle?.pid, toolCallId })
+    handle = await processesOf(sandbox).spawn(input.command, {
+      cwd,
+      timeout,
+      abortSignal: signal,
+      stdinMode: 'ignore',
+      onStdout: background.onStdout && ((data) => background.onStdout(data, meta())),
+      onStderr: background.onStderr && ((data) => background.onStderr(data, meta())),
+    })
+    if (background.onExit) {
+      handle
+        .wait()
+        .then((result) => background.onExit({ ...meta(), ...exitMeta(result) }))
+        .catch((err) => workspace.logger?.error?.('Background process onExit failed', { error: err, pid: handle.pid }))
+    }
+    return `Started background process (PID: ${handle.pid})`
+  }
+
+  const { command, tail: pipedTail } = native.extractTailPipe(input.command)
+  const tail = pipedTail ?? input.tail ?? undefined
+  if (typeof sandbox.executeCommand !== 'function') throw new SandboxFeatureNotSupportedError('executeCommand')
+  const stdout = new Tail()
+  const stderr = new Tail()
+  const startedAt = Date.now()
+  try {
+    const result = await sandbox.executeCommand(command, [], {
+      timeout,
+      cwd,
+      abortSignal,
+      onStdout: (data) => {
+        stdout.push(data)
+        emit('data-sandbox-stdout', { output: data, timestamp: Date.now() }, true)
+      },
+      onStderr: (data) => {
+        stderr.push(data)
+        emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true)
+      },
+    })
+    const { exitCode, success, executionTimeMs, killed, timedOut } = result
+    await emit('data-sandbox-exit', { exitCode, success, executionTimeMs, killed, timedOut })
+    return native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
+  } catch (err) {
+    await emit('data-sandbox-exit', { exitCode: -1, success: false, executionTimeMs: Date.now() - startedAt })
+    const message = err instanceof Error ? err.message : String(err)
+    return native.commandErrorText(stdout.toString(), stderr.toString(), message, tail, config.maxOutputTokens)
+  }
+}
+
+function exitMeta(result) {
+  const { exitCode, stdout, stderr, stdoutTruncated, stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes } = result
+  return { exitCode, stdout, stderr, stdoutTruncated, stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes }
+}
+
+async function getProcessOutput(workspace, config, input, context) {
+  const { sandbox, emit } = await callContext(workspace, context, GET_PROCESS_OUTPUT)
+  const handle = await processesOf(sandbox).get(input.pid)
+  if (!handle) return `No background process found with PID ${input.pid}.${workspace.cacheKeyHint?.() ?? ''}`
+  if (handle.command) await emit('data-sandbox-command', { command: handle.command, pid: input.pid })
+  if (input.wait && handle.exitCode === undefined) {
+    const result = await handle.wait({
+      onStdout: (data) => emit('data-sandbox-stdout', { output: data, timestamp: Date.now() }, true),
+      onStderr: (data) => emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true),
+    })
+    const { exitCode, success, executionTimeMs } = result
+    await emit('data-sandbox-exit', { exitCode, success, executionTimeMs })
+  }
+  return native.processOutputText(handle.stdout, handle.stderr, handle.exitCode, input.tail, config.maxOutputTokens)
+}
+
+async function killProcess(workspace, config, input, context) {
+  const { sandbox, emit } = await callContext(workspace, context, KILL_PROCESS)
+  const processes = processesOf(sandbox)
+  const handle = await processes.get(input.pid)
+  if (handle?.command) await emit('data-sandbox-command', { command: handle.command, pid: input.pid })
+  if (!(await processes.kill(input.pid))) {
+    await emit('data-sandbox-exit', { exitCode: handle?.exitCode ?? -1, success: false, killed: false })
+    return `Process ${input.pid} was not found or had already exited.${workspace.cacheKeyHint?.() ?? ''}`
+  }
+  await emit('data-sandbox-exit', { exitCode: handle?.exitCode ?? 137, success: false, killed: true })
+  return native.killedText(input.pid, handle?.stdout ?? '', handle?.stderr ?? '', config.maxOutputTokens)
+}
+
+const DEFINITIONS = {
+  [EXECUTE_COMMAND]: {
+    description:
+      'Run a shell command in the workspace sandbox and return its output (stdout, stderr and, on failure, the exit code). ' +
+      'Pipes, redirections and `&&` work. Long output is cut to its last lines; pass `tail` to see more or less.',
+    backgroundDescription:
+      ' With `background: true` the command keeps running and you get its PID; use get_process_output and kill_process with it.',
+    run: executeCommand,
+  },
+  [GET_PROCESS_OUTPUT]: {
+    description:
+      'Read what a background process (started with execute_command and `background: true`) has printed so far, ' +
+      'and its exit code once it has finished. `wait: true` waits for it to finish first.',
+    schema: processOutputSchema,
+    run: getProcessOutput,
+  },
+  [KILL_PROCESS]: {
+    description: 'Stop a background process and everything it started; returns the last 50 lines it printed.',
+    schema: killProcessSchema,
+    run: killProcess,
+  },
+}
+
+/** Per-tool settings: defaults, then the top level of the config, then the tool's own entry. */
+async function toolSettings(toolsConfig, name, workspace) {
+  const own = toolsConfig?.[name] ?? {}
+  const settings = {
+    enabled: own.enabled ?? toolsConfig?.enabled ?? true,
+    requireApproval: own.requireApproval ?? toolsConfig?.requireApproval ?? false,
+    name: own.name ?? name,
+    maxOutputTokens: own.maxOutputTokens,
+    backgroundProcesses: own.backgroundProcesses,
+  }
+  if (typeof settings.enabled === 'function') {
+    try {
+      settings.enabled = Boolean(await settings.enabled({ requestContext: {}, workspace }))
+    } catch {
+      settings.enabled = false // a failing check keeps the tool away
+    }
+  }
+  return settings
+}
+
+function checkToolsConfig(toolsConfig) {
+  if (toolsConfig === undefined) return
+  if (toolsConfig === null || typeof toolsConfig !== 'object') {
+    throw new WorkspaceError('tools config must be an object', 'INVALID_CONFIG')
+  }
+  for (const key of Object.keys(toolsConfig)) {
+    if (!TOP_LEVEL_KEYS.has(key) && !KNOWN_TOOLS.has(key)) {
+      throw new WorkspaceError(`Unknown workspace tool "${key}" in the tools config`, 'INVALID_CONFIG')
+    }
+  }
+}
+
+/**
+ * The sandbox tools of `workspace`, keyed by the names the model sees. They work in a
+ * Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
+ */
+async function createWorkspaceTools(workspace) {
+  const toolsConfig = workspace.getToolsConfig()
+  checkToolsConfig(toolsConfig)
+  const tools = {}
+  const sandbox = workspace.sandbox
+  const dynamic = !sandbox && workspace.hasSandboxResolver?.()
+  const offered = []
+  if (dynamic || typeof sandbox?.executeCommand === 'function') offered.push(EXECUTE_COMMAND)
+  if (dynamic || sandbox?.processes) offered.push(GET_PROCESS_OUTPUT, KILL_PROCESS)
+  const withBackground = dynamic || Boolean(sandbox?.processes)
+
+  for (const name of offered) {
+    const settings = await toolSettings(toolsConfig, name, workspace)
+    if (!settings.enabled) continue
+    const definition = DEFINITIONS[name]
+    const background = name === EXECUTE_COMMAND && withBackground
+    const inputSchema = definition.schema ?? (background ? executeCommandWithBackgroundSchema : executeCommandSchema)
+    const tool = {
+      id: settings.name,
+      description: definition.description + (background ? definition.backgroundDescription : ''),
+      inputSchema,
+      outputSchema: z.string(),
+      execute: async (input, context) => {
+        const parsed = inputSchema.safeParse(input)
+        if (!parsed.success) {
+          const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')
+          throw new WorkspaceError(`Invalid input for ${settings.name}: ${problems}`, 'INVALID_INPUT')
+        }
+        return definition.run(workspace, settings, parsed.data, context)
+      },
+      toModelOutput,
+      requireApproval: settings.requireApproval === true || typeof settings.requireApproval === 'function',
+    }
+    if (typeof settings.requireApproval === 'function') {
+      const decide = settings.requireApproval
+      tool.needsApprovalFn = async (args, ctx) => {
+        try {
+          return Boolean(await decide({ args, requestContext: ctx?.requestContext ?? {}, workspace }))
+        } catch {
+          return true // when in doubt, ask
+        }
+      }
+    }
+    if (tools[settings.name]) {
+      throw new Error(
+        `Duplicate workspace tool name "${settings.name}": tool "${name}" conflicts with an already-registered tool. Check your tools config for duplicate "name" values.`,
+      )
+    }
+    tools[settings.name] = tool
+  }
+  return tools
+}
+
+module.exports = { createWorkspaceTools, toModelOutput }

@@ -1,0 +1,311 @@
+'use strict'
+const { NativeResolverCache } = require('../index.js')
+const { WorkspaceError } = require('./errors')
+const { check } = require('./options')
+
+const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+
+const DYNAMIC_SANDBOX_INSTRUCTIONS =
+  'Dynamic sandbox configured. Shell commands execute in a request-scoped sandbox resolved at tool execution time.'
+const CACHE_KEY_HINT =
+  ' If this process was started from a dynamic sandbox resolver, configure sandboxCacheKey or have the resolver return the same sandbox for follow-up calls.'
+
+/** Calls `_method` (a provider's race-safe wrapper) when there is one, else `method`. */
+async function callLifecycle(provider, method) {
+  if (!provider) return undefined
+  const fn = typeof provider[`_${method}`] === 'function' ? provider[`_${method}`] : provider[method]
+  return typeof fn === 'function' ? fn.call(provider) : undefined
+}
+
+const isClass = (fn) => /^class[\s{]/.test(Function.prototype.toString.call(fn))
+
+function checkSandbox(value, source) {
+  const usable =
+    value !== null &&
+    typeof value === 'object' &&
+    (typeof value.executeCommand === 'function' || (value.processes && typeof value.processes.spawn === 'function'))
+  if (!usable) {
+    const got = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value
+    throw new WorkspaceError(
+      `${source} must be a sandbox (an object with executeCommand() or processes), got ${got}`,
+      'INVALID_SANDBOX',
+    )
+  }
+  return value
+}
+
+/**
+ * An agent's workspace: a sandbox (an instance, or a resolver giving each request its
+ * own) and optionally a filesystem. It has the members a Mastra `Agent` reads, so it can
+ * be passed as `new Agent({ workspace })`.
+ */
+class Workspace {
+  #sandbox
+  #sandboxResolver
+  #sandboxCacheKey
+  #filesystem
+  #filesystemResolver
+  #filesystemsByContext = new WeakMap()
+  #sandboxesByContext = new WeakMap()
+  #keyedSandboxes = new NativeResolverCache()
+  #registered = new Map()
+  #nextId = 1
+  #toolsConfig
+  #dynamicSandboxInstructions
+  #destroying
+  #logger
+
+  constructor(config = {}) {
+    check.object(config, 'config')
+    this.id = check.string(config.id, 'id') ?? randomId('ws')
+    this.name = check.string(config.name, 'name') ?? `workspace-${this.id.slice(0, 8)}`
+    this.createdAt = new Date()
+    this.lastAccessedAt = this.createdAt
+    this.status = 'pending'
+    this.canBM25 = false
+    this.canVector = false
+    this.canHybrid = false
+
+    const { sandbox, filesystem } = config
+    if (typeof sandbox === 'function') this.#sandboxResolver = sandbox
+    else if (sandbox !== undefined && sandbox !== null) this.#sandbox = checkSandbox(sandbox, 'sandbox')
+
+    if (typeof filesystem === 'function') {
+      if (isClass(filesystem)) {
+        throw new WorkspaceError(
+          'The "filesystem" option received a class constructor; pass an instance or a resolver function ({ requestContext }) => filesystem.',
+          'INVALID_CONFIG',
+          this.id,
+        )
+      }
+      this.#filesystemResolver = filesystem
+    } else if (filesystem !== undefined && filesystem !== null) {
+      check.object(filesystem, 'filesystem')
+      this.#filesystem = filesystem
+    }
+
+    const mounts = check.object(config.mounts, 'mounts')
+    if (Object.keys(mounts).length > 0) {
+      if (filesystem) throw new WorkspaceError('Cannot use both "filesystem" and "mounts"', 'INVALID_CONFIG', this.id)
+      if (this.#sandboxResolver) {
+        throw new WorkspaceError(
+          'Cannot use "mounts" with a dynamic sandbox resolver. Mounts are attached to a sandbox instance at construction time. Either pass a static sandbox instance, or have your resolver return a sandbox with its mounts already configured.',
+          'INVALID_CONFIG',
+          this.id,
+        )
+      }
+      throw new WorkspaceError('"mounts" are not supported by this version of native-workspace', 'INVALID_CONFIG', this.id)
+    }
+
+    this.#sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
+    const dynamic = config.instructions?.dynamicSandbox
+    if (dynamic !== undefined && dynamic !== 'placeholder' && dynamic !== 'resolve' && typeof dynamic !== 'function') {
+      check.oneOf(dynamic, 'instructions.dynamicSandbox', ['placeholder', 'resolve'])
+    }
+    this.#dynamicSandboxInstructions = dynamic ?? 'placeholder'
+    this.#toolsConfig = config.tools
+
+    if (config.lsp) {
+      const reason = this.#sandboxResolver
+        ? 'lsp: true is incompatible with a dynamic sandbox resolver (the language server needs one sandbox for the whole workspace).'
+        : 'lsp is not supported by native-workspace.'
+      console.warn(`[Workspace "${this.name}"] ${reason} LSP disabled.`)
+    }
+    this.lsp = undefined
+
+    if (!this.hasSandboxConfig() && !this.hasFilesystemConfig()) {
+      throw new WorkspaceError('Workspace requires at least a filesystem, sandbox, or skills', 'NO_PROVIDERS', this.id)
+    }
+  }
+
+  /** The static sandbox; `undefined` when sandboxes come from a resolver. */
+  get sandbox() {
+    return this.#sandbox
+  }
+  /** The static filesystem; `undefined` when it comes from a resolver. */
+  get filesystem() {
+    return this.#filesystem
+  }
+
+  hasSandboxConfig() {
+    return Boolean(this.#sandbox || this.#sandboxResolver)
+  }
+  hasFilesystemConfig() {
+    return Boolean(this.#filesystem || this.#filesystemResolver)
+  }
+  hasSandboxResolver() {
+    return Boolean(this.#sandboxResolver)
+  }
+  hasSandboxCacheKey() {
+    return Boolean(this.#sandboxCacheKey)
+  }
+
+  getToolsConfig() {
+    return this.#toolsConfig
+  }
+  setToolsConfig(config) {
+    this.#toolsConfig = config
+  }
+
+  /**
+   * The sandbox for a request: the static one, or the resolver's. With `sandboxCacheKey`
+   * the resolver runs once per key (concurrent first requests share it; failures are not
+   * kept); without it, once per `requestContext` object.
+   */
+  async resolveSandbox({ requestContext } = {}) {
+    const resolver = this.#sandboxResolver
+    if (!resolver) return this.#sandbox
+    const resolveOnce = async () => checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result')
+    const key = this.#sandboxCacheKey?.({ requestContext })
+    if (key !== undefined && key !== null) {
+      const id = await this.#keyedSandboxes.resolve(String(key), async () => this.#register(await resolveOnce()))
+      return this.#registered.get(id)
+    }
+    return memoizeByContext(this.#sandboxesByContext, requestContext, resolveOnce)
+  }
+
+  /** The live sandbox of a request, for tools and workflow steps. */
+  getSandbox({ requestContext } = {}) {
+    return this.resolveSandbox({ requestContext })
+  }
+
+  async resolveFilesystem({ requestContext } = {}) {
+    const resolver = this.#filesystemResolver
+    if (!resolver) return this.#filesystem
+    return memoizeByContext(this.#filesystemsByContext, requestContext, async () => resolver({ requestContext }))
+  }
+
+  #register(sandbox) {
+    const id = this.#nextId++
+    this.#registered.set(id, sandbox)
+    return id
+  }
+
+  /**
+   * Forgets the sandbox cached for `cacheKey`, or all keyed sandboxes. Resolved sandboxes
+   * belong to the application: they are never stopped or destroyed here.
+   */
+  clearSandboxCache(cacheKey) {
+    this.#keyedSandboxes.clear(cacheKey === undefined ? undefined : String(cacheKey))
+    const kept = new Set(this.#keyedSandboxes.values())
+    for (const id of this.#registered.keys()) if (!kept.has(id)) this.#registered.delete(id)
+  }
+
+  /** Hint appended to "not found" texts when a resolver may have given another sandbox. */
+  cacheKeyHint() {
+    return this.hasSandboxResolver() && !this.hasSandboxCacheKey() ? CACHE_KEY_HINT : ''
+  }
+
+  /** Starts the static providers. Resolver-backed ones start on first use. */
+  async init() {
+    this.status = 'initializing'
+    try {
+      await callLifecycle(this.#filesystem, 'init')
+      await callLifecycle(this.#sandbox, 'start')
+      this.status = 'ready'
+    } catch (err) {
+      this.status = 'error'
+      throw err
+    }
+  }
+
+  /** Destroys the static providers and forgets resolved ones (which are not destroyed). */
+  destroy() {
+    if (this.status === 'destroyed') return Promise.resolve()
+    this.#destroying ??= (async () => {
+      this.status = 'destroying'
+      try {
+        await callLifecycle(this.#sandbox, 'destroy')
+        await callLifecycle(this.#filesystem, 'destroy')
+        this.clearSandboxCache()
+        this.status = 'destroyed'
+      } catch (err) {
+        this.status = 'error'
+        throw err
+      } finally {
+        this.#destroying = undefined
+      }
+    })()
+    return this.#destroying
+  }
+
+  async getInfo() {
+    const info = {
+      id: this.id,
+      name: this.name,
+      status: this.status,
+      createdAt: this.createdAt,
+      lastAccessedAt: this.lastAccessedAt,
+    }
+    const fs = this.#filesystem
+    if (fs) {
+      const fsInfo = (await fs.getInfo?.()) ?? {}
+      info.filesystem = {
+        id: fsInfo.id ?? fs.id,
+        name: fsInfo.name ?? fs.name,
+        provider: fsInfo.provider ?? fs.provider,
+        readOnly: fsInfo.readOnly ?? fs.readOnly,
+        status: fsInfo.status ?? fs.status,
+        error: fsInfo.error ?? fs.error,
+        icon: fsInfo.icon ?? fs.icon,
+        metadata: fsInfo.metadata,
+      }
+    } else if (this.#filesystemResolver) {
+      info.filesystem = { id: `${this.id}-dynamic-filesystem`, name: 'DynamicFilesystem', provider: 'dynamic', status: 'pending' }
+    }
+    const sandbox = this.#sandbox
+    if (sandbox) {
+      const sandboxInfo = (await sandbox.getInfo?.()) ?? {}
+      info.sandbox = { provider: sandbox.provider, status: sandboxInfo.status ?? sandbox.status, resources: sandboxInfo.resources }
+    } else if (this.#sandboxResolver) {
+      info.sandbox = { provider: 'dynamic', status: 'pending' }
+    }
+    return info
+  }
+
+  /** Instructions of the static providers, joined by blank lines. */
+  getInstructions(options) {
+    return [this.#sandbox?.getInstructions?.(options), this.#filesystem?.getInstructions?.(options)]
+      .filter((part) => typeof part === 'string' && part !== '')
+      .join('\n\n')
+  }
+
+  /** Like `getInstructions`, but able to describe (or resolve) request-scoped providers. */
+  async getInstructionsAsync({ requestContext } = {}) {
+    const parts = []
+    if (this.#sandboxResolver) {
+      const dynamic = this.#dynamicSandboxInstructions
+      if (dynamic === 'resolve') parts.push((await this.resolveSandbox({ requestContext }))?.getInstructions?.({ requestContext }))
+      else if (typeof dynamic === 'function') parts.push(dynamic({ requestContext }))
+      else parts.push(DYNAMIC_SANDBOX_INSTRUCTIONS)
+    } else {
+      parts.push(this.#sandbox?.getInstructions?.({ requestContext }))
+    }
+    parts.push((await this.resolveFilesystem({ requestContext }))?.getInstructions?.({ requestContext }))
+    return parts.filter((part) => typeof part === 'string' && part !== '').join('\n\n')
+  }
+
+  __setLogger(logger) {
+    this.#logger = logger
+    this.#sandbox?.__setLogger?.(logger)
+    this.#filesystem?.__setLogger?.(logger)
+  }
+
+  get logger() {
+    return this.#logger
+  }
+}
+
+/** Memoizes `resolve()` per request-context object; a rejection is forgotten. */
+function memoizeByContext(memo, requestContext, resolve) {
+  if (requestContext === null || typeof requestContext !== 'object') return resolve()
+  let pending = memo.get(requestContext)
+  if (!pending) {
+    pending = resolve()
+    memo.set(requestContext, pending)
+    pending.catch(() => memo.delete(requestContext))
+  }
+  return pending
+}
+
+module.exports = { Workspace, callLifecycle, checkSandbox }

@@ -14,6 +14,16 @@ export declare class NativeAbortToken {
   abort(): void
 }
 
+export declare class NativeLifecycle {
+  constructor(options: NativeLifecycleOptions)
+  get status(): 'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'
+  get error(): string | null
+  start(): Promise<'created' | 'connected'>
+  stop(): Promise<void>
+  destroy(): Promise<void>
+  ensureRunning(): Promise<void>
+}
+
 export declare class NativeLocalSandbox {
   constructor(options: NativeSandboxOptions)
   get id(): string
@@ -123,6 +133,17 @@ export interface NativeExecutionResult {
   stdoutDroppedBytes: number
   stderrDroppedBytes: number
   command?: string
+}
+
+export interface NativeLifecycleOptions {
+  id: string
+  /** Resolves to `'created'`, `'connected'`, or nothing (`'connected'`). */
+  start: () => Promise<string | undefined | null>
+  stop: () => Promise<void>
+  destroy: () => Promise<void>
+  onStart?: (outcome: string) => Promise<void>
+  onStop?: (unused: string) => Promise<void>
+  onDestroy?: (unused: string) => Promise<void>
 }
 
 export interface NativeProcessInfo {

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeAbortToken = nativeBinding.NativeAbortToken
+module.exports.NativeLifecycle = nativeBinding.NativeLifecycle
 module.exports.NativeLocalSandbox = nativeBinding.NativeLocalSandbox
 module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeResolverCache = nativeBinding.NativeResolverCache

@@ -6,6 +6,7 @@ const { LocalSandbox } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
+const { MastraSandbox } = require('./mastra-sandbox')
 const { createWorkspaceTools } = require('./tools')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
@@ -26,6 +27,7 @@ module.exports = {
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
+  MastraSandbox,
   LocalProcessManager,
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,

@@ -9,6 +9,7 @@ export const {
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
+  MastraSandbox,
   LocalProcessManager,
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,

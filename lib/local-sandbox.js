@@ -5,6 +5,7 @@ const { translating, translatingSync } = require('./errors')
 const { check } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
+const { lifecycleHooks, nativeHooks } = require('./hooks')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -42,16 +43,7 @@ class LocalSandbox {
       check.string(instructions, 'instructions')
     }
     this.#instructions = instructions
-    this.#hooks = {
-      onStart: check.function(options.onStart, 'onStart'),
-      onStop: check.function(options.onStop, 'onStop'),
-      onDestroy: check.function(options.onDestroy, 'onDestroy'),
-    }
-    // The native side calls these; they read #hooks at call time, so setOnStart applies.
-    const call = (name, extra) => async () => {
-      const hook = this.#hooks[name]
-      if (hook) await hook({ sandbox: this, ...extra() })
-    }
+    this.#hooks = lifecycleHooks(options)
     this.#native = translatingSync(
       () =>
         new native.NativeLocalSandbox({
@@ -60,9 +52,7 @@ class LocalSandbox {
           env: check.env(options.env, 'env'),
           timeout: check.duration(options.timeout, 'timeout'),
           isolation,
-          onStart: (outcome) => call('onStart', () => ({ outcome }))(),
-          onStop: call('onStop', () => ({})),
-          onDestroy: call('onDestroy', () => ({})),
+          ...nativeHooks(this.#hooks, this),
         }),
     )
     this.name = 'LocalSandbox'

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use napi::Status;
 use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use native_workspace_core::lifecycle::Hook;
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
-use native_workspace_core::sandbox::Hook;
 
 /// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The
 /// wrapper always passes an async function, so the result is a promise to await.

@@ -10,6 +10,7 @@ mod errors;
 mod isolation;
 mod js_callback;
 mod keeper;
+mod lifecycle;
 mod local_sandbox;
 mod options;
 mod process_handle;

@@ -8,7 +8,8 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, Isolation};
-use native_workspace_core::sandbox::{Hooks, Sandbox, SandboxOptions, resolve_working_directory};
+use native_workspace_core::lifecycle::{Hooks, StartOutcome};
+use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 
 use crate::errors::{ErrorCode, sync_error, to_js_error};
 use crate::js_callback::{JsHook, hook};
@@ -74,11 +75,9 @@ impl NativeLocalSandbox {
       }));
     }
     let hooks = Hooks {
-      on_start: options.on_start.map(|h| {
-        hook(h, |o: native_workspace_core::sandbox::StartOutcome| {
-          o.as_str().to_owned()
-        })
-      }),
+      on_start: options
+        .on_start
+        .map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
       on_stop: options.on_stop.map(|h| hook(h, |_: ()| String::new())),
       on_destroy: options.on_destroy.map(|h| hook(h, |_: ()| String::new())),
     };

@@ -21,6 +21,9 @@ pub enum CoreError {
     hook: &'static str,
     message: String,
   },
+  /// A provider's own start, stop or destroy failed (its message).
+  #[error("{0}")]
+  ProviderFailed(String),
   #[error("Isolation backend '{backend}' is not available: {reason}")]
   IsolationUnavailable { backend: String, reason: String },
   #[error("Working directory does not exist: {}", .0.display())]
@@ -49,6 +52,7 @@ impl CoreError {
       CoreError::InvalidRetention => "INVALID_RETENTION",
       CoreError::NotReady(_) | CoreError::Destroyed => "NOT_READY",
       CoreError::HookFailed { .. } => "HOOK_FAILED",
+      CoreError::ProviderFailed(_) => "PROVIDER_FAILED",
       CoreError::IsolationUnavailable { .. } => "ISOLATION_UNAVAILABLE",
       CoreError::CwdNotFound(_) => "CWD_NOT_FOUND",
       CoreError::CwdNotDirectory(_) => "CWD_NOT_DIRECTORY",

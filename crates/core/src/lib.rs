@@ -6,6 +6,7 @@ pub mod abort;
 pub mod error;
 pub mod init;
 pub mod isolation;
+pub mod lifecycle;
 pub mod output;
 pub mod process;
 pub mod quote;

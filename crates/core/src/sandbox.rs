@@ -1,5 +1,5 @@
-//! `LocalSandbox`: options, environment and working-directory rules, the lifecycle state
-//! machine (coalesced, idempotent start/stop/destroy with hooks) and the process manager.
+//! `LocalSandbox`: options, environment and working-directory rules, what its start, stop
+//! and destroy do, and the process manager.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -11,65 +11,12 @@ use crate::abort::AbortToken;
 use crate::error::{CoreError, Result};
 use crate::init::Init;
 use crate::isolation::Isolation;
-use crate::output::{BoxFuture, OutputSink, Retention};
+use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
+use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-  Pending,
-  Starting,
-  Running,
-  Stopping,
-  Stopped,
-  Destroying,
-  Destroyed,
-  Error,
-}
-
-impl Status {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      Status::Pending => "pending",
-      Status::Starting => "starting",
-      Status::Running => "running",
-      Status::Stopping => "stopping",
-      Status::Stopped => "stopped",
-      Status::Destroying => "destroying",
-      Status::Destroyed => "destroyed",
-      Status::Error => "error",
-    }
-  }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartOutcome {
-  /// The working directory did not exist and was created.
-  Created,
-  /// The working directory already existed (or the sandbox was already running).
-  Connected,
-}
-
-impl StartOutcome {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      StartOutcome::Created => "created",
-      StartOutcome::Connected => "connected",
-    }
-  }
-}
-
-/// A lifecycle hook. An `Err` carries the hook's error message.
-pub type Hook<A> = Arc<dyn Fn(A) -> BoxFuture<std::result::Result<(), String>> + Send + Sync>;
-
-#[derive(Default, Clone)]
-pub struct Hooks {
-  pub on_start: Option<Hook<StartOutcome>>,
-  pub on_stop: Option<Hook<()>>,
-  pub on_destroy: Option<Hook<()>>,
-}
 
 pub struct SandboxOptions {
   pub id: String,
@@ -110,13 +57,6 @@ pub struct ProcessEntry {
   pub exit_code: Option<i32>,
 }
 
-/// What concurrent `start` callers need to share one start.
-struct StartRecord {
-  completed: u64,
-  outcome: StartOutcome,
-  in_flight: bool,
-}
-
 pub struct Sandbox {
   id: String,
   working_directory: PathBuf,
@@ -126,13 +66,9 @@ pub struct Sandbox {
   isolation: Isolation,
   keeper: PathBuf,
   created_at: SystemTime,
-  hooks: Mutex<Hooks>,
-  state: Mutex<(Status, Option<String>)>,
-  /// Serialises lifecycle transitions; concurrent callers queue and then find the work done.
-  transition: tokio::sync::Mutex<()>,
+  lifecycle: Lifecycle,
   processes: Mutex<HashMap<String, (u64, Arc<Process>)>>,
   spawn_seq: AtomicU64,
-  last_start: Mutex<StartRecord>,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,
 }
@@ -140,7 +76,7 @@ pub struct Sandbox {
 impl Sandbox {
   pub fn new(options: SandboxOptions) -> Self {
     Sandbox {
-      id: options.id,
+      id: options.id.clone(),
       working_directory: options.working_directory,
       base_env: options.env,
       overlay_env: Mutex::new(BTreeMap::new()),
@@ -148,16 +84,9 @@ impl Sandbox {
       isolation: options.isolation,
       keeper: options.keeper,
       created_at: SystemTime::now(),
-      hooks: Mutex::new(options.hooks),
-      state: Mutex::new((Status::Pending, None)),
-      transition: tokio::sync::Mutex::new(()),
+      lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
       processes: Mutex::new(HashMap::new()),
       spawn_seq: AtomicU64::new(0),
-      last_start: Mutex::new(StartRecord {
-        completed: 0,
-        outcome: StartOutcome::Connected,
-        in_flight: false,
-      }),
       init: Mutex::new(None),
     }
   }
@@ -183,21 +112,12 @@ impl Sandbox {
   }
 
   pub fn status(&self) -> Status {
-    self.state.lock().unwrap().0
+    self.lifecycle.status()
   }
 
   /// The message of the last lifecycle failure, while the status is `error`.
   pub fn error(&self) -> Option<String> {
-    self.state.lock().unwrap().1.clone()
-  }
-
-  fn set_status(&self, status: Status) {
-    *self.state.lock().unwrap() = (status, None);
-  }
-
-  fn fail<T>(&self, err: CoreError) -> Result<T> {
-    *self.state.lock().unwrap() = (Status::Error, Some(err.to_string()));
-    Err(err)
+    self.lifecycle.error()
   }
 
   pub fn set_env(&self, env: BTreeMap<String, String>) {
@@ -208,137 +128,20 @@ impl Sandbox {
     self.overlay_env.lock().unwrap().clone()
   }
 
-  /// Replaces the lifecycle hooks (e.g. to compose a new start hook).
-  pub fn set_hooks(&self, hooks: Hooks) {
-    *self.hooks.lock().unwrap() = hooks;
-  }
-
-  pub fn hooks(&self) -> Hooks {
-    self.hooks.lock().unwrap().clone()
-  }
-
   pub async fn start(&self) -> Result<StartOutcome> {
-    let seen = {
-      let last = self.last_start.lock().unwrap();
-      // Running with no start in flight (its hook done): nothing to join.
-      if self.status() == Status::Running && !last.in_flight {
-        return Ok(StartOutcome::Connected);
-      }
-      last.completed
-    };
-    let _turn = self.transition.lock().await;
-    match self.status() {
-      Status::Running => {
-        // A caller that queued behind a start shares that start's outcome.
-        let last = self.last_start.lock().unwrap();
-        return Ok(if last.completed > seen {
-          last.outcome
-        } else {
-          StartOutcome::Connected
-        });
-      }
-      Status::Destroyed | Status::Destroying => return Err(CoreError::Destroyed),
-      _ => {}
-    }
-    self.set_status(Status::Starting);
-    self.last_start.lock().unwrap().in_flight = true;
-    let result = self.run_start().await;
-    let mut last = self.last_start.lock().unwrap();
-    last.in_flight = false;
-    if let Ok(outcome) = result {
-      last.completed += 1;
-      last.outcome = outcome;
-    }
-    result
-  }
-
-  /// The body of `start`, run with the transition lock held.
-  async fn run_start(&self) -> Result<StartOutcome> {
-    let outcome = match prepare_directory(&self.working_directory) {
-      Ok(outcome) => outcome,
-      Err(e) => return self.fail(e),
-    };
-    if let Err(e) = self.restart_init() {
-      return self.fail(e);
-    }
-    // Running before the hook, so commands the hook issues do not wait for this start.
-    self.set_status(Status::Running);
-    let hook = self.hooks().on_start;
-    if let Some(hook) = hook
-      && let Err(message) = hook(outcome).await
-    {
-      return self.fail(CoreError::HookFailed {
-        id: self.id.clone(),
-        hook: "onStart",
-        message,
-      });
-    }
-    Ok(outcome)
+    self.lifecycle.start(self).await
   }
 
   pub async fn stop(&self) -> Result<()> {
-    let _turn = self.transition.lock().await;
-    if matches!(self.status(), Status::Stopped | Status::Destroyed) {
-      return Ok(());
-    }
-    self.set_status(Status::Stopping);
-    if let Some(hook) = self.hooks().on_stop
-      && let Err(message) = hook(()).await
-    {
-      return self.fail(CoreError::HookFailed {
-        id: self.id.clone(),
-        hook: "onStop",
-        message,
-      });
-    }
-    self.kill_all().await;
-    self.shutdown_init().await;
-    self.set_status(Status::Stopped);
-    Ok(())
+    self.lifecycle.stop(self).await
   }
 
   pub async fn destroy(&self) -> Result<()> {
-    let _turn = self.transition.lock().await;
-    match self.status() {
-      Status::Destroyed => return Ok(()),
-      Status::Pending => {
-        self.set_status(Status::Destroyed);
-        return Ok(());
-      }
-      _ => {}
-    }
-    self.set_status(Status::Destroying);
-    if let Some(hook) = self.hooks().on_destroy
-      && let Err(message) = hook(()).await
-    {
-      return self.fail(CoreError::HookFailed {
-        id: self.id.clone(),
-        hook: "onDestroy",
-        message,
-      });
-    }
-    self.kill_all().await;
-    self.shutdown_init().await;
-    // Hooks hold JavaScript functions; a destroyed sandbox will never call them again.
-    self.set_hooks(Hooks::default());
-    self.set_status(Status::Destroyed);
-    Ok(())
+    self.lifecycle.destroy(self).await
   }
 
-  /// Starts the sandbox if needed. During teardown it lets calls through so that hooks
-  /// and teardown itself can still list and kill processes.
   pub async fn ensure_running(&self) -> Result<()> {
-    match self.status() {
-      Status::Running | Status::Stopping | Status::Destroying => return Ok(()),
-      Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
-      _ => {}
-    }
-    self.start().await?;
-    if self.status() == Status::Running {
-      Ok(())
-    } else {
-      Err(CoreError::NotReady(self.id.clone()))
-    }
+    self.lifecycle.ensure_running(self).await
   }
 
   /// Starts a command and tracks it; it stays readable through [`Sandbox::get`] until it
@@ -544,6 +347,28 @@ impl Sandbox {
     for (_, p) in &all {
       p.wait().await;
     }
+  }
+}
+
+/// What starting, stopping and destroying mean for a local sandbox; the lifecycle
+/// around it (status, hooks, coalescing) is [`Lifecycle`]'s.
+impl Provider for Sandbox {
+  async fn start(&self) -> Result<StartOutcome> {
+    let outcome = prepare_directory(&self.working_directory)?;
+    self.restart_init()?;
+    Ok(outcome)
+  }
+
+  async fn stop(&self) -> Result<()> {
+    self.kill_all().await;
+    self.shutdown_init().await;
+    Ok(())
+  }
+
+  async fn destroy(&self) -> Result<()> {
+    self.kill_all().await;
+    self.shutdown_init().await;
+    Ok(())
   }
 }
 

@@ -1,0 +1,241 @@
+//! The lifecycle every sandbox shares: status, hooks, and start/stop/destroy that are
+//! coalesced (concurrent callers share one transition) and idempotent. What a transition
+//! actually does is the provider's: a local sandbox's own steps, or a JavaScript
+//! backend's methods.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{CoreError, Result};
+use crate::output::BoxFuture;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+  Pending,
+  Starting,
+  Running,
+  Stopping,
+  Stopped,
+  Destroying,
+  Destroyed,
+  Error,
+}
+
+impl Status {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Status::Pending => "pending",
+      Status::Starting => "starting",
+      Status::Running => "running",
+      Status::Stopping => "stopping",
+      Status::Stopped => "stopped",
+      Status::Destroying => "destroying",
+      Status::Destroyed => "destroyed",
+      Status::Error => "error",
+    }
+  }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartOutcome {
+  /// What the provider works in did not exist and was created (a local sandbox: its
+  /// working directory).
+  Created,
+  /// It already existed, or the provider was already running.
+  Connected,
+}
+
+impl StartOutcome {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      StartOutcome::Created => "created",
+      StartOutcome::Connected => "connected",
+    }
+  }
+}
+
+/// A lifecycle hook. An `Err` carries the hook's error message.
+pub type Hook<A> = Arc<dyn Fn(A) -> BoxFuture<std::result::Result<(), String>> + Send + Sync>;
+
+#[derive(Default, Clone)]
+pub struct Hooks {
+  pub on_start: Option<Hook<StartOutcome>>,
+  pub on_stop: Option<Hook<()>>,
+  pub on_destroy: Option<Hook<()>>,
+}
+
+/// The steps a provider takes on each transition.
+pub trait Provider: Sync {
+  fn start(&self) -> impl Future<Output = Result<StartOutcome>> + Send;
+  fn stop(&self) -> impl Future<Output = Result<()>> + Send;
+  fn destroy(&self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// What concurrent `start` callers need to share one start.
+struct StartRecord {
+  completed: u64,
+  outcome: StartOutcome,
+  in_flight: bool,
+}
+
+pub struct Lifecycle {
+  id: String,
+  hooks: Mutex<Hooks>,
+  state: Mutex<(Status, Option<String>)>,
+  /// Serialises transitions; concurrent callers queue and then find the work done.
+  transition: tokio::sync::Mutex<()>,
+  last_start: Mutex<StartRecord>,
+}
+
+impl Lifecycle {
+  pub fn new(id: String, hooks: Hooks) -> Self {
+    Lifecycle {
+      id,
+      hooks: Mutex::new(hooks),
+      state: Mutex::new((Status::Pending, None)),
+      transition: tokio::sync::Mutex::new(()),
+      last_start: Mutex::new(StartRecord {
+        completed: 0,
+        outcome: StartOutcome::Connected,
+        in_flight: false,
+      }),
+    }
+  }
+
+  pub fn status(&self) -> Status {
+    self.state.lock().unwrap().0
+  }
+
+  /// The message of the last failure, while the status is `error`.
+  pub fn error(&self) -> Option<String> {
+    self.state.lock().unwrap().1.clone()
+  }
+
+  fn set_status(&self, status: Status) {
+    *self.state.lock().unwrap() = (status, None);
+  }
+
+  fn fail<T>(&self, err: CoreError) -> Result<T> {
+    *self.state.lock().unwrap() = (Status::Error, Some(err.to_string()));
+    Err(err)
+  }
+
+  fn hooks(&self) -> Hooks {
+    self.hooks.lock().unwrap().clone()
+  }
+
+  async fn run_hook<A>(&self, hook: Option<Hook<A>>, arg: A, name: &'static str) -> Result<()> {
+    match hook {
+      Some(hook) => match hook(arg).await {
+        Ok(()) => Ok(()),
+        Err(message) => self.fail(CoreError::HookFailed {
+          id: self.id.clone(),
+          hook: name,
+          message,
+        }),
+      },
+      None => Ok(()),
+    }
+  }
+
+  pub async fn start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
+    let seen = {
+      let last = self.last_start.lock().unwrap();
+      // Running with no start in flight (its hook done): nothing to join.
+      if self.status() == Status::Running && !last.in_flight {
+        return Ok(StartOutcome::Connected);
+      }
+      last.completed
+    };
+    let _turn = self.transition.lock().await;
+    match self.status() {
+      Status::Running => {
+        // A caller that queued behind a start shares that start's outcome.
+        let last = self.last_start.lock().unwrap();
+        return Ok(if last.completed > seen {
+          last.outcome
+        } else {
+          StartOutcome::Connected
+        });
+      }
+      Status::Destroyed | Status::Destroying => return Err(CoreError::Destroyed),
+      _ => {}
+    }
+    self.set_status(Status::Starting);
+    self.last_start.lock().unwrap().in_flight = true;
+    let result = self.run_start(provider).await;
+    let mut last = self.last_start.lock().unwrap();
+    last.in_flight = false;
+    if let Ok(outcome) = result {
+      last.completed += 1;
+      last.outcome = outcome;
+    }
+    result
+  }
+
+  async fn run_start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
+    let outcome = match provider.start().await {
+      Ok(outcome) => outcome,
+      Err(e) => return self.fail(e),
+    };
+    // Running before the hook, so commands the hook issues do not wait for this start.
+    self.set_status(Status::Running);
+    self
+      .run_hook(self.hooks().on_start, outcome, "onStart")
+      .await?;
+    Ok(outcome)
+  }
+
+  pub async fn stop<P: Provider>(&self, provider: &P) -> Result<()> {
+    let _turn = self.transition.lock().await;
+    if matches!(self.status(), Status::Stopped | Status::Destroyed) {
+      return Ok(());
+    }
+    self.set_status(Status::Stopping);
+    self.run_hook(self.hooks().on_stop, (), "onStop").await?;
+    if let Err(e) = provider.stop().await {
+      return self.fail(e);
+    }
+    self.set_status(Status::Stopped);
+    Ok(())
+  }
+
+  pub async fn destroy<P: Provider>(&self, provider: &P) -> Result<()> {
+    let _turn = self.transition.lock().await;
+    match self.status() {
+      Status::Destroyed => return Ok(()),
+      Status::Pending => {
+        self.set_status(Status::Destroyed);
+        return Ok(());
+      }
+      _ => {}
+    }
+    self.set_status(Status::Destroying);
+    self
+      .run_hook(self.hooks().on_destroy, (), "onDestroy")
+      .await?;
+    if let Err(e) = provider.destroy().await {
+      return self.fail(e);
+    }
+    // Hooks may hold JavaScript functions; a destroyed provider never calls them again.
+    *self.hooks.lock().unwrap() = Hooks::default();
+    self.set_status(Status::Destroyed);
+    Ok(())
+  }
+
+  /// Starts the provider if needed. During teardown it lets calls through so that hooks
+  /// and teardown itself can still list and kill processes.
+  pub async fn ensure_running<P: Provider>(&self, provider: &P) -> Result<()> {
+    match self.status() {
+      Status::Running | Status::Stopping | Status::Destroying => return Ok(()),
+      Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
+      _ => {}
+    }
+    self.start(provider).await?;
+    if self.status() == Status::Running {
+      Ok(())
+    } else {
+      Err(CoreError::NotReady(self.id.clone()))
+    }
+  }
+}

@@ -1,0 +1,156 @@
+//! `NativeLifecycle`: the core's lifecycle (status, hooks, coalesced transitions) for
+//! sandbox backends written in JavaScript (`MastraSandbox` in lib/mastra-sandbox.js). The
+//! backend's own start/stop/destroy are called back through threadsafe functions.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{Promise, PromiseRaw};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::{Env, Status};
+use napi_derive::napi;
+use native_workspace_core::CoreError;
+use native_workspace_core::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome};
+
+use crate::js_callback::{JsHook, hook};
+use crate::local_sandbox::settle;
+
+/// A backend step: weak (it does not keep Node alive), errors returned as values.
+type JsStep<R> = ThreadsafeFunction<(), Promise<R>, (), Status, false, true>;
+
+#[napi(object, object_to_js = false)]
+pub struct NativeLifecycleOptions {
+  pub id: String,
+  /// Resolves to `'created'`, `'connected'`, or nothing (`'connected'`).
+  #[napi(ts_type = "() => Promise<string | undefined | null>")]
+  pub start: JsStep<Option<String>>,
+  #[napi(ts_type = "() => Promise<void>")]
+  pub stop: JsStep<()>,
+  #[napi(ts_type = "() => Promise<void>")]
+  pub destroy: JsStep<()>,
+  #[napi(ts_type = "(outcome: string) => Promise<void>")]
+  pub on_start: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_stop: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_destroy: Option<JsHook>,
+}
+
+struct JsProvider {
+  start: JsStep<Option<String>>,
+  stop: JsStep<()>,
+  destroy: JsStep<()>,
+}
+
+async fn call<R: 'static + Send + napi::bindgen_prelude::FromNapiValue>(
+  step: &JsStep<R>,
+) -> Result<R, CoreError> {
+  let failed = |e: napi::Error| CoreError::ProviderFailed(e.reason.clone());
+  step
+    .call_async_catch(())
+    .await
+    .map_err(failed)?
+    .await
+    .map_err(failed)
+}
+
+impl Provider for JsProvider {
+  async fn start(&self) -> Result<StartOutcome, CoreError> {
+    Ok(match call(&self.start).await?.as_deref() {
+      Some("created") => StartOutcome::Created,
+      _ => StartOutcome::Connected,
+    })
+  }
+
+  async fn stop(&self) -> Result<(), CoreError> {
+    call(&self.stop).await
+  }
+
+  async fn destroy(&self) -> Result<(), CoreError> {
+    call(&self.destroy).await
+  }
+}
+
+struct Shared {
+  lifecycle: Lifecycle,
+  provider: JsProvider,
+}
+
+#[napi]
+pub struct NativeLifecycle {
+  inner: Arc<Shared>,
+}
+
+#[napi]
+impl NativeLifecycle {
+  #[napi(constructor)]
+  pub fn new(options: NativeLifecycleOptions) -> Self {
+    let hooks = Hooks {
+      on_start: options
+        .on_start
+        .map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
+      on_stop: options.on_stop.map(|h| hook(h, |_: ()| String::new())),
+      on_destroy: options.on_destroy.map(|h| hook(h, |_: ()| String::new())),
+    };
+    let provider = JsProvider {
+      start: options.start,
+      stop: options.stop,
+      destroy: options.destroy,
+    };
+    NativeLifecycle {
+      inner: Arc::new(Shared {
+        lifecycle: Lifecycle::new(options.id, hooks),
+        provider,
+      }),
+    }
+  }
+
+  #[napi(
+    getter,
+    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'"
+  )]
+  pub fn status(&self) -> &'static str {
+    self.inner.lifecycle.status().as_str()
+  }
+
+  #[napi(getter)]
+  pub fn error(&self) -> Option<String> {
+    self.inner.lifecycle.error()
+  }
+
+  #[napi(ts_return_type = "Promise<'created' | 'connected'>")]
+  pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      inner
+        .lifecycle
+        .start(&inner.provider)
+        .await
+        .map(|o| o.as_str())
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(
+      env,
+      async move { inner.lifecycle.stop(&inner.provider).await },
+    )
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      inner.lifecycle.destroy(&inner.provider).await
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      inner.lifecycle.ensure_running(&inner.provider).await
+    })
+  }
+}

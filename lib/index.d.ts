@@ -1,3 +1,4 @@
+/// <reference types="node" />
 // Public types of native-workspace. They follow the shapes of `@mastra/core/workspace`
 // so a sandbox from this package can stand wherever a Mastra sandbox is expected.
 
@@ -216,4 +217,223 @@ export declare class SandboxOptionError extends SandboxError {
 }
 export declare class UnsupportedStdinCloseError extends Error {
   constructor(message?: string)
+}
+
+// ---------------------------------------------------------------------------------------
+// Workspace, tools, and the base class for JavaScript sandbox backends
+
+/** Anything a workspace can use as its sandbox: this package's `LocalSandbox`, a
+ *  `MastraSandbox` subclass, or any object with the same members. */
+export interface WorkspaceSandbox {
+  readonly id: string
+  readonly name: string
+  readonly provider: string
+  readonly status?: ProviderStatus
+  start?(): Promise<unknown>
+  stop?(): Promise<void>
+  destroy?(): Promise<void>
+  getInfo?(): SandboxInfo | Promise<SandboxInfo>
+  getInstructions?(options?: { requestContext?: unknown }): string
+  executeCommand?(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
+  processes?: {
+    spawn(command: string, options?: SpawnProcessOptions): Promise<ProcessHandle | unknown>
+    list(): Promise<ProcessInfo[]>
+    get(pid: string): Promise<ProcessHandle | undefined>
+    kill(pid: string): Promise<boolean>
+  }
+}
+
+export type WorkspaceSandboxResolver = (args: { requestContext?: unknown }) => WorkspaceSandbox | Promise<WorkspaceSandbox>
+export type WorkspaceStatus = 'pending' | 'initializing' | 'ready' | 'paused' | 'error' | 'destroying' | 'destroyed'
+export type DynamicToolConfigValue<C> = boolean | ((context: C) => boolean | Promise<boolean>)
+
+export interface BackgroundProcessMeta {
+  pid: string
+  toolCallId?: string
+}
+
+export interface BackgroundProcessExitMeta extends BackgroundProcessMeta {
+  exitCode: number
+  stdout: string
+  stderr: string
+  stdoutTruncated?: boolean
+  stderrTruncated?: boolean
+  stdoutDroppedBytes?: number
+  stderrDroppedBytes?: number
+}
+
+export interface WorkspaceToolConfig {
+  enabled?: DynamicToolConfigValue<{ requestContext: Record<string, unknown>; workspace: Workspace }>
+  requireApproval?: DynamicToolConfigValue<{ args: unknown; requestContext: unknown; workspace: Workspace }>
+  /** The name the model sees instead of the default one. */
+  name?: string
+  /** Estimated-token budget of the tool's output (default 2000). */
+  maxOutputTokens?: number
+  backgroundProcesses?: {
+    onStdout?: (data: string, meta: BackgroundProcessMeta) => void
+    onStderr?: (data: string, meta: BackgroundProcessMeta) => void
+    onExit?: (meta: BackgroundProcessExitMeta) => void | Promise<void>
+    /** `undefined`: the agent run's signal; `null` or `false`: the process outlives the run. */
+    abortSignal?: AbortSignal | null | false
+  }
+}
+
+export type WorkspaceToolsConfig = {
+  enabled?: boolean
+  requireApproval?: boolean
+} & { [toolName: string]: WorkspaceToolConfig | boolean | undefined }
+
+export interface WorkspaceConfig {
+  id?: string
+  name?: string
+  sandbox?: WorkspaceSandbox | WorkspaceSandboxResolver
+  /** With a sandbox resolver: requests with the same key share one resolved sandbox. */
+  sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
+  filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
+  tools?: WorkspaceToolsConfig
+  instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
+  lsp?: boolean | object
+}
+
+export declare class Workspace {
+  constructor(config: WorkspaceConfig)
+  readonly id: string
+  readonly name: string
+  readonly createdAt: Date
+  lastAccessedAt: Date
+  status: WorkspaceStatus
+  readonly sandbox: WorkspaceSandbox | undefined
+  readonly filesystem: object | undefined
+  readonly canBM25: false
+  readonly canVector: false
+  readonly canHybrid: false
+  readonly lsp: undefined
+  hasSandboxConfig(): boolean
+  hasFilesystemConfig(): boolean
+  hasSandboxResolver(): boolean
+  hasSandboxCacheKey(): boolean
+  getToolsConfig(): WorkspaceToolsConfig | undefined
+  setToolsConfig(config: WorkspaceToolsConfig | undefined): void
+  resolveSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
+  /** The sandbox of the current request, for tools and workflow steps. */
+  getSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
+  resolveFilesystem(args?: { requestContext?: unknown }): Promise<object | undefined>
+  clearSandboxCache(cacheKey?: string): void
+  init(): Promise<void>
+  destroy(): Promise<void>
+  getInfo(options?: { requestContext?: unknown }): Promise<Record<string, unknown>>
+  getInstructions(options?: { requestContext?: unknown }): string
+  getInstructionsAsync(options?: { requestContext?: unknown }): Promise<string>
+}
+
+export interface WorkspaceTool<Input = Record<string, unknown>> {
+  id: string
+  description: string
+  inputSchema: unknown
+  outputSchema: unknown
+  execute(input: Input, context?: Record<string, unknown>): Promise<string>
+  toModelOutput(output: unknown): unknown
+  requireApproval: boolean
+  needsApprovalFn?: (args: unknown, context?: { requestContext?: unknown }) => Promise<boolean>
+}
+
+export declare function createWorkspaceTools(workspace: Workspace): Promise<Record<string, WorkspaceTool>>
+export declare function callLifecycle(provider: object | undefined, method: 'init' | 'start' | 'stop' | 'destroy'): Promise<unknown>
+
+export declare const WORKSPACE_TOOLS_PREFIX: 'mastra_workspace'
+export declare const WORKSPACE_TOOLS: {
+  readonly FILESYSTEM: {
+    readonly READ_FILE: 'mastra_workspace_read_file'
+    readonly WRITE_FILE: 'mastra_workspace_write_file'
+    readonly EDIT_FILE: 'mastra_workspace_edit_file'
+    readonly LIST_FILES: 'mastra_workspace_list_files'
+    readonly DELETE: 'mastra_workspace_delete'
+    readonly FILE_STAT: 'mastra_workspace_file_stat'
+    readonly MKDIR: 'mastra_workspace_mkdir'
+    readonly GREP: 'mastra_workspace_grep'
+    readonly AST_EDIT: 'mastra_workspace_ast_edit'
+  }
+  readonly SANDBOX: {
+    readonly EXECUTE_COMMAND: 'mastra_workspace_execute_command'
+    readonly GET_PROCESS_OUTPUT: 'mastra_workspace_get_process_output'
+    readonly KILL_PROCESS: 'mastra_workspace_kill_process'
+  }
+  readonly COMPUTER: {
+    readonly SCREENSHOT: 'mastra_workspace_computer_screenshot'
+    readonly CLICK: 'mastra_workspace_computer_click'
+    readonly DOUBLE_CLICK: 'mastra_workspace_computer_double_click'
+    readonly RIGHT_CLICK: 'mastra_workspace_computer_right_click'
+    readonly MOVE_MOUSE: 'mastra_workspace_computer_move_mouse'
+    readonly DRAG: 'mastra_workspace_computer_drag'
+    readonly TYPE: 'mastra_workspace_computer_type'
+    readonly PRESS_KEY: 'mastra_workspace_computer_press_key'
+    readonly SCROLL: 'mastra_workspace_computer_scroll'
+    readonly GET_SCREEN_INFO: 'mastra_workspace_computer_get_screen_info'
+    readonly WAIT: 'mastra_workspace_computer_wait'
+  }
+  readonly SEARCH: { readonly SEARCH: 'mastra_workspace_search'; readonly INDEX: 'mastra_workspace_index' }
+  readonly LSP: { readonly LSP_INSPECT: 'mastra_workspace_lsp_inspect' }
+}
+
+export interface MastraSandboxOptions {
+  name?: string
+  env?: Record<string, string | undefined>
+  workingDirectory?: string
+  onStart?: (event: { sandbox: MastraSandbox; outcome: 'created' | 'connected' }) => void | Promise<void>
+  onStop?: (event: { sandbox: MastraSandbox }) => void | Promise<void>
+  onDestroy?: (event: { sandbox: MastraSandbox }) => void | Promise<void>
+}
+
+/** Base class for sandbox backends written in JavaScript: implement `start`, `stop`,
+ *  `destroy` and `executeCommand` as methods; status, hooks, coalescing and lazy start
+ *  come from here. */
+export declare abstract class MastraSandbox {
+  constructor(options?: MastraSandboxOptions)
+  abstract readonly id: string
+  abstract readonly provider: string
+  readonly name: string
+  readonly createdAt: Date
+  workingDirectory?: string
+  readonly status: ProviderStatus
+  readonly error: string | undefined
+  start(): Promise<{ outcome?: 'created' | 'connected' } | void>
+  stop(): Promise<void>
+  destroy(): Promise<void>
+  _start(): Promise<{ outcome: 'created' | 'connected' }>
+  _stop(): Promise<void>
+  _destroy(): Promise<void>
+  ensureRunning(): Promise<void>
+  /** @deprecated use `status === 'running'` */
+  isReady(): boolean
+  setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
+  getEnv(): Record<string, string>
+  setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void
+  getInfo(): SandboxInfo
+  getInstructions(options?: { requestContext?: unknown }): string
+  snapshot(): Promise<void>
+}
+
+export declare class WorkspaceError extends Error {
+  constructor(message: string, code: string, workspaceId?: string)
+  readonly code: string
+  readonly workspaceId?: string
+}
+export declare class WorkspaceNotAvailableError extends WorkspaceError {
+  constructor()
+}
+export declare class FilesystemNotAvailableError extends WorkspaceError {
+  constructor()
+}
+export declare class SandboxNotAvailableError extends WorkspaceError {
+  constructor(message?: string)
+}
+export declare class SandboxFeatureNotSupportedError extends WorkspaceError {
+  constructor(feature: 'executeCommand' | 'installPackage' | 'processes')
+  readonly feature: string
+}
+export declare class WorkspaceNotReadyError extends WorkspaceError {
+  constructor(workspaceId: string, status: string)
+}
+export declare class WorkspaceReadOnlyError extends WorkspaceError {
+  constructor(operation: string)
 }

@@ -34,29 +34,28 @@ function checkSandbox(value, source) {
   return value
 }
 
+// State lives under symbols, not `#private` fields: Mastra's tools call a workspace's
+// methods through a Proxy (to swap in a request's sandbox), and `#private` access
+// fails when `this` is that proxy.
+const state = Symbol('workspace state')
+const register = Symbol('register a resolved sandbox')
+
 /**
  * An agent's workspace: a sandbox (an instance, or a resolver giving each request its
  * own) and optionally a filesystem. It has the members a Mastra `Agent` reads, so it can
  * be passed as `new Agent({ workspace })`.
  */
 class Workspace {
-  #sandbox
-  #sandboxResolver
-  #sandboxCacheKey
-  #filesystem
-  #filesystemResolver
-  #filesystemsByContext = new WeakMap()
-  #sandboxesByContext = new WeakMap()
-  #keyedSandboxes = new NativeResolverCache()
-  #registered = new Map()
-  #nextId = 1
-  #toolsConfig
-  #dynamicSandboxInstructions
-  #destroying
-  #logger
 
   constructor(config = {}) {
     check.object(config, 'config')
+    this[state] = {
+      filesystemsByContext: new WeakMap(),
+      sandboxesByContext: new WeakMap(),
+      keyedSandboxes: new NativeResolverCache(),
+      registered: new Map(),
+      nextId: 1,
+    }
     this.id = check.string(config.id, 'id') ?? randomId('ws')
     this.name = check.string(config.name, 'name') ?? `workspace-${this.id.slice(0, 8)}`
     this.createdAt = new Date()
@@ -67,8 +66,8 @@ class Workspace {
     this.canHybrid = false
 
     const { sandbox, filesystem } = config
-    if (typeof sandbox === 'function') this.#sandboxResolver = sandbox
-    else if (sandbox !== undefined && sandbox !== null) this.#sandbox = checkSandbox(sandbox, 'sandbox')
+    if (typeof sandbox === 'function') this[state].sandboxResolver = sandbox
+    else if (sandbox !== undefined && sandbox !== null) this[state].sandbox = checkSandbox(sandbox, 'sandbox')
 
     if (typeof filesystem === 'function') {
       if (isClass(filesystem)) {
@@ -78,16 +77,16 @@ class Workspace {
           this.id,
         )
       }
-      this.#filesystemResolver = filesystem
+      this[state].filesystemResolver = filesystem
     } else if (filesystem !== undefined && filesystem !== null) {
       check.object(filesystem, 'filesystem')
-      this.#filesystem = filesystem
+      this[state].filesystem = filesystem
     }
 
     const mounts = check.object(config.mounts, 'mounts')
     if (Object.keys(mounts).length > 0) {
       if (filesystem) throw new WorkspaceError('Cannot use both "filesystem" and "mounts"', 'INVALID_CONFIG', this.id)
-      if (this.#sandboxResolver) {
+      if (this[state].sandboxResolver) {
         throw new WorkspaceError(
           'Cannot use "mounts" with a dynamic sandbox resolver. Mounts are attached to a sandbox instance at construction time. Either pass a static sandbox instance, or have your resolver return a sandbox with its mounts already configured.',
           'INVALID_CONFIG',
@@ -97,16 +96,16 @@ class Workspace {
       throw new WorkspaceError('"mounts" are not supported by this version of native-workspace', 'INVALID_CONFIG', this.id)
     }
 
-    this.#sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
+    this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
     const dynamic = config.instructions?.dynamicSandbox
     if (dynamic !== undefined && dynamic !== 'placeholder' && dynamic !== 'resolve' && typeof dynamic !== 'function') {
       check.oneOf(dynamic, 'instructions.dynamicSandbox', ['placeholder', 'resolve'])
     }
-    this.#dynamicSandboxInstructions = dynamic ?? 'placeholder'
-    this.#toolsConfig = config.tools
+    this[state].dynamicSandboxInstructions = dynamic ?? 'placeholder'
+    this[state].toolsConfig = config.tools
 
     if (config.lsp) {
-      const reason = this.#sandboxResolver
+      const reason = this[state].sandboxResolver
         ? 'lsp: true is incompatible with a dynamic sandbox resolver (the language server needs one sandbox for the whole workspace).'
         : 'lsp is not supported by native-workspace.'
       console.warn(`[Workspace "${this.name}"] ${reason} LSP disabled.`)
@@ -120,31 +119,31 @@ class Workspace {
 
   /** The static sandbox; `undefined` when sandboxes come from a resolver. */
   get sandbox() {
-    return this.#sandbox
+    return this[state].sandbox
   }
   /** The static filesystem; `undefined` when it comes from a resolver. */
   get filesystem() {
-    return this.#filesystem
+    return this[state].filesystem
   }
 
   hasSandboxConfig() {
-    return Boolean(this.#sandbox || this.#sandboxResolver)
+    return Boolean(this[state].sandbox || this[state].sandboxResolver)
   }
   hasFilesystemConfig() {
-    return Boolean(this.#filesystem || this.#filesystemResolver)
+    return Boolean(this[state].filesystem || this[state].filesystemResolver)
   }
   hasSandboxResolver() {
-    return Boolean(this.#sandboxResolver)
+    return Boolean(this[state].sandboxResolver)
   }
   hasSandboxCacheKey() {
-    return Boolean(this.#sandboxCacheKey)
+    return Boolean(this[state].sandboxCacheKey)
   }
 
   getToolsConfig() {
-    return this.#toolsConfig
+    return this[state].toolsConfig
   }
   setToolsConfig(config) {
-    this.#toolsConfig = config
+    this[state].toolsConfig = config
   }
 
   /**
@@ -153,15 +152,15 @@ class Workspace {
    * kept); without it, once per `requestContext` object.
    */
   async resolveSandbox({ requestContext } = {}) {
-    const resolver = this.#sandboxResolver
-    if (!resolver) return this.#sandbox
+    const resolver = this[state].sandboxResolver
+    if (!resolver) return this[state].sandbox
     const resolveOnce = async () => checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result')
-    const key = this.#sandboxCacheKey?.({ requestContext })
+    const key = this[state].sandboxCacheKey?.({ requestContext })
     if (key !== undefined && key !== null) {
-      const id = await this.#keyedSandboxes.resolve(String(key), async () => this.#register(await resolveOnce()))
-      return this.#registered.get(id)
+      const id = await this[state].keyedSandboxes.resolve(String(key), async () => this[register](await resolveOnce()))
+      return this[state].registered.get(id)
     }
-    return memoizeByContext(this.#sandboxesByContext, requestContext, resolveOnce)
+    return memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce)
   }
 
   /** The live sandbox of a request, for tools and workflow steps. */
@@ -170,14 +169,14 @@ class Workspace {
   }
 
   async resolveFilesystem({ requestContext } = {}) {
-    const resolver = this.#filesystemResolver
-    if (!resolver) return this.#filesystem
-    return memoizeByContext(this.#filesystemsByContext, requestContext, async () => resolver({ requestContext }))
+    const resolver = this[state].filesystemResolver
+    if (!resolver) return this[state].filesystem
+    return memoizeByContext(this[state].filesystemsByContext, requestContext, async () => resolver({ requestContext }))
   }
 
-  #register(sandbox) {
-    const id = this.#nextId++
-    this.#registered.set(id, sandbox)
+  [register](sandbox) {
+    const id = this[state].nextId++
+    this[state].registered.set(id, sandbox)
     return id
   }
 
@@ -186,9 +185,9 @@ class Workspace {
    * belong to the application: they are never stopped or destroyed here.
    */
   clearSandboxCache(cacheKey) {
-    this.#keyedSandboxes.clear(cacheKey === undefined ? undefined : String(cacheKey))
-    const kept = new Set(this.#keyedSandboxes.values())
-    for (const id of this.#registered.keys()) if (!kept.has(id)) this.#registered.delete(id)
+    this[state].keyedSandboxes.clear(cacheKey === undefined ? undefined : String(cacheKey))
+    const kept = new Set(this[state].keyedSandboxes.values())
+    for (const id of this[state].registered.keys()) if (!kept.has(id)) this[state].registered.delete(id)
   }
 
   /** Hint appended to "not found" texts when a resolver may have given another sandbox. */
@@ -200,8 +199,8 @@ class Workspace {
   async init() {
     this.status = 'initializing'
     try {
-      await callLifecycle(this.#filesystem, 'init')
-      await callLifecycle(this.#sandbox, 'start')
+      await callLifecycle(this[state].filesystem, 'init')
+      await callLifecycle(this[state].sandbox, 'start')
       this.status = 'ready'
     } catch (err) {
       this.status = 'error'
@@ -212,21 +211,21 @@ class Workspace {
   /** Destroys the static providers and forgets resolved ones (which are not destroyed). */
   destroy() {
     if (this.status === 'destroyed') return Promise.resolve()
-    this.#destroying ??= (async () => {
+    this[state].destroying ??= (async () => {
       this.status = 'destroying'
       try {
-        await callLifecycle(this.#sandbox, 'destroy')
-        await callLifecycle(this.#filesystem, 'destroy')
+        await callLifecycle(this[state].sandbox, 'destroy')
+        await callLifecycle(this[state].filesystem, 'destroy')
         this.clearSandboxCache()
         this.status = 'destroyed'
       } catch (err) {
         this.status = 'error'
         throw err
       } finally {
-        this.#destroying = undefined
+        this[state].destroying = undefined
       }
     })()
-    return this.#destroying
+    return this[state].destroying
   }
 
   async getInfo() {
@@ -237,7 +236,7 @@ class Workspace {
       createdAt: this.createdAt,
       lastAccessedAt: this.lastAccessedAt,
     }
-    const fs = this.#filesystem
+    const fs = this[state].filesystem
     if (fs) {
       const fsInfo = (await fs.getInfo?.()) ?? {}
       info.filesystem = {
@@ -250,14 +249,14 @@ class Workspace {
         icon: fsInfo.icon ?? fs.icon,
         metadata: fsInfo.metadata,
       }
-    } else if (this.#filesystemResolver) {
+    } else if (this[state].filesystemResolver) {
       info.filesystem = { id: `${this.id}-dynamic-filesystem`, name: 'DynamicFilesystem', provider: 'dynamic', status: 'pending' }
     }
-    const sandbox = this.#sandbox
+    const sandbox = this[state].sandbox
     if (sandbox) {
       const sandboxInfo = (await sandbox.getInfo?.()) ?? {}
       info.sandbox = { provider: sandbox.provider, status: sandboxInfo.status ?? sandbox.status, resources: sandboxInfo.resources }
-    } else if (this.#sandboxResolver) {
+    } else if (this[state].sandboxResolver) {
       info.sandbox = { provider: 'dynamic', status: 'pending' }
     }
     return info
@@ -265,7 +264,7 @@ class Workspace {
 
   /** Instructions of the static providers, joined by blank lines. */
   getInstructions(options) {
-    return [this.#sandbox?.getInstructions?.(options), this.#filesystem?.getInstructions?.(options)]
+    return [this[state].sandbox?.getInstructions?.(options), this[state].filesystem?.getInstructions?.(options)]
       .filter((part) => typeof part === 'string' && part !== '')
       .join('\n\n')
   }
@@ -273,26 +272,26 @@ class Workspace {
   /** Like `getInstructions`, but able to describe (or resolve) request-scoped providers. */
   async getInstructionsAsync({ requestContext } = {}) {
     const parts = []
-    if (this.#sandboxResolver) {
-      const dynamic = this.#dynamicSandboxInstructions
+    if (this[state].sandboxResolver) {
+      const dynamic = this[state].dynamicSandboxInstructions
       if (dynamic === 'resolve') parts.push((await this.resolveSandbox({ requestContext }))?.getInstructions?.({ requestContext }))
       else if (typeof dynamic === 'function') parts.push(dynamic({ requestContext }))
       else parts.push(DYNAMIC_SANDBOX_INSTRUCTIONS)
     } else {
-      parts.push(this.#sandbox?.getInstructions?.({ requestContext }))
+      parts.push(this[state].sandbox?.getInstructions?.({ requestContext }))
     }
     parts.push((await this.resolveFilesystem({ requestContext }))?.getInstructions?.({ requestContext }))
     return parts.filter((part) => typeof part === 'string' && part !== '').join('\n\n')
   }
 
   __setLogger(logger) {
-    this.#logger = logger
-    this.#sandbox?.__setLogger?.(logger)
-    this.#filesystem?.__setLogger?.(logger)
+    this[state].logger = logger
+    this[state].sandbox?.__setLogger?.(logger)
+    this[state].filesystem?.__setLogger?.(logger)
   }
 
   get logger() {
-    return this.#logger
+    return this[state].logger
   }
 }
 

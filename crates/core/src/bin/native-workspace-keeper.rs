@@ -237,8 +237,9 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
 /// Forks `/bin/sh -c <command>` with the request's stdio, cwd and environment.
 fn spawn_command(request: &Request) -> libc::pid_t {
   let sh = c"/bin/sh";
+  // argv[0] is the path, as a shell started by path reports it ("/bin/sh: 1: x: not found").
   let argv = [
-    c"sh".as_ptr(),
+    sh.as_ptr(),
     c"-c".as_ptr(),
     request.command.as_ptr(),
     ptr::null(),

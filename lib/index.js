@@ -1,7 +1,26 @@
 'use strict'
-// Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM.
+// Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM, which
+// finds the names because `module.exports` below lists plain identifiers only.
 const native = require('../index.js')
-const errors = require('./errors')
+const {
+  SandboxError,
+  SandboxExecutionError,
+  SandboxTimeoutError,
+  SandboxNotReadyError,
+  IsolationUnavailableError,
+  MountError,
+  MountNotSupportedError,
+  FilesystemNotMountableError,
+  SandboxOptionError,
+  UnsupportedStdinCloseError,
+  WorkspaceError,
+  WorkspaceNotAvailableError,
+  FilesystemNotAvailableError,
+  SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError,
+  WorkspaceNotReadyError,
+  WorkspaceReadOnlyError,
+} = require('./errors')
 const { LocalSandbox } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
@@ -34,21 +53,21 @@ module.exports = {
   detectIsolation,
   isIsolationAvailable,
   getRecommendedIsolation,
-  SandboxError: errors.SandboxError,
-  SandboxExecutionError: errors.SandboxExecutionError,
-  SandboxTimeoutError: errors.SandboxTimeoutError,
-  SandboxNotReadyError: errors.SandboxNotReadyError,
-  IsolationUnavailableError: errors.IsolationUnavailableError,
-  MountError: errors.MountError,
-  MountNotSupportedError: errors.MountNotSupportedError,
-  FilesystemNotMountableError: errors.FilesystemNotMountableError,
-  SandboxOptionError: errors.SandboxOptionError,
-  UnsupportedStdinCloseError: errors.UnsupportedStdinCloseError,
-  WorkspaceError: errors.WorkspaceError,
-  WorkspaceNotAvailableError: errors.WorkspaceNotAvailableError,
-  FilesystemNotAvailableError: errors.FilesystemNotAvailableError,
-  SandboxNotAvailableError: errors.SandboxNotAvailableError,
-  SandboxFeatureNotSupportedError: errors.SandboxFeatureNotSupportedError,
-  WorkspaceNotReadyError: errors.WorkspaceNotReadyError,
-  WorkspaceReadOnlyError: errors.WorkspaceReadOnlyError,
+  SandboxError,
+  SandboxExecutionError,
+  SandboxTimeoutError,
+  SandboxNotReadyError,
+  IsolationUnavailableError,
+  MountError,
+  MountNotSupportedError,
+  FilesystemNotMountableError,
+  SandboxOptionError,
+  UnsupportedStdinCloseError,
+  WorkspaceError,
+  WorkspaceNotAvailableError,
+  FilesystemNotAvailableError,
+  SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError,
+  WorkspaceNotReadyError,
+  WorkspaceReadOnlyError,
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use napi::Status;
 use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use native_workspace_core::lifecycle::Hook;
+use native_workspace_core::lifecycle::{Hook, Hooks, StartOutcome};
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 
 /// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The
@@ -15,7 +15,7 @@ use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 pub type JsHook = ThreadsafeFunction<String, Promise<()>, String, Status, false, true>;
 
 /// Adapts a JS hook to the core's hook type; `arg` maps the core's argument to a string.
-pub fn hook<A: 'static>(js: JsHook, arg: fn(A) -> String) -> Hook<A> {
+fn hook<A: 'static>(js: JsHook, arg: fn(A) -> String) -> Hook<A> {
   let js = Arc::new(js);
   Arc::new(move |a: A| -> BoxFuture<Result<(), String>> {
     let js = js.clone();
@@ -28,6 +28,19 @@ pub fn hook<A: 'static>(js: JsHook, arg: fn(A) -> String) -> Hook<A> {
       promise.await.map_err(|e| e.reason.clone())
     })
   })
+}
+
+/// The core's lifecycle hooks from the optional JS `onStart` / `onStop` / `onDestroy`.
+pub fn lifecycle_hooks(
+  on_start: Option<JsHook>,
+  on_stop: Option<JsHook>,
+  on_destroy: Option<JsHook>,
+) -> Hooks {
+  Hooks {
+    on_start: on_start.map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
+    on_stop: on_stop.map(|h| hook(h, |_: ()| String::new())),
+    on_destroy: on_destroy.map(|h| hook(h, |_: ()| String::new())),
+  }
 }
 
 #[derive(Default)]

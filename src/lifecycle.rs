@@ -9,9 +9,9 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome};
+use native_workspace_core::lifecycle::{Lifecycle, Provider, StartOutcome};
 
-use crate::js_callback::{JsHook, hook};
+use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::local_sandbox::settle;
 
 /// A backend step: weak (it does not keep Node alive), errors returned as values.
@@ -84,13 +84,7 @@ pub struct NativeLifecycle {
 impl NativeLifecycle {
   #[napi(constructor)]
   pub fn new(options: NativeLifecycleOptions) -> Self {
-    let hooks = Hooks {
-      on_start: options
-        .on_start
-        .map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
-      on_stop: options.on_stop.map(|h| hook(h, |_: ()| String::new())),
-      on_destroy: options.on_destroy.map(|h| hook(h, |_: ()| String::new())),
-    };
+    let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
     let provider = JsProvider {
       start: options.start,
       stop: options.stop,

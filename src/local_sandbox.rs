@@ -8,11 +8,10 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, Isolation};
-use native_workspace_core::lifecycle::{Hooks, StartOutcome};
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 
 use crate::errors::{ErrorCode, sync_error, to_js_error};
-use crate::js_callback::{JsHook, hook};
+use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::keeper::keeper_path;
 use crate::options::{NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
@@ -74,13 +73,7 @@ impl NativeLocalSandbox {
           .to_owned(),
       }));
     }
-    let hooks = Hooks {
-      on_start: options
-        .on_start
-        .map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
-      on_stop: options.on_stop.map(|h| hook(h, |_: ()| String::new())),
-      on_destroy: options.on_destroy.map(|h| hook(h, |_: ()| String::new())),
-    };
+    let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       working_directory: resolve_working_directory(options.working_directory.as_deref())

@@ -34,6 +34,22 @@ pub enum CoreError {
   AlreadyExited { pid: String, code: i32 },
   #[error("Process {0} does not have stdin available")]
   NoStdin(String),
+  #[error("File not found: {0}")]
+  FileNotFound(String),
+  #[error("Directory not found: {0}")]
+  DirectoryNotFound(String),
+  #[error("Path is a directory: {0}")]
+  IsDirectory(String),
+  #[error("Path is not a directory: {0}")]
+  NotDirectory(String),
+  #[error("Directory not empty: {0}")]
+  DirectoryNotEmpty(String),
+  #[error("File already exists: {0}")]
+  FileExists(String),
+  #[error("Permission denied: {operation} on {path}")]
+  PermissionDenied { path: String, operation: String },
+  #[error("Workspace is in read-only mode. Cannot perform: {0}")]
+  ReadOnly(String),
   #[error("Failed to start the command: {0}")]
   Spawn(#[source] std::io::Error),
   #[error("{context}: {source}")]
@@ -58,8 +74,30 @@ impl CoreError {
       CoreError::CwdNotDirectory(_) => "CWD_NOT_DIRECTORY",
       CoreError::AlreadyExited { .. } => "PROCESS_EXITED",
       CoreError::NoStdin(_) => "NO_STDIN",
+      CoreError::FileNotFound(_) => "FILE_NOT_FOUND",
+      CoreError::DirectoryNotFound(_) => "DIRECTORY_NOT_FOUND",
+      CoreError::IsDirectory(_) => "IS_DIRECTORY",
+      CoreError::NotDirectory(_) => "NOT_DIRECTORY",
+      CoreError::DirectoryNotEmpty(_) => "DIRECTORY_NOT_EMPTY",
+      CoreError::FileExists(_) => "FILE_EXISTS",
+      CoreError::PermissionDenied { .. } => "PERMISSION_DENIED",
+      CoreError::ReadOnly(_) => "READ_ONLY",
       CoreError::Spawn(_) => "SPAWN_FAILED",
       CoreError::Io { .. } => "IO_ERROR",
+    }
+  }
+
+  /// The path a filesystem error is about.
+  pub fn path(&self) -> Option<&str> {
+    match self {
+      CoreError::FileNotFound(p)
+      | CoreError::DirectoryNotFound(p)
+      | CoreError::IsDirectory(p)
+      | CoreError::NotDirectory(p)
+      | CoreError::DirectoryNotEmpty(p)
+      | CoreError::FileExists(p)
+      | CoreError::PermissionDenied { path: p, .. } => Some(p),
+      _ => None,
     }
   }
 

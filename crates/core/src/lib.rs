@@ -4,6 +4,7 @@
 
 pub mod abort;
 pub mod error;
+pub mod fs;
 pub mod init;
 pub mod isolation;
 pub mod lifecycle;

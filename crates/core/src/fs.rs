@@ -1,0 +1,619 @@
+//! A directory tree an agent may read and write, and nothing outside it. Every operation
+//! resolves its path with `openat2(RESOLVE_BENEATH)` from a descriptor of the base
+//! directory, so `..`, absolute paths and symlinks cannot lead out — and there is no gap
+//! between checking a path and using it for a swapped-in symlink to exploit.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{CoreError, Result};
+use crate::sandbox::normalize;
+
+/// Hint added to the refusal of an absolute path that lies outside the base.
+const OUTSIDE_HINT: &str = "access (path is outside the workspace; use a path relative to the workspace root, without a leading \"/\")";
+
+pub struct LocalFs {
+  base: PathBuf,
+  root: OwnedFd,
+  read_only: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryType {
+  File,
+  Directory,
+}
+
+impl EntryType {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      EntryType::File => "file",
+      EntryType::Directory => "directory",
+    }
+  }
+}
+
+#[derive(Debug)]
+pub struct Stat {
+  pub kind: EntryType,
+  pub size: u64,
+  pub created: SystemTime,
+  pub modified: SystemTime,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+  /// Relative to the listed directory (`sub/name` for recursive listings).
+  pub name: String,
+  pub kind: EntryType,
+  pub size: Option<u64>,
+  pub symlink_target: Option<String>,
+}
+
+/// A path as given by the caller, resolved to the part below the base.
+struct Target<'a> {
+  input: &'a str,
+  rel: PathBuf,
+}
+
+impl Target<'_> {
+  fn c_rel(&self) -> CString {
+    let rel = if self.rel.as_os_str().is_empty() {
+      OsStr::new(".")
+    } else {
+      self.rel.as_os_str()
+    };
+    CString::new(rel.as_bytes()).expect("paths from JS strings hold no NUL")
+  }
+
+  fn parent_and_name(&self) -> Result<(PathBuf, CString)> {
+    let name = self
+      .rel
+      .file_name()
+      .ok_or_else(|| CoreError::PermissionDenied {
+        path: self.input.to_owned(),
+        operation: "modify the workspace root".into(),
+      })?;
+    let parent = self.rel.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok((parent, CString::new(name.as_bytes()).expect("no NUL")))
+  }
+}
+
+impl LocalFs {
+  /// Opens (and creates if needed) the base directory.
+  pub fn open(base: &Path, read_only: bool) -> Result<LocalFs> {
+    if !read_only {
+      std::fs::create_dir_all(base)
+        .map_err(|e| CoreError::io(format!("Cannot create {}", base.display()), e))?;
+    }
+    let dir =
+      File::open(base).map_err(|e| CoreError::io(format!("Cannot open {}", base.display()), e))?;
+    Ok(LocalFs {
+      base: base.to_owned(),
+      root: OwnedFd::from(dir),
+      read_only,
+    })
+  }
+
+  pub fn base(&self) -> &Path {
+    &self.base
+  }
+
+  pub fn read_only(&self) -> bool {
+    self.read_only
+  }
+
+  /// Lexical resolution: the path must name something at or below the base.
+  fn target<'a>(&self, input: &'a str) -> Result<Target<'a>> {
+    if input.contains('\0') {
+      return Err(CoreError::InvalidOption(
+        "paths must not contain NUL characters".into(),
+      ));
+    }
+    let absolute = normalize(&self.base.join(input));
+    match absolute.strip_prefix(&self.base) {
+      Ok(rel) if !rel.components().any(|c| matches!(c, Component::ParentDir)) => Ok(Target {
+        input,
+        rel: rel.to_path_buf(),
+      }),
+      _ => Err(CoreError::PermissionDenied {
+        path: input.to_owned(),
+        operation: if Path::new(input).is_absolute() {
+          OUTSIDE_HINT.into()
+        } else {
+          "access".into()
+        },
+      }),
+    }
+  }
+
+  fn writable(&self, operation: &str) -> Result<()> {
+    if self.read_only {
+      Err(CoreError::ReadOnly(operation.to_owned()))
+    } else {
+      Ok(())
+    }
+  }
+
+  /// `openat2` below the base; escapes (through symlinks too) are refused by the kernel.
+  fn open_beneath(&self, target: &Target, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
+    open_beneath(self.root.as_raw_fd(), &target.c_rel(), flags, mode)
+  }
+
+  fn fail(
+    &self,
+    target: &Target,
+    err: std::io::Error,
+    missing: impl FnOnce(String) -> CoreError,
+  ) -> CoreError {
+    match err.raw_os_error() {
+      Some(libc::EXDEV) | Some(libc::ELOOP) => CoreError::PermissionDenied {
+        path: target.input.to_owned(),
+        operation: "access".into(),
+      },
+      Some(libc::ENOENT) => missing(target.input.to_owned()),
+      Some(libc::ENOTDIR) => CoreError::NotDirectory(target.input.to_owned()),
+      Some(libc::EISDIR) => CoreError::IsDirectory(target.input.to_owned()),
+      _ => CoreError::io(target.input.to_owned(), err),
+    }
+  }
+
+  pub fn read(&self, input: &str) -> Result<Vec<u8>> {
+    let t = self.target(input)?;
+    let fd = self
+      .open_beneath(&t, libc::O_RDONLY, 0)
+      .map_err(|e| self.fail(&t, e, CoreError::FileNotFound))?;
+    let mut file = File::from(fd);
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+      return Err(CoreError::IsDirectory(input.to_owned()));
+    }
+    let mut bytes = Vec::new();
+    file
+      .read_to_end(&mut bytes)
+      .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    Ok(bytes)
+  }
+
+  /// Writes a file, creating missing parent directories when `recursive`.
+  pub fn write(
+    &self,
+    input: &str,
+    bytes: &[u8],
+    overwrite: bool,
+    recursive: bool,
+    append: bool,
+  ) -> Result<()> {
+    self.writable(if append { "appendFile" } else { "writeFile" })?;
+    let t = self.target(input)?;
+    let (parent, _) = t.parent_and_name()?;
+    if recursive {
+      self.make_dirs(input, &parent)?;
+    }
+    let mode = if append {
+      libc::O_APPEND
+    } else if overwrite {
+      libc::O_TRUNC
+    } else {
+      libc::O_EXCL
+    };
+    let fd = self
+      .open_beneath(&t, libc::O_WRONLY | libc::O_CREAT | mode, 0o644)
+      .map_err(|e| match e.raw_os_error() {
+        Some(libc::EEXIST) => CoreError::FileExists(input.to_owned()),
+        Some(libc::ENOENT) => CoreError::DirectoryNotFound(parent_display(input)),
+        _ => self.fail(&t, e, CoreError::FileNotFound),
+      })?;
+    File::from(fd)
+      .write_all(bytes)
+      .map_err(|e| CoreError::io(input.to_owned(), e))
+  }
+
+  /// `mkdir -p` below the base, one component at a time.
+  fn make_dirs(&self, input: &str, rel: &Path) -> Result<()> {
+    let mut done = PathBuf::new();
+    for part in rel.components() {
+      let parent = Target {
+        input,
+        rel: done.clone(),
+      };
+      let dir = self
+        .open_beneath(&parent, libc::O_PATH | libc::O_DIRECTORY, 0)
+        .map_err(|e| self.fail(&parent, e, CoreError::DirectoryNotFound))?;
+      let name = CString::new(part.as_os_str().as_bytes()).expect("no NUL");
+      // SAFETY: mkdirat on a directory descriptor we own.
+      if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EEXIST) {
+          return Err(CoreError::io(input.to_owned(), err));
+        }
+      }
+      done.push(part);
+    }
+    // What exists at the end must be a directory (reached without leaving the base).
+    let end = Target { input, rel: done };
+    self
+      .open_beneath(&end, libc::O_PATH | libc::O_DIRECTORY, 0)
+      .map(drop)
+      .map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOTDIR) => CoreError::FileExists(input.to_owned()),
+        _ => self.fail(&end, e, CoreError::DirectoryNotFound),
+      })
+  }
+
+  pub fn mkdir(&self, input: &str, recursive: bool) -> Result<()> {
+    self.writable("mkdir")?;
+    let t = self.target(input)?;
+    if recursive {
+      return self.make_dirs(input, &t.rel);
+    }
+    let (parent, name) = t.parent_and_name()?;
+    let dir = self.parent_dir(input, &parent)?;
+    // SAFETY: mkdirat on a directory descriptor we own.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+      let err = std::io::Error::last_os_error();
+      return match err.raw_os_error() {
+        Some(libc::EEXIST)
+          if self
+            .stat(input)
+            .map(|s| s.kind == EntryType::Directory)
+            .unwrap_or(false) =>
+        {
+          Ok(())
+        }
+        Some(libc::EEXIST) => Err(CoreError::FileExists(input.to_owned())),
+        _ => Err(CoreError::io(input.to_owned(), err)),
+      };
+    }
+    Ok(())
+  }
+
+  fn parent_dir(&self, input: &str, parent: &Path) -> Result<OwnedFd> {
+    let t = Target {
+      input,
+      rel: parent.to_path_buf(),
+    };
+    self
+      .open_beneath(&t, libc::O_PATH | libc::O_DIRECTORY, 0)
+      .map_err(|e| {
+        self.fail(&t, e, |_| {
+          CoreError::DirectoryNotFound(parent_display(input))
+        })
+      })
+  }
+
+  /// The entry itself, symlinks not followed.
+  fn lstat_at(&self, dir: &OwnedFd, name: &CString) -> std::io::Result<libc::stat> {
+    // SAFETY: fstatat fills a plain stat struct.
+    unsafe {
+      let mut st: libc::stat = std::mem::zeroed();
+      if libc::fstatat(
+        dir.as_raw_fd(),
+        name.as_ptr(),
+        &mut st,
+        libc::AT_SYMLINK_NOFOLLOW,
+      ) != 0
+      {
+        return Err(std::io::Error::last_os_error());
+      }
+      Ok(st)
+    }
+  }
+
+  /// Deletes a file (a symlink itself, never its target).
+  pub fn delete_file(&self, input: &str, force: bool) -> Result<()> {
+    self.writable("deleteFile")?;
+    let t = self.target(input)?;
+    let (parent, name) = t.parent_and_name()?;
+    let dir = match self.parent_dir(input, &parent) {
+      Err(CoreError::DirectoryNotFound(_)) if force => return Ok(()),
+      Err(CoreError::DirectoryNotFound(_)) => {
+        return Err(CoreError::FileNotFound(input.to_owned()));
+      }
+      other => other?,
+    };
+    match self.lstat_at(&dir, &name) {
+      Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+        return Err(CoreError::IsDirectory(input.to_owned()));
+      }
+      Ok(_) => {}
+      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+        return if force {
+          Ok(())
+        } else {
+          Err(CoreError::FileNotFound(input.to_owned()))
+        };
+      }
+      Err(e) => return Err(CoreError::io(input.to_owned(), e)),
+    }
+    // SAFETY: unlinkat on a name in a directory we own a descriptor of.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+      return Err(CoreError::io(
+        input.to_owned(),
+        std::io::Error::last_os_error(),
+      ));
+    }
+    Ok(())
+  }
+
+  /// Removes a directory; with `recursive`, its contents too (symlinks are removed, never followed).
+  pub fn rmdir(&self, input: &str, recursive: bool, force: bool) -> Result<()> {
+    self.writable("rmdir")?;
+    let t = self.target(input)?;
+    let (parent, name) = t.parent_and_name()?;
+    let dir = match self.parent_dir(input, &parent) {
+      Err(CoreError::DirectoryNotFound(_)) if force => return Ok(()),
+      Err(CoreError::DirectoryNotFound(_)) => {
+        return Err(CoreError::DirectoryNotFound(input.to_owned()));
+      }
+      other => other?,
+    };
+    match self.lstat_at(&dir, &name) {
+      Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => {
+        return Err(CoreError::NotDirectory(input.to_owned()));
+      }
+      Ok(_) => {}
+      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+        return if force {
+          Ok(())
+        } else {
+          Err(CoreError::DirectoryNotFound(input.to_owned()))
+        };
+      }
+      Err(e) => return Err(CoreError::io(input.to_owned(), e)),
+    }
+    if recursive {
+      remove_contents(dir.as_raw_fd(), &name).map_err(|e| CoreError::io(input.to_owned(), e))?;
+    }
+    // SAFETY: unlinkat(AT_REMOVEDIR) on a name in a directory we own a descriptor of.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
+      let err = std::io::Error::last_os_error();
+      return Err(match err.raw_os_error() {
+        Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+          CoreError::DirectoryNotEmpty(input.to_owned())
+        }
+        _ => CoreError::io(input.to_owned(), err),
+      });
+    }
+    Ok(())
+  }
+
+  /// Metadata, following symlinks that stay below the base.
+  pub fn stat(&self, input: &str) -> Result<Stat> {
+    let t = self.target(input)?;
+    let fd = self
+      .open_beneath(&t, libc::O_PATH, 0)
+      .map_err(|e| self.fail(&t, e, CoreError::FileNotFound))?;
+    let meta = File::from(fd)
+      .metadata()
+      .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    Ok(Stat {
+      kind: if meta.is_dir() {
+        EntryType::Directory
+      } else {
+        EntryType::File
+      },
+      size: meta.len(),
+      created: meta
+        .created()
+        .or_else(|_| meta.modified())
+        .unwrap_or(UNIX_EPOCH),
+      modified: meta.modified().unwrap_or(UNIX_EPOCH),
+    })
+  }
+
+  pub fn exists(&self, input: &str) -> Result<bool> {
+    match self.stat(input) {
+      Ok(_) => Ok(true),
+      Err(CoreError::FileNotFound(_)) | Err(CoreError::NotDirectory(_)) => Ok(false),
+      Err(e) => Err(e),
+    }
+  }
+
+  /// Entries of a directory, sorted by name; with `max_depth`, of its subdirectories too.
+  pub fn readdir(&self, input: &str, max_depth: Option<u32>) -> Result<Vec<Entry>> {
+    let t = self.target(input)?;
+    let fd = self
+      .open_beneath(&t, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+      .map_err(|e| self.fail(&t, e, CoreError::DirectoryNotFound))?;
+    let mut out = Vec::new();
+    self
+      .list_into(&t.rel, fd, "", max_depth, &mut out)
+      .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    Ok(out)
+  }
+
+  fn list_into(
+    &self,
+    rel: &Path,
+    dir: OwnedFd,
+    prefix: &str,
+    depth: Option<u32>,
+    out: &mut Vec<Entry>,
+  ) -> std::io::Result<()> {
+    let mut names: Vec<std::ffi::OsString> =
+      std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    names.sort();
+    for name in names {
+      let c_name = CString::new(name.as_bytes()).expect("no NUL");
+      let Ok(st) = self.lstat_at(&dir, &c_name) else {
+        continue;
+      };
+      let display = format!("{prefix}{}", name.to_string_lossy());
+      let child = rel.join(&name);
+      let is_link = st.st_mode & libc::S_IFMT == libc::S_IFLNK;
+      let (kind, size, symlink_target) = if is_link {
+        let target = std::fs::read_link(format!(
+          "/proc/self/fd/{}/{}",
+          dir.as_raw_fd(),
+          name.to_string_lossy()
+        ))
+        .ok();
+        // A link's type is its target's, when the target is inside the base.
+        let followed = Target {
+          input: "",
+          rel: child.clone(),
+        };
+        let kind = match self
+          .open_beneath(&followed, libc::O_PATH, 0)
+          .and_then(|fd| File::from(fd).metadata())
+        {
+          Ok(m) if m.is_dir() => EntryType::Directory,
+          _ => EntryType::File,
+        };
+        (kind, None, target.map(|t| t.to_string_lossy().into_owned()))
+      } else if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        (EntryType::Directory, None, None)
+      } else {
+        (EntryType::File, Some(st.st_size as u64), None)
+      };
+      out.push(Entry {
+        name: display.clone(),
+        kind,
+        size,
+        symlink_target,
+      });
+      if kind == EntryType::Directory
+        && !is_link
+        && let Some(depth) = depth
+        && depth > 0
+      {
+        let sub = Target {
+          input: "",
+          rel: child.clone(),
+        };
+        if let Ok(fd) = self.open_beneath(&sub, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+          self.list_into(&child, fd, &format!("{display}/"), Some(depth - 1), out)?;
+        }
+      }
+    }
+    Ok(())
+  }
+
+  /// Moves (renames) within the base; `overwrite: false` refuses an existing target.
+  pub fn rename(&self, from: &str, to: &str, overwrite: bool) -> Result<()> {
+    self.writable("moveFile")?;
+    let (src, dst) = (self.target(from)?, self.target(to)?);
+    let (src_parent, src_name) = src.parent_and_name()?;
+    let (dst_parent, dst_name) = dst.parent_and_name()?;
+    let src_dir = self
+      .parent_dir(from, &src_parent)
+      .map_err(|_| CoreError::FileNotFound(from.to_owned()))?;
+    self.make_dirs(to, &dst_parent)?;
+    let dst_dir = self.parent_dir(to, &dst_parent)?;
+    let flags = if overwrite { 0 } else { libc::RENAME_NOREPLACE };
+    // SAFETY: renameat2 between names in directories we own descriptors of.
+    let rc = unsafe {
+      libc::syscall(
+        libc::SYS_renameat2,
+        src_dir.as_raw_fd(),
+        src_name.as_ptr(),
+        dst_dir.as_raw_fd(),
+        dst_name.as_ptr(),
+        flags,
+      )
+    };
+    if rc != 0 {
+      let err = std::io::Error::last_os_error();
+      return Err(match err.raw_os_error() {
+        Some(libc::ENOENT) => CoreError::FileNotFound(from.to_owned()),
+        Some(libc::EEXIST) => CoreError::FileExists(to.to_owned()),
+        _ => CoreError::io(from.to_owned(), err),
+      });
+    }
+    Ok(())
+  }
+}
+
+fn parent_display(input: &str) -> String {
+  match Path::new(input)
+    .parent()
+    .map(|p| p.to_string_lossy().into_owned())
+  {
+    Some(p) if !p.is_empty() => p,
+    _ => ".".to_owned(),
+  }
+}
+
+pub fn millis(time: SystemTime) -> f64 {
+  time
+    .duration_since(UNIX_EPOCH)
+    .unwrap_or(Duration::ZERO)
+    .as_secs_f64()
+    * 1000.0
+}
+
+fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
+  // SAFETY: open_how is plain data; zero is valid for every field.
+  let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+  how.flags = (flags | libc::O_CLOEXEC) as u64;
+  how.mode = if flags & libc::O_CREAT != 0 {
+    mode as u64
+  } else {
+    0
+  };
+  how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+  loop {
+    // SAFETY: openat2 with a valid open_how; the result is a fresh descriptor we own.
+    let fd = unsafe {
+      libc::syscall(
+        libc::SYS_openat2,
+        root,
+        rel.as_ptr(),
+        &how as *const libc::open_how,
+        std::mem::size_of::<libc::open_how>(),
+      )
+    };
+    if fd >= 0 {
+      // SAFETY: see above.
+      return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EAGAIN) && err.kind() != std::io::ErrorKind::Interrupted {
+      return Err(err);
+    }
+  }
+}
+
+/// Empties the directory `name` in `parent` without following symlinks.
+fn remove_contents(parent: RawFd, name: &CString) -> std::io::Result<()> {
+  // SAFETY: openat with O_NOFOLLOW: a symlink in place of the directory fails (ELOOP/ENOTDIR).
+  let fd = unsafe {
+    libc::openat(
+      parent,
+      name.as_ptr(),
+      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+    )
+  };
+  if fd < 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  // SAFETY: fresh descriptor.
+  let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+  let names: Vec<std::ffi::OsString> = std::fs::read_dir(format!("/proc/self/fd/{fd}"))?
+    .filter_map(|e| e.ok().map(|e| e.file_name()))
+    .collect();
+  for child in names {
+    let c_child = CString::new(child.as_bytes()).expect("no NUL");
+    // SAFETY: plain unlinkat calls on names in our directory descriptor.
+    unsafe {
+      if libc::unlinkat(dir.as_raw_fd(), c_child.as_ptr(), 0) != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EISDIR) {
+          return Err(err);
+        }
+        remove_contents(dir.as_raw_fd(), &c_child)?;
+        if libc::unlinkat(dir.as_raw_fd(), c_child.as_ptr(), libc::AT_REMOVEDIR) != 0 {
+          return Err(std::io::Error::last_os_error());
+        }
+      }
+    }
+  }
+  Ok(())
+}

@@ -1,0 +1,193 @@
+//! LocalFs keeps every operation inside its base, judged by the host's files.
+
+use std::os::unix::fs::symlink;
+use std::path::PathBuf;
+
+use native_workspace_core::CoreError;
+use native_workspace_core::fs::{EntryType, LocalFs};
+
+/// A fresh base directory and, beside it, a host directory the base must not reach.
+fn setup(name: &str) -> (LocalFs, PathBuf, PathBuf) {
+  let top = std::env::temp_dir().join(format!("nw-fs-{}-{name}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&top);
+  let (base, host) = (top.join("base"), top.join("host"));
+  std::fs::create_dir_all(&host).unwrap();
+  std::fs::write(host.join("secret.txt"), "host secret").unwrap();
+  (LocalFs::open(&base, false).unwrap(), base, host)
+}
+
+fn assert_denied(result: Result<impl std::fmt::Debug, CoreError>) {
+  match result {
+    Err(CoreError::PermissionDenied { .. }) => {}
+    other => panic!("expected PermissionDenied, got {other:?}"),
+  }
+}
+
+#[test]
+fn reads_and_writes_inside_the_base() {
+  let (fs, base, _) = setup("rw");
+  fs.write("notes/a.txt", b"alpha\n", true, true, false)
+    .unwrap();
+  assert_eq!(std::fs::read(base.join("notes/a.txt")).unwrap(), b"alpha\n");
+  assert_eq!(fs.read("./notes/../notes/a.txt").unwrap(), b"alpha\n");
+  fs.write("notes/a.txt", b"more\n", true, true, true)
+    .unwrap();
+  assert_eq!(fs.read("notes/a.txt").unwrap(), b"alpha\nmore\n");
+  assert!(matches!(
+    fs.write("notes/a.txt", b"x", false, true, false),
+    Err(CoreError::FileExists(_))
+  ));
+  let stat = fs.stat("notes/a.txt").unwrap();
+  assert_eq!((stat.kind, stat.size), (EntryType::File, 11));
+  let abs = base.join("notes/a.txt");
+  assert_eq!(
+    fs.read(abs.to_str().unwrap()).unwrap(),
+    b"alpha\nmore\n",
+    "an absolute path inside the base works"
+  );
+}
+
+#[test]
+fn dot_dot_and_absolute_paths_outside_are_refused() {
+  let (fs, _, host) = setup("escape");
+  assert_denied(fs.read("../host/secret.txt"));
+  let err = fs.read("/etc/hostname").unwrap_err();
+  assert_eq!(
+    err.to_string(),
+    "Permission denied: access (path is outside the workspace; use a path relative to the workspace root, without a leading \"/\") on /etc/hostname"
+  );
+  assert_eq!(
+    fs.read("../../etc/hostname").unwrap_err().to_string(),
+    "Permission denied: access on ../../etc/hostname"
+  );
+  assert_denied(fs.write("../host/secret.txt", b"pwned", true, true, false));
+  assert_denied(fs.delete_file("../host/secret.txt", false));
+  assert_eq!(
+    std::fs::read_to_string(host.join("secret.txt")).unwrap(),
+    "host secret"
+  );
+}
+
+#[test]
+fn symlinks_pointing_out_are_refused_for_every_operation() {
+  let (fs, base, host) = setup("symlink");
+  symlink(host.join("secret.txt"), base.join("leak.txt")).unwrap();
+  symlink(&host, base.join("hostdir")).unwrap();
+  assert_denied(fs.read("leak.txt"));
+  assert_denied(fs.write("leak.txt", b"pwned", true, true, false));
+  assert_denied(fs.write("hostdir/new.txt", b"pwned", true, true, false));
+  assert_denied(fs.read("hostdir/secret.txt"));
+  assert_denied(fs.mkdir("hostdir/sub", true));
+  assert_denied(fs.readdir("hostdir", None));
+  assert_eq!(
+    std::fs::read_to_string(host.join("secret.txt")).unwrap(),
+    "host secret"
+  );
+  assert!(!host.join("new.txt").exists() && !host.join("sub").exists());
+
+  // Deleting a link removes the link, never what it points to.
+  fs.delete_file("leak.txt", false).unwrap();
+  assert!(!base.join("leak.txt").exists());
+  assert!(host.join("secret.txt").exists());
+}
+
+#[test]
+fn recursive_removal_does_not_follow_symlinks_out() {
+  let (fs, base, host) = setup("rmdir");
+  fs.write("tree/deep/f.txt", b"x", true, true, false)
+    .unwrap();
+  symlink(&host, base.join("tree/deep/out")).unwrap();
+  assert!(matches!(
+    fs.rmdir("tree", false, false),
+    Err(CoreError::DirectoryNotEmpty(_))
+  ));
+  fs.rmdir("tree", true, false).unwrap();
+  assert!(!base.join("tree").exists());
+  assert_eq!(
+    std::fs::read_to_string(host.join("secret.txt")).unwrap(),
+    "host secret"
+  );
+}
+
+#[test]
+fn errors_name_the_path_like_the_contract() {
+  let (fs, _, _) = setup("errors");
+  fs.mkdir("notes", true).unwrap();
+  assert_eq!(
+    fs.read("notes/missing.txt").unwrap_err().to_string(),
+    "File not found: notes/missing.txt"
+  );
+  assert_eq!(
+    fs.read("notes").unwrap_err().to_string(),
+    "Path is a directory: notes"
+  );
+  assert_eq!(
+    fs.delete_file("notes/missing.txt", false)
+      .unwrap_err()
+      .to_string(),
+    "File not found: notes/missing.txt"
+  );
+  fs.delete_file("notes/missing.txt", true).unwrap();
+  assert!(matches!(
+    fs.delete_file("notes", false),
+    Err(CoreError::IsDirectory(_))
+  ));
+  assert!(!fs.exists("nope").unwrap());
+}
+
+#[test]
+fn lists_sorted_and_recursively() {
+  let (fs, _, _) = setup("list");
+  fs.write("b.txt", b"bb", true, true, false).unwrap();
+  fs.write("a/x.txt", b"x", true, true, false).unwrap();
+  let names = |depth| {
+    fs.readdir(".", depth)
+      .unwrap()
+      .into_iter()
+      .map(|e| e.name)
+      .collect::<Vec<_>>()
+  };
+  assert_eq!(names(None), ["a", "b.txt"]);
+  assert_eq!(names(Some(5)), ["a", "a/x.txt", "b.txt"]);
+  let b = fs
+    .readdir(".", None)
+    .unwrap()
+    .into_iter()
+    .find(|e| e.name == "b.txt")
+    .unwrap();
+  assert_eq!((b.kind, b.size), (EntryType::File, Some(2)));
+}
+
+#[test]
+fn read_only_refuses_every_write() {
+  let (fs, base, _) = setup("ro");
+  std::fs::write(base.join("f.txt"), "keep").unwrap();
+  let ro = LocalFs::open(&base, true).unwrap();
+  assert_eq!(
+    ro.write("f.txt", b"x", true, true, false)
+      .unwrap_err()
+      .to_string(),
+    "Workspace is in read-only mode. Cannot perform: writeFile"
+  );
+  assert!(matches!(
+    ro.delete_file("f.txt", false),
+    Err(CoreError::ReadOnly(_))
+  ));
+  assert!(matches!(ro.mkdir("d", true), Err(CoreError::ReadOnly(_))));
+  assert_eq!(ro.read("f.txt").unwrap(), b"keep");
+  drop(fs);
+}
+
+#[test]
+fn rename_stays_inside_and_can_refuse_to_overwrite() {
+  let (fs, base, _) = setup("rename");
+  fs.write("a.txt", b"a", true, true, false).unwrap();
+  fs.write("b.txt", b"b", true, true, false).unwrap();
+  assert!(matches!(
+    fs.rename("a.txt", "b.txt", false),
+    Err(CoreError::FileExists(_))
+  ));
+  fs.rename("a.txt", "moved/c.txt", true).unwrap();
+  assert_eq!(std::fs::read(base.join("moved/c.txt")).unwrap(), b"a");
+  assert_denied(fs.rename("b.txt", "../host/b.txt", true));
+}

@@ -24,6 +24,21 @@ export declare class NativeLifecycle {
   ensureRunning(): Promise<void>
 }
 
+export declare class NativeLocalFs {
+  /** Opens `basePath`, creating it unless `readOnly`. */
+  constructor(basePath: string, readOnly: boolean)
+  readFile(path: string): Promise<Buffer>
+  writeFile(path: string, data: string | Buffer, overwrite: boolean, recursive: boolean, append: boolean): Promise<void>
+  deleteFile(path: string, force: boolean): Promise<void>
+  mkdir(path: string, recursive: boolean): Promise<void>
+  rmdir(path: string, recursive: boolean, force: boolean): Promise<void>
+  rename(from: string, to: string, overwrite: boolean): Promise<void>
+  stat(path: string): Promise<NativeFileStat>
+  exists(path: string): Promise<boolean>
+  /** Entries sorted by name; `maxDepth` lists subdirectories that deep. */
+  readdir(path: string, maxDepth?: number | undefined | null): Promise<NativeFileEntry[]>
+}
+
 export declare class NativeLocalSandbox {
   constructor(options: NativeSandboxOptions)
   get id(): string
@@ -133,6 +148,21 @@ export interface NativeExecutionResult {
   stdoutDroppedBytes: number
   stderrDroppedBytes: number
   command?: string
+}
+
+export interface NativeFileEntry {
+  name: string
+  type: 'file' | 'directory'
+  size?: number
+  symlinkTarget?: string
+}
+
+export interface NativeFileStat {
+  type: 'file' | 'directory'
+  size: number
+  /** Milliseconds since the Unix epoch. */
+  createdAt: number
+  modifiedAt: number
 }
 
 export interface NativeLifecycleOptions {

@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeAbortToken = nativeBinding.NativeAbortToken
 module.exports.NativeLifecycle = nativeBinding.NativeLifecycle
+module.exports.NativeLocalFs = nativeBinding.NativeLocalFs
 module.exports.NativeLocalSandbox = nativeBinding.NativeLocalSandbox
 module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeResolverCache = nativeBinding.NativeResolverCache

@@ -116,35 +116,83 @@ class WorkspaceReadOnlyError extends WorkspaceError {
   }
 }
 
+class FilesystemError extends Error {
+  constructor(message, code, path) {
+    super(message)
+    this.name = new.target.name
+    this.code = code
+    this.path = path
+  }
+}
+
+class FileNotFoundError extends FilesystemError {
+  constructor(path) {
+    super(`File not found: ${path}`, 'ENOENT', path)
+  }
+}
+class DirectoryNotFoundError extends FilesystemError {
+  constructor(path) {
+    super(`Directory not found: ${path}`, 'ENOENT', path)
+  }
+}
+class FileExistsError extends FilesystemError {
+  constructor(path) {
+    super(`File already exists: ${path}`, 'EEXIST', path)
+  }
+}
+class IsDirectoryError extends FilesystemError {
+  constructor(path) {
+    super(`Path is a directory: ${path}`, 'EISDIR', path)
+  }
+}
+class NotDirectoryError extends FilesystemError {
+  constructor(path) {
+    super(`Path is not a directory: ${path}`, 'ENOTDIR', path)
+  }
+}
+class DirectoryNotEmptyError extends FilesystemError {
+  constructor(path) {
+    super(`Directory not empty: ${path}`, 'ENOTEMPTY', path)
+  }
+}
+class PermissionError extends FilesystemError {
+  constructor(path, operation) {
+    super(`Permission denied: ${operation} on ${path}`, 'EACCES', path)
+    this.operation = operation
+  }
+}
+
 const RETENTION_MESSAGE = 'maxRetainedBytes must be a non-negative integer or Infinity'
+
+/**
+ * Native codes and the public error each stands for. The native message is kept (it
+ * already reads like the public class's), so each builder only picks the class and code.
+ */
+const FROM_CODE = {
+  NOT_READY: () => new SandboxNotReadyError(''),
+  ISOLATION_UNAVAILABLE: () => new IsolationUnavailableError('', ''),
+  INVALID_OPTION: () => new SandboxOptionError(''),
+  READ_ONLY: () => new WorkspaceReadOnlyError(''),
+  FILE_NOT_FOUND: (path) => new FileNotFoundError(path),
+  DIRECTORY_NOT_FOUND: (path) => new DirectoryNotFoundError(path),
+  FILE_EXISTS: (path) => new FileExistsError(path),
+  IS_DIRECTORY: (path) => new IsDirectoryError(path),
+  NOT_DIRECTORY: (path) => new NotDirectoryError(path),
+  DIRECTORY_NOT_EMPTY: (path) => new DirectoryNotEmptyError(path),
+  PERMISSION_DENIED: (path) => new PermissionError(path, 'access'),
+}
+// napi's own codes for arguments of the wrong type.
+for (const code of ['InvalidArg', 'NumberExpected', 'StringExpected', 'ObjectExpected', 'FunctionExpected', 'ArrayExpected']) {
+  FROM_CODE[code] = FROM_CODE.INVALID_OPTION
+}
 
 /** Maps an error thrown by the native module to the public class for its code. */
 function fromNative(err) {
-  if (!(err instanceof Error) || typeof err.code !== 'string' || err instanceof SandboxError) return err
-  let typed
-  switch (err.code) {
-    case 'NOT_READY':
-      typed = Object.assign(new SandboxNotReadyError(''), { message: err.message })
-      break
-    case 'ISOLATION_UNAVAILABLE':
-      typed = Object.assign(new IsolationUnavailableError('', ''), { message: err.message })
-      break
-    case 'INVALID_OPTION':
-      typed = new SandboxOptionError(err.message)
-      break
-    case 'INVALID_RETENTION':
-      return new RangeError(RETENTION_MESSAGE)
-    case 'InvalidArg':
-    case 'NumberExpected':
-    case 'StringExpected':
-    case 'ObjectExpected':
-    case 'FunctionExpected':
-    case 'ArrayExpected':
-      typed = new SandboxOptionError(err.message)
-      break
-    default:
-      typed = new SandboxError(err.message, err.code)
-  }
+  const own = err instanceof SandboxError || err instanceof WorkspaceError || err instanceof FilesystemError
+  if (!(err instanceof Error) || typeof err.code !== 'string' || own) return err
+  if (err.code === 'INVALID_RETENTION') return new RangeError(RETENTION_MESSAGE)
+  const typed = FROM_CODE[err.code]?.(err.path) ?? new SandboxError('', err.code)
+  typed.message = err.message
   typed.cause = err
   return typed
 }
@@ -184,6 +232,14 @@ module.exports = {
   SandboxFeatureNotSupportedError,
   WorkspaceNotReadyError,
   WorkspaceReadOnlyError,
+  FilesystemError,
+  FileNotFoundError,
+  DirectoryNotFoundError,
+  FileExistsError,
+  IsDirectoryError,
+  NotDirectoryError,
+  DirectoryNotEmptyError,
+  PermissionError,
   RETENTION_MESSAGE,
   fromNative,
   translating,

@@ -437,3 +437,87 @@ export declare class WorkspaceNotReadyError extends WorkspaceError {
 export declare class WorkspaceReadOnlyError extends WorkspaceError {
   constructor(operation: string)
 }
+
+// ---------------------------------------------------------------------------------------
+// LocalFilesystem and the filesystem errors
+
+export interface LocalFilesystemOptions {
+  /** The directory the filesystem is confined to (`~` expands to the home directory). */
+  basePath: string
+  id?: string
+  readOnly?: boolean
+  instructions?: string | ((context: InstructionsContext) => string)
+}
+
+export interface FileEntry {
+  name: string
+  type: 'file' | 'directory'
+  size?: number
+  isSymlink?: boolean
+  symlinkTarget?: string
+}
+
+export interface FileStat {
+  name: string
+  path: string
+  type: 'file' | 'directory'
+  size: number
+  createdAt: Date
+  modifiedAt: Date
+}
+
+export declare class LocalFilesystem {
+  constructor(options: LocalFilesystemOptions)
+  readonly id: string
+  readonly name: 'LocalFilesystem'
+  readonly provider: 'local'
+  readonly readOnly: boolean
+  readonly basePath: string
+  readonly contained: true
+  status: 'pending' | 'ready' | 'destroyed'
+  init(): Promise<void>
+  destroy(): Promise<void>
+  readFile(path: string): Promise<Buffer>
+  readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
+  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean }): Promise<void>
+  appendFile(path: string, content: string | Uint8Array): Promise<void>
+  deleteFile(path: string, options?: { force?: boolean }): Promise<void>
+  copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
+  moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
+  mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
+  rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>
+  readdir(path: string, options?: { recursive?: boolean; extension?: string | string[]; maxDepth?: number }): Promise<FileEntry[]>
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<FileStat>
+  getMountConfig(): { type: 'local'; basePath: string }
+  getInfo(): Record<string, unknown>
+  getInstructions(options?: { requestContext?: unknown }): string
+}
+
+export declare class FilesystemError extends Error {
+  constructor(message: string, code: string, path: string)
+  readonly code: string
+  readonly path: string
+}
+export declare class FileNotFoundError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class DirectoryNotFoundError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class FileExistsError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class IsDirectoryError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class NotDirectoryError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class DirectoryNotEmptyError extends FilesystemError {
+  constructor(path: string)
+}
+export declare class PermissionError extends FilesystemError {
+  constructor(path: string, operation: string)
+  readonly operation: string
+}

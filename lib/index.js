@@ -20,12 +20,21 @@ const {
   SandboxFeatureNotSupportedError,
   WorkspaceNotReadyError,
   WorkspaceReadOnlyError,
+  FilesystemError,
+  FileNotFoundError,
+  DirectoryNotFoundError,
+  FileExistsError,
+  IsDirectoryError,
+  NotDirectoryError,
+  DirectoryNotEmptyError,
+  PermissionError,
 } = require('./errors')
 const { LocalSandbox } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
 const { MastraSandbox } = require('./mastra-sandbox')
+const { LocalFilesystem } = require('./local-filesystem')
 const { createWorkspaceTools } = require('./tools')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
@@ -46,6 +55,7 @@ module.exports = {
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
+  LocalFilesystem,
   MastraSandbox,
   LocalProcessManager,
   ProcessHandle,
@@ -70,4 +80,12 @@ module.exports = {
   SandboxFeatureNotSupportedError,
   WorkspaceNotReadyError,
   WorkspaceReadOnlyError,
+  FilesystemError,
+  FileNotFoundError,
+  DirectoryNotFoundError,
+  FileExistsError,
+  IsDirectoryError,
+  NotDirectoryError,
+  DirectoryNotEmptyError,
+  PermissionError,
 }

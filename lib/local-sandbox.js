@@ -2,7 +2,7 @@
 const os = require('node:os')
 const native = require('../index.js')
 const { translating, translatingSync } = require('./errors')
-const { check } = require('./options')
+const { check, instructionsText } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
@@ -183,10 +183,7 @@ class LocalSandbox {
 
   getInstructions(options = {}) {
     const auto = `Local command execution. Working directory: "${this.workingDirectory}".`
-    const custom = this.#instructions
-    if (custom === undefined) return auto
-    if (typeof custom === 'string') return custom
-    return custom({ auto, defaultInstructions: auto, requestContext: options?.requestContext })
+    return instructionsText(this.#instructions, auto, options?.requestContext)
   }
 
   static detectIsolation() {

@@ -69,4 +69,14 @@ const check = {
   },
 }
 
-module.exports = { check }
+/**
+ * A provider's instructions: its default text, unless `custom` replaces it (a string,
+ * the empty string included) or computes it (a function given the default as `auto`).
+ */
+function instructionsText(custom, auto, requestContext) {
+  if (custom === undefined) return auto
+  if (typeof custom === 'string') return custom
+  return custom({ auto, defaultInstructions: auto, requestContext })
+}
+
+module.exports = { check, instructionsText }

@@ -34,6 +34,9 @@ pub fn to_js_error(env: &Env, err: CoreError) -> napi::Error {
   let built = (|| -> napi::Result<napi::Error> {
     let mut obj = env.create_error(napi::Error::new(Status::GenericFailure, message.clone()))?;
     obj.set_named_property("code", err.code())?;
+    if let Some(path) = err.path() {
+      obj.set_named_property("path", path)?;
+    }
     Ok(napi::Error::from(obj.to_unknown()))
   })();
   built.unwrap_or_else(|_| napi::Error::new(Status::GenericFailure, message))

@@ -11,6 +11,7 @@ mod isolation;
 mod js_callback;
 mod keeper;
 mod lifecycle;
+mod local_fs;
 mod local_sandbox;
 mod options;
 mod process_handle;

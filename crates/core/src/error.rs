@@ -101,7 +101,7 @@ impl CoreError {
     }
   }
 
-  pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+  pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
     CoreError::Io {
       context: context.into(),
       source,

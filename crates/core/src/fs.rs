@@ -502,9 +502,10 @@ impl LocalFs {
     let (src, dst) = (self.target(from)?, self.target(to)?);
     let (src_parent, src_name) = src.parent_and_name()?;
     let (dst_parent, dst_name) = dst.parent_and_name()?;
-    let src_dir = self
-      .parent_dir(from, &src_parent)
-      .map_err(|_| CoreError::FileNotFound(from.to_owned()))?;
+    let src_dir = self.parent_dir(from, &src_parent).map_err(|e| match e {
+      CoreError::DirectoryNotFound(_) => CoreError::FileNotFound(from.to_owned()),
+      other => other,
+    })?;
     self.make_dirs(to, &dst_parent)?;
     let dst_dir = self.parent_dir(to, &dst_parent)?;
     let flags = if overwrite { 0 } else { libc::RENAME_NOREPLACE };

@@ -79,6 +79,7 @@ fn symlinks_pointing_out_are_refused_for_every_operation() {
   assert_denied(fs.read("hostdir/secret.txt"));
   assert_denied(fs.mkdir("hostdir/sub", true));
   assert_denied(fs.readdir("hostdir", None));
+  assert_denied(fs.rename("hostdir/secret.txt", "stolen.txt", true));
   assert_eq!(
     std::fs::read_to_string(host.join("secret.txt")).unwrap(),
     "host secret"

@@ -1,0 +1,162 @@
+'use strict'
+const path = require('node:path')
+const os = require('node:os')
+const { NativeLocalFs } = require('../index.js')
+const { translating, translatingSync, FileNotFoundError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { check, instructionsText } = require('./options')
+
+const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
+
+/**
+ * Files of a workspace, kept inside `basePath`: `..`, absolute paths elsewhere and
+ * symlinks pointing out are refused with a `PermissionError`, by the kernel, at the moment
+ * of use (no gap between a check and the operation).
+ */
+class LocalFilesystem {
+  #native
+  #instructions
+
+  constructor(options = {}) {
+    check.object(options, 'options')
+    const basePath = check.string(options.basePath, 'basePath')
+    if (!basePath) throw new SandboxOptionError('basePath must be a string, got undefined')
+    if (options.contained === false) {
+      throw new SandboxOptionError('contained: false is not supported: a LocalFilesystem always stays inside basePath')
+    }
+    if (check.stringArray(options.allowedPaths, 'allowedPaths').length > 0) {
+      throw new SandboxOptionError('allowedPaths is not supported: a LocalFilesystem reaches only basePath')
+    }
+    this.id = check.string(options.id, 'id') ?? randomId('local-fs')
+    this.name = 'LocalFilesystem'
+    this.provider = 'local'
+    this.readOnly = check.boolean(options.readOnly, 'readOnly') ?? false
+    this.basePath = path.resolve(expandHome(basePath))
+    this.contained = true
+    this.status = 'pending'
+    this.#instructions = options.instructions
+  }
+
+  /** Opened on first use: the base directory is created then (unless read-only). */
+  #fs() {
+    this.#native ??= translatingSync(() => new NativeLocalFs(this.basePath, this.readOnly))
+    if (this.status === 'pending') this.status = 'ready'
+    return this.#native
+  }
+
+  async init() {
+    this.#fs()
+  }
+
+  async destroy() {
+    this.status = 'destroyed'
+  }
+
+  /** Contents as a Buffer, or as a string in `encoding`. */
+  async readFile(filePath, options = {}) {
+    const bytes = await translating(() => this.#fs().readFile(filePath))
+    return options?.encoding ? bytes.toString(options.encoding) : bytes
+  }
+
+  async writeFile(filePath, content, options = {}) {
+    const data = typeof content === 'string' ? content : Buffer.from(content)
+    const overwrite = options?.overwrite ?? true
+    const recursive = options?.recursive ?? true
+    return translating(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
+  }
+
+  async appendFile(filePath, content) {
+    const data = typeof content === 'string' ? content : Buffer.from(content)
+    return translating(() => this.#fs().writeFile(filePath, data, true, true, true))
+  }
+
+  async deleteFile(filePath, options = {}) {
+    return translating(() => this.#fs().deleteFile(filePath, options?.force ?? false))
+  }
+
+  async copyFile(src, dest, options = {}) {
+    const stat = await this.stat(src).catch((err) => {
+      throw err instanceof FileNotFoundError ? new FileNotFoundError(src) : err
+    })
+    if (stat.type === 'directory') {
+      if (!options?.recursive) throw new IsDirectoryError(src)
+      await this.mkdir(dest, { recursive: true })
+      for (const entry of await this.readdir(src)) {
+        await this.copyFile(path.posix.join(src, entry.name), path.posix.join(dest, entry.name), options)
+      }
+      return
+    }
+    await this.writeFile(dest, await this.readFile(src), { overwrite: options?.overwrite ?? true })
+  }
+
+  async moveFile(src, dest, options = {}) {
+    return translating(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
+  }
+
+  async mkdir(dirPath, options = {}) {
+    return translating(() => this.#fs().mkdir(dirPath, options?.recursive ?? true))
+  }
+
+  async rmdir(dirPath, options = {}) {
+    return translating(() => this.#fs().rmdir(dirPath, options?.recursive ?? false, options?.force ?? false))
+  }
+
+  /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */
+  async readdir(dirPath, options = {}) {
+    const depth = options?.recursive ? (options.maxDepth ?? 100) : undefined
+    const entries = await translating(() => this.#fs().readdir(dirPath, depth))
+    const extensions = options?.extension === undefined ? undefined : [options.extension].flat()
+    return entries
+      .filter((e) => {
+        if (!extensions || e.type !== 'file') return true
+        const ext = path.extname(e.name)
+        return extensions.some((x) => x === ext || x === ext.slice(1))
+      })
+      .map(({ name, type, size, symlinkTarget }) => ({
+        name,
+        type,
+        ...(size != null && { size }),
+        ...(symlinkTarget != null && { isSymlink: true, symlinkTarget }),
+      }))
+  }
+
+  async exists(filePath) {
+    return translating(() => this.#fs().exists(filePath))
+  }
+
+  async stat(filePath) {
+    const s = await translating(() => this.#fs().stat(filePath))
+    return {
+      name: path.basename(filePath),
+      path: filePath,
+      type: s.type,
+      size: s.size,
+      createdAt: new Date(s.createdAt),
+      modifiedAt: new Date(s.modifiedAt),
+    }
+  }
+
+  /** Where a sandbox mounts this filesystem from. */
+  getMountConfig() {
+    return { type: 'local', basePath: this.basePath }
+  }
+
+  getInfo() {
+    return {
+      id: this.id,
+      name: this.name,
+      provider: this.provider,
+      readOnly: this.readOnly,
+      status: this.status,
+      metadata: { basePath: this.basePath },
+    }
+  }
+
+  getInstructions(options = {}) {
+    const access = this.readOnly ? 'It is read-only.' : 'Nothing outside it can be reached.'
+    const auto = `Local filesystem at "${this.basePath}". Use paths relative to it. ${access}`
+    return instructionsText(this.#instructions, auto, options?.requestContext)
+  }
+}
+
+module.exports = { LocalFilesystem }

@@ -1,0 +1,184 @@
+//! `NativeLocalFs`: the engine behind the exported `LocalFilesystem`
+//! (lib/local-filesystem.js). Every operation runs on the runtime's blocking pool, off
+//! the JS thread.
+
+use std::sync::Arc;
+
+use napi::Env;
+use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
+use napi_derive::napi;
+use native_workspace_core::CoreError;
+use native_workspace_core::fs::{LocalFs, millis};
+
+use crate::errors::{ErrorCode, sync_error};
+use crate::local_sandbox::settle;
+
+#[napi(object)]
+pub struct NativeFileStat {
+  #[napi(ts_type = "'file' | 'directory'")]
+  pub r#type: String,
+  pub size: f64,
+  /// Milliseconds since the Unix epoch.
+  pub created_at: f64,
+  pub modified_at: f64,
+}
+
+#[napi(object)]
+pub struct NativeFileEntry {
+  pub name: String,
+  #[napi(ts_type = "'file' | 'directory'")]
+  pub r#type: String,
+  pub size: Option<f64>,
+  pub symlink_target: Option<String>,
+}
+
+#[napi]
+pub struct NativeLocalFs {
+  inner: Arc<LocalFs>,
+}
+
+/// Runs a filesystem operation on the blocking pool and settles a promise with it.
+fn blocking<'env, T, F>(
+  env: &'env Env,
+  inner: &Arc<LocalFs>,
+  op: F,
+) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + FnOnce(&LocalFs) -> Result<T, CoreError>,
+{
+  let inner = inner.clone();
+  settle(env, async move {
+    tokio::task::spawn_blocking(move || op(&inner))
+      .await
+      .map_err(|e| CoreError::io("filesystem task", std::io::Error::other(e.to_string())))?
+  })
+}
+
+#[napi]
+impl NativeLocalFs {
+  /// Opens `basePath`, creating it unless `readOnly`.
+  #[napi(constructor)]
+  pub fn new(base_path: String, read_only: bool) -> napi::Result<Self, ErrorCode> {
+    let inner = LocalFs::open(std::path::Path::new(&base_path), read_only).map_err(sync_error)?;
+    Ok(NativeLocalFs {
+      inner: Arc::new(inner),
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<Buffer>")]
+  pub fn read_file<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+  ) -> napi::Result<PromiseRaw<'env, Buffer>> {
+    blocking(env, &self.inner, move |fs| fs.read(&path).map(Buffer::from))
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn write_file<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    data: Either<String, Buffer>,
+    overwrite: bool,
+    recursive: bool,
+    append: bool,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    let bytes: Vec<u8> = match data {
+      Either::A(text) => text.into_bytes(),
+      Either::B(buffer) => buffer.to_vec(),
+    };
+    blocking(env, &self.inner, move |fs| {
+      fs.write(&path, &bytes, overwrite, recursive, append)
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn delete_file<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    force: bool,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    blocking(env, &self.inner, move |fs| fs.delete_file(&path, force))
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn mkdir<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    recursive: bool,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    blocking(env, &self.inner, move |fs| fs.mkdir(&path, recursive))
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn rmdir<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    recursive: bool,
+    force: bool,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    blocking(env, &self.inner, move |fs| {
+      fs.rmdir(&path, recursive, force)
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn rename<'env>(
+    &self,
+    env: &'env Env,
+    from: String,
+    to: String,
+    overwrite: bool,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    blocking(env, &self.inner, move |fs| fs.rename(&from, &to, overwrite))
+  }
+
+  #[napi(ts_return_type = "Promise<NativeFileStat>")]
+  pub fn stat<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+  ) -> napi::Result<PromiseRaw<'env, NativeFileStat>> {
+    blocking(env, &self.inner, move |fs| {
+      fs.stat(&path).map(|s| NativeFileStat {
+        r#type: s.kind.as_str().to_owned(),
+        size: s.size as f64,
+        created_at: millis(s.created),
+        modified_at: millis(s.modified),
+      })
+    })
+  }
+
+  #[napi(ts_return_type = "Promise<boolean>")]
+  pub fn exists<'env>(&self, env: &'env Env, path: String) -> napi::Result<PromiseRaw<'env, bool>> {
+    blocking(env, &self.inner, move |fs| fs.exists(&path))
+  }
+
+  /// Entries sorted by name; `maxDepth` lists subdirectories that deep.
+  #[napi(ts_return_type = "Promise<NativeFileEntry[]>")]
+  pub fn readdir<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    max_depth: Option<u32>,
+  ) -> napi::Result<PromiseRaw<'env, Vec<NativeFileEntry>>> {
+    blocking(env, &self.inner, move |fs| {
+      Ok(
+        fs.readdir(&path, max_depth)?
+          .into_iter()
+          .map(|e| NativeFileEntry {
+            name: e.name,
+            r#type: e.kind.as_str().to_owned(),
+            size: e.size.map(|s| s as f64),
+            symlink_target: e.symlink_target,
+          })
+          .collect(),
+      )
+    })
+  }
+}

@@ -1,34 +1,8 @@
 'use strict'
 // Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM, which
-// finds the names because `module.exports` below lists plain identifiers only.
+// finds the names because `module.exports` below holds only plain identifiers and a
+// spread `require` (forms Node's CommonJS export detection understands).
 const native = require('../index.js')
-const {
-  SandboxError,
-  SandboxExecutionError,
-  SandboxTimeoutError,
-  SandboxNotReadyError,
-  IsolationUnavailableError,
-  MountError,
-  MountNotSupportedError,
-  FilesystemNotMountableError,
-  SandboxOptionError,
-  UnsupportedStdinCloseError,
-  WorkspaceError,
-  WorkspaceNotAvailableError,
-  FilesystemNotAvailableError,
-  SandboxNotAvailableError,
-  SandboxFeatureNotSupportedError,
-  WorkspaceNotReadyError,
-  WorkspaceReadOnlyError,
-  FilesystemError,
-  FileNotFoundError,
-  DirectoryNotFoundError,
-  FileExistsError,
-  IsDirectoryError,
-  NotDirectoryError,
-  DirectoryNotEmptyError,
-  PermissionError,
-} = require('./errors')
 const { LocalSandbox } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
@@ -49,6 +23,7 @@ const getRecommendedIsolation = () => {
 }
 
 module.exports = {
+  ...require('./errors'),
   Workspace,
   createWorkspaceTools,
   callLifecycle,
@@ -63,29 +38,4 @@ module.exports = {
   detectIsolation,
   isIsolationAvailable,
   getRecommendedIsolation,
-  SandboxError,
-  SandboxExecutionError,
-  SandboxTimeoutError,
-  SandboxNotReadyError,
-  IsolationUnavailableError,
-  MountError,
-  MountNotSupportedError,
-  FilesystemNotMountableError,
-  SandboxOptionError,
-  UnsupportedStdinCloseError,
-  WorkspaceError,
-  WorkspaceNotAvailableError,
-  FilesystemNotAvailableError,
-  SandboxNotAvailableError,
-  SandboxFeatureNotSupportedError,
-  WorkspaceNotReadyError,
-  WorkspaceReadOnlyError,
-  FilesystemError,
-  FileNotFoundError,
-  DirectoryNotFoundError,
-  FileExistsError,
-  IsDirectoryError,
-  NotDirectoryError,
-  DirectoryNotEmptyError,
-  PermissionError,
 }

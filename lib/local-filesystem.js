@@ -2,7 +2,8 @@
 const path = require('node:path')
 const os = require('node:os')
 const { NativeLocalFs } = require('../index.js')
-const { translating, translatingSync, FileNotFoundError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { FileNotFoundError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`

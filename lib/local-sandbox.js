@@ -1,7 +1,7 @@
 'use strict'
 const os = require('node:os')
 const native = require('../index.js')
-const { translating, translatingSync } = require('./errors')
+const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')

@@ -1,6 +1,6 @@
 'use strict'
 const { NativeLifecycle } = require('../index.js')
-const { fromNative } = require('./errors')
+const { fromNative } = require('./translate')
 const { check } = require('./options')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
 

@@ -1,7 +1,8 @@
 'use strict'
 // Type checks for options coming from JavaScript callers. Each failure names the option;
 // value rules (ranges, enumerations) are checked by the native side.
-const { SandboxOptionError, RETENTION_MESSAGE } = require('./errors')
+const { SandboxOptionError } = require('./errors')
+const { RETENTION_MESSAGE } = require('./translate')
 
 function fail(name, expected, value) {
   const got = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value

@@ -1,6 +1,7 @@
 'use strict'
 const { Readable, Writable } = require('node:stream')
-const { translating, UnsupportedStdinCloseError } = require('./errors')
+const { UnsupportedStdinCloseError } = require('./errors')
+const { translating } = require('./translate')
 const { check } = require('./options')
 
 /** A user's callback must never take the host down: a throw becomes a process warning. */

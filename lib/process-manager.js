@@ -1,6 +1,6 @@
 'use strict'
 const { NativeAbortToken } = require('../index.js')
-const { translating } = require('./errors')
+const { translating } = require('./translate')
 const { check } = require('./options')
 const { ProcessHandle, outputCallback } = require('./process-handle')
 

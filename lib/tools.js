@@ -2,7 +2,6 @@
 // The agent tools of a workspace's sandbox: execute_command (foreground or background),
 // get_process_output and kill_process. Their ids, input schemas and output texts are
 // those of `@mastra/core`; the texts are computed natively (see crates/core/src/tools).
-const { z } = require('zod')
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceError, SandboxNotAvailableError, SandboxFeatureNotSupportedError } = require('./errors')
@@ -13,30 +12,43 @@ const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval', 'hooks', 'writeLoc
 /** Output kept per stream while a foreground command runs, for the text of a failure. */
 const ERROR_CONTEXT_BYTES = 1048576
 
-/** `"15"` → 15, so models that quote numbers are understood; anything else is left to fail validation. */
-const numeric = (schema) =>
-  z.preprocess((value) => (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim()) ? Number(value) : value), schema)
-
-const executeCommandSchema = z.object({
-  command: z.string().describe('The shell command line to run, e.g. "npm test" or "grep -rn TODO src | head".'),
-  timeout: numeric(z.number()).nullish().describe('Seconds the command may run before it is stopped.'),
-  cwd: z.string().nullish().describe('Directory to run in, relative to the workspace or absolute.'),
-  tail: numeric(z.number().int())
-    .nullish()
-    .describe('Show only the last N lines of output (default 200; 0 shows everything).'),
-})
-const executeCommandWithBackgroundSchema = executeCommandSchema.extend({
-  background: z
-    .boolean()
-    .optional()
-    .describe('Start the command and return its PID at once; read it later with get_process_output.'),
-})
-const processOutputSchema = z.object({
-  pid: z.string().describe('PID printed when the background command started.'),
-  tail: numeric(z.number().int()).optional().describe('Show only the last N lines (default 200; 0 shows everything).'),
-  wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
-})
-const killProcessSchema = z.object({ pid: z.string().describe('PID of the background process to stop.') })
+/**
+ * The input schemas, built on first use: zod is loaded only by code that makes tools, so
+ * importing this package stays cheap.
+ */
+let schemas
+function inputSchemas() {
+  if (schemas) return schemas
+  const { z } = require('zod')
+  /** `"15"` → 15, so models that quote numbers are understood; anything else still fails validation. */
+  const numeric = (schema) =>
+    z.preprocess((value) => (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim()) ? Number(value) : value), schema)
+  const commandInput = z.object({
+    command: z.string().describe('The shell command line to run, e.g. "npm test" or "grep -rn TODO src | head".'),
+    timeout: numeric(z.number()).nullish().describe('Seconds the command may run before it is stopped.'),
+    cwd: z.string().nullish().describe('Directory to run in, relative to the workspace or absolute.'),
+    tail: numeric(z.number().int())
+      .nullish()
+      .describe('Show only the last N lines of output (default 200; 0 shows everything).'),
+  })
+  schemas = {
+    z,
+    executeCommand: commandInput,
+    executeCommandWithBackground: commandInput.extend({
+      background: z
+        .boolean()
+        .optional()
+        .describe('Start the command and return its PID at once; read it later with get_process_output.'),
+    }),
+    processOutput: z.object({
+      pid: z.string().describe('PID printed when the background command started.'),
+      tail: numeric(z.number().int()).optional().describe('Show only the last N lines (default 200; 0 shows everything).'),
+      wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
+    }),
+    killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
+  }
+  return schemas
+}
 
 /** The model sees tool output without terminal colour codes. */
 function toModelOutput(output) {
@@ -183,12 +195,12 @@ const DEFINITIONS = {
     description:
       'Read what a background process (started with execute_command and `background: true`) has printed so far, ' +
       'and its exit code once it has finished. `wait: true` waits for it to finish first.',
-    schema: processOutputSchema,
+    schema: 'processOutput',
     run: getProcessOutput,
   },
   [KILL_PROCESS]: {
     description: 'Stop a background process and everything it started; returns the last 50 lines it printed.',
-    schema: killProcessSchema,
+    schema: 'killProcess',
     run: killProcess,
   },
 }
@@ -245,12 +257,13 @@ async function createWorkspaceTools(workspace) {
     if (!settings.enabled) continue
     const definition = DEFINITIONS[name]
     const background = name === EXECUTE_COMMAND && withBackground
-    const inputSchema = definition.schema ?? (background ? executeCommandWithBackgroundSchema : executeCommandSchema)
+    const schema = inputSchemas()
+    const inputSchema = schema[definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')]
     const tool = {
       id: settings.name,
       description: definition.description + (background ? definition.backgroundDescription : ''),
       inputSchema,
-      outputSchema: z.string(),
+      outputSchema: schema.z.string(),
       execute: async (input, context) => {
         const parsed = inputSchema.safeParse(input)
         if (!parsed.success) {

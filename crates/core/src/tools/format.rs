@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::tokens::{estimate_tokens, slice_by_tokens};
+use super::tokens::{estimate_tokens, slice_with_total};
 
 pub const DEFAULT_TAIL_LINES: f64 = 200.0;
 pub const DEFAULT_MAX_OUTPUT_TOKENS: usize = 2000;
@@ -60,12 +60,12 @@ pub fn apply_token_limit_sandwich(output: &str, limit: usize) -> Cow<'_, str> {
   let head_budget = (limit as f64 * HEAD_RATIO).floor() as usize;
   let tail_budget = limit - head_budget;
   let head = if head_budget > 0 {
-    slice_by_tokens(output, 0, Some(head_budget as i64))
+    slice_with_total(output, 0, Some(head_budget as i64), total)
   } else {
     String::new()
   };
   let tail = if tail_budget > 0 {
-    slice_by_tokens(output, -(tail_budget as i64), None)
+    slice_with_total(output, -(tail_budget as i64), None, total)
   } else {
     String::new()
   };

@@ -33,7 +33,39 @@ fn is_js_space(c: char) -> bool {
 }
 
 fn is_punct(c: char) -> bool {
-  ".,!?;(){}[]<>:/\\|@#$%^&*+=`~_-".contains(c)
+  matches!(
+    c,
+    '.'
+      | ','
+      | '!'
+      | '?'
+      | ';'
+      | '('
+      | ')'
+      | '{'
+      | '}'
+      | '['
+      | ']'
+      | '<'
+      | '>'
+      | ':'
+      | '/'
+      | '\\'
+      | '|'
+      | '@'
+      | '#'
+      | '$'
+      | '%'
+      | '^'
+      | '&'
+      | '*'
+      | '+'
+      | '='
+      | '`'
+      | '~'
+      | '_'
+      | '-'
+  )
 }
 
 fn is_cjk(c: char) -> bool {
@@ -44,6 +76,7 @@ fn is_cjk(c: char) -> bool {
 }
 
 /// Average characters per token for text in languages with many accented letters.
+/// (Every letter these rules look for is outside ASCII.)
 fn language_chars_per_token(run: &str) -> Option<f64> {
   let has = |set: &str| {
     run
@@ -66,38 +99,82 @@ fn runs(text: &str) -> impl Iterator<Item = (&str, Class)> {
   std::iter::from_fn(move || {
     let first = rest.chars().next()?;
     let kind = class(first);
-    let end = rest
-      .char_indices()
-      .find(|&(_, c)| class(c) != kind)
-      .map_or(rest.len(), |(i, _)| i);
+    let end = run_end(rest, kind);
     let (run, tail) = rest.split_at(end);
     rest = tail;
     Some((run, kind))
   })
 }
 
+/// The same runs, last first.
+fn runs_rev(text: &str) -> impl Iterator<Item = (&str, Class)> {
+  let mut rest = text;
+  std::iter::from_fn(move || {
+    let last = rest.chars().next_back()?;
+    let kind = class(last);
+    let start = rest
+      .char_indices()
+      .rev()
+      .find(|&(_, c)| class(c) != kind)
+      .map_or(0, |(i, c)| i + c.len_utf8());
+    let (head, run) = rest.split_at(start);
+    rest = head;
+    Some((run, kind))
+  })
+}
+
+/// Byte length of the leading run of `kind`; ASCII is classified byte by byte.
+fn run_end(text: &str, kind: Class) -> usize {
+  let bytes = text.as_bytes();
+  let mut i = 0;
+  while i < bytes.len() {
+    let b = bytes[i];
+    let (c, width) = if b.is_ascii() {
+      (b as char, 1)
+    } else {
+      let c = text[i..].chars().next().expect("i is on a char boundary");
+      (c, c.len_utf8())
+    };
+    if class(c) != kind {
+      break;
+    }
+    i += width;
+  }
+  i
+}
+
 fn utf16_len(s: &str) -> usize {
-  s.chars().map(char::len_utf16).sum()
+  if s.is_ascii() {
+    s.len()
+  } else {
+    s.chars().map(char::len_utf16).sum()
+  }
 }
 
 fn run_tokens(run: &str, kind: Class) -> usize {
   if kind == Class::Space {
     return 0;
   }
-  if run.chars().any(is_cjk) {
+  let ascii = run.is_ascii();
+  if !ascii && run.chars().any(is_cjk) {
     return run.chars().count();
   }
   if run.bytes().all(|b| b.is_ascii_digit()) {
     return 1;
   }
-  let len = utf16_len(run);
+  let len = if ascii { run.len() } else { utf16_len(run) };
   if len <= SHORT_RUN {
     return 1;
   }
   if kind == Class::Punct {
     return len.div_ceil(2);
   }
-  let per_token = language_chars_per_token(run).unwrap_or(DEFAULT_CHARS_PER_TOKEN);
+  let per_token = if ascii {
+    None
+  } else {
+    language_chars_per_token(run)
+  }
+  .unwrap_or(DEFAULT_CHARS_PER_TOKEN);
   (len as f64 / per_token).ceil() as usize
 }
 
@@ -108,15 +185,23 @@ pub fn estimate_tokens(text: &str) -> usize {
 /// The text between token positions `start` and `end` (negative: from the end; `None`:
 /// to the end), cutting inside a run proportionally to its length. A character cut in
 /// half (a UTF-16 surrogate pair) becomes U+FFFD.
+#[cfg(test)]
 pub fn slice_by_tokens(text: &str, start: i64, end: Option<i64>) -> String {
-  if text.is_empty() {
-    return String::new();
-  }
   let total = if start < 0 || end.is_some_and(|e| e < 0) {
-    estimate_tokens(text) as i64
+    estimate_tokens(text)
   } else {
     0
   };
+  slice_with_total(text, start, end, total)
+}
+
+/// [`slice_by_tokens`] for a caller that already knows the text's estimate (`total`).
+/// A slice to the end is found walking back from the end, so only its own runs are read.
+pub fn slice_with_total(text: &str, start: i64, end: Option<i64>, total: usize) -> String {
+  if text.is_empty() {
+    return String::new();
+  }
+  let total = total as i64;
   let from = if start < 0 {
     (total + start).max(0)
   } else {
@@ -130,6 +215,9 @@ pub fn slice_by_tokens(text: &str, start: i64, end: Option<i64>) -> String {
   if from >= to {
     return String::new();
   }
+  if start < 0 && end.is_none() {
+    return slice_tail(text, from, total);
+  }
   let mut out = String::new();
   let mut pos: i64 = 0;
   for (run, kind) in runs(text) {
@@ -137,25 +225,50 @@ pub fn slice_by_tokens(text: &str, start: i64, end: Option<i64>) -> String {
       break;
     }
     let count = run_tokens(run, kind) as i64;
-    if count == 0 {
-      if pos >= from && pos < to {
-        out.push_str(run);
-      }
-    } else if pos < to && pos + count > from {
-      let overlap_start = (from - pos).max(0);
-      let overlap_end = count.min(to - pos);
-      if overlap_start == 0 && overlap_end == count {
-        out.push_str(run);
-      } else {
-        let len = utf16_len(run) as f64;
-        let first = (overlap_start as f64 / count as f64 * len).floor() as usize;
-        let last = (overlap_end as f64 / count as f64 * len).ceil() as usize;
-        push_utf16_range(&mut out, run, first, last);
-      }
-    }
+    push_part(&mut out, run, pos, count, from, to);
     pos += count;
   }
   out
+}
+
+/// Everything from token position `from` to the end.
+fn slice_tail(text: &str, from: i64, total: i64) -> String {
+  let mut parts = Vec::new();
+  let mut end = total;
+  for (run, kind) in runs_rev(text) {
+    let count = run_tokens(run, kind) as i64;
+    let pos = end - count;
+    let mut part = String::new();
+    push_part(&mut part, run, pos, count, from, i64::MAX);
+    parts.push(part);
+    if pos < from {
+      break;
+    }
+    end = pos;
+  }
+  parts.reverse();
+  parts.concat()
+}
+
+/// Appends the part of `run` (tokens `pos..pos + count`) that lies in `from..to`; a run
+/// worth no tokens belongs to the range if its position does.
+fn push_part(out: &mut String, run: &str, pos: i64, count: i64, from: i64, to: i64) {
+  if count == 0 {
+    if pos >= from && pos < to {
+      out.push_str(run);
+    }
+  } else if pos < to && pos + count > from {
+    let overlap_start = (from - pos).max(0);
+    let overlap_end = count.min(to - pos);
+    if overlap_start == 0 && overlap_end == count {
+      out.push_str(run);
+    } else {
+      let len = utf16_len(run) as f64;
+      let first = (overlap_start as f64 / count as f64 * len).floor() as usize;
+      let last = (overlap_end as f64 / count as f64 * len).ceil() as usize;
+      push_utf16_range(out, run, first, last);
+    }
+  }
 }
 
 /// Appends the UTF-16 code units `first..last` of `run`; a character with only one of its

@@ -1,0 +1,283 @@
+// The benchmark cases, each written once against the adapter of impls.mjs. A case runs
+// inside a fresh child process (child.mjs), gets `{ sb, impl, params }` and returns flat
+// metrics. `metrics` describes the rows of the final table (better: 'lower' | 'higher' |
+// undefined for plain counts); `targets` the goals of native-workspace, as ratios.
+// `params(quick)` gives the sizes (smaller with --quick), `title(params)` the row label.
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { MB, MiB, liveProcessesMatching, killQuietly, median, now, percentile, sleep } from './util.mjs'
+
+const ALL = ['ours', 'mastra', 'raw']
+const WITH_TOOLS = ['ours', 'mastra']
+
+/** `head -c N /dev/zero | base64 -w 76` prints 4·⌈N/3⌉ chars in lines of 76, each with '\n'. */
+const base64Command = (bytes) => `head -c ${bytes} /dev/zero | base64 -w 76`
+function base64Length(bytes) {
+  const chars = 4 * Math.ceil(bytes / 3)
+  return chars + Math.ceil(chars / 76)
+}
+const BIG_BYTES = 37_500_000 // → 50,657,895 chars
+const QUICK_BIG_BYTES = 7_500_000
+const mb = ({ bytes }) => (base64Length(bytes) / MB).toFixed(2)
+
+const gc = () => globalThis.gc?.()
+const rssMB = () => process.memoryUsage().rss / MiB
+const cpuMs = (since) => {
+  const { user, system } = process.cpuUsage(since)
+  return (user + system) / 1000
+}
+
+/** Latencies of `count` sequential calls after `warmups` untimed ones. */
+async function sequential(fn, { warmups, count }) {
+  for (let i = 0; i < warmups; i++) await fn()
+  const latencies = []
+  for (let i = 0; i < count; i++) {
+    const t0 = now()
+    await fn()
+    latencies.push(now() - t0)
+  }
+  const total = latencies.reduce((a, b) => a + b, 0)
+  return { median_ms: median(latencies), p95_ms: percentile(latencies, 95), per_s: (count / total) * 1000 }
+}
+
+async function expectSuccess(result, what) {
+  const { exitCode } = await result
+  if (exitCode !== 0) throw new Error(`${what} exited with ${exitCode}`)
+}
+
+/** One untimed command, so a lazy sandbox start is not part of what a case measures. */
+const warmUp = (sb) => expectSuccess(sb.exec('true'), 'warm-up `true`')
+
+const SEQUENTIAL_METRICS = [
+  { key: 'median_ms', label: 'median latency ms', better: 'lower' },
+  { key: 'p95_ms', label: 'p95 latency ms', better: 'lower' },
+]
+
+export const CASES = [
+  {
+    id: 'a',
+    title: (p) => `(a) ${p.count}× sequential \`true\` (executeCommand)`,
+    impls: ALL,
+    runs: 3,
+    params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
+    metrics: SEQUENTIAL_METRICS,
+    targets: [
+      { key: 'median_ms', vsMastra: 0.5 },
+      { key: 'median_ms', vsRaw: 1 },
+    ],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      return sequential(() => sb.exec('true'), params)
+    },
+  },
+  {
+    id: 'a_tool',
+    title: (p) => `(a′) ${p.count}× \`true\` via execute_command tool`,
+    impls: WITH_TOOLS,
+    runs: 3,
+    params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
+    metrics: SEQUENTIAL_METRICS,
+    targets: [{ key: 'median_ms', vsMastra: 0.5 }],
+    async run({ sb, params }) {
+      const execute = await sb.tool()
+      const first = await execute({ command: 'true' })
+      if (typeof first !== 'string') throw new Error(`tool returned ${typeof first}`)
+      return sequential(() => execute({ command: 'true' }), params)
+    },
+  },
+  {
+    id: 'b',
+    title: (p) => `(b) ${p.count} concurrent \`sleep 0.1\``,
+    impls: ALL,
+    runs: 3,
+    params: () => ({ count: 50 }),
+    metrics: [
+      { key: 'total_ms', label: 'total wall ms', better: 'lower' },
+      { key: 'median_each_ms', label: 'median per-command ms', better: 'lower' },
+    ],
+    targets: [{ key: 'total_ms', vsMastra: 0.7 }],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      const t0 = now()
+      const each = await Promise.all(
+        Array.from({ length: params.count }, async () => {
+          const start = now()
+          await expectSuccess(sb.exec('sleep 0.1'), '`sleep 0.1`')
+          return now() - start
+        }),
+      )
+      return { total_ms: now() - t0, median_each_ms: median(each) }
+    },
+  },
+  {
+    id: 'c',
+    title: (p) => `(c) ${mb(p)} MB stdout (executeCommand)`,
+    impls: ALL,
+    runs: 3,
+    params: (quick) => ({ bytes: quick ? QUICK_BIG_BYTES : BIG_BYTES }),
+    metrics: [
+      { key: 'wall_ms', label: 'wall ms', better: 'lower' },
+      { key: 'MB_per_s', label: 'MB/s (higher is better)', better: 'higher' },
+      { key: 'cpu_ms', label: 'Node CPU ms', better: 'lower' },
+      { key: 'peak_rss_MB', label: 'peak RSS MB (maxRSS)', better: 'lower' },
+    ],
+    targets: [
+      { key: 'wall_ms', vsMastra: 0.6 },
+      { key: 'peak_rss_MB', vsMastra: 0.8 },
+    ],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      const expected = base64Length(params.bytes)
+      gc()
+      const cpu0 = process.cpuUsage()
+      const t0 = now()
+      const { exitCode, stdout } = await sb.exec(base64Command(params.bytes))
+      const wall = now() - t0
+      const cpu = cpuMs(cpu0)
+      if (exitCode !== 0 || stdout.length !== expected) {
+        throw new Error(`exit ${exitCode}, stdout ${stdout.length} chars, expected ${expected}`)
+      }
+      return {
+        wall_ms: wall,
+        MB_per_s: expected / MB / (wall / 1000),
+        cpu_ms: cpu,
+        peak_rss_MB: process.resourceUsage().maxRSS / 1024,
+      }
+    },
+  },
+  {
+    id: 'c_tool',
+    title: (p) => `(c′) ${mb(p)} MB stdout via execute_command tool, tail 0`,
+    impls: WITH_TOOLS,
+    runs: 2,
+    params: (quick) => ({ bytes: quick ? QUICK_BIG_BYTES : BIG_BYTES }),
+    metrics: [
+      { key: 'wall_ms', label: 'wall ms', better: 'lower' },
+      { key: 'peak_rss_MB', label: 'peak RSS MB (maxRSS)', better: 'lower' },
+      { key: 'cpu_ms', label: 'Node CPU ms', better: 'lower' },
+      { key: 'text_chars', label: 'chars handed to the model' },
+    ],
+    targets: [
+      { key: 'wall_ms', vsMastra: 0.2 },
+      { key: 'peak_rss_MB', vsMastra: 0.4 },
+    ],
+    async run({ sb, params }) {
+      const execute = await sb.tool()
+      await execute({ command: 'true' })
+      gc()
+      const cpu0 = process.cpuUsage()
+      const t0 = now()
+      const text = await execute({ command: base64Command(params.bytes), tail: 0 })
+      const wall = now() - t0
+      const cpu = cpuMs(cpu0)
+      // The text is token-limited, so its length proves little; it must at least show the
+      // output (lines of 'A's) and not an error.
+      if (typeof text !== 'string' || !text.includes('A'.repeat(76)) || /error|exit code/i.test(text)) {
+        throw new Error(`unexpected tool output: ${String(text).slice(0, 300)}`)
+      }
+      return { wall_ms: wall, peak_rss_MB: process.resourceUsage().maxRSS / 1024, cpu_ms: cpu, text_chars: text.length }
+    },
+  },
+  {
+    id: 'd',
+    title: (p) => `(d) ${p.seconds} s \`yes\` firehose in the background`,
+    impls: ALL,
+    runs: 2,
+    params: (quick) => ({ seconds: quick ? 2 : 5, eldResolutionMs: 1 }),
+    metrics: [
+      { key: 'drain_MB_per_s', label: 'drained MB/s (higher is better)', better: 'higher' },
+      { key: 'eld_p99_ms', label: 'event-loop delay p99 ms', better: 'lower' },
+      { key: 'eld_max_ms', label: 'event-loop delay max ms', better: 'lower' },
+      { key: 'rss_growth_MB', label: 'RSS growth MB (sampled peak − before)', better: 'lower' },
+      { key: 'cpu_ms', label: 'Node CPU ms over the run', better: 'lower' },
+      { key: 'retained_KiB', label: 'retained stdout KiB at end' },
+    ],
+    targets: [
+      { key: 'eld_p99_ms', absMax: 10 },
+      { key: 'drain_MB_per_s', vsMastraMin: 1 },
+    ],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      gc()
+      const rssBefore = rssMB()
+      let rssPeak = rssBefore
+      const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, rssMB())), 100)
+      const cpu0 = process.cpuUsage()
+      const t0 = now()
+      const bg = await sb.spawn(`yes ${'x'.repeat(99)}`)
+      // Histogram values are the time between ticks of a `resolution` ms timer, so the
+      // delay is a value minus the resolution.
+      const eld = monitorEventLoopDelay({ resolution: params.eldResolutionMs })
+      eld.enable()
+      await sleep(params.seconds * 1000)
+      const { retained, dropped } = bg.output()
+      const elapsed = now() - t0
+      eld.disable()
+      const cpu = cpuMs(cpu0)
+      clearInterval(sampler)
+      await sb.kill(bg)
+      const delay = (ns) => Math.max(0, ns / 1e6 - params.eldResolutionMs)
+      return {
+        drain_MB_per_s: (retained + dropped) / MB / (elapsed / 1000),
+        eld_p99_ms: delay(eld.percentile(99)),
+        eld_max_ms: delay(eld.max),
+        rss_growth_MB: rssPeak - rssBefore,
+        cpu_ms: cpu,
+        retained_KiB: retained / 1024,
+      }
+    },
+  },
+  {
+    id: 'e',
+    title: (p) => `(e) ${p.count}× processes.spawn(\`sleep\`) + kill`,
+    impls: ALL,
+    runs: 3,
+    params: (quick) => ({ count: quick ? 30 : 100 }),
+    metrics: [
+      { key: 'median_cycle_ms', label: 'median cycle ms', better: 'lower' },
+      { key: 'max_cycle_ms', label: 'max cycle ms', better: 'lower' },
+      { key: 'leaked', label: 'leaked live processes', better: 'lower' },
+    ],
+    targets: [{ key: 'median_cycle_ms', vsMastra: 0.5 }],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      // Digits only, so `sleep 1000.<marker>` is a valid duration; made here, so that this
+      // process's own command line does not contain it.
+      const marker = `${process.pid}${Math.floor(Math.random() * 1e9)}`
+      const cycles = []
+      for (let i = 0; i < params.count; i++) {
+        const t0 = now()
+        const bg = await sb.spawn(`sleep 1000.${marker}`)
+        await sb.kill(bg)
+        cycles.push(now() - t0)
+      }
+      const leaked = liveProcessesMatching(marker)
+      for (const p of leaked) killQuietly(p.pid) // clean up after a leaky implementation
+      return { median_cycle_ms: median(cycles), max_cycle_ms: Math.max(...cycles), leaked: leaked.length }
+    },
+  },
+  {
+    id: 'import',
+    title: () => 'module import (fresh process)',
+    impls: ALL,
+    runs: 3,
+    params: () => ({}),
+    metrics: [
+      { key: 'import_ms', label: 'import ms', better: 'lower' },
+      { key: 'first_command_ms', label: 'first `true` (lazy start) ms', better: 'lower' },
+      { key: 'rss_MB', label: 'RSS after import + one command MB', better: 'lower' },
+    ],
+    targets: [{ key: 'import_ms', vsMastra: 0.2 }],
+    async run({ sb, impl }) {
+      const t0 = now()
+      await warmUp(sb)
+      const first = now() - t0
+      return { import_ms: impl.importMs, first_command_ms: first, rss_MB: rssMB() }
+    },
+  },
+]
+
+/** Accepts `a`, `a'`, `a′`, `a_tool`, `import`. */
+export function findCase(name) {
+  const id = name.trim().replace(/['′]$/, '_tool')
+  return CASES.find((c) => c.id === id)
+}

@@ -1,0 +1,157 @@
+// The three implementations behind one small interface, so each case is written once.
+//
+//   const impl = await loadImpl('ours' | 'mastra' | 'raw')   // times the module import
+//   const sb = impl.open(workingDirectory)
+//   await sb.exec(cmd)            → { exitCode, stdout }
+//   await sb.tool()               → (input) => tool output text   (null for raw: no tools)
+//   const bg = await sb.spawn(cmd) → { pid, output(): { retained, dropped } }   (stdout bytes)
+//   await sb.kill(bg)
+//   await sb.destroy()            → kills whatever is left
+//
+// ours and Mastra share one adapter: native-workspace exposes Mastra's API.
+
+export const IMPLS = ['ours', 'mastra', 'raw']
+export const LABELS = {
+  ours: 'ours (native-workspace)',
+  mastra: 'Mastra LocalSandbox (none)',
+  raw: 'raw child_process',
+}
+const SPECIFIERS = {
+  ours: 'native-workspace', // the package's own public entry (self-reference through package.json "exports")
+  mastra: '@mastra/core/workspace',
+  raw: 'node:child_process',
+}
+const EXECUTE_COMMAND_TOOL = 'mastra_workspace_execute_command'
+/** Background output kept by raw, as Mastra's and our default retention. */
+const RAW_RETAINED_BYTES = 1024 * 1024
+
+export async function loadImpl(name) {
+  if (!SPECIFIERS[name]) throw new Error(`unknown implementation "${name}" (one of ${IMPLS.join(', ')})`)
+  const t0 = performance.now()
+  const mod = await import(SPECIFIERS[name])
+  const importMs = performance.now() - t0
+  const open = (workingDirectory) =>
+    name === 'raw' ? new RawSandbox(mod, workingDirectory) : new MastraApiSandbox(mod, workingDirectory)
+  return { name, importMs, open }
+}
+
+/** `LocalSandbox` of either package (isolation none). */
+class MastraApiSandbox {
+  #mod
+  #sandbox
+
+  constructor(mod, workingDirectory) {
+    this.#mod = mod
+    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation: 'none' })
+  }
+
+  async exec(cmd) {
+    const { exitCode, stdout } = await this.#sandbox.executeCommand(cmd)
+    return { exitCode, stdout }
+  }
+
+  async tool() {
+    const tools = await this.#mod.createWorkspaceTools(new this.#mod.Workspace({ sandbox: this.#sandbox }))
+    const tool = tools[EXECUTE_COMMAND_TOOL]
+    return (input) => tool.execute(input, {})
+  }
+
+  async spawn(cmd) {
+    const handle = await this.#sandbox.processes.spawn(cmd)
+    // Both keep stdout as a string; the firehose is ASCII, so its length is its byte count.
+    return { pid: handle.pid, output: () => ({ retained: handle.stdout.length, dropped: handle.stdoutDroppedBytes }) }
+  }
+
+  async kill(bg) {
+    await this.#sandbox.processes.kill(bg.pid)
+  }
+
+  async destroy() {
+    await this.#sandbox.destroy()
+  }
+}
+
+/**
+ * The floor: `spawn('sh', ['-c', cmd], { detached: true })`, Buffers concatenated at the end;
+ * background output keeps its newest 1 MiB; kill = SIGKILL to the process group, then wait
+ * for 'exit' (not 'close') and drop the pipes.
+ */
+class RawSandbox {
+  #cp
+  #cwd
+  #live = new Map() // pid → { child, exited }
+
+  constructor(childProcess, workingDirectory) {
+    this.#cp = childProcess
+    this.#cwd = workingDirectory
+  }
+
+  exec(cmd) {
+    return new Promise((resolve, reject) => {
+      const child = this.#cp.spawn('sh', ['-c', cmd], { detached: true, cwd: this.#cwd })
+      const chunks = []
+      child.stdout.on('data', (b) => chunks.push(b))
+      child.stderr.on('data', () => {})
+      child.on('error', reject)
+      child.on('close', (exitCode) => resolve({ exitCode, stdout: Buffer.concat(chunks).toString() }))
+    })
+  }
+
+  tool() {
+    return null
+  }
+
+  async spawn(cmd) {
+    const child = this.#cp.spawn('sh', ['-c', cmd], { detached: true, cwd: this.#cwd })
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    const tail = new ByteTail(RAW_RETAINED_BYTES)
+    child.stdout.on('data', (b) => tail.push(b))
+    child.stderr.on('data', () => {})
+    this.#live.set(child.pid, { child, exited })
+    return { pid: child.pid, output: () => ({ retained: tail.length, dropped: tail.dropped }) }
+  }
+
+  async kill(bg) {
+    const entry = this.#live.get(bg.pid)
+    if (!entry) return
+    try {
+      process.kill(-bg.pid, 'SIGKILL')
+    } catch {
+      // group already gone
+    }
+    await entry.exited
+    entry.child.stdout.destroy()
+    entry.child.stderr.destroy()
+    entry.child.stdin.destroy()
+    this.#live.delete(bg.pid)
+  }
+
+  async destroy() {
+    await Promise.all([...this.#live.keys()].map((pid) => this.kill({ pid })))
+  }
+}
+
+/** The newest `limit` bytes of a stream, and how many older bytes were dropped. */
+class ByteTail {
+  #chunks = []
+  length = 0
+  dropped = 0
+  constructor(limit) {
+    this.limit = limit
+  }
+  push(chunk) {
+    this.#chunks.push(chunk)
+    this.length += chunk.length
+    while (this.length - this.#chunks[0].length >= this.limit) {
+      const old = this.#chunks.shift()
+      this.length -= old.length
+      this.dropped += old.length
+    }
+    if (this.length > this.limit) {
+      const excess = this.length - this.limit
+      this.#chunks[0] = this.#chunks[0].subarray(excess)
+      this.length -= excess
+      this.dropped += excess
+    }
+  }
+}

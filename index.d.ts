@@ -121,6 +121,9 @@ export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'no
 /** Text of `kill_process` after a kill. */
 export declare function killedText(pid: string, stdout: string, stderr: string, maxTokens?: number | undefined | null): string
 
+/** The start of `text` within `maxTokens` estimated tokens (default 2000), with a notice. */
+export declare function limitTokensKeepStart(text: string, maxTokens?: number | undefined | null): string
+
 export interface NativeCommandOptions {
   env?: Record<string, string>
   cwd?: string

@@ -847,5 +847,6 @@ module.exports.detectIsolation = nativeBinding.detectIsolation
 module.exports.extractTailPipe = nativeBinding.extractTailPipe
 module.exports.isIsolationAvailable = nativeBinding.isIsolationAvailable
 module.exports.killedText = nativeBinding.killedText
+module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart
 module.exports.processOutputText = nativeBinding.processOutputText
 module.exports.stripAnsi = nativeBinding.stripAnsi

@@ -51,3 +51,12 @@ describe('token budget', () => {
     expect(native.commandResultText(text, '', 0, true, 0, 500)).toBe(mastraSandwich(text, 500))
   })
 })
+
+describe('token budget keeping the start', () => {
+  it.each([1, 2, 3])('matches @mastra/core on mixed text (seed %i)', (seed) => {
+    const text = mixedText(seed, 3000)
+    const total = estimate(text)
+    const expected = `${slice(text, 0, 700)}\n[output truncated: showing first ~700 of ~${total} tokens]`
+    expect(native.limitTokensKeepStart(text, 700)).toBe(expected)
+  })
+})

@@ -116,12 +116,21 @@ class WorkspaceReadOnlyError extends WorkspaceError {
   }
 }
 
+/** Marks an error made by `@mastra/core` to stand for one of these classes (see local-filesystem.js). */
+const STANDS_FOR = Symbol.for('native-workspace.standsFor')
+
 class FilesystemError extends Error {
   constructor(message, code, path) {
     super(message)
     this.name = new.target.name
     this.code = code
     this.path = path
+  }
+
+  static [Symbol.hasInstance](value) {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true
+    const standsFor = value?.[STANDS_FOR]
+    return typeof standsFor === 'function' && (standsFor === this || standsFor.prototype instanceof this)
   }
 }
 
@@ -163,6 +172,7 @@ class PermissionError extends FilesystemError {
 }
 
 module.exports = {
+  STANDS_FOR,
   SandboxError,
   SandboxExecutionError,
   SandboxTimeoutError,

@@ -337,6 +337,7 @@ export interface WorkspaceTool<Input = Record<string, unknown>> {
   needsApprovalFn?: (args: unknown, context?: { requestContext?: unknown }) => Promise<boolean>
 }
 
+/** The file tools (when the workspace has a filesystem) and the sandbox tools, keyed by the names the model sees. */
 export declare function createWorkspaceTools(workspace: Workspace): Promise<Record<string, WorkspaceTool>>
 export declare function callLifecycle(provider: object | undefined, method: 'init' | 'start' | 'stop' | 'destroy'): Promise<unknown>
 

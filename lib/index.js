@@ -22,8 +22,10 @@ const getRecommendedIsolation = () => {
   return detected.available ? detected.backend : 'none'
 }
 
+const { STANDS_FOR, ...errors } = require('./errors')
+
 module.exports = {
-  ...require('./errors'),
+  ...errors,
   Workspace,
   createWorkspaceTools,
   callLifecycle,

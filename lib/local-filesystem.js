@@ -2,9 +2,37 @@
 const path = require('node:path')
 const os = require('node:os')
 const { NativeLocalFs } = require('../index.js')
-const { FileNotFoundError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { FilesystemError, IsDirectoryError, SandboxOptionError, STANDS_FOR } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
+
+let mastraErrors
+
+/**
+ * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
+ * (which a Mastra Agent uses) recognise errors only by their class: a missing file must be
+ * *its* FileNotFoundError. The twin still passes `instanceof` for this package's class.
+ */
+async function mastraTwin(err) {
+  if (!(err instanceof FilesystemError)) return err
+  mastraErrors ??= import('@mastra/core/workspace').catch(() => null)
+  const Twin = (await mastraErrors)?.[err.name]
+  if (typeof Twin !== 'function') return err
+  const twin = new Twin(err.path, err.operation ?? 'access')
+  twin.message = err.message
+  twin.cause = err.cause
+  Object.defineProperty(twin, STANDS_FOR, { value: err.constructor })
+  return twin
+}
+
+/** Runs a native operation; errors come out as the public classes (or their Mastra twins). */
+async function call(fn) {
+  try {
+    return await translating(fn)
+  } catch (err) {
+    throw await mastraTwin(err)
+  }
+}
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
@@ -55,7 +83,7 @@ class LocalFilesystem {
 
   /** Contents as a Buffer, or as a string in `encoding`. */
   async readFile(filePath, options = {}) {
-    const bytes = await translating(() => this.#fs().readFile(filePath))
+    const bytes = await call(() => this.#fs().readFile(filePath))
     return options?.encoding ? bytes.toString(options.encoding) : bytes
   }
 
@@ -63,24 +91,22 @@ class LocalFilesystem {
     const data = typeof content === 'string' ? content : Buffer.from(content)
     const overwrite = options?.overwrite ?? true
     const recursive = options?.recursive ?? true
-    return translating(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
+    return call(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
   }
 
   async appendFile(filePath, content) {
     const data = typeof content === 'string' ? content : Buffer.from(content)
-    return translating(() => this.#fs().writeFile(filePath, data, true, true, true))
+    return call(() => this.#fs().writeFile(filePath, data, true, true, true))
   }
 
   async deleteFile(filePath, options = {}) {
-    return translating(() => this.#fs().deleteFile(filePath, options?.force ?? false))
+    return call(() => this.#fs().deleteFile(filePath, options?.force ?? false))
   }
 
   async copyFile(src, dest, options = {}) {
-    const stat = await this.stat(src).catch((err) => {
-      throw err instanceof FileNotFoundError ? new FileNotFoundError(src) : err
-    })
+    const stat = await this.stat(src)
     if (stat.type === 'directory') {
-      if (!options?.recursive) throw new IsDirectoryError(src)
+      if (!options?.recursive) throw await mastraTwin(new IsDirectoryError(src))
       await this.mkdir(dest, { recursive: true })
       for (const entry of await this.readdir(src)) {
         await this.copyFile(path.posix.join(src, entry.name), path.posix.join(dest, entry.name), options)
@@ -91,21 +117,21 @@ class LocalFilesystem {
   }
 
   async moveFile(src, dest, options = {}) {
-    return translating(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
+    return call(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
   }
 
   async mkdir(dirPath, options = {}) {
-    return translating(() => this.#fs().mkdir(dirPath, options?.recursive ?? true))
+    return call(() => this.#fs().mkdir(dirPath, options?.recursive ?? true))
   }
 
   async rmdir(dirPath, options = {}) {
-    return translating(() => this.#fs().rmdir(dirPath, options?.recursive ?? false, options?.force ?? false))
+    return call(() => this.#fs().rmdir(dirPath, options?.recursive ?? false, options?.force ?? false))
   }
 
   /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */
   async readdir(dirPath, options = {}) {
     const depth = options?.recursive ? (options.maxDepth ?? 100) : undefined
-    const entries = await translating(() => this.#fs().readdir(dirPath, depth))
+    const entries = await call(() => this.#fs().readdir(dirPath, depth))
     const extensions = options?.extension === undefined ? undefined : [options.extension].flat()
     return entries
       .filter((e) => {
@@ -122,11 +148,11 @@ class LocalFilesystem {
   }
 
   async exists(filePath) {
-    return translating(() => this.#fs().exists(filePath))
+    return call(() => this.#fs().exists(filePath))
   }
 
   async stat(filePath) {
-    const s = await translating(() => this.#fs().stat(filePath))
+    const s = await call(() => this.#fs().stat(filePath))
     return {
       name: path.basename(filePath),
       path: filePath,

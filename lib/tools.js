@@ -1,14 +1,22 @@
 'use strict'
-// The agent tools of a workspace's sandbox: execute_command (foreground or background),
-// get_process_output and kill_process. Their ids, input schemas and output texts are
-// those of `@mastra/core`; the texts are computed natively (see crates/core/src/tools).
+// The agent tools of a workspace: the file tools (see file-tools.js) and the sandbox's
+// execute_command (foreground or background), get_process_output and kill_process. Their
+// ids, input schemas and output texts are those of `@mastra/core`; the texts of commands
+// are computed natively (see crates/core/src/tools).
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
-const { WorkspaceError, SandboxNotAvailableError, SandboxFeatureNotSupportedError } = require('./errors')
+const {
+  WorkspaceError,
+  SandboxNotAvailableError,
+  SandboxFeatureNotSupportedError,
+  FilesystemNotAvailableError,
+} = require('./errors')
+const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
-const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval', 'hooks', 'writeLockTimeoutMs'])
+const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval'])
+const TOOL_KEYS = new Set(['enabled', 'requireApproval', 'name', 'maxOutputTokens', 'backgroundProcesses'])
 /** Output kept per stream while a foreground command runs, for the text of a failure. */
 const ERROR_CONTEXT_BYTES = 1048576
 
@@ -46,6 +54,7 @@ function inputSchemas() {
       wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
     }),
     killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
+    ...fileSchemas(z),
   }
   return schemas
 }
@@ -69,22 +78,38 @@ class Tail {
   }
 }
 
-/** What every tool call needs: the request's sandbox, the stream writer, the call id. */
+/** Tells a streaming UI which workspace a tool call runs in, before anything else. */
+async function emitMetadata(workspace, context, toolName, requestContext) {
+  const writer = context?.writer
+  if (!writer?.custom) return
+  const info = await workspace.getInfo({ requestContext, resolveDynamicProviders: false })
+  const toolCallId = context?.agent?.toolCallId ?? context?.toolCallId
+  await writer.custom({ type: 'data-workspace-metadata', data: { toolName, toolCallId, ...info } })
+}
+
+/** What every sandbox tool call needs: the request's sandbox, the stream writer, the call id. */
 async function callContext(workspace, context, toolName) {
   workspace.lastAccessedAt = new Date()
   const requestContext = context?.requestContext ?? context?.runtimeContext
   const sandbox = await workspace.resolveSandbox({ requestContext })
   if (!sandbox) throw new SandboxNotAvailableError()
+  await emitMetadata(workspace, context, toolName, requestContext)
   const writer = context?.writer
   const toolCallId = context?.agent?.toolCallId ?? context?.toolCallId
-  if (writer?.custom) {
-    const info = await workspace.getInfo({ requestContext, resolveDynamicProviders: false })
-    await writer.custom({ type: 'data-workspace-metadata', data: { toolName, toolCallId, ...info } })
-  }
   const emit = async (type, data, transient) => {
     if (writer?.custom) await writer.custom({ type, data: { ...data, toolCallId }, ...(transient && { transient }) })
   }
   return { sandbox, emit, toolCallId, abortSignal: context?.abortSignal }
+}
+
+/** Runs a file tool on the request's filesystem. */
+async function runFileTool(name, workspace, settings, input, context) {
+  workspace.lastAccessedAt = new Date()
+  const requestContext = context?.requestContext ?? context?.runtimeContext
+  const filesystem = workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
+  if (!filesystem) throw new FilesystemNotAvailableError()
+  await emitMetadata(workspace, context, name, requestContext)
+  return FILE_TOOLS[name].run(filesystem, input, settings)
 }
 
 function processesOf(sandbox) {
@@ -183,6 +208,12 @@ async function killProcess(workspace, config, input, context) {
 }
 
 const DEFINITIONS = {
+  ...Object.fromEntries(
+    Object.entries(FILE_TOOLS).map(([name, tool]) => [
+      name,
+      { ...tool, schema: name, run: (...args) => runFileTool(name, ...args) },
+    ]),
+  ),
   [EXECUTE_COMMAND]: {
     description:
       'Run a shell command in the workspace sandbox and return its output (stdout, stderr and, on failure, the exit code). ' +
@@ -230,15 +261,20 @@ function checkToolsConfig(toolsConfig) {
   if (toolsConfig === null || typeof toolsConfig !== 'object') {
     throw new WorkspaceError('tools config must be an object', 'INVALID_CONFIG')
   }
-  for (const key of Object.keys(toolsConfig)) {
-    if (!TOP_LEVEL_KEYS.has(key) && !KNOWN_TOOLS.has(key)) {
-      throw new WorkspaceError(`Unknown workspace tool "${key}" in the tools config`, 'INVALID_CONFIG')
+  for (const [key, value] of Object.entries(toolsConfig)) {
+    if (TOP_LEVEL_KEYS.has(key)) continue
+    if (!KNOWN_TOOLS.has(key)) throw new WorkspaceError(`Unknown workspace tool "${key}" in the tools config`, 'INVALID_CONFIG')
+    for (const option of Object.keys(value ?? {})) {
+      if (!TOOL_KEYS.has(option)) {
+        throw new WorkspaceError(`The tools config option "${option}" (of "${key}") is not supported`, 'INVALID_CONFIG')
+      }
     }
   }
 }
 
 /**
- * The sandbox tools of `workspace`, keyed by the names the model sees. They work in a
+ * The tools of `workspace` (file tools when it has a filesystem, the write ones left out
+ * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model sees. They work in a
  * Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
  */
 async function createWorkspaceTools(workspace) {
@@ -248,6 +284,10 @@ async function createWorkspaceTools(workspace) {
   const sandbox = workspace.sandbox
   const dynamic = !sandbox && workspace.hasSandboxResolver?.()
   const offered = []
+  if (workspace.hasFilesystemConfig?.()) {
+    const readOnly = workspace.filesystem?.readOnly ?? false
+    offered.push(...Object.keys(FILE_TOOLS).filter((name) => !(readOnly && FILE_TOOLS[name].writes)))
+  }
   if (dynamic || typeof sandbox?.executeCommand === 'function') offered.push(EXECUTE_COMMAND)
   if (dynamic || sandbox?.processes) offered.push(GET_PROCESS_OUTPUT, KILL_PROCESS)
   const withBackground = dynamic || Boolean(sandbox?.processes)

@@ -75,6 +75,13 @@ pub fn extract_tail_pipe(command: String) -> TailPipe {
   }
 }
 
+/// The start of `text` within `maxTokens` estimated tokens (default 2000), with a notice.
+#[napi]
+pub fn limit_tokens_keep_start(text: String, max_tokens: Option<f64>) -> String {
+  let limit = limit(max_tokens).unwrap_or(format::DEFAULT_MAX_OUTPUT_TOKENS);
+  format::apply_token_limit_keep_start(&text, limit).into_owned()
+}
+
 #[napi]
 pub fn strip_ansi(text: String) -> String {
   format::strip_ansi(&text).into_owned()

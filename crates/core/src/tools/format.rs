@@ -79,6 +79,20 @@ pub fn apply_token_limit_sandwich(output: &str, limit: usize) -> Cow<'_, str> {
   Cow::Owned(parts.join("\n"))
 }
 
+/// Keeps the start of an output over `limit` estimated tokens (file listings, file
+/// contents), with a notice at the end.
+pub fn apply_token_limit_keep_start(output: &str, limit: usize) -> Cow<'_, str> {
+  if output.is_empty() {
+    return Cow::Borrowed(output);
+  }
+  let total = estimate_tokens(output);
+  if total <= limit {
+    return Cow::Borrowed(output);
+  }
+  let kept = slice_with_total(output, 0, Some(limit as i64), total);
+  Cow::Owned(format!("{kept}\n[output truncated: showing first ~{limit} of ~{total} tokens]"))
+}
+
 /// Line tail, then the token budget (default 2000).
 pub fn truncate_output(output: &str, tail: Option<f64>, token_limit: Option<usize>) -> String {
   let tailed = apply_tail(output, tail);
@@ -326,6 +340,15 @@ mod tests {
       "link"
     );
     assert_eq!(strip_ansi("plain"), "plain");
+  }
+
+  #[test]
+  fn keep_start_budget_cuts_the_end() {
+    let text = seq(1, 3000);
+    let out = apply_token_limit_keep_start(&text, 100);
+    assert!(out.starts_with("1\n2\n"));
+    assert!(out.ends_with("\n[output truncated: showing first ~100 of ~3000 tokens]"));
+    assert_eq!(apply_token_limit_keep_start("short", 100), "short");
   }
 
   #[test]

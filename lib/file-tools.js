@@ -1,0 +1,383 @@
+'use strict'
+// The file tools of a workspace: read_file, write_file, edit_file, list_files, delete,
+// file_stat, mkdir and grep, over any filesystem with the WorkspaceFilesystem methods.
+// Their texts are those of `@mastra/core`; token budgets are computed natively.
+const native = require('../index.js')
+const { WORKSPACE_TOOLS } = require('./constants')
+const { WorkspaceReadOnlyError } = require('./errors')
+
+const FS = WORKSPACE_TOOLS.FILESYSTEM
+const GREP_CAP = 1000
+const MAX_PATTERN_LENGTH = 1000
+const MAX_LINE_LENGTH = 500
+const LIST_TOKEN_LIMIT = 1000
+const BINARY_SNIFF_BYTES = 8000
+
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
+const isMissing = (err) => err?.code === 'ENOENT'
+const looksBinary = (bytes) => bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0)
+const clip = (line) => (line.length > MAX_LINE_LENGTH ? `${line.slice(0, MAX_LINE_LENGTH)}...` : line)
+
+function writable(filesystem, tool) {
+  if (filesystem.readOnly) throw new WorkspaceReadOnlyError(tool)
+}
+
+/** Lines `start..end` (1-based, inclusive) as `     N→text`, the number right-aligned. */
+function numbered(lines, start) {
+  const width = Math.max(6, String(start + lines.length - 1).length + 1)
+  return lines.map((line, i) => `${String(start + i).padStart(width)}→${line}`).join('\n')
+}
+
+async function readFile(filesystem, input, settings) {
+  const { path, offset, limit, encoding } = input
+  const stat = await filesystem.stat(path)
+  const shown = stat.path ?? path
+  const raw = await filesystem.readFile(path)
+  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
+  if (encoding && encoding !== 'utf-8' && encoding !== 'utf8') {
+    return native.limitTokensKeepStart(`${shown} (${stat.size} bytes, ${encoding})\n${bytes.toString(encoding)}`, settings.maxOutputTokens)
+  }
+  if (!encoding && looksBinary(bytes)) {
+    return `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
+  }
+  const lines = bytes.toString('utf8').split('\n')
+  const first = Math.max(1, offset ?? 1)
+  const last = Math.min(lines.length, limit ? first + limit - 1 : lines.length)
+  const picked = first <= last ? lines.slice(first - 1, last) : []
+  const body = input.showLineNumbers !== false && picked.length > 0 ? numbered(picked, first) : picked.join('\n')
+  const header =
+    offset !== undefined || limit !== undefined
+      ? `${shown} (lines ${picked.length ? first : 0}-${picked.length ? last : 0} of ${lines.length}, ${stat.size} bytes)`
+      : `${shown} (${stat.size} bytes)`
+  return native.limitTokensKeepStart(`${header}\n${body}`, settings.maxOutputTokens)
+}
+
+async function writeFile(filesystem, { path, content, overwrite }) {
+  writable(filesystem, 'write_file')
+  await filesystem.writeFile(path, content, { overwrite })
+  return `Wrote ${Buffer.byteLength(content, 'utf8')} bytes to ${path}`
+}
+
+/** Where each replaced occurrence lands, as ` (lines 2, 5-6)`. */
+function editedLines(content, oldString, newString, all) {
+  const lineAt = (index) => content.slice(0, index).split('\n').length
+  const added = newString.split('\n').length
+  const ranges = []
+  for (let at = content.indexOf(oldString); at !== -1; at = content.indexOf(oldString, at + oldString.length)) {
+    const start = lineAt(at)
+    const end = start + Math.max(added, lineAt(at + Math.max(oldString.length, 1) - 1) - start + 1) - 1
+    ranges.push(end === start ? String(start) : `${start}-${end}`)
+    if (!all) break
+  }
+  return ranges.length ? ` (lines ${ranges.join(', ')})` : ''
+}
+
+async function editFile(filesystem, { path, old_string: oldString, new_string: newString, replace_all: all }) {
+  writable(filesystem, 'edit_file')
+  const content = await filesystem.readFile(path, { encoding: 'utf-8' })
+  if (typeof content !== 'string') return 'Cannot edit binary files. Use the write file tool instead.'
+  const count = oldString === '' ? 0 : content.split(oldString).length - 1
+  if (count === 0) return 'The specified text was not found. Make sure you use the exact text from the file.'
+  if (count > 1 && !all) {
+    return `The specified text appears ${count} times. Provide more surrounding context to make the match unique, or use replace_all to replace all occurrences.`
+  }
+  const lines = editedLines(content, oldString, newString, all)
+  const updated = all ? content.split(oldString).join(newString) : content.replace(oldString, () => newString)
+  await filesystem.writeFile(path, updated, { overwrite: true })
+  const replaced = all ? count : 1
+  return `Replaced ${replaced} occurrence${replaced === 1 ? '' : 's'} in ${path}${lines}`
+}
+
+async function deletePath(filesystem, { path, recursive }) {
+  writable(filesystem, 'delete')
+  if ((await filesystem.stat(path)).type === 'directory') await filesystem.rmdir(path, { recursive, force: recursive })
+  else await filesystem.deleteFile(path)
+  return `Deleted ${path}`
+}
+
+async function fileStat(filesystem, { path }) {
+  try {
+    const stat = await filesystem.stat(path)
+    const size = stat.size === undefined ? '' : ` Size: ${stat.size} bytes`
+    return `${path} Type: ${stat.type}${size} Modified: ${stat.modifiedAt.toISOString()}`
+  } catch (err) {
+    if (isMissing(err)) return `${path}: not found`
+    throw err
+  }
+}
+
+async function makeDirectory(filesystem, { path, recursive }) {
+  writable(filesystem, 'mkdir')
+  await filesystem.mkdir(path, { recursive })
+  return `Created directory ${path}`
+}
+
+// ---------------------------------------------------------------------------------------
+// Paths and globs
+
+const joinPath = (dir, name) => (dir === '' || dir === '.' || dir === './' ? name : `${dir.replace(/\/$/, '')}/${name}`)
+const isGlob = (p) => /[*?[\]{}]/.test(p)
+
+/** The leading segments of a glob that hold no wildcard (`src/**\/*.ts` → `src`). */
+function globBase(glob) {
+  const fixed = []
+  for (const segment of glob.split('/')) {
+    if (isGlob(segment)) break
+    fixed.push(segment)
+  }
+  return fixed.join('/') || '.'
+}
+
+/** A glob (`*`, `**`, `?`, `[…]`, `{a,b}`) as a RegExp over `/`-separated paths. */
+function globRegExp(glob) {
+  let source = ''
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i]
+    if (c === '*' && glob[i + 1] === '*') {
+      const slash = glob[i + 2] === '/'
+      source += slash ? '(?:.*/)?' : '.*'
+      i += slash ? 2 : 1
+    } else if (c === '*') source += '[^/]*'
+    else if (c === '?') source += '[^/]'
+    else if (c === '[') {
+      const close = glob.indexOf(']', i + 1)
+      if (close === -1) source += '\\['
+      else {
+        source += `[${glob.slice(i + 1, close).replace(/^!/, '^').replace(/\\/g, '\\\\')}]`
+        i = close
+      }
+    } else if (c === '{') {
+      const close = glob.indexOf('}', i + 1)
+      if (close === -1) source += '\\{'
+      else {
+        source += `(?:${glob
+          .slice(i + 1, close)
+          .split(',')
+          .map((alt) => globRegExp(alt).source.slice(1, -1))
+          .join('|')})`
+        i = close
+      }
+    } else source += c.replace(/[.+^$()|\\]/g, '\\$&')
+  }
+  return new RegExp(`^${source}$`)
+}
+
+function globMatcher(patterns) {
+  const regexps = [patterns].flat().map(globRegExp)
+  return (p) => regexps.some((r) => r.test(p.replace(/^\.\//, '')))
+}
+
+// ---------------------------------------------------------------------------------------
+// list_files
+
+async function listFiles(filesystem, input, settings) {
+  const root = input.path ?? '.'
+  const maxDepth = input.maxDepth ?? 2
+  const showHidden = input.showHidden ?? false
+  const excludes = input.exclude ? [input.exclude].flat().flatMap((e) => e.split('|')).map((e) => e.trim()).filter(Boolean) : []
+  const extensions = input.extension ? [input.extension].flat().map((e) => (e.startsWith('.') ? e : `.${e}`)) : undefined
+  const patterns = [input.pattern ?? []].flat().filter((p) => typeof p === 'string' && p.trim())
+  const matches = patterns.length ? globMatcher(patterns) : undefined
+  const lines = ['.']
+  let dirs = 0
+  let files = 0
+  let truncated = false
+
+  async function walk(dir, depth, rel) {
+    if (depth >= maxDepth) {
+      truncated = true
+      return
+    }
+    let entries = (await filesystem.readdir(dir)).filter((e) => !(e.type === 'directory' && e.name === '.git'))
+    if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
+    if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
+    if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
+    else {
+      if (extensions) entries = entries.filter((e) => e.type === 'directory' || extensions.some((x) => e.name.endsWith(x)))
+      if (matches) entries = entries.filter((e) => e.type === 'directory' || matches(rel ? `${rel}/${e.name}` : e.name))
+    }
+    entries.sort((a, b) => (a.type === b.type ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.type === 'directory' ? -1 : 1))
+    for (const entry of entries) {
+      const shown = entry.isSymlink && entry.symlinkTarget ? `${entry.name} -> ${entry.symlinkTarget}` : entry.name
+      lines.push(`${'\t'.repeat(depth)}${shown}`)
+      if (entry.type !== 'directory') files++
+      else {
+        dirs++
+        if (!entry.isSymlink) await walk(joinPath(dir, entry.name), depth + 1, rel ? `${rel}/${entry.name}` : entry.name)
+      }
+    }
+  }
+  await walk(root, 0, '')
+  const summary = `${plural(dirs, 'directory', 'directories')}, ${plural(files, 'file')}${truncated ? ` (truncated at depth ${maxDepth})` : ''}`
+  return native.limitTokensKeepStart(`${lines.join('\n')}\n\n${summary}`, settings.maxOutputTokens ?? LIST_TOKEN_LIMIT)
+}
+
+// ---------------------------------------------------------------------------------------
+// grep
+
+/** Every text file under `dir` (depth first, in listing order), hidden ones only if asked. */
+async function filesUnder(filesystem, dir, includeHidden, matches) {
+  const found = []
+  for (const entry of await filesystem.readdir(dir)) {
+    if (entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))) continue
+    const full = dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`
+    if (entry.type === 'file') {
+      if (!matches || matches(full)) found.push(full)
+    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches)))
+  }
+  return found
+}
+
+async function grep(filesystem, input, settings) {
+  const { pattern, contextLines = 0, maxCount, caseSensitive = true, includeHidden = false } = input
+  const target = input.path ?? '.'
+  if (pattern.length > MAX_PATTERN_LENGTH) {
+    return `Error: Pattern too long (${pattern.length} chars, max ${MAX_PATTERN_LENGTH}). Use a shorter pattern.`
+  }
+  let regex
+  try {
+    regex = new RegExp(pattern, caseSensitive ? 'g' : 'gi')
+  } catch (err) {
+    return `Error: Invalid regex pattern: ${err.message}`
+  }
+  const matches = isGlob(target) ? globMatcher(target) : undefined
+  const base = matches ? globBase(target) : target
+  let paths = []
+  let missing = false
+  try {
+    const stat = await filesystem.stat(base)
+    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches)
+  } catch (err) {
+    if (!isMissing(err) && err?.code !== 'ENOTDIR') throw err
+    missing = true
+  }
+
+  const context = Math.max(0, Math.floor(contextLines))
+  const out = []
+  const filesWithMatches = new Set()
+  let total = 0
+  let truncated = false
+  let hunkWritten = false
+  for (const file of paths) {
+    if (truncated) break
+    const bytes = await filesystem.readFile(file).catch(() => undefined)
+    if (!bytes || looksBinary(Buffer.from(bytes))) continue
+    const lines = Buffer.from(bytes).toString('utf8').split('\n')
+    const found = []
+    for (let i = 0; i < lines.length; i++) {
+      regex.lastIndex = 0
+      const match = regex.exec(lines[i])
+      if (!match) continue
+      filesWithMatches.add(file)
+      found.push({ line: i, column: match.index })
+      total++
+      if (maxCount !== undefined && found.length >= maxCount) break
+      if (total >= GREP_CAP) {
+        truncated = true
+        break
+      }
+    }
+    if (context === 0) {
+      for (const { line, column } of found) out.push(`${file}:${line + 1}:${column + 1}: ${clip(lines[line])}`)
+      continue
+    }
+    const hunks = []
+    for (const { line, column } of found) {
+      const last = hunks[hunks.length - 1]
+      const start = Math.max(0, line - context)
+      if (last && start <= last.end + 1) {
+        last.end = Math.max(last.end, line + context)
+        last.columns.set(line, column)
+      } else hunks.push({ start, end: line + context, columns: new Map([[line, column]]) })
+    }
+    for (const hunk of hunks) {
+      if (hunkWritten) out.push('--')
+      hunkWritten = true
+      for (let i = hunk.start; i <= hunk.end && i < lines.length; i++) {
+        const column = hunk.columns.get(i)
+        out.push(column === undefined ? `${file}:${i + 1}- ${lines[i]}` : `${file}:${i + 1}:${column + 1}: ${clip(lines[i])}`)
+      }
+    }
+  }
+  const summary = [`${total} match${total === 1 ? '' : 'es'}`, `across ${plural(filesWithMatches.size, 'file')}`]
+  if (truncated) summary.push(`(truncated at ${GREP_CAP})`)
+  if (missing) summary.push('(target path not found: nothing searched)')
+  return native.limitTokensKeepStart([summary.join(' '), '---', ...out].join('\n'), settings.maxOutputTokens)
+}
+
+/** Input schemas of the file tools, given zod. */
+function fileSchemas(z) {
+  const path = (what) => z.string().describe(what)
+  return {
+    [FS.READ_FILE]: z.object({
+      path: path('File to read, relative to the workspace.'),
+      offset: z.number().int().min(1).optional().describe('First line to show (1-based).'),
+      limit: z.number().int().min(1).optional().describe('How many lines to show.'),
+      showLineNumbers: z.boolean().optional().default(true).describe('Prefix lines with their numbers (default true).'),
+      encoding: z
+        .enum(['utf-8', 'utf8', 'base64', 'hex', 'binary'])
+        .optional()
+        .describe('Only for binary files: `base64` or `hex` shows their raw bytes.'),
+    }),
+    [FS.WRITE_FILE]: z.object({
+      path: path('File to write; missing parent directories are created.'),
+      content: z.string().describe('The whole new content of the file.'),
+      overwrite: z.boolean().optional().default(true).describe('Replace an existing file (default true).'),
+    }),
+    [FS.EDIT_FILE]: z.object({
+      path: path('File to edit.'),
+      old_string: z.string().describe('Exact text to replace; it must occur once unless replace_all is set.'),
+      new_string: z.string().describe('Text to put in its place.'),
+      replace_all: z.boolean().optional().default(false).describe('Replace every occurrence.'),
+    }),
+    [FS.LIST_FILES]: z.object({
+      path: z.string().optional().default('.').describe('Directory to list (default: the workspace root).'),
+      maxDepth: z.number().int().optional().describe('How many levels deep to go (default 2).'),
+      showHidden: z.boolean().optional().describe('Include names starting with a dot.'),
+      dirsOnly: z.boolean().optional().describe('List directories only.'),
+      exclude: z.union([z.string(), z.array(z.string())]).optional().describe('Skip names containing these (`a|b` or a list).'),
+      extension: z.union([z.string(), z.array(z.string())]).optional().describe('Only files with these extensions.'),
+      pattern: z.union([z.string(), z.array(z.string())]).optional().describe('Only files matching these globs, e.g. `**/*.ts`.'),
+    }),
+    [FS.DELETE]: z.object({
+      path: path('File or directory to delete.'),
+      recursive: z.boolean().optional().default(false).describe('Delete a directory with everything in it.'),
+    }),
+    [FS.FILE_STAT]: z.object({ path: path('File or directory to describe.') }),
+    [FS.MKDIR]: z.object({
+      path: path('Directory to create.'),
+      recursive: z.boolean().optional().default(true).describe('Create missing parents too (default true).'),
+    }),
+    [FS.GREP]: z.object({
+      pattern: z.string().describe('Regular expression to look for.'),
+      path: z.string().optional().default('.').describe('File, directory or glob to search (default: everything).'),
+      contextLines: z.number().optional().default(0).describe('Lines of context around each match.'),
+      maxCount: z.number().optional().describe('At most this many matches per file.'),
+      caseSensitive: z.boolean().optional().default(true).describe('Match case (default true).'),
+      includeHidden: z.boolean().optional().default(false).describe('Search names starting with a dot too.'),
+    }),
+  }
+}
+
+/** The file tools: what each does and whether it writes. */
+const FILE_TOOLS = {
+  [FS.READ_FILE]: { run: readFile, description: 'Read a text file, with line numbers; `offset` and `limit` pick a range of lines.' },
+  [FS.WRITE_FILE]: { run: writeFile, writes: true, description: 'Create or replace a file with the given content.' },
+  [FS.EDIT_FILE]: {
+    run: editFile,
+    writes: true,
+    description:
+      'Replace an exact piece of text in a file. Copy `old_string` from the file as it is (without the line-number prefix read_file shows); it must be unique unless `replace_all` is set.',
+  },
+  [FS.LIST_FILES]: { run: listFiles, description: 'Show a directory as a tab-indented tree (2 levels by default), with counts.' },
+  [FS.DELETE]: { run: deletePath, writes: true, description: 'Delete a file, or a directory (`recursive: true` when it is not empty).' },
+  [FS.FILE_STAT]: { run: fileStat, description: 'Tell whether a path exists, and its type, size and modification time.' },
+  [FS.MKDIR]: { run: makeDirectory, writes: true, description: 'Create a directory (and its missing parents).' },
+  [FS.GREP]: {
+    run: grep,
+    description:
+      'Search file contents with a regular expression; prints `file:line:column: text` for each match. `path` may be a file, a directory or a glob such as `src/**/*.ts`.',
+  },
+}
+
+module.exports = { FILE_TOOLS, fileSchemas, globRegExp }

@@ -339,6 +339,24 @@ export interface WorkspaceTool<Input = Record<string, unknown>> {
 
 /** The file tools (when the workspace has a filesystem) and the sandbox tools, keyed by the names the model sees. */
 export declare function createWorkspaceTools(workspace: Workspace): Promise<Record<string, WorkspaceTool>>
+export interface WorkspaceToolContext extends Record<string, unknown> {
+  requestContext?: unknown
+  /** The sandbox of this call's request (through the agent's workspace). */
+  getSandbox(): Promise<WorkspaceSandbox | undefined>
+  getFilesystem(): Promise<object | undefined>
+}
+
+/** A tool of your own whose `execute` gets `ctx.getSandbox()` / `ctx.getFilesystem()`. */
+export declare function createTool<Input, Output>(definition: {
+  id: string
+  description: string
+  inputSchema?: unknown
+  outputSchema?: unknown
+  /** Used when the agent passes no workspace in the tool context. */
+  workspace?: Workspace
+  execute(input: Input, ctx: WorkspaceToolContext): Promise<Output> | Output
+}): { id: string; description: string; inputSchema?: unknown; outputSchema?: unknown; execute(input: Input, ctx?: Record<string, unknown>): Promise<Output> }
+
 export declare function callLifecycle(provider: object | undefined, method: 'init' | 'start' | 'stop' | 'destroy'): Promise<unknown>
 
 export declare const WORKSPACE_TOOLS_PREFIX: 'mastra_workspace'

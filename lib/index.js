@@ -10,6 +10,7 @@ const { Workspace, callLifecycle } = require('./workspace')
 const { MastraSandbox } = require('./mastra-sandbox')
 const { LocalFilesystem } = require('./local-filesystem')
 const { createWorkspaceTools } = require('./tools')
+const { createTool } = require('./create-tool')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
@@ -28,6 +29,7 @@ module.exports = {
   ...errors,
   Workspace,
   createWorkspaceTools,
+  createTool,
   callLifecycle,
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,

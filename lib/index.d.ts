@@ -133,6 +133,19 @@ export interface LocalSandboxOptions {
   onDestroy?: (event: { sandbox: LocalSandbox }) => void | Promise<void>
 }
 
+export type MountState = 'pending' | 'mounting' | 'mounted' | 'error' | 'unsupported' | 'unavailable'
+export interface MountEntry {
+  filesystem: object
+  state: MountState
+  error?: string
+  config?: { type: string; basePath?: string }
+}
+export interface MountResult {
+  success: boolean
+  mountPath: string
+  error?: string
+}
+
 export interface SandboxInfo {
   id: string
   name: string
@@ -140,6 +153,7 @@ export interface SandboxInfo {
   status: ProviderStatus
   createdAt: Date
   resources?: { memoryMB?: number; cpuCores?: number }
+  mounts?: { path: string; filesystem: string }[]
   metadata?: Record<string, unknown>
 }
 
@@ -161,6 +175,11 @@ export declare class LocalSandbox {
   readonly timeout: number | undefined
   readonly createdAt: Date
   readonly processes: LocalProcessManager
+  /** Mounted filesystems by mount path. */
+  readonly mounts: { readonly entries: ReadonlyMap<string, MountEntry>; get(path: string): MountEntry | undefined; has(path: string): boolean }
+  /** Makes a filesystem's local directory visible to commands at `<workingDirectory><mountPath>`. */
+  mount(filesystem: { id?: string; getMountConfig?(): { type: string; basePath?: string } }, mountPath: string): Promise<MountResult>
+  unmount(mountPath: string): Promise<void>
   start(): Promise<{ outcome: 'created' | 'connected' }>
   stop(): Promise<void>
   destroy(): Promise<void>

@@ -6,6 +6,7 @@ const { check, instructionsText } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
+const { LocalMounts } = require('./mounts')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -58,6 +59,8 @@ class LocalSandbox {
     this.name = 'LocalSandbox'
     this.provider = 'local'
     this.processes = new LocalProcessManager(this, this.#native)
+    /** Mounted filesystems: `entries` maps a mount path to `{ filesystem, state, error? }`. */
+    this.mounts = new LocalMounts(() => this.workingDirectory)
   }
 
   get id() {
@@ -95,12 +98,28 @@ class LocalSandbox {
   async stop() {
     await translating(() => this.#native.stop())
     this.processes._forgetAll()
+    await this.mounts.unmountAll()
   }
 
   /** Kills every process and runs `onDestroy`; the sandbox cannot be used again. */
   async destroy() {
     await translating(() => this.#native.destroy())
     this.processes._forgetAll()
+    await this.mounts.unmountAll()
+  }
+
+  /**
+   * Makes a filesystem with a local base directory (e.g. a `LocalFilesystem`) visible to
+   * commands at `<workingDirectory><mountPath>`. Resolves to `{ success, mountPath, error? }`;
+   * an invalid mount path throws a `MountError`.
+   */
+  mount(filesystem, mountPath) {
+    return this.mounts.mount(filesystem, mountPath)
+  }
+
+  /** Removes a mount (its link only; the filesystem's files stay). */
+  unmount(mountPath) {
+    return this.mounts.unmount(mountPath)
   }
 
   _start() {
@@ -171,6 +190,7 @@ class LocalSandbox {
       status: this.status,
       createdAt: this.createdAt,
       resources: { memoryMB: Math.round(os.totalmem() / 1048576), cpuCores: os.cpus().length },
+      ...(this.mounts.entries.size > 0 && { mounts: this.mounts.list() }),
       metadata: {
         workingDirectory: this.workingDirectory,
         platform: process.platform,

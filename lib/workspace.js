@@ -93,7 +93,11 @@ class Workspace {
           this.id,
         )
       }
-      throw new WorkspaceError('"mounts" are not supported by this version of native-workspace', 'INVALID_CONFIG', this.id)
+      throw new WorkspaceError(
+        '"mounts" on a Workspace are not supported by this version of native-workspace; mount on the sandbox instead: sandbox.mount(filesystem, "/path")',
+        'INVALID_CONFIG',
+        this.id,
+      )
     }
 
     this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')

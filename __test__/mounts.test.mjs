@@ -1,0 +1,83 @@
+// Local mounts: a filesystem's directory appears to commands under the working directory,
+// and unmounting removes the link only. Judged by what commands see and by the host's files.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { LocalFilesystem, LocalSandbox, MountError } from '../lib/index.mjs'
+
+const made = []
+afterEach(async () => {
+  for (const { sandbox, top } of made.splice(0)) {
+    await sandbox.destroy()
+    fs.rmSync(top, { recursive: true, force: true })
+  }
+})
+
+function setup() {
+  const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-mounts-'))
+  const data = path.join(top, 'data')
+  fs.mkdirSync(data)
+  fs.writeFileSync(path.join(data, 'report.txt'), 'quarterly numbers\n')
+  const sandbox = new LocalSandbox({ workingDirectory: path.join(top, 'work') })
+  made.push({ sandbox, top })
+  return { sandbox, data, filesystem: new LocalFilesystem({ basePath: data }) }
+}
+
+describe('LocalSandbox mounts', () => {
+  it('shows the mounted directory to commands, lists it, and unmounts the link only', async () => {
+    const { sandbox, data, filesystem } = setup()
+    expect(await sandbox.mount(filesystem, '//shared/data/')).toEqual({ success: true, mountPath: '/shared/data' })
+    expect((await sandbox.executeCommand('cat shared/data/report.txt')).stdout).toBe('quarterly numbers\n')
+    await sandbox.executeCommand('echo from-sandbox > shared/data/new.txt')
+    expect(fs.readFileSync(path.join(data, 'new.txt'), 'utf8')).toBe('from-sandbox\n')
+    expect(sandbox.mounts.get('/shared/data')).toMatchObject({ state: 'mounted' })
+    expect(sandbox.getInfo().mounts).toEqual([{ path: '/shared/data', filesystem: 'LocalFilesystem' }])
+
+    await sandbox.unmount('/shared/data')
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'shared/data'))).toBe(false)
+    expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
+    expect(sandbox.mounts.has('/shared/data')).toBe(false)
+  })
+
+  it.each([
+    ['relative/path', 'Must be an absolute path'],
+    ['/tmp/bad path', 'Must be an absolute path'],
+    ['/', 'Must be an absolute path'],
+    ['/data/../etc', 'Path segments cannot be "." or ".."'],
+    ['/./data', 'Path segments cannot be "." or ".."'],
+  ])('rejects the mount path %s', async (mountPath, message) => {
+    const { sandbox, filesystem } = setup()
+    const err = await sandbox.mount(filesystem, mountPath).catch((e) => e)
+    expect(err).toBeInstanceOf(MountError)
+    expect(err.message).toContain(message)
+  })
+
+  it('refuses to hide files, to replace a file or a foreign link, and filesystems it cannot mount', async () => {
+    const { sandbox, filesystem } = setup()
+    const work = sandbox.workingDirectory
+    fs.mkdirSync(path.join(work, 'busy'), { recursive: true })
+    fs.writeFileSync(path.join(work, 'busy', '.keep'), 'x')
+    fs.writeFileSync(path.join(work, 'file'), 'x')
+    fs.symlinkSync('/tmp', path.join(work, 'foreign'))
+    expect((await sandbox.mount(filesystem, '/busy')).error).toContain('not empty')
+    expect((await sandbox.mount(filesystem, '/file')).error).toContain('regular file')
+    expect((await sandbox.mount(filesystem, '/foreign')).error).toContain('already occupied')
+    expect((await sandbox.mount({ id: 'x' }, '/x')).error).toBe('Filesystem "x" does not provide a mount config')
+    expect((await sandbox.mount({ id: 's3', getMountConfig: () => ({ type: 's3' }) }, '/s3')).error).toBe('Unsupported mount type: s3')
+    expect(fs.readFileSync(path.join(work, 'busy', '.keep'), 'utf8')).toBe('x')
+    expect(fs.readFileSync(path.join(work, 'file'), 'utf8')).toBe('x')
+    expect(fs.readlinkSync(path.join(work, 'foreign'))).toBe('/tmp')
+  })
+
+  it('stop() and destroy() unmount, leaving the mounted files in place', async () => {
+    const { sandbox, data, filesystem } = setup()
+    await sandbox.mount(filesystem, '/data')
+    await sandbox.stop()
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'data'))).toBe(false)
+    await sandbox.mount(filesystem, '/data')
+    await sandbox.destroy()
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'data'))).toBe(false)
+    expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
+  })
+})

@@ -179,7 +179,8 @@ describe('our Workspace with a sandbox resolver keyed by thread', () => {
     const started = await run('t1', { toolName: EXEC, input: { command: `echo t1-bg; sleep ${marker}`, background: true } })
     expect(started).toMatch(/^Started background process \(PID: \d+\)$/)
     const pid = /PID: (\d+)/.exec(started)[1]
-    expect(processesWith(marker).length).toBeGreaterThan(0)
+    // The handle exists as soon as the start is reported; the command's own process a moment later.
+    expect(await waitFor(() => processesWith(marker).length > 0)).toBe(true)
     expect(await waitFor(async () => (await sandboxes[0].processes.get(pid))?.stdout === 't1-bg\n')).toBe(true)
 
     expect(await run('t1', { toolName: OUTPUT, input: { pid } })).toBe('t1-bg\n')

@@ -81,3 +81,31 @@ describe('LocalSandbox mounts', () => {
     expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
   })
 })
+
+describe('Workspace({ mounts })', () => {
+  it("mounts on the sandbox's start and routes the file tools by mount path", async () => {
+    const { sandbox, data, filesystem } = setup()
+    const { Workspace, createWorkspaceTools, PermissionError } = await import('../lib/index.mjs')
+    const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem } })
+    // Commands see the mount as soon as the sandbox has started (lazily, here).
+    expect((await sandbox.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\n')
+    const tools = await createWorkspaceTools(workspace)
+    const run = (name, input) => tools[`mastra_workspace_${name}`].execute(input, {})
+    expect(await run('read_file', { path: '/data/report.txt' })).toBe('/data/report.txt (18 bytes)\n     1→quarterly numbers\n     2→')
+    expect(await run('write_file', { path: '/data/out.txt', content: 'ok' })).toBe('Wrote 2 bytes to /data/out.txt')
+    expect(fs.readFileSync(path.join(data, 'out.txt'), 'utf8')).toBe('ok')
+    expect(await run('list_files', { path: '/' })).toBe('.\ndata\n\tout.txt\n\treport.txt\n\n1 directory, 2 files')
+    await expect(run('write_file', { path: '/elsewhere.txt', content: 'x' })).rejects.toBeInstanceOf(PermissionError)
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'elsewhere.txt'))).toBe(false)
+  })
+
+  it('cannot be combined with a filesystem or a sandbox resolver', async () => {
+    const { filesystem } = setup()
+    const { Workspace, WorkspaceError } = await import('../lib/index.mjs')
+    const withFs = () => new Workspace({ filesystem, mounts: { '/data': filesystem } })
+    const withResolver = () => new Workspace({ sandbox: () => undefined, mounts: { '/data': filesystem } })
+    expect(withFs).toThrow(WorkspaceError)
+    expect(withFs).toThrow('Cannot use both "filesystem" and "mounts"')
+    expect(withResolver).toThrow('Cannot use "mounts" with a dynamic sandbox resolver')
+  })
+})

@@ -89,11 +89,11 @@ describe('constructor validation', () => {
     }
   })
 
-  it('rejects mounts with INVALID_CONFIG (static sandbox and resolver)', () => {
+  it('takes mounts with a static sandbox, and rejects them with a resolver (INVALID_CONFIG)', () => {
     const mounts = { '/data': { provider: 'local' } }
-    expect(() => new Workspace({ sandbox: makeSandbox(), mounts })).toThrow(
-      expect.objectContaining({ name: 'WorkspaceError', code: 'INVALID_CONFIG' }),
-    )
+    const ws = new Workspace({ sandbox: makeSandbox(), mounts })
+    expect(ws.hasFilesystemConfig()).toBe(true)
+    expect(ws.filesystem.name).toBe('CompositeFilesystem')
     expect(() => new Workspace({ sandbox: () => makeSandbox(), mounts })).toThrow(
       expect.objectContaining({ code: 'INVALID_CONFIG', message: expect.stringContaining('dynamic sandbox resolver') }),
     )

@@ -309,6 +309,9 @@ export interface WorkspaceConfig {
   /** With a sandbox resolver: requests with the same key share one resolved sandbox. */
   sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
   filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
+  /** Filesystems by mount path: file tools see them at those paths, and a static sandbox
+   *  that can mount shows them to commands (under its working directory). */
+  mounts?: Record<string, object>
   tools?: WorkspaceToolsConfig
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
   lsp?: boolean | object

@@ -2,6 +2,7 @@
 const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
 const { check } = require('./options')
+const { CompositeFilesystem } = require('./composite-filesystem')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -93,11 +94,8 @@ class Workspace {
           this.id,
         )
       }
-      throw new WorkspaceError(
-        '"mounts" on a Workspace are not supported by this version of native-workspace; mount on the sandbox instead: sandbox.mount(filesystem, "/path")',
-        'INVALID_CONFIG',
-        this.id,
-      )
+      this[state].filesystem = new CompositeFilesystem(mounts)
+      this[state].mountAll = mountOn(this[state].filesystem, this[state].sandbox, () => this[state].logger)
     }
 
     this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
@@ -205,6 +203,7 @@ class Workspace {
     try {
       await callLifecycle(this[state].filesystem, 'init')
       await callLifecycle(this[state].sandbox, 'start')
+      await this[state].mountAll?.()
       this.status = 'ready'
     } catch (err) {
       this.status = 'error'
@@ -297,6 +296,27 @@ class Workspace {
   get logger() {
     return this[state].logger
   }
+}
+
+/**
+ * Mounts the composite's filesystems on a static sandbox that can mount. A sandbox with
+ * `setOnStart` mounts them at each start (it starts lazily, and its working directory
+ * exists from then on); for another, the returned step is run by `init()`.
+ */
+function mountOn(composite, sandbox, logger) {
+  if (typeof sandbox?.mount !== 'function') return undefined
+  const mountAll = async () => {
+    for (const [mountPath, filesystem] of composite.mounts) {
+      const result = await sandbox.mount(filesystem, mountPath)
+      if (!result?.success) logger()?.warn?.(`Mounting ${mountPath} failed: ${result?.error}`)
+    }
+  }
+  if (typeof sandbox.setOnStart !== 'function') return mountAll
+  sandbox.setOnStart((previous) => async (event) => {
+    await previous?.(event)
+    await mountAll()
+  })
+  return undefined
 }
 
 /** Memoizes `resolve()` per request-context object; a rejection is forgotten. */

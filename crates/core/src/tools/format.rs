@@ -90,7 +90,9 @@ pub fn apply_token_limit_keep_start(output: &str, limit: usize) -> Cow<'_, str> 
     return Cow::Borrowed(output);
   }
   let kept = slice_with_total(output, 0, Some(limit as i64), total);
-  Cow::Owned(format!("{kept}\n[output truncated: showing first ~{limit} of ~{total} tokens]"))
+  Cow::Owned(format!(
+    "{kept}\n[output truncated: showing first ~{limit} of ~{total} tokens]"
+  ))
 }
 
 /// Line tail, then the token budget (default 2000).

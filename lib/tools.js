@@ -64,7 +64,7 @@ function toModelOutput(output) {
   return typeof output === 'string' ? { type: 'text', value: native.stripAnsi(output) } : output
 }
 
-/** Keeps the newest `limit` characters of what it is given. */
+/** Keeps about the newest ERROR_CONTEXT_BYTES characters of what it is given. */
 class Tail {
   #chunks = []
   #length = 0
@@ -78,6 +78,9 @@ class Tail {
   }
 }
 
+/** The request context of a tool call (Mastra names it `requestContext`, older code `runtimeContext`). */
+const requestContextOf = (context) => context?.requestContext ?? context?.runtimeContext
+
 /** Tells a streaming UI which workspace a tool call runs in, before anything else. */
 async function emitMetadata(workspace, context, toolName, requestContext) {
   const writer = context?.writer
@@ -90,7 +93,7 @@ async function emitMetadata(workspace, context, toolName, requestContext) {
 /** What every sandbox tool call needs: the request's sandbox, the stream writer, the call id. */
 async function callContext(workspace, context, toolName) {
   workspace.lastAccessedAt = new Date()
-  const requestContext = context?.requestContext ?? context?.runtimeContext
+  const requestContext = requestContextOf(context)
   const sandbox = await workspace.resolveSandbox({ requestContext })
   if (!sandbox) throw new SandboxNotAvailableError()
   await emitMetadata(workspace, context, toolName, requestContext)
@@ -105,7 +108,7 @@ async function callContext(workspace, context, toolName) {
 /** Runs a file tool on the request's filesystem. */
 async function runFileTool(name, workspace, settings, input, context) {
   workspace.lastAccessedAt = new Date()
-  const requestContext = context?.requestContext ?? context?.runtimeContext
+  const requestContext = requestContextOf(context)
   const filesystem = workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
   if (!filesystem) throw new FilesystemNotAvailableError()
   await emitMetadata(workspace, context, name, requestContext)

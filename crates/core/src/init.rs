@@ -96,6 +96,7 @@ impl Init {
 
   /// Asks the init to start one command. Returns once the request is written.
   pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
+    check_exec_limits(request)?;
     for part in [request.command, &request.cwd.to_string_lossy()] {
       if part.contains('\0') {
         return Err(CoreError::InvalidOption(
@@ -159,6 +160,29 @@ impl Init {
         .map_err(io_err)?,
     })
   }
+}
+
+/// The kernel refuses to exec a single argument of 128 KiB or more (`MAX_ARG_STRLEN`), or
+/// arguments and environment together over `ARG_MAX`; say so up front, with sizes.
+fn check_exec_limits(request: &LaunchRequest) -> Result<()> {
+  const MAX_ARG_STRLEN: usize = 32 * 4096;
+  if request.command.len() + 1 > MAX_ARG_STRLEN {
+    return Err(CoreError::InvalidOption(format!(
+      "command is too long: {} bytes (the kernel runs at most {} bytes as one shell command; write longer scripts to a file)",
+      request.command.len(),
+      MAX_ARG_STRLEN - 1
+    )));
+  }
+  // SAFETY: sysconf has no preconditions.
+  let arg_max = unsafe { libc::sysconf(libc::_SC_ARG_MAX) }.max(0) as usize;
+  let env_bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+  if arg_max > 0 && env_bytes + request.command.len() + 16 > arg_max {
+    return Err(CoreError::InvalidOption(format!(
+      "command and env are too large together: {} bytes (the kernel's limit is {arg_max})",
+      env_bytes + request.command.len()
+    )));
+  }
+  Ok(())
 }
 
 /// A close-on-exec pipe as (read end, write end).

@@ -276,3 +276,23 @@ async fn orphans_of_a_supervisor_killed_from_outside_are_killed_by_the_init() {
   }
   assert!(live_sleeps(&m).is_empty(), "the orphaned daemon was killed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_longer_than_the_kernel_runs_is_a_typed_error() {
+  let long = format!("echo {}", "x".repeat(200_000));
+  let err = Process::spawn(&init(), request(&long))
+    .await
+    .err()
+    .expect("refused");
+  assert_eq!(err.code(), "INVALID_OPTION");
+  assert!(
+    err
+      .to_string()
+      .contains("command is too long: 200005 bytes"),
+    "{err}"
+  );
+  // Just under the limit still runs.
+  let fits = format!("printf %s {} | wc -c", "y".repeat(120_000));
+  let o = spawn(request(&fits)).await.into_outcome().await;
+  assert_eq!(o.stdout.trim(), "120000");
+}

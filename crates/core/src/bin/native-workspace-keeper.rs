@@ -282,7 +282,11 @@ fn spawn_command(request: &Request) -> libc::pid_t {
       libc::_exit(126);
     }
     libc::execve(sh.as_ptr(), argv.as_ptr(), envp.as_ptr());
-    let msg = b"native-workspace: cannot execute /bin/sh\n";
+    // Single-threaded, so formatting (which allocates) is safe in this child.
+    let msg = format!(
+      "native-workspace: cannot execute /bin/sh: {}\n",
+      io::Error::last_os_error()
+    );
     libc::write(2, msg.as_ptr().cast(), msg.len());
     libc::_exit(127);
   }

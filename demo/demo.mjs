@@ -4,7 +4,7 @@
 import { mkdtempSync, existsSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { LocalSandbox } from '../lib/index.mjs'
+import { LocalFilesystem, LocalSandbox, Workspace, createWorkspaceTools } from '../lib/index.mjs'
 
 const dir = mkdtempSync(join(tmpdir(), 'native-workspace-demo-'))
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -61,6 +61,15 @@ say('Kill it: the whole tree dies, the setsid daemon included')
 show('killed', await sandbox.processes.kill(ticker.pid))
 show('daemon', `pid ${daemonPid} alive: ${existsSync(`/proc/${daemonPid}`)}`)
 show('tracked', (await sandbox.processes.list()).length)
+
+say('The same sandbox as an agent sees it, through the workspace tools')
+const workspace = new Workspace({ sandbox, filesystem: new LocalFilesystem({ basePath: sandbox.workingDirectory }) })
+const tools = await createWorkspaceTools(workspace)
+const call = (name, input) => tools[`mastra_workspace_${name}`].execute(input, {})
+show('write', await call('write_file', { path: 'notes/todo.txt', content: 'ship it\ntest it\n' }))
+show('execute', await call('execute_command', { command: 'seq 1 1000 | grep 7 | tail -n 3' }))
+show('read', await call('read_file', { path: 'notes/todo.txt' }))
+show('escape', await call('read_file', { path: '../../etc/passwd' }).catch((err) => `${err.name}: ${err.message}`))
 
 say('Destroy the sandbox')
 await sandbox.destroy()

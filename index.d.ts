@@ -186,6 +186,16 @@ export interface NativeProcessInfo {
   exitCode?: number
 }
 
+/** What a bubblewrap sandbox may see and do. */
+export interface NativeSandboxConfig {
+  allowNetwork?: boolean
+  readOnlyPaths?: Array<string>
+  readWritePaths?: Array<string>
+  allowSystemBinaries?: boolean
+  readOnly?: boolean
+  bwrapArgs?: Array<string>
+}
+
 export interface NativeSandboxOptions {
   id: string
   workingDirectory?: string
@@ -193,6 +203,7 @@ export interface NativeSandboxOptions {
   /** Default timeout of `executeCommand`, in milliseconds. */
   timeout?: number
   isolation?: 'none' | 'bwrap' | 'seatbelt'
+  nativeSandbox?: NativeSandboxConfig
   onStart?: (outcome: string) => Promise<void>
   onStop?: (unused: string) => Promise<void>
   onDestroy?: (unused: string) => Promise<void>

@@ -53,6 +53,7 @@ class LocalSandbox {
           env: check.env(options.env, 'env'),
           timeout: check.duration(options.timeout, 'timeout'),
           isolation,
+          nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
           ...nativeHooks(this.#hooks, this),
         }),
     )

@@ -7,8 +7,9 @@ use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::isolation::{self, Isolation};
+use native_workspace_core::isolation::{self, BwrapPolicy, Isolation};
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
+use std::path::PathBuf;
 
 use crate::errors::{ErrorCode, sync_error, to_js_error};
 use crate::js_callback::{JsHook, lifecycle_hooks};
@@ -25,12 +26,25 @@ pub struct NativeSandboxOptions {
   pub timeout: Option<f64>,
   #[napi(ts_type = "'none' | 'bwrap' | 'seatbelt'")]
   pub isolation: Option<String>,
+  pub native_sandbox: Option<NativeSandboxConfig>,
   #[napi(ts_type = "(outcome: string) => Promise<void>")]
   pub on_start: Option<JsHook>,
   #[napi(ts_type = "(unused: string) => Promise<void>")]
   pub on_stop: Option<JsHook>,
   #[napi(ts_type = "(unused: string) => Promise<void>")]
   pub on_destroy: Option<JsHook>,
+}
+
+/// What a bubblewrap sandbox may see and do.
+#[napi(object)]
+#[derive(Default)]
+pub struct NativeSandboxConfig {
+  pub allow_network: Option<bool>,
+  pub read_only_paths: Option<Vec<String>>,
+  pub read_write_paths: Option<Vec<String>>,
+  pub allow_system_binaries: Option<bool>,
+  pub read_only: Option<bool>,
+  pub bwrap_args: Option<Vec<String>>,
 }
 
 #[napi(object)]
@@ -64,20 +78,34 @@ impl NativeLocalSandbox {
         reason: isolation::detect().message,
       }));
     }
-    if isolation != Isolation::None {
-      // The namespace boundary is not built yet; running unconfined under an isolation
-      // name would be a silent downgrade, so refuse instead.
-      return Err(sync_error(CoreError::IsolationUnavailable {
-        backend: isolation.as_str().to_owned(),
-        reason: "this version of native-workspace runs commands only with isolation 'none'"
-          .to_owned(),
-      }));
-    }
     let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
+    let working_directory =
+      resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
+    let config = options.native_sandbox.unwrap_or_default();
+    let policy = BwrapPolicy {
+      workspace: working_directory.clone(),
+      read_only_workspace: config.read_only.unwrap_or(false),
+      allow_network: config.allow_network.unwrap_or(false),
+      read_only_paths: config
+        .read_only_paths
+        .unwrap_or_default()
+        .into_iter()
+        .map(PathBuf::from)
+        .collect(),
+      read_write_paths: config
+        .read_write_paths
+        .unwrap_or_default()
+        .into_iter()
+        .map(PathBuf::from)
+        .collect(),
+      allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
+      extra_args: config.bwrap_args.unwrap_or_default(),
+      tmp_bytes: isolation::DEFAULT_TMP_BYTES,
+    };
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
-      working_directory: resolve_working_directory(options.working_directory.as_deref())
-        .map_err(sync_error)?,
+      policy: Some(policy),
+      working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),
       timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,
       isolation,

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
@@ -13,6 +14,7 @@ use std::sync::Mutex;
 use tokio::net::unix::pipe;
 
 use crate::error::{CoreError, Result};
+use crate::isolation;
 use crate::process::StdinMode;
 
 /// How long an init may take to exit once its socket is closed.
@@ -31,6 +33,15 @@ pub struct Launched {
   pub stdin: Option<pipe::Sender>,
 }
 
+/// How a sandbox's init (and so every command) is confined.
+pub enum Confinement {
+  None,
+  Bwrap {
+    bwrap: std::path::PathBuf,
+    policy: isolation::BwrapPolicy,
+  },
+}
+
 pub struct LaunchRequest<'a> {
   pub command: &'a str,
   pub cwd: &'a Path,
@@ -39,28 +50,41 @@ pub struct LaunchRequest<'a> {
 }
 
 impl Init {
-  /// Starts an init. Must be called inside a tokio runtime.
-  pub fn start(keeper: &Path) -> Result<Init> {
+  /// Starts an init, confined as asked. Must be called inside a tokio runtime.
+  pub fn start(keeper: &Path, confinement: &Confinement) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
-    let child = tokio::process::Command::new(keeper)
-      .arg(std::process::id().to_string())
+    let mut cmd = match confinement {
+      Confinement::None => {
+        let mut cmd = std::process::Command::new(keeper);
+        cmd.arg(std::process::id().to_string());
+        cmd
+      }
+      Confinement::Bwrap { bwrap, policy } => {
+        let mut cmd = isolation::bwrap_command(bwrap);
+        // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
+        cmd
+          .args(policy.argv(keeper))
+          .args(["--", isolation::KEEPER_INSIDE, "0"]);
+        cmd
+      }
+    };
+    cmd
       .env_clear()
       .stdin(Stdio::from(OwnedFd::from(theirs)))
       .stdout(Stdio::null())
       .stderr(Stdio::null())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
-      .process_group(0)
-      .spawn()
-      .map_err(|e| {
-        CoreError::io(
-          format!(
-            "Starting the sandbox supervisor {} failed",
-            keeper.display()
-          ),
-          e,
-        )
-      })?;
+      .process_group(0);
+    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+      CoreError::io(
+        format!(
+          "Starting the sandbox supervisor {} failed",
+          keeper.display()
+        ),
+        e,
+      )
+    })?;
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),

@@ -82,19 +82,20 @@ pub fn is_available(backend: Isolation) -> bool {
   }
 }
 
-/// A binary on PATH is not enough: bubblewrap must actually be able to build namespaces here.
+/// A binary on PATH is not enough: bubblewrap must be able to build the sandbox here, the
+/// way it will be run (as the unprivileged sandbox user on a root host).
 fn bwrap_works() -> bool {
   let Some(bwrap) = find_in_path("bwrap") else {
     return false;
   };
-  std::process::Command::new(bwrap)
+  bwrap_command(&bwrap)
     .args([
+      "--unshare-all",
+      "--unshare-user",
+      "--disable-userns",
       "--ro-bind",
       "/",
       "/",
-      "--unshare-pid",
-      "--unshare-ipc",
-      "--unshare-uts",
       "--",
       "/bin/true",
     ])
@@ -118,4 +119,190 @@ fn is_executable(path: &Path) -> bool {
   std::fs::metadata(path)
     .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     .unwrap_or(false)
+}
+
+/// Where the keeper binary appears inside a bubblewrap sandbox.
+pub const KEEPER_INSIDE: &str = "/.native-workspace-keeper";
+/// The unprivileged user a root host runs its sandboxes as (`nobody`).
+pub const SANDBOX_UID: u32 = 65534;
+/// Size of the sandbox's private `/tmp`.
+pub const DEFAULT_TMP_BYTES: u64 = 256 << 20;
+
+/// What a bubblewrap sandbox may see and do.
+#[derive(Clone, Debug)]
+pub struct BwrapPolicy {
+  pub workspace: PathBuf,
+  pub read_only_workspace: bool,
+  pub allow_network: bool,
+  pub read_only_paths: Vec<PathBuf>,
+  pub read_write_paths: Vec<PathBuf>,
+  /// Also show the Node binary's directory and `/opt`.
+  pub allow_system_binaries: bool,
+  /// Added after the built-in arguments (they can add binds; they cannot undo the hardening,
+  /// which bubblewrap applies regardless of order).
+  pub extra_args: Vec<String>,
+  pub tmp_bytes: u64,
+}
+
+/// Read-only system paths every sandbox gets: programs, libraries, and the few files in
+/// `/etc` that name resolution, users and TLS need. Nothing of `/home`, `/root`, `/run`.
+const SYSTEM_PATHS: &[&str] = &[
+  "/usr",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/etc/alternatives",
+  "/etc/ssl",
+  "/etc/ca-certificates",
+  "/etc/resolv.conf",
+  "/etc/hosts",
+  "/etc/passwd",
+  "/etc/group",
+  "/etc/nsswitch.conf",
+  "/etc/ld.so.cache",
+  "/etc/ld.so.conf",
+  "/etc/ld.so.conf.d",
+  "/etc/localtime",
+];
+
+impl BwrapPolicy {
+  /// The bubblewrap arguments that build the sandbox and start `keeper` in it.
+  pub fn argv(&self, keeper: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
+    let s = |v: &'static str| std::ffi::OsStr::new(v);
+    // Every namespace, including a user namespace (needed to refuse nested ones).
+    push(&[
+      s("--unshare-all"),
+      s("--unshare-user"),
+      s("--disable-userns"),
+    ]);
+    if self.allow_network {
+      push(&[s("--share-net")]);
+    }
+    // A new session (no terminal injection), gone with its parent, no capabilities, no host env.
+    push(&[
+      s("--new-session"),
+      s("--die-with-parent"),
+      s("--cap-drop"),
+      s("ALL"),
+      s("--clearenv"),
+    ]);
+    let tmp_size = self.tmp_bytes.to_string();
+    push(&[
+      s("--size"),
+      tmp_size.as_ref(),
+      s("--tmpfs"),
+      s("/tmp"),
+      s("--proc"),
+      s("/proc"),
+      s("--dev"),
+      s("/dev"),
+    ]);
+    let mut system: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
+    if self.allow_system_binaries {
+      system.push(PathBuf::from("/opt"));
+      if let Some(node_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+      {
+        system.push(node_dir);
+      }
+    }
+    for path in &system {
+      push(&[s("--ro-bind-try"), path.as_os_str(), path.as_os_str()]);
+    }
+    push(&[s("--ro-bind"), keeper.as_os_str(), s(KEEPER_INSIDE)]);
+    for path in &self.read_only_paths {
+      push(&[s("--ro-bind"), path.as_os_str(), path.as_os_str()]);
+    }
+    let ws = self.workspace.as_os_str();
+    push(&[
+      s(if self.read_only_workspace {
+        "--ro-bind"
+      } else {
+        "--bind"
+      }),
+      ws,
+      ws,
+    ]);
+    for path in &self.read_write_paths {
+      push(&[s("--bind"), path.as_os_str(), path.as_os_str()]);
+    }
+    for extra in &self.extra_args {
+      push(&[std::ffi::OsStr::new(extra)]);
+    }
+    // The root itself read-only: a write outside the workspace and /tmp fails loudly.
+    push(&[s("--remount-ro"), s("/"), s("--chdir"), ws]);
+    args
+  }
+}
+
+/// Whether this process runs as root, in which case sandboxes run as [`SANDBOX_UID`].
+pub fn host_is_root() -> bool {
+  // SAFETY: geteuid has no preconditions.
+  unsafe { libc::geteuid() == 0 }
+}
+
+/// A `Command` for bubblewrap that, on a root host, first drops to [`SANDBOX_UID`] so the
+/// sandbox's kernel uid is not 0 (root in a user namespace still owns the host's files).
+pub fn bwrap_command(bwrap: &Path) -> std::process::Command {
+  use std::os::unix::process::CommandExt;
+  let mut cmd = std::process::Command::new(bwrap);
+  if host_is_root() {
+    // SAFETY: only async-signal-safe syscalls between fork and exec.
+    unsafe {
+      cmd.pre_exec(|| {
+        if libc::setgroups(0, std::ptr::null()) != 0
+          || libc::setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) != 0
+          || libc::setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) != 0
+        {
+          return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+      });
+    }
+  }
+  cmd
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn argv_is_hardened_and_ends_inside_the_workspace() {
+    let policy = BwrapPolicy {
+      workspace: PathBuf::from("/w"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![PathBuf::from("/data")],
+      read_write_paths: vec![],
+      allow_system_binaries: false,
+      extra_args: vec![],
+      tmp_bytes: 1024,
+    };
+    let argv: Vec<String> = policy
+      .argv(Path::new("/k"))
+      .iter()
+      .map(|a| a.to_string_lossy().into_owned())
+      .collect();
+    let joined = argv.join(" ");
+    for needed in [
+      "--unshare-all --unshare-user --disable-userns",
+      "--new-session --die-with-parent --cap-drop ALL --clearenv",
+      "--size 1024 --tmpfs /tmp --proc /proc --dev /dev",
+      "--ro-bind /k /.native-workspace-keeper",
+      "--ro-bind /data /data",
+      "--bind /w /w",
+      "--remount-ro / --chdir /w",
+    ] {
+      assert!(joined.contains(needed), "missing `{needed}` in {joined}");
+    }
+    assert!(!joined.contains("--share-net"));
+    assert!(!joined.contains("/home") && !joined.contains("/root") && !joined.contains("/run"));
+    assert!(joined.ends_with("--remount-ro / --chdir /w"));
+  }
 }

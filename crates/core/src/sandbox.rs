@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::error::{CoreError, Result};
-use crate::init::Init;
-use crate::isolation::Isolation;
+use crate::init::{Confinement, Init};
+use crate::isolation::{self as isolation, BwrapPolicy, Isolation};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
@@ -25,6 +25,8 @@ pub struct SandboxOptions {
   /// Default timeout of `execute` when a call gives none.
   pub timeout: Option<Duration>,
   pub isolation: Isolation,
+  /// What a bubblewrap sandbox may see and do (with `Isolation::Bwrap`).
+  pub policy: Option<BwrapPolicy>,
   /// Path of the `native-workspace-keeper` binary.
   pub keeper: PathBuf,
   pub hooks: Hooks,
@@ -64,6 +66,7 @@ pub struct Sandbox {
   overlay_env: Mutex<BTreeMap<String, String>>,
   timeout: Option<Duration>,
   isolation: Isolation,
+  policy: Option<BwrapPolicy>,
   keeper: PathBuf,
   created_at: SystemTime,
   lifecycle: Lifecycle,
@@ -82,6 +85,7 @@ impl Sandbox {
       overlay_env: Mutex::new(BTreeMap::new()),
       timeout: options.timeout,
       isolation: options.isolation,
+      policy: options.policy,
       keeper: options.keeper,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
@@ -226,6 +230,30 @@ impl Sandbox {
     Ok(process)
   }
 
+  /// Never a silent downgrade: asked for bubblewrap, it runs under bubblewrap or not at all.
+  fn confinement(&self) -> Result<Confinement> {
+    match self.isolation {
+      Isolation::None => Ok(Confinement::None),
+      Isolation::Bwrap => {
+        let unavailable = |reason: &str| CoreError::IsolationUnavailable {
+          backend: "bwrap".into(),
+          reason: reason.into(),
+        };
+        let bwrap =
+          isolation::find_in_path("bwrap").ok_or_else(|| unavailable("bwrap is not on PATH"))?;
+        let policy = self
+          .policy
+          .clone()
+          .ok_or_else(|| unavailable("no sandbox policy"))?;
+        Ok(Confinement::Bwrap { bwrap, policy })
+      }
+      Isolation::Seatbelt => Err(CoreError::IsolationUnavailable {
+        backend: "seatbelt".into(),
+        reason: "seatbelt runs only on macOS".into(),
+      }),
+    }
+  }
+
   async fn shutdown_init(&self) {
     let init = self.init.lock().unwrap().take();
     if let Some(init) = init {
@@ -234,7 +262,7 @@ impl Sandbox {
   }
 
   fn restart_init(&self) -> Result<Arc<Init>> {
-    let init = Arc::new(Init::start(&self.keeper)?);
+    let init = Arc::new(Init::start(&self.keeper, &self.confinement()?)?);
     *self.init.lock().unwrap() = Some(init.clone());
     Ok(init)
   }
@@ -355,6 +383,15 @@ impl Sandbox {
 impl Provider for Sandbox {
   async fn start(&self) -> Result<StartOutcome> {
     let outcome = prepare_directory(&self.working_directory)?;
+    if self.isolation == Isolation::Bwrap && isolation::host_is_root() {
+      // The sandbox runs as an unprivileged user: the workspace must be that user's to write.
+      std::os::unix::fs::chown(
+        &self.working_directory,
+        Some(isolation::SANDBOX_UID),
+        Some(isolation::SANDBOX_UID),
+      )
+      .map_err(|e| CoreError::io("Giving the workspace to the sandbox user failed", e))?;
+    }
     self.restart_init()?;
     Ok(outcome)
   }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::Init;
+use native_workspace_core::init::{Confinement, Init};
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
@@ -46,7 +46,7 @@ async fn spawn(req: SpawnRequest) -> Running {
 }
 
 fn init() -> Init {
-  Init::start(Path::new(KEEPER)).expect("init starts")
+  Init::start(Path::new(KEEPER), &Confinement::None).expect("init starts")
 }
 
 /// Pids of live (non-zombie) `sleep <arg>` processes.

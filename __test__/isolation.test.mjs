@@ -1,0 +1,174 @@
+// isolation: 'bwrap' attacked from inside, judged by the host's state: host files
+// unchanged, host secrets not printed, host listener got nothing, processes gone. Ids
+// (F1, E4, …) are those of the project's attack catalogue. Runs as the test's user (root
+// in CI) and, for the identity checks, again as an unprivileged user.
+import fs from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { execFileSync } from 'node:child_process'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { LocalSandbox, isIsolationAvailable } from '../lib/index.mjs'
+import { LIB_CJS, startNode, survivors, uniqueMarker, waitForMarkers, withDeadline } from './helpers.mjs'
+
+const available = isIsolationAvailable('bwrap')
+const isRoot = process.getuid() === 0
+
+// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
+const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-iso-'))
+fs.chmodSync(top, 0o755)
+afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
+
+const live = []
+afterEach(async () => {
+  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+})
+let counter = 0
+function sandbox(options = {}) {
+  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation: 'bwrap', ...options })
+  live.push(sb)
+  return sb
+}
+const sh = async (sb, command, options) => {
+  const r = await sb.executeCommand(command, [], options)
+  return { ...r, out: r.stdout + r.stderr }
+}
+
+describe.skipIf(!available)('isolation: bwrap', () => {
+  it('U/E4/F9/F14: no root, no capabilities, no mount, no device nodes, no /etc/shadow', async () => {
+    const sb = sandbox()
+    const id = await sh(sb, 'id -u; grep CapEff /proc/self/status')
+    expect(id.stdout.split('\n')[0]).not.toBe('0')
+    expect(id.stdout).toContain('CapEff:\t0000000000000000')
+    expect((await sh(sb, 'cat /etc/shadow')).exitCode).not.toBe(0)
+    expect((await sh(sb, 'mkdir -p m && mount -t tmpfs none m')).exitCode).not.toBe(0)
+    expect((await sh(sb, 'mknod disk b 7 0')).exitCode).not.toBe(0)
+  })
+
+  it('F1/F8: writes outside the workspace fail loudly and the host is untouched', async () => {
+    const sb = sandbox()
+    const r = await sh(sb, 'echo x > /etc/nw-probe; echo x > /usr/nw-probe; echo x > /nw-probe')
+    expect(r.out.match(/Read-only file system/g)?.length).toBe(3)
+    // Beside a workspace under /tmp, a write lands in the sandbox's own private /tmp.
+    const probe = path.join(top, `outside-${counter}.txt`)
+    await sh(sb, `echo x > ${probe}`)
+    for (const p of ['/etc/nw-probe', '/usr/nw-probe', '/nw-probe', probe]) expect(fs.existsSync(p)).toBe(false)
+  })
+
+  it('E1/E3/F6/P1/E2: no host environment, home, credentials or processes are visible', async () => {
+    process.env.NW_TEST_SECRET_TOKEN = 'host-secret-value'
+    try {
+      const sb = sandbox({ env: { VISIBLE: 'yes' } })
+      const env = await sh(sb, 'env')
+      expect(env.stdout).not.toContain('host-secret-value')
+      expect(env.stdout).toContain('VISIBLE=yes')
+      expect((await sh(sb, `ls ${os.homedir()} /root /home /run 2>&1; ls /proc/${process.pid}`)).exitCode).not.toBe(0)
+      const pids = (await sh(sb, "ls /proc | grep -c '^[0-9]'")).stdout.trim()
+      expect(Number(pids)).toBeLessThan(10)
+      expect((await sh(sb, 'cat /proc/1/environ')).stdout).not.toContain('host-secret-value')
+    } finally {
+      delete process.env.NW_TEST_SECRET_TOKEN
+    }
+  })
+
+  it('N1/N2: no network unless allowNetwork; a host listener on loopback receives nothing', async () => {
+    let connections = 0
+    const server = net.createServer((socket) => {
+      connections++
+      socket.destroy()
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const port = server.address().port
+    const connect = `/usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', ${port}), timeout=2)"`
+    try {
+      const closed = sandbox()
+      expect((await sh(closed, "grep -c ':' /proc/net/dev")).stdout.trim()).toBe('1') // loopback only
+      expect((await sh(closed, connect)).exitCode).not.toBe(0)
+      expect(connections).toBe(0)
+      const open = sandbox({ nativeSandbox: { allowNetwork: true } })
+      expect((await sh(open, connect)).exitCode).toBe(0)
+      expect(connections).toBe(1)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('P8/F13: nested user namespaces are refused and no host descriptor leaks in', async () => {
+    const sb = sandbox()
+    expect((await sh(sb, 'unshare -U true')).exitCode).not.toBe(0)
+    expect((await sh(sb, 'ls /proc/self/fd')).stdout).toBe('0\n1\n2\n3\n')
+  })
+
+  it('the workspace is writable, files stay usable by the host, and cwd is honoured', async () => {
+    const sb = sandbox()
+    await sb.start()
+    fs.mkdirSync(path.join(sb.workingDirectory, 'sub'))
+    fs.chmodSync(path.join(sb.workingDirectory, 'sub'), 0o777)
+    const r = await sh(sb, 'pwd; echo made > made.txt', { cwd: 'sub' })
+    expect(r.stdout).toBe(`${path.join(sb.workingDirectory, 'sub')}\n`)
+    expect(fs.readFileSync(path.join(sb.workingDirectory, 'sub', 'made.txt'), 'utf8')).toBe('made\n')
+  })
+
+  it('readOnly workspace and readOnlyPaths are read-only; readWritePaths are writable', async () => {
+    const extra = fs.mkdtempSync(path.join(top, 'extra-'))
+    const shared = fs.mkdtempSync(path.join(top, 'shared-'))
+    fs.chmodSync(extra, 0o755)
+    fs.chmodSync(shared, 0o777)
+    fs.writeFileSync(path.join(extra, 'ref.txt'), 'reference\n')
+    const sb = sandbox({ nativeSandbox: { readOnly: true, readOnlyPaths: [extra], readWritePaths: [shared] } })
+    expect((await sh(sb, 'echo x > f.txt')).out).toContain('Read-only file system')
+    expect((await sh(sb, `cat ${extra}/ref.txt; echo x > ${extra}/ref.txt`)).out).toContain('reference\n')
+    expect(fs.readFileSync(path.join(extra, 'ref.txt'), 'utf8')).toBe('reference\n')
+    expect((await sh(sb, `echo ok > ${shared}/out.txt`)).exitCode).toBe(0)
+    expect(fs.readFileSync(path.join(shared, 'out.txt'), 'utf8')).toBe('ok\n')
+  })
+
+  it('P4: a setsid daemon dies with the kill of its command', async () => {
+    const sb = sandbox()
+    const [daemon, main] = [uniqueMarker(), uniqueMarker()]
+    const handle = await sb.processes.spawn(`setsid sleep ${daemon} & sleep ${main}`)
+    expect(await waitForMarkers([daemon, main])).toBe(true)
+    expect(await sb.processes.kill(handle.pid)).toBe(true)
+    expect(await survivors([daemon, main])).toEqual([])
+  })
+
+  it('P5: a Node process killed with SIGKILL leaves no sandboxed process alive', async () => {
+    const marker = uniqueMarker()
+    const { child, exited } = startNode(`
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'p5'))}, isolation: 'bwrap' })
+      sb.processes.spawn('setsid sleep ${marker} & sleep ${marker}').then(() => console.log('READY'))
+      setInterval(() => {}, 1000)
+    `)
+    await withDeadline(new Promise((resolve) => child.stdout.on('data', (d) => d.includes('READY') && resolve())), 10_000, 'READY')
+    expect(await waitForMarkers([marker])).toBe(true)
+    child.kill('SIGKILL')
+    await exited
+    expect(await survivors([marker])).toEqual([])
+  })
+})
+
+describe.skipIf(!available || !isRoot)('isolation: bwrap, started by an unprivileged user', () => {
+  it('runs as that user: no root inside, the workspace writable, /etc/shadow unreadable', () => {
+    const home = fs.mkdtempSync(path.join(top, 'user-'))
+    fs.chmodSync(home, 0o755)
+    fs.chownSync(home, 65534, 65534)
+    const script = path.join(home, 'run.cjs')
+    fs.writeFileSync(
+      script,
+      `const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      ;(async () => {
+        const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(home, 'ws'))}, isolation: 'bwrap' })
+        const r = await sb.executeCommand('id -u; echo written > f.txt && cat f.txt; cat /etc/shadow >/dev/null 2>&1 || echo shadow-denied')
+        console.log(JSON.stringify(r.stdout))
+        await sb.destroy()
+      })()`,
+    )
+    const out = execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    })
+    expect(JSON.parse(out.trim())).toBe('65534\nwritten\nshadow-denied\n')
+    expect(fs.statSync(path.join(home, 'ws', 'f.txt')).uid).toBe(65534)
+  })
+})

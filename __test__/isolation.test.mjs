@@ -148,6 +148,17 @@ describe.skipIf(!available)('isolation: bwrap', () => {
   })
 })
 
+describe.skipIf(!available || !isRoot)('isolation: bwrap on a root host', () => {
+  it('refuses to start, saying why, when the sandbox user cannot reach the workspace', async () => {
+    const locked = fs.mkdtempSync(path.join(top, 'locked-')) // mode 0700
+    const sb = sandbox({ workingDirectory: path.join(locked, 'ws') })
+    const err = await sb.executeCommand('true').catch((e) => e)
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain('not reachable by the sandbox user')
+    expect(fs.existsSync(path.join(locked, 'ws', 'anything'))).toBe(false)
+  })
+})
+
 describe.skipIf(!available || !isRoot)('isolation: bwrap, started by an unprivileged user', () => {
   it('runs as that user: no root inside, the workspace writable, /etc/shadow unreadable', () => {
     const home = fs.mkdtempSync(path.join(top, 'user-'))

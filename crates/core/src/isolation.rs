@@ -240,6 +240,17 @@ impl BwrapPolicy {
   }
 }
 
+/// Whether any user can reach `path`: every ancestor directory world-executable (the
+/// path itself is bound by bubblewrap running as the sandbox user).
+pub fn reachable_by_others(path: &Path) -> bool {
+  use std::os::unix::fs::PermissionsExt;
+  path.ancestors().skip(1).all(|dir| {
+    std::fs::metadata(dir)
+      .map(|m| m.permissions().mode() & 0o001 != 0)
+      .unwrap_or(false)
+  })
+}
+
 /// Whether this process runs as root, in which case sandboxes run as [`SANDBOX_UID`].
 pub fn host_is_root() -> bool {
   // SAFETY: geteuid has no preconditions.

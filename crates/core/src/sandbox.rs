@@ -245,6 +245,21 @@ impl Sandbox {
           .policy
           .clone()
           .ok_or_else(|| unavailable("no sandbox policy"))?;
+        if isolation::host_is_root() {
+          // The sandbox user must reach what bubblewrap binds for it.
+          for (what, path) in [
+            ("the keeper binary", &self.keeper),
+            ("the working directory", &self.working_directory),
+          ] {
+            if !isolation::reachable_by_others(path) {
+              return Err(unavailable(&format!(
+                "{what} {} is not reachable by the sandbox user (uid {}): every parent directory must be world-executable",
+                path.display(),
+                isolation::SANDBOX_UID
+              )));
+            }
+          }
+        }
         Ok(Confinement::Bwrap { bwrap, policy })
       }
       Isolation::Seatbelt => Err(CoreError::IsolationUnavailable {

@@ -192,3 +192,21 @@ fn rename_stays_inside_and_can_refuse_to_overwrite() {
   assert_eq!(std::fs::read(base.join("moved/c.txt")).unwrap(), b"a");
   assert_denied(fs.rename("b.txt", "../host/b.txt", true));
 }
+
+#[test]
+fn reachability_for_the_sandbox_user_follows_parent_permissions() {
+  use native_workspace_core::isolation::reachable_by_others;
+  use std::os::unix::fs::PermissionsExt;
+  let (_, base, _) = setup("reach");
+  let inner = base.join("inner");
+  std::fs::create_dir_all(&inner).unwrap();
+  let mode = |p: &std::path::Path, m| {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+  };
+  mode(base.parent().unwrap(), 0o755);
+  mode(&base, 0o755);
+  mode(&inner, 0o755);
+  assert!(reachable_by_others(&inner.join("file")));
+  mode(&base, 0o700);
+  assert!(!reachable_by_others(&inner.join("file")));
+}

@@ -123,6 +123,33 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(fs.readFileSync(path.join(shared, 'out.txt'), 'utf8')).toBe('ok\n')
   })
 
+  it('S (N5/N8/N9/N10/P3/P7/P9): the seccomp filter refuses with EPERM what the catalogue lists', async () => {
+    const sb = sandbox()
+    const py = async (code) => (await sh(sb, `/usr/bin/python3 -c "${code}"`)).out.trim().split('\n').pop()
+    const syscall = (nr, ...args) =>
+      py(`import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(${[nr, ...args].join(', ')}); print(r, ctypes.get_errno())`)
+    const EPERM = /Errno 1\]|^-1 1$/
+    // UNIX stream sockets (and pairs) are the only sockets without the network.
+    expect(await py("import socket; socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); print('ok')")).toBe('ok')
+    expect(await py("import socket; socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM); print('ok')")).toBe('ok')
+    expect(await py('import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)')).toMatch(EPERM) // N5, N6
+    expect(await py('import socket; socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)')).toMatch(EPERM) // N8
+    expect(await py('import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)')).toMatch(EPERM) // N10
+    expect(await py('import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM)')).toMatch(EPERM) // N1
+    if (process.arch === 'x64') {
+      expect(await syscall(425, 1, 'ctypes.create_string_buffer(120)')).toMatch(EPERM) // N9 io_uring_setup
+      expect(await syscall(101, 0, 0, 0, 0)).toMatch(EPERM) // P3 ptrace
+      expect(await syscall(250, 0, -3, 0, 0, 0)).toMatch(EPERM) // P9 keyctl
+    }
+    const tiocsti = "import fcntl, termios, os; fcntl.ioctl(os.open('/dev/null', os.O_RDONLY), termios.TIOCSTI, b'x')"
+    expect(await py(tiocsti)).toMatch(EPERM) // P7
+  })
+
+  it('N1: with allowNetwork, INET sockets are allowed again', async () => {
+    const sb = sandbox({ nativeSandbox: { allowNetwork: true } })
+    expect((await sh(sb, `/usr/bin/python3 -c "import socket; socket.socket(socket.AF_INET); print('ok')"`)).stdout).toBe('ok\n')
+  })
+
   it('P4: a setsid daemon dies with the kill of its command', async () => {
     const sb = sandbox()
     const [daemon, main] = [uniqueMarker(), uniqueMarker()]

@@ -54,6 +54,8 @@ impl Init {
   pub fn start(keeper: &Path, confinement: &Confinement) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
+    // Kept open until bubblewrap has been started; it reads the filter from it.
+    let mut seccomp_read_end: Option<OwnedFd> = None;
     let mut cmd = match confinement {
       Confinement::None => {
         let mut cmd = std::process::Command::new(keeper);
@@ -62,10 +64,27 @@ impl Init {
       }
       Confinement::Bwrap { bwrap, policy } => {
         let mut cmd = isolation::bwrap_command(bwrap);
+        let filter = seccomp_pipe(policy.allow_network)?;
+        let fd = filter.as_raw_fd();
+        // SAFETY: fcntl is async-signal-safe; the descriptor stays open until spawn returns.
+        unsafe {
+          cmd.pre_exec(move || {
+            // Only this child may inherit the filter's pipe.
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+              return Err(io::Error::last_os_error());
+            }
+            Ok(())
+          });
+        }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
-        cmd
-          .args(policy.argv(keeper))
-          .args(["--", isolation::KEEPER_INSIDE, "0"]);
+        cmd.args(policy.argv(keeper)).args([
+          "--seccomp",
+          &fd.to_string(),
+          "--",
+          isolation::KEEPER_INSIDE,
+          "0",
+        ]);
+        seccomp_read_end = Some(filter);
         cmd
       }
     };
@@ -85,6 +104,7 @@ impl Init {
         e,
       )
     })?;
+    drop(seccomp_read_end);
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
@@ -207,6 +227,18 @@ fn check_exec_limits(request: &LaunchRequest) -> Result<()> {
     )));
   }
   Ok(())
+}
+
+/// A pipe holding the compiled seccomp filter; returns its read end (close-on-exec).
+fn seccomp_pipe(allow_network: bool) -> Result<OwnedFd> {
+  let program = crate::seccomp::program(allow_network);
+  let (read_end, write_end) =
+    pipe_pair().map_err(|e| CoreError::io("Creating the seccomp pipe failed", e))?;
+  // A few hundred bytes: far below the pipe's buffer, so this write cannot block.
+  std::fs::File::from(write_end)
+    .write_all(&program)
+    .map_err(|e| CoreError::io("Writing the seccomp filter failed", e))?;
+  Ok(read_end)
 }
 
 /// A close-on-exec pipe as (read end, write end).

@@ -145,6 +145,13 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(await py(tiocsti)).toMatch(EPERM) // P7
   })
 
+  it('refuses mounts (they would point outside the sandbox) instead of leaving a dangling link', async () => {
+    const sb = sandbox()
+    const result = await sb.mount({ id: 'x', getMountConfig: () => ({ type: 'local', basePath: top }) }, '/data')
+    expect(result).toMatchObject({ success: false, error: "Mounts are not supported with isolation 'bwrap' yet" })
+    expect(fs.existsSync(path.join(sb.workingDirectory, 'data'))).toBe(false)
+  })
+
   it('N1: with allowNetwork, INET sockets are allowed again', async () => {
     const sb = sandbox({ nativeSandbox: { allowNetwork: true } })
     expect((await sh(sb, `/usr/bin/python3 -c "import socket; socket.socket(socket.AF_INET); print('ok')"`)).stdout).toBe('ok\n')

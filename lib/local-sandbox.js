@@ -114,7 +114,11 @@ class LocalSandbox {
    * commands at `<workingDirectory><mountPath>`. Resolves to `{ success, mountPath, error? }`;
    * an invalid mount path throws a `MountError`.
    */
-  mount(filesystem, mountPath) {
+  async mount(filesystem, mountPath) {
+    if (this.isolation !== 'none') {
+      // The sandbox's binds are fixed when it starts; a link to a directory outside them would dangle.
+      return { success: false, mountPath, error: `Mounts are not supported with isolation '${this.isolation}' yet` }
+    }
     return this.mounts.mount(filesystem, mountPath)
   }
 

@@ -47,6 +47,12 @@ async function expectSuccess(result, what) {
 /** One untimed command, so a lazy sandbox start is not part of what a case measures. */
 const warmUp = (sb) => expectSuccess(sb.exec('true'), 'warm-up `true`')
 
+/** Case (a): sequential `true`, with or without isolation. */
+async function sequentialTrue({ sb, params }) {
+  await warmUp(sb)
+  return sequential(() => sb.exec('true'), params)
+}
+
 const SEQUENTIAL_METRICS = [
   { key: 'median_ms', label: 'median latency ms', better: 'lower' },
   { key: 'p95_ms', label: 'p95 latency ms', better: 'lower' },
@@ -64,10 +70,18 @@ export const CASES = [
       { key: 'median_ms', vsMastra: 0.5 },
       { key: 'median_ms', vsRaw: 1 },
     ],
-    async run({ sb, params }) {
-      await warmUp(sb)
-      return sequential(() => sb.exec('true'), params)
-    },
+    run: sequentialTrue,
+  },
+  {
+    id: 'a_bwrap',
+    title: (p) => `(a, bwrap) ${p.count}× sequential \`true\` with isolation 'bwrap' (raw: a fresh bwrap each)`,
+    impls: ALL,
+    runs: 3,
+    isolation: 'bwrap',
+    params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
+    metrics: SEQUENTIAL_METRICS,
+    targets: [],
+    run: sequentialTrue,
   },
   {
     id: 'a_tool',

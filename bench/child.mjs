@@ -12,7 +12,7 @@ async function main() {
   const benchCase = findCase(caseId)
   if (!benchCase) throw new Error(`unknown case "${caseId}"`)
   const impl = await loadImpl(implName)
-  const sb = impl.open(workingDirectory)
+  const sb = impl.open(workingDirectory, { isolation: benchCase.isolation ?? 'none' })
   let metrics
   try {
     metrics = await benchCase.run({ sb, impl, params: JSON.parse(paramsJson) })

@@ -13,7 +13,7 @@
 export const IMPLS = ['ours', 'mastra', 'raw']
 export const LABELS = {
   ours: 'ours (native-workspace)',
-  mastra: 'Mastra LocalSandbox (none)',
+  mastra: 'Mastra LocalSandbox',
   raw: 'raw child_process',
 }
 const SPECIFIERS = {
@@ -30,19 +30,21 @@ export async function loadImpl(name) {
   const t0 = performance.now()
   const mod = await import(SPECIFIERS[name])
   const importMs = performance.now() - t0
-  const open = (workingDirectory) =>
-    name === 'raw' ? new RawSandbox(mod, workingDirectory) : new MastraApiSandbox(mod, workingDirectory)
+  const open = (workingDirectory, { isolation = 'none' } = {}) =>
+    name === 'raw'
+      ? new RawSandbox(mod, workingDirectory, isolation)
+      : new MastraApiSandbox(mod, workingDirectory, isolation)
   return { name, importMs, open }
 }
 
-/** `LocalSandbox` of either package (isolation none). */
+/** `LocalSandbox` of either package. */
 class MastraApiSandbox {
   #mod
   #sandbox
 
-  constructor(mod, workingDirectory) {
+  constructor(mod, workingDirectory, isolation) {
     this.#mod = mod
-    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation: 'none' })
+    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation })
   }
 
   async exec(cmd) {
@@ -81,14 +83,25 @@ class RawSandbox {
   #cwd
   #live = new Map() // pid → { child, exited }
 
-  constructor(childProcess, workingDirectory) {
+  #prefix
+
+  constructor(childProcess, workingDirectory, isolation) {
     this.#cp = childProcess
     this.#cwd = workingDirectory
+    // With isolation, a fresh bubblewrap around each command (as the baseline measured it).
+    const w = workingDirectory
+    this.#prefix =
+      isolation === 'bwrap'
+        ? ['bwrap', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--proc', '/proc', '--tmpfs', '/tmp',
+           ...['/usr', '/lib', '/lib64', '/bin', '/sbin', '/etc'].flatMap((p) => ['--ro-bind-try', p, p]),
+           '--bind', w, w, '--dev', '/dev', '--chdir', w, '--die-with-parent', '--', 'sh', '-c']
+        : ['sh', '-c']
   }
 
   exec(cmd) {
     return new Promise((resolve, reject) => {
-      const child = this.#cp.spawn('sh', ['-c', cmd], { detached: true, cwd: this.#cwd })
+      const [program, ...args] = this.#prefix
+      const child = this.#cp.spawn(program, [...args, cmd], { detached: true, cwd: this.#cwd })
       const chunks = []
       child.stdout.on('data', (b) => chunks.push(b))
       child.stderr.on('data', () => {})

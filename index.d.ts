@@ -151,6 +151,8 @@ export interface NativeExecutionResult {
   stdoutDroppedBytes: number
   stderrDroppedBytes: number
   command?: string
+  /** The resource limit that ended the command (`fileSize`, `cpu`). */
+  limitExceeded?: string
 }
 
 export interface NativeFileEntry {
@@ -179,6 +181,18 @@ export interface NativeLifecycleOptions {
   onDestroy?: (unused: string) => Promise<void>
 }
 
+/** Resource limits; each unset one is the host's. */
+export interface NativeLimits {
+  /** Processes and threads of the sandbox's (non-root) user. */
+  processes?: number
+  openFiles?: number
+  fileSizeBytes?: number
+  /** CPU seconds per process. */
+  cpuSeconds?: number
+  /** Size of the private `/tmp` under isolation (default 256 MiB). */
+  tmpSizeBytes?: number
+}
+
 export interface NativeProcessInfo {
   pid: string
   command: string
@@ -194,6 +208,7 @@ export interface NativeSandboxConfig {
   allowSystemBinaries?: boolean
   readOnly?: boolean
   bwrapArgs?: Array<string>
+  limits?: NativeLimits
 }
 
 export interface NativeSandboxOptions {

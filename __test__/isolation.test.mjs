@@ -157,6 +157,29 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect((await sh(sb, `/usr/bin/python3 -c "import socket; socket.socket(socket.AF_INET); print('ok')"`)).stdout).toBe('ok\n')
   })
 
+  it('R3/R5/R8/P6: limits on file size, /tmp, open files and processes hold, and the one that fired is named', async () => {
+    const sb = sandbox({
+      nativeSandbox: { limits: { fileSizeBytes: 4096, openFiles: 32, processes: 20 } },
+    })
+    const big = await sh(sb, 'head -c 10000 /dev/zero > big')
+    expect(big).toMatchObject({ exitCode: 128 + os.constants.signals.SIGXFSZ, limitExceeded: 'fileSize' })
+    expect(fs.statSync(path.join(sb.workingDirectory, 'big')).size).toBe(4096)
+    const smallTmp = sandbox({ nativeSandbox: { limits: { tmpSizeBytes: 1 << 20 } } })
+    expect((await sh(smallTmp, 'head -c 2000000 /dev/zero > /tmp/fill')).out).toContain('No space left on device')
+    expect((await sh(sb, 'ulimit -n')).stdout).toBe('32\n')
+    const marker = uniqueMarker()
+    const bomb = await sh(sb, `for i in $(seq 1 40); do sleep ${marker} & done; sleep 0.3; pgrep -c -f ${marker}; kill $(jobs -p) 2>/dev/null`)
+    expect(bomb.out).toMatch(/fork|Resource temporarily unavailable/i)
+    expect(Number(bomb.stdout.trim().split('\n').pop())).toBeLessThan(20)
+  })
+
+  it('refuses limits it cannot enforce, and malformed ones, naming the option', () => {
+    const make = (limits) => () => sandbox({ nativeSandbox: { limits } })
+    expect(make({ memoryBytes: 1 << 30 })).toThrow(/memoryBytes needs cgroups/)
+    expect(make({ threads: 4 })).toThrow(/limits.threads is not a limit/)
+    expect(make({ openFiles: -1 })).toThrow(/openFiles must be a positive whole number/)
+  })
+
   it('P4: a setsid daemon dies with the kill of its command', async () => {
     const sb = sandbox()
     const [daemon, main] = [uniqueMarker(), uniqueMarker()]

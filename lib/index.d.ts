@@ -30,6 +30,8 @@ export interface ExecutionResult {
   stderrTruncated?: boolean
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
+  /** The resource limit that ended the command, if one did. */
+  limitExceeded?: 'fileSize' | 'cpu'
 }
 
 export interface CommandResult extends ExecutionResult {
@@ -110,6 +112,19 @@ export interface NativeSandboxConfig {
   seatbeltProfilePath?: string
   bwrapArgs?: string[]
   readOnly?: boolean
+  /** Resource limits, set as rlimits on the sandbox's init (inherited by every process). */
+  limits?: SandboxLimits
+}
+
+export interface SandboxLimits {
+  /** Processes and threads of the sandbox's (non-root) user. */
+  processes?: number
+  openFiles?: number
+  fileSizeBytes?: number
+  /** CPU seconds per process. */
+  cpuSeconds?: number
+  /** Size of the private `/tmp` under isolation (default 256 MiB). */
+  tmpSizeBytes?: number
 }
 
 export interface InstructionsContext {

@@ -1,6 +1,7 @@
 'use strict'
 const os = require('node:os')
 const native = require('../index.js')
+const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
@@ -21,7 +22,29 @@ function nativeSandboxConfig(config) {
     seatbeltProfilePath: check.string(c.seatbeltProfilePath, 'nativeSandbox.seatbeltProfilePath'),
     bwrapArgs: c.bwrapArgs === undefined ? undefined : [...check.stringArray(c.bwrapArgs, 'nativeSandbox.bwrapArgs')],
     readOnly: check.boolean(c.readOnly ?? c.readOnlyWorkspace, 'nativeSandbox.readOnly') ?? false,
+    limits: limitsConfig(c.limits),
   }
+}
+
+const LIMITS = ['processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes']
+
+/** `nativeSandbox.limits`: positive whole numbers; memory (which needs cgroups) is refused, not ignored. */
+function limitsConfig(limits) {
+  check.object(limits, 'nativeSandbox.limits')
+  const out = {}
+  for (const [key, value] of Object.entries(limits ?? {})) {
+    if (key === 'memoryBytes') {
+      throw new SandboxOptionError('nativeSandbox.limits.memoryBytes needs cgroups, which this version does not use yet')
+    }
+    if (!LIMITS.includes(key)) {
+      throw new SandboxOptionError(`nativeSandbox.limits.${key} is not a limit (one of ${LIMITS.join(', ')})`)
+    }
+    if (!Number.isInteger(value) || value <= 0) {
+      throw new SandboxOptionError(`nativeSandbox.limits.${key} must be a positive whole number, got ${value}`)
+    }
+    out[key] = value
+  }
+  return out
 }
 
 /**

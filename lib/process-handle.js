@@ -27,9 +27,9 @@ function outputCallback(onStdout, onStderr) {
   }
 }
 
+/** The native result without its empty optional fields. */
 function toResult(native) {
-  const { command, ...result } = native
-  return command == null ? result : { ...result, command }
+  return Object.fromEntries(Object.entries(native).filter(([, value]) => value != null))
 }
 
 /**

@@ -8,6 +8,7 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, BwrapPolicy, Isolation};
+use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use std::path::PathBuf;
 
@@ -45,6 +46,21 @@ pub struct NativeSandboxConfig {
   pub allow_system_binaries: Option<bool>,
   pub read_only: Option<bool>,
   pub bwrap_args: Option<Vec<String>>,
+  pub limits: Option<NativeLimits>,
+}
+
+/// Resource limits; each unset one is the host's.
+#[napi(object)]
+#[derive(Default)]
+pub struct NativeLimits {
+  /// Processes and threads of the sandbox's (non-root) user.
+  pub processes: Option<f64>,
+  pub open_files: Option<f64>,
+  pub file_size_bytes: Option<f64>,
+  /// CPU seconds per process.
+  pub cpu_seconds: Option<f64>,
+  /// Size of the private `/tmp` under isolation (default 256 MiB).
+  pub tmp_size_bytes: Option<f64>,
 }
 
 #[napi(object)]
@@ -81,7 +97,9 @@ impl NativeLocalSandbox {
     let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
     let working_directory =
       resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
-    let config = options.native_sandbox.unwrap_or_default();
+    let mut config = options.native_sandbox.unwrap_or_default();
+    let limits = config.limits.take().unwrap_or_default();
+    let whole = |v: Option<f64>| v.map(|v| v as u64);
     let policy = BwrapPolicy {
       workspace: working_directory.clone(),
       read_only_workspace: config.read_only.unwrap_or(false),
@@ -100,11 +118,17 @@ impl NativeLocalSandbox {
         .collect(),
       allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
       extra_args: config.bwrap_args.unwrap_or_default(),
-      tmp_bytes: isolation::DEFAULT_TMP_BYTES,
+      tmp_bytes: whole(limits.tmp_size_bytes).unwrap_or(isolation::DEFAULT_TMP_BYTES),
     };
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),
+      limits: Limits {
+        processes: whole(limits.processes),
+        open_files: whole(limits.open_files),
+        file_size_bytes: whole(limits.file_size_bytes),
+        cpu_seconds: whole(limits.cpu_seconds),
+      },
       working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),
       timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,

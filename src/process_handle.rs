@@ -26,6 +26,8 @@ pub struct NativeExecutionResult {
   pub stdout_dropped_bytes: f64,
   pub stderr_dropped_bytes: f64,
   pub command: Option<String>,
+  /// The resource limit that ended the command (`fileSize`, `cpu`).
+  pub limit_exceeded: Option<String>,
 }
 
 impl NativeExecutionResult {
@@ -43,6 +45,7 @@ impl NativeExecutionResult {
       stdout_dropped_bytes: o.stdout_dropped_bytes as f64,
       stderr_dropped_bytes: o.stderr_dropped_bytes as f64,
       command,
+      limit_exceeded: o.exit.limit_exceeded.map(str::to_owned),
     }
   }
 }

@@ -15,6 +15,7 @@ use tokio::net::unix::pipe;
 
 use crate::error::{CoreError, Result};
 use crate::isolation;
+use crate::limits::Limits;
 use crate::process::StdinMode;
 
 /// How long an init may take to exit once its socket is closed.
@@ -51,7 +52,7 @@ pub struct LaunchRequest<'a> {
 
 impl Init {
   /// Starts an init, confined as asked. Must be called inside a tokio runtime.
-  pub fn start(keeper: &Path, confinement: &Confinement) -> Result<Init> {
+  pub fn start(keeper: &Path, confinement: &Confinement, limits: &Limits) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
     // Kept open until bubblewrap has been started; it reads the filter from it.
@@ -59,7 +60,9 @@ impl Init {
     let mut cmd = match confinement {
       Confinement::None => {
         let mut cmd = std::process::Command::new(keeper);
-        cmd.arg(std::process::id().to_string());
+        cmd
+          .arg(std::process::id().to_string())
+          .args(limits.keeper_args());
         cmd
       }
       Confinement::Bwrap { bwrap, policy } => {
@@ -77,13 +80,16 @@ impl Init {
           });
         }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
-        cmd.args(policy.argv(keeper)).args([
-          "--seccomp",
-          &fd.to_string(),
-          "--",
-          isolation::KEEPER_INSIDE,
-          "0",
-        ]);
+        cmd
+          .args(policy.argv(keeper))
+          .args([
+            "--seccomp",
+            &fd.to_string(),
+            "--",
+            isolation::KEEPER_INSIDE,
+            "0",
+          ])
+          .args(limits.keeper_args());
         seccomp_read_end = Some(filter);
         cmd
       }

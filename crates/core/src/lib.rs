@@ -8,6 +8,7 @@ pub mod fs;
 pub mod init;
 pub mod isolation;
 pub mod lifecycle;
+pub mod limits;
 pub mod output;
 pub mod process;
 pub mod quote;

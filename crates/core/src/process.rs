@@ -56,6 +56,8 @@ pub struct Exit {
   pub killed: bool,
   pub timed_out: bool,
   pub execution_time_ms: f64,
+  /// The resource limit whose signal ended the command (`fileSize`, `cpu`).
+  pub limit_exceeded: Option<&'static str>,
 }
 
 impl Exit {
@@ -462,6 +464,7 @@ async fn drive(mut s: DriveState) {
       killed: true,
       timed_out: true,
       execution_time_ms,
+      limit_exceeded: None,
     }
   } else {
     Exit {
@@ -469,6 +472,8 @@ async fn drive(mut s: DriveState) {
       killed,
       timed_out: false,
       execution_time_ms,
+      // 128 + N whether the command or a process it ran (as its shell reports) got signal N.
+      limit_exceeded: crate::limits::exceeded_by(exit_code - 128),
     }
   };
   // Nobody reads the other end any more; do not wait for the handle to be collected.

@@ -12,6 +12,7 @@ use crate::error::{CoreError, Result};
 use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, BwrapPolicy, Isolation};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
+use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 
@@ -27,6 +28,7 @@ pub struct SandboxOptions {
   pub isolation: Isolation,
   /// What a bubblewrap sandbox may see and do (with `Isolation::Bwrap`).
   pub policy: Option<BwrapPolicy>,
+  pub limits: Limits,
   /// Path of the `native-workspace-keeper` binary.
   pub keeper: PathBuf,
   pub hooks: Hooks,
@@ -67,6 +69,7 @@ pub struct Sandbox {
   timeout: Option<Duration>,
   isolation: Isolation,
   policy: Option<BwrapPolicy>,
+  limits: Limits,
   keeper: PathBuf,
   created_at: SystemTime,
   lifecycle: Lifecycle,
@@ -86,6 +89,7 @@ impl Sandbox {
       timeout: options.timeout,
       isolation: options.isolation,
       policy: options.policy,
+      limits: options.limits,
       keeper: options.keeper,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
@@ -277,7 +281,11 @@ impl Sandbox {
   }
 
   fn restart_init(&self) -> Result<Arc<Init>> {
-    let init = Arc::new(Init::start(&self.keeper, &self.confinement()?)?);
+    let init = Arc::new(Init::start(
+      &self.keeper,
+      &self.confinement()?,
+      &self.limits,
+    )?);
     *self.init.lock().unwrap() = Some(init.clone());
     Ok(init)
   }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::limits::Limits;
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
@@ -46,7 +47,7 @@ async fn spawn(req: SpawnRequest) -> Running {
 }
 
 fn init() -> Init {
-  Init::start(Path::new(KEEPER), &Confinement::None).expect("init starts")
+  Init::start(Path::new(KEEPER), &Confinement::None, &Limits::default()).expect("init starts")
 }
 
 /// Pids of live (non-zombie) `sleep <arg>` processes.
@@ -295,4 +296,28 @@ async fn a_command_longer_than_the_kernel_runs_is_a_typed_error() {
   let fits = format!("printf %s {} | wc -c", "y".repeat(120_000));
   let o = spawn(request(&fits)).await.into_outcome().await;
   assert_eq!(o.stdout.trim(), "120000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_inherited_and_the_one_that_fired_is_named() {
+  let limits = Limits {
+    file_size_bytes: Some(4096),
+    open_files: Some(32),
+    ..Default::default()
+  };
+  let init = Init::start(Path::new(KEEPER), &Confinement::None, &limits).unwrap();
+  let dir = std::env::temp_dir().join(format!("nw-limits-{}", std::process::id()));
+  std::fs::create_dir_all(&dir).unwrap();
+  let mut req = request("ulimit -n; head -c 10000 /dev/zero > big");
+  req.cwd = dir.clone();
+  let o = Process::spawn(&init, req)
+    .await
+    .unwrap()
+    .into_outcome()
+    .await;
+  assert_eq!(o.stdout, "32\n");
+  assert_eq!(o.exit.exit_code, 128 + libc::SIGXFSZ);
+  assert_eq!(o.exit.limit_exceeded, Some("fileSize"));
+  assert_eq!(std::fs::metadata(dir.join("big")).unwrap().len(), 4096);
+  std::fs::remove_dir_all(&dir).unwrap();
 }

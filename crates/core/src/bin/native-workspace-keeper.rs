@@ -1,4 +1,5 @@
-//! `native-workspace-keeper <host-pid>`: the per-sandbox init.
+//! `native-workspace-keeper <host-pid> [name=value ...]`: the per-sandbox init (the
+//! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu).
 //!
 //! Started once per sandbox with a stream socket as its stdin. Each request on that socket
 //! carries a command and, as passed descriptors, a control socket and the command's stdio
@@ -41,6 +42,7 @@ fn main() {
       std::process::exit(1); // the host died before the death signal was armed
     }
   }
+  apply_limits(std::env::args().skip(2));
   let signals = SignalFd::new(&[
     libc::SIGCHLD,
     libc::SIGTERM,
@@ -50,6 +52,37 @@ fn main() {
   ]);
   close_fds_from(3, &[signals.fd]);
   run_init(&signals)
+}
+
+/// `name=value` rlimits (soft and hard), inherited by every command.
+fn apply_limits(args: impl Iterator<Item = String>) {
+  for arg in args {
+    let Some((name, value)) = arg.split_once('=') else {
+      continue;
+    };
+    let Ok(value) = value.parse::<libc::rlim_t>() else {
+      continue;
+    };
+    let resource = match name {
+      "nproc" => libc::RLIMIT_NPROC,
+      "nofile" => libc::RLIMIT_NOFILE,
+      "fsize" => libc::RLIMIT_FSIZE,
+      "cpu" => libc::RLIMIT_CPU,
+      _ => continue,
+    };
+    let limit = libc::rlimit {
+      rlim_cur: value,
+      rlim_max: value,
+    };
+    // SAFETY: setrlimit with a valid struct.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+      eprintln!(
+        "native-workspace-keeper: cannot set {name}: {}",
+        io::Error::last_os_error()
+      );
+      std::process::exit(1);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------

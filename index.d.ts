@@ -118,6 +118,15 @@ export declare function extractTailPipe(command: string): TailPipe
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
 
+/** What the kernel offers for building sandboxes. */
+export interface IsolationCapabilities {
+  userNamespaces: boolean
+  seccomp: boolean
+  /** Landlock ABI version, when Landlock is enabled. */
+  landlockAbi?: number
+  cgroup: 'v2' | 'hybrid' | 'v1' | 'none'
+}
+
 /** Text of `kill_process` after a kill. */
 export declare function killedText(pid: string, stdout: string, stderr: string, maxTokens?: number | undefined | null): string
 
@@ -231,6 +240,7 @@ export interface SandboxDetectionResult {
   backend: 'seatbelt' | 'bwrap' | 'none'
   available: boolean
   message: string
+  capabilities: IsolationCapabilities
 }
 
 export declare function stripAnsi(text: string): string

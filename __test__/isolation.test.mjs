@@ -8,7 +8,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, isIsolationAvailable } from '../lib/index.mjs'
+import { LocalSandbox, detectIsolation, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, startNode, survivors, uniqueMarker, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -33,6 +33,19 @@ const sh = async (sb, command, options) => {
   const r = await sb.executeCommand(command, [], options)
   return { ...r, out: r.stdout + r.stderr }
 }
+
+describe('detectIsolation', () => {
+  it('reports what the kernel offers, consistently with whether bwrap works', () => {
+    const { available: works, capabilities } = detectIsolation()
+    expect(['v2', 'hybrid', 'v1', 'none']).toContain(capabilities.cgroup)
+    expect(typeof capabilities.userNamespaces).toBe('boolean')
+    expect(typeof capabilities.seccomp).toBe('boolean')
+    if (capabilities.landlockAbi !== undefined) expect(Number.isInteger(capabilities.landlockAbi) && capabilities.landlockAbi > 0).toBe(true)
+    // bubblewrap here builds user namespaces and installs a seccomp filter.
+    if (works) expect(capabilities).toMatchObject({ userNamespaces: true, seccomp: true })
+    expect(works).toBe(available)
+  })
+})
 
 describe.skipIf(!available)('isolation: bwrap', () => {
   it('U/E4/F9/F14: no root, no capabilities, no mount, no device nodes, no /etc/shadow', async () => {

@@ -361,7 +361,12 @@ describe('info and instructions', () => {
 describe('isolation detection', () => {
   it('detectIsolation reports the platform backend', () => {
     const detected = detectIsolation()
-    expect(detected).toEqual({ backend: expect.any(String), available: expect.any(Boolean), message: expect.any(String) })
+    expect(detected).toEqual({
+      backend: expect.any(String),
+      available: expect.any(Boolean),
+      message: expect.any(String),
+      capabilities: expect.any(Object),
+    })
     if (process.platform === 'linux') {
       expect(detected.backend).toBe('bwrap')
       expect(detected.message).toMatch(/bubblewrap/)

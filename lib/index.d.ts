@@ -176,6 +176,14 @@ export interface SandboxDetectionResult {
   backend: IsolationBackend
   available: boolean
   message: string
+  /** What the kernel offers for building sandboxes. */
+  capabilities: {
+    userNamespaces: boolean
+    seccomp: boolean
+    /** Landlock ABI version, when Landlock is enabled. */
+    landlockAbi?: number
+    cgroup: 'v2' | 'hybrid' | 'v1' | 'none'
+  }
 }
 
 export declare class LocalSandbox {

@@ -3,12 +3,24 @@
 use napi_derive::napi;
 use native_workspace_core::isolation::{self, Isolation};
 
+/// What the kernel offers for building sandboxes.
+#[napi(object)]
+pub struct IsolationCapabilities {
+  pub user_namespaces: bool,
+  pub seccomp: bool,
+  /// Landlock ABI version, when Landlock is enabled.
+  pub landlock_abi: Option<u32>,
+  #[napi(ts_type = "'v2' | 'hybrid' | 'v1' | 'none'")]
+  pub cgroup: String,
+}
+
 #[napi(object)]
 pub struct SandboxDetectionResult {
   #[napi(ts_type = "'seatbelt' | 'bwrap' | 'none'")]
   pub backend: String,
   pub available: bool,
   pub message: String,
+  pub capabilities: IsolationCapabilities,
 }
 
 /// The isolation backend native to this platform, and whether it works here (probed by
@@ -16,10 +28,17 @@ pub struct SandboxDetectionResult {
 #[napi]
 pub fn detect_isolation() -> SandboxDetectionResult {
   let d = isolation::detect();
+  let c = d.capabilities;
   SandboxDetectionResult {
     backend: d.backend.as_str().to_owned(),
     available: d.available,
     message: d.message,
+    capabilities: IsolationCapabilities {
+      user_namespaces: c.user_namespaces,
+      seccomp: c.seccomp,
+      landlock_abi: c.landlock_abi,
+      cgroup: c.cgroup.to_owned(),
+    },
   }
 }
 

@@ -34,12 +34,72 @@ pub struct Detection {
   pub backend: Isolation,
   pub available: bool,
   pub message: String,
+  pub capabilities: Capabilities,
+}
+
+/// What the kernel offers for building sandboxes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+  /// Unprivileged user namespaces can be created.
+  pub user_namespaces: bool,
+  /// Seccomp filters can be installed.
+  pub seccomp: bool,
+  /// The Landlock ABI version, when Landlock is enabled.
+  pub landlock_abi: Option<u32>,
+  /// `v2`, `hybrid` (v1 controllers with a v2 hierarchy beside them), `v1`, or `none`.
+  pub cgroup: &'static str,
+}
+
+pub fn capabilities() -> Capabilities {
+  let read = |path: &str| {
+    std::fs::read_to_string(path)
+      .map(|s| s.trim().to_owned())
+      .ok()
+  };
+  let user_namespaces = read("/proc/sys/user/max_user_namespaces").is_some_and(|n| n != "0")
+    && read("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v == "1");
+  let seccomp = read("/proc/self/status").is_some_and(|s| s.contains("\nSeccomp:"));
+  // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only reports the ABI.
+  let abi = unsafe {
+    libc::syscall(
+      libc::SYS_landlock_create_ruleset,
+      std::ptr::null::<u8>(),
+      0usize,
+      1u32,
+    )
+  };
+  Capabilities {
+    user_namespaces,
+    seccomp,
+    landlock_abi: (abi > 0).then_some(abi as u32),
+    cgroup: cgroup_mode(),
+  }
+}
+
+fn cgroup_mode() -> &'static str {
+  const CGROUP2_MAGIC: i64 = 0x6367_7270;
+  const TMPFS_MAGIC: i64 = 0x0102_1994;
+  let fs_type = |path: &str| -> Option<i64> {
+    let c_path = std::ffi::CString::new(path).ok()?;
+    // SAFETY: statfs fills a plain struct for a NUL-terminated path.
+    unsafe {
+      let mut st: libc::statfs = std::mem::zeroed();
+      (libc::statfs(c_path.as_ptr(), &mut st) == 0).then_some(st.f_type as i64)
+    }
+  };
+  match fs_type("/sys/fs/cgroup") {
+    Some(CGROUP2_MAGIC) => "v2",
+    Some(TMPFS_MAGIC) if fs_type("/sys/fs/cgroup/unified") == Some(CGROUP2_MAGIC) => "hybrid",
+    Some(TMPFS_MAGIC) => "v1",
+    _ => "none",
+  }
 }
 
 pub fn detect() -> Detection {
   if cfg!(target_os = "macos") {
     let available = find_in_path("sandbox-exec").is_some();
     Detection {
+      capabilities: capabilities(),
       backend: Isolation::Seatbelt,
       available,
       message: if available {
@@ -51,6 +111,7 @@ pub fn detect() -> Detection {
   } else if cfg!(target_os = "linux") {
     let available = bwrap_works();
     Detection {
+      capabilities: capabilities(),
       backend: Isolation::Bwrap,
       available,
       message: if available {
@@ -61,6 +122,7 @@ pub fn detect() -> Detection {
     }
   } else {
     Detection {
+      capabilities: capabilities(),
       backend: Isolation::None,
       available: false,
       message: format!(

@@ -115,6 +115,9 @@ export declare function detectIsolation(): SandboxDetectionResult
 /** Splits a trailing `| tail -N` off a command. */
 export declare function extractTailPipe(command: string): TailPipe
 
+/** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
+export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig | undefined | null): string
+
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
 

@@ -845,6 +845,7 @@ module.exports.commandErrorText = nativeBinding.commandErrorText
 module.exports.commandResultText = nativeBinding.commandResultText
 module.exports.detectIsolation = nativeBinding.detectIsolation
 module.exports.extractTailPipe = nativeBinding.extractTailPipe
+module.exports.generateSeatbeltProfile = nativeBinding.generateSeatbeltProfile
 module.exports.isIsolationAvailable = nativeBinding.isIsolationAvailable
 module.exports.killedText = nativeBinding.killedText
 module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart

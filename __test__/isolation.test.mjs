@@ -8,7 +8,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, detectIsolation, isIsolationAvailable } from '../lib/index.mjs'
+import { LocalSandbox, SandboxOptionError, detectIsolation, generateSeatbeltProfile, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, startNode, survivors, uniqueMarker, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -33,6 +33,22 @@ const sh = async (sb, command, options) => {
   const r = await sb.executeCommand(command, [], options)
   return { ...r, out: r.stdout + r.stderr }
 }
+
+describe('generateSeatbeltProfile (macOS policy, checked as text)', () => {
+  it('renders the same policy: default deny, writes to the workspace, no network', () => {
+    const profile = generateSeatbeltProfile('/work/space', { readWritePaths: ['/data'] })
+    expect(profile).toMatch(/^\(version 1\)\n\(deny default/)
+    expect(profile).toContain('(allow file-write* (subpath "/work/space"))')
+    expect(profile).toContain('(allow file-write* (subpath "/data"))')
+    expect(profile).toContain('(deny network*')
+    expect(generateSeatbeltProfile('/w', { allowNetwork: true })).toContain('(allow network*)')
+    expect(generateSeatbeltProfile('/w', { readOnly: true })).not.toContain('(allow file-write* (subpath "/w"))')
+  })
+
+  it('refuses allowSystemBinaries: false, which seatbelt cannot enforce', () => {
+    expect(() => generateSeatbeltProfile('/w', { allowSystemBinaries: false })).toThrow(SandboxOptionError)
+  })
+})
 
 describe('detectIsolation', () => {
   it('reports what the kernel offers, consistently with whether bwrap works', () => {

@@ -225,6 +225,8 @@ export declare class LocalSandbox {
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 export declare function detectIsolation(): SandboxDetectionResult
 export declare function isIsolationAvailable(backend: IsolationBackend): boolean
+/** The macOS seatbelt profile (SBPL) the policy of `nativeSandbox` gives for a workspace. */
+export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig): string
 export declare function getRecommendedIsolation(): IsolationBackend
 
 export declare class SandboxError extends Error {

@@ -11,6 +11,7 @@ const { MastraSandbox } = require('./mastra-sandbox')
 const { LocalFilesystem } = require('./local-filesystem')
 const { createWorkspaceTools } = require('./tools')
 const { createTool } = require('./create-tool')
+const { translatingSync } = require('./translate')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
@@ -18,6 +19,9 @@ const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES = 1048576
 
 const detectIsolation = () => native.detectIsolation()
 const isIsolationAvailable = (backend) => native.isIsolationAvailable(backend)
+/** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
+const generateSeatbeltProfile = (workspacePath, config = {}) =>
+  translatingSync(() => native.generateSeatbeltProfile(workspacePath, config))
 const getRecommendedIsolation = () => {
   const detected = native.detectIsolation()
   return detected.available ? detected.backend : 'none'
@@ -40,6 +44,7 @@ module.exports = {
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,
   detectIsolation,
+  generateSeatbeltProfile,
   isIsolationAvailable,
   getRecommendedIsolation,
 }

@@ -7,7 +7,7 @@ use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::isolation::{self, BwrapPolicy, Isolation};
+use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use std::path::PathBuf;
@@ -63,6 +63,27 @@ pub struct NativeLimits {
   pub tmp_size_bytes: Option<f64>,
 }
 
+/// The core's policy from the `nativeSandbox` options (limits aside).
+pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> SandboxPolicy {
+  let paths = |list: Option<Vec<String>>| {
+    list
+      .unwrap_or_default()
+      .into_iter()
+      .map(PathBuf::from)
+      .collect()
+  };
+  SandboxPolicy {
+    workspace,
+    read_only_workspace: config.read_only.unwrap_or(false),
+    allow_network: config.allow_network.unwrap_or(false),
+    read_only_paths: paths(config.read_only_paths),
+    read_write_paths: paths(config.read_write_paths),
+    allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
+    extra_args: config.bwrap_args.unwrap_or_default(),
+    tmp_bytes: isolation::DEFAULT_TMP_BYTES,
+  }
+}
+
 #[napi(object)]
 pub struct NativeProcessInfo {
   pub pid: String,
@@ -100,26 +121,10 @@ impl NativeLocalSandbox {
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
     let whole = |v: Option<f64>| v.map(|v| v as u64);
-    let policy = BwrapPolicy {
-      workspace: working_directory.clone(),
-      read_only_workspace: config.read_only.unwrap_or(false),
-      allow_network: config.allow_network.unwrap_or(false),
-      read_only_paths: config
-        .read_only_paths
-        .unwrap_or_default()
-        .into_iter()
-        .map(PathBuf::from)
-        .collect(),
-      read_write_paths: config
-        .read_write_paths
-        .unwrap_or_default()
-        .into_iter()
-        .map(PathBuf::from)
-        .collect(),
-      allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
-      extra_args: config.bwrap_args.unwrap_or_default(),
-      tmp_bytes: whole(limits.tmp_size_bytes).unwrap_or(isolation::DEFAULT_TMP_BYTES),
-    };
+    let mut policy = sandbox_policy(working_directory.clone(), config);
+    if let Some(bytes) = whole(limits.tmp_size_bytes) {
+      policy.tmp_bytes = bytes;
+    }
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),

@@ -39,7 +39,7 @@ pub enum Confinement {
   None,
   Bwrap {
     bwrap: std::path::PathBuf,
-    policy: isolation::BwrapPolicy,
+    policy: isolation::SandboxPolicy,
   },
 }
 

@@ -190,9 +190,10 @@ pub const SANDBOX_UID: u32 = 65534;
 /// Size of the sandbox's private `/tmp`.
 pub const DEFAULT_TMP_BYTES: u64 = 256 << 20;
 
-/// What a bubblewrap sandbox may see and do.
+/// What a sandbox may see and do: one policy, rendered as bubblewrap arguments (and a
+/// seccomp filter) on Linux and as a seatbelt profile on macOS.
 #[derive(Clone, Debug)]
-pub struct BwrapPolicy {
+pub struct SandboxPolicy {
   pub workspace: PathBuf,
   pub read_only_workspace: bool,
   pub allow_network: bool,
@@ -229,7 +230,7 @@ const SYSTEM_PATHS: &[&str] = &[
   "/etc/localtime",
 ];
 
-impl BwrapPolicy {
+impl SandboxPolicy {
   /// The bubblewrap arguments that build the sandbox and start `keeper` in it.
   pub fn argv(&self, keeper: &Path) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
@@ -347,7 +348,7 @@ mod tests {
 
   #[test]
   fn argv_is_hardened_and_ends_inside_the_workspace() {
-    let policy = BwrapPolicy {
+    let policy = SandboxPolicy {
       workspace: PathBuf::from("/w"),
       read_only_workspace: false,
       allow_network: false,

@@ -13,6 +13,7 @@ pub mod output;
 pub mod process;
 pub mod quote;
 pub mod sandbox;
+pub mod seatbelt;
 pub mod seccomp;
 pub mod tools;
 pub mod workspace;

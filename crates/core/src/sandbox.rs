@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::abort::AbortToken;
 use crate::error::{CoreError, Result};
 use crate::init::{Confinement, Init};
-use crate::isolation::{self as isolation, BwrapPolicy, Isolation};
+use crate::isolation::{self as isolation, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
@@ -27,7 +27,7 @@ pub struct SandboxOptions {
   pub timeout: Option<Duration>,
   pub isolation: Isolation,
   /// What a bubblewrap sandbox may see and do (with `Isolation::Bwrap`).
-  pub policy: Option<BwrapPolicy>,
+  pub policy: Option<SandboxPolicy>,
   pub limits: Limits,
   /// Path of the `native-workspace-keeper` binary.
   pub keeper: PathBuf,
@@ -68,7 +68,7 @@ pub struct Sandbox {
   overlay_env: Mutex<BTreeMap<String, String>>,
   timeout: Option<Duration>,
   isolation: Isolation,
-  policy: Option<BwrapPolicy>,
+  policy: Option<SandboxPolicy>,
   limits: Limits,
   keeper: PathBuf,
   created_at: SystemTime,

@@ -3,6 +3,7 @@
 // (F1, E4, …) are those of the project's attack catalogue. Runs as the test's user (root
 // in CI) and, for the identity checks, again as an unprivileged user.
 import fs from 'node:fs'
+import dgram from 'node:dgram'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -207,6 +208,75 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(make({ memoryBytes: 1 << 30 })).toThrow(/memoryBytes needs cgroups/)
     expect(make({ threads: 4 })).toThrow(/limits.threads is not a limit/)
     expect(make({ openFiles: -1 })).toThrow(/openFiles must be a positive whole number/)
+  })
+
+  it('F2/F3/F5/F15: links and setuid copies give no way to host files or root', async () => {
+    const sb = sandbox()
+    const secret = path.join(top, `secret-${counter}.txt`)
+    fs.writeFileSync(secret, 'host secret\n')
+    fs.chmodSync(secret, 0o600)
+    const r = await sh(
+      sb,
+      `ln -s /etc/shadow k; cat k; ln -s ${secret} s; cat s; echo pwned > s; ln /etc/passwd pw; cp /bin/sh rootsh; chmod 4755 rootsh; ls -ln rootsh`,
+    )
+    expect(r.out).not.toContain('host secret')
+    expect(fs.readFileSync(secret, 'utf8')).toBe('host secret\n')
+    expect(fs.existsSync(path.join(sb.workingDirectory, 'pw'))).toBe(false) // no hardlink across mounts
+    const rootsh = fs.statSync(path.join(sb.workingDirectory, 'rootsh'))
+    expect(rootsh.uid).not.toBe(0) // a setuid copy is the sandbox user's, never root's
+  })
+
+  it('P2/P10/E5: kill -9 -1 reaches only the sandbox (not even its init); no new privileges', async () => {
+    const sb = sandbox()
+    expect((await sh(sb, 'grep NoNewPrivs /proc/self/status')).stdout).toBe('NoNewPrivs:\t1\n')
+    // PID 1 is the sandbox's own init, and its command line shows no host path.
+    expect((await sh(sb, "tr '\\0' ' ' < /proc/1/cmdline")).stdout).not.toContain(top)
+    await sh(sb, 'kill -9 -1')
+    expect(process.kill(process.pid, 0)).toBe(true) // this test process is alive
+    expect((await sh(sb, 'echo still-working')).stdout).toBe('still-working\n')
+  })
+
+  it('N3/N7: UDP and abstract UNIX sockets do not reach host listeners', async () => {
+    const udp = dgram.createSocket('udp4')
+    let datagrams = 0
+    udp.on('message', () => datagrams++)
+    await new Promise((resolve) => udp.bind(0, '127.0.0.1', resolve))
+    const abstractName = `\0nw-test-${process.pid}-${counter}`
+    let unixConnections = 0
+    const unixServer = net.createServer((socket) => {
+      unixConnections++
+      socket.destroy()
+    })
+    await new Promise((resolve) => unixServer.listen(abstractName, resolve))
+    try {
+      const sb = sandbox()
+      const port = udp.address().port
+      await sh(sb, `/usr/bin/python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', ${port}))"`)
+      const name = abstractName.slice(1)
+      const r = await sh(sb, `/usr/bin/python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0${name}')"`)
+      expect(r.exitCode).not.toBe(0)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(datagrams).toBe(0)
+      expect(unixConnections).toBe(0)
+    } finally {
+      udp.close()
+      unixServer.close()
+    }
+  })
+
+  it('E5/E6: no /sys, no host sockets under /run or /tmp', async () => {
+    const sb = sandbox()
+    expect((await sh(sb, 'ls /sys/class/net')).exitCode).not.toBe(0)
+    expect((await sh(sb, 'ls /run /var/run')).exitCode).not.toBe(0)
+    expect((await sh(sb, 'ls -A /tmp')).stdout.trim().split('\n').filter(Boolean).every((n) => n.startsWith('nw-iso-'))).toBe(true)
+  })
+
+  it('R2/R7: a CPU-time limit ends a busy loop, named in the result; a timeout ends a sleeper', async () => {
+    const sb = sandbox({ nativeSandbox: { limits: { cpuSeconds: 1 } } })
+    const busy = await sh(sb, 'while :; do :; done')
+    expect(busy).toMatchObject({ limitExceeded: 'cpu', exitCode: 128 + os.constants.signals.SIGXCPU })
+    const sleeper = await sh(sb, 'sleep 30', { timeout: 300 })
+    expect(sleeper).toMatchObject({ exitCode: 124, timedOut: true })
   })
 
   it('P4: a setsid daemon dies with the kill of its command', async () => {

@@ -236,11 +236,14 @@ impl SandboxPolicy {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = |v: &'static str| std::ffi::OsStr::new(v);
-    // Every namespace, including a user namespace (needed to refuse nested ones).
+    // Every namespace, including a user namespace (needed to refuse nested ones). The init
+    // is PID 1 of its namespace: commands cannot signal it (`kill -9 -1` spares it) and
+    // `/proc/1` shows it, not bubblewrap's arguments.
     push(&[
       s("--unshare-all"),
       s("--unshare-user"),
       s("--disable-userns"),
+      s("--as-pid-1"),
     ]);
     if self.allow_network {
       push(&[s("--share-net")]);
@@ -365,7 +368,7 @@ mod tests {
       .collect();
     let joined = argv.join(" ");
     for needed in [
-      "--unshare-all --unshare-user --disable-userns",
+      "--unshare-all --unshare-user --disable-userns --as-pid-1",
       "--new-session --die-with-parent --cap-drop ALL --clearenv",
       "--size 1024 --tmpfs /tmp --proc /proc --dev /dev",
       "--ro-bind /k /.native-workspace-keeper",

@@ -70,9 +70,16 @@ fn apply_limits(args: impl Iterator<Item = String>) {
       "cpu" => libc::RLIMIT_CPU,
       _ => continue,
     };
+    // For CPU time the hard limit is a second later: at the soft one the kernel sends
+    // SIGXCPU (which names the limit), at the hard one SIGKILL.
+    let hard = if resource == libc::RLIMIT_CPU {
+      value.saturating_add(1)
+    } else {
+      value
+    };
     let limit = libc::rlimit {
       rlim_cur: value,
-      rlim_max: value,
+      rlim_max: hard,
     };
     // SAFETY: setrlimit with a valid struct.
     if unsafe { libc::setrlimit(resource, &limit) } != 0 {

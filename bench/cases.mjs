@@ -4,7 +4,7 @@
 // undefined for plain counts); `targets` the goals of native-workspace, as ratios.
 // `params(quick)` gives the sizes (smaller with --quick), `title(params)` the row label.
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { MB, MiB, liveProcessesMatching, killQuietly, median, now, percentile, sleep } from './util.mjs'
+import { MB, MiB, descendantsOf, liveProcessesMatching, killQuietly, median, now, percentile, pssKiB, sleep } from './util.mjs'
 
 const ALL = ['ours', 'mastra', 'raw']
 const WITH_TOOLS = ['ours', 'mastra']
@@ -80,7 +80,6 @@ export const CASES = [
     isolation: 'bwrap',
     params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
     metrics: SEQUENTIAL_METRICS,
-    targets: [],
     run: sequentialTrue,
   },
   {
@@ -267,6 +266,54 @@ export const CASES = [
       const leaked = liveProcessesMatching(marker)
       for (const p of leaked) killQuietly(p.pid) // clean up after a leaky implementation
       return { median_cycle_ms: median(cycles), max_cycle_ms: Math.max(...cycles), leaked: leaked.length }
+    },
+  },
+  {
+    id: 'scale',
+    title: (p) => `(scale) ${p.count} concurrent background \`sleep\`s in one sandbox, then one \`echo\``,
+    impls: ALL,
+    runs: 1,
+    params: (quick) => ({ count: quick ? 100 : 500 }),
+    metrics: [
+      { key: 'spawn_all_ms', label: 'spawn all (concurrently) ms', better: 'lower' },
+      { key: 'exec_beside_ms', label: '`echo` beside them ms', better: 'lower' },
+      { key: 'node_KiB_per_handle', label: 'Node RSS per idle handle KiB', better: 'lower' },
+      { key: 'helpers_KiB_per_handle', label: 'helper processes PSS per handle KiB', better: 'lower' },
+      { key: 'kill_all_ms', label: 'kill all ms', better: 'lower' },
+      { key: 'leaked', label: 'leaked live processes', better: 'lower' },
+    ],
+    async run({ sb, params }) {
+      await warmUp(sb)
+      const marker = `${process.pid}${Math.floor(Math.random() * 1e9)}`
+      gc()
+      const rssBefore = process.memoryUsage().rss
+      let t0 = now()
+      const handles = await Promise.all(Array.from({ length: params.count }, () => sb.spawn(`sleep 1000.${marker}`)))
+      const spawnAll = now() - t0
+      await sleep(500)
+      gc()
+      const nodeGrowth = process.memoryUsage().rss - rssBefore
+      // Whatever runs between this process and the sleeps (shells, supervisors, an init):
+      // the per-process cost each implementation adds outside the JS heap.
+      const sleeps = new Set(liveProcessesMatching(marker).filter((p) => p.cmdline.startsWith('sleep ')).map((p) => p.pid))
+      const helpers = descendantsOf(process.pid).filter((pid) => !sleeps.has(pid))
+      const helpersKiB = helpers.reduce((sum, pid) => sum + pssKiB(pid), 0)
+      t0 = now()
+      await expectSuccess(sb.exec('echo beside'), '`echo` beside the background processes')
+      const execBeside = now() - t0
+      t0 = now()
+      await Promise.all(handles.map((bg) => sb.kill(bg)))
+      const killAll = now() - t0
+      const leaked = liveProcessesMatching(marker)
+      for (const p of leaked) killQuietly(p.pid)
+      return {
+        spawn_all_ms: spawnAll,
+        exec_beside_ms: execBeside,
+        node_KiB_per_handle: nodeGrowth / 1024 / params.count,
+        helpers_KiB_per_handle: helpersKiB / params.count,
+        kill_all_ms: killAll,
+        leaked: leaked.length,
+      }
     },
   },
   {

@@ -61,6 +61,15 @@ export function descendantsOf(pid) {
   return found
 }
 
+/** Proportional set size of `pid` in KiB (shared pages split between their users), 0 if gone. */
+export function pssKiB(pid) {
+  try {
+    return Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0)
+  } catch {
+    return 0
+  }
+}
+
 export function killQuietly(pid, signal = 'SIGKILL') {
   try {
     process.kill(pid, signal)

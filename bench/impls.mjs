@@ -115,7 +115,8 @@ class RawSandbox {
   }
 
   async spawn(cmd) {
-    const child = this.#cp.spawn('sh', ['-c', cmd], { detached: true, cwd: this.#cwd })
+    const [program, ...args] = this.#prefix
+    const child = this.#cp.spawn(program, [...args, cmd], { detached: true, cwd: this.#cwd })
     const exited = new Promise((resolve) => child.once('exit', resolve))
     const tail = new ByteTail(RAW_RETAINED_BYTES)
     child.stdout.on('data', (b) => tail.push(b))

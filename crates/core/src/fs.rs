@@ -152,7 +152,8 @@ impl LocalFs {
     missing: impl FnOnce(String) -> CoreError,
   ) -> CoreError {
     match err.raw_os_error() {
-      Some(libc::EXDEV) | Some(libc::ELOOP) => CoreError::PermissionDenied {
+      // ENXIO: a FIFO without a reader, opened for writing without blocking.
+      Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENXIO) => CoreError::PermissionDenied {
         path: target.input.to_owned(),
         operation: "access".into(),
       },
@@ -166,12 +167,9 @@ impl LocalFs {
   pub fn read(&self, input: &str) -> Result<Vec<u8>> {
     let t = self.target(input)?;
     let fd = self
-      .open_beneath(&t, libc::O_RDONLY, 0)
+      .open_beneath(&t, libc::O_RDONLY | libc::O_NONBLOCK, 0)
       .map_err(|e| self.fail(&t, e, CoreError::FileNotFound))?;
-    let mut file = File::from(fd);
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-      return Err(CoreError::IsDirectory(input.to_owned()));
-    }
+    let mut file = regular_file(fd, input, "read")?;
     let mut bytes = Vec::new();
     file
       .read_to_end(&mut bytes)
@@ -202,13 +200,17 @@ impl LocalFs {
       libc::O_EXCL
     };
     let fd = self
-      .open_beneath(&t, libc::O_WRONLY | libc::O_CREAT | mode, 0o644)
+      .open_beneath(
+        &t,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK | mode,
+        0o644,
+      )
       .map_err(|e| match e.raw_os_error() {
         Some(libc::EEXIST) => CoreError::FileExists(input.to_owned()),
         Some(libc::ENOENT) => CoreError::DirectoryNotFound(parent_display(input)),
         _ => self.fail(&t, e, CoreError::FileNotFound),
       })?;
-    File::from(fd)
+    regular_file(fd, input, "write")?
       .write_all(bytes)
       .map_err(|e| CoreError::io(input.to_owned(), e))
   }
@@ -548,6 +550,27 @@ pub fn millis(time: SystemTime) -> f64 {
     .unwrap_or(Duration::ZERO)
     .as_secs_f64()
     * 1000.0
+}
+
+/// The opened file, if it is a regular one. Files are opened with O_NONBLOCK so that a
+/// FIFO (or device) left in the workspace by a command cannot block the host; anything
+/// but a regular file is then refused rather than read or written.
+fn regular_file(fd: OwnedFd, input: &str, operation: &str) -> Result<File> {
+  let file = File::from(fd);
+  let kind = file
+    .metadata()
+    .map_err(|e| CoreError::io(input.to_owned(), e))?
+    .file_type();
+  if kind.is_dir() {
+    return Err(CoreError::IsDirectory(input.to_owned()));
+  }
+  if !kind.is_file() {
+    return Err(CoreError::PermissionDenied {
+      path: input.to_owned(),
+      operation: format!("{operation} (not a regular file)"),
+    });
+  }
+  Ok(file)
 }
 
 fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {

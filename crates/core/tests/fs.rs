@@ -210,3 +210,26 @@ fn reachability_for_the_sandbox_user_follows_parent_permissions() {
   mode(&base, 0o700);
   assert!(!reachable_by_others(&inner.join("file")));
 }
+
+#[test]
+fn a_fifo_left_in_the_base_neither_blocks_nor_is_read() {
+  let (fs, base, _) = setup("fifo");
+  std::fs::create_dir_all(&base).unwrap();
+  let made = std::process::Command::new("mkfifo")
+    .arg(base.join("output.log"))
+    .status()
+    .unwrap();
+  assert!(made.success());
+  // Nobody opens the other end: a blocking open would never return.
+  let (done, finished) = std::sync::mpsc::channel();
+  std::thread::spawn(move || {
+    let read = fs.read("output.log");
+    let write = fs.write("output.log", b"x", true, false, false);
+    done.send((read, write)).unwrap();
+  });
+  let (read, write) = finished
+    .recv_timeout(std::time::Duration::from_secs(5))
+    .expect("an operation on a FIFO blocked");
+  assert_denied(read);
+  assert_denied(write);
+}

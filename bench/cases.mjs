@@ -47,6 +47,19 @@ async function expectSuccess(result, what) {
 /** One untimed command, so a lazy sandbox start is not part of what a case measures. */
 const warmUp = (sb) => expectSuccess(sb.exec('true'), 'warm-up `true`')
 
+/**
+ * Digits only, so `sleep 1000.<marker>` is a valid duration; made inside the case, so that
+ * this process's own command line does not contain it.
+ */
+const sleepMarker = () => `${process.pid}${Math.floor(Math.random() * 1e9)}`
+
+/** Processes still alive with `marker` in their command line, killed (after a leaky implementation). */
+function killLeaked(marker) {
+  const leaked = liveProcessesMatching(marker)
+  for (const p of leaked) killQuietly(p.pid)
+  return leaked
+}
+
 /** Case (a): sequential `true`, with or without isolation. */
 async function sequentialTrue({ sb, params }) {
   await warmUp(sb)
@@ -243,9 +256,7 @@ const BASE_CASES = [
     targets: [{ key: 'median_cycle_ms', vsMastra: 0.5 }],
     async run({ sb, params }) {
       await warmUp(sb)
-      // Digits only, so `sleep 1000.<marker>` is a valid duration; made here, so that this
-      // process's own command line does not contain it.
-      const marker = `${process.pid}${Math.floor(Math.random() * 1e9)}`
+      const marker = sleepMarker()
       const cycles = []
       for (let i = 0; i < params.count; i++) {
         const t0 = now()
@@ -253,8 +264,7 @@ const BASE_CASES = [
         await sb.kill(bg)
         cycles.push(now() - t0)
       }
-      const leaked = liveProcessesMatching(marker)
-      for (const p of leaked) killQuietly(p.pid) // clean up after a leaky implementation
+      const leaked = killLeaked(marker)
       return { median_cycle_ms: median(cycles), max_cycle_ms: Math.max(...cycles), leaked: leaked.length }
     },
   },
@@ -274,7 +284,7 @@ const BASE_CASES = [
     ],
     async run({ sb, params }) {
       await warmUp(sb)
-      const marker = `${process.pid}${Math.floor(Math.random() * 1e9)}`
+      const marker = sleepMarker()
       gc()
       const rssBefore = process.memoryUsage().rss
       let t0 = now()
@@ -294,8 +304,7 @@ const BASE_CASES = [
       t0 = now()
       await Promise.all(handles.map((bg) => sb.kill(bg)))
       const killAll = now() - t0
-      const leaked = liveProcessesMatching(marker)
-      for (const p of leaked) killQuietly(p.pid)
+      const leaked = killLeaked(marker)
       return {
         spawn_all_ms: spawnAll,
         exec_beside_ms: execBeside,

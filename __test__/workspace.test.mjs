@@ -29,6 +29,20 @@ function context(threadId) {
   return rc
 }
 
+/** Resolver config giving each thread its own sandbox; `made` lists the sandboxes made. */
+function sandboxPerThread() {
+  const made = []
+  return {
+    made,
+    sandbox: () => {
+      const sb = makeSandbox()
+      made.push(sb)
+      return sb
+    },
+    sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+  }
+}
+
 /** A plain-JS sandbox that records lifecycle calls. */
 function fakeSandbox(id, overrides = {}) {
   const calls = []
@@ -467,14 +481,9 @@ describe('instructions', () => {
   })
 
   it('"resolve" mode returns the resolved sandbox’s instructions', async () => {
-    const made = []
+    const { made, ...perThread } = sandboxPerThread()
     const ws = workspace({
-      sandbox: () => {
-        const sb = makeSandbox()
-        made.push(sb)
-        return sb
-      },
-      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      ...perThread,
       instructions: { dynamicSandbox: 'resolve' },
     })
     const text = await ws.getInstructionsAsync({ requestContext: context('t1') })
@@ -500,14 +509,9 @@ describe('instructions', () => {
 
 describe('getSandbox({ requestContext })', () => {
   it('returns the same sandbox the tools use for that request', async () => {
-    const made = []
+    const { made, ...perThread } = sandboxPerThread()
     const ws = workspace({
-      sandbox: () => {
-        const sb = makeSandbox()
-        made.push(sb)
-        return sb
-      },
-      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      ...perThread,
     })
     const tools = await createWorkspaceTools(ws)
     const started = await tools[EXEC].execute({ command: 'echo bg; sleep 30', background: true }, { requestContext: context('t1') })

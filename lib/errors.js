@@ -1,6 +1,6 @@
 'use strict'
 // Error classes of the public API. Native errors arrive as plain Errors with a `code`;
-// `fromNative` re-creates them as the class that code stands for.
+// `fromNative` (translate.js) re-creates them as the class that code stands for.
 
 class SandboxError extends Error {
   constructor(message, code, details) {

@@ -306,31 +306,42 @@ impl LocalFs {
     }
   }
 
-  /// Deletes a file (a symlink itself, never its target).
-  pub fn delete_file(&self, input: &str, force: bool) -> Result<()> {
-    self.writable("deleteFile")?;
+  /// The directory holding `input`, its name there and its lstat, for removal. `None` when
+  /// it does not exist and `force` says that is fine; otherwise absence is `missing`.
+  fn entry_to_remove(
+    &self,
+    input: &str,
+    force: bool,
+    missing: fn(String) -> CoreError,
+  ) -> Result<Option<(OwnedFd, CString, libc::stat)>> {
     let t = self.target(input)?;
     let (parent, name) = t.parent_and_name()?;
-    let dir = match self.parent_dir(input, &parent) {
-      Err(CoreError::DirectoryNotFound(_)) if force => return Ok(()),
-      Err(CoreError::DirectoryNotFound(_)) => {
-        return Err(CoreError::FileNotFound(input.to_owned()));
+    let absent = || {
+      if force {
+        Ok(None)
+      } else {
+        Err(missing(input.to_owned()))
       }
+    };
+    let dir = match self.parent_dir(input, &parent) {
+      Err(CoreError::DirectoryNotFound(_)) => return absent(),
       other => other?,
     };
     match self.lstat_at(&dir, &name) {
-      Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
-        return Err(CoreError::IsDirectory(input.to_owned()));
-      }
-      Ok(_) => {}
-      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-        return if force {
-          Ok(())
-        } else {
-          Err(CoreError::FileNotFound(input.to_owned()))
-        };
-      }
-      Err(e) => return Err(CoreError::io(input.to_owned(), e)),
+      Ok(st) => Ok(Some((dir, name, st))),
+      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => absent(),
+      Err(e) => Err(CoreError::io(input.to_owned(), e)),
+    }
+  }
+
+  /// Deletes a file (a symlink itself, never its target).
+  pub fn delete_file(&self, input: &str, force: bool) -> Result<()> {
+    self.writable("deleteFile")?;
+    let Some((dir, name, st)) = self.entry_to_remove(input, force, CoreError::FileNotFound)? else {
+      return Ok(());
+    };
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+      return Err(CoreError::IsDirectory(input.to_owned()));
     }
     // SAFETY: unlinkat on a name in a directory we own a descriptor of.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
@@ -345,28 +356,12 @@ impl LocalFs {
   /// Removes a directory; with `recursive`, its contents too (symlinks are removed, never followed).
   pub fn rmdir(&self, input: &str, recursive: bool, force: bool) -> Result<()> {
     self.writable("rmdir")?;
-    let t = self.target(input)?;
-    let (parent, name) = t.parent_and_name()?;
-    let dir = match self.parent_dir(input, &parent) {
-      Err(CoreError::DirectoryNotFound(_)) if force => return Ok(()),
-      Err(CoreError::DirectoryNotFound(_)) => {
-        return Err(CoreError::DirectoryNotFound(input.to_owned()));
-      }
-      other => other?,
+    let Some((dir, name, st)) = self.entry_to_remove(input, force, CoreError::DirectoryNotFound)?
+    else {
+      return Ok(());
     };
-    match self.lstat_at(&dir, &name) {
-      Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => {
-        return Err(CoreError::NotDirectory(input.to_owned()));
-      }
-      Ok(_) => {}
-      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-        return if force {
-          Ok(())
-        } else {
-          Err(CoreError::DirectoryNotFound(input.to_owned()))
-        };
-      }
-      Err(e) => return Err(CoreError::io(input.to_owned(), e)),
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+      return Err(CoreError::NotDirectory(input.to_owned()));
     }
     if recursive {
       remove_contents(dir.as_raw_fd(), &name).map_err(|e| CoreError::io(input.to_owned(), e))?;

@@ -45,6 +45,8 @@ export declare class NativeLocalSandbox {
   get status(): 'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'
   get error(): string | null
   get workingDirectory(): string
+  /** The memory limit of the running sandbox (asked for, or the default under isolation). */
+  get memoryLimitBytes(): number | null
   get timeout(): number | null
   get isolation(): 'none' | 'bwrap' | 'seatbelt'
   /** Milliseconds since the Unix epoch. */
@@ -195,7 +197,9 @@ export interface NativeLifecycleOptions {
 
 /** Resource limits; each unset one is the host's. */
 export interface NativeLimits {
-  /** Processes and threads of the sandbox's (non-root) user. */
+  /** Memory of the whole sandbox (needs a cgroup; the sandbox does not start without one). */
+  memoryBytes?: number
+  /** Processes and threads of the whole sandbox (a cgroup), or else of its non-root user. */
   processes?: number
   openFiles?: number
   fileSizeBytes?: number

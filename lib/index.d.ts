@@ -31,7 +31,7 @@ export interface ExecutionResult {
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
   /** The resource limit that ended the command, if one did. */
-  limitExceeded?: 'fileSize' | 'cpu'
+  limitExceeded?: 'memory' | 'fileSize' | 'cpu'
 }
 
 export interface CommandResult extends ExecutionResult {
@@ -112,12 +112,17 @@ export interface NativeSandboxConfig {
   seatbeltProfilePath?: string
   bwrapArgs?: string[]
   readOnly?: boolean
-  /** Resource limits, set as rlimits on the sandbox's init (inherited by every process). */
+  /** Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits inherited by every process. */
   limits?: SandboxLimits
 }
 
 export interface SandboxLimits {
-  /** Processes and threads of the sandbox's (non-root) user. */
+  /**
+   * Memory of the whole sandbox, swap included. Needs a cgroup this process can create
+   * (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
+   */
+  memoryBytes?: number
+  /** Processes and threads of the whole sandbox (a cgroup), or else of its non-root user. */
   processes?: number
   openFiles?: number
   fileSizeBytes?: number

@@ -26,16 +26,13 @@ function nativeSandboxConfig(config) {
   }
 }
 
-const LIMITS = ['processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes']
+const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes']
 
-/** `nativeSandbox.limits`: positive whole numbers; memory (which needs cgroups) is refused, not ignored. */
+/** `nativeSandbox.limits`: positive whole numbers; an unknown key is refused, not ignored. */
 function limitsConfig(limits) {
   check.object(limits, 'nativeSandbox.limits')
   const out = {}
   for (const [key, value] of Object.entries(limits ?? {})) {
-    if (key === 'memoryBytes') {
-      throw new SandboxOptionError('nativeSandbox.limits.memoryBytes needs cgroups, which this version does not use yet')
-    }
     if (!LIMITS.includes(key)) {
       throw new SandboxOptionError(`nativeSandbox.limits.${key} is not a limit (one of ${LIMITS.join(', ')})`)
     }
@@ -217,7 +214,10 @@ class LocalSandbox {
       provider: this.provider,
       status: this.status,
       createdAt: this.createdAt,
-      resources: { memoryMB: Math.round(os.totalmem() / 1048576), cpuCores: os.cpus().length },
+      resources: {
+        memoryMB: Math.round((this.#native.memoryLimitBytes ?? os.totalmem()) / 1048576),
+        cpuCores: os.cpus().length,
+      },
       ...(this.mounts.entries.size > 0 && { mounts: this.mounts.list() }),
       metadata: {
         workingDirectory: this.workingDirectory,

@@ -1,8 +1,23 @@
-// Prints the vitest totals as one plain closing line ("vitest: N passed, N failed"), so a
-// reader of the log sees the JavaScript suite's result last. Exits non-zero on failures.
-import { readFileSync } from 'node:fs'
+// Prints the vitest totals as plain closing lines ("vitest: N passed, N failed"), so a
+// reader of the log sees the JavaScript suite's result last, counting the isolation suite's
+// second run as an unprivileged user when there was one. Exits non-zero on failures.
+import { existsSync, readFileSync } from 'node:fs'
 
-const report = JSON.parse(readFileSync(new URL('../target/vitest-report.json', import.meta.url), 'utf8'))
-const { numPassedTests: passed, numFailedTests: failed, numPendingTests: skipped } = report
-console.log(`vitest: ${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`)
-process.exit(failed > 0 || !report.success ? 1 : 0)
+const read = (name) => {
+  const file = new URL(`../target/${name}`, import.meta.url)
+  return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : undefined
+}
+const line = ({ numPassedTests: passed, numFailedTests: failed, numPendingTests: skipped }) =>
+  `${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`
+
+const main = read('vitest-report.json')
+const unprivileged = read('vitest-report-unprivileged.json')
+if (!main) {
+  console.log('vitest: no report (did vitest run?)')
+  process.exit(1)
+}
+if (unprivileged) console.log(`vitest, isolation suite again as uid 65534: ${line(unprivileged)}`)
+const reports = [main, unprivileged].filter(Boolean)
+const total = (key) => reports.reduce((sum, r) => sum + r[key], 0)
+console.log(`vitest: ${line({ numPassedTests: total('numPassedTests'), numFailedTests: total('numFailedTests'), numPendingTests: total('numPendingTests') })}`)
+process.exit(reports.every((r) => r.success && r.numFailedTests === 0) ? 0 : 1)

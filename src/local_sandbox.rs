@@ -53,7 +53,9 @@ pub struct NativeSandboxConfig {
 #[napi(object)]
 #[derive(Default)]
 pub struct NativeLimits {
-  /// Processes and threads of the sandbox's (non-root) user.
+  /// Memory of the whole sandbox (needs a cgroup; the sandbox does not start without one).
+  pub memory_bytes: Option<f64>,
+  /// Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
   pub processes: Option<f64>,
   pub open_files: Option<f64>,
   pub file_size_bytes: Option<f64>,
@@ -129,6 +131,7 @@ impl NativeLocalSandbox {
       id: options.id,
       policy: Some(policy),
       limits: Limits {
+        memory_bytes: whole(limits.memory_bytes),
         processes: whole(limits.processes),
         open_files: whole(limits.open_files),
         file_size_bytes: whole(limits.file_size_bytes),
@@ -171,6 +174,12 @@ impl NativeLocalSandbox {
       .working_directory()
       .to_string_lossy()
       .into_owned()
+  }
+
+  /// The memory limit of the running sandbox (asked for, or the default under isolation).
+  #[napi(getter)]
+  pub fn memory_limit_bytes(&self) -> Option<f64> {
+    self.inner.memory_limit().map(|b| b as f64)
   }
 
   #[napi(getter)]

@@ -9,10 +9,11 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::net::unix::pipe;
 
+use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
 use crate::isolation;
 use crate::limits::Limits;
@@ -24,6 +25,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
+  cgroup: Option<Arc<Cgroup>>,
 }
 
 /// The host's ends of a launched command.
@@ -51,22 +53,36 @@ pub struct LaunchRequest<'a> {
 }
 
 impl Init {
-  /// Starts an init, confined as asked. Must be called inside a tokio runtime.
-  pub fn start(keeper: &Path, confinement: &Confinement, limits: &Limits) -> Result<Init> {
+  /// Starts an init, confined as asked, inside `cgroup` when given. Must be called inside
+  /// a tokio runtime.
+  pub fn start(
+    keeper: &Path,
+    confinement: &Confinement,
+    limits: &Limits,
+    cgroup: Option<Cgroup>,
+  ) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
+    let cgroup = cgroup.map(Arc::new);
+    let program = match confinement {
+      Confinement::None => keeper,
+      Confinement::Bwrap { bwrap, .. } => bwrap.as_path(),
+    };
+    let mut cmd = std::process::Command::new(program);
+    if let Some(cgroup) = cgroup.clone() {
+      // SAFETY: join_self makes only async-signal-safe calls. It runs first, while this
+      // child may still be root, and before bubblewrap creates anything.
+      unsafe { cmd.pre_exec(move || cgroup.join_self()) };
+    }
+    let rlimits = limits.keeper_args(cgroup.as_ref().is_some_and(|c| c.limits_processes()));
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
-    let mut cmd = match confinement {
+    match confinement {
       Confinement::None => {
-        let mut cmd = std::process::Command::new(keeper);
-        cmd
-          .arg(std::process::id().to_string())
-          .args(limits.keeper_args());
-        cmd
+        cmd.arg(std::process::id().to_string()).args(rlimits);
       }
-      Confinement::Bwrap { bwrap, policy } => {
-        let mut cmd = isolation::bwrap_command(bwrap);
+      Confinement::Bwrap { policy, .. } => {
+        isolation::run_as_sandbox_user(&mut cmd);
         let filter = seccomp_pipe(policy.allow_network)?;
         let fd = filter.as_raw_fd();
         // SAFETY: fcntl is async-signal-safe; the descriptor stays open until spawn returns.
@@ -89,11 +105,10 @@ impl Init {
             isolation::KEEPER_INSIDE,
             "0",
           ])
-          .args(limits.keeper_args());
+          .args(rlimits);
         seccomp_read_end = Some(filter);
-        cmd
       }
-    };
+    }
     cmd
       .env_clear()
       .stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -114,7 +129,13 @@ impl Init {
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
+      cgroup,
     })
+  }
+
+  /// The sandbox's cgroup, when its limits need one.
+  pub fn cgroup(&self) -> Option<&Arc<Cgroup>> {
+    self.cgroup.as_ref()
   }
 
   pub fn is_alive(&self) -> bool {
@@ -141,6 +162,10 @@ impl Init {
     {
       let _ = child.start_kill();
       let _ = child.wait().await;
+    }
+    if let Some(cgroup) = &self.cgroup {
+      // Anything that escaped the init's own tree kill dies here.
+      cgroup.remove().await;
     }
   }
 

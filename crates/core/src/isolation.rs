@@ -150,7 +150,9 @@ fn bwrap_works() -> bool {
   let Some(bwrap) = find_in_path("bwrap") else {
     return false;
   };
-  bwrap_command(&bwrap)
+  let mut probe = std::process::Command::new(bwrap);
+  run_as_sandbox_user(&mut probe);
+  probe
     .args([
       "--unshare-all",
       "--unshare-user",
@@ -323,11 +325,11 @@ pub fn host_is_root() -> bool {
   unsafe { libc::geteuid() == 0 }
 }
 
-/// A `Command` for bubblewrap that, on a root host, first drops to [`SANDBOX_UID`] so the
+/// On a root host, makes `cmd` (bubblewrap) drop to [`SANDBOX_UID`] before it runs, so the
 /// sandbox's kernel uid is not 0 (root in a user namespace still owns the host's files).
-pub fn bwrap_command(bwrap: &Path) -> std::process::Command {
+/// Register it after any pre-exec step that needs root.
+pub fn run_as_sandbox_user(cmd: &mut std::process::Command) {
   use std::os::unix::process::CommandExt;
-  let mut cmd = std::process::Command::new(bwrap);
   if host_is_root() {
     // SAFETY: only async-signal-safe syscalls between fork and exec.
     unsafe {
@@ -342,7 +344,6 @@ pub fn bwrap_command(bwrap: &Path) -> std::process::Command {
       });
     }
   }
-  cmd
 }
 
 #[cfg(test)]

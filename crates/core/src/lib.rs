@@ -3,6 +3,7 @@
 //! napi binding at the repository root only converts values and calls in.
 
 pub mod abort;
+pub mod cgroup;
 pub mod error;
 pub mod fs;
 pub mod init;

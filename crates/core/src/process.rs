@@ -13,6 +13,7 @@ use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
+use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
 use crate::output::{OutputSink, Retained, Retention, Stream, Utf8Decoder};
@@ -118,6 +119,7 @@ impl Process {
     check_cwd(&request.cwd)?;
     let env: Vec<(String, String)> = request.env.into_iter().collect();
     let started = Instant::now();
+    let oom = init.cgroup().map(|c| (c.clone(), c.oom_kills()));
     let launched = init.launch(&LaunchRequest {
       command: &request.command,
       cwd: &request.cwd,
@@ -163,6 +165,7 @@ impl Process {
       readers,
       output: output.clone(),
       exit: exit_tx,
+      oom,
     }));
     Ok(Arc::new(Process {
       pid,
@@ -375,6 +378,8 @@ struct DriveState {
   readers: [tokio::task::JoinHandle<()>; 2],
   output: Arc<Mutex<Output>>,
   exit: watch::Sender<Option<Exit>>,
+  /// The sandbox's cgroup and its OOM kill count when the command started.
+  oom: Option<(Arc<Cgroup>, u64)>,
 }
 
 enum Message {
@@ -473,7 +478,12 @@ async fn drive(mut s: DriveState) {
       timed_out: false,
       execution_time_ms,
       // 128 + N whether the command or a process it ran (as its shell reports) got signal N.
-      limit_exceeded: crate::limits::exceeded_by(exit_code - 128),
+      limit_exceeded: crate::limits::exceeded_by(
+        exit_code - 128,
+        s.oom
+          .as_ref()
+          .is_some_and(|(c, before)| c.oom_kills() > *before),
+      ),
     }
   };
   // Nobody reads the other end any more; do not wait for the handle to be collected.

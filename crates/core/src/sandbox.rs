@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
+use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::error::{CoreError, Result};
 use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, Isolation, SandboxPolicy};
@@ -18,6 +19,22 @@ use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
+
+/// Processes of an isolated sandbox unless told otherwise (where a cgroup can count them).
+pub const DEFAULT_PROCESSES: u64 = 4096;
+
+/// Memory of an isolated sandbox unless told otherwise (where a cgroup can hold it): half
+/// of the machine's, so a runaway command cannot take the host down with it.
+fn default_memory_bytes() -> Option<u64> {
+  // SAFETY: sysconf has no preconditions.
+  let (pages, page_size) = unsafe {
+    (
+      libc::sysconf(libc::_SC_PHYS_PAGES),
+      libc::sysconf(libc::_SC_PAGESIZE),
+    )
+  };
+  (pages > 0 && page_size > 0).then(|| pages as u64 * page_size as u64 / 2)
+}
 
 pub struct SandboxOptions {
   pub id: String,
@@ -273,6 +290,48 @@ impl Sandbox {
     }
   }
 
+  /// The cgroup its limits need, if any. Under isolation memory and processes are
+  /// limited by default wherever a cgroup can be made. A memory limit asked for cannot do
+  /// without one, so then the sandbox does not start; a process count falls back to an
+  /// rlimit.
+  fn cgroup(&self) -> Result<Option<Cgroup>> {
+    let asked = self.limits.for_cgroup();
+    let with_defaults = match self.isolation {
+      Isolation::None => asked,
+      _ => CgroupLimits {
+        memory_bytes: asked.memory_bytes.or_else(default_memory_bytes),
+        processes: asked.processes.or(Some(DEFAULT_PROCESSES)),
+      },
+    };
+    if with_defaults.is_empty() {
+      return Ok(None);
+    }
+    let created = Cgroup::create(with_defaults).or_else(|reason| {
+      if asked == with_defaults || asked.is_empty() {
+        Err(reason)
+      } else {
+        Cgroup::create(asked)
+      }
+    });
+    match created {
+      Ok(cgroup) => Ok(Some(cgroup)),
+      Err(reason) if asked.memory_bytes.is_some() => Err(CoreError::IsolationUnavailable {
+        backend: "cgroup".into(),
+        reason: format!("nativeSandbox.limits.memoryBytes needs a cgroup: {reason}"),
+      }),
+      Err(reason) => {
+        tracing::debug!(%reason, "no cgroup for the sandbox; limits are rlimits only");
+        Ok(None)
+      }
+    }
+  }
+
+  /// The memory limit of the running sandbox, asked for or default.
+  pub fn memory_limit(&self) -> Option<u64> {
+    let init = self.init.lock().unwrap();
+    init.as_ref()?.cgroup()?.memory_bytes()
+  }
+
   async fn shutdown_init(&self) {
     let init = self.init.lock().unwrap().take();
     if let Some(init) = init {
@@ -285,6 +344,7 @@ impl Sandbox {
       &self.keeper,
       &self.confinement()?,
       &self.limits,
+      self.cgroup()?,
     )?);
     *self.init.lock().unwrap() = Some(init.clone());
     Ok(init)

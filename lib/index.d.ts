@@ -112,6 +112,13 @@ export interface NativeSandboxConfig {
   seatbeltProfilePath?: string
   bwrapArgs?: string[]
   readOnly?: boolean
+  /**
+   * Workspace-relative paths kept read-only inside an isolated sandbox, also where they do
+   * not exist yet (an empty placeholder is bound over the first missing part while the
+   * sandbox runs). Default: `PROTECTED_PATHS` (git hooks and config, `.envrc`, editor and
+   * shell start-up files…); `[]` protects nothing.
+   */
+  protectedPaths?: string[]
   /** Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits inherited by every process. */
   limits?: SandboxLimits
 }
@@ -228,6 +235,8 @@ export declare class LocalSandbox {
 }
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
+/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
+export declare const PROTECTED_PATHS: readonly string[]
 export declare function detectIsolation(): SandboxDetectionResult
 export declare function isIsolationAvailable(backend: IsolationBackend): boolean
 /** The macOS seatbelt profile (SBPL) the policy of `nativeSandbox` gives for a workspace. */

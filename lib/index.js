@@ -17,6 +17,9 @@ const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
 const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES = 1048576
 
+/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
+const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
+
 const detectIsolation = () => native.detectIsolation()
 const isIsolationAvailable = (backend) => native.isIsolationAvailable(backend)
 /** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
@@ -43,6 +46,7 @@ module.exports = {
   LocalProcessManager,
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,
+  PROTECTED_PATHS,
   detectIsolation,
   generateSeatbeltProfile,
   isIsolationAvailable,

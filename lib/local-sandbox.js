@@ -22,6 +22,8 @@ function nativeSandboxConfig(config) {
     seatbeltProfilePath: check.string(c.seatbeltProfilePath, 'nativeSandbox.seatbeltProfilePath'),
     bwrapArgs: c.bwrapArgs === undefined ? undefined : [...check.stringArray(c.bwrapArgs, 'nativeSandbox.bwrapArgs')],
     readOnly: check.boolean(c.readOnly ?? c.readOnlyWorkspace, 'nativeSandbox.readOnly') ?? false,
+    protectedPaths:
+      c.protectedPaths === undefined ? undefined : [...check.stringArray(c.protectedPaths, 'nativeSandbox.protectedPaths')],
     limits: limitsConfig(c.limits),
   }
 }

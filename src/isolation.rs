@@ -62,6 +62,16 @@ pub fn generate_seatbelt_profile(
   workspace_path: String,
   config: Option<NativeSandboxConfig>,
 ) -> napi::Result<String, ErrorCode> {
-  let policy = sandbox_policy(PathBuf::from(workspace_path), config.unwrap_or_default());
+  let policy = sandbox_policy(PathBuf::from(workspace_path), config.unwrap_or_default())
+    .map_err(sync_error)?;
   seatbelt::profile(&policy).map_err(sync_error)
+}
+
+/// The workspace paths an isolated sandbox keeps read-only unless told otherwise.
+#[napi]
+pub fn default_protected_paths() -> Vec<String> {
+  native_workspace_core::protect::DEFAULT_PROTECTED_PATHS
+    .iter()
+    .map(|p| (*p).to_owned())
+    .collect()
 }

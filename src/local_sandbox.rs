@@ -6,10 +6,11 @@ use std::sync::Arc;
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
-use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
+use native_workspace_core::protect::{self, DEFAULT_PROTECTED_PATHS};
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
+use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
 use crate::errors::{ErrorCode, sync_error, to_js_error};
@@ -46,6 +47,8 @@ pub struct NativeSandboxConfig {
   pub allow_system_binaries: Option<bool>,
   pub read_only: Option<bool>,
   pub bwrap_args: Option<Vec<String>>,
+  /// Workspace-relative paths kept read-only inside the sandbox (default: the built-in list).
+  pub protected_paths: Option<Vec<String>>,
   pub limits: Option<NativeLimits>,
 }
 
@@ -66,7 +69,7 @@ pub struct NativeLimits {
 }
 
 /// The core's policy from the `nativeSandbox` options (limits aside).
-pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> SandboxPolicy {
+pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result<SandboxPolicy> {
   let paths = |list: Option<Vec<String>>| {
     list
       .unwrap_or_default()
@@ -74,7 +77,14 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Sandbo
       .map(PathBuf::from)
       .collect()
   };
-  SandboxPolicy {
+  let protected_paths = match config.protected_paths {
+    None => DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect(),
+    Some(list) => list
+      .iter()
+      .map(|p| protect::check_relative(p).map_err(CoreError::InvalidOption))
+      .collect::<Result<_>>()?,
+  };
+  Ok(SandboxPolicy {
     workspace,
     read_only_workspace: config.read_only.unwrap_or(false),
     allow_network: config.allow_network.unwrap_or(false),
@@ -83,7 +93,8 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Sandbo
     allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
     extra_args: config.bwrap_args.unwrap_or_default(),
     tmp_bytes: isolation::DEFAULT_TMP_BYTES,
-  }
+    protected_paths,
+  })
 }
 
 #[napi(object)]
@@ -123,7 +134,7 @@ impl NativeLocalSandbox {
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
     let whole = |v: Option<f64>| v.map(|v| v as u64);
-    let mut policy = sandbox_policy(working_directory.clone(), config);
+    let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     if let Some(bytes) = whole(limits.tmp_size_bytes) {
       policy.tmp_bytes = bytes;
     }

@@ -18,6 +18,7 @@ use crate::error::{CoreError, Result};
 use crate::isolation;
 use crate::limits::Limits;
 use crate::process::StdinMode;
+use crate::protect::Protection;
 
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -26,6 +27,7 @@ pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
   cgroup: Option<Arc<Cgroup>>,
+  protection: Protection,
 }
 
 /// The host's ends of a launched command.
@@ -42,6 +44,8 @@ pub enum Confinement {
   Bwrap {
     bwrap: std::path::PathBuf,
     policy: isolation::SandboxPolicy,
+    /// Prepared for this start; its placeholders are removed when the init ends.
+    protection: Protection,
   },
 }
 
@@ -57,14 +61,14 @@ impl Init {
   /// a tokio runtime.
   pub fn start(
     keeper: &Path,
-    confinement: &Confinement,
+    confinement: Confinement,
     limits: &Limits,
     cgroup: Option<Cgroup>,
   ) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
     let cgroup = cgroup.map(Arc::new);
-    let program = match confinement {
+    let program = match &confinement {
       Confinement::None => keeper,
       Confinement::Bwrap { bwrap, .. } => bwrap.as_path(),
     };
@@ -77,11 +81,13 @@ impl Init {
     let rlimits = limits.keeper_args(cgroup.as_ref().is_some_and(|c| c.limits_processes()));
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
-    match confinement {
+    match &confinement {
       Confinement::None => {
         cmd.arg(std::process::id().to_string()).args(rlimits);
       }
-      Confinement::Bwrap { policy, .. } => {
+      Confinement::Bwrap {
+        policy, protection, ..
+      } => {
         isolation::run_as_sandbox_user(&mut cmd);
         let filter = seccomp_pipe(policy.allow_network)?;
         let fd = filter.as_raw_fd();
@@ -97,7 +103,7 @@ impl Init {
         }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
         cmd
-          .args(policy.argv(keeper))
+          .args(policy.argv(keeper, protection))
           .args([
             "--seccomp",
             &fd.to_string(),
@@ -116,7 +122,19 @@ impl Init {
       .stderr(Stdio::null())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
       .process_group(0);
-    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+    let spawned = tokio::process::Command::from(cmd).spawn();
+    drop(seccomp_read_end);
+    let init = Init {
+      requests: Mutex::new(ours),
+      child: Mutex::new(None),
+      cgroup,
+      protection: match confinement {
+        Confinement::Bwrap { protection, .. } => protection,
+        Confinement::None => Protection::default(),
+      },
+    };
+    // On failure, dropping `init` takes the placeholders and the cgroup away again.
+    let child = spawned.map_err(|e| {
       CoreError::io(
         format!(
           "Starting the sandbox supervisor {} failed",
@@ -125,12 +143,8 @@ impl Init {
         e,
       )
     })?;
-    drop(seccomp_read_end);
-    Ok(Init {
-      requests: Mutex::new(ours),
-      child: Mutex::new(Some(child)),
-      cgroup,
-    })
+    *init.child.lock().unwrap() = Some(child);
+    Ok(init)
   }
 
   /// The sandbox's cgroup, when its limits need one.
@@ -234,6 +248,12 @@ impl Init {
         .transpose()
         .map_err(io_err)?,
     })
+  }
+}
+
+impl Drop for Init {
+  fn drop(&mut self) {
+    self.protection.remove_placeholders();
   }
 }
 

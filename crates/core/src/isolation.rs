@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::protect::Protection;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
   None,
@@ -207,6 +209,8 @@ pub struct SandboxPolicy {
   /// which bubblewrap applies regardless of order).
   pub extra_args: Vec<String>,
   pub tmp_bytes: u64,
+  /// Relative to the workspace; kept read-only inside the sandbox (see `protect`).
+  pub protected_paths: Vec<PathBuf>,
 }
 
 /// Read-only system paths every sandbox gets: programs, libraries, and the few files in
@@ -233,8 +237,9 @@ const SYSTEM_PATHS: &[&str] = &[
 ];
 
 impl SandboxPolicy {
-  /// The bubblewrap arguments that build the sandbox and start `keeper` in it.
-  pub fn argv(&self, keeper: &Path) -> Vec<std::ffi::OsString> {
+  /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
+  /// mounts that hold its protected paths.
+  pub fn argv(&self, keeper: &Path, protection: &Protection) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = |v: &'static str| std::ffi::OsStr::new(v);
@@ -302,6 +307,10 @@ impl SandboxPolicy {
     for extra in &self.extra_args {
       push(&[std::ffi::OsStr::new(extra)]);
     }
+    // Last, so no bind above can open a protected path up again.
+    for arg in protection.bwrap_args() {
+      push(&[arg.as_os_str()]);
+    }
     // The root itself read-only: a write outside the workspace and /tmp fails loudly.
     push(&[s("--remount-ro"), s("/"), s("--chdir"), ws]);
     args
@@ -361,9 +370,10 @@ mod tests {
       allow_system_binaries: false,
       extra_args: vec![],
       tmp_bytes: 1024,
+      protected_paths: vec![],
     };
     let argv: Vec<String> = policy
-      .argv(Path::new("/k"))
+      .argv(Path::new("/k"), &Protection::default())
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
       .collect();

@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod output;
 pub mod process;
+pub mod protect;
 pub mod quote;
 pub mod sandbox;
 pub mod seatbelt;

@@ -16,6 +16,7 @@ use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
+use crate::protect::Protection;
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -281,7 +282,17 @@ impl Sandbox {
             }
           }
         }
-        Ok(Confinement::Bwrap { bwrap, policy })
+        let protection = if policy.read_only_workspace {
+          Protection::default()
+        } else {
+          Protection::prepare(&self.working_directory, &policy.protected_paths)
+            .map_err(|reason| unavailable(&reason))?
+        };
+        Ok(Confinement::Bwrap {
+          bwrap,
+          policy,
+          protection,
+        })
       }
       Isolation::Seatbelt => Err(CoreError::IsolationUnavailable {
         backend: "seatbelt".into(),
@@ -340,9 +351,12 @@ impl Sandbox {
   }
 
   fn restart_init(&self) -> Result<Arc<Init>> {
+    // A dead init's placeholders go before the new one's are made: removing one later
+    // would take the mount over it away in the new sandbox too.
+    drop(self.init.lock().unwrap().take());
     let init = Arc::new(Init::start(
       &self.keeper,
-      &self.confinement()?,
+      self.confinement()?,
       &self.limits,
       self.cgroup()?,
     )?);

@@ -102,6 +102,18 @@ pub fn profile(policy: &SandboxPolicy) -> Result<String> {
   for path in &policy.read_write_paths {
     let _ = writeln!(p, "(allow file-write* (subpath {}))", literal(path));
   }
+  // Last, so they override the allows above; seatbelt rules also cover paths that do not
+  // exist yet. The directories above cannot be renamed away from under them.
+  for relative in &policy.protected_paths {
+    let path = policy.workspace.join(relative);
+    let _ = writeln!(p, "(deny file-write* (subpath {}))", literal(&path));
+    for above in path.ancestors().skip(1) {
+      if above == policy.workspace || !above.starts_with(&policy.workspace) {
+        break;
+      }
+      let _ = writeln!(p, "(deny file-write-unlink (literal {}))", literal(above));
+    }
+  }
   if policy.allow_network {
     p.push_str("(allow network*)\n");
   } else {
@@ -125,6 +137,7 @@ mod tests {
       allow_system_binaries: true,
       extra_args: vec![],
       tmp_bytes: 0,
+      protected_paths: vec![PathBuf::from(".git/hooks")],
     }
   }
 
@@ -151,7 +164,23 @@ mod tests {
       )));
       assert!(!p.contains(&format!("(allow file-write* (literal \"{device}\"))")));
     }
-    assert!(!p.contains("file-write-unlink"));
+    assert!(!p.contains("(allow file-write-unlink"));
+  }
+
+  #[test]
+  fn protected_paths_stay_read_only_and_cannot_be_moved_away() {
+    let p = profile(&policy()).unwrap();
+    let deny = p
+      .find("(deny file-write* (subpath \"/workspace/.git/hooks\"))")
+      .unwrap();
+    assert!(
+      deny
+        > p
+          .find("(allow file-write* (subpath \"/workspace\"))")
+          .unwrap()
+    );
+    assert!(p.contains("(deny file-write-unlink (literal \"/workspace/.git\"))"));
+    assert!(!p.contains("(deny file-write-unlink (literal \"/workspace\"))"));
   }
 
   #[test]

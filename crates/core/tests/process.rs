@@ -49,7 +49,7 @@ async fn spawn(req: SpawnRequest) -> Running {
 fn init() -> Init {
   Init::start(
     Path::new(KEEPER),
-    &Confinement::None,
+    Confinement::None,
     &Limits::default(),
     None,
   )
@@ -311,7 +311,7 @@ async fn limits_are_inherited_and_the_one_that_fired_is_named() {
     open_files: Some(32),
     ..Default::default()
   };
-  let init = Init::start(Path::new(KEEPER), &Confinement::None, &limits, None).unwrap();
+  let init = Init::start(Path::new(KEEPER), Confinement::None, &limits, None).unwrap();
   let dir = std::env::temp_dir().join(format!("nw-limits-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
   let mut req = request("ulimit -n; head -c 10000 /dev/zero > big");

@@ -210,6 +210,8 @@ export interface NativeLimits {
   cpuSeconds?: number
   /** Size of the private `/tmp` under isolation (default 256 MiB). */
   tmpSizeBytes?: number
+  /** Output per stream of `executeCommand`; past it the command is killed. */
+  outputBytes?: number
 }
 
 export interface NativeProcessInfo {

@@ -269,6 +269,18 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(ours()).toEqual([])
   })
 
+  it('R6: a flood of output is cut off at the output limit and the command killed, named in the result', async () => {
+    const sb = sandbox({ nativeSandbox: { limits: { outputBytes: 1 << 20 } } })
+    const marker = uniqueMarker()
+    const flood = await withDeadline(sh(sb, `yes ${marker}`), 10_000, 'the flood to be cut off')
+    expect(flood).toMatchObject({ exitCode: 137, limitExceeded: 'output', stdoutTruncated: true })
+    expect(flood.stdout.length).toBeLessThanOrEqual(1 << 20)
+    expect(flood.stdout).toContain(`${marker}\n`)
+    expect(processesWith(marker)).toEqual([])
+    // Below the limit, output arrives whole.
+    expect((await sh(sb, 'head -c 500000 /dev/zero | tr "\\0" x')).stdout).toHaveLength(500000)
+  })
+
   it('refuses malformed limits, naming the option', () => {
     const make = (limits) => () => sandbox({ nativeSandbox: { limits } })
     expect(make({ threads: 4 })).toThrow(/limits.threads is not a limit/)

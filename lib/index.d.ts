@@ -31,7 +31,7 @@ export interface ExecutionResult {
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
   /** The resource limit that ended the command, if one did. */
-  limitExceeded?: 'memory' | 'fileSize' | 'cpu'
+  limitExceeded?: 'memory' | 'fileSize' | 'cpu' | 'output'
 }
 
 export interface CommandResult extends ExecutionResult {
@@ -137,6 +137,12 @@ export interface SandboxLimits {
   cpuSeconds?: number
   /** Size of the private `/tmp` under isolation (default 256 MiB). */
   tmpSizeBytes?: number
+  /**
+   * Output kept per stream by `executeCommand`; past it the command is killed
+   * (`limitExceeded: 'output'`) and the newest bytes are kept. Default under isolation
+   * 64 MiB, else unlimited.
+   */
+  outputBytes?: number
 }
 
 export interface InstructionsContext {

@@ -28,7 +28,7 @@ function nativeSandboxConfig(config) {
   }
 }
 
-const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes']
+const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes']
 
 /** `nativeSandbox.limits`: positive whole numbers; an unknown key is refused, not ignored. */
 function limitsConfig(limits) {

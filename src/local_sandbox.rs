@@ -66,6 +66,8 @@ pub struct NativeLimits {
   pub cpu_seconds: Option<f64>,
   /// Size of the private `/tmp` under isolation (default 256 MiB).
   pub tmp_size_bytes: Option<f64>,
+  /// Output per stream of `executeCommand`; past it the command is killed.
+  pub output_bytes: Option<f64>,
 }
 
 /// The core's policy from the `nativeSandbox` options (limits aside).
@@ -147,6 +149,7 @@ impl NativeLocalSandbox {
         open_files: whole(limits.open_files),
         file_size_bytes: whole(limits.file_size_bytes),
         cpu_seconds: whole(limits.cpu_seconds),
+        output_bytes: whole(limits.output_bytes),
       },
       working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),

@@ -16,6 +16,9 @@ pub struct Limits {
   pub file_size_bytes: Option<u64>,
   /// CPU seconds per process.
   pub cpu_seconds: Option<u64>,
+  /// Output per stream of a foreground command; past it the command is killed (a flood,
+  /// like `yes`, would otherwise run and be buffered until its timeout).
+  pub output_bytes: Option<u64>,
 }
 
 impl Limits {

@@ -48,6 +48,8 @@ pub struct SpawnRequest {
   pub stdin: StdinMode,
   /// Consumers that receive every chunk from the first byte on.
   pub sinks: Vec<Arc<dyn OutputSink>>,
+  /// Kill the command once one stream has produced more bytes than this.
+  pub output_limit: Option<u64>,
 }
 
 /// How a command ended.
@@ -89,6 +91,16 @@ struct Output {
   stdout: Retained,
   stderr: Retained,
   sinks: Vec<(u64, Arc<dyn OutputSink>)>,
+  flood: Option<Flood>,
+}
+
+/// A cap on what one stream may produce; past it the command is killed.
+struct Flood {
+  limit: u64,
+  seen: [u64; 2],
+  tripped: bool,
+  /// Wakes the driver, which kills the tree.
+  alarm: Arc<tokio::sync::Notify>,
 }
 
 impl Output {
@@ -136,6 +148,7 @@ impl Process {
         )));
       }
     };
+    let alarm = Arc::new(tokio::sync::Notify::new());
     let output = Arc::new(Mutex::new(Output {
       stdout: Retained::new(request.retention),
       stderr: Retained::new(request.retention),
@@ -145,6 +158,12 @@ impl Process {
         .enumerate()
         .map(|(i, s)| (i as u64, s))
         .collect(),
+      flood: request.output_limit.map(|limit| Flood {
+        limit,
+        seen: [0, 0],
+        tripped: false,
+        alarm: alarm.clone(),
+      }),
     }));
     let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
     let readers = [
@@ -166,6 +185,7 @@ impl Process {
       output: output.clone(),
       exit: exit_tx,
       oom,
+      flood_alarm: alarm,
     }));
     Ok(Arc::new(Process {
       pid,
@@ -357,6 +377,14 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
   let sinks: Vec<Arc<dyn OutputSink>> = {
     let mut out = output.lock().unwrap();
     out.buffer(stream).push(text);
+    if let Some(flood) = &mut out.flood {
+      let seen = &mut flood.seen[stream as usize];
+      *seen += text.len() as u64;
+      if *seen > flood.limit && !flood.tripped {
+        flood.tripped = true;
+        flood.alarm.notify_one();
+      }
+    }
     out.sinks.iter().map(|(_, s)| s.clone()).collect()
   };
   for sink in sinks {
@@ -380,6 +408,7 @@ struct DriveState {
   exit: watch::Sender<Option<Exit>>,
   /// The sandbox's cgroup and its OOM kill count when the command started.
   oom: Option<(Arc<Cgroup>, u64)>,
+  flood_alarm: Arc<tokio::sync::Notify>,
 }
 
 enum Message {
@@ -432,6 +461,7 @@ async fn drive(mut s: DriveState) {
         kill_at = None;
         tell(b"K");
       }
+      _ = s.flood_alarm.notified() => tell(b"K"),
       request = s.requests.recv(), if requests_open => match request {
         Some(Control::Terminate) => tell(b"T"),
         Some(Control::Kill) => tell(b"K"),
@@ -456,6 +486,13 @@ async fn drive(mut s: DriveState) {
   }
   let execution_time_ms = s.started.elapsed().as_secs_f64() * 1000.0;
   let (exit_code, killed) = decode_status(status);
+  let flooded = s
+    .output
+    .lock()
+    .unwrap()
+    .flood
+    .as_ref()
+    .is_some_and(|f| f.tripped);
   let exit = if timed_out {
     let ms = s.timeout.unwrap_or_default().as_millis();
     deliver(
@@ -477,13 +514,17 @@ async fn drive(mut s: DriveState) {
       killed,
       timed_out: false,
       execution_time_ms,
-      // 128 + N whether the command or a process it ran (as its shell reports) got signal N.
-      limit_exceeded: crate::limits::exceeded_by(
-        exit_code - 128,
-        s.oom
-          .as_ref()
-          .is_some_and(|(c, before)| c.oom_kills() > *before),
-      ),
+      limit_exceeded: if flooded {
+        Some("output")
+      } else {
+        // 128 + N whether the command or a process it ran (as its shell reports) got signal N.
+        crate::limits::exceeded_by(
+          exit_code - 128,
+          s.oom
+            .as_ref()
+            .is_some_and(|(c, before)| c.oom_kills() > *before),
+        )
+      },
     }
   };
   // Nobody reads the other end any more; do not wait for the handle to be collected.

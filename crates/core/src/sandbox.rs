@@ -21,6 +21,9 @@ use crate::protect::Protection;
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
 
+/// Output per stream of an isolated sandbox's foreground command unless told otherwise.
+pub const DEFAULT_OUTPUT_BYTES: u64 = 64 << 20;
+
 /// Processes of an isolated sandbox unless told otherwise (where a cgroup can count them).
 pub const DEFAULT_PROCESSES: u64 = 4096;
 
@@ -64,6 +67,14 @@ pub struct CommandOptions {
   pub sinks: Vec<Arc<dyn OutputSink>>,
   /// Kills the command when raised (also if it was raised before the start).
   pub abort: Option<AbortToken>,
+}
+
+/// What `spawn` and `execute` each use where a call says nothing.
+struct EntryDefaults {
+  retention: Retention,
+  stdin: StdinMode,
+  timeout: Option<Duration>,
+  output_limit: Option<u64>,
 }
 
 /// Result of `execute`: the outcome plus the command string that ran.
@@ -174,18 +185,17 @@ impl Sandbox {
   /// is killed through the manager, released, or the sandbox stops.
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
     self.ensure_running().await?;
-    self
-      .start_tracked(
-        command,
-        options,
-        Some(DEFAULT_SPAWN_RETENTION),
-        StdinMode::Pipe,
-        None,
-      )
-      .await
+    let defaults = EntryDefaults {
+      retention: Some(DEFAULT_SPAWN_RETENTION),
+      stdin: StdinMode::Pipe,
+      timeout: None,
+      output_limit: None,
+    };
+    self.start_tracked(command, options, defaults).await
   }
 
-  /// Runs a command to completion (stdin closed, all output kept unless limited).
+  /// Runs a command to completion (stdin closed, all output kept unless limited). Past
+  /// the output limit, the command is killed (`limitExceeded: 'output'`).
   pub async fn execute(
     &self,
     command: &str,
@@ -194,9 +204,14 @@ impl Sandbox {
   ) -> Result<CommandResult> {
     self.ensure_running().await?;
     let full = crate::quote::join_command(command, args);
-    let process = self
-      .start_tracked(&full, options, None, StdinMode::Ignore, self.timeout)
-      .await?;
+    let output_limit = self.output_limit();
+    let defaults = EntryDefaults {
+      retention: output_limit.map(|bytes| bytes as usize),
+      stdin: StdinMode::Ignore,
+      timeout: self.timeout,
+      output_limit,
+    };
+    let process = self.start_tracked(&full, options, defaults).await?;
     let outcome = process.into_outcome().await;
     self.release(&process.pid().to_string());
     Ok(CommandResult {
@@ -210,18 +225,10 @@ impl Sandbox {
     &self,
     command: &str,
     mut options: CommandOptions,
-    default_retention: Retention,
-    default_stdin: StdinMode,
-    default_timeout: Option<Duration>,
+    defaults: EntryDefaults,
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
-    let request = self.request(
-      command,
-      options,
-      default_retention,
-      default_stdin,
-      default_timeout,
-    )?;
+    let request = self.request(command, options, defaults);
     let live = self
       .init
       .lock()
@@ -364,14 +371,20 @@ impl Sandbox {
     Ok(init)
   }
 
+  /// The foreground output limit: asked for, or the default under isolation.
+  fn output_limit(&self) -> Option<u64> {
+    match self.isolation {
+      Isolation::None => self.limits.output_bytes,
+      _ => self.limits.output_bytes.or(Some(DEFAULT_OUTPUT_BYTES)),
+    }
+  }
+
   fn request(
     &self,
     command: &str,
     options: CommandOptions,
-    default_retention: Retention,
-    default_stdin: StdinMode,
-    default_timeout: Option<Duration>,
-  ) -> Result<SpawnRequest> {
+    defaults: EntryDefaults,
+  ) -> SpawnRequest {
     let mut env = BTreeMap::new();
     if let Ok(path) = std::env::var("PATH") {
       env.insert("PATH".to_owned(), path);
@@ -379,15 +392,16 @@ impl Sandbox {
     env.extend(self.base_env.clone());
     env.extend(self.env_overlay());
     env.extend(options.env);
-    Ok(SpawnRequest {
+    SpawnRequest {
       command: command.to_owned(),
       env,
       cwd: self.resolve_cwd(options.cwd.as_deref()),
-      timeout: options.timeout.or(default_timeout),
-      retention: options.retention.unwrap_or(default_retention),
-      stdin: options.stdin.unwrap_or(default_stdin),
+      timeout: options.timeout.or(defaults.timeout),
+      retention: options.retention.unwrap_or(defaults.retention),
+      stdin: options.stdin.unwrap_or(defaults.stdin),
       sinks: options.sinks,
-    })
+      output_limit: defaults.output_limit,
+    }
   }
 
   /// No cwd: the working directory. Absolute: as given. Relative: against the working

@@ -21,6 +21,7 @@ fn request(command: &str) -> SpawnRequest {
     retention: None,
     stdin: StdinMode::Ignore,
     sinks: Vec::new(),
+    output_limit: None,
   }
 }
 
@@ -203,6 +204,27 @@ async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
   assert_eq!(sink.0.lock().unwrap().1, "bye\n");
   assert_eq!(o.stdout, "1999\n2000\n");
   assert_eq!(o.stdout_dropped_bytes, (expected.len() - 10) as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_past_the_output_limit_is_killed_and_named() {
+  let mut req = request("yes flood-marker");
+  req.retention = Some(64 * 1024);
+  req.output_limit = Some(64 * 1024);
+  let p = spawn(req).await;
+  let out = tokio::time::timeout(Duration::from_secs(10), p.wait_outcome())
+    .await
+    .expect("a flood ends without a timeout");
+  assert_eq!(out.exit.limit_exceeded, Some("output"));
+  assert_eq!(out.exit.exit_code, 128 + libc::SIGKILL);
+  assert!(out.stdout.len() <= 64 * 1024 && out.stdout.contains("flood-marker\n"));
+  assert!(out.stdout_dropped_bytes > 0);
+  // Under the limit nothing happens.
+  let mut calm = request("head -c 1000 /dev/zero | tr '\\0' x");
+  calm.output_limit = Some(64 * 1024);
+  let calm = spawn(calm).await.wait_outcome().await;
+  assert_eq!((calm.exit.exit_code, calm.exit.limit_exceeded), (0, None));
+  assert_eq!(calm.stdout.len(), 1000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -417,6 +417,38 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     await expect(withDeadline(filesystem.writeFile('output.log', 'x'), 5000, 'writing a FIFO')).rejects.toBeInstanceOf(PermissionError)
   })
 
+  it('F17: swapping a directory for a symlink while the host file tools work never lets them out', async () => {
+    const sb = sandbox()
+    const secretDir = fs.mkdtempSync(path.join(top, 'f17-secret-'))
+    fs.writeFileSync(path.join(secretDir, 'file'), 'SECRET\n')
+    // The command swaps `dir` between a real directory and a symlink to the host directory.
+    fs.mkdirSync(sb.workingDirectory, { recursive: true })
+    fs.writeFileSync(
+      path.join(sb.workingDirectory, 'race.py'),
+      [
+        'import os, sys, time',
+        "os.makedirs('real'); open('real/file', 'w').write('inside\\n')",
+        "os.symlink(sys.argv[1], 'link')",
+        'while True:',
+        "    for name in ('real', 'link'):",
+        "        os.rename(name, 'dir'); time.sleep(0.001); os.rename('dir', name)",
+      ].join('\n'),
+    )
+    await sb.processes.spawn(`/usr/bin/python3 race.py ${secretDir}`)
+    const filesystem = new LocalFilesystem({ basePath: sb.workingDirectory })
+    const seen = new Set()
+    const deadline = Date.now() + 1500
+    while (Date.now() < deadline) {
+      const [read, written] = await Promise.allSettled([filesystem.readFile('dir/file', { encoding: 'utf8' }), filesystem.writeFile('dir/out', 'x', { recursive: false })])
+      seen.add(read.status === 'fulfilled' ? read.value : read.reason.code)
+      if (written.status === 'rejected') seen.add(written.reason.code)
+    }
+    expect([...seen]).not.toContain('SECRET\n')
+    expect(seen.has('inside\n')).toBe(true) // the race ran: the real directory was read
+    expect(seen.has('EACCES')).toBe(true) // and the symlink was met, and refused
+    expect(fs.readdirSync(secretDir)).toEqual(['file'])
+  })
+
   it('N4: names do not resolve without the network', async () => {
     const r = await sh(sandbox(), 'getent hosts example.com')
     expect(r.exitCode).not.toBe(0)

@@ -25,8 +25,8 @@ export declare class NativeLifecycle {
 }
 
 export declare class NativeLocalFs {
-  /** Opens `basePath`, creating it unless `readOnly`. */
-  constructor(basePath: string, readOnly: boolean)
+  /** Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone. */
+  constructor(basePath: string, readOnly: boolean, protectedPaths: Array<string>)
   readFile(path: string): Promise<Buffer>
   writeFile(path: string, data: string | Buffer, overwrite: boolean, recursive: boolean, append: boolean): Promise<void>
   deleteFile(path: string, force: boolean): Promise<void>
@@ -101,6 +101,9 @@ export declare class NativeResolverCache {
   /** Ids cached now. */
   values(): Array<number>
 }
+
+/** Checks a `protectedPaths` list (relative, inside the workspace) and returns it normalised. */
+export declare function checkProtectedPaths(paths: Array<string>): Array<string>
 
 /** Text for a foreground command that failed to run (`Error: <message>`). */
 export declare function commandErrorText(stdout: string, stderr: string, message: string, tail?: number | undefined | null, maxTokens?: number | undefined | null): string

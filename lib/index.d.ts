@@ -213,6 +213,8 @@ export declare class LocalSandbox {
   readonly error: string | undefined
   readonly workingDirectory: string
   readonly isolation: IsolationBackend
+  /** Workspace paths kept read-only for commands under isolation (`nativeSandbox.protectedPaths`). */
+  readonly protectedPaths: readonly string[]
   readonly timeout: number | undefined
   readonly createdAt: Date
   readonly processes: LocalProcessManager
@@ -533,6 +535,13 @@ export interface LocalFilesystemOptions {
   id?: string
   readOnly?: boolean
   instructions?: string | ((context: InstructionsContext) => string)
+  /**
+   * Paths relative to `basePath` that no operation may create, change, move or remove
+   * (symlinks on the way are resolved first). Default: none — except in a `Workspace`
+   * whose isolated `LocalSandbox` works in the same directory, where it is the sandbox's
+   * `protectedPaths`.
+   */
+  protectedPaths?: string[]
 }
 
 export interface FileEntry {
@@ -560,6 +569,7 @@ export declare class LocalFilesystem {
   readonly readOnly: boolean
   readonly basePath: string
   readonly contained: true
+  readonly protectedPaths: readonly string[]
   status: 'pending' | 'ready' | 'destroyed'
   init(): Promise<void>
   destroy(): Promise<void>

@@ -1,12 +1,14 @@
 'use strict'
 const path = require('node:path')
 const os = require('node:os')
-const { NativeLocalFs } = require('../index.js')
+const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const { FilesystemError, IsDirectoryError, SandboxOptionError, STANDS_FOR } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
 
 let mastraErrors
+
+const adoptProtection = Symbol('adoptProtection')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -45,6 +47,8 @@ const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedi
 class LocalFilesystem {
   #native
   #instructions
+  /** Whether `protectedPaths` was given (then a workspace's sandbox does not set it). */
+  #protectedGiven
 
   constructor(options = {}) {
     check.object(options, 'options')
@@ -64,11 +68,25 @@ class LocalFilesystem {
     this.contained = true
     this.status = 'pending'
     this.#instructions = options.instructions
+    this.#protectedGiven = options.protectedPaths !== undefined
+    this.protectedPaths = Object.freeze(
+      translatingSync(() => checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
+    )
+  }
+
+  /**
+   * Holds the line of an isolated `LocalSandbox` over the same directory: what its commands
+   * may not change, these file tools may not either (unless `protectedPaths` was given).
+   */
+  [adoptProtection](sandbox) {
+    if (this.#protectedGiven || sandbox.isolation === 'none' || sandbox.workingDirectory !== this.basePath) return
+    this.protectedPaths = sandbox.protectedPaths
+    this.#native = undefined
   }
 
   /** Opened on first use: the base directory is created then (unless read-only). */
   #fs() {
-    this.#native ??= translatingSync(() => new NativeLocalFs(this.basePath, this.readOnly))
+    this.#native ??= translatingSync(() => new NativeLocalFs(this.basePath, this.readOnly, [...this.protectedPaths]))
     if (this.status === 'pending') this.status = 'ready'
     return this.#native
   }
@@ -186,4 +204,4 @@ class LocalFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem }
+module.exports = { LocalFilesystem, adoptProtection }

@@ -55,12 +55,17 @@ class LocalSandbox {
   #hooks
   #instructions
   #nativeSandbox
+  #protectedPaths
 
   constructor(options = {}) {
     check.object(options, 'options')
     const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
     const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
     this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
+    const { protectedPaths } = this.#nativeSandbox
+    this.#protectedPaths = Object.freeze(
+      protectedPaths === undefined ? [...native.defaultProtectedPaths()] : translatingSync(() => native.checkProtectedPaths(protectedPaths)),
+    )
     const instructions = options.instructions
     if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
       check.string(instructions, 'instructions')
@@ -102,6 +107,10 @@ class LocalSandbox {
   }
   get isolation() {
     return this.#native.isolation
+  }
+  /** Workspace paths kept read-only for commands under isolation. */
+  get protectedPaths() {
+    return this.#protectedPaths
   }
   /** Default timeout of `executeCommand` in ms, or undefined for none. */
   get timeout() {

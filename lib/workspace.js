@@ -3,6 +3,7 @@ const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
 const { check } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
+const { adoptProtection } = require('./local-filesystem')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -97,6 +98,10 @@ class Workspace {
       this[state].filesystem = new CompositeFilesystem(mounts)
       this[state].mountAll = mountOn(this[state].filesystem, this[state].sandbox, () => this[state].logger)
     }
+
+    // One line for both ways into the directory: the sandbox's commands and the file tools.
+    const { sandbox: fixedSandbox, filesystem: fixedFilesystem } = this[state]
+    if (fixedSandbox && fixedFilesystem?.[adoptProtection]) fixedFilesystem[adoptProtection](fixedSandbox)
 
     this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
     const dynamic = config.instructions?.dynamicSandbox

@@ -3,6 +3,7 @@
 use napi_derive::napi;
 use std::path::PathBuf;
 
+use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, Isolation};
 use native_workspace_core::seatbelt;
 
@@ -73,5 +74,25 @@ pub fn default_protected_paths() -> Vec<String> {
   native_workspace_core::protect::DEFAULT_PROTECTED_PATHS
     .iter()
     .map(|p| (*p).to_owned())
+    .collect()
+}
+
+/// Checks a `protectedPaths` list (relative, inside the workspace) and returns it normalised.
+#[napi]
+pub fn check_protected_paths(paths: Vec<String>) -> napi::Result<Vec<String>, ErrorCode> {
+  Ok(
+    protected_paths_of(&paths)
+      .map_err(sync_error)?
+      .iter()
+      .map(|p| p.to_string_lossy().into_owned())
+      .collect(),
+  )
+}
+
+/// The one reading of a `protectedPaths` option, for sandboxes and filesystems alike.
+pub fn protected_paths_of(paths: &[String]) -> Result<Vec<PathBuf>, CoreError> {
+  paths
+    .iter()
+    .map(|p| native_workspace_core::protect::check_relative(p).map_err(CoreError::InvalidOption))
     .collect()
 }

@@ -10,6 +10,8 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::fs::{LocalFs, millis};
 
+use crate::isolation::protected_paths_of;
+
 use crate::errors::{ErrorCode, sync_error};
 use crate::local_sandbox::settle;
 
@@ -57,10 +59,16 @@ where
 
 #[napi]
 impl NativeLocalFs {
-  /// Opens `basePath`, creating it unless `readOnly`.
+  /// Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone.
   #[napi(constructor)]
-  pub fn new(base_path: String, read_only: bool) -> napi::Result<Self, ErrorCode> {
-    let inner = LocalFs::open(std::path::Path::new(&base_path), read_only).map_err(sync_error)?;
+  pub fn new(
+    base_path: String,
+    read_only: bool,
+    protected_paths: Vec<String>,
+  ) -> napi::Result<Self, ErrorCode> {
+    let protected = protected_paths_of(&protected_paths).map_err(sync_error)?;
+    let inner =
+      LocalFs::open(std::path::Path::new(&base_path), read_only, protected).map_err(sync_error)?;
     Ok(NativeLocalFs {
       inner: Arc::new(inner),
     })

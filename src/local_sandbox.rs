@@ -8,12 +8,13 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::protect::{self, DEFAULT_PROTECTED_PATHS};
+use native_workspace_core::protect::DEFAULT_PROTECTED_PATHS;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
 use crate::errors::{ErrorCode, sync_error, to_js_error};
+use crate::isolation::protected_paths_of;
 use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::keeper::keeper_path;
 use crate::options::{NativeCommandOptions, timeout};
@@ -81,10 +82,7 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
   };
   let protected_paths = match config.protected_paths {
     None => DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect(),
-    Some(list) => list
-      .iter()
-      .map(|p| protect::check_relative(p).map_err(CoreError::InvalidOption))
-      .collect::<Result<_>>()?,
+    Some(list) => protected_paths_of(&list)?,
   };
   Ok(SandboxPolicy {
     workspace,

@@ -21,6 +21,11 @@ pub struct LocalFs {
   base: PathBuf,
   root: OwnedFd,
   read_only: bool,
+  /// The base with symlinks resolved, as the kernel names the directories below it.
+  real_base: PathBuf,
+  /// Relative to the base: paths no operation may create, change, move or remove (see
+  /// `protect`; the same list an isolated sandbox keeps read-only for its commands).
+  protected: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,17 +91,22 @@ impl Target<'_> {
 
 impl LocalFs {
   /// Opens (and creates if needed) the base directory.
-  pub fn open(base: &Path, read_only: bool) -> Result<LocalFs> {
+  pub fn open(base: &Path, read_only: bool, protected: Vec<PathBuf>) -> Result<LocalFs> {
     if !read_only {
       std::fs::create_dir_all(base)
         .map_err(|e| CoreError::io(format!("Cannot create {}", base.display()), e))?;
     }
     let dir =
       File::open(base).map_err(|e| CoreError::io(format!("Cannot open {}", base.display()), e))?;
+    let root = OwnedFd::from(dir);
+    let real_base = real_path(&root)
+      .map_err(|e| CoreError::io(format!("Cannot resolve {}", base.display()), e))?;
     Ok(LocalFs {
       base: base.to_owned(),
-      root: OwnedFd::from(dir),
+      root,
       read_only,
+      real_base,
+      protected,
     })
   }
 
@@ -138,6 +148,58 @@ impl LocalFs {
     } else {
       Ok(())
     }
+  }
+
+  /// Refuses to change entry `name` of directory `dir` when it is a protected path or lies
+  /// below one — or, with `tree` (removing or moving it), when one lies below it. The
+  /// directory is judged by where the kernel says it is, so symlinks on the way do not hide
+  /// a protected path.
+  fn guard(&self, input: &str, dir: &OwnedFd, name: &OsStr, tree: bool) -> Result<()> {
+    if self.protected.is_empty() {
+      return Ok(());
+    }
+    let denied = || CoreError::PermissionDenied {
+      path: input.to_owned(),
+      operation: "change a protected path".into(),
+    };
+    let real = real_path(dir).map_err(|e| CoreError::io(input.to_owned(), e))?;
+    let rel = real
+      .strip_prefix(&self.real_base)
+      .map_err(|_| denied())?
+      .join(name);
+    let hit = self
+      .protected
+      .iter()
+      .any(|p| rel.starts_with(p) || (tree && p.starts_with(&rel)));
+    if hit { Err(denied()) } else { Ok(()) }
+  }
+
+  /// [`LocalFs::guard`] for writing `t`, whose last part may be a symlink: then where it
+  /// leads counts (and one leading nowhere is refused, since writing would create it).
+  fn guard_write(&self, t: &Target, dir: &OwnedFd, name: &CString) -> Result<()> {
+    if self.protected.is_empty() {
+      return Ok(());
+    }
+    self.guard(t.input, dir, OsStr::from_bytes(name.as_bytes()), false)?;
+    let is_link = self
+      .lstat_at(dir, name)
+      .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK);
+    if !is_link {
+      return Ok(());
+    }
+    let target =
+      self
+        .open_beneath(t, libc::O_PATH, 0)
+        .map_err(|_| CoreError::PermissionDenied {
+          path: t.input.to_owned(),
+          operation: "write through a symbolic link that leads nowhere".into(),
+        })?;
+    let real = real_path(&target).map_err(|e| CoreError::io(t.input.to_owned(), e))?;
+    let (Some(parent), Some(file)) = (real.parent(), real.file_name()) else {
+      return Ok(());
+    };
+    let parent = File::open(parent).map_err(|e| CoreError::io(t.input.to_owned(), e))?;
+    self.guard(t.input, &OwnedFd::from(parent), file, false)
   }
 
   /// `openat2` below the base; escapes (through symlinks too) are refused by the kernel.
@@ -188,9 +250,13 @@ impl LocalFs {
   ) -> Result<()> {
     self.writable(if append { "appendFile" } else { "writeFile" })?;
     let t = self.target(input)?;
-    let (parent, _) = t.parent_and_name()?;
+    let (parent, name) = t.parent_and_name()?;
     if recursive {
       self.make_dirs(input, &parent)?;
+    }
+    if !self.protected.is_empty() {
+      let dir = self.parent_dir(input, &parent)?;
+      self.guard_write(&t, &dir, &name)?;
     }
     let mode = if append {
       libc::O_APPEND
@@ -226,6 +292,7 @@ impl LocalFs {
       let dir = self
         .open_beneath(&parent, libc::O_PATH | libc::O_DIRECTORY, 0)
         .map_err(|e| self.fail(&parent, e, CoreError::DirectoryNotFound))?;
+      self.guard(input, &dir, part.as_os_str(), false)?;
       let name = CString::new(part.as_os_str().as_bytes()).expect("no NUL");
       // SAFETY: mkdirat on a directory descriptor we own.
       if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
@@ -255,6 +322,7 @@ impl LocalFs {
     }
     let (parent, name) = t.parent_and_name()?;
     let dir = self.parent_dir(input, &parent)?;
+    self.guard(input, &dir, OsStr::from_bytes(name.as_bytes()), false)?;
     // SAFETY: mkdirat on a directory descriptor we own.
     if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
       let err = std::io::Error::last_os_error();
@@ -327,6 +395,7 @@ impl LocalFs {
       Err(CoreError::DirectoryNotFound(_)) => return absent(),
       other => other?,
     };
+    self.guard(input, &dir, OsStr::from_bytes(name.as_bytes()), true)?;
     match self.lstat_at(&dir, &name) {
       Ok(st) => Ok(Some((dir, name, st))),
       Err(e) if e.raw_os_error() == Some(libc::ENOENT) => absent(),
@@ -503,8 +572,10 @@ impl LocalFs {
       CoreError::DirectoryNotFound(_) => CoreError::FileNotFound(from.to_owned()),
       other => other,
     })?;
+    self.guard(from, &src_dir, OsStr::from_bytes(src_name.as_bytes()), true)?;
     self.make_dirs(to, &dst_parent)?;
     let dst_dir = self.parent_dir(to, &dst_parent)?;
+    self.guard(to, &dst_dir, OsStr::from_bytes(dst_name.as_bytes()), true)?;
     let flags = if overwrite { 0 } else { libc::RENAME_NOREPLACE };
     // SAFETY: renameat2 between names in directories we own descriptors of.
     let rc = unsafe {
@@ -545,6 +616,11 @@ pub fn millis(time: SystemTime) -> f64 {
     .unwrap_or(Duration::ZERO)
     .as_secs_f64()
     * 1000.0
+}
+
+/// Where the kernel says an open descriptor is.
+fn real_path(fd: &OwnedFd) -> std::io::Result<PathBuf> {
+  std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// The opened file, if it is a regular one. Files are opened with O_NONBLOCK so that a

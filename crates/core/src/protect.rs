@@ -182,7 +182,7 @@ pub fn check_relative(path: &str) -> Result<PathBuf, String> {
     )
   } else {
     Err(format!(
-      "nativeSandbox.protectedPaths: {path:?} must be a relative path inside the workspace (no '..')"
+      "protectedPaths: {path:?} must be a relative path inside the workspace (no '..')"
     ))
   }
 }

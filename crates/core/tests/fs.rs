@@ -13,7 +13,7 @@ fn setup(name: &str) -> (LocalFs, PathBuf, PathBuf) {
   let (base, host) = (top.join("base"), top.join("host"));
   std::fs::create_dir_all(&host).unwrap();
   std::fs::write(host.join("secret.txt"), "host secret").unwrap();
-  (LocalFs::open(&base, false).unwrap(), base, host)
+  (LocalFs::open(&base, false, Vec::new()).unwrap(), base, host)
 }
 
 fn assert_denied(result: Result<impl std::fmt::Debug, CoreError>) {
@@ -163,7 +163,7 @@ fn lists_sorted_and_recursively() {
 fn read_only_refuses_every_write() {
   let (fs, base, _) = setup("ro");
   std::fs::write(base.join("f.txt"), "keep").unwrap();
-  let ro = LocalFs::open(&base, true).unwrap();
+  let ro = LocalFs::open(&base, true, Vec::new()).unwrap();
   assert_eq!(
     ro.write("f.txt", b"x", true, true, false)
       .unwrap_err()
@@ -232,4 +232,46 @@ fn a_fifo_left_in_the_base_neither_blocks_nor_is_read() {
     .expect("an operation on a FIFO blocked");
   assert_denied(read);
   assert_denied(write);
+}
+
+#[test]
+fn protected_paths_cannot_be_created_changed_moved_or_removed() {
+  let (_, base, _) = setup("protected");
+  let fs = LocalFs::open(
+    &base,
+    false,
+    vec![PathBuf::from(".git/hooks"), PathBuf::from(".envrc")],
+  )
+  .unwrap();
+  std::fs::create_dir_all(base.join(".git/hooks")).unwrap();
+  std::fs::write(base.join(".envrc"), "export SAFE=1\n").unwrap();
+  std::fs::create_dir_all(base.join("src")).unwrap();
+  // Directly, through a symlinked directory, through a symlinked file, and by moving.
+  symlink(".git", base.join("g")).unwrap();
+  symlink(".envrc", base.join("env-link")).unwrap();
+  assert_denied(fs.write(".git/hooks/pre-commit", b"evil", true, true, false));
+  assert_denied(fs.write("g/hooks/pre-commit", b"evil", true, true, false));
+  assert_denied(fs.write(".envrc", b"evil", true, true, true));
+  assert_denied(fs.write("env-link", b"evil", true, true, false));
+  assert_denied(fs.mkdir(".git/hooks/sub", true));
+  assert_denied(fs.delete_file(".envrc", false));
+  assert_denied(fs.rmdir(".git", true, false));
+  assert_denied(fs.rename(".git", "old-git", false));
+  assert_denied(fs.rename("src", ".envrc", true));
+  // The host's view: nothing changed.
+  assert_eq!(
+    std::fs::read_to_string(base.join(".envrc")).unwrap(),
+    "export SAFE=1\n"
+  );
+  assert_eq!(
+    std::fs::read_dir(base.join(".git/hooks")).unwrap().count(),
+    0
+  );
+  assert!(base.join("src").is_dir());
+  // Everything else stays writable, reading protected paths too.
+  fs.write(".git/HEAD", b"ref: refs/heads/main\n", true, true, false)
+    .unwrap();
+  fs.write("src/main.rs", b"fn main() {}\n", true, true, false)
+    .unwrap();
+  assert_eq!(fs.read(".envrc").unwrap(), b"export SAFE=1\n");
 }

@@ -27,7 +27,8 @@ pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
   cgroup: Option<Arc<Cgroup>>,
-  protection: Protection,
+  /// Kept while the init lives: the protection's placeholders go when it is dropped.
+  _confinement: Confinement,
 }
 
 /// The host's ends of a launched command.
@@ -122,19 +123,8 @@ impl Init {
       .stderr(Stdio::null())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
       .process_group(0);
-    let spawned = tokio::process::Command::from(cmd).spawn();
-    drop(seccomp_read_end);
-    let init = Init {
-      requests: Mutex::new(ours),
-      child: Mutex::new(None),
-      cgroup,
-      protection: match confinement {
-        Confinement::Bwrap { protection, .. } => protection,
-        Confinement::None => Protection::default(),
-      },
-    };
-    // On failure, dropping `init` takes the placeholders and the cgroup away again.
-    let child = spawned.map_err(|e| {
+    // On failure the confinement (its placeholders) and the cgroup go with this frame.
+    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
       CoreError::io(
         format!(
           "Starting the sandbox supervisor {} failed",
@@ -143,8 +133,13 @@ impl Init {
         e,
       )
     })?;
-    *init.child.lock().unwrap() = Some(child);
-    Ok(init)
+    drop(seccomp_read_end);
+    Ok(Init {
+      requests: Mutex::new(ours),
+      child: Mutex::new(Some(child)),
+      cgroup,
+      _confinement: confinement,
+    })
   }
 
   /// The sandbox's cgroup, when its limits need one.
@@ -248,12 +243,6 @@ impl Init {
         .transpose()
         .map_err(io_err)?,
     })
-  }
-}
-
-impl Drop for Init {
-  fn drop(&mut self) {
-    self.protection.remove_placeholders();
   }
 }
 

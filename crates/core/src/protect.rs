@@ -61,10 +61,8 @@ impl Protection {
     let mut pins = Vec::new();
     let mut held = Protection::default();
     for relative in protected {
-      if let Err(e) = held.hold(workspace, relative, &mut pins) {
-        held.remove_placeholders();
-        return Err(e);
-      }
+      // On failure, dropping `held` removes the placeholders made so far.
+      held.hold(workspace, relative, &mut pins)?;
     }
     // Outer mounts first, so inner ones land on top of them.
     pins.sort_by_key(|p| p.components().count());
@@ -134,7 +132,7 @@ impl Protection {
 
   /// Removes the placeholders that are still as made (the host may have written to one
   /// since the sandbox stopped; that file is then the host's).
-  pub fn remove_placeholders(&self) {
+  fn remove_placeholders(&self) {
     for hold in &self.holds {
       if let Hold::Placeholder(path) = hold {
         let untouched = std::fs::symlink_metadata(path)
@@ -154,6 +152,13 @@ const PLACEHOLDER_MODE: u32 = 0o444;
 fn is_placeholder(meta: &std::fs::Metadata) -> bool {
   use std::os::unix::fs::PermissionsExt;
   meta.is_file() && meta.len() == 0 && meta.permissions().mode() & 0o7777 == PLACEHOLDER_MODE
+}
+
+/// A sandbox's protection ends with it (or with a start that failed).
+impl Drop for Protection {
+  fn drop(&mut self) {
+    self.remove_placeholders();
+  }
 }
 
 fn create_placeholder(path: &Path) -> Result<(), String> {
@@ -223,7 +228,7 @@ mod tests {
     );
     let placeholder = std::fs::metadata(ws.join(".git/config")).unwrap();
     assert_eq!(placeholder.len(), 0);
-    protection.remove_placeholders();
+    drop(protection);
     assert!(!ws.join(".git/config").exists());
     assert!(ws.join(".envrc").exists(), "only placeholders are removed");
     std::fs::remove_dir_all(ws).unwrap();
@@ -252,7 +257,7 @@ mod tests {
     )
     .unwrap();
     std::fs::write(ws.join(".git"), "gitdir: elsewhere").unwrap();
-    protection.remove_placeholders();
+    drop((protection, again));
     assert!(ws.join(".git").exists());
     std::fs::remove_dir_all(ws).unwrap();
   }

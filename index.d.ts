@@ -215,6 +215,10 @@ export interface NativeLimits {
   tmpSizeBytes?: number
   /** Output per stream of `executeCommand`; past it the command is killed. */
   outputBytes?: number
+  /** Disk space the sandbox may use up on the filesystems it writes to (watched). */
+  diskBytes?: number
+  /** Inodes (files, directories) the sandbox may use up there. */
+  diskInodes?: number
 }
 
 export interface NativeProcessInfo {

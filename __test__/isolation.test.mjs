@@ -281,6 +281,30 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect((await sh(sb, 'head -c 500000 /dev/zero | tr "\\0" x')).stdout).toHaveLength(500000)
   })
 
+  it('R4/R3: creating files or bytes without end on the workspace disk is stopped, named in the result', async () => {
+    const sb = sandbox({ nativeSandbox: { limits: { diskInodes: 2000, diskBytes: 64 << 20 } } })
+    const marker = uniqueMarker()
+    const touch = `/usr/bin/python3 -c "
+import os, sys
+os.makedirs('many')
+i = 0
+while True:
+    open('many/f%d' % i, 'w').close(); i += 1
+" ${marker}`
+    const inodes = await withDeadline(sh(sb, touch), 10_000, 'the file flood to be stopped')
+    expect(inodes).toMatchObject({ exitCode: 137, limitExceeded: 'inodes' })
+    const made = fs.readdirSync(path.join(sb.workingDirectory, 'many')).length
+    expect(made).toBeGreaterThan(2000)
+    expect(made).toBeLessThan(200_000) // a watchdog: it overshoots by what 200 ms allow
+    expect(processesWith(marker)).toEqual([])
+    // Cleaning up stays possible, and then writing again.
+    expect((await sh(sb, 'rm -rf many && echo x > small && cat small')).stdout).toBe('x\n')
+    const bytes = await withDeadline(sh(sb, 'head -c 4000000000 /dev/zero > big'), 20_000, 'the disk flood to be stopped')
+    expect(bytes).toMatchObject({ exitCode: 137, limitExceeded: 'disk' })
+    expect(fs.statSync(path.join(sb.workingDirectory, 'big')).size).toBeLessThan(4_000_000_000)
+    fs.rmSync(path.join(sb.workingDirectory, 'big'))
+  })
+
   it('refuses malformed limits, naming the option', () => {
     const make = (limits) => () => sandbox({ nativeSandbox: { limits } })
     expect(make({ threads: 4 })).toThrow(/limits.threads is not a limit/)

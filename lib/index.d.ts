@@ -31,7 +31,7 @@ export interface ExecutionResult {
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
   /** The resource limit that ended the command, if one did. */
-  limitExceeded?: 'memory' | 'fileSize' | 'cpu' | 'output'
+  limitExceeded?: 'memory' | 'disk' | 'inodes' | 'fileSize' | 'cpu' | 'output'
 }
 
 export interface CommandResult extends ExecutionResult {
@@ -143,6 +143,14 @@ export interface SandboxLimits {
    * 64 MiB, else unlimited.
    */
   outputBytes?: number
+  /**
+   * Disk space and inodes the sandbox may use up on the filesystems it writes to (the
+   * workspace's, `readWritePaths`'). Watched from the host: past either, while its use
+   * still grows, every process of the sandbox is killed (`limitExceeded: 'disk' | 'inodes'`);
+   * deleting stays possible. Default under isolation: half of what is free at start.
+   */
+  diskBytes?: number
+  diskInodes?: number
 }
 
 export interface InstructionsContext {

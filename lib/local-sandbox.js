@@ -28,7 +28,7 @@ function nativeSandboxConfig(config) {
   }
 }
 
-const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes']
+const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes']
 
 /** `nativeSandbox.limits`: positive whole numbers; an unknown key is refused, not ignored. */
 function limitsConfig(limits) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
+use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::protect::DEFAULT_PROTECTED_PATHS;
@@ -69,6 +70,10 @@ pub struct NativeLimits {
   pub tmp_size_bytes: Option<f64>,
   /// Output per stream of `executeCommand`; past it the command is killed.
   pub output_bytes: Option<f64>,
+  /// Disk space the sandbox may use up on the filesystems it writes to (watched).
+  pub disk_bytes: Option<f64>,
+  /// Inodes (files, directories) the sandbox may use up there.
+  pub disk_inodes: Option<f64>,
 }
 
 /// The core's policy from the `nativeSandbox` options (limits aside).
@@ -148,6 +153,10 @@ impl NativeLocalSandbox {
         file_size_bytes: whole(limits.file_size_bytes),
         cpu_seconds: whole(limits.cpu_seconds),
         output_bytes: whole(limits.output_bytes),
+        disk: DiskBudget {
+          bytes: whole(limits.disk_bytes),
+          inodes: whole(limits.disk_inodes),
+        },
       },
       working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),

@@ -16,7 +16,7 @@ use tokio::net::unix::pipe;
 use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
 use crate::isolation;
-use crate::limits::Limits;
+use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
 use crate::protect::Protection;
 
@@ -26,7 +26,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
-  cgroup: Option<Arc<Cgroup>>,
+  kills: Arc<LimitKills>,
   /// Kept while the init lives: the protection's placeholders go when it is dropped.
   _confinement: Confinement,
 }
@@ -68,18 +68,18 @@ impl Init {
   ) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
-    let cgroup = cgroup.map(Arc::new);
     let program = match &confinement {
       Confinement::None => keeper,
       Confinement::Bwrap { bwrap, .. } => bwrap.as_path(),
     };
     let mut cmd = std::process::Command::new(program);
-    if let Some(cgroup) = cgroup.clone() {
+    let kills = Arc::new(LimitKills::new(cgroup));
+    if let Some(cgroup) = kills.cgroup().cloned() {
       // SAFETY: join_self makes only async-signal-safe calls. It runs first, while this
       // child may still be root, and before bubblewrap creates anything.
       unsafe { cmd.pre_exec(move || cgroup.join_self()) };
     }
-    let rlimits = limits.keeper_args(cgroup.as_ref().is_some_and(|c| c.limits_processes()));
+    let rlimits = limits.keeper_args(kills.cgroup().is_some_and(|c| c.limits_processes()));
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
     match &confinement {
@@ -137,14 +137,14 @@ impl Init {
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
-      cgroup,
+      kills,
       _confinement: confinement,
     })
   }
 
-  /// The sandbox's cgroup, when its limits need one.
-  pub fn cgroup(&self) -> Option<&Arc<Cgroup>> {
-    self.cgroup.as_ref()
+  /// Kills made by the sandbox's limits (and its cgroup, when they need one).
+  pub fn kills(&self) -> &Arc<LimitKills> {
+    &self.kills
   }
 
   pub fn is_alive(&self) -> bool {
@@ -172,7 +172,7 @@ impl Init {
       let _ = child.start_kill();
       let _ = child.wait().await;
     }
-    if let Some(cgroup) = &self.cgroup {
+    if let Some(cgroup) = self.kills.cgroup() {
       // Anything that escaped the init's own tree kill dies here.
       cgroup.remove().await;
     }

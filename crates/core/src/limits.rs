@@ -1,8 +1,13 @@
 //! Resource limits of a sandbox. Memory and process count go to the sandbox's cgroup
 //! (see `cgroup`); the rest, and the process count where no cgroup can be made, are
 //! rlimits set by its init on itself and so inherited by every process of every command.
+//! Disk use is watched from the host (see `disk`).
 
-use crate::cgroup::CgroupLimits;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cgroup::{Cgroup, CgroupLimits};
+use crate::disk::DiskBudget;
 
 /// Limits left unset are the host's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,6 +24,8 @@ pub struct Limits {
   /// Output per stream of a foreground command; past it the command is killed (a flood,
   /// like `yes`, would otherwise run and be buffered until its timeout).
   pub output_bytes: Option<u64>,
+  /// Disk space and inodes the sandbox may use up on the filesystems it writes to.
+  pub disk: DiskBudget,
 }
 
 impl Limits {
@@ -44,13 +51,65 @@ impl Limits {
   }
 }
 
-/// Which limit a death by `signal` means, if any. `oom_killed`: the sandbox's cgroup
-/// counted an OOM kill while the command ran (otherwise it is a SIGKILL like any other).
-pub fn exceeded_by(signal: i32, oom_killed: bool) -> Option<&'static str> {
+/// The limits whose kills are a SIGKILL like any other, told apart by counting them.
+const KILLERS: [&str; 3] = ["memory", "disk", "inodes"];
+
+/// Kills made by a running sandbox's limits, counted per limit so that a command's result
+/// can name the one that ended it: OOM kills (the cgroup counts them) and the disk
+/// watchdog's.
+pub struct LimitKills {
+  cgroup: Option<Arc<Cgroup>>,
+  disk: AtomicU64,
+  inodes: AtomicU64,
+}
+
+impl LimitKills {
+  pub fn new(cgroup: Option<Cgroup>) -> LimitKills {
+    LimitKills {
+      cgroup: cgroup.map(Arc::new),
+      disk: AtomicU64::new(0),
+      inodes: AtomicU64::new(0),
+    }
+  }
+
+  pub fn cgroup(&self) -> Option<&Arc<Cgroup>> {
+    self.cgroup.as_ref()
+  }
+
+  /// The disk watchdog fired `limit` (`"disk"` or `"inodes"`).
+  pub fn record(&self, limit: &str) {
+    let counter = if limit == "inodes" {
+      &self.inodes
+    } else {
+      &self.disk
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+  }
+
+  pub fn snapshot(&self) -> [u64; 3] {
+    [
+      self.cgroup.as_ref().map_or(0, |c| c.oom_kills()),
+      self.disk.load(Ordering::Relaxed),
+      self.inodes.load(Ordering::Relaxed),
+    ]
+  }
+
+  /// The limit that killed something since `before` was taken, if one did.
+  pub fn killed_since(&self, before: [u64; 3]) -> Option<&'static str> {
+    let now = self.snapshot();
+    (0..KILLERS.len())
+      .find(|&i| now[i] > before[i])
+      .map(|i| KILLERS[i])
+  }
+}
+
+/// Which limit a death by `signal` means, if any. `killer`: the limit that killed in the
+/// sandbox while the command ran, which explains a SIGKILL.
+pub fn exceeded_by(signal: i32, killer: Option<&'static str>) -> Option<&'static str> {
   match signal {
     libc::SIGXFSZ => Some("fileSize"),
     libc::SIGXCPU => Some("cpu"),
-    libc::SIGKILL if oom_killed => Some("memory"),
+    libc::SIGKILL => killer,
     _ => None,
   }
 }
@@ -70,9 +129,19 @@ mod tests {
     assert_eq!(limits.keeper_args(true), ["nofile=64", "fsize=1024"]);
     assert_eq!(limits.keeper_args(false)[0], "nproc=10");
     assert!(Limits::default().keeper_args(false).is_empty());
-    assert_eq!(exceeded_by(libc::SIGXFSZ, false), Some("fileSize"));
-    assert_eq!(exceeded_by(libc::SIGKILL, false), None);
-    assert_eq!(exceeded_by(libc::SIGKILL, true), Some("memory"));
-    assert_eq!(exceeded_by(libc::SIGTERM, true), None);
+    assert_eq!(exceeded_by(libc::SIGXFSZ, None), Some("fileSize"));
+    assert_eq!(exceeded_by(libc::SIGKILL, None), None);
+    assert_eq!(exceeded_by(libc::SIGKILL, Some("memory")), Some("memory"));
+    assert_eq!(exceeded_by(libc::SIGTERM, Some("memory")), None);
+  }
+
+  #[test]
+  fn the_watchdog_kills_are_told_apart() {
+    let kills = LimitKills::new(None);
+    let before = kills.snapshot();
+    assert_eq!(kills.killed_since(before), None);
+    kills.record("inodes");
+    assert_eq!(kills.killed_since(before), Some("inodes"));
+    assert_eq!(kills.killed_since(kills.snapshot()), None);
   }
 }

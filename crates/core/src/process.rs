@@ -13,9 +13,9 @@ use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
-use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
+use crate::limits::LimitKills;
 use crate::output::{OutputSink, Retained, Retention, Stream, Utf8Decoder};
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
@@ -131,7 +131,7 @@ impl Process {
     check_cwd(&request.cwd)?;
     let env: Vec<(String, String)> = request.env.into_iter().collect();
     let started = Instant::now();
-    let oom = init.cgroup().map(|c| (c.clone(), c.oom_kills()));
+    let kills = (init.kills().clone(), init.kills().snapshot());
     let launched = init.launch(&LaunchRequest {
       command: &request.command,
       cwd: &request.cwd,
@@ -184,7 +184,7 @@ impl Process {
       readers,
       output: output.clone(),
       exit: exit_tx,
-      oom,
+      kills,
       flood_alarm: alarm,
     }));
     Ok(Arc::new(Process {
@@ -406,8 +406,8 @@ struct DriveState {
   readers: [tokio::task::JoinHandle<()>; 2],
   output: Arc<Mutex<Output>>,
   exit: watch::Sender<Option<Exit>>,
-  /// The sandbox's cgroup and its OOM kill count when the command started.
-  oom: Option<(Arc<Cgroup>, u64)>,
+  /// The sandbox's limit kills, and their counts when the command started.
+  kills: (Arc<LimitKills>, [u64; 3]),
   flood_alarm: Arc<tokio::sync::Notify>,
 }
 
@@ -518,12 +518,8 @@ async fn drive(mut s: DriveState) {
         Some("output")
       } else {
         // 128 + N whether the command or a process it ran (as its shell reports) got signal N.
-        crate::limits::exceeded_by(
-          exit_code - 128,
-          s.oom
-            .as_ref()
-            .is_some_and(|(c, before)| c.oom_kills() > *before),
-        )
+        let (kills, before) = &s.kills;
+        crate::limits::exceeded_by(exit_code - 128, kills.killed_since(*before))
       },
     }
   };

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
+use crate::disk::{self, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, Isolation, SandboxPolicy};
@@ -102,7 +103,8 @@ pub struct Sandbox {
   keeper: PathBuf,
   created_at: SystemTime,
   lifecycle: Lifecycle,
-  processes: Mutex<HashMap<String, (u64, Arc<Process>)>>,
+  /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
+  processes: Arc<Mutex<HashMap<String, (u64, Arc<Process>)>>>,
   spawn_seq: AtomicU64,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,
@@ -122,7 +124,7 @@ impl Sandbox {
       keeper: options.keeper,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
-      processes: Mutex::new(HashMap::new()),
+      processes: Arc::new(Mutex::new(HashMap::new())),
       spawn_seq: AtomicU64::new(0),
       init: Mutex::new(None),
     }
@@ -347,7 +349,7 @@ impl Sandbox {
   /// The memory limit of the running sandbox, asked for or default.
   pub fn memory_limit(&self) -> Option<u64> {
     let init = self.init.lock().unwrap();
-    init.as_ref()?.cgroup()?.memory_bytes()
+    init.as_ref()?.kills().cgroup()?.memory_bytes()
   }
 
   async fn shutdown_init(&self) {
@@ -368,7 +370,48 @@ impl Sandbox {
       self.cgroup()?,
     )?);
     *self.init.lock().unwrap() = Some(init.clone());
+    self.watch_disk(&init);
     Ok(init)
+  }
+
+  /// Starts the disk watchdog of this init (under isolation always, with a default budget
+  /// of half of what is free; otherwise when a budget is set). It ends with the init.
+  fn watch_disk(&self, init: &Arc<Init>) {
+    let mut writable = vec![self.working_directory.clone()];
+    let isolated = self.isolation != Isolation::None;
+    if let Some(policy) = self.policy.as_ref().filter(|_| isolated) {
+      if policy.read_only_workspace {
+        writable.clear();
+      }
+      writable.extend(policy.read_write_paths.iter().cloned());
+    }
+    let half_of_free = |free: &[Free]| DiskBudget {
+      bytes: isolated.then(|| free.iter().map(|f| f.bytes).sum::<u64>() / 2),
+      inodes: isolated.then(|| free.iter().filter_map(|f| f.inodes).sum::<u64>() / 2),
+    };
+    let Some(mut watch) = DiskWatch::start(&writable, self.limits.disk, half_of_free) else {
+      return;
+    };
+    let init = Arc::downgrade(init);
+    let processes = Arc::downgrade(&self.processes);
+    tokio::spawn(async move {
+      loop {
+        tokio::time::sleep(disk::POLL).await;
+        let (Some(init), Some(processes)) = (init.upgrade(), processes.upgrade()) else {
+          return;
+        };
+        if !init.is_alive() {
+          return;
+        }
+        if let Some(limit) = watch.check() {
+          tracing::warn!(limit, "sandbox over its disk budget; killing its processes");
+          init.kills().record(limit);
+          for (_, process) in processes.lock().unwrap().values() {
+            process.kill();
+          }
+        }
+      }
+    });
   }
 
   /// The foreground output limit: asked for, or the default under isolation.

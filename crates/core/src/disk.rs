@@ -1,0 +1,192 @@
+//! A watchdog over the disk a sandbox writes to. The workspace is a directory of the
+//! host's filesystem, which has no per-sandbox quota, so a command creating files without
+//! end would fill it for everyone. The watchdog polls the free space and free inodes of
+//! each filesystem the sandbox can write to; once the sandbox has used more than its
+//! budget since it started *and is still using more*, every process of the sandbox is
+//! killed. Deleting files (which lowers the use) stays possible.
+//!
+//! It judges the filesystem as a whole: what other programs of the host write or delete
+//! meanwhile counts too. That is the price of needing no quota support.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How often the free counts are read.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// How much a sandbox may use; unset: unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskBudget {
+  pub bytes: Option<u64>,
+  pub inodes: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Free {
+  pub bytes: u64,
+  /// `None` on filesystems without an inode count (btrfs reports none).
+  pub inodes: Option<u64>,
+}
+
+pub struct DiskWatch {
+  /// One directory per filesystem the sandbox can write to.
+  roots: Vec<PathBuf>,
+  at_start: Vec<Free>,
+  budget: DiskBudget,
+  previous: (u64, u64),
+}
+
+impl DiskWatch {
+  /// Watches the filesystems holding `writable`, from now on. `defaults` gives the budget
+  /// where `budget` leaves one unset, from what is free now.
+  pub fn start(
+    writable: &[PathBuf],
+    budget: DiskBudget,
+    defaults: impl Fn(&[Free]) -> DiskBudget,
+  ) -> Option<DiskWatch> {
+    let mut devices = HashSet::new();
+    let roots: Vec<PathBuf> = writable
+      .iter()
+      .filter(|path| {
+        std::fs::metadata(path)
+          .map(|m| devices.insert(m.dev()))
+          .unwrap_or(false)
+      })
+      .cloned()
+      .collect();
+    let at_start: Vec<Free> = roots.iter().map(|r| free(r).unwrap_or_default()).collect();
+    let fallback = defaults(&at_start);
+    let budget = DiskBudget {
+      bytes: budget.bytes.or(fallback.bytes),
+      inodes: budget.inodes.or(fallback.inodes),
+    };
+    if roots.is_empty() || budget == DiskBudget::default() {
+      return None;
+    }
+    Some(DiskWatch {
+      roots,
+      at_start,
+      budget,
+      previous: (0, 0),
+    })
+  }
+
+  /// Reads the free counts and says which budget the sandbox has gone past while still
+  /// growing (`"disk"` or `"inodes"`), if any.
+  pub fn check(&mut self) -> Option<&'static str> {
+    let now: Vec<Free> = self
+      .roots
+      .iter()
+      .map(|r| free(r).unwrap_or_default())
+      .collect();
+    self.judge(&now)
+  }
+
+  fn judge(&mut self, now: &[Free]) -> Option<&'static str> {
+    let used = |field: fn(&Free) -> Option<u64>| -> u64 {
+      self
+        .at_start
+        .iter()
+        .zip(now)
+        .filter_map(|(then, now)| Some(field(then)?.saturating_sub(field(now)?)))
+        .sum()
+    };
+    let bytes = used(|f| Some(f.bytes));
+    let inodes = used(|f| f.inodes);
+    let (bytes_before, inodes_before) = std::mem::replace(&mut self.previous, (bytes, inodes));
+    let over = |used: u64, before: u64, budget: Option<u64>| {
+      budget.is_some_and(|budget| used > budget && used > before)
+    };
+    if over(inodes, inodes_before, self.budget.inodes) {
+      Some("inodes")
+    } else if over(bytes, bytes_before, self.budget.bytes) {
+      Some("disk")
+    } else {
+      None
+    }
+  }
+}
+
+/// What the filesystem holding `path` has free for an unprivileged user.
+fn free(path: &PathBuf) -> Option<Free> {
+  use std::os::unix::ffi::OsStrExt;
+  let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+  // SAFETY: statvfs fills a plain struct for a NUL-terminated path.
+  let st = unsafe {
+    let mut st: libc::statvfs = std::mem::zeroed();
+    if libc::statvfs(c_path.as_ptr(), &mut st) != 0 {
+      return None;
+    }
+    st
+  };
+  Some(Free {
+    bytes: st.f_bavail as u64 * st.f_frsize as u64,
+    inodes: (st.f_files > 0).then_some(st.f_favail as u64),
+  })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn watch(budget: DiskBudget) -> DiskWatch {
+    DiskWatch {
+      roots: vec![PathBuf::from("/")],
+      at_start: vec![Free {
+        bytes: 1000,
+        inodes: Some(100),
+      }],
+      budget,
+      previous: (0, 0),
+    }
+  }
+
+  fn now(bytes: u64, inodes: u64) -> [Free; 1] {
+    [Free {
+      bytes,
+      inodes: Some(inodes),
+    }]
+  }
+
+  #[test]
+  fn fires_past_the_budget_only_while_use_grows() {
+    let mut w = watch(DiskBudget {
+      bytes: Some(500),
+      inodes: Some(10),
+    });
+    assert_eq!(w.judge(&now(900, 95)), None);
+    assert_eq!(w.judge(&now(900, 85)), Some("inodes"));
+    // Over the budget but no longer growing (the sandbox stopped, or is cleaning up).
+    assert_eq!(w.judge(&now(900, 85)), None);
+    assert_eq!(w.judge(&now(950, 88)), None);
+    assert_eq!(w.judge(&now(400, 88)), Some("disk"));
+    // Space the host frees is not held against the sandbox.
+    assert_eq!(w.judge(&now(2000, 200)), None);
+  }
+
+  #[test]
+  fn defaults_fill_only_what_is_unset_and_nothing_means_no_watch() {
+    let dir = std::env::temp_dir();
+    let half = |free: &[Free]| DiskBudget {
+      bytes: Some(free[0].bytes / 2),
+      inodes: free[0].inodes.map(|n| n / 2),
+    };
+    let w = DiskWatch::start(
+      std::slice::from_ref(&dir),
+      DiskBudget {
+        bytes: Some(7),
+        inodes: None,
+      },
+      half,
+    )
+    .unwrap();
+    assert_eq!(w.budget.bytes, Some(7));
+    assert_eq!(w.budget.inodes, w.at_start[0].inodes.map(|n| n / 2));
+    // The same filesystem twice is watched once.
+    let twice = DiskWatch::start(&[dir.clone(), dir.clone()], DiskBudget::default(), half);
+    assert_eq!(twice.unwrap().roots.len(), 1);
+    assert!(DiskWatch::start(&[dir], DiskBudget::default(), |_| DiskBudget::default()).is_none());
+  }
+}

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How often the free counts are read.
@@ -110,7 +110,7 @@ impl DiskWatch {
 }
 
 /// What the filesystem holding `path` has free for an unprivileged user.
-fn free(path: &PathBuf) -> Option<Free> {
+fn free(path: &Path) -> Option<Free> {
   use std::os::unix::ffi::OsStrExt;
   let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
   // SAFETY: statvfs fills a plain struct for a NUL-terminated path.

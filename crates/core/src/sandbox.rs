@@ -91,6 +91,9 @@ pub struct ProcessEntry {
   pub exit_code: Option<i32>,
 }
 
+/// Tracked processes by pid, each with its spawn order.
+type Tracked = HashMap<String, (u64, Arc<Process>)>;
+
 pub struct Sandbox {
   id: String,
   working_directory: PathBuf,
@@ -104,7 +107,7 @@ pub struct Sandbox {
   created_at: SystemTime,
   lifecycle: Lifecycle,
   /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
-  processes: Arc<Mutex<HashMap<String, (u64, Arc<Process>)>>>,
+  processes: Arc<Mutex<Tracked>>,
   spawn_seq: AtomicU64,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,

@@ -272,28 +272,44 @@ impl Cgroup {
   }
 
   /// SIGKILLs whatever is still in the cgroup and removes it, waiting a little for the
-  /// dying to leave. True once every directory is gone.
-  pub async fn remove(&self) -> bool {
-    for _ in 0..200 {
-      if self.try_remove() {
-        return true;
+  /// dying to leave.
+  pub async fn remove(&self) {
+    for _ in 0..REMOVE_ATTEMPTS {
+      if try_remove(&self.dirs) {
+        return;
       }
-      tokio::time::sleep(Duration::from_millis(10)).await;
+      tokio::time::sleep(REMOVE_PAUSE).await;
     }
     tracing::warn!(dirs = ?self.dirs, "sandbox cgroup still busy; left in place");
-    false
-  }
-
-  fn try_remove(&self) -> bool {
-    // Every directory gets its attempt, whatever the others' outcome.
-    let outcomes: Vec<bool> = self.dirs.iter().map(|dir| kill_and_remove(dir)).collect();
-    outcomes.into_iter().all(|gone| gone)
   }
 }
 
+/// Removal waits at most this many pauses for killed processes to leave.
+const REMOVE_ATTEMPTS: u32 = 200;
+const REMOVE_PAUSE: Duration = Duration::from_millis(10);
+
+/// One attempt for every directory, whatever the others' outcome. True once all are gone.
+fn try_remove(dirs: &[PathBuf]) -> bool {
+  let outcomes: Vec<bool> = dirs.iter().map(|dir| kill_and_remove(dir)).collect();
+  outcomes.into_iter().all(|gone| gone)
+}
+
+/// Dropped without [`Cgroup::remove`] (its sandbox was dropped while running): what it
+/// killed needs a moment to leave, which a short-lived thread waits out.
 impl Drop for Cgroup {
   fn drop(&mut self) {
-    self.try_remove();
+    if try_remove(&self.dirs) {
+      return;
+    }
+    let dirs = std::mem::take(&mut self.dirs);
+    std::thread::spawn(move || {
+      for _ in 0..REMOVE_ATTEMPTS {
+        std::thread::sleep(REMOVE_PAUSE);
+        if try_remove(&dirs) {
+          return;
+        }
+      }
+    });
   }
 }
 

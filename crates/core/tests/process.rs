@@ -349,3 +349,52 @@ async fn limits_are_inherited_and_the_one_that_fired_is_named() {
   assert_eq!(std::fs::metadata(dir.join("big")).unwrap().len(), 4096);
   std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Needs a cgroup this process may create: root on this kind of host (as in CI). Elsewhere
+/// it says so and checks that creating one fails with a reason instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_limit_ends_the_command_that_exceeds_it_named_memory() {
+  use native_workspace_core::cgroup::{Cgroup, CgroupLimits};
+  let wanted = CgroupLimits {
+    memory_bytes: Some(64 << 20),
+    processes: Some(64),
+  };
+  let cgroup = match Cgroup::create(wanted) {
+    Ok(cgroup) => cgroup,
+    Err(reason) => {
+      assert!(
+        unsafe { libc::geteuid() } != 0,
+        "root could not make a cgroup: {reason}"
+      );
+      eprintln!("no cgroup here ({reason}); the memory limit is covered as root");
+      return;
+    }
+  };
+  let init = Init::start(
+    Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    Some(cgroup),
+  )
+  .unwrap();
+  let hog = "python3 -c 'a = bytearray(512 << 20); print(len(a))'";
+  let o = Process::spawn(&init, request(hog))
+    .await
+    .unwrap()
+    .into_outcome()
+    .await;
+  assert_eq!(o.exit.exit_code, 128 + libc::SIGKILL);
+  assert_eq!(o.exit.limit_exceeded, Some("memory"));
+  assert_eq!(o.stdout, "");
+  // A plain SIGKILL is not called a memory limit.
+  let killed = Process::spawn(&init, request("kill -9 $$"))
+    .await
+    .unwrap()
+    .into_outcome()
+    .await;
+  assert_eq!(
+    (killed.exit.exit_code, killed.exit.limit_exceeded),
+    (128 + libc::SIGKILL, None)
+  );
+  init.shutdown().await;
+}

@@ -249,6 +249,8 @@ export interface NativeSandboxOptions {
   timeout?: number
   isolation?: 'none' | 'bwrap' | 'seatbelt'
   nativeSandbox?: NativeSandboxConfig
+  /** The JavaScript package's own files, kept out of every sandbox's reach. */
+  packageFiles?: Array<string>
   onStart?: (outcome: string) => Promise<void>
   onStop?: (unused: string) => Promise<void>
   onDestroy?: (unused: string) => Promise<void>

@@ -3,10 +3,12 @@
 // on PATH, then used from CommonJS, ESM and TypeScript (`tsc --strict` against the
 // shipped types). The addon and the keeper must come from the platform package.
 import { execFileSync, spawnSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { isIsolationAvailable } from '../lib/index.mjs'
 import { tempDir } from './helpers.mjs'
 
 const repo = fileURLToPath(new URL('..', import.meta.url))
@@ -87,6 +89,42 @@ describe('npm pack, then install without Rust', () => {
     )
     expectWorked(run('node', ['use.mjs'], project))
   })
+
+  it.skipIf(!isIsolationAvailable('bwrap'))(
+    'F12: an isolated sandbox working in the project cannot change the package the host runs',
+    () => {
+      // The sandbox user owns the project, as on a developer's machine: only the
+      // protection stands between its commands and the installed package.
+      fs.chmodSync(project, 0o755)
+      if (process.getuid() === 0) execFileSync('chown', ['-R', '65534:65534', project])
+      const platform = path.join(project, 'node_modules', 'native-workspace-linux-x64-gnu')
+      const own = [
+        'node_modules/native-workspace/lib/index.js',
+        'node_modules/native-workspace/index.js',
+        path.relative(project, path.join(platform, 'native-workspace-keeper')),
+        path.relative(project, path.join(platform, fs.readdirSync(platform).find((f) => f.endsWith('.node')))),
+      ]
+      const digest = (f) => createHash('sha256').update(fs.readFileSync(path.join(project, f))).digest('hex')
+      const before = own.map(digest)
+      fs.writeFileSync(
+        path.join(project, 'attack.cjs'),
+        `const { LocalSandbox } = require('native-workspace')
+        ;(async () => {
+          const sb = new LocalSandbox({ workingDirectory: '.', isolation: 'bwrap' })
+          const codes = []
+          for (const file of ${JSON.stringify(own)}) codes.push((await sb.executeCommand('echo "//x" >> ' + file)).exitCode)
+          const other = await sb.executeCommand('echo ok > node_modules/other.txt && cat node_modules/other.txt')
+          await sb.destroy()
+          console.log(JSON.stringify({ codes, other: other.stdout }))
+        })()`,
+      )
+      const report = JSON.parse(run('node', ['attack.cjs'], project).trim().split('\n').at(-1))
+      expect(report.codes.every((code) => code !== 0)).toBe(true)
+      expect(report.other).toBe('ok\n')
+      expect(own.map(digest)).toEqual(before)
+    },
+    60_000,
+  )
 
   it('type-checks under tsc --strict and runs', () => {
     fs.writeFileSync(

@@ -1,5 +1,6 @@
 'use strict'
 const os = require('node:os')
+const path = require('node:path')
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
@@ -8,6 +9,9 @@ const { LocalProcessManager, abortToken, commandOptions, checkCommand } = requir
 const { toResult } = require('./process-handle')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
 const { LocalMounts } = require('./mounts')
+
+/** What of this package the host runs: the entry and the loader of the addon. */
+const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -81,6 +85,7 @@ class LocalSandbox {
           timeout: check.duration(options.timeout, 'timeout'),
           isolation,
           nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+          packageFiles: PACKAGE_FILES,
           ...nativeHooks(this.#hooks, this),
         }),
     )

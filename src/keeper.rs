@@ -14,20 +14,29 @@ fn locate() -> PathBuf {
   if let Some(path) = std::env::var_os("NATIVE_WORKSPACE_KEEPER") {
     return PathBuf::from(path);
   }
-  addon_dir()
-    .map(|dir| dir.join(KEEPER))
+  addon_file()
+    .and_then(|file| file.parent().map(|dir| dir.join(KEEPER)))
     .unwrap_or_else(|| PathBuf::from(KEEPER))
 }
 
-/// Directory of the shared object this code was loaded from.
-fn addon_dir() -> Option<PathBuf> {
+/// The files of this package that sandboxes must not change: the addon and the keeper,
+/// plus `package_files` (the JavaScript side's own).
+pub fn own_files(package_files: Vec<String>) -> Vec<PathBuf> {
+  let mut files: Vec<PathBuf> = package_files.into_iter().map(PathBuf::from).collect();
+  files.extend(addon_file());
+  files.push(keeper_path());
+  files
+}
+
+/// The shared object this code was loaded from.
+fn addon_file() -> Option<PathBuf> {
   // SAFETY: dladdr only reads loader tables; the address is a function of this library.
   unsafe {
     let mut info: libc::Dl_info = std::mem::zeroed();
-    if libc::dladdr(addon_dir as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+    if libc::dladdr(addon_file as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
       return None;
     }
     let file = std::ffi::CStr::from_ptr(info.dli_fname).to_str().ok()?;
-    PathBuf::from(file).parent().map(|p| p.to_path_buf())
+    Some(PathBuf::from(file))
   }
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use crate::errors::{ErrorCode, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{JsHook, lifecycle_hooks};
-use crate::keeper::keeper_path;
+use crate::keeper::{keeper_path, own_files};
 use crate::options::{NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
 
@@ -31,6 +31,8 @@ pub struct NativeSandboxOptions {
   #[napi(ts_type = "'none' | 'bwrap' | 'seatbelt'")]
   pub isolation: Option<String>,
   pub native_sandbox: Option<NativeSandboxConfig>,
+  /// The JavaScript package's own files, kept out of every sandbox's reach.
+  pub package_files: Option<Vec<String>>,
   #[napi(ts_type = "(outcome: string) => Promise<void>")]
   pub on_start: Option<JsHook>,
   #[napi(ts_type = "(unused: string) => Promise<void>")]
@@ -163,6 +165,7 @@ impl NativeLocalSandbox {
       timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,
       isolation,
       keeper: keeper_path(),
+      own_files: own_files(options.package_files.unwrap_or_default()),
       hooks,
     });
     Ok(NativeLocalSandbox {

@@ -47,6 +47,25 @@ impl Hold {
   }
 }
 
+/// A path to hold read-only: a writable root, and the part of the path below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protected {
+  pub root: PathBuf,
+  pub relative: PathBuf,
+}
+
+impl Protected {
+  pub fn in_root(root: &Path, relatives: &[PathBuf]) -> Vec<Protected> {
+    relatives
+      .iter()
+      .map(|relative| Protected {
+        root: root.to_path_buf(),
+        relative: relative.clone(),
+      })
+      .collect()
+  }
+}
+
 /// The mounts for one start of a sandbox, in the order they must be made.
 #[derive(Debug, Default)]
 pub struct Protection {
@@ -54,15 +73,15 @@ pub struct Protection {
 }
 
 impl Protection {
-  /// Looks at the workspace as it is now and creates the placeholders. Fails, naming
-  /// the path, where a protected path goes through a symbolic link: binding would follow
-  /// it, and the link itself could then be replaced.
-  pub fn prepare(workspace: &Path, protected: &[PathBuf]) -> Result<Protection, String> {
+  /// Looks at the writable roots as they are now and creates the placeholders. Fails,
+  /// naming the path, where a protected path goes through a symbolic link: binding would
+  /// follow it, and the link itself could then be replaced.
+  pub fn prepare(protected: &[Protected]) -> Result<Protection, String> {
     let mut pins = Vec::new();
     let mut held = Protection::default();
-    for relative in protected {
+    for Protected { root, relative } in protected {
       // On failure, dropping `held` removes the placeholders made so far.
-      held.hold(workspace, relative, &mut pins)?;
+      held.hold(root, relative, &mut pins)?;
     }
     // Outer mounts first, so inner ones land on top of them.
     pins.sort_by_key(|p| p.components().count());
@@ -73,13 +92,8 @@ impl Protection {
   }
 
   /// Adds the hold for one protected path, and the directories above it to `pins`.
-  fn hold(
-    &mut self,
-    workspace: &Path,
-    relative: &Path,
-    pins: &mut Vec<PathBuf>,
-  ) -> Result<(), String> {
-    let mut path = workspace.to_path_buf();
+  fn hold(&mut self, root: &Path, relative: &Path, pins: &mut Vec<PathBuf>) -> Result<(), String> {
+    let mut path = root.to_path_buf();
     let parts: Vec<Component> = relative.components().collect();
     for (i, part) in parts.iter().enumerate() {
       path.push(part);
@@ -212,10 +226,10 @@ mod tests {
     let ws = workspace();
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
     std::fs::write(ws.join(".envrc"), "export A=1").unwrap();
-    let protection = Protection::prepare(
+    let protection = Protection::prepare(&Protected::in_root(
       &ws,
       &[".git/hooks".into(), ".git/config".into(), ".envrc".into()],
-    )
+    ))
     .unwrap();
     assert_eq!(
       protection.holds,
@@ -237,8 +251,11 @@ mod tests {
   #[test]
   fn a_missing_parent_becomes_the_placeholder() {
     let ws = workspace();
-    let protection =
-      Protection::prepare(&ws, &[".git/hooks".into(), ".git/config".into()]).unwrap();
+    let protection = Protection::prepare(&Protected::in_root(
+      &ws,
+      &[".git/hooks".into(), ".git/config".into()],
+    ))
+    .unwrap();
     assert_eq!(protection.holds, [Hold::Placeholder(ws.join(".git"))]);
     let args: Vec<String> = protection
       .bwrap_args()
@@ -248,7 +265,7 @@ mod tests {
     let git = ws.join(".git").to_string_lossy().into_owned();
     assert_eq!(args, ["--ro-bind", "/dev/null", git.as_str()]);
     // One left behind (its host died) is recognised and removed at the end.
-    let again = Protection::prepare(&ws, &[".git/hooks".into()]).unwrap();
+    let again = Protection::prepare(&Protected::in_root(&ws, &[".git/hooks".into()])).unwrap();
     assert_eq!(again.holds, [Hold::Placeholder(ws.join(".git"))]);
     // A placeholder the host has written to since is the host's file.
     std::fs::set_permissions(
@@ -266,8 +283,11 @@ mod tests {
   fn symbolic_links_and_escaping_paths_are_refused() {
     let ws = workspace();
     std::os::unix::fs::symlink("/etc", ws.join(".vscode")).unwrap();
-    let err =
-      Protection::prepare(&ws, &[".envrc".into(), ".vscode/tasks.json".into()]).unwrap_err();
+    let err = Protection::prepare(&Protected::in_root(
+      &ws,
+      &[".envrc".into(), ".vscode/tasks.json".into()],
+    ))
+    .unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");
     assert!(
       !ws.join(".envrc").exists(),

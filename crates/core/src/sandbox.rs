@@ -17,7 +17,7 @@ use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
-use crate::protect::Protection;
+use crate::protect::{Protected, Protection};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -53,6 +53,8 @@ pub struct SandboxOptions {
   pub limits: Limits,
   /// Path of the `native-workspace-keeper` binary.
   pub keeper: PathBuf,
+  /// This package's own files (addon, keeper, JS): never writable from inside a sandbox.
+  pub own_files: Vec<PathBuf>,
   pub hooks: Hooks,
 }
 
@@ -104,6 +106,7 @@ pub struct Sandbox {
   policy: Option<SandboxPolicy>,
   limits: Limits,
   keeper: PathBuf,
+  own_files: Vec<PathBuf>,
   created_at: SystemTime,
   lifecycle: Lifecycle,
   /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
@@ -125,6 +128,7 @@ impl Sandbox {
       policy: options.policy,
       limits: options.limits,
       keeper: options.keeper,
+      own_files: options.own_files,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
       processes: Arc::new(Mutex::new(HashMap::new())),
@@ -294,12 +298,8 @@ impl Sandbox {
             }
           }
         }
-        let protection = if policy.read_only_workspace {
-          Protection::default()
-        } else {
-          Protection::prepare(&self.working_directory, &policy.protected_paths)
-            .map_err(|reason| unavailable(&reason))?
-        };
+        let protection =
+          Protection::prepare(&self.protected(&policy)).map_err(|reason| unavailable(&reason))?;
         Ok(Confinement::Bwrap {
           bwrap,
           policy,
@@ -311,6 +311,34 @@ impl Sandbox {
         reason: "seatbelt runs only on macOS".into(),
       }),
     }
+  }
+
+  /// What a sandbox under `policy` must not change: its protected paths in a writable
+  /// workspace, and this package's own files (the code the host runs, the init of every
+  /// sandbox) wherever a writable root holds them — as when the workspace is a project
+  /// with this package in its `node_modules`.
+  fn protected(&self, policy: &SandboxPolicy) -> Vec<Protected> {
+    let workspace = (!policy.read_only_workspace).then_some(&self.working_directory);
+    let mut protected = workspace
+      .map(|ws| Protected::in_root(ws, &policy.protected_paths))
+      .unwrap_or_default();
+    let roots: Vec<&PathBuf> = workspace
+      .into_iter()
+      .chain(&policy.read_write_paths)
+      .collect();
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    for own in self.own_files.iter().map(|f| real(f)) {
+      // Relative to the real root, bound at the root as given (its path inside the sandbox).
+      let holder = roots.iter().find_map(|root| {
+        let relative = own.strip_prefix(real(root)).ok()?;
+        (!relative.as_os_str().is_empty()).then(|| Protected {
+          root: root.to_path_buf(),
+          relative: relative.to_path_buf(),
+        })
+      });
+      protected.extend(holder);
+    }
+    protected
   }
 
   /// The cgroup its limits need, if any. Under isolation memory and processes are

@@ -356,7 +356,9 @@ fn set(dir: &Path, file: &str, value: u64) -> Result<(), String> {
     .map_err(|e| format!("cannot write {value} to {}: {e}", path.display()))
 }
 
-/// Removes the cgroups of hosts that died without removing theirs.
+/// Removes the empty cgroups of hosts that died without removing theirs. Their processes
+/// died with their inits; one still holding processes is left alone, since a host in
+/// another pid namespace may look dead from here.
 fn sweep_abandoned(parent: &Path) {
   let Ok(entries) = std::fs::read_dir(parent) else {
     return;
@@ -371,7 +373,7 @@ fn sweep_abandoned(parent: &Path) {
       continue;
     };
     if !Path::new("/proc").join(owner).exists() {
-      kill_and_remove(&entry.path());
+      let _ = std::fs::remove_dir(entry.path());
     }
   }
 }

@@ -527,6 +527,32 @@ mod tests {
   }
 
   #[test]
+  fn empty_cgroups_of_dead_hosts_are_swept() {
+    let root = fake_tree(&[("pids/pids.max", "")]);
+    let pids = root.join("pids");
+    let dead = pids.join(format!("{PREFIX}999999999.0"));
+    let alive = pids.join(format!("{PREFIX}{}.999", std::process::id()));
+    let busy = pids.join(format!("{PREFIX}999999998.0"));
+    for dir in [&dead, &alive, &busy] {
+      std::fs::create_dir(dir).unwrap();
+    }
+    std::fs::write(busy.join("cgroup.procs"), "1\n").unwrap();
+    let places = Hierarchies {
+      v1_pids: Some(pids.clone()),
+      ..Default::default()
+    };
+    let limits = CgroupLimits {
+      processes: Some(4),
+      ..Default::default()
+    };
+    let cgroup = Cgroup::create_in(&places, limits).unwrap();
+    assert!(!dead.exists());
+    assert!(alive.exists() && busy.exists());
+    drop(cgroup);
+    std::fs::remove_dir_all(root).unwrap();
+  }
+
+  #[test]
   fn says_why_when_no_hierarchy_has_the_controller() {
     let places = Hierarchies::default();
     let err = Cgroup::create_in(

@@ -7,6 +7,7 @@ import dgram from 'node:dgram'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { execFileSync } from 'node:child_process'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import {
   LocalFilesystem,
@@ -215,6 +216,9 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     const smallTmp = sandbox({ nativeSandbox: { limits: { tmpSizeBytes: 1 << 20 } } })
     expect((await sh(smallTmp, 'head -c 2000000 /dev/zero > /tmp/fill')).out).toContain('No space left on device')
     expect((await sh(sb, 'ulimit -n')).stdout).toBe('32\n')
+    // Unset, open files are capped (Node lifts its own soft limit to the hard one).
+    const hostHard = Number(execFileSync('sh', ['-c', 'ulimit -Hn'], { encoding: 'utf8' }))
+    expect(Number((await sh(sandbox(), 'ulimit -n')).stdout)).toBe(Math.min(65536, hostHard))
     const marker = uniqueMarker()
     const bomb = await sh(sb, `for i in $(seq 1 40); do sleep ${marker} & done; sleep 0.3; pgrep -c -f ${marker}; kill $(jobs -p) 2>/dev/null`)
     expect(bomb.out).toMatch(/fork|Resource temporarily unavailable/i)

@@ -25,6 +25,10 @@ pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
 /// Output per stream of an isolated sandbox's foreground command unless told otherwise.
 pub const DEFAULT_OUTPUT_BYTES: u64 = 64 << 20;
 
+/// Open files per process of an isolated sandbox unless told otherwise (or the host's
+/// hard limit, if lower).
+pub const DEFAULT_OPEN_FILES: u64 = 65536;
+
 /// Processes of an isolated sandbox unless told otherwise (where a cgroup can count them).
 pub const DEFAULT_PROCESSES: u64 = 4096;
 
@@ -397,7 +401,7 @@ impl Sandbox {
     let init = Arc::new(Init::start(
       &self.keeper,
       self.confinement()?,
-      &self.limits,
+      &self.rlimits(),
       self.cgroup()?,
     )?);
     *self.init.lock().unwrap() = Some(init.clone());
@@ -443,6 +447,24 @@ impl Sandbox {
         }
       }
     });
+  }
+
+  /// The limits the init sets on itself: as asked, plus a cap on open files under
+  /// isolation (Node lifts its own soft limit to the hard one, often a million).
+  fn rlimits(&self) -> Limits {
+    let mut limits = self.limits.clone();
+    if self.isolation != Isolation::None && limits.open_files.is_none() {
+      // Never above the hard limit: the sandbox could not raise it, and would not start.
+      let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+      };
+      // SAFETY: getrlimit fills the struct.
+      if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) } == 0 {
+        limits.open_files = Some(DEFAULT_OPEN_FILES.min(current.rlim_max));
+      }
+    }
+    limits
   }
 
   /// The foreground output limit: asked for, or the default under isolation.

@@ -144,6 +144,14 @@ export declare function killedText(pid: string, stdout: string, stderr: string, 
 /** The start of `text` within `maxTokens` estimated tokens (default 2000), with a notice. */
 export declare function limitTokensKeepStart(text: string, maxTokens?: number | undefined | null): string
 
+export interface LogRecord {
+  level: 'error' | 'warn' | 'info' | 'debug' | 'trace'
+  /** The module that emitted it. */
+  target: string
+  message: string
+  fields: Record<string, string>
+}
+
 export interface NativeCommandOptions {
   env?: Record<string, string>
   cwd?: string
@@ -265,6 +273,9 @@ export interface SandboxDetectionResult {
   message: string
   capabilities: IsolationCapabilities
 }
+
+/** Sends the diagnostics at `level` and above to `handler`; `null` stops them. */
+export declare function setLogHandler(handler: ((record: LogRecord) => void) | null, level: 'error' | 'warn' | 'info' | 'debug' | 'trace'): void
 
 export declare function stripAnsi(text: string): string
 

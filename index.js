@@ -852,4 +852,5 @@ module.exports.isIsolationAvailable = nativeBinding.isIsolationAvailable
 module.exports.killedText = nativeBinding.killedText
 module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart
 module.exports.processOutputText = nativeBinding.processOutputText
+module.exports.setLogHandler = nativeBinding.setLogHandler
 module.exports.stripAnsi = nativeBinding.stripAnsi

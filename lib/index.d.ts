@@ -247,12 +247,30 @@ export declare class LocalSandbox {
   setOnStart(update: (previous: LocalSandboxOptions['onStart']) => LocalSandboxOptions['onStart']): void
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
+  /** Routes the native diagnostics to `logger` (Mastra calls this with its logger). */
+  __setLogger(logger: DiagnosticsLogger | null): void
   static detectIsolation(): SandboxDetectionResult
 }
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 /** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
 export declare const PROTECTED_PATHS: readonly string[]
+/** A logger as Mastra's and `console` are: a method per level, each taking a message and data. */
+export interface DiagnosticsLogger {
+  error?(message: string, data?: Record<string, string>): void
+  warn?(message: string, data?: Record<string, string>): void
+  info?(message: string, data?: Record<string, string>): void
+  debug?(message: string, data?: Record<string, string>): void
+}
+/**
+ * Sends this package's diagnostics (a sandbox killed by its disk budget, a cgroup left
+ * busy, …) at `level` (default `'warn'`) and above to `logger`; `null` stops them.
+ * A `Workspace` given a logger by Mastra passes it to its `LocalSandbox` this way.
+ */
+export declare function setLogger(
+  logger: DiagnosticsLogger | null,
+  options?: { level?: 'error' | 'warn' | 'info' | 'debug' | 'trace' },
+): void
 export declare function detectIsolation(): SandboxDetectionResult
 export declare function isIsolationAvailable(backend: IsolationBackend): boolean
 /** The macOS seatbelt profile (SBPL) the policy of `nativeSandbox` gives for a workspace. */

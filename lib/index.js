@@ -12,6 +12,7 @@ const { LocalFilesystem } = require('./local-filesystem')
 const { createWorkspaceTools } = require('./tools')
 const { createTool } = require('./create-tool')
 const { translatingSync } = require('./translate')
+const { setLogger } = require('./logging')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
@@ -47,6 +48,7 @@ module.exports = {
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,
   PROTECTED_PATHS,
+  setLogger,
   detectIsolation,
   generateSeatbeltProfile,
   isIsolationAvailable,

@@ -9,6 +9,7 @@ const { LocalProcessManager, abortToken, commandOptions, checkCommand } = requir
 const { toResult } = require('./process-handle')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
 const { LocalMounts } = require('./mounts')
+const { setLogger } = require('./logging')
 
 /** What of this package the host runs: the entry and the loader of the addon. */
 const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
@@ -243,6 +244,11 @@ class LocalSandbox {
         ...(isolation !== 'none' && { isolationConfig: { allowNetwork, readOnlyPaths, readWritePaths } }),
       },
     }
+  }
+
+  /** Mastra hands its logger to components; the native diagnostics go to it (it filters by level). */
+  __setLogger(logger) {
+    setLogger(logger, { level: 'debug' })
   }
 
   getInstructions(options = {}) {

@@ -13,6 +13,7 @@ mod keeper;
 mod lifecycle;
 mod local_fs;
 mod local_sandbox;
+mod logging;
 mod options;
 mod process_handle;
 mod resolver_cache;

@@ -3,7 +3,7 @@
 import fs from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LocalSandbox, SandboxOptionError, Workspace, setLogger } from '../lib/index.mjs'
-import { tempDir } from './helpers.mjs'
+import { tempDir, waitFor } from './helpers.mjs'
 
 const live = []
 afterEach(async () => {
@@ -34,8 +34,7 @@ describe('setLogger', () => {
     setLogger(logger)
     const sb = tightSandbox()
     expect(await sb.executeCommand(FLOOD)).toMatchObject({ limitExceeded: 'inodes' })
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    const warning = records.find((r) => r.message.includes('disk budget'))
+    const warning = await waitFor(() => records.find((r) => r.message.includes('disk budget')))
     expect(warning).toMatchObject({ level: 'warn', data: { limit: 'inodes' } })
     expect(warning.message.startsWith('[native-workspace] ')).toBe(true)
     // Below the level asked for, nothing.
@@ -46,7 +45,7 @@ describe('setLogger', () => {
     fs.rmSync(sb.workingDirectory, { recursive: true, force: true })
     fs.mkdirSync(sb.workingDirectory)
     expect(await sb.executeCommand(FLOOD)).toMatchObject({ limitExceeded: 'inodes' })
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await new Promise((resolve) => setTimeout(resolve, 200))
     expect(records.length).toBe(before)
   })
 
@@ -55,8 +54,7 @@ describe('setLogger', () => {
     setLogger({ warn: () => { calls++; throw new Error('logger broke') } })
     const sb = tightSandbox()
     expect(await sb.executeCommand(FLOOD)).toMatchObject({ limitExceeded: 'inodes' })
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    expect(calls).toBeGreaterThan(0)
+    expect(await waitFor(() => calls > 0)).toBe(true)
     expect((await sb.executeCommand('echo still here')).stdout).toBe('still here\n')
   })
 
@@ -65,8 +63,7 @@ describe('setLogger', () => {
     const sb = tightSandbox()
     new Workspace({ sandbox: sb }).__setLogger(logger)
     await sb.executeCommand(FLOOD)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    expect(records.some((r) => r.level === 'warn' && r.message.includes('disk budget'))).toBe(true)
+    expect(await waitFor(() => records.some((r) => r.level === 'warn' && r.message.includes('disk budget')))).toBe(true)
   })
 
   it('refuses what is not a logger or a level', () => {

@@ -84,7 +84,13 @@ export declare class NativeProcess {
   sendStdin(data: string | Uint8Array): Promise<void>
   closeStdin(): Promise<void>
   /** Adds an output consumer `(stdout, stderr) => void` for output from now on. */
-  subscribe(onOutput: (arg0: string, arg1: string) => void): number
+  subscribe(onOutput: OutputFn): number
+  /**
+   * Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
+   * for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+   */
+  subscribePaced(onOutput: OutputFn): number
+  resume(id: number): void
   unsubscribe(id: number): void
 }
 

@@ -1,7 +1,9 @@
+import fs from 'node:fs'
+import path from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, ProcessHandle, SandboxError } from '../lib/index.mjs'
-import { gone, isAlive, sleep, timed, useSandboxes, waitFor, withoutTime } from './helpers.mjs'
+import { gone, isAlive, sleep, timed, useSandboxes, waitFor, withDeadline, withoutTime } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -256,6 +258,39 @@ describe('streams', () => {
     handle.writer.end()
     expect(await collected).toBe('one\ntwo\ndone\n')
     expect((await handle.wait()).exitCode).toBe(0)
+  })
+
+  it('an unread reader holds the command back (bounded buffer); reading lets it go on', async () => {
+    const sb = makeSandbox()
+    const progress = () => Number(fs.readFileSync(path.join(sb.workingDirectory, 'progress'), 'utf8') || 0)
+    const handle = await sb.processes.spawn('i=0; while :; do i=$((i+1)); echo "line $i"; echo $i > progress; done')
+    const reader = handle.reader
+    // Unread: the buffer stops near its high-water mark and the command stops writing.
+    expect(await waitFor(() => fs.existsSync(path.join(sb.workingDirectory, 'progress')) && progress() > 0)).toBe(true)
+    await sleep(300)
+    const held = progress()
+    await sleep(300)
+    expect(progress()).toBe(held)
+    expect(reader.readableLength).toBeLessThan(1 << 20)
+    // Reading lets it go on.
+    let read = 0
+    reader.on('data', (chunk) => (read += chunk.length))
+    expect(await waitFor(() => progress() > held + 1000)).toBe(true)
+    expect(read).toBeGreaterThan(0)
+    await handle.kill()
+  })
+
+  it('killing a command whose reader is full ends the reader and the wait; nothing hangs', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('yes held')
+    const reader = handle.reader
+    await sleep(200)
+    expect(await handle.kill()).toBe(true)
+    const result = await withDeadline(handle.wait(), 5000, 'wait() after kill with an unread reader')
+    expect(result.killed).toBe(true)
+    let text = ''
+    for await (const chunk of reader) text += chunk
+    expect(text.startsWith('held\n')).toBe(true)
   })
 })
 

@@ -121,16 +121,28 @@ class ProcessHandle {
     return translating(() => this.#native.closeStdin())
   }
 
-  /** stdout as a Node Readable, from the moment it is first read; ends when the process does. */
+  /**
+   * stdout as a Node Readable, from the moment it is first read; ends when the process
+   * does. It applies backpressure like a child process's stdout: while its buffer is
+   * full, stdout is not read, and a command writing more blocks once its pipe is full.
+   * Once the command has ended, what is left is delivered regardless.
+   */
   get reader() {
     if (!this.#reader) {
-      const readable = new Readable({ read() {} })
-      const subscription = this.#native.subscribe((stdout) => {
-        if (stdout) readable.push(stdout)
+      const native = this.#native
+      let subscription
+      const readable = new Readable({
+        read: () => native.resume(subscription),
+        destroy: (err, callback) => {
+          native.unsubscribe(subscription)
+          callback(err)
+        },
       })
-      this.#native.wait().finally(() => {
-        this.#native.unsubscribe(subscription)
-        readable.push(null)
+      // Answers false when the Readable's buffer is full: stdout is then held back.
+      subscription = native.subscribePaced((stdout) => (stdout ? readable.push(stdout) : true))
+      native.wait().finally(() => {
+        native.unsubscribe(subscription)
+        if (!readable.destroyed) readable.push(null)
       })
       this.#reader = readable
     }

@@ -8,7 +8,7 @@ use napi::Status;
 use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use native_workspace_core::lifecycle::{Hook, Hooks, StartOutcome};
-use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
+use native_workspace_core::output::{BoxFuture, OutputSink, Pace, Stream};
 
 /// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The
 /// wrapper always passes an async function, so the result is a promise to await.
@@ -50,18 +50,30 @@ struct Pending {
   scheduled: bool,
 }
 
-type BatchFn = ThreadsafeFunction<(), (), FnArgs<(String, String)>, Status, false, true>;
+/// The JS function's answer: `false` (from a paced consumer) asks to hold stdout back.
+type BatchFn = ThreadsafeFunction<(), Option<bool>, FnArgs<(String, String)>, Status, false, true>;
+pub type OutputFn<'a> = Function<'a, FnArgs<(String, String)>, Option<bool>>;
 
 /// Delivers output to a JS function `(stdout, stderr) => void` in batches: while one
 /// delivery waits for the JS thread, new chunks join the next one instead of queueing
-/// a call each.
+/// a call each. A paced sink (a Node Readable's feed) holds stdout back while its function
+/// answers `false`, until [`Pace::resume`].
 pub struct JsOutputSink {
   pending: Arc<Mutex<Pending>>,
   deliver: Arc<BatchFn>,
+  pace: Option<Arc<Pace>>,
 }
 
 impl JsOutputSink {
-  pub fn new(callback: Function<FnArgs<(String, String)>, ()>) -> napi::Result<Self> {
+  pub fn new(callback: OutputFn) -> napi::Result<Self> {
+    Self::build(callback, None)
+  }
+
+  pub fn paced(callback: OutputFn, pace: Arc<Pace>) -> napi::Result<Self> {
+    Self::build(callback, Some(pace))
+  }
+
+  fn build(callback: OutputFn, pace: Option<Arc<Pace>>) -> napi::Result<Self> {
     let pending = Arc::new(Mutex::new(Pending::default()));
     let source = pending.clone();
     let deliver = callback
@@ -79,7 +91,15 @@ impl JsOutputSink {
     Ok(JsOutputSink {
       pending,
       deliver: Arc::new(deliver),
+      pace,
     })
+  }
+}
+
+/// Holds stdout back when a paced consumer answered `false`.
+fn heed(pace: &Option<Arc<Pace>>, answer: napi::Result<Option<bool>>) {
+  if let (Some(pace), Ok(Some(false))) = (pace, answer) {
+    pace.pause();
   }
 }
 
@@ -94,10 +114,15 @@ impl OutputSink for JsOutputSink {
       p.scheduled = true;
       // The result callback swallows a throw from the user's function (the wrapper
       // already guards it); a closing environment just drops the output.
-      let _ =
-        self
-          .deliver
-          .call_with_return_value((), ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+      let pace = self.pace.clone();
+      let _ = self.deliver.call_with_return_value(
+        (),
+        ThreadsafeFunctionCallMode::NonBlocking,
+        move |answer, _| {
+          heed(&pace, answer);
+          Ok(())
+        },
+      );
     }
   }
 
@@ -108,10 +133,19 @@ impl OutputSink for JsOutputSink {
 
   fn flush(&self) -> BoxFuture<()> {
     let deliver = self.deliver.clone();
+    let pace = self.pace.clone();
     Box::pin(async move {
       // Calls on one threadsafe function run in order, so this one runs after every
       // delivery already queued, and carries whatever is still pending.
-      let _ = deliver.call_async_catch(()).await;
+      let answer = deliver.call_async_catch(()).await;
+      heed(
+        &pace,
+        answer.map_err(|e| napi::Error::from_reason(e.reason.clone())),
+      );
     })
+  }
+
+  fn pace(&self, stream: Stream) -> Option<Arc<Pace>> {
+    self.pace.clone().filter(|_| stream == Stream::Stdout)
   }
 }

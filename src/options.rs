@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{ClassInstance, FnArgs, Function};
+use napi::bindgen_prelude::ClassInstance;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::output::{OutputSink, Retention};
@@ -13,7 +13,7 @@ use native_workspace_core::sandbox::CommandOptions;
 
 use crate::abort_token::NativeAbortToken;
 use crate::errors::{ErrorCode, from_napi, sync_error};
-use crate::js_callback::JsOutputSink;
+use crate::js_callback::{JsOutputSink, OutputFn};
 
 #[napi(object, object_to_js = false)]
 pub struct NativeCommandOptions<'a> {
@@ -27,7 +27,7 @@ pub struct NativeCommandOptions<'a> {
   pub stdin_mode: Option<String>,
   /// Receives every chunk of output, batched: `(stdout, stderr)`.
   #[napi(ts_type = "(stdout: string, stderr: string) => void")]
-  pub on_output: Option<Function<'a, FnArgs<(String, String)>, ()>>,
+  pub on_output: Option<OutputFn<'a>>,
   /// Raised when the caller's AbortSignal fires.
   pub abort: Option<ClassInstance<'a, NativeAbortToken>>,
 }

@@ -1,15 +1,16 @@
 //! `NativeProcess`: the engine behind the exported `ProcessHandle` (lib/process-handle.js).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use napi::Env;
-use napi::bindgen_prelude::{Either, FnArgs, Function, PromiseRaw, Uint8Array};
+use napi::bindgen_prelude::{Either, PromiseRaw, Uint8Array};
 use napi_derive::napi;
-use native_workspace_core::output::Stream;
+use native_workspace_core::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
 
 use crate::errors::{ErrorCode, from_napi};
-use crate::js_callback::JsOutputSink;
+use crate::js_callback::{JsOutputSink, OutputFn};
 use crate::local_sandbox::settle;
 
 #[napi(object)]
@@ -53,11 +54,16 @@ impl NativeExecutionResult {
 #[napi]
 pub struct NativeProcess {
   inner: Arc<Process>,
+  /// The holds of paced subscriptions, by subscription id.
+  paces: Mutex<HashMap<u32, Arc<Pace>>>,
 }
 
 impl NativeProcess {
   pub fn new(inner: Arc<Process>) -> Self {
-    NativeProcess { inner }
+    NativeProcess {
+      inner,
+      paces: Mutex::new(HashMap::new()),
+    }
   }
 }
 
@@ -156,16 +162,35 @@ impl NativeProcess {
 
   /// Adds an output consumer `(stdout, stderr) => void` for output from now on.
   #[napi]
-  pub fn subscribe(
-    &self,
-    on_output: Function<FnArgs<(String, String)>, ()>,
-  ) -> napi::Result<u32, ErrorCode> {
+  pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
   }
 
+  /// Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
+  /// for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+  #[napi]
+  pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
+    let pace = Arc::new(Pace::default());
+    let sink = JsOutputSink::paced(on_output, pace.clone()).map_err(from_napi)?;
+    let id = self.inner.subscribe(Arc::new(sink)) as u32;
+    self.paces.lock().unwrap().insert(id, pace);
+    Ok(id)
+  }
+
+  #[napi]
+  pub fn resume(&self, id: u32) {
+    if let Some(pace) = self.paces.lock().unwrap().get(&id) {
+      pace.resume();
+    }
+  }
+
   #[napi]
   pub fn unsubscribe(&self, id: u32) {
+    // A consumer that leaves holds nothing back any more.
+    if let Some(pace) = self.paces.lock().unwrap().remove(&id) {
+      pace.resume();
+    }
     self.inner.unsubscribe(id as u64);
   }
 }

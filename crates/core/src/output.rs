@@ -4,6 +4,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stream {
@@ -146,11 +148,67 @@ pub trait OutputSink: Send + Sync {
   fn pending_bytes(&self) -> usize;
   /// Resolves once everything pushed so far has been delivered.
   fn flush(&self) -> BoxFuture<()>;
+  /// How this consumer holds `stream` back, if it does.
+  fn pace(&self, _stream: Stream) -> Option<Arc<Pace>> {
+    None
+  }
+}
+
+/// A consumer's hold on a stream, as a Node Readable's reader has: while paused, the
+/// stream is not read further, so a command writing to it blocks once its pipe is full.
+/// Output keeps its place; nothing is dropped.
+#[derive(Default)]
+pub struct Pace {
+  paused: AtomicBool,
+  wake: tokio::sync::Notify,
+}
+
+impl Pace {
+  pub fn pause(&self) {
+    self.paused.store(true, Ordering::SeqCst);
+  }
+
+  pub fn resume(&self) {
+    self.paused.store(false, Ordering::SeqCst);
+    // A permit is kept if nobody waits yet, so a resume between check and wait is not lost.
+    self.wake.notify_one();
+  }
+
+  /// Resolves once the consumer is not holding the stream back.
+  pub async fn ready(&self) {
+    while self.paused.load(Ordering::SeqCst) {
+      self.wake.notified().await;
+    }
+  }
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[tokio::test]
+  async fn a_paused_pace_holds_until_resumed_and_a_resume_is_never_lost() {
+    let pace = Arc::new(Pace::default());
+    pace.ready().await; // not paused: at once
+    pace.pause();
+    let waiter = tokio::spawn({
+      let pace = pace.clone();
+      async move { pace.ready().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!waiter.is_finished(), "held while paused");
+    pace.resume();
+    tokio::time::timeout(std::time::Duration::from_secs(1), waiter)
+      .await
+      .expect("released by resume")
+      .unwrap();
+    // Resumed before anyone waits: the next wait does not block.
+    pace.pause();
+    pace.resume();
+    tokio::time::timeout(std::time::Duration::from_secs(1), pace.ready())
+      .await
+      .expect("no lost wakeup");
+  }
 
   #[test]
   fn multibyte_character_split_across_chunks_arrives_whole() {

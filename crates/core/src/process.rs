@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
 use crate::limits::LimitKills;
-use crate::output::{OutputSink, Retained, Retention, Stream, Utf8Decoder};
+use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
 pub const KILL_GRACE: Duration = Duration::from_millis(1000);
@@ -166,9 +166,20 @@ impl Process {
       }),
     }));
     let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
+    let (ended_tx, ended_rx) = watch::channel(false);
     let readers = [
-      tokio::spawn(pump(launched.stdout, Stream::Stdout, output.clone())),
-      tokio::spawn(pump(launched.stderr, Stream::Stderr, output.clone())),
+      tokio::spawn(pump(
+        launched.stdout,
+        Stream::Stdout,
+        output.clone(),
+        ended_rx.clone(),
+      )),
+      tokio::spawn(pump(
+        launched.stderr,
+        Stream::Stderr,
+        output.clone(),
+        ended_rx,
+      )),
     ];
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
@@ -186,6 +197,7 @@ impl Process {
       exit: exit_tx,
       kills,
       flood_alarm: alarm,
+      ended: ended_tx,
     }));
     Ok(Arc::new(Process {
       pid,
@@ -354,7 +366,15 @@ fn check_cwd(cwd: &std::path::Path) -> Result<()> {
 }
 
 /// Reads one pipe to EOF into the retention buffer and the sinks.
-async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: Arc<Mutex<Output>>) {
+/// Reads one stream to its end, delivering as it goes. A consumer may hold the stream back
+/// (see `Pace`) while the command runs; once it has ended, what is left in the pipe is
+/// read regardless, so the result is complete and nothing waits on a reader that stopped.
+async fn pump(
+  mut pipe: impl AsyncRead + Unpin,
+  stream: Stream,
+  output: Arc<Mutex<Output>>,
+  mut ended: watch::Receiver<bool>,
+) {
   let mut decoder = Utf8Decoder::default();
   let mut buf = vec![0u8; READ_CHUNK];
   loop {
@@ -365,6 +385,20 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: Arc<Mute
     let text = decoder.decode(&buf[..n]);
     if !text.is_empty() {
       deliver(&output, stream, &text).await;
+    }
+    let paces: Vec<Arc<Pace>> = {
+      let out = output.lock().unwrap();
+      out
+        .sinks
+        .iter()
+        .filter_map(|(_, s)| s.pace(stream))
+        .collect()
+    };
+    for pace in paces {
+      tokio::select! {
+        _ = pace.ready() => {}
+        _ = ended.wait_for(|ended| *ended) => {}
+      }
     }
   }
   let rest = decoder.finish();
@@ -409,6 +443,8 @@ struct DriveState {
   /// The sandbox's limit kills, and their counts when the command started.
   kills: (Arc<LimitKills>, [u64; 3]),
   flood_alarm: Arc<tokio::sync::Notify>,
+  /// Tells the readers that the command has ended (consumers no longer hold them back).
+  ended: watch::Sender<bool>,
 }
 
 enum Message {
@@ -473,6 +509,7 @@ async fn drive(mut s: DriveState) {
       },
     }
   };
+  let _ = s.ended.send(true);
   let [stdout, stderr] = s.readers;
   let drained = tokio::time::timeout(DRAIN_DEADLINE, async {
     let _ = stdout.await;

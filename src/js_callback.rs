@@ -96,9 +96,9 @@ impl JsOutputSink {
   }
 }
 
-/// Holds stdout back when a paced consumer answered `false`.
-fn heed(pace: &Option<Arc<Pace>>, answer: napi::Result<Option<bool>>) {
-  if let (Some(pace), Ok(Some(false))) = (pace, answer) {
+/// Holds stdout back when a paced consumer answered `false` (a throw answers nothing).
+fn heed(pace: &Option<Arc<Pace>>, answer: Option<bool>) {
+  if let (Some(pace), Some(false)) = (pace, answer) {
     pace.pause();
   }
 }
@@ -119,7 +119,7 @@ impl OutputSink for JsOutputSink {
         (),
         ThreadsafeFunctionCallMode::NonBlocking,
         move |answer, _| {
-          heed(&pace, answer);
+          heed(&pace, answer.ok().flatten());
           Ok(())
         },
       );
@@ -137,11 +137,7 @@ impl OutputSink for JsOutputSink {
     Box::pin(async move {
       // Calls on one threadsafe function run in order, so this one runs after every
       // delivery already queued, and carries whatever is still pending.
-      let answer = deliver.call_async_catch(()).await;
-      heed(
-        &pace,
-        answer.map_err(|e| napi::Error::from_reason(e.reason.clone())),
-      );
+      heed(&pace, deliver.call_async_catch(()).await.ok().flatten());
     })
   }
 

@@ -158,20 +158,27 @@ impl LocalFs {
     if self.protected.is_empty() {
       return Ok(());
     }
-    let denied = || CoreError::PermissionDenied {
-      path: input.to_owned(),
-      operation: "change a protected path".into(),
-    };
     let real = real_path(dir).map_err(|e| CoreError::io(input.to_owned(), e))?;
-    let rel = real
-      .strip_prefix(&self.real_base)
-      .map_err(|_| denied())?
-      .join(name);
-    let hit = self
-      .protected
-      .iter()
-      .any(|p| rel.starts_with(p) || (tree && p.starts_with(&rel)));
-    if hit { Err(denied()) } else { Ok(()) }
+    self.guard_real(input, &real.join(name), tree)
+  }
+
+  /// The judgement of [`LocalFs::guard`] for a real (symlink-free) path.
+  fn guard_real(&self, input: &str, real: &Path, tree: bool) -> Result<()> {
+    let hit = match real.strip_prefix(&self.real_base) {
+      Ok(rel) => self
+        .protected
+        .iter()
+        .any(|p| rel.starts_with(p) || (tree && p.starts_with(rel))),
+      Err(_) => true,
+    };
+    if hit {
+      Err(CoreError::PermissionDenied {
+        path: input.to_owned(),
+        operation: "change a protected path".into(),
+      })
+    } else {
+      Ok(())
+    }
   }
 
   /// [`LocalFs::guard`] for writing `t`, whose last part may be a symlink: then where it
@@ -195,11 +202,7 @@ impl LocalFs {
           operation: "write through a symbolic link that leads nowhere".into(),
         })?;
     let real = real_path(&target).map_err(|e| CoreError::io(t.input.to_owned(), e))?;
-    let (Some(parent), Some(file)) = (real.parent(), real.file_name()) else {
-      return Ok(());
-    };
-    let parent = File::open(parent).map_err(|e| CoreError::io(t.input.to_owned(), e))?;
-    self.guard(t.input, &OwnedFd::from(parent), file, false)
+    self.guard_real(t.input, &real, false)
   }
 
   /// `openat2` below the base; escapes (through symlinks too) are refused by the kernel.

@@ -383,18 +383,10 @@ async fn pump(
       Ok(n) => n,
     };
     let text = decoder.decode(&buf[..n]);
-    if !text.is_empty() {
-      deliver(&output, stream, &text).await;
+    if text.is_empty() {
+      continue;
     }
-    let paces: Vec<Arc<Pace>> = {
-      let out = output.lock().unwrap();
-      out
-        .sinks
-        .iter()
-        .filter_map(|(_, s)| s.pace(stream))
-        .collect()
-    };
-    for pace in paces {
+    for pace in deliver(&output, stream, &text).await {
       tokio::select! {
         _ = pace.ready() => {}
         _ = ended.wait_for(|ended| *ended) => {}
@@ -407,7 +399,9 @@ async fn pump(
   }
 }
 
-async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
+/// Retains `text` and hands it to every consumer; returns the holds consumers have on
+/// `stream` (see `Pace`), for the reader to respect.
+async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<Pace>> {
   let sinks: Vec<Arc<dyn OutputSink>> = {
     let mut out = output.lock().unwrap();
     out.buffer(stream).push(text);
@@ -421,12 +415,13 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) {
     }
     out.sinks.iter().map(|(_, s)| s.clone()).collect()
   };
-  for sink in sinks {
+  for sink in &sinks {
     sink.push(stream, text);
     if sink.pending_bytes() > SINK_HIGH_WATER {
       sink.flush().await;
     }
   }
+  sinks.iter().filter_map(|s| s.pace(stream)).collect()
 }
 
 struct DriveState {

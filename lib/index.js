@@ -3,7 +3,7 @@
 // finds the names because `module.exports` below holds only plain identifiers and a
 // spread `require` (forms Node's CommonJS export detection understands).
 const native = require('../index.js')
-const { LocalSandbox } = require('./local-sandbox')
+const { LocalSandbox, PROTECTED_PATHS } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
@@ -17,9 +17,6 @@ const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
 /** Output kept per stream by spawned processes unless `maxRetainedBytes` says otherwise. */
 const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES = 1048576
-
-/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
-const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
 
 const detectIsolation = () => native.detectIsolation()
 const isIsolationAvailable = (backend) => native.isIsolationAvailable(backend)

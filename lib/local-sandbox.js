@@ -11,6 +11,9 @@ const { lifecycleHooks, nativeHooks } = require('./hooks')
 const { LocalMounts } = require('./mounts')
 const { setLogger } = require('./logging')
 
+/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
+const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
+
 /** What of this package the host runs: the entry and the loader of the addon. */
 const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
@@ -68,9 +71,8 @@ class LocalSandbox {
     const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
     this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
     const { protectedPaths } = this.#nativeSandbox
-    this.#protectedPaths = Object.freeze(
-      protectedPaths === undefined ? [...native.defaultProtectedPaths()] : translatingSync(() => native.checkProtectedPaths(protectedPaths)),
-    )
+    this.#protectedPaths =
+      protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
     const instructions = options.instructions
     if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
       check.string(instructions, 'instructions')
@@ -261,4 +263,4 @@ class LocalSandbox {
   }
 }
 
-module.exports = { LocalSandbox }
+module.exports = { LocalSandbox, PROTECTED_PATHS }

@@ -262,11 +262,15 @@ describe('streams', () => {
 
   it('an unread reader holds the command back (bounded buffer); reading lets it go on', async () => {
     const sb = makeSandbox()
-    const progress = () => Number(fs.readFileSync(path.join(sb.workingDirectory, 'progress'), 'utf8') || 0)
-    const handle = await sb.processes.spawn('i=0; while :; do i=$((i+1)); echo "line $i"; echo $i > progress; done')
+    const progress = () => Number(fs.readFileSync(path.join(sb.workingDirectory, 'progress'), 'utf8'))
+    // 1 KB lines, and a progress count replaced whole (never read half-written).
+    const handle = await sb.processes.spawn(
+      'x=$(head -c 1000 /dev/zero | tr "\\0" x); i=0; ' +
+        'while :; do i=$((i+1)); echo "$i $x"; echo $i > progress.tmp; mv progress.tmp progress; done',
+    )
     const reader = handle.reader
-    // Unread: the buffer stops near its high-water mark and the command stops writing.
-    expect(await waitFor(() => fs.existsSync(path.join(sb.workingDirectory, 'progress')) && progress() > 0)).toBe(true)
+    // Unread: the buffer fills to its high-water mark, then the command stops writing.
+    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark, { timeout: 5000 })).toBe(true)
     await sleep(300)
     const held = progress()
     await sleep(300)
@@ -275,7 +279,7 @@ describe('streams', () => {
     // Reading lets it go on.
     let read = 0
     reader.on('data', (chunk) => (read += chunk.length))
-    expect(await waitFor(() => progress() > held + 1000)).toBe(true)
+    expect(await waitFor(() => progress() > held + 100, { timeout: 5000 })).toBe(true)
     expect(read).toBeGreaterThan(0)
     await handle.kill()
   })

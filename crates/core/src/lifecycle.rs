@@ -2,6 +2,11 @@
 //! coalesced (concurrent callers share one transition) and idempotent. What a transition
 //! actually does is the provider's: a local sandbox's own steps, or a JavaScript
 //! backend's methods.
+//!
+//! Hooks run inside their transition, so a hook that waits for another transition of its
+//! own provider would wait for itself; the JavaScript layer refuses such calls at once.
+//! Whatever a hook does, a failing `onStop`/`onDestroy` still stops/destroys the provider,
+//! and a failing `onStart` abandons the start.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -69,6 +74,11 @@ pub trait Provider: Sync {
   fn start(&self) -> impl Future<Output = Result<StartOutcome>> + Send;
   fn stop(&self) -> impl Future<Output = Result<()>> + Send;
   fn destroy(&self) -> impl Future<Output = Result<()>> + Send;
+  /// Releases what a start that failed after the provider's own step (in `onStart`) left
+  /// running. Nothing by default: a backend keeps what it started, as its `stop` decides.
+  fn abandon(&self) -> impl Future<Output = ()> + Send {
+    async {}
+  }
 }
 
 /// What concurrent `start` callers need to share one start.
@@ -126,14 +136,11 @@ impl Lifecycle {
 
   async fn run_hook<A>(&self, hook: Option<Hook<A>>, arg: A, name: &'static str) -> Result<()> {
     match hook {
-      Some(hook) => match hook(arg).await {
-        Ok(()) => Ok(()),
-        Err(message) => self.fail(CoreError::HookFailed {
-          id: self.id.clone(),
-          hook: name,
-          message,
-        }),
-      },
+      Some(hook) => hook(arg).await.map_err(|message| CoreError::HookFailed {
+        id: self.id.clone(),
+        hook: name,
+        message,
+      }),
       None => Ok(()),
     }
   }
@@ -180,9 +187,13 @@ impl Lifecycle {
     };
     // Running before the hook, so commands the hook issues do not wait for this start.
     self.set_status(Status::Running);
-    self
+    if let Err(e) = self
       .run_hook(self.hooks().on_start, outcome, "onStart")
-      .await?;
+      .await
+    {
+      provider.abandon().await;
+      return self.fail(e);
+    }
     Ok(outcome)
   }
 
@@ -192,8 +203,10 @@ impl Lifecycle {
       return Ok(());
     }
     self.set_status(Status::Stopping);
-    self.run_hook(self.hooks().on_stop, (), "onStop").await?;
-    if let Err(e) = provider.stop().await {
+    let hooked = self.run_hook(self.hooks().on_stop, (), "onStop").await;
+    // A failing hook still stops the provider: user code never keeps processes running.
+    let stopped = provider.stop().await;
+    if let Err(e) = hooked.and(stopped) {
       return self.fail(e);
     }
     self.set_status(Status::Stopped);
@@ -211,16 +224,22 @@ impl Lifecycle {
       _ => {}
     }
     self.set_status(Status::Destroying);
-    self
+    let hooked = self
       .run_hook(self.hooks().on_destroy, (), "onDestroy")
-      .await?;
+      .await;
+    // A failing hook still destroys the provider: user code never keeps processes running.
     if let Err(e) = provider.destroy().await {
-      return self.fail(e);
+      // Not destroyed: a later destroy() tries again. The hook's error, if any, comes first.
+      if hooked.is_err() {
+        tracing::warn!(error = %e, "destroying the provider failed after its onDestroy hook failed");
+      }
+      return self.fail(hooked.err().unwrap_or(e));
     }
     // Hooks may hold JavaScript functions; a destroyed provider never calls them again.
     *self.hooks.lock().unwrap() = Hooks::default();
     self.set_status(Status::Destroyed);
-    Ok(())
+    // Destroyed all the same: the hook's failure is reported, not a reason to keep anything.
+    hooked
   }
 
   /// Starts the provider if needed. During teardown it lets calls through so that hooks
@@ -237,5 +256,96 @@ impl Lifecycle {
     } else {
       Err(CoreError::NotReady(self.id.clone()))
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// A provider that records its steps.
+  #[derive(Default)]
+  struct Recorder(Mutex<Vec<&'static str>>);
+
+  impl Recorder {
+    fn steps(&self) -> Vec<&'static str> {
+      self.0.lock().unwrap().clone()
+    }
+  }
+
+  impl Provider for Recorder {
+    async fn start(&self) -> Result<StartOutcome> {
+      self.0.lock().unwrap().push("start");
+      Ok(StartOutcome::Created)
+    }
+    async fn stop(&self) -> Result<()> {
+      self.0.lock().unwrap().push("stop");
+      Ok(())
+    }
+    async fn destroy(&self) -> Result<()> {
+      self.0.lock().unwrap().push("destroy");
+      Ok(())
+    }
+    async fn abandon(&self) {
+      self.0.lock().unwrap().push("abandon");
+    }
+  }
+
+  fn failing<A: 'static>() -> Option<Hook<A>> {
+    Some(Arc::new(|_| Box::pin(async { Err("boom".to_owned()) })))
+  }
+
+  #[tokio::test]
+  async fn a_failing_hook_still_stops_or_destroys_the_provider() {
+    let provider = Recorder::default();
+    let hooks = Hooks {
+      on_start: None,
+      on_stop: failing(),
+      on_destroy: failing(),
+    };
+    let lifecycle = Lifecycle::new("s".into(), hooks);
+    lifecycle.start(&provider).await.unwrap();
+    let stopped = lifecycle.stop(&provider).await;
+    assert!(matches!(
+      stopped,
+      Err(CoreError::HookFailed { hook: "onStop", .. })
+    ));
+    assert_eq!(lifecycle.status(), Status::Error);
+    let destroyed = lifecycle.destroy(&provider).await;
+    assert!(matches!(
+      destroyed,
+      Err(CoreError::HookFailed {
+        hook: "onDestroy",
+        ..
+      })
+    ));
+    // Destroyed all the same, and a later destroy has nothing left to do.
+    assert_eq!(lifecycle.status(), Status::Destroyed);
+    assert!(lifecycle.destroy(&provider).await.is_ok());
+    assert_eq!(provider.steps(), ["start", "stop", "destroy"]);
+  }
+
+  #[tokio::test]
+  async fn a_failing_on_start_abandons_the_start() {
+    let provider = Recorder::default();
+    let hooks = Hooks {
+      on_start: failing(),
+      ..Hooks::default()
+    };
+    let lifecycle = Lifecycle::new("s".into(), hooks);
+    let started = lifecycle.start(&provider).await;
+    assert!(matches!(
+      started,
+      Err(CoreError::HookFailed {
+        hook: "onStart",
+        ..
+      })
+    ));
+    assert_eq!(lifecycle.status(), Status::Error);
+    assert_eq!(
+      lifecycle.error().as_deref(),
+      Some("Sandbox 's' onStart hook failed: boom")
+    );
+    assert_eq!(provider.steps(), ["start", "abandon"]);
   }
 }

@@ -614,6 +614,31 @@ impl Provider for Sandbox {
     self.shutdown_init().await;
     Ok(())
   }
+
+  /// A start whose `onStart` failed leaves nothing running: the next start begins afresh.
+  async fn abandon(&self) {
+    self.kill_all().await;
+    self.shutdown_init().await;
+  }
+}
+
+/// A sandbox dropped without `destroy()` (its JavaScript object collected) takes its
+/// commands and its init down with it, without waiting for them: the dropped init's socket
+/// closes, and the init kills what is left and exits.
+impl Drop for Sandbox {
+  fn drop(&mut self) {
+    let tracked = std::mem::take(&mut *self.processes.lock().unwrap_or_else(|e| e.into_inner()));
+    for (_, process) in tracked.values() {
+      process.kill();
+    }
+    drop(
+      self
+        .init
+        .get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(),
+    );
+  }
 }
 
 /// Creates the working directory if needed and says whether it was there before.

@@ -1,7 +1,22 @@
+import { spawn as spawnChild } from 'node:child_process'
 import fs from 'node:fs'
+import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxError, SandboxNotReadyError } from '../lib/index.mjs'
-import { gone, sleep, survivors, uniqueMarker, useSandboxes, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LocalSandbox, MastraSandbox, SandboxError, SandboxNotReadyError, isIsolationAvailable } from '../lib/index.mjs'
+import {
+  LIB_CJS,
+  gone,
+  processesWith,
+  procStat,
+  sleep,
+  survivors,
+  tempDir,
+  uniqueMarker,
+  useSandboxes,
+  waitFor,
+  waitForMarkers,
+  withDeadline,
+} from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -203,17 +218,18 @@ describe('stop', () => {
     expect(sb.status).toBe('stopped')
   })
 
-  it('a throwing onStop sets status error and rejects', async () => {
+  it('a throwing onStop sets status error and rejects with the hook’s own error', async () => {
+    const thrown = new Error('stop boom')
     const sb = makeSandbox({
       onStop: () => {
-        throw new Error('stop boom')
+        throw thrown
       },
     })
     await sb.start()
     const error = await sb.stop().catch((e) => e)
-    expect(error).toBeInstanceOf(SandboxError)
-    expect(error.message).toContain('stop boom')
+    expect(error).toBe(thrown)
     expect(sb.status).toBe('error')
+    expect(sb.error).toContain('stop boom')
   })
 })
 
@@ -290,5 +306,365 @@ describe('underscore wrappers', () => {
     await sb._destroy()
     expect(sb.status).toBe('destroyed')
     expect(hooks).toBe(0)
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// Calls back into the sandbox from hooks and steps, and failing user code
+
+/** Every re-entrant scenario must settle: a regression fails here instead of hanging. */
+const settles = (promise, what) => withDeadline(promise, 5000, what)
+
+/** Live sandbox inits (keepers, or the bubblewrap holding one) started by `pid`. */
+function keepersOf(pid = process.pid) {
+  return processesWith('native-workspace-keeper')
+    .filter((p) => procStat(p.pid)?.ppid === pid)
+    .map((p) => p.pid)
+}
+
+/** Asserts that no init started during the test outlives it (`before`: the ones before it). */
+async function expectNoNewKeepers(before) {
+  const left = await waitFor(() => keepersOf().filter((pid) => !before.includes(pid)).length === 0, { timeout: 3000 })
+  expect(left ? [] : keepersOf().filter((pid) => !before.includes(pid))).toEqual([])
+}
+
+describe('calls from inside hooks', () => {
+  it.each([
+    ['onStart', 'destroy', 'start'],
+    ['onStart', 'stop', 'start'],
+    ['onStart', 'start', 'start'],
+    ['onStop', 'start', 'stop'],
+    ['onStop', 'destroy', 'stop'],
+    ['onDestroy', 'start', 'destroy'],
+    ['onDestroy', 'stop', 'destroy'],
+  ])('%s calling %s() rejects at once with REENTRANT_CALL, and the step completes', async (hook, method, step) => {
+    const before = keepersOf()
+    let inner
+    const sb = makeSandbox({
+      id: `reentrant-${hook}-${method}`,
+      [hook]: async ({ sandbox }) => {
+        // Several awaits first: the call is recognised however late it comes.
+        await sleep(5)
+        await sandbox.executeCommand('true')
+        inner = await sandbox[method]().catch((e) => e)
+      },
+    })
+    await settles(sb.start(), 'start')
+    if (step !== 'start') await settles(sb[step](), step)
+    expect(inner).toBeInstanceOf(SandboxError)
+    expect(inner.code).toBe('REENTRANT_CALL')
+    expect(inner.message).toBe(
+      `${method}() was called from inside its ${hook} hook of sandbox '${sb.id}': it would wait for the ${step} in progress, which waits for this call`,
+    )
+    expect(sb.status).toBe({ start: 'running', stop: 'stopped', destroy: 'destroyed' }[step])
+    await settles(sb.destroy(), 'destroy afterwards')
+    expect(sb.status).toBe('destroyed')
+    await expectNoNewKeepers(before)
+  })
+
+  it('an awaited re-entrant call that is not caught fails the hook, and the sandbox is left clean', async () => {
+    const before = keepersOf()
+    const marker = uniqueMarker()
+    const sb = makeSandbox({
+      id: 'reentrant-uncaught',
+      onStart: async ({ sandbox }) => {
+        await sandbox.processes.spawn(`sleep ${marker}`)
+        await sandbox.destroy()
+      },
+    })
+    const error = await settles(sb.start().catch((e) => e), 'start')
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('HOOK_FAILED')
+    expect(error.message).toMatch(/^Sandbox 'reentrant-uncaught' onStart hook failed: destroy\(\) was called from inside/)
+    expect(error.cause.code).toBe('REENTRANT_CALL')
+    expect(sb.status).toBe('error')
+    // The abandoned start left nothing running.
+    expect(await survivors([marker])).toEqual([])
+    await expectNoNewKeepers(before)
+    await settles(sb.destroy(), 'destroy afterwards')
+    expect(sb.status).toBe('destroyed')
+  })
+
+  it('commands work from every hook (onStop and onDestroy run before the kill)', async () => {
+    const outputs = []
+    const run = async ({ sandbox }) => outputs.push((await sandbox.executeCommand('echo ok')).stdout)
+    const sb = makeSandbox({ onStart: run, onStop: run, onDestroy: run })
+    await settles(sb.start(), 'start')
+    await settles(sb.stop(), 'stop')
+    await settles(sb.start(), 'restart')
+    await settles(sb.destroy(), 'destroy')
+    expect(outputs).toEqual(['ok\n', 'ok\n', 'ok\n', 'ok\n'])
+  })
+
+  it('work a hook leaves behind is an ordinary caller once the hook is done', async () => {
+    let later
+    const sb = makeSandbox({
+      onStart: ({ sandbox }) => {
+        later = sleep(20).then(() => sandbox.stop())
+      },
+    })
+    await settles(sb.start(), 'start')
+    await settles(later, 'stop from a timer the hook set')
+    expect(sb.status).toBe('stopped')
+  })
+
+  it('independent callers are not refused while a hook runs: a start() joins, a stop() queues after it', async () => {
+    let release
+    const gate = new Promise((resolve) => (release = resolve))
+    let hookRunning = false
+    const sb = makeSandbox({
+      onStart: () => {
+        hookRunning = true
+        return gate
+      },
+    })
+    const starting = sb.start()
+    await waitFor(() => hookRunning)
+    const alsoStarting = sb.start()
+    const stopping = sb.stop()
+    release()
+    expect(await settles(starting, 'start')).toEqual({ outcome: 'created' })
+    expect(await settles(alsoStarting, 'joined start')).toEqual({ outcome: 'created' })
+    await settles(stopping, 'queued stop')
+    expect(sb.status).toBe('stopped')
+  })
+})
+
+describe('failing hooks', () => {
+  it.each(['onStop', 'onDestroy'])(
+    'a throwing %s: processes and init are gone, the caller gets its error, a later destroy() completes',
+    async (hook) => {
+      const before = keepersOf()
+      const thrown = new Error(`${hook} boom`)
+      const marker = uniqueMarker()
+      const sb = makeSandbox({
+        [hook]: async () => {
+          await sleep(5)
+          throw thrown
+        },
+      })
+      const handle = await sb.processes.spawn(`sleep ${marker}`)
+      expect(await waitForMarkers([marker])).toBe(true)
+      const step = hook === 'onStop' ? 'stop' : 'destroy'
+      const error = await settles(sb[step]().catch((e) => e), step)
+      expect(error).toBe(thrown)
+      expect(await gone(handle.pid)).toBe(true)
+      expect(await survivors([marker])).toEqual([])
+      await expectNoNewKeepers(before)
+      expect(sb.status).toBe(hook === 'onStop' ? 'error' : 'destroyed')
+      await settles(sb.destroy().catch(() => {}), 'later destroy')
+      await settles(sb.destroy(), 'destroy once more')
+      expect(sb.status).toBe('destroyed')
+    },
+  )
+
+  it('a throwing onStart: status error, the hook’s error as cause, nothing left running, a later start retries', async () => {
+    const before = keepersOf()
+    const thrown = new Error('start boom')
+    const marker = uniqueMarker()
+    let calls = 0
+    const sb = makeSandbox({
+      id: 'failing-on-start',
+      onStart: async ({ sandbox }) => {
+        if (++calls > 1) return
+        await sandbox.processes.spawn(`sleep ${marker}`)
+        throw thrown
+      },
+    })
+    const error = await settles(sb.start().catch((e) => e), 'start')
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('HOOK_FAILED')
+    expect(error.message).toBe("Sandbox 'failing-on-start' onStart hook failed: start boom")
+    expect(error.cause).toBe(thrown)
+    expect(sb.status).toBe('error')
+    expect(sb.error).toContain('start boom')
+    expect(await survivors([marker])).toEqual([])
+    await expectNoNewKeepers(before)
+    expect((await settles(sb.executeCommand('echo again'), 'retry')).stdout).toBe('again\n')
+    await settles(sb.destroy(), 'destroy')
+    await expectNoNewKeepers(before)
+  })
+})
+
+describe('MastraSandbox subclasses calling their own lifecycle', () => {
+  /** A JS backend whose own steps are given per test; `log` records what ran. */
+  function backend(steps, options = {}) {
+    const log = []
+    class Backend extends MastraSandbox {
+      constructor() {
+        super({ name: 'Backend', ...options })
+        this.id = 'backend-sandbox'
+      }
+      async start() {
+        log.push('start')
+        return steps.start?.call(this)
+      }
+      async stop() {
+        log.push('stop')
+        return steps.stop?.call(this)
+      }
+      async destroy() {
+        log.push('destroy')
+        return steps.destroy?.call(this)
+      }
+      async executeCommand(command) {
+        log.push(`exec:${command}:${this.status}`)
+        return { success: true, exitCode: 0, stdout: '', stderr: '', executionTimeMs: 0 }
+      }
+    }
+    return { sandbox: new Backend(), log }
+  }
+
+  it.each(['stop', 'destroy', 'start'])('start() awaiting this.%s() rejects at once with REENTRANT_CALL', async (method) => {
+    const { sandbox, log } = backend({
+      async start() {
+        await sleep(5)
+        await this[method]()
+      },
+    })
+    const error = await settles(sandbox.start().catch((e) => e), 'start')
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('REENTRANT_CALL')
+    expect(error.message).toBe(
+      `${method}() was called from inside its own start() of sandbox 'backend-sandbox': it would wait for the start in progress, which waits for this call`,
+    )
+    expect(sandbox.status).toBe('error')
+    await settles(sandbox.destroy(), 'destroy')
+    expect(sandbox.status).toBe('destroyed')
+    expect(log).toEqual(['start', 'destroy'])
+  })
+
+  it('start() may run its own commands: this.executeCommand() does not wait for the start it is part of', async () => {
+    const { sandbox, log } = backend({
+      async start() {
+        await this.executeCommand('setup')
+        return { outcome: 'created' }
+      },
+    })
+    expect(await settles(sandbox.start(), 'start')).toEqual({ outcome: 'created' })
+    expect(await settles(sandbox.executeCommand('later'), 'command')).toMatchObject({ exitCode: 0 })
+    expect(log).toEqual(['start', 'exec:setup:starting', 'exec:later:running'])
+  })
+
+  it('stop() calling this.start() rejects; onStart calling this.executeCommand() works', async () => {
+    let inner
+    const { sandbox, log } = backend(
+      {
+        async stop() {
+          inner = await this.start().catch((e) => e)
+        },
+      },
+      { onStart: ({ sandbox }) => sandbox.executeCommand('from-hook') },
+    )
+    await settles(sandbox.start(), 'start')
+    await settles(sandbox.stop(), 'stop')
+    expect(inner.code).toBe('REENTRANT_CALL')
+    expect(sandbox.status).toBe('stopped')
+    expect(log).toEqual(['start', 'exec:from-hook:running', 'stop'])
+  })
+
+  it.each(['stop', 'destroy'])('a throwing own %s() rejects with its error as is; a later destroy() completes', async (step) => {
+    const thrown = new Error(`${step} failed`)
+    let fail = true
+    const { sandbox } = backend({
+      async [step]() {
+        if (fail) throw thrown
+      },
+    })
+    await sandbox.start()
+    expect(await settles(sandbox[step]().catch((e) => e), step)).toBe(thrown)
+    expect(sandbox.status).toBe('error')
+    fail = false
+    await settles(sandbox.destroy(), 'destroy')
+    expect(sandbox.status).toBe('destroyed')
+  })
+
+  it('a throwing onStop still runs the backend’s own stop()', async () => {
+    const thrown = new Error('hook failed')
+    const { sandbox, log } = backend(
+      {},
+      {
+        onStop: () => {
+          throw thrown
+        },
+      },
+    )
+    await sandbox.start()
+    expect(await settles(sandbox.stop().catch((e) => e), 'stop')).toBe(thrown)
+    expect(log).toEqual(['start', 'stop'])
+    expect(sandbox.status).toBe('error')
+  })
+})
+
+// ---------------------------------------------------------------------------------------
+// Sandboxes collected without destroy()
+
+describe('a sandbox collected without destroy()', () => {
+  const isolations = ['none', ...(isIsolationAvailable('bwrap') ? ['bwrap'] : [])]
+
+  it(`releases its init, its processes and its descriptors (isolation: ${isolations.join(', ')})`, async () => {
+    // The sandbox user must reach an isolated workspace: world-traversable parents.
+    const top = tempDir()
+    fs.chmodSync(top, 0o755)
+    const markers = isolations.map(() => uniqueMarker())
+    const script = path.join(top, 'collected.cjs')
+    fs.writeFileSync(
+      script,
+      `
+const fs = require('node:fs')
+const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const say = (line) => process.stdout.write(JSON.stringify(line) + '\\n')
+const fds = () => fs.readdirSync('/proc/self/fd').length
+async function use(isolation, marker, dir) {
+  const sb = new LocalSandbox({ workingDirectory: dir, isolation })
+  await sb.executeCommand('echo hi')
+  await sb.processes.spawn('sleep ' + marker)
+}
+;(async () => {
+  // Warm up what lives as long as the process (the runtime's threads and descriptors).
+  const warm = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'warm'))} })
+  await warm.executeCommand('true')
+  await warm.destroy()
+  for (let i = 0; i < 5; i++) { global.gc(); await sleep(20) }
+  const before = fds()
+  const isolations = ${JSON.stringify(isolations)}
+  const markers = ${JSON.stringify(markers)}
+  for (let i = 0; i < isolations.length; i++) {
+    await use(isolations[i], markers[i], ${JSON.stringify(top)} + '/ws' + i)
+  }
+  say({ running: true, before })
+  // Collected once the test has seen them run.
+  await new Promise((resolve) => process.stdin.once('data', resolve))
+  for (let i = 0; i < 10; i++) { global.gc(); await sleep(50) }
+  say({ collected: true })
+  // Stays alive (an open timer) until the test ends it.
+  setTimeout(() => {}, 60_000)
+})()
+`,
+    )
+    const child = spawnChild(process.execPath, ['--expose-gc', script], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const lines = []
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (d) => lines.push(...d.split('\n').filter(Boolean).map((l) => JSON.parse(l))))
+    try {
+      const running = await withDeadline(
+        waitFor(() => lines.find((l) => l.running), { timeout: 10_000 }),
+        11_000,
+        'child sandboxes',
+      )
+      expect(running).toBeTruthy()
+      expect(await waitForMarkers(markers)).toBe(true)
+      expect(keepersOf(child.pid)).toHaveLength(isolations.length)
+      child.stdin.write('collect\n')
+      expect(await withDeadline(waitFor(() => lines.find((l) => l.collected), { timeout: 10_000 }), 11_000, 'gc')).toBeTruthy()
+      // Their inits, their commands and the descriptors that reached them go, within a few seconds.
+      expect(await survivors(markers, 5000)).toEqual([])
+      expect(await waitFor(() => keepersOf(child.pid).length === 0, { timeout: 5000 })).toBe(true)
+      const fdsOfChild = () => fs.readdirSync(`/proc/${child.pid}/fd`).length
+      expect(await waitFor(() => fdsOfChild() <= running.before, { timeout: 5000 })).toBe(true)
+    } finally {
+      child.kill('SIGKILL')
+    }
   })
 })

@@ -580,3 +580,113 @@ describe('used by @mastra/core code', () => {
     expect(await tools[EXEC].execute({ command: 'echo static' }, {})).toBe('static\n')
   })
 })
+
+describe('calls back into the workspace from a resolver or a hook', () => {
+  /** Every re-entrant scenario must settle: a regression fails here instead of hanging. */
+  const settles = (promise, what) => withDeadline(promise, 5000, what)
+
+  it.each([
+    ['a cache key', { sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId') }],
+    ['no cache key (the same request context)', {}],
+  ])('with %s, a resolver asking for its own sandbox gets REENTRANT_CALL at once', async (_, config) => {
+    let inner
+    const made = []
+    const ws = workspace({
+      ...config,
+      sandbox: async ({ requestContext }) => {
+        await sleep(5)
+        inner = await ws.getSandbox({ requestContext }).catch((e) => e)
+        const sb = makeSandbox()
+        made.push(sb)
+        return sb
+      },
+    })
+    const rc = context('t1')
+    const resolved = await settles(ws.resolveSandbox({ requestContext: rc }), 'resolveSandbox')
+    expect(resolved).toBe(made[0])
+    expect(inner).toBeInstanceOf(WorkspaceError)
+    expect(inner.code).toBe('REENTRANT_CALL')
+    expect(inner.message).toMatch(/^The sandbox resolver asked for the sandbox it is resolving/)
+    // Once resolved, the same request is served from the cache again.
+    expect(await settles(ws.getSandbox({ requestContext: rc }), 'cached')).toBe(resolved)
+    expect(made).toHaveLength(1)
+  })
+
+  it('a resolver running a tool of its own thread gets an answer instead of waiting for itself', async () => {
+    let fromTool
+    const ws = workspace({
+      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      sandbox: async ({ requestContext }) => {
+        const tools = await createWorkspaceTools(ws)
+        fromTool = await tools[EXEC].execute({ command: 'echo nested' }, { requestContext }).catch((e) => e)
+        return makeSandbox()
+      },
+    })
+    await settles(ws.resolveSandbox({ requestContext: context('t1') }), 'resolveSandbox')
+    expect(String(fromTool?.message ?? fromTool)).toContain('The sandbox resolver asked for the sandbox it is resolving')
+  })
+
+  it('a resolver may ask for another key; a cycle of keys is refused', async () => {
+    const ws = workspace({
+      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      sandbox: async ({ requestContext }) => {
+        const thread = requestContext.get('threadId')
+        if (thread === 'a') await ws.getSandbox({ requestContext: context('b') })
+        if (thread === 'b') await ws.getSandbox({ requestContext: context('a') })
+        return fakeSandbox(thread)
+      },
+    })
+    const error = await settles(ws.getSandbox({ requestContext: context('a') }).catch((e) => e), 'cycle')
+    expect(error.code).toBe('REENTRANT_CALL')
+    expect(error.message).toContain('cache key "a"')
+    const other = workspace({
+      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      sandbox: async ({ requestContext }) => {
+        const thread = requestContext.get('threadId')
+        if (thread === 'a') await other.getSandbox({ requestContext: context('b') })
+        return fakeSandbox(thread)
+      },
+    })
+    expect((await settles(other.getSandbox({ requestContext: context('a') }), 'chain')).id).toBe('a')
+  })
+
+  it('the onStart hook of a sandbox its resolver starts cannot wait for that resolution either', async () => {
+    let inner
+    const ws = workspace({
+      sandboxCacheKey: () => 'k',
+      sandbox: async ({ requestContext }) => {
+        const sb = makeSandbox({
+          onStart: async () => {
+            inner = await ws.getSandbox({ requestContext }).catch((e) => e)
+          },
+        })
+        await sb.start()
+        return sb
+      },
+    })
+    const sb = await settles(ws.getSandbox({ requestContext: context('t') }), 'resolveSandbox')
+    expect(sb.status).toBe('running')
+    expect(inner.code).toBe('REENTRANT_CALL')
+  })
+
+  it.each([
+    ['onStart', 'init'],
+    ['onStart', 'destroy'],
+    ['onDestroy', 'destroy'],
+  ])('a static sandbox’s %s hook calling workspace.%s() gets REENTRANT_CALL', async (hook, method) => {
+    let inner
+    let ws
+    const sandbox = makeSandbox({
+      [hook]: async () => {
+        inner = await ws[method]().catch((e) => e)
+      },
+    })
+    ws = workspace({ sandbox })
+    await settles(ws.init(), 'init')
+    await settles(ws.destroy(), 'destroy')
+    expect(inner).toBeInstanceOf(WorkspaceError)
+    expect(inner.code).toBe('REENTRANT_CALL')
+    expect(ws.status).toBe('destroyed')
+    expect(sandbox.status).toBe('destroyed')
+  })
+})

@@ -1,5 +1,36 @@
 'use strict'
+const { AsyncLocalStorage } = require('node:async_hooks')
+const { SandboxError } = require('./errors')
 const { check } = require('./options')
+const { fromNative } = require('./translate')
+
+/**
+ * The lifecycle steps, hooks and resolutions the running code is part of, followed through
+ * every `await`, timer and callback it starts. Code inside one must not wait for it: that
+ * would be waiting for itself. A scope stops counting when its step ends, so work a hook
+ * leaves behind (an un-awaited promise, a timer) is an ordinary caller from then on.
+ */
+const scopes = new AsyncLocalStorage()
+
+const activeScopes = () => (scopes.getStore() ?? []).filter((scope) => scope.active)
+
+/**
+ * Runs `fn` as part of `{ owner, step, target }`, and of the `outer` scopes (those whose
+ * callers wait for this one).
+ */
+async function runAsPartOf({ owner, step, target }, outer, fn) {
+  const scope = { owner, step, target, active: true }
+  try {
+    return await scopes.run([...outer, scope], fn)
+  } finally {
+    scope.active = false
+  }
+}
+
+/** The innermost scope of `owner` the running code is part of and `test` accepts. */
+function enclosingScope(owner, test = () => true) {
+  return activeScopes().findLast((scope) => scope.owner === owner && test(scope))
+}
 
 /** Checks the `onStart` / `onStop` / `onDestroy` options. */
 function lifecycleHooks(options) {
@@ -10,16 +41,105 @@ function lifecycleHooks(options) {
   }
 }
 
+const HOOKS = ['onStart', 'onStop', 'onDestroy']
+/** The transition a public method waits for (a lazy start for everything but stop/destroy). */
+const transitionOf = (method) => (method === 'stop' || method === 'destroy' ? method : 'start')
+const hookOf = (transition) => `on${transition[0].toUpperCase()}${transition.slice(1)}`
+/** The transition a step or hook is part of: `onStop` → `stop`. */
+const transitionOfStep = (step) => step.replace(/^on/, '').toLowerCase()
+const describe = (step) => (HOOKS.includes(step) ? `its ${step} hook` : `its own ${step}()`)
+
 /**
- * The hook functions the native lifecycle calls. They look the user's hooks up at call
- * time (so `setOnStart` applies) and pass them `{ sandbox, outcome? }`.
+ * What `LocalSandbox` and `MastraSandbox` keep around their native lifecycle: the user's
+ * hooks (looked up at call time, so `setOnStart` applies), the rule for calls made from
+ * inside a step or hook, and the user's own errors handed back to the caller.
+ *
+ * The rule: a call that would wait for the step in progress — `start()`, `stop()` or
+ * `destroy()` from inside a hook, or from a backend's own start/stop/destroy — rejects at
+ * once with a `SandboxError` of code `REENTRANT_CALL`. Everything else works: commands run
+ * from `onStart` (the sandbox is running by then), `onStop` and `onDestroy` (before the
+ * processes are killed), and from a backend's own start (which is the start in progress).
  */
-function nativeHooks(hooks, sandbox) {
-  const call = (name) => async (arg) => {
-    const hook = hooks[name]
-    if (hook) await hook(name === 'onStart' ? { sandbox, outcome: arg } : { sandbox })
+class SandboxLifecycle {
+  #owner
+  #failures = {}
+  /** Scopes of the callers waiting now for a lifecycle call: the steps they wait in wait too. */
+  #waiting = new Set()
+
+  constructor(owner, options) {
+    this.#owner = owner
+    this.hooks = lifecycleHooks(options)
   }
-  return { onStart: call('onStart'), onStop: call('onStop'), onDestroy: call('onDestroy') }
+
+  /**
+   * The hook functions for the native side. They reach this object only weakly: a function
+   * held by native code is a GC root, and the sandbox must stay collectable.
+   */
+  nativeHooks() {
+    const self = new WeakRef(this)
+    const call = (name) => async (arg) => self.deref()?.#runHook(name, arg)
+    return Object.fromEntries(HOOKS.map((name) => [name, call(name)]))
+  }
+
+  async #runHook(name, outcome) {
+    const hook = this.hooks[name]
+    if (!hook) return
+    const sandbox = this.#owner
+    await this.runStep(name, () => hook(name === 'onStart' ? { sandbox, outcome } : { sandbox }))
+  }
+
+  /** Runs a step or hook of this sandbox (so calls from inside it are recognised) and keeps its error. */
+  async runStep(step, fn) {
+    const outer = [...this.#waiting].flat()
+    try {
+      return await runAsPartOf({ owner: this.#owner, step }, outer, fn)
+    } catch (err) {
+      this.#failures[step] = err
+      throw err
+    }
+  }
+
+  /**
+   * Calls `invoke` (a native lifecycle call) for the public `method`, or rejects at once
+   * when the caller is part of a step of this sandbox that the call would wait for.
+   */
+  async call(method, invoke) {
+    const inside = enclosingScope(this.#owner)
+    if (inside && method !== 'ensureRunning') {
+      const id = this.#owner.id
+      throw new SandboxError(
+        `${method}() was called from inside ${describe(inside.step)} of sandbox '${id}': it would wait for the ${transitionOfStep(inside.step)} in progress, which waits for this call`,
+        'REENTRANT_CALL',
+        { method, step: inside.step },
+      )
+    }
+    // The backend's own start uses the sandbox it is starting.
+    if (inside?.step === 'start') return undefined
+    const waiting = activeScopes()
+    if (waiting.length > 0) this.#waiting.add(waiting)
+    try {
+      return await invoke()
+    } catch (err) {
+      throw this.#ownError(method, fromNative(err))
+    } finally {
+      this.#waiting.delete(waiting)
+    }
+  }
+
+  /**
+   * A failed hook or backend step rejects with the user's own error: as is from `onStop`,
+   * `onDestroy` and a backend's steps, and as the `cause` of the `HOOK_FAILED` error from
+   * `onStart` (whose message says which sandbox's start failed).
+   */
+  #ownError(method, err) {
+    const transition = transitionOf(method)
+    const step = err?.code === 'HOOK_FAILED' ? hookOf(transition) : err?.code === 'PROVIDER_FAILED' ? transition : undefined
+    if (step === undefined || !(step in this.#failures)) return err
+    const own = this.#failures[step]
+    if (step !== 'onStart') return own
+    err.cause = own
+    return err
+  }
 }
 
-module.exports = { lifecycleHooks, nativeHooks }
+module.exports = { lifecycleHooks, SandboxLifecycle, runAsPartOf, enclosingScope, activeScopes }

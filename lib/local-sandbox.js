@@ -7,7 +7,7 @@ const { translating, translatingSync } = require('./translate')
 const { check, instructionsText } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
-const { lifecycleHooks, nativeHooks } = require('./hooks')
+const { SandboxLifecycle } = require('./hooks')
 const { LocalMounts } = require('./mounts')
 const { setLogger } = require('./logging')
 
@@ -60,7 +60,7 @@ function limitsConfig(limits) {
  */
 class LocalSandbox {
   #native
-  #hooks
+  #lifecycle
   #instructions
   #nativeSandbox
   #protectedPaths
@@ -78,7 +78,7 @@ class LocalSandbox {
       check.string(instructions, 'instructions')
     }
     this.#instructions = instructions
-    this.#hooks = lifecycleHooks(options)
+    this.#lifecycle = new SandboxLifecycle(this, options)
     this.#native = translatingSync(
       () =>
         new native.NativeLocalSandbox({
@@ -89,7 +89,7 @@ class LocalSandbox {
           isolation,
           nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
           packageFiles: PACKAGE_FILES,
-          ...nativeHooks(this.#hooks, this),
+          ...this.#lifecycle.nativeHooks(),
         }),
     )
     this.name = 'LocalSandbox'
@@ -130,22 +130,34 @@ class LocalSandbox {
 
   /** Starts the sandbox (creates the working directory, runs `onStart`). Concurrent calls share one start. */
   async start() {
-    const outcome = await translating(() => this.#native.start())
+    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
     return { outcome }
   }
 
-  /** Kills every process, runs `onStop`, and leaves the files in place; the next command restarts it. */
-  async stop() {
-    await translating(() => this.#native.stop())
-    this.processes._forgetAll()
-    await this.mounts.unmountAll()
+  /**
+   * Runs `onStop`, kills every process (also when the hook fails), and leaves the files in
+   * place; the next command restarts it.
+   */
+  stop() {
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop()))
   }
 
-  /** Kills every process and runs `onDestroy`; the sandbox cannot be used again. */
-  async destroy() {
-    await translating(() => this.#native.destroy())
-    this.processes._forgetAll()
-    await this.mounts.unmountAll()
+  /**
+   * Runs `onDestroy` and kills every process (also when the hook fails); the sandbox cannot
+   * be used again.
+   */
+  destroy() {
+    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
+  }
+
+  /** After a native stop or destroy, failed or not: its processes and mounts are gone. */
+  async #tearDown(transition) {
+    try {
+      await transition
+    } finally {
+      this.processes._forgetAll()
+      await this.mounts.unmountAll()
+    }
   }
 
   /**
@@ -176,8 +188,8 @@ class LocalSandbox {
     return this.destroy()
   }
 
-  async ensureRunning() {
-    return translating(() => this.#native.ensureRunning())
+  ensureRunning() {
+    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
   }
 
   /** @deprecated use `status === 'running'` */
@@ -221,7 +233,7 @@ class LocalSandbox {
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
-    this.#hooks.onStart = check.function(update(this.#hooks.onStart), 'onStart')
+    this.#lifecycle.hooks.onStart = check.function(update(this.#lifecycle.hooks.onStart), 'onStart')
   }
 
   getInfo() {

@@ -1,8 +1,7 @@
 'use strict'
 const { NativeLifecycle } = require('../index.js')
-const { fromNative } = require('./translate')
 const { check } = require('./options')
-const { lifecycleHooks, nativeHooks } = require('./hooks')
+const { SandboxLifecycle } = require('./hooks')
 
 /**
  * Base class for sandbox backends written in JavaScript (a remote provider, a container
@@ -12,18 +11,17 @@ const { lifecycleHooks, nativeHooks } = require('./hooks')
  * on the first command — the same native lifecycle `LocalSandbox` runs on.
  */
 class MastraSandbox {
+  #native
   #lifecycle
   #steps
-  #hooks
   #env
-  #failure
 
   constructor(options = {}) {
     check.object(options, 'options')
     this.name = check.string(options.name, 'name') ?? new.target.name
     this.createdAt = new Date()
     this.#env = { ...check.env(options.env, 'env') }
-    this.#hooks = lifecycleHooks(options)
+    this.#lifecycle = new SandboxLifecycle(this, options)
     if (options.workingDirectory !== undefined) this.workingDirectory = check.string(options.workingDirectory, 'workingDirectory')
     // The subclass's own methods are the steps; the public names go through the lifecycle.
     this.#steps = { start: this.start, stop: this.stop, destroy: this.destroy }
@@ -39,57 +37,51 @@ class MastraSandbox {
     }
   }
 
-  /** Created on first use, once the subclass constructor has set `id`. */
-  #native() {
-    if (!this.#lifecycle) {
-      const step = (name) => async () => {
-        try {
-          const result = await this.#steps[name]?.call(this)
-          return name === 'start' ? (result?.outcome ?? null) : undefined
-        } catch (err) {
-          this.#failure = err // rethrown as is by #settle
-          throw err
-        }
-      }
-      this.#lifecycle = new NativeLifecycle({
+  /**
+   * Created on first use, once the subclass constructor has set `id`. Its steps reach this
+   * sandbox only weakly (a function held by native code is a GC root).
+   */
+  #lifecycleOf() {
+    if (!this.#native) {
+      const self = new WeakRef(this)
+      const step = (name) => async () => self.deref()?.#runStep(name)
+      this.#native = new NativeLifecycle({
         id: String(this.id ?? this.name),
         start: step('start'),
         stop: step('stop'),
         destroy: step('destroy'),
-        ...nativeHooks(this.#hooks, this),
+        ...this.#lifecycle.nativeHooks(),
       })
     }
-    return this.#lifecycle
+    return this.#native
   }
 
-  async #settle(promise) {
-    this.#failure = undefined
-    try {
-      return await promise
-    } catch (err) {
-      const own = err?.code === 'PROVIDER_FAILED' ? this.#failure : undefined
-      throw own ?? fromNative(err)
-    }
+  /** The subclass's own step; a failure reaches the caller as the subclass threw it. */
+  #runStep(name) {
+    return this.#lifecycle.runStep(name, async () => {
+      const result = await this.#steps[name]?.call(this)
+      return name === 'start' ? (result?.outcome ?? null) : undefined
+    })
   }
 
   get status() {
-    return this.#lifecycle?.status ?? 'pending'
+    return this.#native?.status ?? 'pending'
   }
   get error() {
-    return this.#lifecycle?.error ?? undefined
+    return this.#native?.error ?? undefined
   }
 
   async _start() {
-    return { outcome: await this.#settle(this.#native().start()) }
+    return { outcome: await this.#lifecycle.call('start', () => this.#lifecycleOf().start()) }
   }
   _stop() {
-    return this.#settle(this.#native().stop())
+    return this.#lifecycle.call('stop', () => this.#lifecycleOf().stop())
   }
   _destroy() {
-    return this.#settle(this.#native().destroy())
+    return this.#lifecycle.call('destroy', () => this.#lifecycleOf().destroy())
   }
   ensureRunning() {
-    return this.#settle(this.#native().ensureRunning())
+    return this.#lifecycle.call('ensureRunning', () => this.#lifecycleOf().ensureRunning())
   }
   /** @deprecated use `status === 'running'` */
   isReady() {
@@ -104,7 +96,7 @@ class MastraSandbox {
     return { ...this.#env }
   }
   setOnStart(update) {
-    this.#hooks.onStart = check.function(update(this.#hooks.onStart), 'onStart')
+    this.#lifecycle.hooks.onStart = check.function(update(this.#lifecycle.hooks.onStart), 'onStart')
   }
 
   getInfo() {

@@ -4,6 +4,7 @@ const { WorkspaceError } = require('./errors')
 const { check } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
+const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -161,10 +162,25 @@ class Workspace {
   async resolveSandbox({ requestContext } = {}) {
     const resolver = this[state].sandboxResolver
     if (!resolver) return this[state].sandbox
-    const resolveOnce = async () => checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result')
     const key = this[state].sandboxCacheKey?.({ requestContext })
-    if (key !== undefined && key !== null) {
-      const id = await this[state].keyedSandboxes.resolve(String(key), async () => this[register](await resolveOnce()))
+    const keyed = key !== undefined && key !== null
+    // What the resolution is shared by: its cache key, or else its request context. (The
+    // owner is the state, the same object whether `this` is the workspace or a proxy of it.)
+    const target = keyed ? String(key) : requestContext
+    if (enclosingScope(this[state], (scope) => scope.step === 'resolveSandbox' && Object.is(scope.target, target))) {
+      throw new WorkspaceError(
+        `The sandbox resolver asked for the sandbox it is resolving (${keyed ? `cache key "${target}"` : 'the same request context'}): it would wait for itself. Use the sandbox the resolver is making instead.`,
+        'REENTRANT_CALL',
+        this.id,
+      )
+    }
+    const outer = activeScopes()
+    const resolveOnce = () =>
+      runAsPartOf({ owner: this[state], step: 'resolveSandbox', target }, outer, async () =>
+        checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
+      )
+    if (keyed) {
+      const id = await this[state].keyedSandboxes.resolve(target, async () => this[register](await resolveOnce()))
       return this[state].registered.get(id)
     }
     return memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce)
@@ -204,6 +220,7 @@ class Workspace {
 
   /** Starts the static providers. Resolver-backed ones start on first use. */
   async init() {
+    refuseInsideSandboxStep(this, 'init')
     this.status = 'initializing'
     try {
       await callLifecycle(this[state].filesystem, 'init')
@@ -219,6 +236,11 @@ class Workspace {
   /** Destroys the static providers and forgets resolved ones (which are not destroyed). */
   destroy() {
     if (this.status === 'destroyed') return Promise.resolve()
+    try {
+      refuseInsideSandboxStep(this, 'destroy')
+    } catch (err) {
+      return Promise.reject(err)
+    }
     this[state].destroying ??= (async () => {
       this.status = 'destroying'
       try {
@@ -300,6 +322,21 @@ class Workspace {
 
   get logger() {
     return this[state].logger
+  }
+}
+
+/**
+ * `init()` and `destroy()` start and destroy the static sandbox: from inside one of its
+ * steps or hooks they would wait for that step, which waits for them.
+ */
+function refuseInsideSandboxStep(workspace, method) {
+  const inside = enclosingScope(workspace[state].sandbox)
+  if (inside) {
+    throw new WorkspaceError(
+      `Workspace ${method}() was called from inside the ${inside.step} of its own sandbox: it would wait for that step, which waits for this call`,
+      'REENTRANT_CALL',
+      workspace.id,
+    )
   }
 }
 

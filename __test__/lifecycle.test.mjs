@@ -421,6 +421,8 @@ describe('calls from inside hooks', () => {
     const starting = sb.start()
     await waitFor(() => hookRunning)
     const alsoStarting = sb.start()
+    // Calls reach the lifecycle in no set order: let the start queue first.
+    await sleep(50)
     const stopping = sb.stop()
     release()
     expect(await settles(starting, 'start')).toEqual({ outcome: 'created' })

@@ -650,7 +650,10 @@ describe('calls back into the workspace from a resolver or a hook', () => {
     expect((await settles(other.getSandbox({ requestContext: context('a') }), 'chain')).id).toBe('a')
   })
 
-  it('the onStart hook of a sandbox its resolver starts cannot wait for that resolution either', async () => {
+  it.each([
+    ['start()', (sb) => sb.start()],
+    ['a first command', (sb) => sb.executeCommand('true')],
+  ])('the onStart hook of a sandbox its resolver starts (by %s) cannot wait for that resolution either', async (_, startIt) => {
     let inner
     const ws = workspace({
       sandboxCacheKey: () => 'k',
@@ -660,7 +663,7 @@ describe('calls back into the workspace from a resolver or a hook', () => {
             inner = await ws.getSandbox({ requestContext }).catch((e) => e)
           },
         })
-        await sb.start()
+        await startIt(sb)
         return sb
       },
     })

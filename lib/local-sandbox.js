@@ -208,6 +208,8 @@ class LocalSandbox {
     const { token, detach } = abortToken(signal)
     try {
       const nativeOptions = commandOptions(options, token)
+      // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
+      if (this.status !== 'running') await this.ensureRunning()
       return toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
     } finally {
       detach()

@@ -169,8 +169,16 @@ export interface LocalSandboxOptions {
   isolation?: IsolationBackend
   nativeSandbox?: NativeSandboxConfig
   instructions?: string | ((context: InstructionsContext) => string)
+  /**
+   * Runs once the sandbox is running: it may run commands. Hooks run inside their step, so
+   * `start()`, `stop()` or `destroy()` of the same sandbox called from a hook rejects at once
+   * with a `SandboxError` of code `REENTRANT_CALL`. A throw fails the start (`HOOK_FAILED`,
+   * the hook's error as `cause`) and stops what it started.
+   */
   onStart?: (event: { sandbox: LocalSandbox; outcome: 'created' | 'connected' }) => void | Promise<void>
+  /** Runs before the processes are killed (they are killed even if it throws; its error reaches the caller as is). */
   onStop?: (event: { sandbox: LocalSandbox }) => void | Promise<void>
+  /** Runs before the processes are killed (the sandbox is destroyed even if it throws; its error reaches the caller as is). */
   onDestroy?: (event: { sandbox: LocalSandbox }) => void | Promise<void>
 }
 

@@ -612,6 +612,23 @@ describe('calls back into the workspace from a resolver or a hook', () => {
     expect(made).toHaveLength(1)
   })
 
+  it('a filesystem resolver asking for its own filesystem gets REENTRANT_CALL at once', async () => {
+    let inner
+    const ws = workspace({
+      filesystem: async ({ requestContext }) => {
+        inner = await ws.resolveFilesystem({ requestContext }).catch((e) => e)
+        return { id: 'request-fs' }
+      },
+    })
+    const rc = context('t1')
+    expect((await settles(ws.resolveFilesystem({ requestContext: rc }), 'resolveFilesystem')).id).toBe('request-fs')
+    expect(inner).toBeInstanceOf(WorkspaceError)
+    expect(inner.code).toBe('REENTRANT_CALL')
+    expect(inner.message).toBe(
+      'The filesystem resolver asked for the filesystem it is resolving (the filesystem of the same request context): it would wait for itself. Use the filesystem the resolver is making instead.',
+    )
+  })
+
   it('a resolver running a tool of its own thread gets an answer instead of waiting for itself', async () => {
     let fromTool
     const ws = workspace({

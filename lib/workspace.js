@@ -164,21 +164,12 @@ class Workspace {
     if (!resolver) return this[state].sandbox
     const key = this[state].sandboxCacheKey?.({ requestContext })
     const keyed = key !== undefined && key !== null
-    // What the resolution is shared by: its cache key, or else its request context. (The
-    // owner is the state, the same object whether `this` is the workspace or a proxy of it.)
+    // What the resolution is shared by: its cache key, or else its request context.
     const target = keyed ? String(key) : requestContext
-    if (enclosingScope(this[state], (scope) => scope.step === 'resolveSandbox' && Object.is(scope.target, target))) {
-      throw new WorkspaceError(
-        `The sandbox resolver asked for the sandbox it is resolving (${keyed ? `cache key "${target}"` : 'the same request context'}): it would wait for itself. Use the sandbox the resolver is making instead.`,
-        'REENTRANT_CALL',
-        this.id,
-      )
-    }
-    const outer = activeScopes()
-    const resolveOnce = () =>
-      runAsPartOf({ owner: this[state], step: 'resolveSandbox', target }, outer, async () =>
-        checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
-      )
+    const what = keyed ? `the sandbox of cache key "${target}"` : 'the sandbox of the same request context'
+    const resolveOnce = resolution(this, 'sandbox', target, what, async () =>
+      checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
+    )
     if (keyed) {
       const id = await this[state].keyedSandboxes.resolve(target, async () => this[register](await resolveOnce()))
       return this[state].registered.get(id)
@@ -194,7 +185,9 @@ class Workspace {
   async resolveFilesystem({ requestContext } = {}) {
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
-    return memoizeByContext(this[state].filesystemsByContext, requestContext, async () => resolver({ requestContext }))
+    const what = 'the filesystem of the same request context'
+    const resolveOnce = resolution(this, 'filesystem', requestContext, what, async () => resolver({ requestContext }))
+    return memoizeByContext(this[state].filesystemsByContext, requestContext, resolveOnce)
   }
 
   [register](sandbox) {
@@ -323,6 +316,26 @@ class Workspace {
   get logger() {
     return this[state].logger
   }
+}
+
+/**
+ * The resolution of `workspace`'s `kind` for `target` (a cache key or a request context):
+ * `resolve` run so that a call from inside it asking for that same resolution is refused,
+ * as it would wait for itself. Throws at once if the caller is such a call. (Scopes are
+ * owned by the state: the same object whether `this` is the workspace or a proxy of it.)
+ */
+function resolution(workspace, kind, target, what, resolve) {
+  const owner = workspace[state]
+  const step = `resolve ${kind}`
+  if (enclosingScope(owner, (scope) => scope.step === step && Object.is(scope.target, target))) {
+    throw new WorkspaceError(
+      `The ${kind} resolver asked for the ${kind} it is resolving (${what}): it would wait for itself. Use the ${kind} the resolver is making instead.`,
+      'REENTRANT_CALL',
+      workspace.id,
+    )
+  }
+  const outer = activeScopes()
+  return () => runAsPartOf({ owner, step, target }, outer, resolve)
 }
 
 /**

@@ -625,7 +625,7 @@ describe('calls back into the workspace from a resolver or a hook', () => {
     expect(inner).toBeInstanceOf(WorkspaceError)
     expect(inner.code).toBe('REENTRANT_CALL')
     expect(inner.message).toBe(
-      'The filesystem resolver asked for the filesystem it is resolving (the filesystem of the same request context): it would wait for itself. Use the filesystem the resolver is making instead.',
+      'The filesystem resolver asked for the filesystem it is resolving (the same request context): it would wait for itself. Use the filesystem the resolver is making instead.',
     )
   })
 

@@ -47,7 +47,7 @@ const transitionOf = (method) => (method === 'stop' || method === 'destroy' ? me
 const hookOf = (transition) => `on${transition[0].toUpperCase()}${transition.slice(1)}`
 /** The transition a step or hook is part of: `onStop` → `stop`. */
 const transitionOfStep = (step) => step.replace(/^on/, '').toLowerCase()
-const describe = (step) => (HOOKS.includes(step) ? `its ${step} hook` : `its own ${step}()`)
+const describeStep = (step) => (HOOKS.includes(step) ? `its ${step} hook` : `its own ${step}()`)
 
 /**
  * What `LocalSandbox` and `MastraSandbox` keep around their native lifecycle: the user's
@@ -108,12 +108,13 @@ class SandboxLifecycle {
     if (inside && method !== 'ensureRunning') {
       const id = this.#owner.id
       throw new SandboxError(
-        `${method}() was called from inside ${describe(inside.step)} of sandbox '${id}': it would wait for the ${transitionOfStep(inside.step)} in progress, which waits for this call`,
+        `${method}() was called from inside ${describeStep(inside.step)} of sandbox '${id}': it would wait for the ${transitionOfStep(inside.step)} in progress, which waits for this call`,
         'REENTRANT_CALL',
         { method, step: inside.step },
       )
     }
-    // The backend's own start uses the sandbox it is starting.
+    // A backend's own start may use the sandbox it is starting; from anywhere else inside,
+    // the sandbox is running, stopping or destroying, and ensureRunning() waits for nothing.
     if (inside?.step === 'start') return undefined
     const waiting = activeScopes()
     if (waiting.length > 0) this.#waiting.add(waiting)
@@ -142,4 +143,4 @@ class SandboxLifecycle {
   }
 }
 
-module.exports = { lifecycleHooks, SandboxLifecycle, runAsPartOf, enclosingScope, activeScopes }
+module.exports = { SandboxLifecycle, runAsPartOf, enclosingScope, activeScopes }

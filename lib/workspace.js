@@ -166,7 +166,7 @@ class Workspace {
     const keyed = key !== undefined && key !== null
     // What the resolution is shared by: its cache key, or else its request context.
     const target = keyed ? String(key) : requestContext
-    const what = keyed ? `the sandbox of cache key "${target}"` : 'the sandbox of the same request context'
+    const what = keyed ? `cache key "${target}"` : 'the same request context'
     const resolveOnce = resolution(this, 'sandbox', target, what, async () =>
       checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
     )
@@ -185,8 +185,9 @@ class Workspace {
   async resolveFilesystem({ requestContext } = {}) {
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
-    const what = 'the filesystem of the same request context'
-    const resolveOnce = resolution(this, 'filesystem', requestContext, what, async () => resolver({ requestContext }))
+    const resolveOnce = resolution(this, 'filesystem', requestContext, 'the same request context', async () =>
+      resolver({ requestContext }),
+    )
     return memoizeByContext(this[state].filesystemsByContext, requestContext, resolveOnce)
   }
 

@@ -335,8 +335,10 @@ describe('calls from inside hooks', () => {
     ['onStart', 'start', 'start'],
     ['onStop', 'start', 'stop'],
     ['onStop', 'destroy', 'stop'],
+    ['onStop', 'stop', 'stop'],
     ['onDestroy', 'start', 'destroy'],
     ['onDestroy', 'stop', 'destroy'],
+    ['onDestroy', 'destroy', 'destroy'],
   ])('%s calling %s() rejects at once with REENTRANT_CALL, and the step completes', async (hook, method, step) => {
     const before = keepersOf()
     let inner
@@ -359,6 +361,51 @@ describe('calls from inside hooks', () => {
     expect(sb.status).toBe({ start: 'running', stop: 'stopped', destroy: 'destroyed' }[step])
     await settles(sb.destroy(), 'destroy afterwards')
     expect(sb.status).toBe('destroyed')
+    await expectNoNewKeepers(before)
+  })
+
+  it.each(['onStart', 'onStop', 'onDestroy'])('every method of the sandbox, called from %s, settles: it works or rejects with a code', async (hook) => {
+    const before = keepersOf()
+    const calls = {
+      start: (sb) => sb.start(),
+      stop: (sb) => sb.stop(),
+      destroy: (sb) => sb.destroy(),
+      _start: (sb) => sb._start(),
+      _stop: (sb) => sb._stop(),
+      _destroy: (sb) => sb._destroy(),
+      ensureRunning: (sb) => sb.ensureRunning(),
+      executeCommand: (sb) => sb.executeCommand('echo hi'),
+      spawn: async (sb) => (await sb.spawn({ command: 'echo spawned' })).wait(),
+      'processes.spawn': async (sb) => (await sb.processes.spawn('true')).wait(),
+      'processes.list': (sb) => sb.processes.list(),
+      'processes.get': (sb) => sb.processes.get('999999'),
+      'processes.kill': (sb) => sb.processes.kill('999999'),
+      unmount: (sb) => sb.unmount('/nothing-mounted'),
+      getInfo: (sb) => sb.getInfo(),
+      getInstructions: (sb) => sb.getInstructions(),
+      env: (sb) => sb.setEnv((env) => ({ ...env, FROM_HOOK: '1' })),
+    }
+    const outcomes = {}
+    const sb = makeSandbox({
+      [hook]: async ({ sandbox }) => {
+        for (const [name, call] of Object.entries(calls)) {
+          outcomes[name] = await settles(
+            Promise.resolve()
+              .then(() => call(sandbox))
+              .then(
+                () => 'ok',
+                (e) => e.code ?? `no code: ${e}`,
+              ),
+            `${name}() from ${hook}`,
+          )
+        }
+      },
+    })
+    await settles(sb.start(), 'start')
+    if (hook !== 'onStart') await settles(sb[hook === 'onStop' ? 'stop' : 'destroy'](), 'step')
+    const refused = ['start', 'stop', 'destroy', '_start', '_stop', '_destroy']
+    expect(outcomes).toEqual(Object.fromEntries(Object.keys(calls).map((name) => [name, refused.includes(name) ? 'REENTRANT_CALL' : 'ok'])))
+    await settles(sb.destroy(), 'destroy')
     await expectNoNewKeepers(before)
   })
 

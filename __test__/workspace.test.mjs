@@ -612,6 +612,52 @@ describe('calls back into the workspace from a resolver or a hook', () => {
     expect(made).toHaveLength(1)
   })
 
+  it('every method of the workspace, called from its resolver, settles: it works or rejects with a code', async () => {
+    const calls = {
+      resolveSandbox: (ws, requestContext) => ws.resolveSandbox({ requestContext }),
+      getSandbox: (ws, requestContext) => ws.getSandbox({ requestContext }),
+      getInstructionsAsync: (ws, requestContext) => ws.getInstructionsAsync({ requestContext }),
+      otherThread: (ws) => ws.getSandbox({ requestContext: context('other') }),
+      resolveFilesystem: (ws, requestContext) => ws.resolveFilesystem({ requestContext }),
+      getInfo: (ws) => ws.getInfo(),
+      getInstructions: (ws) => ws.getInstructions(),
+      init: (ws) => ws.init(),
+      clearSandboxCache: (ws) => ws.clearSandboxCache('other'),
+    }
+    const outcomes = {}
+    const ws = workspace({
+      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+      instructions: { dynamicSandbox: 'resolve' },
+      sandbox: async ({ requestContext }) => {
+        if (requestContext.get('threadId') === 'other') return fakeSandbox('other')
+        for (const [name, call] of Object.entries(calls)) {
+          outcomes[name] = await settles(
+            Promise.resolve()
+              .then(() => call(ws, requestContext))
+              .then(
+                () => 'ok',
+                (e) => e.code ?? `no code: ${e}`,
+              ),
+            `${name}() from the resolver`,
+          )
+        }
+        return fakeSandbox('mine')
+      },
+    })
+    expect((await settles(ws.getSandbox({ requestContext: context('t1') }), 'resolve')).id).toBe('mine')
+    expect(outcomes).toEqual({
+      resolveSandbox: 'REENTRANT_CALL',
+      getSandbox: 'REENTRANT_CALL',
+      getInstructionsAsync: 'REENTRANT_CALL',
+      otherThread: 'ok',
+      resolveFilesystem: 'ok',
+      getInfo: 'ok',
+      getInstructions: 'ok',
+      init: 'ok',
+      clearSandboxCache: 'ok',
+    })
+  })
+
   it('a filesystem resolver asking for its own filesystem gets REENTRANT_CALL at once', async () => {
     let inner
     const ws = workspace({

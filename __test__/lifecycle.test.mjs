@@ -650,23 +650,36 @@ describe('MastraSandbox subclasses calling their own lifecycle', () => {
 
 describe('a sandbox collected without destroy()', () => {
   const isolations = ['none', ...(isIsolationAvailable('bwrap') ? ['bwrap'] : [])]
+  // Each isolation, then a workspace's static sandbox (with a hook that refers to it) and
+  // a sandbox its resolver made.
+  const uses = [...isolations, 'workspace', 'resolved']
 
-  it(`releases its init, its processes and its descriptors (isolation: ${isolations.join(', ')})`, async () => {
+  it(`releases its init, its processes and its descriptors (${uses.join(', ')})`, async () => {
     // The sandbox user must reach an isolated workspace: world-traversable parents.
     const top = tempDir()
     fs.chmodSync(top, 0o755)
-    const markers = isolations.map(() => uniqueMarker())
+    const markers = uses.map(() => uniqueMarker())
     const script = path.join(top, 'collected.cjs')
     fs.writeFileSync(
       script,
       `
 const fs = require('node:fs')
-const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+const { LocalSandbox, Workspace } = require(${JSON.stringify(LIB_CJS)})
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const say = (line) => process.stdout.write(JSON.stringify(line) + '\\n')
 const fds = () => fs.readdirSync('/proc/self/fd').length
-async function use(isolation, marker, dir) {
-  const sb = new LocalSandbox({ workingDirectory: dir, isolation })
+async function use(kind, marker, dir) {
+  let sb
+  if (kind === 'workspace') {
+    const onStart = async () => void (await sb.executeCommand('true'))
+    sb = new LocalSandbox({ workingDirectory: dir, onStart })
+    await new Workspace({ sandbox: sb }).init()
+  } else if (kind === 'resolved') {
+    const ws = new Workspace({ sandbox: () => new LocalSandbox({ workingDirectory: dir }), sandboxCacheKey: () => 'k' })
+    sb = await ws.getSandbox({})
+  } else {
+    sb = new LocalSandbox({ workingDirectory: dir, isolation: kind })
+  }
   await sb.executeCommand('echo hi')
   await sb.processes.spawn('sleep ' + marker)
 }
@@ -677,10 +690,10 @@ async function use(isolation, marker, dir) {
   await warm.destroy()
   for (let i = 0; i < 5; i++) { global.gc(); await sleep(20) }
   const before = fds()
-  const isolations = ${JSON.stringify(isolations)}
+  const uses = ${JSON.stringify(uses)}
   const markers = ${JSON.stringify(markers)}
-  for (let i = 0; i < isolations.length; i++) {
-    await use(isolations[i], markers[i], ${JSON.stringify(top)} + '/ws' + i)
+  for (let i = 0; i < uses.length; i++) {
+    await use(uses[i], markers[i], ${JSON.stringify(top)} + '/ws' + i)
   }
   say({ running: true, before })
   // Collected once the test has seen them run.
@@ -704,7 +717,7 @@ async function use(isolation, marker, dir) {
       )
       expect(running).toBeTruthy()
       expect(await waitForMarkers(markers)).toBe(true)
-      expect(keepersOf(child.pid)).toHaveLength(isolations.length)
+      expect(keepersOf(child.pid)).toHaveLength(uses.length)
       child.stdin.write('collect\n')
       expect(await withDeadline(waitFor(() => lines.find((l) => l.collected), { timeout: 10_000 }), 11_000, 'gc')).toBeTruthy()
       // Their inits, their commands and the descriptors that reached them go, within a few seconds.

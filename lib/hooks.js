@@ -23,7 +23,9 @@ async function runAsPartOf({ owner, step, target }, outer, fn) {
   try {
     return await scopes.run([...outer, scope], fn)
   } finally {
-    scope.active = false
+    // The store lives on in whatever the step created (timers, native callbacks): an
+    // ended scope must not keep its owner alive through it.
+    Object.assign(scope, { active: false, owner: undefined, target: undefined })
   }
 }
 

@@ -145,22 +145,18 @@ impl Init {
       )
     })?;
     drop(seccomp_read_end);
-    let mut stderr = child.stderr.take();
+    // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
+    // after a successful start nobody looks at it, but it keeps being drained.
+    let stderr_tail = child.stderr.take().map(keep_tail);
     let (ours, ready) = wait_ready(ours).await;
     if let Err(why) = ready {
-      let reason = start_failure(&mut child, stderr.as_mut(), &kills, &why).await;
+      let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
       return Err(match confinement {
         Confinement::None => CoreError::Spawn(io::Error::other(reason)),
         Confinement::Bwrap { .. } => CoreError::IsolationUnavailable {
           backend: "bwrap".into(),
           reason,
         },
-      });
-    }
-    if let Some(mut stderr) = stderr {
-      // Later messages are not read by anyone, but must never fill the pipe and block.
-      tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
       });
     }
     Ok(Init {
@@ -284,11 +280,15 @@ async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), 
     let mut byte = [0u8; 1];
     let n = tokio::io::AsyncReadExt::read(&mut stream, &mut byte).await?;
     socket.set_nonblocking(false)?;
-    io::Result::Ok(n == 1 && byte[0] == READY)
+    io::Result::Ok((n == 1).then_some(byte[0]))
   };
   let outcome = match tokio::time::timeout(READY_TIMEOUT, read_one).await {
-    Ok(Ok(true)) => Ok(()),
-    Ok(Ok(false)) => Err("it exited before it was ready".to_owned()),
+    Ok(Ok(Some(READY))) => Ok(()),
+    Ok(Ok(Some(other))) => Err(format!(
+      "it answered {:?} instead of saying it was ready",
+      char::from(other)
+    )),
+    Ok(Ok(None)) => Err("it exited before it was ready".to_owned()),
     Ok(Err(e)) => Err(format!("its socket failed: {e}")),
     Err(_) => Err(format!(
       "it was not ready after {} s",
@@ -298,29 +298,38 @@ async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), 
   (socket, outcome)
 }
 
+/// Reads `stderr` to its end, keeping the last [`START_MESSAGE_BYTES`].
+fn keep_tail(mut stderr: tokio::process::ChildStderr) -> tokio::task::JoinHandle<Vec<u8>> {
+  use tokio::io::AsyncReadExt;
+  tokio::spawn(async move {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
+      tail.extend_from_slice(&chunk[..n]);
+      let excess = tail.len().saturating_sub(START_MESSAGE_BYTES);
+      tail.drain(..excess);
+    }
+    tail
+  })
+}
+
 /// Ends a start that failed and says why: how it ended, and the end of what bubblewrap
-/// and the init wrote to stderr (read until every writer is gone, within a bound).
+/// and the init wrote to stderr (once every writer is gone, within a bound).
 async fn start_failure(
   child: &mut tokio::process::Child,
-  stderr: Option<&mut tokio::process::ChildStderr>,
+  stderr_tail: Option<tokio::task::JoinHandle<Vec<u8>>>,
   kills: &LimitKills,
   why: &str,
 ) -> String {
-  use tokio::io::AsyncReadExt;
   let _ = child.start_kill();
   let status = child.wait().await.ok();
-  let mut tail: Vec<u8> = Vec::new();
-  if let Some(stderr) = stderr {
-    let mut chunk = [0u8; 4096];
-    let drain = async {
-      while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
-        tail.extend_from_slice(&chunk[..n]);
-        let excess = tail.len().saturating_sub(START_MESSAGE_BYTES);
-        tail.drain(..excess);
-      }
-    };
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, drain).await;
-  }
+  let tail = match stderr_tail {
+    Some(task) => match tokio::time::timeout(SHUTDOWN_GRACE, task).await {
+      Ok(Ok(tail)) => tail,
+      _ => Vec::new(),
+    },
+    None => Vec::new(),
+  };
   let mut reason = format!("the sandbox did not start: {why}");
   if let Some(status) = status {
     use std::os::unix::process::ExitStatusExt;

@@ -234,6 +234,8 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
     expect(sb.error).toBe(err.message)
     expect(leftovers(missing)).toEqual([])
     if (isRoot) expect(sandboxCgroups()).toEqual(cgroupsBefore)
+    // The protection's placeholders (for .git/hooks, .envrc …) went with the attempt.
+    expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
     // The first command's lazy start fails the same way, and no command ran.
     const lazy = await rejection(sb.executeCommand('touch ran', []))
     expect(lazy.code).toBe('ISOLATION_UNAVAILABLE')

@@ -127,6 +127,14 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     expect(err.message).toContain('workingDirectory')
     expect(sb.status).toBe('error')
     expect(ownerAndMode('/usr/share')).toEqual(before)
+    // A new directory behind such a link is refused before it is made.
+    const parent = fresh('parent')
+    const name = `nw-never-${process.pid}-${counter++}`
+    const behind = sandbox({ workingDirectory: path.join(parent, name) })
+    fs.symlinkSync('/etc', parent)
+    const refused = await rejection(behind.start())
+    expect(refused.message).toContain(`(through a symbolic link, /etc/${name})`)
+    expect(fs.existsSync(path.join('/etc', name))).toBe(false)
   })
 })
 

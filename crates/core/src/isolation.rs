@@ -279,32 +279,37 @@ fn within(path: &Path, tree: &str) -> bool {
   path.starts_with(tree)
 }
 
-/// `path` made absolute-and-normal, plus where it really leads if it exists (a symbolic
-/// link to `/etc` is `/etc`).
+/// `path` made normal, plus where it really leads: its deepest existing ancestor resolved,
+/// with the rest appended (through a symbolic link to `/etc`, `link/new` is `/etc/new`).
 fn both_readings(path: &Path) -> Vec<PathBuf> {
   let lexical = crate::sandbox::normalize(path);
-  let mut readings = vec![lexical.clone()];
-  readings.extend(std::fs::canonicalize(&lexical).ok());
+  let real = lexical.ancestors().find_map(|existing| {
+    let resolved = std::fs::canonicalize(existing).ok()?;
+    let rest = lexical.strip_prefix(existing).ok()?;
+    Some(resolved.join(rest))
+  });
+  let mut readings = vec![lexical];
+  readings.extend(real);
   readings
 }
 
 /// Whether `path` can be the working directory of an isolated sandbox: not the host's root
 /// or one of its top-level directories, and nothing inside the system trees. Judged on the
-/// path as given and on where it leads; run at construction and again at each start, as
-/// a symbolic link may have changed in between.
+/// path as given and on where it leads; run at construction, and at each start before
+/// the directory is created and again before it is bound, as a symbolic link on the way
+/// may have changed in between.
 pub fn check_workspace(path: &Path) -> Result<(), String> {
-  for reading in both_readings(path) {
+  for (i, reading) in both_readings(path).iter().enumerate() {
     let system = HOST_ROOTS.iter().any(|root| reading == Path::new(root))
-      || SYSTEM_TREES.iter().any(|tree| within(&reading, tree));
+      || SYSTEM_TREES.iter().any(|tree| within(reading, tree));
     if system {
+      let place = match i {
+        0 => String::new(),
+        _ => format!(" (through a symbolic link, {})", reading.display()),
+      };
       return Err(format!(
-        "workingDirectory {} is {}a system directory, which an isolated sandbox cannot use as its workspace: give it a directory of its own",
+        "workingDirectory {}{place} is a system directory or inside one, which an isolated sandbox cannot use as its workspace: give it a directory of its own",
         path.display(),
-        if reading == path {
-          ""
-        } else {
-          "(through a symbolic link) "
-        },
       ));
     }
   }
@@ -727,6 +732,17 @@ mod tests {
     ] {
       assert!(check_workspace(Path::new(dir)).is_err(), "{dir}");
     }
+    // Through a symbolic link, also to a place that does not exist yet.
+    let links = std::env::temp_dir().join(format!("nw-ws-check-{}", std::process::id()));
+    std::fs::create_dir_all(&links).unwrap();
+    let to_etc = links.join("to-etc");
+    let _ = std::fs::remove_file(&to_etc);
+    std::os::unix::fs::symlink("/etc", &to_etc).unwrap();
+    for dir in [to_etc.clone(), to_etc.join("new/deeper")] {
+      let err = check_workspace(&dir).unwrap_err();
+      assert!(err.contains("(through a symbolic link, /etc"), "{err}");
+    }
+    std::fs::remove_dir_all(&links).unwrap();
     for dir in ["/tmp/ws", "/var/tmp/ws", "/home/someone/project", "/srv/ws"] {
       assert_eq!(check_workspace(Path::new(dir)), Ok(()), "{dir}");
     }

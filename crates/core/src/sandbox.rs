@@ -297,6 +297,7 @@ impl Sandbox {
           .policy
           .clone()
           .ok_or_else(|| unavailable("no sandbox policy"))?;
+        // Again at each bind: the init may be restarted long after the start.
         isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
         if !policy.read_only_workspace {
           isolation::check_writable_by_sandbox(&self.working_directory)
@@ -607,6 +608,10 @@ impl Sandbox {
 /// around it (status, hooks, coalescing) is [`Lifecycle`]'s.
 impl Provider for Sandbox {
   async fn start(&self) -> Result<StartOutcome> {
+    if self.isolation != Isolation::None {
+      // Before anything is created: a symbolic link on the way may lead into the system.
+      isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
+    }
     let outcome = prepare_directory(&self.working_directory)?;
     if outcome == StartOutcome::Created
       && self.isolation == Isolation::Bwrap

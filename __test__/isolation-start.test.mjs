@@ -198,6 +198,19 @@ describe.skipIf(!available)('isolation start: bwrapArgs cannot weaken the sandbo
     expect(() => sandbox({ nativeSandbox: { readWritePaths: ['/'] } })).toThrow("nativeSandbox.readWritePaths: / is the host's root")
   })
 
+  it('a bound path that leads to /proc by the time of the start is refused then', async () => {
+    const data = fs.mkdtempSync(path.join(top, 'data-'))
+    const link = fresh('link')
+    fs.symlinkSync(data, link)
+    const sb = sandbox({ nativeSandbox: { readOnlyPaths: [link] } })
+    fs.unlinkSync(link)
+    fs.symlinkSync('/proc', link)
+    const err = await rejection(sb.executeCommand(`ls ${link}/${process.pid}`, []))
+    expect(err).toBeInstanceOf(SandboxOptionError)
+    expect(err.message).toBe(`nativeSandbox.readOnlyPaths: ${link} shows the host's /proc, which the sandbox must not see`)
+    expect(sb.status).toBe('error')
+  })
+
   it('a writable bind of a directory holding this package’s files is refused; a read-only one is not', () => {
     const packageRoot = path.resolve(import.meta.dirname, '..')
     expect(() => sandbox({ nativeSandbox: { bwrapArgs: ['--bind', packageRoot, '/pkg'] } })).toThrow(/holds this package's own file/)

@@ -339,6 +339,7 @@ impl SandboxPolicy {
   /// bound host path (`readOnlyPaths`, `readWritePaths`, binds of `bwrapArgs`) is an
   /// ordinary one, and `bwrapArgs` holds only options that cannot weaken the hardening.
   /// `own_files` (this package's) must not become writable. The message names the option.
+  /// Run at construction and at each start (symbolic links are judged where they lead).
   pub fn check(&self, own_files: &[PathBuf]) -> Result<(), String> {
     for (option, paths) in [
       ("readOnlyPaths", &self.read_only_paths),

@@ -297,8 +297,12 @@ impl Sandbox {
           .policy
           .clone()
           .ok_or_else(|| unavailable("no sandbox policy"))?;
-        // Again at each bind: the init may be restarted long after the start.
+        // Again at each bind, as at the construction: the init may be restarted long after
+        // it, and a symbolic link on the way of a path may lead elsewhere by now.
         isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
+        policy
+          .check(&self.own_files)
+          .map_err(CoreError::InvalidOption)?;
         if !policy.read_only_workspace {
           isolation::check_writable_by_sandbox(&self.working_directory)
             .map_err(|reason| unavailable(&reason))?;

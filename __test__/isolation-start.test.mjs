@@ -8,7 +8,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { IsolationUnavailableError, LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
-import { processesWith, waitFor } from './helpers.mjs'
+import { fdCount, processesWith, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -262,6 +262,10 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
     expect(lazy.code).toBe('ISOLATION_UNAVAILABLE')
     expect(lazy.message).toContain("Can't find source path")
     expect(fs.existsSync(path.join(sb.workingDirectory, 'ran'))).toBe(false)
+    // Retried failures hold no descriptor.
+    const descriptors = fdCount()
+    for (let i = 0; i < 10; i++) await rejection(sb.start())
+    expect(await waitFor(() => fdCount() <= descriptors)).toBe(true)
   })
 
   it('a readWritePaths entry that is a dangling symlink fails the start; once it leads somewhere, start() retries', async () => {

@@ -41,6 +41,15 @@ function sandbox(options = {}) {
   live.push(sb)
   return sb
 }
+/**
+ * Makes the workspace of `sb` before its start, as a host preparing files for it does, and
+ * gives it to the sandbox user: an existing directory is never given away by the start.
+ */
+function prepareWorkspace(sb) {
+  fs.mkdirSync(sb.workingDirectory, { recursive: true })
+  if (isRoot) fs.chownSync(sb.workingDirectory, 65534, 65534)
+  return sb.workingDirectory
+}
 /** Child cgroups of this process's memory cgroup (v1 on hybrid hosts, else v2). */
 function sandboxCgroups() {
   const lines = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')
@@ -232,7 +241,7 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     const marker = uniqueMarker()
     const sleepers = () => processesWith(marker).filter((p) => p.cmdline === `sleep ${marker}`).length
     // Forks until the kernel refuses, then holds on to what it got (a shell would give up).
-    fs.mkdirSync(bombed.workingDirectory, { recursive: true })
+    prepareWorkspace(bombed)
     fs.writeFileSync(
       path.join(bombed.workingDirectory, 'bomb.py'),
       ['import os, sys, time', 'for _ in range(60):', '    try:', '        if os.fork() == 0:',
@@ -317,7 +326,7 @@ while True:
 
   it('F10/F11: hooks, .envrc and editor tasks stay read-only, also where they do not exist yet', async () => {
     const sb = sandbox()
-    const ws = sb.workingDirectory
+    const ws = prepareWorkspace(sb)
     fs.mkdirSync(path.join(ws, '.git'), { recursive: true })
     fs.writeFileSync(path.join(ws, '.git', 'HEAD'), 'ref: refs/heads/main\n')
     fs.writeFileSync(path.join(ws, '.envrc'), 'export SAFE=1\n')
@@ -375,7 +384,7 @@ while True:
     expect((await sh(narrow, 'echo x > .envrc && echo written')).stdout).toBe('written\n')
     expect((await sh(narrow, 'mkdir -p deploy/keys')).exitCode).not.toBe(0)
     const linked = sandbox()
-    fs.mkdirSync(linked.workingDirectory, { recursive: true })
+    prepareWorkspace(linked)
     fs.symlinkSync('/tmp', path.join(linked.workingDirectory, '.vscode'))
     const err = await sh(linked, 'touch ran').catch((e) => e)
     expect(err.code).toBe('ISOLATION_UNAVAILABLE')
@@ -474,7 +483,7 @@ while True:
     const secretDir = fs.mkdtempSync(path.join(top, 'f17-secret-'))
     fs.writeFileSync(path.join(secretDir, 'file'), 'SECRET\n')
     // The command swaps `dir` between a real directory and a symlink to the host directory.
-    fs.mkdirSync(sb.workingDirectory, { recursive: true })
+    prepareWorkspace(sb)
     fs.writeFileSync(
       path.join(sb.workingDirectory, 'race.py'),
       [

@@ -110,6 +110,14 @@ export interface NativeSandboxConfig {
   readWritePaths?: string[]
   allowSystemBinaries?: boolean
   seatbeltProfilePath?: string
+  /**
+   * More bubblewrap options, added after the sandbox's own. Only options that cannot weaken
+   * the sandbox are accepted: `--setenv`, `--unsetenv`, `--ro-bind(-try)`, `--bind(-try)`
+   * (of ordinary host paths: not `/`, `/proc`, `/sys`, `/dev`, `/run`; a writable bind not
+   * of a directory holding this package's files), `--tmpfs` (with `--size` right before it),
+   * `--dir`, `--symlink`, `--remount-ro`, `--hostname`; none onto `/`, `/proc`, `/sys`,
+   * `/dev`, the init or the workspace. Anything else throws `SandboxOptionError` naming it.
+   */
   bwrapArgs?: string[]
   readOnly?: boolean
   /**

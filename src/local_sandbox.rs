@@ -167,7 +167,8 @@ impl NativeLocalSandbox {
       keeper: keeper_path(),
       own_files: own_files(options.package_files.unwrap_or_default()),
       hooks,
-    });
+    })
+    .map_err(sync_error)?;
     Ok(NativeLocalSandbox {
       inner: Arc::new(inner),
     })

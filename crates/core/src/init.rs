@@ -23,6 +23,16 @@ use crate::protect::Protection;
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// The byte an init writes on its request socket once it is set up (and before it reads
+/// its first request): the start waits for it, so a sandbox that cannot start says why.
+pub const READY: u8 = b'R';
+
+/// How long a new init may take to say it is ready (it takes milliseconds).
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a failed start keeps of bubblewrap's and the init's own messages (their end).
+const START_MESSAGE_BYTES: usize = 4096;
+
 pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
@@ -58,9 +68,10 @@ pub struct LaunchRequest<'a> {
 }
 
 impl Init {
-  /// Starts an init, confined as asked, inside `cgroup` when given. Must be called inside
-  /// a tokio runtime.
-  pub fn start(
+  /// Starts an init, confined as asked, inside `cgroup` when given, and waits until it
+  /// says it is ready. If it does not, the error carries what bubblewrap and the init
+  /// wrote, and nothing of the attempt is left running.
+  pub async fn start(
     keeper: &Path,
     confinement: Confinement,
     limits: &Limits,
@@ -120,11 +131,11 @@ impl Init {
       .env_clear()
       .stdin(Stdio::from(OwnedFd::from(theirs)))
       .stdout(Stdio::null())
-      .stderr(Stdio::null())
+      .stderr(Stdio::piped())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
       .process_group(0);
     // On failure the confinement (its placeholders) and the cgroup go with this frame.
-    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+    let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
       CoreError::io(
         format!(
           "Starting the sandbox supervisor {} failed",
@@ -134,6 +145,20 @@ impl Init {
       )
     })?;
     drop(seccomp_read_end);
+    // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
+    // after a successful start nobody looks at it, but it keeps being drained.
+    let stderr_tail = child.stderr.take().map(keep_tail);
+    let (ours, ready) = wait_ready(ours).await;
+    if let Err(why) = ready {
+      let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
+      return Err(match confinement {
+        Confinement::None => CoreError::Spawn(io::Error::other(reason)),
+        Confinement::Bwrap { .. } => CoreError::IsolationUnavailable {
+          backend: "bwrap".into(),
+          reason,
+        },
+      });
+    }
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
@@ -244,6 +269,94 @@ impl Init {
         .map_err(io_err)?,
     })
   }
+}
+
+/// Waits for the init's ready byte on its request socket (see the keeper's header), and
+/// gives the socket back for blocking use.
+async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), String>) {
+  let read_one = async {
+    socket.set_nonblocking(true)?;
+    let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
+    let mut byte = [0u8; 1];
+    let n = tokio::io::AsyncReadExt::read(&mut stream, &mut byte).await?;
+    socket.set_nonblocking(false)?;
+    io::Result::Ok((n == 1).then_some(byte[0]))
+  };
+  let outcome = match tokio::time::timeout(READY_TIMEOUT, read_one).await {
+    Ok(Ok(Some(READY))) => Ok(()),
+    Ok(Ok(Some(other))) => Err(format!(
+      "it answered {:?} instead of saying it was ready",
+      char::from(other)
+    )),
+    Ok(Ok(None)) => Err("it exited before it was ready".to_owned()),
+    Ok(Err(e)) => Err(format!("its socket failed: {e}")),
+    Err(_) => Err(format!(
+      "it was not ready after {} s",
+      READY_TIMEOUT.as_secs()
+    )),
+  };
+  (socket, outcome)
+}
+
+/// Reads `stderr` to its end, keeping the last [`START_MESSAGE_BYTES`].
+fn keep_tail(mut stderr: tokio::process::ChildStderr) -> tokio::task::JoinHandle<Vec<u8>> {
+  use tokio::io::AsyncReadExt;
+  tokio::spawn(async move {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
+      tail.extend_from_slice(&chunk[..n]);
+      let excess = tail.len().saturating_sub(START_MESSAGE_BYTES);
+      tail.drain(..excess);
+    }
+    tail
+  })
+}
+
+/// Ends a start that failed and says why: how it ended, and the end of what bubblewrap
+/// and the init wrote to stderr (once every writer is gone, within a bound).
+async fn start_failure(
+  child: &mut tokio::process::Child,
+  stderr_tail: Option<tokio::task::JoinHandle<Vec<u8>>>,
+  kills: &LimitKills,
+  why: &str,
+) -> String {
+  let _ = child.start_kill();
+  let status = child.wait().await.ok();
+  let tail = match stderr_tail {
+    Some(task) => match tokio::time::timeout(SHUTDOWN_GRACE, task).await {
+      Ok(Ok(tail)) => tail,
+      _ => Vec::new(),
+    },
+    None => Vec::new(),
+  };
+  let mut reason = format!("the sandbox did not start: {why}");
+  if let Some(status) = status {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+      (Some(code), _) => reason.push_str(&format!(" (exit status {code})")),
+      (None, Some(signal)) => reason.push_str(&format!(" (killed by signal {signal})")),
+      _ => {}
+    }
+  }
+  if let Some(cgroup) = kills.cgroup() {
+    if cgroup.oom_kills() > 0 {
+      let limit = cgroup.memory_bytes().unwrap_or_default();
+      reason.push_str(&format!(
+        "; its memory limit of {limit} bytes was reached while it started"
+      ));
+    }
+    cgroup.remove().await;
+  }
+  let message = String::from_utf8_lossy(&tail);
+  let message = message.trim();
+  if message.is_empty() {
+    reason.push_str("; it wrote no message");
+  } else {
+    reason.push_str(": ");
+    reason.push_str(message);
+  }
+  reason
 }
 
 /// The kernel refuses to exec a single argument of 128 KiB or more (`MAX_ARG_STRLEN`), or

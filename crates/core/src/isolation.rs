@@ -205,8 +205,8 @@ pub struct SandboxPolicy {
   pub read_write_paths: Vec<PathBuf>,
   /// Also show the Node binary's directory and `/opt`.
   pub allow_system_binaries: bool,
-  /// Added after the built-in arguments (they can add binds; they cannot undo the hardening,
-  /// which bubblewrap applies regardless of order).
+  /// Added after the built-in arguments: only the options [`SandboxPolicy::check`] lets
+  /// through (environment, binds of ordinary host paths, tmpfs, directories, symlinks).
   pub extra_args: Vec<String>,
   pub tmp_bytes: u64,
   /// Relative to the workspace; kept read-only inside the sandbox (see `protect`).
@@ -236,7 +236,220 @@ const SYSTEM_PATHS: &[&str] = &[
   "/etc/localtime",
 ];
 
+/// Host directories a workspace can never be (as a whole, it would share all of them).
+const HOST_ROOTS: &[&str] = &[
+  "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
+  "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+];
+
+/// Host directories nothing of a workspace may be in: the system the sandbox binds
+/// read-only (programs, libraries, configuration) and the kernel's interfaces.
+const SYSTEM_TREES: &[&str] = &[
+  "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
+  "/usr",
+];
+
+/// Host trees no bind may show: the kernel's views of every process and device, and the
+/// host's runtime sockets (the sandbox has its own `/proc`, `/dev` and no `/run`).
+const UNBINDABLE_SOURCES: &[&str] = &["/proc", "/sys", "/dev", "/run"];
+
+/// Places inside the sandbox no extra mount may cover: its own kernel views.
+const RESERVED_DESTINATIONS: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// The `bwrapArgs` options a sandbox accepts, with their operand counts. None of them can
+/// change the user, capabilities, namespaces, seccomp filter, `/proc`, `/dev`, the init or
+/// the read-only root: every other option of bubblewrap is refused.
+const ALLOWED_BWRAP_OPTIONS: &[(&str, usize)] = &[
+  ("--setenv", 2),
+  ("--unsetenv", 1),
+  ("--ro-bind", 2),
+  ("--ro-bind-try", 2),
+  ("--bind", 2),
+  ("--bind-try", 2),
+  ("--tmpfs", 1),
+  ("--size", 1),
+  ("--dir", 1),
+  ("--symlink", 2),
+  ("--remount-ro", 1),
+  ("--hostname", 1),
+];
+
+/// Whether `path` is `tree` or inside it (lexically).
+fn within(path: &Path, tree: &str) -> bool {
+  path.starts_with(tree)
+}
+
+/// `path` made normal, plus where it really leads: its deepest existing ancestor resolved,
+/// with the rest appended (through a symbolic link to `/etc`, `link/new` is `/etc/new`).
+fn both_readings(path: &Path) -> Vec<PathBuf> {
+  let lexical = crate::sandbox::normalize(path);
+  let real = lexical.ancestors().find_map(|existing| {
+    let resolved = std::fs::canonicalize(existing).ok()?;
+    let rest = lexical.strip_prefix(existing).ok()?;
+    Some(resolved.join(rest))
+  });
+  let mut readings = vec![lexical];
+  readings.extend(real);
+  readings
+}
+
+/// Whether `path` can be the working directory of an isolated sandbox: not the host's root
+/// or one of its top-level directories, and nothing inside the system trees. Judged on the
+/// path as given and on where it leads; run at construction, and at each start before
+/// the directory is created and again before it is bound, as a symbolic link on the way
+/// may have changed in between.
+pub fn check_workspace(path: &Path) -> Result<(), String> {
+  for (i, reading) in both_readings(path).iter().enumerate() {
+    let system = HOST_ROOTS.iter().any(|root| reading == Path::new(root))
+      || SYSTEM_TREES.iter().any(|tree| within(reading, tree));
+    if system {
+      let place = match i {
+        0 => String::new(),
+        _ => format!(" (through a symbolic link, {})", reading.display()),
+      };
+      return Err(format!(
+        "workingDirectory {}{place} is a system directory or inside one, which an isolated sandbox cannot use as its workspace: give it a directory of its own",
+        path.display(),
+      ));
+    }
+  }
+  Ok(())
+}
+
+/// Why `source` cannot be bound into a sandbox, if it cannot.
+fn unbindable(source: &Path) -> Option<String> {
+  if !source.is_absolute() {
+    return Some(format!("{} is not an absolute path", source.display()));
+  }
+  both_readings(source).iter().find_map(|reading| {
+    if reading == Path::new("/") {
+      Some(format!("{} is the host's root", source.display()))
+    } else {
+      let tree = UNBINDABLE_SOURCES.iter().find(|t| within(reading, t))?;
+      Some(format!(
+        "{} shows the host's {tree}, which the sandbox must not see",
+        source.display()
+      ))
+    }
+  })
+}
+
 impl SandboxPolicy {
+  /// Checks what the options ask the sandbox to show against what it must keep: every
+  /// bound host path (`readOnlyPaths`, `readWritePaths`, binds of `bwrapArgs`) is an
+  /// ordinary one, and `bwrapArgs` holds only options that cannot weaken the hardening.
+  /// `own_files` (this package's) must not become writable. The message names the option.
+  /// Run at construction and at each start (symbolic links are judged where they lead).
+  pub fn check(&self, own_files: &[PathBuf]) -> Result<(), String> {
+    for (option, paths) in [
+      ("readOnlyPaths", &self.read_only_paths),
+      ("readWritePaths", &self.read_write_paths),
+    ] {
+      for path in paths {
+        if let Some(reason) = unbindable(path) {
+          return Err(format!("nativeSandbox.{option}: {reason}"));
+        }
+      }
+    }
+    self.check_extra_args(own_files)
+  }
+
+  fn check_extra_args(&self, own_files: &[PathBuf]) -> Result<(), String> {
+    let refuse = |flag: &str, why: String| {
+      Err(format!(
+        "nativeSandbox.bwrapArgs: '{flag}' is not allowed: {why}"
+      ))
+    };
+    let mut args = self.extra_args.iter();
+    let mut previous: Option<&str> = None;
+    while let Some(flag) = args.next() {
+      let Some(&(_, arity)) = ALLOWED_BWRAP_OPTIONS.iter().find(|(name, _)| name == flag) else {
+        let allowed: Vec<&str> = ALLOWED_BWRAP_OPTIONS
+          .iter()
+          .map(|(name, _)| *name)
+          .collect();
+        return refuse(
+          flag,
+          format!(
+            "it could weaken the sandbox (its user, capabilities, namespaces, seccomp filter, /proc, /dev or init are fixed); the options allowed are {}",
+            allowed.join(", ")
+          ),
+        );
+      };
+      let operands: Vec<&String> = args.by_ref().take(arity).collect();
+      if operands.len() < arity {
+        return refuse(flag, format!("it needs {arity} argument(s)"));
+      }
+      if operands.iter().any(|o| o.contains('\0')) {
+        return refuse(flag, "an argument contains a NUL character".into());
+      }
+      if previous == Some("--size") && flag != "--tmpfs" {
+        return refuse("--size", "it must come right before --tmpfs".into());
+      }
+      match flag.as_str() {
+        "--ro-bind" | "--ro-bind-try" | "--bind" | "--bind-try" => {
+          let source = Path::new(operands[0]);
+          if let Some(reason) = unbindable(source) {
+            return refuse(flag, reason);
+          }
+          let writable = flag.starts_with("--bind");
+          if writable {
+            let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            let source = real(source);
+            if let Some(own) = own_files.iter().find(|f| real(f).starts_with(&source)) {
+              return refuse(
+                flag,
+                format!(
+                  "{} holds this package's own file {}, which must stay read-only",
+                  operands[0],
+                  own.display()
+                ),
+              );
+            }
+          }
+          self.check_destination(flag, operands[1])?;
+        }
+        "--tmpfs" | "--dir" | "--remount-ro" => self.check_destination(flag, operands[0])?,
+        "--symlink" => self.check_destination(flag, operands[1])?,
+        "--setenv" | "--unsetenv" if operands[0].is_empty() || operands[0].contains('=') => {
+          return refuse(flag, format!("{:?} is not a variable name", operands[0]));
+        }
+        _ => {}
+      }
+      previous = Some(flag);
+    }
+    if previous == Some("--size") {
+      return refuse("--size", "it must come right before --tmpfs".into());
+    }
+    Ok(())
+  }
+
+  /// A mount or file made inside the sandbox may not replace its root, its own kernel
+  /// views, its init, or the workspace (or a directory above it).
+  fn check_destination(&self, flag: &str, destination: &str) -> Result<(), String> {
+    let path = Path::new(destination);
+    let normal = crate::sandbox::normalize(path);
+    let why = if !path.is_absolute() {
+      Some("it is not an absolute path")
+    } else if normal == Path::new("/") {
+      Some("it is the sandbox's root")
+    } else if RESERVED_DESTINATIONS.iter().any(|d| within(&normal, d)) {
+      Some("the sandbox's /proc, /sys and /dev are its own")
+    } else if normal == Path::new(KEEPER_INSIDE) {
+      Some("it is the sandbox's init")
+    } else if self.workspace.starts_with(&normal) {
+      Some("it would replace the workspace")
+    } else {
+      None
+    };
+    match why {
+      Some(why) => Err(format!(
+        "nativeSandbox.bwrapArgs: '{flag}' is not allowed onto {destination}: {why}"
+      )),
+      None => Ok(()),
+    }
+  }
+
   /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
   /// mounts that hold its protected paths.
   pub fn argv(&self, keeper: &Path, protection: &Protection) -> Vec<std::ffi::OsString> {
@@ -328,6 +541,52 @@ pub fn reachable_by_others(path: &Path) -> bool {
   })
 }
 
+/// Fails, saying whose `dir` is and what to do, unless the sandbox's user can write to it:
+/// [`SANDBOX_UID`] on a root host (judged by owner and mode, as root passes every access
+/// check), this process's user otherwise.
+pub fn check_writable_by_sandbox(dir: &Path) -> Result<(), String> {
+  use std::os::unix::fs::MetadataExt;
+  let meta = std::fs::metadata(dir)
+    .map_err(|e| format!("cannot read the working directory {}: {e}", dir.display()))?;
+  let (uid, gid, mode) = (meta.uid(), meta.gid(), meta.mode());
+  let writable = if host_is_root() {
+    let bits = if uid == SANDBOX_UID {
+      mode >> 6
+    } else if gid == SANDBOX_UID {
+      mode >> 3
+    } else {
+      mode
+    };
+    bits & 0o3 == 0o3
+  } else {
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+      .map_err(|_| format!("{} contains a NUL character", dir.display()))?;
+    // SAFETY: access only reads a NUL-terminated path.
+    unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+  };
+  if writable {
+    return Ok(());
+  }
+  let (user, remedy) = if host_is_root() {
+    (
+      format!("the sandbox user (uid {SANDBOX_UID})"),
+      format!("give this one to that user (chown {SANDBOX_UID}:{SANDBOX_UID})"),
+    )
+  } else {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    (
+      format!("this user (uid {me})"),
+      "make this one writable by this user".to_owned(),
+    )
+  };
+  Err(format!(
+    "the working directory {} belongs to uid {uid} (gid {gid}, mode {:o}) and {user} cannot write to it; it is left as it is. Give a workingDirectory that does not exist yet (the sandbox creates it as its own), {remedy}, or set nativeSandbox.readOnly",
+    dir.display(),
+    mode & 0o7777
+  ))
+}
+
 /// Whether this process runs as root, in which case sandboxes run as [`SANDBOX_UID`].
 pub fn host_is_root() -> bool {
   // SAFETY: geteuid has no preconditions.
@@ -392,5 +651,101 @@ mod tests {
     assert!(!joined.contains("--share-net"));
     assert!(!joined.contains("/home") && !joined.contains("/root") && !joined.contains("/run"));
     assert!(joined.ends_with("--remount-ro / --chdir /w"));
+  }
+
+  fn with_args(args: &[&str]) -> Result<(), String> {
+    let policy = SandboxPolicy {
+      workspace: PathBuf::from("/srv/ws"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![],
+      read_write_paths: vec![],
+      allow_system_binaries: true,
+      extra_args: args.iter().map(|a| a.to_string()).collect(),
+      tmp_bytes: 1024,
+      protected_paths: vec![],
+    };
+    policy.check(&[PathBuf::from("/opt/pkg/keeper")])
+  }
+
+  #[test]
+  fn bwrap_args_that_could_weaken_the_sandbox_are_refused_by_name() {
+    for args in [
+      &["--cap-add", "ALL"][..],
+      &["--setenv", "A", "b", "--uid", "0"],
+      &["--unshare-user-try"],
+      &["--seccomp", "3"],
+      &["--proc", "/p"],
+      &["--", "/bin/sh"],
+      &["positional"],
+    ] {
+      let refused = args
+        .iter()
+        .find(|a| !["--setenv", "A", "b"].contains(a))
+        .unwrap();
+      let err = with_args(args).unwrap_err();
+      assert!(
+        err.starts_with(&format!(
+          "nativeSandbox.bwrapArgs: '{refused}' is not allowed"
+        )),
+        "{err}"
+      );
+    }
+    // An operand is never read as a flag: `--setenv --uid 0` sets a variable named `--uid`.
+    assert!(with_args(&["--setenv", "X", "--uid"]).is_ok());
+    assert!(
+      with_args(&[
+        "--ro-bind",
+        "/data",
+        "/data",
+        "--size",
+        "10",
+        "--tmpfs",
+        "/s"
+      ])
+      .is_ok()
+    );
+    for (args, why) in [
+      (&["--bind", "/", "/host"][..], "is the host's root"),
+      (&["--ro-bind", "/proc/1", "/x"], "shows the host's /proc"),
+      (&["--ro-bind", "/run/user", "/x"], "shows the host's /run"),
+      (&["--bind", "/data", "/dev/shm"], "are its own"),
+      (&["--tmpfs", "/srv"], "would replace the workspace"),
+      (&["--bind", "/opt", "/x"], "this package's own file"),
+      (&["--dir", "tmp"], "not an absolute path"),
+      (&["--size", "10"], "right before --tmpfs"),
+      (&["--bind", "/data"], "needs 2 argument(s)"),
+    ] {
+      let err = with_args(args).unwrap_err();
+      assert!(err.contains(why), "{args:?}: {err}");
+    }
+  }
+
+  #[test]
+  fn system_directories_are_no_workspace() {
+    for dir in [
+      "/",
+      "/etc",
+      "/usr/local/lib",
+      "/var",
+      "/proc/1/root",
+      "/tmp/../etc",
+    ] {
+      assert!(check_workspace(Path::new(dir)).is_err(), "{dir}");
+    }
+    // Through a symbolic link, also to a place that does not exist yet.
+    let links = std::env::temp_dir().join(format!("nw-ws-check-{}", std::process::id()));
+    std::fs::create_dir_all(&links).unwrap();
+    let to_etc = links.join("to-etc");
+    let _ = std::fs::remove_file(&to_etc);
+    std::os::unix::fs::symlink("/etc", &to_etc).unwrap();
+    for dir in [to_etc.clone(), to_etc.join("new/deeper")] {
+      let err = check_workspace(&dir).unwrap_err();
+      assert!(err.contains("(through a symbolic link, /etc"), "{err}");
+    }
+    std::fs::remove_dir_all(&links).unwrap();
+    for dir in ["/tmp/ws", "/var/tmp/ws", "/home/someone/project", "/srv/ws"] {
+      assert_eq!(check_workspace(Path::new(dir)), Ok(()), "{dir}");
+    }
   }
 }

@@ -142,6 +142,11 @@ impl Process {
     let mut control_read = BufReader::new(control_read);
     let pid = match read_message(&mut control_read).await {
       Some(Message::Started(pid)) => pid,
+      Some(Message::Refused(reason)) => {
+        return Err(CoreError::Spawn(std::io::Error::other(format!(
+          "the sandbox supervisor did not start the command: {reason}"
+        ))));
+      }
       _ => {
         return Err(CoreError::Spawn(std::io::Error::other(
           "the sandbox supervisor did not start the command",
@@ -445,6 +450,8 @@ struct DriveState {
 enum Message {
   Started(u32),
   Exited(i32),
+  /// The init could not start a supervisor, and says why.
+  Refused(String),
 }
 
 /// Reads one line of the supervisor protocol; `None` at end of stream.
@@ -459,6 +466,7 @@ async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> 
     match kind {
       "P" => return value.parse().ok().map(Message::Started),
       "X" => return value.parse().ok().map(Message::Exited),
+      "E" => return Some(Message::Refused(value.to_owned())),
       _ => continue,
     }
   }
@@ -480,7 +488,7 @@ async fn drive(mut s: DriveState) {
     tokio::select! {
       message = read_message(&mut s.control_read) => match message {
         Some(Message::Exited(status)) => break Some(status),
-        Some(Message::Started(_)) => {}
+        Some(Message::Started(_) | Message::Refused(_)) => {}
         None => break None,
       },
       _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {

@@ -121,8 +121,18 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-  pub fn new(options: SandboxOptions) -> Self {
-    Sandbox {
+  /// Refuses, naming the option, a policy that would weaken the sandbox and, under
+  /// isolation, a working directory that is a system directory.
+  pub fn new(options: SandboxOptions) -> Result<Self> {
+    if let Some(policy) = &options.policy {
+      policy
+        .check(&options.own_files)
+        .map_err(CoreError::InvalidOption)?;
+    }
+    if options.isolation != Isolation::None {
+      isolation::check_workspace(&options.working_directory).map_err(CoreError::InvalidOption)?;
+    }
+    Ok(Sandbox {
       id: options.id.clone(),
       working_directory: options.working_directory,
       base_env: options.env,
@@ -138,7 +148,7 @@ impl Sandbox {
       processes: Arc::new(Mutex::new(HashMap::new())),
       spawn_seq: AtomicU64::new(0),
       init: Mutex::new(None),
-    }
+    })
   }
 
   pub fn id(&self) -> &str {
@@ -251,7 +261,7 @@ impl Sandbox {
     // No live init: stopped mid-teardown, or killed from outside. Start a new one.
     let init = match live {
       Some(init) => init,
-      None => self.restart_init()?,
+      None => self.restart_init().await?,
     };
     let process = Process::spawn(&init, request).await?;
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
@@ -287,6 +297,16 @@ impl Sandbox {
           .policy
           .clone()
           .ok_or_else(|| unavailable("no sandbox policy"))?;
+        // Again at each bind, as at the construction: the init may be restarted long after
+        // it, and a symbolic link on the way of a path may lead elsewhere by now.
+        isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
+        policy
+          .check(&self.own_files)
+          .map_err(CoreError::InvalidOption)?;
+        if !policy.read_only_workspace {
+          isolation::check_writable_by_sandbox(&self.working_directory)
+            .map_err(|reason| unavailable(&reason))?;
+        }
         if isolation::host_is_root() {
           // The sandbox user must reach what bubblewrap binds for it.
           for (what, path) in [
@@ -394,16 +414,19 @@ impl Sandbox {
     }
   }
 
-  fn restart_init(&self) -> Result<Arc<Init>> {
+  async fn restart_init(&self) -> Result<Arc<Init>> {
     // A dead init's placeholders go before the new one's are made: removing one later
     // would take the mount over it away in the new sandbox too.
     drop(self.init.lock().unwrap().take());
-    let init = Arc::new(Init::start(
-      &self.keeper,
-      self.confinement()?,
-      &self.rlimits(),
-      self.cgroup()?,
-    )?);
+    let init = Arc::new(
+      Init::start(
+        &self.keeper,
+        self.confinement()?,
+        &self.rlimits(),
+        self.cgroup()?,
+      )
+      .await?,
+    );
     *self.init.lock().unwrap() = Some(init.clone());
     self.watch_disk(&init);
     Ok(init)
@@ -589,17 +612,25 @@ impl Sandbox {
 /// around it (status, hooks, coalescing) is [`Lifecycle`]'s.
 impl Provider for Sandbox {
   async fn start(&self) -> Result<StartOutcome> {
+    if self.isolation != Isolation::None {
+      // Before anything is created: a symbolic link on the way may lead into the system.
+      isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
+    }
     let outcome = prepare_directory(&self.working_directory)?;
-    if self.isolation == Isolation::Bwrap && isolation::host_is_root() {
-      // The sandbox runs as an unprivileged user: the workspace must be that user's to write.
+    if outcome == StartOutcome::Created
+      && self.isolation == Isolation::Bwrap
+      && isolation::host_is_root()
+    {
+      // The sandbox runs as an unprivileged user: a workspace made for it is that user's.
+      // An existing directory is never given away; its owner decides (see `confinement`).
       std::os::unix::fs::chown(
         &self.working_directory,
         Some(isolation::SANDBOX_UID),
         Some(isolation::SANDBOX_UID),
       )
-      .map_err(|e| CoreError::io("Giving the workspace to the sandbox user failed", e))?;
+      .map_err(|e| CoreError::io("Giving the new workspace to the sandbox user failed", e))?;
     }
-    self.restart_init()?;
+    self.restart_init().await?;
     Ok(outcome)
   }
 
@@ -641,25 +672,33 @@ impl Drop for Sandbox {
   }
 }
 
-/// Creates the working directory if needed and says whether it was there before.
+/// Creates the working directory if needed and says whether this call made it (only then
+/// is it the sandbox's own).
 fn prepare_directory(dir: &Path) -> Result<StartOutcome> {
-  let outcome = match std::fs::metadata(dir) {
-    Ok(_) => StartOutcome::Connected,
-    Err(e) if e.kind() == std::io::ErrorKind::NotFound => StartOutcome::Created,
-    Err(e) => {
-      return Err(CoreError::io(
-        format!("Cannot use working directory {}", dir.display()),
-        e,
-      ));
-    }
-  };
-  std::fs::create_dir_all(dir).map_err(|e| {
+  let cannot_create = |e| {
     CoreError::io(
       format!("Cannot create working directory {}", dir.display()),
       e,
     )
-  })?;
-  Ok(outcome)
+  };
+  if let Some(parent) = dir.parent() {
+    std::fs::create_dir_all(parent).map_err(cannot_create)?;
+  }
+  match std::fs::create_dir(dir) {
+    Ok(()) => Ok(StartOutcome::Created),
+    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::metadata(dir) {
+      Ok(meta) if meta.is_dir() => Ok(StartOutcome::Connected),
+      Ok(_) => Err(CoreError::io(
+        format!("Cannot use working directory {}", dir.display()),
+        std::io::Error::from(std::io::ErrorKind::NotADirectory),
+      )),
+      Err(e) => Err(CoreError::io(
+        format!("Cannot use working directory {}", dir.display()),
+        e,
+      )),
+    },
+    Err(e) => Err(cannot_create(e)),
+  }
 }
 
 /// Resolves `.` and `..` lexically (the path need not exist).

@@ -39,7 +39,7 @@ impl std::ops::Deref for Running {
 }
 
 async fn spawn(req: SpawnRequest) -> Running {
-  let init = init();
+  let init = init().await;
   let process = Process::spawn(&init, req).await.expect("spawn");
   Running {
     process,
@@ -47,13 +47,14 @@ async fn spawn(req: SpawnRequest) -> Running {
   }
 }
 
-fn init() -> Init {
+async fn init() -> Init {
   Init::start(
     Path::new(KEEPER),
     Confinement::None,
     &Limits::default(),
     None,
   )
+  .await
   .expect("init starts")
 }
 
@@ -257,7 +258,10 @@ async fn the_command_inherits_no_descriptor_beyond_stdio() {
 async fn missing_cwd_is_a_typed_error() {
   let mut req = request("pwd");
   req.cwd = std::env::temp_dir().join("definitely-missing-dir-xyz");
-  let err = Process::spawn(&init(), req).await.err().expect("fails");
+  let err = Process::spawn(&init().await, req)
+    .await
+    .err()
+    .expect("fails");
   assert_eq!(err.code(), "CWD_NOT_FOUND");
   assert!(err.to_string().contains("definitely-missing-dir-xyz"));
 }
@@ -265,7 +269,7 @@ async fn missing_cwd_is_a_typed_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_the_init_ends_every_command() {
   let m = marker();
-  let init = init();
+  let init = init().await;
   let a = Process::spawn(&init, request(&format!("sleep {m}1")))
     .await
     .unwrap();
@@ -309,7 +313,7 @@ async fn orphans_of_a_supervisor_killed_from_outside_are_killed_by_the_init() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_longer_than_the_kernel_runs_is_a_typed_error() {
   let long = format!("echo {}", "x".repeat(200_000));
-  let err = Process::spawn(&init(), request(&long))
+  let err = Process::spawn(&init().await, request(&long))
     .await
     .err()
     .expect("refused");
@@ -333,7 +337,9 @@ async fn limits_are_inherited_and_the_one_that_fired_is_named() {
     open_files: Some(32),
     ..Default::default()
   };
-  let init = Init::start(Path::new(KEEPER), Confinement::None, &limits, None).unwrap();
+  let init = Init::start(Path::new(KEEPER), Confinement::None, &limits, None)
+    .await
+    .unwrap();
   let dir = std::env::temp_dir().join(format!("nw-limits-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
   let mut req = request("ulimit -n; head -c 10000 /dev/zero > big");
@@ -376,6 +382,7 @@ async fn a_memory_limit_ends_the_command_that_exceeds_it_named_memory() {
     &Limits::default(),
     Some(cgroup),
   )
+  .await
   .unwrap();
   let hog = "python3 -c 'a = bytearray(512 << 20); print(len(a))'";
   let o = Process::spawn(&init, request(hog))

@@ -1,7 +1,9 @@
 //! `native-workspace-keeper <host-pid> [name=value ...]`: the per-sandbox init (the
 //! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu).
 //!
-//! Started once per sandbox with a stream socket as its stdin. Each request on that socket
+//! Started once per sandbox with a stream socket as its stdin. Once its limits and signals
+//! are set up it writes one byte, `init::READY`, on that socket; until then a failure goes
+//! to stderr and the process exits, which the host reports. Each request on that socket
 //! carries a command and, as passed descriptors, a control socket and the command's stdio
 //! pipes. For each request the init forks a *supervisor* (no exec: the same small process),
 //! which becomes a child subreaper, forks `/bin/sh -c <command>`, and owns everything the
@@ -9,7 +11,8 @@
 //!
 //! Supervisor protocol on the control socket:
 //! - it writes `P<pid>\n` once started and `X<wait status>\n` once the command has ended
-//!   and every process of its tree is gone;
+//!   and every process of its tree is gone; when no supervisor could be forked, the init
+//!   writes `E<reason>\n` instead and closes it;
 //! - it reads `T` (SIGTERM the tree) and `K` (SIGKILL the tree); end of file (the host
 //!   closed its end, or died) kills the tree too.
 //!
@@ -51,6 +54,7 @@ fn main() {
     libc::SIGPIPE,
   ]);
   close_fds_from(3, &[signals.fd]);
+  write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   run_init(&signals)
 }
 
@@ -188,7 +192,8 @@ fn read_request() -> io::Result<Option<Request>> {
   let command = parts
     .next()
     .ok_or_else(|| io::Error::other("missing command"))?;
-  let env = parts.filter(|p| !p.as_bytes().is_empty()).collect();
+  let mut env: Vec<CString> = parts.filter(|p| !p.as_bytes().is_empty()).collect();
+  env.extend(inherited_env(&env));
   Ok(Some(Request {
     command,
     cwd,
@@ -197,14 +202,50 @@ fn read_request() -> io::Result<Option<Request>> {
   }))
 }
 
+/// The init's own environment, under the request's: empty but for what the sandbox was
+/// started with (`--setenv` of `bwrapArgs`), which every command sees unless it sets the
+/// same variable itself.
+fn inherited_env(request_env: &[CString]) -> Vec<CString> {
+  use std::os::unix::ffi::OsStrExt;
+  let name = |entry: &[u8]| entry.split(|&b| b == b'=').next().map(<[u8]>::to_vec);
+  let named: Vec<Vec<u8>> = request_env
+    .iter()
+    .filter_map(|e| name(e.as_bytes()))
+    .collect();
+  std::env::vars_os()
+    .filter(|(key, _)| !named.iter().any(|n| n == key.as_bytes()))
+    .filter_map(|(key, value)| {
+      let mut entry = key.as_bytes().to_vec();
+      entry.push(b'=');
+      entry.extend_from_slice(value.as_bytes());
+      CString::new(entry).ok()
+    })
+    .collect()
+}
+
 fn fork_supervisor(request: Request, signals: &SignalFd) -> Option<libc::pid_t> {
   // SAFETY: single-threaded; the child continues as the supervisor.
   let pid = unsafe { libc::fork() };
   if pid == 0 {
     run_supervisor(request, signals);
   }
+  if pid < 0 {
+    let reason = fork_failure("the command's supervisor");
+    write_all(request.fds[0], format!("E{reason}\n").as_bytes());
+  }
   request.fds.iter().for_each(|&fd| close(fd));
   (pid > 0).then_some(pid)
+}
+
+/// Why a fork just failed, naming the limit that usually makes it fail.
+fn fork_failure(what: &str) -> String {
+  let err = io::Error::last_os_error();
+  let hint = if err.raw_os_error() == Some(libc::EAGAIN) {
+    " (the sandbox has as many processes as nativeSandbox.limits.processes allows)"
+  } else {
+    ""
+  };
+  format!("cannot fork {what}: {err}{hint}")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -219,6 +260,12 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   let me = unsafe { libc::getpid() };
   write_all(ctl, format!("P{me}\n").as_bytes());
   let main_pid = spawn_command(&request);
+  if main_pid < 0 {
+    // On the command's stderr, where its own failure to start would be.
+    let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
+    // SAFETY: writing a short message from a valid buffer to the stderr pipe.
+    unsafe { libc::write(request.fds[2], message.as_ptr().cast(), message.len()) };
+  }
   for &fd in &request.fds[1..] {
     close(fd);
   }

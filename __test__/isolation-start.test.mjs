@@ -1,0 +1,327 @@
+// The start of an isolated sandbox, judged by the host's state: it changes nothing of the
+// host outside the workspace, its `bwrapArgs` cannot weaken it, and when it cannot start
+// it says why (bubblewrap's own words), ends in `status: 'error'` and leaves nothing
+// running. `npm test` runs this file as its own user (root in CI) and, when that is root,
+// again as an unprivileged user (uid 65534).
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { IsolationUnavailableError, LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
+import { fdCount, processesWith, waitFor } from './helpers.mjs'
+
+const available = isIsolationAvailable('bwrap')
+const isRoot = process.getuid() === 0
+const SANDBOX_UID = 65534
+
+// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
+const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-start-'))
+fs.chmodSync(top, 0o755)
+afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
+
+const live = []
+afterEach(async () => {
+  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+})
+let counter = 0
+/** A path under `top` that does not exist yet and appears in nothing else. */
+const fresh = (name = 'ws') => path.join(top, `${name}-${process.pid}-${counter++}`)
+function sandbox(options = {}) {
+  const sb = new LocalSandbox({ workingDirectory: fresh(), isolation: 'bwrap', ...options })
+  live.push(sb)
+  return sb
+}
+const ownerAndMode = (p) => {
+  const { uid, gid, mode } = fs.statSync(p)
+  return { uid, gid, mode }
+}
+/** Child cgroups of this process's memory cgroup (v1 on hybrid hosts, else v2). */
+function sandboxCgroups() {
+  const lines = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')
+  const v1 = lines.find((line) => line.split(':')[1].split(',').includes('memory'))
+  const dir = v1 ? `/sys/fs/cgroup/memory${v1.split(':')[2]}` : `/sys/fs/cgroup${lines.find((l) => l.startsWith('0::')).slice(3)}`
+  return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('native-workspace.')).map((e) => e.name)
+}
+/** What a rejected promise rejected with (fails the test if it resolved). */
+async function rejection(promise) {
+  const outcome = await promise.then(
+    (value) => ({ value }),
+    (error) => ({ error }),
+  )
+  expect(outcome).toHaveProperty('error')
+  return outcome.error
+}
+
+describe.skipIf(!available)('isolation start: the host is never changed outside the workspace', () => {
+  it('an existing directory the sandbox user cannot write is refused, named, and left as it was', async () => {
+    const dir = fresh('existing')
+    fs.mkdirSync(dir, { mode: 0o755 })
+    // As root it is root's (the sandbox runs as uid 65534); otherwise this user's, unwritable.
+    if (!isRoot) fs.chmodSync(dir, 0o555)
+    const before = ownerAndMode(dir)
+    const sb = sandbox({ workingDirectory: dir })
+    const err = await rejection(sb.start())
+    expect(err).toBeInstanceOf(IsolationUnavailableError)
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain(dir)
+    expect(err.message).toContain(`belongs to uid ${before.uid}`)
+    expect(err.message).toContain('does not exist yet')
+    expect(sb.status).toBe('error')
+    expect(sb.error).toContain(dir)
+    expect(ownerAndMode(dir)).toEqual(before)
+    // The lazy start of a command says the same, and runs nothing.
+    const lazy = await rejection(sb.executeCommand('touch', [path.join(dir, 'ran')]))
+    expect(lazy.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(fs.readdirSync(dir)).toEqual([])
+    expect(ownerAndMode(dir)).toEqual(before)
+  })
+
+  it('a read-only workspace may be any readable directory; its owner is unchanged', async () => {
+    const dir = fresh('readonly')
+    fs.mkdirSync(dir, { mode: 0o755 })
+    fs.writeFileSync(path.join(dir, 'note'), 'hello\n')
+    const before = ownerAndMode(dir)
+    const sb = sandbox({ workingDirectory: dir, nativeSandbox: { readOnly: true } })
+    const r = await sb.executeCommand('cat note; touch new', [])
+    expect(r.stdout).toBe('hello\n')
+    expect(r.stderr).toContain('Read-only file system')
+    expect(ownerAndMode(dir)).toEqual(before)
+    expect(fs.readdirSync(dir)).toEqual(['note'])
+  })
+
+  it('a workspace the start creates is the sandbox user’s own and writable', async () => {
+    const sb = sandbox()
+    await sb.start()
+    expect(fs.statSync(sb.workingDirectory).uid).toBe(isRoot ? SANDBOX_UID : process.getuid())
+    const r = await sb.executeCommand('echo made > made.txt && cat made.txt', [])
+    expect(r.stdout).toBe('made\n')
+  })
+
+  it.each(['/', '/etc', '/usr/lib', '/proc/self', '/var', '/tmp', '/home', '/dev/shm', '/sys/fs'])(
+    'workingDirectory %s is refused at construction, naming the option',
+    (dir) => {
+      const before = ownerAndMode(dir)
+      expect(() => sandbox({ workingDirectory: dir })).toThrow(SandboxOptionError)
+      expect(() => sandbox({ workingDirectory: dir })).toThrow(/workingDirectory .* system directory/)
+      expect(ownerAndMode(dir)).toEqual(before)
+      // Without isolation nothing is bound, and the directory is only a cwd.
+      expect(() => new LocalSandbox({ workingDirectory: dir })).not.toThrow()
+    },
+  )
+
+  it('a symbolic link to a system directory is refused at construction, and at the start if made later', async () => {
+    const early = fresh('link')
+    fs.symlinkSync('/etc', early)
+    expect(() => sandbox({ workingDirectory: early })).toThrow(/workingDirectory .*symbolic link.* system directory/)
+    // Made after the construction: the start judges where it leads now.
+    const late = fresh('link')
+    const target = fresh('target')
+    fs.mkdirSync(target)
+    fs.symlinkSync(target, late)
+    const sb = sandbox({ workingDirectory: late })
+    fs.unlinkSync(late)
+    fs.symlinkSync('/usr/share', late)
+    const before = ownerAndMode('/usr/share')
+    const err = await rejection(sb.start())
+    expect(err).toBeInstanceOf(SandboxOptionError)
+    expect(err.message).toContain('workingDirectory')
+    expect(sb.status).toBe('error')
+    expect(ownerAndMode('/usr/share')).toEqual(before)
+    // A new directory behind such a link is refused before it is made.
+    const parent = fresh('parent')
+    const name = `nw-never-${process.pid}-${counter++}`
+    const behind = sandbox({ workingDirectory: path.join(parent, name) })
+    fs.symlinkSync('/etc', parent)
+    const refused = await rejection(behind.start())
+    expect(refused.message).toContain(`(through a symbolic link, /etc/${name})`)
+    expect(fs.existsSync(path.join('/etc', name))).toBe(false)
+  })
+})
+
+describe.skipIf(!available)('isolation start: bwrapArgs cannot weaken the sandbox', () => {
+  const attacks = [
+    ['--cap-add', 'ALL'],
+    ['--uid', '0'],
+    ['--gid', '0'],
+    ['--ro-bind', '/proc', '/hostproc'],
+    ['--bind', '/', '/host'],
+    ['--ro-bind-try', '/', '/host'],
+    ['--share-net'],
+    ['--unshare-user-try'],
+    ['--unshare-user'],
+    ['--seccomp', '0'],
+    ['--add-seccomp-fd', '0'],
+    ['--userns', '0'],
+    ['--exec-label', 'unconfined'],
+    ['--as-pid-1'],
+    ['--dev', '/dev'],
+    ['--proc', '/p'],
+    ['--dev-bind', '/dev', '/hostdev'],
+    ['--bind-fd', '3', '/x'],
+    ['--chmod', '0777', '/tmp'],
+    ['--cap-drop', 'ALL'],
+    ['--', '/bin/sh'],
+    ['/bin/sh'],
+  ]
+  it.each(attacks)('%s is refused at construction, naming the flag', (...args) => {
+    const make = () => sandbox({ nativeSandbox: { bwrapArgs: args } })
+    expect(make).toThrow(SandboxOptionError)
+    expect(make).toThrow(`nativeSandbox.bwrapArgs: '${args[0]}' is not allowed`)
+  })
+
+  it('an allowed flag cannot reach a forbidden place', () => {
+    const data = fs.mkdtempSync(path.join(top, 'data-'))
+    const toProc = path.join(data, 'to-proc')
+    fs.symlinkSync('/proc', toProc)
+    const ws = fresh()
+    const refused = [
+      [['--ro-bind', '/run', '/r'], "'--ro-bind' is not allowed: /run shows the host's /run"],
+      [['--ro-bind', toProc, '/p'], `'--ro-bind' is not allowed: ${toProc} shows the host's /proc`],
+      [['--bind', '/sys/kernel', '/k'], "'--bind' is not allowed: /sys/kernel shows the host's /sys"],
+      [['--bind', data, '/proc'], "'--bind' is not allowed onto /proc"],
+      [['--tmpfs', '/'], "'--tmpfs' is not allowed onto /"],
+      [['--tmpfs', '/dev/shm'], "'--tmpfs' is not allowed onto /dev/shm"],
+      [['--bind', data, ws], `'--bind' is not allowed onto ${ws}: it would replace the workspace`],
+      [['--ro-bind', data, '/.native-workspace-keeper'], "it is the sandbox's init"],
+      [['--symlink', '/x', 'relative'], 'not an absolute path'],
+      [['--bind', data], "'--bind' is not allowed: it needs 2 argument(s)"],
+      [['--size', '1000', '--dir', '/x'], "'--size' is not allowed: it must come right before --tmpfs"],
+      [['--setenv', 'A=B', 'c'], 'is not a variable name'],
+    ]
+    for (const [bwrapArgs, message] of refused) {
+      const make = () => sandbox({ workingDirectory: ws, nativeSandbox: { bwrapArgs } })
+      expect(make).toThrow(SandboxOptionError)
+      expect(make).toThrow(message)
+    }
+    // The same rule holds for the bind options.
+    expect(() => sandbox({ nativeSandbox: { readOnlyPaths: ['/proc'] } })).toThrow("nativeSandbox.readOnlyPaths: /proc shows the host's /proc")
+    expect(() => sandbox({ nativeSandbox: { readWritePaths: ['/'] } })).toThrow("nativeSandbox.readWritePaths: / is the host's root")
+  })
+
+  it('a bound path that leads to /proc by the time of the start is refused then', async () => {
+    const data = fs.mkdtempSync(path.join(top, 'data-'))
+    const link = fresh('link')
+    fs.symlinkSync(data, link)
+    const sb = sandbox({ nativeSandbox: { readOnlyPaths: [link] } })
+    fs.unlinkSync(link)
+    fs.symlinkSync('/proc', link)
+    const err = await rejection(sb.executeCommand(`ls ${link}/${process.pid}`, []))
+    expect(err).toBeInstanceOf(SandboxOptionError)
+    expect(err.message).toBe(`nativeSandbox.readOnlyPaths: ${link} shows the host's /proc, which the sandbox must not see`)
+    expect(sb.status).toBe('error')
+  })
+
+  it('a writable bind of a directory holding this package’s files is refused; a read-only one is not', () => {
+    const packageRoot = path.resolve(import.meta.dirname, '..')
+    expect(() => sandbox({ nativeSandbox: { bwrapArgs: ['--bind', packageRoot, '/pkg'] } })).toThrow(/holds this package's own file/)
+    expect(() => sandbox({ nativeSandbox: { bwrapArgs: ['--ro-bind', packageRoot, '/pkg'] } })).not.toThrow()
+  })
+
+  it('allowed flags still work: the command sees the variable and the bound directory', async () => {
+    const data = fs.mkdtempSync(path.join(top, 'data-'))
+    fs.chmodSync(data, 0o755)
+    fs.writeFileSync(path.join(data, 'file'), 'from the host\n')
+    const sb = sandbox({
+      env: { OVERRIDDEN: 'by env' },
+      nativeSandbox: {
+        bwrapArgs: ['--setenv', 'FOO', 'bar', '--setenv', 'OVERRIDDEN', 'by bwrap', '--ro-bind', data, '/data', '--size', '1048576', '--tmpfs', '/scratch', '--hostname', 'box'],
+      },
+    })
+    const r = await sb.executeCommand('echo "$FOO/$OVERRIDDEN"; cat /data/file; hostname; df -k /scratch | tail -1; touch /data/x', [])
+    const [vars, file, host, scratch] = r.stdout.split('\n')
+    expect(vars).toBe('bar/by env')
+    expect(file).toBe('from the host')
+    expect(host).toBe('box')
+    expect(scratch.split(/\s+/)[1]).toBe('1024')
+    expect(r.stderr).toContain('Read-only file system')
+    expect(fs.readdirSync(data)).toEqual(['file'])
+  })
+})
+
+describe.skipIf(!available)('isolation start: a start that fails says why', () => {
+  /** Processes of a failed start: bubblewrap and the init carry `marker` in their argv. */
+  const leftovers = (marker) => processesWith(marker).filter((p) => !p.cmdline.includes('vitest'))
+
+  it('a missing readOnlyPaths entry: bubblewrap’s message, status error, nothing left running', async () => {
+    const missing = fresh('missing')
+    const cgroupsBefore = isRoot ? sandboxCgroups() : []
+    const sb = sandbox({ nativeSandbox: { readOnlyPaths: [missing] } })
+    const err = await rejection(sb.start())
+    expect(err).toBeInstanceOf(IsolationUnavailableError)
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain('the sandbox did not start')
+    expect(err.message).toContain(`bwrap: Can't find source path ${missing}: No such file or directory`)
+    expect(sb.status).toBe('error')
+    expect(sb.error).toBe(err.message)
+    expect(leftovers(missing)).toEqual([])
+    if (isRoot) expect(sandboxCgroups()).toEqual(cgroupsBefore)
+    // The protection's placeholders (for .git/hooks, .envrc …) went with the attempt.
+    expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
+    // The first command's lazy start fails the same way, and no command ran.
+    const lazy = await rejection(sb.executeCommand('touch ran', []))
+    expect(lazy.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(lazy.message).toContain("Can't find source path")
+    expect(fs.existsSync(path.join(sb.workingDirectory, 'ran'))).toBe(false)
+    // Retried failures hold no descriptor.
+    const descriptors = fdCount()
+    for (let i = 0; i < 10; i++) await rejection(sb.start())
+    expect(await waitFor(() => fdCount() <= descriptors)).toBe(true)
+  })
+
+  it('a readWritePaths entry that is a dangling symlink fails the start; once it leads somewhere, start() retries', async () => {
+    const target = fresh('target')
+    const link = fresh('link')
+    fs.symlinkSync(target, link)
+    const sb = sandbox({ nativeSandbox: { readWritePaths: [link] } })
+    const err = await rejection(sb.start())
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain(`Can't find source path ${link}`)
+    expect(sb.status).toBe('error')
+    expect(leftovers(link)).toEqual([])
+    fs.mkdirSync(target)
+    if (isRoot) fs.chownSync(target, SANDBOX_UID, SANDBOX_UID)
+    await sb.start()
+    expect(sb.status).toBe('running')
+    expect(sb.error).toBeUndefined()
+    const r = await sb.executeCommand(`echo hi > ${link}/made && cat ${link}/made`, [])
+    expect(r.stdout).toBe('hi\n')
+    expect(fs.readFileSync(path.join(target, 'made'), 'utf8')).toBe('hi\n')
+  })
+
+  it('a bad source of an allowed bwrapArgs bind: bubblewrap’s message reaches the error', async () => {
+    const missing = fresh('missing')
+    const sb = sandbox({ nativeSandbox: { bwrapArgs: ['--ro-bind', missing, '/data'] } })
+    const err = await rejection(sb.executeCommand('true', []))
+    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+    expect(err.message).toContain(`Can't find source path ${missing}`)
+    expect(sb.status).toBe('error')
+    expect(await waitFor(() => leftovers(missing).length === 0)).toBe(true)
+  })
+
+  it.each([1, 2, 3])('a process limit of %i: the start or the command says which limit, and nothing is left', async (processes) => {
+    const cgroupsBefore = isRoot ? sandboxCgroups() : []
+    const sb = sandbox({ nativeSandbox: { limits: { processes } } })
+    // Too few for bubblewrap, for the command's supervisor, or for its shell: whichever
+    // fails first says so, in its own words.
+    const outcome = await sb.executeCommand('echo ok', []).then(
+      (result) => ({ result }),
+      (error) => ({ error }),
+    )
+    if (outcome.error) {
+      expect(outcome.error.message).toMatch(/Resource temporarily unavailable/)
+      expect(outcome.error.message).toMatch(/bwrap: Creating new namespace failed|nativeSandbox\.limits\.processes/)
+      if (outcome.error.code === 'ISOLATION_UNAVAILABLE') expect(sb.status).toBe('error')
+      else expect(outcome.error.code).toBe('SPAWN_FAILED')
+    } else if (outcome.result.exitCode !== 0) {
+      expect(outcome.result.exitCode).toBe(127)
+      expect(outcome.result.stderr).toContain('cannot fork /bin/sh: Resource temporarily unavailable')
+      expect(outcome.result.stderr).toContain('nativeSandbox.limits.processes')
+    } else {
+      // An rlimit counts per user namespace: as few may be enough for one command.
+      expect(outcome.result.stdout).toBe('ok\n')
+    }
+    await sb.destroy()
+    expect(await waitFor(() => leftovers(sb.workingDirectory).length === 0)).toBe(true)
+    if (isRoot) expect(await waitFor(() => sandboxCgroups().length === cgroupsBefore.length)).toBe(true)
+  })
+})

@@ -1,0 +1,68 @@
+//! The start of a sandbox's init: it waits for the init to say it is ready, and a start
+//! that fails says why, in the init's own words.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::limits::Limits;
+
+const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+
+/// An executable script standing in for the keeper.
+fn fake_keeper(name: &str, script: &str) -> PathBuf {
+  let dir = std::env::temp_dir().join(format!("nw-init-{}-{name}", std::process::id()));
+  std::fs::create_dir_all(&dir).unwrap();
+  let path = dir.join("keeper");
+  std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+  std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+  path
+}
+
+async fn start(keeper: &Path) -> Result<Init, String> {
+  Init::start(keeper, Confinement::None, &Limits::default(), None)
+    .await
+    .map_err(|e| format!("{} {e}", e.code()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_keeper_is_ready_at_once() {
+  let init = start(Path::new(KEEPER)).await.expect("starts");
+  assert!(init.is_alive());
+  init.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_that_exits_before_it_is_ready_fails_the_start_with_its_message_bounded() {
+  // 100 KB of noise first: only the end of what it wrote is kept, the part that says why.
+  let keeper = fake_keeper(
+    "noisy",
+    "head -c 100000 /dev/zero | tr '\\0' x >&2\necho >&2\necho 'keeper: the reason' >&2\nexit 3",
+  );
+  let err = start(&keeper).await.err().expect("fails");
+  assert!(err.starts_with("SPAWN_FAILED "), "{err}");
+  assert!(
+    err.contains("it exited before it was ready (exit status 3)"),
+    "{err}"
+  );
+  assert!(err.ends_with("keeper: the reason"), "{err}");
+  assert!(err.len() < 4096 + 300, "{} bytes", err.len());
+  std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_that_writes_something_else_is_not_taken_for_ready() {
+  // It answers, but not with the ready byte, and then holds on: it is ended, not kept.
+  let keeper = fake_keeper(
+    "wrong",
+    "printf 'X' >&0; echo 'not an init' >&2; exec sleep 1000",
+  );
+  let err = start(&keeper).await.err().expect("fails");
+  assert!(
+    err.contains("it answered 'X' instead of saying it was ready"),
+    "{err}"
+  );
+  assert!(err.contains("killed by signal 9"), "{err}");
+  assert!(err.ends_with("not an init"), "{err}");
+  std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
+}

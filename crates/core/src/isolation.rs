@@ -239,7 +239,8 @@ const SYSTEM_PATHS: &[&str] = &[
 /// Host directories a workspace can never be (as a whole, it would share all of them).
 const HOST_ROOTS: &[&str] = &[
   "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
-  "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+  "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/src",
+  "/var",
 ];
 
 /// Host directories nothing of a workspace may be in: the system the sandbox binds
@@ -248,6 +249,10 @@ const SYSTEM_TREES: &[&str] = &[
   "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
   "/usr",
 ];
+
+/// Trees inside the system ones that hold projects, not the system: `/usr/src/app` is the
+/// usual working directory of a container image.
+const PROJECT_TREES: &[&str] = &["/usr/src"];
 
 /// Host trees no bind may show: the kernel's views of every process and device, and the
 /// host's runtime sockets (the sandbox has its own `/proc`, `/dev` and no `/run`).
@@ -301,7 +306,8 @@ fn both_readings(path: &Path) -> Vec<PathBuf> {
 pub fn check_workspace(path: &Path) -> Result<(), String> {
   for (i, reading) in both_readings(path).iter().enumerate() {
     let system = HOST_ROOTS.iter().any(|root| reading == Path::new(root))
-      || SYSTEM_TREES.iter().any(|tree| within(reading, tree));
+      || (SYSTEM_TREES.iter().any(|tree| within(reading, tree))
+        && !PROJECT_TREES.iter().any(|tree| within(reading, tree)));
     if system {
       let place = match i {
         0 => String::new(),
@@ -727,6 +733,7 @@ mod tests {
       "/",
       "/etc",
       "/usr/local/lib",
+      "/usr/src",
       "/var",
       "/proc/1/root",
       "/tmp/../etc",
@@ -744,7 +751,13 @@ mod tests {
       assert!(err.contains("(through a symbolic link, /etc"), "{err}");
     }
     std::fs::remove_dir_all(&links).unwrap();
-    for dir in ["/tmp/ws", "/var/tmp/ws", "/home/someone/project", "/srv/ws"] {
+    for dir in [
+      "/tmp/ws",
+      "/var/tmp/ws",
+      "/home/someone/project",
+      "/srv/ws",
+      "/usr/src/app/.sandbox",
+    ] {
       assert_eq!(check_workspace(Path::new(dir)), Ok(()), "{dir}");
     }
   }

@@ -40,7 +40,11 @@ export interface CommandResult extends ExecutionResult {
 }
 
 export interface CommandOptions {
-  /** Milliseconds; the command's whole process tree is stopped when it runs out. */
+  /**
+   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
+   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
+   * mean no timeout.
+   */
   timeout?: number
   env?: Record<string, string | undefined>
   cwd?: string
@@ -164,7 +168,7 @@ export interface LocalSandboxOptions {
   id?: string
   workingDirectory?: string
   env?: Record<string, string | undefined>
-  /** Default timeout of `executeCommand` in milliseconds (none when unset). */
+  /** Default timeout of `executeCommand` in milliseconds (none when unset, `0`, `Infinity` or from 2^53 up). */
   timeout?: number
   isolation?: IsolationBackend
   nativeSandbox?: NativeSandboxConfig

@@ -467,8 +467,10 @@ async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> 
 /// Applies the timeout and kill requests until the supervisor reports the end of the
 /// command's tree, then waits for the output to drain and publishes the exit.
 async fn drive(mut s: DriveState) {
+  // A timeout too long for an Instant to hold its deadline is no timeout.
+  let deadline = s.timeout.and_then(|t| s.started.checked_add(t));
   let far = Duration::from_secs(86400 * 365);
-  let timeout_at = tokio::time::Instant::from_std(s.started + s.timeout.unwrap_or(far));
+  let timeout_at = tokio::time::Instant::from_std(deadline.unwrap_or(s.started + far));
   let mut kill_at: Option<tokio::time::Instant> = None;
   let mut timed_out = false;
   let mut requests_open = true;
@@ -483,7 +485,7 @@ async fn drive(mut s: DriveState) {
         Some(Message::Started(_)) => {}
         None => break None,
       },
-      _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {
+      _ = tokio::time::sleep_until(timeout_at), if deadline.is_some() && !timed_out => {
         timed_out = true;
         tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);

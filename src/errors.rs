@@ -1,6 +1,9 @@
 //! Core errors become JavaScript `Error`s carrying the core's `code`; `lib/errors.js`
 //! turns them into the exported error classes.
 
+use std::any::Any;
+use std::task::Poll;
+
 use napi::bindgen_prelude::{JsObjectValue, JsValue};
 use napi::{Env, Status};
 use native_workspace_core::CoreError;
@@ -28,16 +31,80 @@ pub fn from_napi(err: napi::Error) -> napi::Error<ErrorCode> {
   napi::Error::new(ErrorCode::from(err.status), err.reason.clone())
 }
 
+/// The code of a panic caught at the boundary: a bug of this package, never the caller's.
+const INTERNAL: &str = "INTERNAL";
+
+/// Why a native future failed: the core said so, or it panicked.
+pub enum Failure {
+  Core(CoreError),
+  Panic(String),
+}
+
 /// Async methods settle on the JS thread, where the error object can get its `code`.
-pub fn to_js_error(env: &Env, err: CoreError) -> napi::Error {
-  let message = err.to_string();
+pub fn to_js_error(env: &Env, failure: Failure) -> napi::Error {
+  let (code, message, path) = match &failure {
+    Failure::Core(err) => (err.code(), err.to_string(), err.path()),
+    Failure::Panic(message) => (INTERNAL, message.clone(), None),
+  };
   let built = (|| -> napi::Result<napi::Error> {
     let mut obj = env.create_error(napi::Error::new(Status::GenericFailure, message.clone()))?;
-    obj.set_named_property("code", err.code())?;
-    if let Some(path) = err.path() {
+    obj.set_named_property("code", code)?;
+    if let Some(path) = path {
       obj.set_named_property("path", path)?;
     }
     Ok(napi::Error::from(obj.to_unknown()))
   })();
   built.unwrap_or_else(|_| napi::Error::new(Status::GenericFailure, message))
+}
+
+/// Runs `fut`, turning a panic in any of its polls into `Err` with the panic's message,
+/// so that a bug rejects one promise instead of reaching the runtime.
+pub async fn catching_panics<F: Future>(fut: F) -> Result<F::Output, String> {
+  let mut fut = std::pin::pin!(fut);
+  std::future::poll_fn(|cx| {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+      Ok(poll) => poll.map(Ok),
+      Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+    }
+  })
+  .await
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+  payload
+    .downcast_ref::<&str>()
+    .map(|s| (*s).to_owned())
+    .or_else(|| payload.downcast_ref::<String>().cloned())
+    .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn block_on<F: Future>(fut: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+      .build()
+      .unwrap()
+      .block_on(fut)
+  }
+
+  #[test]
+  fn a_panicking_future_becomes_its_message() {
+    let panicking = async {
+      tokio::task::yield_now().await;
+      let limit: Option<u32> = std::hint::black_box(None);
+      limit.expect("the limit was checked")
+    };
+    assert_eq!(
+      block_on(catching_panics(panicking)),
+      Err("the limit was checked".to_owned())
+    );
+    let formatted = async { panic!("{} is out of range", 7) };
+    assert_eq!(
+      block_on(catching_panics(formatted)),
+      Err::<(), _>("7 is out of range".to_owned())
+    );
+    assert_eq!(block_on(catching_panics(async { 5 })), Ok(5));
+  }
 }

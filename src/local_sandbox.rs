@@ -14,7 +14,7 @@ use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_di
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
-use crate::errors::{ErrorCode, sync_error, to_js_error};
+use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
@@ -329,13 +329,19 @@ impl NativeLocalSandbox {
 }
 
 /// Runs a core future on the runtime and settles a promise with its value, or with a JS
-/// error carrying the core error's `code`.
+/// error carrying the core error's `code` (`INTERNAL` if the future panicked).
 pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
 where
   T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
   F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
 {
-  env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, outcome| {
+  let outcome = async move {
+    match catching_panics(fut).await {
+      Ok(result) => result.map_err(Failure::Core),
+      Err(message) => Err(Failure::Panic(message)),
+    }
+  };
+  env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
     outcome.map_err(|e| to_js_error(env, e))
   })
 }

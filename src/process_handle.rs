@@ -8,6 +8,7 @@ use napi::bindgen_prelude::{Either, PromiseRaw, Uint8Array};
 use napi_derive::napi;
 use native_workspace_core::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
+use native_workspace_core::sync::Lock;
 
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
@@ -174,13 +175,13 @@ impl NativeProcess {
     let pace = Arc::new(Pace::default());
     let sink = JsOutputSink::paced(on_output, pace.clone()).map_err(from_napi)?;
     let id = self.inner.subscribe(Arc::new(sink)) as u32;
-    self.paces.lock().unwrap().insert(id, pace);
+    self.paces.locked().insert(id, pace);
     Ok(id)
   }
 
   #[napi]
   pub fn resume(&self, id: u32) {
-    if let Some(pace) = self.paces.lock().unwrap().get(&id) {
+    if let Some(pace) = self.paces.locked().get(&id) {
       pace.resume();
     }
   }
@@ -188,7 +189,7 @@ impl NativeProcess {
   #[napi]
   pub fn unsubscribe(&self, id: u32) {
     // A consumer that leaves holds nothing back any more.
-    if let Some(pace) = self.paces.lock().unwrap().remove(&id) {
+    if let Some(pace) = self.paces.locked().remove(&id) {
       pace.resume();
     }
     self.inner.unsubscribe(id as u64);

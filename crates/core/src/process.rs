@@ -17,6 +17,7 @@ use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
 use crate::limits::LimitKills;
 use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
+use crate::sync::Lock;
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
 pub const KILL_GRACE: Duration = Duration::from_millis(1000);
@@ -165,7 +166,7 @@ impl Process {
         alarm: alarm.clone(),
       }),
     }));
-    let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
+    let next_sink_id = AtomicU64::new(output.locked().sinks.len() as u64);
     let (ended_tx, ended_rx) = watch::channel(false);
     let readers = [
       tokio::spawn(pump(
@@ -260,7 +261,7 @@ impl Process {
   /// Waits, then returns the exit with a copy of the retained output.
   pub async fn wait_outcome(&self) -> Outcome {
     let exit = self.wait().await;
-    let out = self.output.lock().unwrap();
+    let out = self.output.locked();
     Outcome {
       exit,
       stdout: out.stdout.text().to_owned(),
@@ -273,7 +274,7 @@ impl Process {
   /// Waits, then moves the retained output out (for one-shot commands nobody reads again).
   pub async fn into_outcome(&self) -> Outcome {
     let exit = self.wait().await;
-    let mut out = self.output.lock().unwrap();
+    let mut out = self.output.locked();
     Outcome {
       exit,
       stdout: out.stdout.take(),
@@ -285,7 +286,7 @@ impl Process {
 
   /// Retained output of one stream so far, with its dropped-byte count.
   pub fn retained(&self, stream: Stream) -> (String, u64) {
-    let mut out = self.output.lock().unwrap();
+    let mut out = self.output.locked();
     let buf = out.buffer(stream);
     (buf.text().to_owned(), buf.dropped_bytes())
   }
@@ -293,17 +294,12 @@ impl Process {
   /// Adds a consumer for output from now on; returns its id for [`Process::unsubscribe`].
   pub fn subscribe(&self, sink: Arc<dyn OutputSink>) -> u64 {
     let id = self.next_sink_id.fetch_add(1, Ordering::Relaxed);
-    self.output.lock().unwrap().sinks.push((id, sink));
+    self.output.locked().sinks.push((id, sink));
     id
   }
 
   pub fn unsubscribe(&self, id: u64) {
-    self
-      .output
-      .lock()
-      .unwrap()
-      .sinks
-      .retain(|(sid, _)| *sid != id);
+    self.output.locked().sinks.retain(|(sid, _)| *sid != id);
   }
 
   pub async fn send_stdin(&self, data: &[u8]) -> Result<()> {
@@ -403,7 +399,7 @@ async fn pump(
 /// `stream` (see `Pace`), for the reader to respect.
 async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<Pace>> {
   let sinks: Vec<Arc<dyn OutputSink>> = {
-    let mut out = output.lock().unwrap();
+    let mut out = output.locked();
     out.buffer(stream).push(text);
     if let Some(flood) = &mut out.flood {
       let seen = &mut flood.seen[stream as usize];
@@ -520,13 +516,7 @@ async fn drive(mut s: DriveState) {
   }
   let execution_time_ms = s.started.elapsed().as_secs_f64() * 1000.0;
   let (exit_code, killed) = decode_status(status);
-  let flooded = s
-    .output
-    .lock()
-    .unwrap()
-    .flood
-    .as_ref()
-    .is_some_and(|f| f.tripped);
+  let flooded = s.output.locked().flood.as_ref().is_some_and(|f| f.tripped);
   let exit = if timed_out {
     let ms = s.timeout.unwrap_or_default().as_millis();
     deliver(
@@ -561,8 +551,7 @@ async fn drive(mut s: DriveState) {
   s.stdin.lock().await.take();
   let sinks: Vec<Arc<dyn OutputSink>> = s
     .output
-    .lock()
-    .unwrap()
+    .locked()
     .sinks
     .iter()
     .map(|(_, k)| k.clone())

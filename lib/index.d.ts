@@ -127,14 +127,26 @@ export interface NativeSandboxConfig {
   limits?: SandboxLimits
 }
 
+/**
+ * Each limit is a whole number, or `Infinity`, checked when the sandbox is made (a
+ * `SandboxOptionError` naming `nativeSandbox.limits.<key>` otherwise). A value past what the
+ * host takes is the most it takes, "as much as there is": no limit at all for memory,
+ * output and disk; this process's own hard limit for open files, file size, CPU and
+ * processes (at most 4194304, the kernel's most); 2^63 - 1 bytes of `/tmp`.
+ */
 export interface SandboxLimits {
   /**
    * Memory of the whole sandbox, swap included. Needs a cgroup this process can create
    * (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
+   * At least 4 MiB (4194304): with less not even a small pipeline runs.
    */
   memoryBytes?: number
-  /** Processes and threads of the whole sandbox (a cgroup), or else of its non-root user. */
+  /**
+   * Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
+   * At least 8: the sandbox's own init and a command's supervisor and shell count too.
+   */
   processes?: number
+  /** At least 16: the sandbox's own init and a command's supervisor need some. */
   openFiles?: number
   fileSizeBytes?: number
   /** CPU seconds per process. */

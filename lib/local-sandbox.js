@@ -38,7 +38,11 @@ function nativeSandboxConfig(config) {
 
 const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes']
 
-/** `nativeSandbox.limits`: positive whole numbers; an unknown key is refused, not ignored. */
+/**
+ * `nativeSandbox.limits`: numbers under known keys (an unknown key is refused, not ignored).
+ * Their ranges are the native side's: a whole number from a minimum up, or Infinity; past
+ * what the kernel takes, the kernel's maximum.
+ */
 function limitsConfig(limits) {
   check.object(limits, 'nativeSandbox.limits')
   const out = {}
@@ -46,10 +50,7 @@ function limitsConfig(limits) {
     if (!LIMITS.includes(key)) {
       throw new SandboxOptionError(`nativeSandbox.limits.${key} is not a limit (one of ${LIMITS.join(', ')})`)
     }
-    if (!Number.isInteger(value) || value <= 0) {
-      throw new SandboxOptionError(`nativeSandbox.limits.${key} must be a positive whole number, got ${value}`)
-    }
-    out[key] = value
+    if (value !== undefined) out[key] = check.number(value, `nativeSandbox.limits.${key}`)
   }
   return out
 }

@@ -18,6 +18,10 @@ const check = {
     if (value !== undefined && typeof value !== 'string') fail(name, 'a string', value)
     return value
   },
+  number(value, name) {
+    if (value !== undefined && (typeof value !== 'number' || Number.isNaN(value))) fail(name, 'a number', value)
+    return value
+  },
   boolean(value, name) {
     if (value !== undefined && typeof value !== 'boolean') fail(name, 'a boolean', value)
     return value

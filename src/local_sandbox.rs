@@ -78,6 +78,136 @@ pub struct NativeLimits {
   pub disk_inodes: Option<f64>,
 }
 
+/// The most processes the kernel counts (`PID_MAX_LIMIT`; a cgroup refuses more).
+const MOST_PROCESSES: u64 = 4 << 20;
+/// The most bytes bubblewrap takes for the private `/tmp`.
+const MOST_TMP_BYTES: u64 = i64::MAX as u64;
+
+/// The range of one limit. `least`: below it not even a small pipeline runs in a sandbox
+/// (measured under bubblewrap: `echo hi` needs 1 MiB, 4 processes and 7 open files; these are
+/// what `ls -la /usr/bin | wc -l; echo a | cat | cat` needs). `most`: what the kernel takes
+/// (for an rlimit, this process's hard limit, which the sandbox cannot raise); a larger
+/// value (`Infinity` too) is that, "as much as there is": no limit where the kernel knows
+/// none (`u64::MAX` is its "unlimited" for memory and rlimits).
+struct Range {
+  least: u64,
+  most: u64,
+}
+
+const ANY: Range = Range {
+  least: 1,
+  most: u64::MAX,
+};
+
+/// `nativeSandbox.limits.<key>`: a whole number in its range, or `Infinity`.
+fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
+  let Some(value) = value else { return Ok(None) };
+  let name = format!("nativeSandbox.limits.{key}");
+  if !(value == f64::INFINITY || value.fract() == 0.0 && value >= 1.0) {
+    return Err(CoreError::InvalidOption(format!(
+      "{name} must be a positive whole number or Infinity, got {}",
+      js_number(value)
+    )));
+  }
+  // `as` saturates: past u64, and Infinity, are u64::MAX, then the kernel's most.
+  let whole = value as u64;
+  if whole < range.least {
+    return Err(CoreError::InvalidOption(format!(
+      "{name} must be at least {} (a sandbox needs that much to run a small pipeline), got {}",
+      range.least,
+      js_number(value)
+    )));
+  }
+  Ok(Some(whole.min(range.most)))
+}
+
+/// A number as JavaScript prints it (Rust prints 1e300 with all its digits).
+fn js_number(value: f64) -> String {
+  if value.fract() == 0.0 && value.abs() < 1e21 {
+    format!("{value:.0}")
+  } else {
+    format!("{value:?}")
+  }
+}
+
+/// A hard limit of this process (`get` reads it with getrlimit): the sandbox inherits it
+/// and, not being root in it, cannot raise its own past it.
+fn hard_limit(get: impl FnOnce(&mut libc::rlimit) -> libc::c_int) -> u64 {
+  let mut rlimit = libc::rlimit {
+    rlim_cur: 0,
+    rlim_max: 0,
+  };
+  if get(&mut rlimit) != 0 {
+    return u64::MAX;
+  }
+  rlimit.rlim_max
+}
+
+impl NativeLimits {
+  /// The core's limits, and the size of the private `/tmp`, checked.
+  fn into_core(self) -> Result<(Limits, Option<u64>)> {
+    let limits = Limits {
+      memory_bytes: limit(
+        self.memory_bytes,
+        "memoryBytes",
+        Range {
+          least: 4 << 20,
+          most: u64::MAX,
+        },
+      )?,
+      processes: limit(
+        self.processes,
+        "processes",
+        Range {
+          least: 8,
+          // SAFETY (each getrlimit): it only writes the struct it is given.
+          most: MOST_PROCESSES.min(hard_limit(|r| unsafe {
+            libc::getrlimit(libc::RLIMIT_NPROC, r)
+          })),
+        },
+      )?,
+      open_files: limit(
+        self.open_files,
+        "openFiles",
+        Range {
+          least: 16,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, r) }),
+        },
+      )?,
+      file_size_bytes: limit(
+        self.file_size_bytes,
+        "fileSizeBytes",
+        Range {
+          least: 1,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, r) }),
+        },
+      )?,
+      cpu_seconds: limit(
+        self.cpu_seconds,
+        "cpuSeconds",
+        Range {
+          least: 1,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_CPU, r) }),
+        },
+      )?,
+      output_bytes: limit(self.output_bytes, "outputBytes", ANY)?,
+      disk: DiskBudget {
+        bytes: limit(self.disk_bytes, "diskBytes", ANY)?,
+        inodes: limit(self.disk_inodes, "diskInodes", ANY)?,
+      },
+    };
+    let tmp_bytes = limit(
+      self.tmp_size_bytes,
+      "tmpSizeBytes",
+      Range {
+        least: 1,
+        most: MOST_TMP_BYTES,
+      },
+    )?;
+    Ok((limits, tmp_bytes))
+  }
+}
+
 /// The core's policy from the `nativeSandbox` options (limits aside).
 pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result<SandboxPolicy> {
   let paths = |list: Option<Vec<String>>| {
@@ -140,26 +270,15 @@ impl NativeLocalSandbox {
       resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
-    let whole = |v: Option<f64>| v.map(|v| v as u64);
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
-    if let Some(bytes) = whole(limits.tmp_size_bytes) {
+    let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
+    if let Some(bytes) = tmp_bytes {
       policy.tmp_bytes = bytes;
     }
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),
-      limits: Limits {
-        memory_bytes: whole(limits.memory_bytes),
-        processes: whole(limits.processes),
-        open_files: whole(limits.open_files),
-        file_size_bytes: whole(limits.file_size_bytes),
-        cpu_seconds: whole(limits.cpu_seconds),
-        output_bytes: whole(limits.output_bytes),
-        disk: DiskBudget {
-          bytes: whole(limits.disk_bytes),
-          inodes: whole(limits.disk_inodes),
-        },
-      },
+      limits,
       working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),
       timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,
@@ -261,7 +380,9 @@ impl NativeLocalSandbox {
     self.inner.env_overlay().into_iter().collect()
   }
 
-  #[napi(ts_return_type = "Promise<NativeExecutionResult & { command: string }>")]
+  #[napi(
+    ts_return_type = "Promise<NativeExecutionResult & { command: string }>"
+  )]
   pub fn execute_command<'env>(
     &self,
     env: &'env Env,
@@ -344,4 +465,47 @@ where
   env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
     outcome.map_err(|e| to_js_error(env, e))
   })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_limit_is_a_whole_number_from_its_least_up_to_the_hosts_most() {
+    let check = |v: f64| {
+      limit(
+        Some(v),
+        "processes",
+        Range {
+          least: 8,
+          most: 100,
+        },
+      )
+      .map_err(|e| e.to_string())
+    };
+    assert_eq!(check(8.0), Ok(Some(8)));
+    for huge in [100.0, 101.0, 1e300, f64::INFINITY] {
+      assert_eq!(check(huge), Ok(Some(100)), "{huge}");
+    }
+    assert_eq!(
+      check(7.0),
+      Err("nativeSandbox.limits.processes must be at least 8 (a sandbox needs that much to run a small pipeline), got 7".into())
+    );
+    for (bad, shown) in [
+      (0.5, "0.5"),
+      (0.0, "0"),
+      (-1.0, "-1"),
+      (-1e300, "-1e300"),
+      (f64::NAN, "NaN"),
+    ] {
+      assert_eq!(
+        check(bad),
+        Err(format!(
+          "nativeSandbox.limits.processes must be a positive whole number or Infinity, got {shown}"
+        )),
+      );
+    }
+    assert_eq!(limit(None, "processes", ANY).unwrap(), None);
+  }
 }

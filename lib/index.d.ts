@@ -293,6 +293,10 @@ export declare function isIsolationAvailable(backend: IsolationBackend): boolean
 export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig): string
 export declare function getRecommendedIsolation(): IsolationBackend
 
+/**
+ * Errors of sandboxes. `code` says which; `INTERNAL` is a failure inside this package
+ * itself (a bug caught at the native boundary, which the host process survives).
+ */
 export declare class SandboxError extends Error {
   constructor(message: string, code: string, details?: Record<string, unknown>)
   readonly code: string
@@ -319,9 +323,13 @@ export declare class MountNotSupportedError extends SandboxError {
 export declare class FilesystemNotMountableError extends SandboxError {
   constructor(provider: string, reason?: string)
 }
-/** An option of the wrong type or value (code `INVALID_OPTION`); the message names the option. */
+/**
+ * An option or argument of the wrong type or value (code `INVALID_OPTION`); the message
+ * names it. An options object that could not be read (a getter or Proxy trap threw) is one
+ * too, with what was thrown as `cause`.
+ */
 export declare class SandboxOptionError extends SandboxError {
-  constructor(message: string)
+  constructor(message: string, options?: { cause?: unknown })
 }
 export declare class UnsupportedStdinCloseError extends Error {
   constructor(message?: string)

@@ -4,7 +4,7 @@ const path = require('node:path')
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, instructionsText } = require('./options')
+const { check, describe, instructionsText, readingOptions } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { lifecycleHooks, nativeHooks } = require('./hooks')
@@ -67,32 +67,34 @@ class LocalSandbox {
   #protectedPaths
 
   constructor(options = {}) {
-    check.object(options, 'options')
-    const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
-    const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
-    this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
-    const { protectedPaths } = this.#nativeSandbox
-    this.#protectedPaths =
-      protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
-    const instructions = options.instructions
-    if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
-      check.string(instructions, 'instructions')
-    }
-    this.#instructions = instructions
-    this.#hooks = lifecycleHooks(options)
-    this.#native = translatingSync(
-      () =>
-        new native.NativeLocalSandbox({
-          id,
-          workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-          env: check.env(options.env, 'env'),
-          timeout: check.duration(options.timeout, 'timeout'),
-          isolation,
-          nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
-          packageFiles: PACKAGE_FILES,
-          ...nativeHooks(this.#hooks, this),
-        }),
-    )
+    readingOptions('options', () => {
+      check.object(options, 'options')
+      const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
+      const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
+      this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
+      const { protectedPaths } = this.#nativeSandbox
+      this.#protectedPaths =
+        protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
+      const instructions = options.instructions
+      if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
+        check.string(instructions, 'instructions')
+      }
+      this.#instructions = instructions
+      this.#hooks = lifecycleHooks(options)
+      this.#native = translatingSync(
+        () =>
+          new native.NativeLocalSandbox({
+            id,
+            workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
+            env: check.env(options.env, 'env'),
+            timeout: check.duration(options.timeout, 'timeout'),
+            isolation,
+            nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+            packageFiles: PACKAGE_FILES,
+            ...nativeHooks(this.#hooks, this),
+          }),
+      )
+    })
     this.name = 'LocalSandbox'
     this.provider = 'local'
     this.processes = new LocalProcessManager(this, this.#native)
@@ -193,7 +195,7 @@ class LocalSandbox {
   async executeCommand(command, args = [], options = {}) {
     checkCommand(command)
     check.stringArray(args, 'args')
-    const signal = check.abortSignal(options?.abortSignal, 'abortSignal')
+    const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
     const { token, detach } = abortToken(signal)
     try {
       const nativeOptions = commandOptions(options, token)
@@ -212,7 +214,7 @@ class LocalSandbox {
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
   setEnv(update) {
-    if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
+    if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
     this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
   }
 
@@ -264,4 +266,4 @@ class LocalSandbox {
   }
 }
 
-module.exports = { LocalSandbox, PROTECTED_PATHS }
+module.exports = { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig }

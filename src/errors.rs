@@ -107,4 +107,45 @@ mod tests {
     );
     assert_eq!(block_on(catching_panics(async { 5 })), Ok(5));
   }
+
+  /// Every exported function, method, getter and constructor has `#[napi(catch_unwind)]`:
+  /// a panic under it becomes a thrown error instead of an abort of Node.
+  #[test]
+  fn every_entry_point_catches_panics() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut entries = 0;
+    for file in std::fs::read_dir(&src).unwrap() {
+      let path = file.unwrap().path();
+      let text = std::fs::read_to_string(&path).unwrap();
+      let lines: Vec<&str> = text.lines().map(str::trim).collect();
+      let mut i = 0;
+      while i < lines.len() {
+        if !lines[i].starts_with("#[napi") {
+          i += 1;
+          continue;
+        }
+        let mut attribute = String::from(lines[i]);
+        let depth = |s: &str| s.matches('[').count() as i32 - s.matches(']').count() as i32;
+        while depth(&attribute) > 0 {
+          i += 1;
+          attribute.push_str(lines[i]);
+        }
+        let item = lines[i + 1..]
+          .iter()
+          .find(|l| !l.starts_with("#[") && !l.starts_with("///"))
+          .unwrap();
+        let item = item.strip_prefix("pub ").unwrap_or(item);
+        if item.starts_with("fn ") || item.starts_with("async fn ") {
+          entries += 1;
+          assert!(
+            attribute.contains("catch_unwind"),
+            "{}: `{item}` lacks catch_unwind",
+            path.display()
+          );
+        }
+        i += 1;
+      }
+    }
+    assert!(entries > 50, "found only {entries} entry points");
+  }
 }

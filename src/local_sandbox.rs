@@ -249,7 +249,7 @@ pub struct NativeLocalSandbox {
 
 #[napi]
 impl NativeLocalSandbox {
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new(options: NativeSandboxOptions) -> napi::Result<Self, ErrorCode> {
     let isolation = match options.isolation.as_deref() {
       None => Isolation::None,
@@ -292,25 +292,26 @@ impl NativeLocalSandbox {
     })
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn id(&self) -> String {
     self.inner.id().to_owned()
   }
 
   #[napi(
     getter,
-    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'"
+    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'",
+    catch_unwind
   )]
   pub fn status(&self) -> &'static str {
     self.inner.status().as_str()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn error(&self) -> Option<String> {
     self.inner.error()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn working_directory(&self) -> String {
     self
       .inner
@@ -320,23 +321,23 @@ impl NativeLocalSandbox {
   }
 
   /// The memory limit of the running sandbox (asked for, or the default under isolation).
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn memory_limit_bytes(&self) -> Option<f64> {
     self.inner.memory_limit().map(|b| b as f64)
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn timeout(&self) -> Option<f64> {
     self.inner.timeout().map(|t| t.as_secs_f64() * 1000.0)
   }
 
-  #[napi(getter, ts_return_type = "'none' | 'bwrap' | 'seatbelt'")]
+  #[napi(getter, ts_return_type = "'none' | 'bwrap' | 'seatbelt'", catch_unwind)]
   pub fn isolation(&self) -> &'static str {
     self.inner.isolation().as_str()
   }
 
   /// Milliseconds since the Unix epoch.
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn created_at(&self) -> f64 {
     let since = self
       .inner
@@ -346,42 +347,43 @@ impl NativeLocalSandbox {
     since.as_secs_f64() * 1000.0
   }
 
-  #[napi(ts_return_type = "Promise<'created' | 'connected'>")]
+  #[napi(ts_return_type = "Promise<'created' | 'connected'>", catch_unwind)]
   pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.start().await.map(|o| o.as_str()) })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.stop().await })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.destroy().await })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.ensure_running().await })
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn set_env(&self, env: HashMap<String, String>) {
     self.inner.set_env(env.into_iter().collect());
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn get_env(&self) -> HashMap<String, String> {
     self.inner.env_overlay().into_iter().collect()
   }
 
   #[napi(
-    ts_return_type = "Promise<NativeExecutionResult & { command: string }>"
+    ts_return_type = "Promise<NativeExecutionResult & { command: string }>",
+    catch_unwind
   )]
   pub fn execute_command<'env>(
     &self,
@@ -402,7 +404,7 @@ impl NativeLocalSandbox {
     .map_err(crate::errors::from_napi)
   }
 
-  #[napi(ts_return_type = "Promise<NativeProcess>")]
+  #[napi(ts_return_type = "Promise<NativeProcess>", catch_unwind)]
   pub fn spawn<'env>(
     &self,
     env: &'env Env,
@@ -417,7 +419,7 @@ impl NativeLocalSandbox {
     .map_err(crate::errors::from_napi)
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn list(&self) -> Vec<NativeProcessInfo> {
     self
       .inner
@@ -432,18 +434,18 @@ impl NativeLocalSandbox {
       .collect()
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn get(&self, pid: String) -> Option<NativeProcess> {
     self.inner.get(&pid).map(NativeProcess::new)
   }
 
-  #[napi(ts_return_type = "Promise<boolean>")]
+  #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
   pub fn kill<'env>(&self, env: &'env Env, pid: String) -> napi::Result<PromiseRaw<'env, bool>> {
     let inner = self.inner.clone();
     settle(env, async move { Ok(inner.kill(&pid).await) })
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn release(&self, pid: String) {
     self.inner.release(&pid);
   }

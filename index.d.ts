@@ -161,7 +161,7 @@ export interface LogRecord {
 export interface NativeCommandOptions {
   env?: Record<string, string>
   cwd?: string
-  /** Milliseconds. */
+  /** Milliseconds; `0`, `Infinity` and anything from 2^53 up mean no timeout. */
   timeout?: number
   /** Bytes per stream; `Infinity` keeps everything. */
   maxRetainedBytes?: number

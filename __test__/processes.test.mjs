@@ -235,7 +235,7 @@ describe('stdin', () => {
   it('sendStdin rejects data that is neither a string nor bytes', async () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('cat')
-    await expect(handle.sendStdin(42)).rejects.toThrow(TypeError)
+    await expect(handle.sendStdin(42)).rejects.toMatchObject({ name: 'SandboxOptionError', code: 'INVALID_OPTION' })
     await handle.closeStdin()
     expect((await handle.wait()).stdout).toBe('')
   })

@@ -297,9 +297,9 @@ describe('option validation', () => {
     expect(sb.status).toBe('pending')
   })
 
-  it('rejects an empty command with a TypeError', async () => {
+  it('rejects an empty command with a SandboxOptionError', async () => {
     const sb = makeSandbox()
-    await expect(sb.executeCommand('  ')).rejects.toThrow(TypeError)
+    await expect(sb.executeCommand('  ')).rejects.toMatchObject({ name: 'SandboxOptionError', code: 'INVALID_OPTION' })
     expect(sb.status).toBe('pending')
   })
 })

@@ -58,8 +58,10 @@ class FilesystemNotMountableError extends SandboxError {
 
 /** An option of the wrong type or value; the message names the option. */
 class SandboxOptionError extends SandboxError {
-  constructor(message) {
+  /** `options.cause`: what made the option unreadable (a throwing getter…), if anything. */
+  constructor(message, options) {
     super(message, 'INVALID_OPTION')
+    if (options?.cause !== undefined) this.cause = options.cause
   }
 }
 

@@ -40,7 +40,11 @@ export interface CommandResult extends ExecutionResult {
 }
 
 export interface CommandOptions {
-  /** Milliseconds; the command's whole process tree is stopped when it runs out. */
+  /**
+   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
+   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
+   * mean no timeout.
+   */
   timeout?: number
   env?: Record<string, string | undefined>
   cwd?: string
@@ -131,14 +135,26 @@ export interface NativeSandboxConfig {
   limits?: SandboxLimits
 }
 
+/**
+ * Each limit is a whole number, or `Infinity`, checked when the sandbox is made (a
+ * `SandboxOptionError` naming `nativeSandbox.limits.<key>` otherwise). A value past what the
+ * host takes is the most it takes, "as much as there is": no limit at all for memory,
+ * output and disk; this process's own hard limit for open files, file size, CPU and
+ * processes (at most 4194304, the kernel's most); 2^63 - 1 bytes of `/tmp`.
+ */
 export interface SandboxLimits {
   /**
    * Memory of the whole sandbox, swap included. Needs a cgroup this process can create
    * (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
+   * At least 4 MiB (4194304): with less not even a small pipeline runs.
    */
   memoryBytes?: number
-  /** Processes and threads of the whole sandbox (a cgroup), or else of its non-root user. */
+  /**
+   * Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
+   * At least 8: the sandbox's own init and a command's supervisor and shell count too.
+   */
   processes?: number
+  /** At least 16: the sandbox's own init and a command's supervisor need some. */
   openFiles?: number
   fileSizeBytes?: number
   /** CPU seconds per process. */
@@ -172,7 +188,7 @@ export interface LocalSandboxOptions {
   id?: string
   workingDirectory?: string
   env?: Record<string, string | undefined>
-  /** Default timeout of `executeCommand` in milliseconds (none when unset). */
+  /** Default timeout of `executeCommand` in milliseconds (none when unset, `0`, `Infinity` or from 2^53 up). */
   timeout?: number
   isolation?: IsolationBackend
   nativeSandbox?: NativeSandboxConfig
@@ -293,6 +309,10 @@ export declare function isIsolationAvailable(backend: IsolationBackend): boolean
 export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig): string
 export declare function getRecommendedIsolation(): IsolationBackend
 
+/**
+ * Errors of sandboxes. `code` says which; `INTERNAL` is a failure inside this package
+ * itself (a bug caught at the native boundary, which the host process survives).
+ */
 export declare class SandboxError extends Error {
   constructor(message: string, code: string, details?: Record<string, unknown>)
   readonly code: string
@@ -319,9 +339,13 @@ export declare class MountNotSupportedError extends SandboxError {
 export declare class FilesystemNotMountableError extends SandboxError {
   constructor(provider: string, reason?: string)
 }
-/** An option of the wrong type or value (code `INVALID_OPTION`); the message names the option. */
+/**
+ * An option or argument of the wrong type or value (code `INVALID_OPTION`); the message
+ * names it. An options object that could not be read (a getter or Proxy trap threw) is one
+ * too, with what was thrown as `cause`.
+ */
 export declare class SandboxOptionError extends SandboxError {
-  constructor(message: string)
+  constructor(message: string, options?: { cause?: unknown })
 }
 export declare class UnsupportedStdinCloseError extends Error {
   constructor(message?: string)

@@ -3,7 +3,7 @@
 // finds the names because `module.exports` below holds only plain identifiers and a
 // spread `require` (forms Node's CommonJS export detection understands).
 const native = require('../index.js')
-const { LocalSandbox, PROTECTED_PATHS } = require('./local-sandbox')
+const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
@@ -12,6 +12,7 @@ const { LocalFilesystem } = require('./local-filesystem')
 const { createWorkspaceTools } = require('./tools')
 const { createTool } = require('./create-tool')
 const { translatingSync } = require('./translate')
+const { check } = require('./options')
 const { setLogger } = require('./logging')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
@@ -19,10 +20,12 @@ const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES = 1048576
 
 const detectIsolation = () => native.detectIsolation()
-const isIsolationAvailable = (backend) => native.isIsolationAvailable(backend)
+const isIsolationAvailable = (backend) => native.isIsolationAvailable(check.requiredString(backend, 'backend'))
 /** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
 const generateSeatbeltProfile = (workspacePath, config = {}) =>
-  translatingSync(() => native.generateSeatbeltProfile(workspacePath, config))
+  translatingSync(() =>
+    native.generateSeatbeltProfile(check.requiredString(workspacePath, 'workspacePath'), nativeSandboxConfig(config)),
+  )
 const getRecommendedIsolation = () => {
   const detected = native.detectIsolation()
   return detected.available ? detected.backend : 'none'

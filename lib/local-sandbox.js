@@ -4,7 +4,7 @@ const path = require('node:path')
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, instructionsText } = require('./options')
+const { check, describe, instructionsText, readingOptions } = require('./options')
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { SandboxLifecycle } = require('./hooks')
@@ -38,7 +38,11 @@ function nativeSandboxConfig(config) {
 
 const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes']
 
-/** `nativeSandbox.limits`: positive whole numbers; an unknown key is refused, not ignored. */
+/**
+ * `nativeSandbox.limits`: numbers under known keys (an unknown key is refused, not ignored).
+ * Their ranges are the native side's: a whole number from a minimum up, or Infinity; past
+ * what the kernel takes, the kernel's maximum.
+ */
 function limitsConfig(limits) {
   check.object(limits, 'nativeSandbox.limits')
   const out = {}
@@ -46,10 +50,7 @@ function limitsConfig(limits) {
     if (!LIMITS.includes(key)) {
       throw new SandboxOptionError(`nativeSandbox.limits.${key} is not a limit (one of ${LIMITS.join(', ')})`)
     }
-    if (!Number.isInteger(value) || value <= 0) {
-      throw new SandboxOptionError(`nativeSandbox.limits.${key} must be a positive whole number, got ${value}`)
-    }
-    out[key] = value
+    if (value !== undefined) out[key] = check.number(value, `nativeSandbox.limits.${key}`)
   }
   return out
 }
@@ -66,32 +67,34 @@ class LocalSandbox {
   #protectedPaths
 
   constructor(options = {}) {
-    check.object(options, 'options')
-    const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
-    const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
-    this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
-    const { protectedPaths } = this.#nativeSandbox
-    this.#protectedPaths =
-      protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
-    const instructions = options.instructions
-    if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
-      check.string(instructions, 'instructions')
-    }
-    this.#instructions = instructions
-    this.#lifecycle = new SandboxLifecycle(this, options)
-    this.#native = translatingSync(
-      () =>
-        new native.NativeLocalSandbox({
-          id,
-          workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-          env: check.env(options.env, 'env'),
-          timeout: check.duration(options.timeout, 'timeout'),
-          isolation,
-          nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
-          packageFiles: PACKAGE_FILES,
-          ...this.#lifecycle.nativeHooks(),
-        }),
-    )
+    readingOptions('options', () => {
+      check.object(options, 'options')
+      const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
+      const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
+      this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
+      const { protectedPaths } = this.#nativeSandbox
+      this.#protectedPaths =
+        protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
+      const instructions = options.instructions
+      if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
+        check.string(instructions, 'instructions')
+      }
+      this.#instructions = instructions
+      this.#lifecycle = new SandboxLifecycle(this, options)
+      this.#native = translatingSync(
+        () =>
+          new native.NativeLocalSandbox({
+            id,
+            workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
+            env: check.env(options.env, 'env'),
+            timeout: check.duration(options.timeout, 'timeout'),
+            isolation,
+            nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+            packageFiles: PACKAGE_FILES,
+            ...this.#lifecycle.nativeHooks(),
+          }),
+      )
+    })
     this.name = 'LocalSandbox'
     this.provider = 'local'
     this.processes = new LocalProcessManager(this, this.#native)
@@ -204,7 +207,7 @@ class LocalSandbox {
   async executeCommand(command, args = [], options = {}) {
     checkCommand(command)
     check.stringArray(args, 'args')
-    const signal = check.abortSignal(options?.abortSignal, 'abortSignal')
+    const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
     const { token, detach } = abortToken(signal)
     try {
       const nativeOptions = commandOptions(options, token)
@@ -225,7 +228,7 @@ class LocalSandbox {
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
   setEnv(update) {
-    if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
+    if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
     this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
   }
 
@@ -277,4 +280,4 @@ class LocalSandbox {
   }
 }
 
-module.exports = { LocalSandbox, PROTECTED_PATHS }
+module.exports = { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig }

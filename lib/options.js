@@ -1,21 +1,92 @@
 'use strict'
 // Type checks for options coming from JavaScript callers. Each failure names the option;
 // value rules (ranges, enumerations) are checked by the native side.
-const { SandboxOptionError } = require('./errors')
-const { RETENTION_MESSAGE } = require('./translate')
+const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
+const { retentionError } = require('./translate')
+
+/** `Array.isArray`, false for a revoked Proxy (where it throws). */
+function isArray(value) {
+  try {
+    return Array.isArray(value)
+  } catch {
+    return false
+  }
+}
+
+/** The kind of a value: `null`, `array`, or its `typeof`. */
+function kind(value) {
+  return value === null ? 'null' : isArray(value) ? 'array' : typeof value
+}
+
+/**
+ * A value for a message, without running any of its code: BigInts, Symbols, Proxies and
+ * objects whose `toString`/`toJSON` throw are described, never converted.
+ */
+function describe(value) {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
+    case 'bigint':
+      return `${value}n`
+    case 'symbol':
+      return 'a symbol'
+    case 'function':
+      return 'a function'
+    case 'object':
+      return value === null ? 'null' : isArray(value) ? 'an array' : 'an object'
+    default:
+      return String(value)
+  }
+}
 
 function fail(name, expected, value) {
-  const got = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value
-  throw new SandboxOptionError(`${name} must be ${expected}, got ${got}`)
+  throw new SandboxOptionError(`${name} must be ${expected}, got ${kind(value)}`)
+}
+
+/** Whether `err` is one of this package's typed errors (false for a hostile value). */
+function isTyped(err) {
+  try {
+    return err instanceof SandboxError || err instanceof WorkspaceError || (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Runs `read`, which reads the caller's options: an exception from the caller's own getters
+ * or Proxy traps becomes a SandboxOptionError naming `name`, with the original as `cause`.
+ */
+function readingOptions(name, read) {
+  try {
+    return read()
+  } catch (err) {
+    if (isTyped(err)) throw err
+    let reason
+    try {
+      reason = err instanceof Error ? String(err.message) : describe(err)
+    } catch {
+      reason = describe(err)
+    }
+    throw new SandboxOptionError(`${name} could not be read: ${reason}`, { cause: err })
+  }
 }
 
 const check = {
   object(value, name) {
-    if (value !== undefined && (value === null || typeof value !== 'object' || Array.isArray(value))) fail(name, 'an object', value)
+    if (value !== undefined && (value === null || typeof value !== 'object' || isArray(value))) fail(name, 'an object', value)
     return value ?? {}
   },
   string(value, name) {
     if (value !== undefined && typeof value !== 'string') fail(name, 'a string', value)
+    return value
+  },
+  /** A string that must be given. */
+  requiredString(value, name) {
+    if (typeof value !== 'string') fail(name, 'a string', value)
+    return value
+  },
+  number(value, name) {
+    if (value !== undefined && (typeof value !== 'number' || Number.isNaN(value))) fail(name, 'a number', value)
     return value
   },
   boolean(value, name) {
@@ -35,7 +106,7 @@ const check = {
   },
   stringArray(value, name) {
     if (value === undefined) return []
-    if (!Array.isArray(value)) fail(name, 'an array of strings', value)
+    if (!isArray(value)) fail(name, 'an array of strings', value)
     value.forEach((item, i) => typeof item !== 'string' && fail(`${name}[${i}]`, 'a string', item))
     return value
   },
@@ -59,12 +130,12 @@ const check = {
   },
   retention(value) {
     if (value === undefined) return undefined
-    if (value !== Infinity && !(Number.isInteger(value) && value >= 0)) throw new RangeError(RETENTION_MESSAGE)
+    if (value !== Infinity && !(Number.isInteger(value) && value >= 0)) throw retentionError()
     return value
   },
   oneOf(value, name, choices) {
     if (value !== undefined && !choices.includes(value)) {
-      throw new SandboxOptionError(`${name} must be one of ${choices.map((c) => `'${c}'`).join(', ')}, got ${JSON.stringify(value)}`)
+      throw new SandboxOptionError(`${name} must be one of ${choices.map((c) => `'${c}'`).join(', ')}, got ${describe(value)}`)
     }
     return value
   },
@@ -80,4 +151,4 @@ function instructionsText(custom, auto, requestContext) {
   return custom({ auto, defaultInstructions: auto, requestContext })
 }
 
-module.exports = { check, instructionsText }
+module.exports = { check, describe, readingOptions, instructionsText }

@@ -1,8 +1,8 @@
 'use strict'
 const { Readable, Writable } = require('node:stream')
-const { UnsupportedStdinCloseError } = require('./errors')
+const { SandboxOptionError, UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
-const { check } = require('./options')
+const { check, describe } = require('./options')
 
 /** A user's callback must never take the host down: a throw becomes a process warning. */
 function guard(fn, label) {
@@ -112,7 +112,7 @@ class ProcessHandle {
 
   async sendStdin(data) {
     if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
-      throw new TypeError('sendStdin data must be a string or a Uint8Array')
+      throw new SandboxOptionError(`sendStdin data must be a string or a Uint8Array, got ${describe(data)}`)
     }
     return translating(() => this.#native.sendStdin(data))
   }

@@ -1,7 +1,8 @@
 'use strict'
 const { NativeAbortToken } = require('../index.js')
 const { translating } = require('./translate')
-const { check } = require('./options')
+const { SandboxOptionError } = require('./errors')
+const { check, describe, readingOptions } = require('./options')
 const { ProcessHandle, outputCallback } = require('./process-handle')
 
 /**
@@ -20,7 +21,7 @@ function abortToken(signal) {
 /** Converts and type-checks the options shared by `spawn` and `executeCommand`. */
 function commandOptions(options, token) {
   check.object(options, 'options')
-  return {
+  return readingOptions('options', () => ({
     env: check.env(options.env, 'env'),
     cwd: check.string(options.cwd, 'cwd'),
     timeout: check.duration(options.timeout, 'timeout'),
@@ -28,12 +29,12 @@ function commandOptions(options, token) {
     stdinMode: check.oneOf(options.stdinMode ?? options.stdin, 'stdinMode', ['pipe', 'ignore']),
     onOutput: outputCallback(check.function(options.onStdout, 'onStdout'), check.function(options.onStderr, 'onStderr')),
     abort: token,
-  }
+  }))
 }
 
 function checkCommand(command) {
   if (typeof command !== 'string' || command.trim() === '') {
-    throw new TypeError('command must be a non-empty string')
+    throw new SandboxOptionError(`command must be a non-empty string, got ${describe(command)}`)
   }
 }
 
@@ -54,7 +55,7 @@ class LocalProcessManager {
   /** Starts `command` and returns its handle at once. */
   async spawn(command, options = {}) {
     checkCommand(command)
-    const signal = check.abortSignal(options?.abortSignal, 'abortSignal')
+    const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
     const { token, detach } = abortToken(signal)
     let native
     try {
@@ -97,7 +98,7 @@ class LocalProcessManager {
   /** Kills a process tree, waits for it, and stops tracking it. False if unknown or already exited. */
   async kill(pid) {
     const key = String(pid)
-    const killed = await this.#native.kill(key)
+    const killed = await translating(() => this.#native.kill(key))
     this.#handles.delete(key)
     return killed
   }

@@ -20,6 +20,11 @@ const {
 
 const RETENTION_MESSAGE = 'maxRetainedBytes must be a non-negative integer or Infinity'
 
+/** A bad `maxRetainedBytes` is a RangeError (as in Mastra), with the native code. */
+function retentionError() {
+  return Object.assign(new RangeError(RETENTION_MESSAGE), { code: 'INVALID_RETENTION' })
+}
+
 /**
  * Native codes and the public error each stands for. The native message is kept (it
  * already reads like the public class's), so each builder only picks the class and code.
@@ -37,18 +42,27 @@ const FROM_CODE = {
   DIRECTORY_NOT_EMPTY: (path) => new DirectoryNotEmptyError(path),
   PERMISSION_DENIED: (path) => new PermissionError(path, 'access'),
 }
-// napi's own codes for arguments of the wrong type.
-for (const code of ['InvalidArg', 'NumberExpected', 'StringExpected', 'ObjectExpected', 'FunctionExpected', 'ArrayExpected']) {
-  FROM_CODE[code] = FROM_CODE.INVALID_OPTION
-}
+// napi's own codes: a value of the wrong type (which argument, napi does not say) …
+const NAPI_TYPE_CODES = [
+  'InvalidArg', 'ObjectExpected', 'StringExpected', 'NameExpected', 'FunctionExpected', 'NumberExpected',
+  'BooleanExpected', 'ArrayExpected', 'BigintExpected', 'DateExpected', 'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+]
+for (const code of NAPI_TYPE_CODES) FROM_CODE[code] = FROM_CODE.INVALID_OPTION
+// … or a failure of the addon itself: a panic caught at its boundary, a failed engine call.
+const NAPI_FAILURE_CODES = [
+  'GenericFailure', 'PendingException', 'Cancelled', 'EscapeCalledTwice', 'HandleScopeMismatch',
+  'CallbackScopeMismatch', 'QueueFull', 'Closing', 'WouldDeadlock', 'NoExternalBuffersAllowed', 'Unknown',
+]
+for (const code of NAPI_FAILURE_CODES) FROM_CODE[code] = () => new SandboxError('', 'INTERNAL')
 
 /** Maps an error thrown by the native module to the public class for its code. */
 function fromNative(err) {
   const own = err instanceof SandboxError || err instanceof WorkspaceError || err instanceof FilesystemError
   if (!(err instanceof Error) || typeof err.code !== 'string' || own) return err
-  if (err.code === 'INVALID_RETENTION') return new RangeError(RETENTION_MESSAGE)
+  if (err.code === 'INVALID_RETENTION') return retentionError()
   const typed = FROM_CODE[err.code]?.(err.path) ?? new SandboxError('', err.code)
-  typed.message = err.message
+  typed.message = typed.code === 'INTERNAL' ? `Internal error in native-workspace: ${err.message}` : err.message
   typed.cause = err
   return typed
 }
@@ -70,4 +84,4 @@ function translatingSync(fn) {
   }
 }
 
-module.exports = { RETENTION_MESSAGE, fromNative, translating, translatingSync }
+module.exports = { retentionError, fromNative, translating, translatingSync }

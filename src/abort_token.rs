@@ -12,12 +12,12 @@ pub struct NativeAbortToken {
 
 #[napi]
 impl NativeAbortToken {
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new() -> Self {
     Self::default()
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn abort(&self) {
     self.inner.abort();
   }

@@ -1,6 +1,9 @@
 //! Core errors become JavaScript `Error`s carrying the core's `code`; `lib/errors.js`
 //! turns them into the exported error classes.
 
+use std::any::Any;
+use std::task::Poll;
+
 use napi::bindgen_prelude::{JsObjectValue, JsValue};
 use napi::{Env, Status};
 use native_workspace_core::CoreError;
@@ -28,16 +31,121 @@ pub fn from_napi(err: napi::Error) -> napi::Error<ErrorCode> {
   napi::Error::new(ErrorCode::from(err.status), err.reason.clone())
 }
 
+/// The code of a panic caught at the boundary: a bug of this package, never the caller's.
+const INTERNAL: &str = "INTERNAL";
+
+/// Why a native future failed: the core said so, or it panicked.
+pub enum Failure {
+  Core(CoreError),
+  Panic(String),
+}
+
 /// Async methods settle on the JS thread, where the error object can get its `code`.
-pub fn to_js_error(env: &Env, err: CoreError) -> napi::Error {
-  let message = err.to_string();
+pub fn to_js_error(env: &Env, failure: Failure) -> napi::Error {
+  let (code, message, path) = match &failure {
+    Failure::Core(err) => (err.code(), err.to_string(), err.path()),
+    Failure::Panic(message) => (INTERNAL, message.clone(), None),
+  };
   let built = (|| -> napi::Result<napi::Error> {
     let mut obj = env.create_error(napi::Error::new(Status::GenericFailure, message.clone()))?;
-    obj.set_named_property("code", err.code())?;
-    if let Some(path) = err.path() {
+    obj.set_named_property("code", code)?;
+    if let Some(path) = path {
       obj.set_named_property("path", path)?;
     }
     Ok(napi::Error::from(obj.to_unknown()))
   })();
   built.unwrap_or_else(|_| napi::Error::new(Status::GenericFailure, message))
+}
+
+/// Runs `fut`, turning a panic in any of its polls into `Err` with the panic's message,
+/// so that a bug rejects one promise instead of reaching the runtime.
+pub async fn catching_panics<F: Future>(fut: F) -> Result<F::Output, String> {
+  let mut fut = std::pin::pin!(fut);
+  std::future::poll_fn(|cx| {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+      Ok(poll) => poll.map(Ok),
+      Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+    }
+  })
+  .await
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+  payload
+    .downcast_ref::<&str>()
+    .map(|s| (*s).to_owned())
+    .or_else(|| payload.downcast_ref::<String>().cloned())
+    .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn block_on<F: Future>(fut: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+      .build()
+      .unwrap()
+      .block_on(fut)
+  }
+
+  #[test]
+  fn a_panicking_future_becomes_its_message() {
+    let panicking = async {
+      tokio::task::yield_now().await;
+      let limit: Option<u32> = std::hint::black_box(None);
+      limit.expect("the limit was checked")
+    };
+    assert_eq!(
+      block_on(catching_panics(panicking)),
+      Err("the limit was checked".to_owned())
+    );
+    let formatted = async { panic!("{} is out of range", 7) };
+    assert_eq!(
+      block_on(catching_panics(formatted)),
+      Err::<(), _>("7 is out of range".to_owned())
+    );
+    assert_eq!(block_on(catching_panics(async { 5 })), Ok(5));
+  }
+
+  /// Every exported function, method, getter and constructor has `#[napi(catch_unwind)]`:
+  /// a panic under it becomes a thrown error instead of an abort of Node.
+  #[test]
+  fn every_entry_point_catches_panics() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut entries = 0;
+    for file in std::fs::read_dir(&src).unwrap() {
+      let path = file.unwrap().path();
+      let text = std::fs::read_to_string(&path).unwrap();
+      let lines: Vec<&str> = text.lines().map(str::trim).collect();
+      let mut i = 0;
+      while i < lines.len() {
+        if !lines[i].starts_with("#[napi") {
+          i += 1;
+          continue;
+        }
+        let mut attribute = String::from(lines[i]);
+        let depth = |s: &str| s.matches('[').count() as i32 - s.matches(']').count() as i32;
+        while depth(&attribute) > 0 {
+          i += 1;
+          attribute.push_str(lines[i]);
+        }
+        let item = lines[i + 1..]
+          .iter()
+          .find(|l| !l.starts_with("#[") && !l.starts_with("///"))
+          .unwrap();
+        let item = item.strip_prefix("pub ").unwrap_or(item);
+        if item.starts_with("fn ") || item.starts_with("async fn ") {
+          entries += 1;
+          assert!(
+            attribute.contains("catch_unwind"),
+            "{}: `{item}` lacks catch_unwind",
+            path.display()
+          );
+        }
+        i += 1;
+      }
+    }
+    assert!(entries > 50, "found only {entries} entry points");
+  }
 }

@@ -32,7 +32,7 @@ pub struct SandboxDetectionResult {
 
 /// The isolation backend native to this platform, and whether it works here (probed by
 /// running it, not by finding a binary).
-#[napi]
+#[napi(catch_unwind)]
 pub fn detect_isolation() -> SandboxDetectionResult {
   let d = isolation::detect();
   let c = d.capabilities;
@@ -50,7 +50,7 @@ pub fn detect_isolation() -> SandboxDetectionResult {
 }
 
 /// Whether `backend` can be used on this machine; `'none'` always can.
-#[napi]
+#[napi(catch_unwind)]
 pub fn is_isolation_available(
   #[napi(ts_arg_type = "'seatbelt' | 'bwrap' | 'none'")] backend: String,
 ) -> bool {
@@ -58,7 +58,7 @@ pub fn is_isolation_available(
 }
 
 /// The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options.
-#[napi]
+#[napi(catch_unwind)]
 pub fn generate_seatbelt_profile(
   workspace_path: String,
   config: Option<NativeSandboxConfig>,
@@ -69,7 +69,7 @@ pub fn generate_seatbelt_profile(
 }
 
 /// The workspace paths an isolated sandbox keeps read-only unless told otherwise.
-#[napi]
+#[napi(catch_unwind)]
 pub fn default_protected_paths() -> Vec<String> {
   native_workspace_core::protect::DEFAULT_PROTECTED_PATHS
     .iter()
@@ -78,7 +78,7 @@ pub fn default_protected_paths() -> Vec<String> {
 }
 
 /// Checks a `protectedPaths` list (relative, inside the workspace) and returns it normalised.
-#[napi]
+#[napi(catch_unwind)]
 pub fn check_protected_paths(paths: Vec<String>) -> napi::Result<Vec<String>, ErrorCode> {
   Ok(
     protected_paths_of(&paths)

@@ -9,6 +9,7 @@ use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use native_workspace_core::lifecycle::{Hook, Hooks, StartOutcome};
 use native_workspace_core::output::{BoxFuture, OutputSink, Pace, Stream};
+use native_workspace_core::sync::Lock;
 
 /// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The
 /// wrapper always passes an async function, so the result is a promise to await.
@@ -81,7 +82,7 @@ impl JsOutputSink {
       .weak::<true>()
       .callee_handled::<false>()
       .build_callback(move |_ctx| {
-        let mut p = source.lock().unwrap();
+        let mut p = source.locked();
         p.scheduled = false;
         Ok(FnArgs::from((
           std::mem::take(&mut p.stdout),
@@ -105,7 +106,7 @@ fn heed(pace: &Option<Arc<Pace>>, answer: Option<bool>) {
 
 impl OutputSink for JsOutputSink {
   fn push(&self, stream: Stream, text: &str) {
-    let mut p = self.pending.lock().unwrap();
+    let mut p = self.pending.locked();
     match stream {
       Stream::Stdout => p.stdout.push_str(text),
       Stream::Stderr => p.stderr.push_str(text),
@@ -127,7 +128,7 @@ impl OutputSink for JsOutputSink {
   }
 
   fn pending_bytes(&self) -> usize {
-    let p = self.pending.lock().unwrap();
+    let p = self.pending.locked();
     p.stdout.len() + p.stderr.len()
   }
 

@@ -82,7 +82,7 @@ pub struct NativeLifecycle {
 
 #[napi]
 impl NativeLifecycle {
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new(options: NativeLifecycleOptions) -> Self {
     let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
     let provider = JsProvider {
@@ -100,18 +100,19 @@ impl NativeLifecycle {
 
   #[napi(
     getter,
-    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'"
+    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'",
+    catch_unwind
   )]
   pub fn status(&self) -> &'static str {
     self.inner.lifecycle.status().as_str()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn error(&self) -> Option<String> {
     self.inner.lifecycle.error()
   }
 
-  #[napi(ts_return_type = "Promise<'created' | 'connected'>")]
+  #[napi(ts_return_type = "Promise<'created' | 'connected'>", catch_unwind)]
   pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
     settle(env, async move {
@@ -123,7 +124,7 @@ impl NativeLifecycle {
     })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(
@@ -132,7 +133,7 @@ impl NativeLifecycle {
     )
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move {
@@ -140,7 +141,7 @@ impl NativeLifecycle {
     })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move {

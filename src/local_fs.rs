@@ -60,7 +60,7 @@ where
 #[napi]
 impl NativeLocalFs {
   /// Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone.
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new(
     base_path: String,
     read_only: bool,
@@ -74,7 +74,7 @@ impl NativeLocalFs {
     })
   }
 
-  #[napi(ts_return_type = "Promise<Buffer>")]
+  #[napi(ts_return_type = "Promise<Buffer>", catch_unwind)]
   pub fn read_file<'env>(
     &self,
     env: &'env Env,
@@ -83,7 +83,7 @@ impl NativeLocalFs {
     blocking(env, &self.inner, move |fs| fs.read(&path).map(Buffer::from))
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn write_file<'env>(
     &self,
     env: &'env Env,
@@ -102,7 +102,7 @@ impl NativeLocalFs {
     })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn delete_file<'env>(
     &self,
     env: &'env Env,
@@ -112,7 +112,7 @@ impl NativeLocalFs {
     blocking(env, &self.inner, move |fs| fs.delete_file(&path, force))
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn mkdir<'env>(
     &self,
     env: &'env Env,
@@ -122,7 +122,7 @@ impl NativeLocalFs {
     blocking(env, &self.inner, move |fs| fs.mkdir(&path, recursive))
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn rmdir<'env>(
     &self,
     env: &'env Env,
@@ -135,7 +135,7 @@ impl NativeLocalFs {
     })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn rename<'env>(
     &self,
     env: &'env Env,
@@ -146,7 +146,7 @@ impl NativeLocalFs {
     blocking(env, &self.inner, move |fs| fs.rename(&from, &to, overwrite))
   }
 
-  #[napi(ts_return_type = "Promise<NativeFileStat>")]
+  #[napi(ts_return_type = "Promise<NativeFileStat>", catch_unwind)]
   pub fn stat<'env>(
     &self,
     env: &'env Env,
@@ -162,13 +162,13 @@ impl NativeLocalFs {
     })
   }
 
-  #[napi(ts_return_type = "Promise<boolean>")]
+  #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
   pub fn exists<'env>(&self, env: &'env Env, path: String) -> napi::Result<PromiseRaw<'env, bool>> {
     blocking(env, &self.inner, move |fs| fs.exists(&path))
   }
 
   /// Entries sorted by name; `maxDepth` lists subdirectories that deep.
-  #[napi(ts_return_type = "Promise<NativeFileEntry[]>")]
+  #[napi(ts_return_type = "Promise<NativeFileEntry[]>", catch_unwind)]
   pub fn readdir<'env>(
     &self,
     env: &'env Env,

@@ -14,7 +14,7 @@ use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_di
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
-use crate::errors::{ErrorCode, sync_error, to_js_error};
+use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
@@ -78,6 +78,136 @@ pub struct NativeLimits {
   pub disk_inodes: Option<f64>,
 }
 
+/// The most processes the kernel counts (`PID_MAX_LIMIT`; a cgroup refuses more).
+const MOST_PROCESSES: u64 = 4 << 20;
+/// The most bytes bubblewrap takes for the private `/tmp`.
+const MOST_TMP_BYTES: u64 = i64::MAX as u64;
+
+/// The range of one limit. `least`: below it not even a small pipeline runs in a sandbox
+/// (measured under bubblewrap: `echo hi` needs 1 MiB, 4 processes and 7 open files; these are
+/// what `ls -la /usr/bin | wc -l; echo a | cat | cat` needs). `most`: what the kernel takes
+/// (for an rlimit, this process's hard limit, which the sandbox cannot raise); a larger
+/// value (`Infinity` too) is that, "as much as there is": no limit where the kernel knows
+/// none (`u64::MAX` is its "unlimited" for memory and rlimits).
+struct Range {
+  least: u64,
+  most: u64,
+}
+
+const ANY: Range = Range {
+  least: 1,
+  most: u64::MAX,
+};
+
+/// `nativeSandbox.limits.<key>`: a whole number in its range, or `Infinity`.
+fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
+  let Some(value) = value else { return Ok(None) };
+  let name = format!("nativeSandbox.limits.{key}");
+  if !(value == f64::INFINITY || value.fract() == 0.0 && value >= 1.0) {
+    return Err(CoreError::InvalidOption(format!(
+      "{name} must be a positive whole number or Infinity, got {}",
+      js_number(value)
+    )));
+  }
+  // `as` saturates: past u64, and Infinity, are u64::MAX, then the kernel's most.
+  let whole = value as u64;
+  if whole < range.least {
+    return Err(CoreError::InvalidOption(format!(
+      "{name} must be at least {} (a sandbox needs that much to run a small pipeline), got {}",
+      range.least,
+      js_number(value)
+    )));
+  }
+  Ok(Some(whole.min(range.most)))
+}
+
+/// A number as JavaScript prints it (Rust prints 1e300 with all its digits).
+fn js_number(value: f64) -> String {
+  if value.fract() == 0.0 && value.abs() < 1e21 {
+    format!("{value:.0}")
+  } else {
+    format!("{value:?}")
+  }
+}
+
+/// A hard limit of this process (`get` reads it with getrlimit): the sandbox inherits it
+/// and, not being root in it, cannot raise its own past it.
+fn hard_limit(get: impl FnOnce(&mut libc::rlimit) -> libc::c_int) -> u64 {
+  let mut rlimit = libc::rlimit {
+    rlim_cur: 0,
+    rlim_max: 0,
+  };
+  if get(&mut rlimit) != 0 {
+    return u64::MAX;
+  }
+  rlimit.rlim_max
+}
+
+impl NativeLimits {
+  /// The core's limits, and the size of the private `/tmp`, checked.
+  fn into_core(self) -> Result<(Limits, Option<u64>)> {
+    let limits = Limits {
+      memory_bytes: limit(
+        self.memory_bytes,
+        "memoryBytes",
+        Range {
+          least: 4 << 20,
+          most: u64::MAX,
+        },
+      )?,
+      processes: limit(
+        self.processes,
+        "processes",
+        Range {
+          least: 8,
+          // SAFETY (each getrlimit): it only writes the struct it is given.
+          most: MOST_PROCESSES.min(hard_limit(|r| unsafe {
+            libc::getrlimit(libc::RLIMIT_NPROC, r)
+          })),
+        },
+      )?,
+      open_files: limit(
+        self.open_files,
+        "openFiles",
+        Range {
+          least: 16,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, r) }),
+        },
+      )?,
+      file_size_bytes: limit(
+        self.file_size_bytes,
+        "fileSizeBytes",
+        Range {
+          least: 1,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, r) }),
+        },
+      )?,
+      cpu_seconds: limit(
+        self.cpu_seconds,
+        "cpuSeconds",
+        Range {
+          least: 1,
+          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_CPU, r) }),
+        },
+      )?,
+      output_bytes: limit(self.output_bytes, "outputBytes", ANY)?,
+      disk: DiskBudget {
+        bytes: limit(self.disk_bytes, "diskBytes", ANY)?,
+        inodes: limit(self.disk_inodes, "diskInodes", ANY)?,
+      },
+    };
+    let tmp_bytes = limit(
+      self.tmp_size_bytes,
+      "tmpSizeBytes",
+      Range {
+        least: 1,
+        most: MOST_TMP_BYTES,
+      },
+    )?;
+    Ok((limits, tmp_bytes))
+  }
+}
+
 /// The core's policy from the `nativeSandbox` options (limits aside).
 pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result<SandboxPolicy> {
   let paths = |list: Option<Vec<String>>| {
@@ -119,7 +249,7 @@ pub struct NativeLocalSandbox {
 
 #[napi]
 impl NativeLocalSandbox {
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new(options: NativeSandboxOptions) -> napi::Result<Self, ErrorCode> {
     let isolation = match options.isolation.as_deref() {
       None => Isolation::None,
@@ -140,26 +270,15 @@ impl NativeLocalSandbox {
       resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
-    let whole = |v: Option<f64>| v.map(|v| v as u64);
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
-    if let Some(bytes) = whole(limits.tmp_size_bytes) {
+    let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
+    if let Some(bytes) = tmp_bytes {
       policy.tmp_bytes = bytes;
     }
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),
-      limits: Limits {
-        memory_bytes: whole(limits.memory_bytes),
-        processes: whole(limits.processes),
-        open_files: whole(limits.open_files),
-        file_size_bytes: whole(limits.file_size_bytes),
-        cpu_seconds: whole(limits.cpu_seconds),
-        output_bytes: whole(limits.output_bytes),
-        disk: DiskBudget {
-          bytes: whole(limits.disk_bytes),
-          inodes: whole(limits.disk_inodes),
-        },
-      },
+      limits,
       working_directory,
       env: options.env.unwrap_or_default().into_iter().collect(),
       timeout: timeout(options.timeout, "timeout").map_err(sync_error)?,
@@ -174,25 +293,26 @@ impl NativeLocalSandbox {
     })
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn id(&self) -> String {
     self.inner.id().to_owned()
   }
 
   #[napi(
     getter,
-    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'"
+    ts_return_type = "'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'",
+    catch_unwind
   )]
   pub fn status(&self) -> &'static str {
     self.inner.status().as_str()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn error(&self) -> Option<String> {
     self.inner.error()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn working_directory(&self) -> String {
     self
       .inner
@@ -202,23 +322,23 @@ impl NativeLocalSandbox {
   }
 
   /// The memory limit of the running sandbox (asked for, or the default under isolation).
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn memory_limit_bytes(&self) -> Option<f64> {
     self.inner.memory_limit().map(|b| b as f64)
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn timeout(&self) -> Option<f64> {
     self.inner.timeout().map(|t| t.as_secs_f64() * 1000.0)
   }
 
-  #[napi(getter, ts_return_type = "'none' | 'bwrap' | 'seatbelt'")]
+  #[napi(getter, ts_return_type = "'none' | 'bwrap' | 'seatbelt'", catch_unwind)]
   pub fn isolation(&self) -> &'static str {
     self.inner.isolation().as_str()
   }
 
   /// Milliseconds since the Unix epoch.
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn created_at(&self) -> f64 {
     let since = self
       .inner
@@ -228,41 +348,44 @@ impl NativeLocalSandbox {
     since.as_secs_f64() * 1000.0
   }
 
-  #[napi(ts_return_type = "Promise<'created' | 'connected'>")]
+  #[napi(ts_return_type = "Promise<'created' | 'connected'>", catch_unwind)]
   pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.start().await.map(|o| o.as_str()) })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.stop().await })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.destroy().await })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.ensure_running().await })
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn set_env(&self, env: HashMap<String, String>) {
     self.inner.set_env(env.into_iter().collect());
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn get_env(&self) -> HashMap<String, String> {
     self.inner.env_overlay().into_iter().collect()
   }
 
-  #[napi(ts_return_type = "Promise<NativeExecutionResult & { command: string }>")]
+  #[napi(
+    ts_return_type = "Promise<NativeExecutionResult & { command: string }>",
+    catch_unwind
+  )]
   pub fn execute_command<'env>(
     &self,
     env: &'env Env,
@@ -282,7 +405,7 @@ impl NativeLocalSandbox {
     .map_err(crate::errors::from_napi)
   }
 
-  #[napi(ts_return_type = "Promise<NativeProcess>")]
+  #[napi(ts_return_type = "Promise<NativeProcess>", catch_unwind)]
   pub fn spawn<'env>(
     &self,
     env: &'env Env,
@@ -297,7 +420,7 @@ impl NativeLocalSandbox {
     .map_err(crate::errors::from_napi)
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn list(&self) -> Vec<NativeProcessInfo> {
     self
       .inner
@@ -312,31 +435,80 @@ impl NativeLocalSandbox {
       .collect()
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn get(&self, pid: String) -> Option<NativeProcess> {
     self.inner.get(&pid).map(NativeProcess::new)
   }
 
-  #[napi(ts_return_type = "Promise<boolean>")]
+  #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
   pub fn kill<'env>(&self, env: &'env Env, pid: String) -> napi::Result<PromiseRaw<'env, bool>> {
     let inner = self.inner.clone();
     settle(env, async move { Ok(inner.kill(&pid).await) })
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn release(&self, pid: String) {
     self.inner.release(&pid);
   }
 }
 
 /// Runs a core future on the runtime and settles a promise with its value, or with a JS
-/// error carrying the core error's `code`.
+/// error carrying the core error's `code` (`INTERNAL` if the future panicked).
 pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
 where
   T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
   F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
 {
-  env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, outcome| {
+  let outcome = async move {
+    match catching_panics(fut).await {
+      Ok(result) => result.map_err(Failure::Core),
+      Err(message) => Err(Failure::Panic(message)),
+    }
+  };
+  env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
     outcome.map_err(|e| to_js_error(env, e))
   })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_limit_is_a_whole_number_from_its_least_up_to_the_hosts_most() {
+    let check = |v: f64| {
+      limit(
+        Some(v),
+        "processes",
+        Range {
+          least: 8,
+          most: 100,
+        },
+      )
+      .map_err(|e| e.to_string())
+    };
+    assert_eq!(check(8.0), Ok(Some(8)));
+    for huge in [100.0, 101.0, 1e300, f64::INFINITY] {
+      assert_eq!(check(huge), Ok(Some(100)), "{huge}");
+    }
+    assert_eq!(
+      check(7.0),
+      Err("nativeSandbox.limits.processes must be at least 8 (a sandbox needs that much to run a small pipeline), got 7".into())
+    );
+    for (bad, shown) in [
+      (0.5, "0.5"),
+      (0.0, "0"),
+      (-1.0, "-1"),
+      (-1e300, "-1e300"),
+      (f64::NAN, "NaN"),
+    ] {
+      assert_eq!(
+        check(bad),
+        Err(format!(
+          "nativeSandbox.limits.processes must be a positive whole number or Infinity, got {shown}"
+        )),
+      );
+    }
+    assert_eq!(limit(None, "processes", ANY).unwrap(), None);
+  }
 }

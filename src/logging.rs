@@ -36,7 +36,8 @@ static HANDLER: RwLock<Option<(Level, Handler)>> = RwLock::new(None);
 
 /// Sends the diagnostics at `level` and above to `handler`; `null` stops them.
 #[napi(
-  ts_args_type = "handler: ((record: LogRecord) => void) | null, level: 'error' | 'warn' | 'info' | 'debug' | 'trace'"
+  ts_args_type = "handler: ((record: LogRecord) => void) | null, level: 'error' | 'warn' | 'info' | 'debug' | 'trace'",
+  catch_unwind
 )]
 pub fn set_log_handler(
   handler: Option<Function<LogRecord, ()>>,

@@ -19,7 +19,7 @@ use crate::js_callback::{JsOutputSink, OutputFn};
 pub struct NativeCommandOptions<'a> {
   pub env: Option<HashMap<String, String>>,
   pub cwd: Option<String>,
-  /// Milliseconds.
+  /// Milliseconds; `0`, `Infinity` and anything from 2^53 up mean no timeout.
   pub timeout: Option<f64>,
   /// Bytes per stream; `Infinity` keeps everything.
   pub max_retained_bytes: Option<f64>,
@@ -32,12 +32,18 @@ pub struct NativeCommandOptions<'a> {
   pub abort: Option<ClassInstance<'a, NativeAbortToken>>,
 }
 
-/// Milliseconds to a timeout. As in Node's own APIs, `0` (and `Infinity`) mean none.
+/// Timeouts at or above this many milliseconds (2^53, about 285,000 years: past the
+/// integers a JS number holds exactly) are no timeout at all; a deadline that far could
+/// not be represented anyway.
+pub const NO_TIMEOUT_MS: f64 = 9_007_199_254_740_992.0;
+
+/// Milliseconds to a timeout. As in Node's own APIs, `0` (and `Infinity`) mean none, and so
+/// does any value from [`NO_TIMEOUT_MS`] up.
 pub fn timeout(ms: Option<f64>, option: &str) -> Result<Option<Duration>, CoreError> {
   match ms {
     None | Some(0.0) => Ok(None),
-    Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
-    Some(ms) if ms == f64::INFINITY => Ok(None),
+    Some(ms) if ms >= NO_TIMEOUT_MS => Ok(None),
+    Some(ms) if ms > 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
     Some(ms) => Err(CoreError::InvalidOption(format!(
       "{option} must be a non-negative number of milliseconds, got {ms}"
     ))),
@@ -87,5 +93,24 @@ impl NativeCommandOptions<'_> {
       sinks,
       abort: self.abort.map(|token| token.inner.clone()),
     })
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn timeouts_past_an_exact_number_are_none_and_never_panic() {
+    let ms = |v: f64| timeout(Some(v), "timeout").map_err(|e| e.to_string());
+    assert_eq!(ms(1500.0), Ok(Some(Duration::from_millis(1500))));
+    assert_eq!(ms(1e-300), Ok(Some(Duration::ZERO)));
+    assert!(ms(NO_TIMEOUT_MS - 1.0).unwrap().is_some());
+    for none in [0.0, -0.0, NO_TIMEOUT_MS, 1e20, 1e300, f64::INFINITY] {
+      assert_eq!(ms(none), Ok(None), "{none}");
+    }
+    for bad in [-1.0, f64::NEG_INFINITY, f64::NAN] {
+      assert!(ms(bad).unwrap_err().starts_with("timeout must be"), "{bad}");
+    }
   }
 }

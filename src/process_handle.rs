@@ -8,6 +8,7 @@ use napi::bindgen_prelude::{Either, PromiseRaw, Uint8Array};
 use napi_derive::napi;
 use native_workspace_core::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
+use native_workspace_core::sync::Lock;
 
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
@@ -69,23 +70,23 @@ impl NativeProcess {
 
 #[napi]
 impl NativeProcess {
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn pid(&self) -> String {
     self.inner.pid().to_string()
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn command(&self) -> String {
     self.inner.command().to_owned()
   }
 
   /// `undefined` while the command runs.
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn exit_code(&self) -> Option<i32> {
     self.inner.exit().map(|e| e.exit_code)
   }
 
-  #[napi(getter, ts_return_type = "'pipe' | 'ignore'")]
+  #[napi(getter, ts_return_type = "'pipe' | 'ignore'", catch_unwind)]
   pub fn stdin_mode(&self) -> &'static str {
     match self.inner.stdin_mode() {
       StdinMode::Pipe => "pipe",
@@ -93,28 +94,28 @@ impl NativeProcess {
     }
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn stdout(&self) -> String {
     self.inner.retained(Stream::Stdout).0
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn stderr(&self) -> String {
     self.inner.retained(Stream::Stderr).0
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn stdout_dropped_bytes(&self) -> f64 {
     self.inner.retained(Stream::Stdout).1 as f64
   }
 
-  #[napi(getter)]
+  #[napi(getter, catch_unwind)]
   pub fn stderr_dropped_bytes(&self) -> f64 {
     self.inner.retained(Stream::Stderr).1 as f64
   }
 
   /// Resolves when the command has ended and every output callback has run.
-  #[napi(ts_return_type = "Promise<NativeExecutionResult>")]
+  #[napi(ts_return_type = "Promise<NativeExecutionResult>", catch_unwind)]
   pub fn wait<'env>(
     &self,
     env: &'env Env,
@@ -129,18 +130,18 @@ impl NativeProcess {
   }
 
   /// SIGKILLs the whole process tree; false if it had already exited.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn kill(&self) -> bool {
     self.inner.kill()
   }
 
   /// SIGTERMs the whole process tree; false if it had already exited.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn terminate(&self) -> bool {
     self.inner.terminate()
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn send_stdin<'env>(
     &self,
     env: &'env Env,
@@ -154,14 +155,14 @@ impl NativeProcess {
     settle(env, async move { inner.send_stdin(&bytes).await })
   }
 
-  #[napi(ts_return_type = "Promise<void>")]
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn close_stdin<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.close_stdin().await })
   }
 
   /// Adds an output consumer `(stdout, stderr) => void` for output from now on.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
@@ -169,26 +170,26 @@ impl NativeProcess {
 
   /// Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
   /// for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let pace = Arc::new(Pace::default());
     let sink = JsOutputSink::paced(on_output, pace.clone()).map_err(from_napi)?;
     let id = self.inner.subscribe(Arc::new(sink)) as u32;
-    self.paces.lock().unwrap().insert(id, pace);
+    self.paces.locked().insert(id, pace);
     Ok(id)
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn resume(&self, id: u32) {
-    if let Some(pace) = self.paces.lock().unwrap().get(&id) {
+    if let Some(pace) = self.paces.locked().get(&id) {
       pace.resume();
     }
   }
 
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn unsubscribe(&self, id: u32) {
     // A consumer that leaves holds nothing back any more.
-    if let Some(pace) = self.paces.lock().unwrap().remove(&id) {
+    if let Some(pace) = self.paces.locked().remove(&id) {
       pace.resume();
     }
     self.inner.unsubscribe(id as u64);

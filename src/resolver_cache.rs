@@ -16,7 +16,7 @@ pub struct NativeResolverCache {
 
 #[napi]
 impl NativeResolverCache {
-  #[napi(constructor)]
+  #[napi(constructor, catch_unwind)]
   pub fn new() -> Self {
     Self::default()
   }
@@ -24,7 +24,7 @@ impl NativeResolverCache {
   /// The id cached for `key`, or the one `resolve()` settles with. Concurrent calls for
   /// one key share one `resolve()`; its rejection (the resolver's own error) is passed on
   /// and not cached.
-  #[napi(ts_return_type = "Promise<number>")]
+  #[napi(ts_return_type = "Promise<number>", catch_unwind)]
   pub fn resolve<'env>(
     &self,
     env: &'env Env,
@@ -47,13 +47,13 @@ impl NativeResolverCache {
   }
 
   /// Forgets `key`, or every key.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn clear(&self, key: Option<String>) {
     self.inner.clear(key.as_deref());
   }
 
   /// Ids cached now.
-  #[napi]
+  #[napi(catch_unwind)]
   pub fn values(&self) -> Vec<u32> {
     self.inner.values()
   }

@@ -10,7 +10,7 @@ fn limit(tokens: Option<f64>) -> Option<usize> {
 }
 
 /// Text for a finished foreground command.
-#[napi]
+#[napi(catch_unwind)]
 pub fn command_result_text(
   stdout: String,
   stderr: String,
@@ -30,7 +30,7 @@ pub fn command_result_text(
 }
 
 /// Text for a foreground command that failed to run (`Error: <message>`).
-#[napi]
+#[napi(catch_unwind)]
 pub fn command_error_text(
   stdout: String,
   stderr: String,
@@ -42,7 +42,7 @@ pub fn command_error_text(
 }
 
 /// Text of `get_process_output`; `exitCode` is undefined while the process runs.
-#[napi]
+#[napi(catch_unwind)]
 pub fn process_output_text(
   stdout: String,
   stderr: String,
@@ -54,7 +54,7 @@ pub fn process_output_text(
 }
 
 /// Text of `kill_process` after a kill.
-#[napi]
+#[napi(catch_unwind)]
 pub fn killed_text(pid: String, stdout: String, stderr: String, max_tokens: Option<f64>) -> String {
   format::killed_text(&pid, &stdout, &stderr, limit(max_tokens))
 }
@@ -66,7 +66,7 @@ pub struct TailPipe {
 }
 
 /// Splits a trailing `| tail -N` off a command.
-#[napi]
+#[napi(catch_unwind)]
 pub fn extract_tail_pipe(command: String) -> TailPipe {
   let (cmd, tail) = format::extract_tail_pipe(&command);
   TailPipe {
@@ -76,13 +76,13 @@ pub fn extract_tail_pipe(command: String) -> TailPipe {
 }
 
 /// The start of `text` within `maxTokens` estimated tokens (default 2000), with a notice.
-#[napi]
+#[napi(catch_unwind)]
 pub fn limit_tokens_keep_start(text: String, max_tokens: Option<f64>) -> String {
   let limit = limit(max_tokens).unwrap_or(format::DEFAULT_MAX_OUTPUT_TOKENS);
   format::apply_token_limit_keep_start(&text, limit).into_owned()
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn strip_ansi(text: String) -> String {
   format::strip_ansi(&text).into_owned()
 }

@@ -19,6 +19,7 @@ use crate::isolation;
 use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
 use crate::protect::Protection;
+use crate::sync::Lock;
 
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -173,7 +174,7 @@ impl Init {
   }
 
   pub fn is_alive(&self) -> bool {
-    match self.child.lock().unwrap().as_mut() {
+    match self.child.locked().as_mut() {
       Some(child) => matches!(child.try_wait(), Ok(None)),
       None => false,
     }
@@ -182,12 +183,8 @@ impl Init {
   /// Ends the init and waits until it is reaped. Closing its socket makes it kill what
   /// is left of its commands and exit; if it does not, it is killed.
   pub async fn shutdown(&self) {
-    let _ = self
-      .requests
-      .lock()
-      .unwrap()
-      .shutdown(std::net::Shutdown::Both);
-    let Some(mut child) = self.child.lock().unwrap().take() else {
+    let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
+    let Some(mut child) = self.child.locked().take() else {
       return;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
@@ -248,7 +245,7 @@ impl Init {
     }
     let header = (payload.len() as u32).to_le_bytes();
     {
-      let mut socket = self.requests.lock().unwrap();
+      let mut socket = self.requests.locked();
       let sent = send_with_fds(&socket, &header, &fds).and_then(|_| socket.write_all(&payload));
       sent.map_err(|e| CoreError::io("The sandbox supervisor is gone", e))?;
     }

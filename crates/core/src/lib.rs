@@ -18,6 +18,7 @@ pub mod quote;
 pub mod sandbox;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod sync;
 pub mod tools;
 pub mod workspace;
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{CoreError, Result};
 use crate::output::BoxFuture;
+use crate::sync::Lock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -113,25 +114,25 @@ impl Lifecycle {
   }
 
   pub fn status(&self) -> Status {
-    self.state.lock().unwrap().0
+    self.state.locked().0
   }
 
   /// The message of the last failure, while the status is `error`.
   pub fn error(&self) -> Option<String> {
-    self.state.lock().unwrap().1.clone()
+    self.state.locked().1.clone()
   }
 
   fn set_status(&self, status: Status) {
-    *self.state.lock().unwrap() = (status, None);
+    *self.state.locked() = (status, None);
   }
 
   fn fail<T>(&self, err: CoreError) -> Result<T> {
-    *self.state.lock().unwrap() = (Status::Error, Some(err.to_string()));
+    *self.state.locked() = (Status::Error, Some(err.to_string()));
     Err(err)
   }
 
   fn hooks(&self) -> Hooks {
-    self.hooks.lock().unwrap().clone()
+    self.hooks.locked().clone()
   }
 
   async fn run_hook<A>(&self, hook: Option<Hook<A>>, arg: A, name: &'static str) -> Result<()> {
@@ -147,7 +148,7 @@ impl Lifecycle {
 
   pub async fn start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
     let seen = {
-      let last = self.last_start.lock().unwrap();
+      let last = self.last_start.locked();
       // Running with no start in flight (its hook done): nothing to join.
       if self.status() == Status::Running && !last.in_flight {
         return Ok(StartOutcome::Connected);
@@ -158,7 +159,7 @@ impl Lifecycle {
     match self.status() {
       Status::Running => {
         // A caller that queued behind a start shares that start's outcome.
-        let last = self.last_start.lock().unwrap();
+        let last = self.last_start.locked();
         return Ok(if last.completed > seen {
           last.outcome
         } else {
@@ -169,9 +170,9 @@ impl Lifecycle {
       _ => {}
     }
     self.set_status(Status::Starting);
-    self.last_start.lock().unwrap().in_flight = true;
+    self.last_start.locked().in_flight = true;
     let result = self.run_start(provider).await;
-    let mut last = self.last_start.lock().unwrap();
+    let mut last = self.last_start.locked();
     last.in_flight = false;
     if let Ok(outcome) = result {
       last.completed += 1;
@@ -236,7 +237,7 @@ impl Lifecycle {
       return self.fail(hooked.err().unwrap_or(e));
     }
     // Hooks may hold JavaScript functions; a destroyed provider never calls them again.
-    *self.hooks.lock().unwrap() = Hooks::default();
+    *self.hooks.locked() = Hooks::default();
     self.set_status(Status::Destroyed);
     // Destroyed all the same: the hook's failure is reported, not a reason to keep anything.
     hooked

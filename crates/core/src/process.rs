@@ -17,6 +17,7 @@ use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
 use crate::limits::LimitKills;
 use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
+use crate::sync::Lock;
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
 pub const KILL_GRACE: Duration = Duration::from_millis(1000);
@@ -170,7 +171,7 @@ impl Process {
         alarm: alarm.clone(),
       }),
     }));
-    let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
+    let next_sink_id = AtomicU64::new(output.locked().sinks.len() as u64);
     let (ended_tx, ended_rx) = watch::channel(false);
     let readers = [
       tokio::spawn(pump(
@@ -265,7 +266,7 @@ impl Process {
   /// Waits, then returns the exit with a copy of the retained output.
   pub async fn wait_outcome(&self) -> Outcome {
     let exit = self.wait().await;
-    let out = self.output.lock().unwrap();
+    let out = self.output.locked();
     Outcome {
       exit,
       stdout: out.stdout.text().to_owned(),
@@ -278,7 +279,7 @@ impl Process {
   /// Waits, then moves the retained output out (for one-shot commands nobody reads again).
   pub async fn into_outcome(&self) -> Outcome {
     let exit = self.wait().await;
-    let mut out = self.output.lock().unwrap();
+    let mut out = self.output.locked();
     Outcome {
       exit,
       stdout: out.stdout.take(),
@@ -290,7 +291,7 @@ impl Process {
 
   /// Retained output of one stream so far, with its dropped-byte count.
   pub fn retained(&self, stream: Stream) -> (String, u64) {
-    let mut out = self.output.lock().unwrap();
+    let mut out = self.output.locked();
     let buf = out.buffer(stream);
     (buf.text().to_owned(), buf.dropped_bytes())
   }
@@ -298,17 +299,12 @@ impl Process {
   /// Adds a consumer for output from now on; returns its id for [`Process::unsubscribe`].
   pub fn subscribe(&self, sink: Arc<dyn OutputSink>) -> u64 {
     let id = self.next_sink_id.fetch_add(1, Ordering::Relaxed);
-    self.output.lock().unwrap().sinks.push((id, sink));
+    self.output.locked().sinks.push((id, sink));
     id
   }
 
   pub fn unsubscribe(&self, id: u64) {
-    self
-      .output
-      .lock()
-      .unwrap()
-      .sinks
-      .retain(|(sid, _)| *sid != id);
+    self.output.locked().sinks.retain(|(sid, _)| *sid != id);
   }
 
   pub async fn send_stdin(&self, data: &[u8]) -> Result<()> {
@@ -408,7 +404,7 @@ async fn pump(
 /// `stream` (see `Pace`), for the reader to respect.
 async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<Pace>> {
   let sinks: Vec<Arc<dyn OutputSink>> = {
-    let mut out = output.lock().unwrap();
+    let mut out = output.locked();
     out.buffer(stream).push(text);
     if let Some(flood) = &mut out.flood {
       let seen = &mut flood.seen[stream as usize];
@@ -475,8 +471,10 @@ async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> 
 /// Applies the timeout and kill requests until the supervisor reports the end of the
 /// command's tree, then waits for the output to drain and publishes the exit.
 async fn drive(mut s: DriveState) {
+  // A timeout too long for an Instant to hold its deadline is no timeout.
+  let deadline = s.timeout.and_then(|t| s.started.checked_add(t));
   let far = Duration::from_secs(86400 * 365);
-  let timeout_at = tokio::time::Instant::from_std(s.started + s.timeout.unwrap_or(far));
+  let timeout_at = tokio::time::Instant::from_std(deadline.unwrap_or(s.started + far));
   let mut kill_at: Option<tokio::time::Instant> = None;
   let mut timed_out = false;
   let mut requests_open = true;
@@ -491,7 +489,7 @@ async fn drive(mut s: DriveState) {
         Some(Message::Started(_) | Message::Refused(_)) => {}
         None => break None,
       },
-      _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {
+      _ = tokio::time::sleep_until(timeout_at), if deadline.is_some() && !timed_out => {
         timed_out = true;
         tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
@@ -526,13 +524,7 @@ async fn drive(mut s: DriveState) {
   }
   let execution_time_ms = s.started.elapsed().as_secs_f64() * 1000.0;
   let (exit_code, killed) = decode_status(status);
-  let flooded = s
-    .output
-    .lock()
-    .unwrap()
-    .flood
-    .as_ref()
-    .is_some_and(|f| f.tripped);
+  let flooded = s.output.locked().flood.as_ref().is_some_and(|f| f.tripped);
   let exit = if timed_out {
     let ms = s.timeout.unwrap_or_default().as_millis();
     deliver(
@@ -567,8 +559,7 @@ async fn drive(mut s: DriveState) {
   s.stdin.lock().await.take();
   let sinks: Vec<Arc<dyn OutputSink>> = s
     .output
-    .lock()
-    .unwrap()
+    .locked()
     .sinks
     .iter()
     .map(|(_, k)| k.clone())

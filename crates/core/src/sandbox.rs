@@ -18,6 +18,7 @@ use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 use crate::protect::{Protected, Protection};
+use crate::sync::Lock;
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -181,11 +182,11 @@ impl Sandbox {
   }
 
   pub fn set_env(&self, env: BTreeMap<String, String>) {
-    *self.overlay_env.lock().unwrap() = env;
+    *self.overlay_env.locked() = env;
   }
 
   pub fn env_overlay(&self) -> BTreeMap<String, String> {
-    self.overlay_env.lock().unwrap().clone()
+    self.overlay_env.locked().clone()
   }
 
   pub async fn start(&self) -> Result<StartOutcome> {
@@ -252,12 +253,7 @@ impl Sandbox {
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
     let request = self.request(command, options, defaults);
-    let live = self
-      .init
-      .lock()
-      .unwrap()
-      .clone()
-      .filter(|init| init.is_alive());
+    let live = self.init.locked().clone().filter(|init| init.is_alive());
     // No live init: stopped mid-teardown, or killed from outside. Start a new one.
     let init = match live {
       Some(init) => init,
@@ -267,8 +263,7 @@ impl Sandbox {
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
     self
       .processes
-      .lock()
-      .unwrap()
+      .locked()
       .insert(process.pid().to_string(), (seq, process.clone()));
     if let Some(token) = abort {
       let watched = process.clone();
@@ -403,12 +398,12 @@ impl Sandbox {
 
   /// The memory limit of the running sandbox, asked for or default.
   pub fn memory_limit(&self) -> Option<u64> {
-    let init = self.init.lock().unwrap();
+    let init = self.init.locked();
     init.as_ref()?.kills().cgroup()?.memory_bytes()
   }
 
   async fn shutdown_init(&self) {
-    let init = self.init.lock().unwrap().take();
+    let init = self.init.locked().take();
     if let Some(init) = init {
       init.shutdown().await;
     }
@@ -417,7 +412,7 @@ impl Sandbox {
   async fn restart_init(&self) -> Result<Arc<Init>> {
     // A dead init's placeholders go before the new one's are made: removing one later
     // would take the mount over it away in the new sandbox too.
-    drop(self.init.lock().unwrap().take());
+    drop(self.init.locked().take());
     let init = Arc::new(
       Init::start(
         &self.keeper,
@@ -427,7 +422,7 @@ impl Sandbox {
       )
       .await?,
     );
-    *self.init.lock().unwrap() = Some(init.clone());
+    *self.init.locked() = Some(init.clone());
     self.watch_disk(&init);
     Ok(init)
   }
@@ -464,7 +459,7 @@ impl Sandbox {
         if let Some(limit) = watch.check() {
           tracing::warn!(limit, "sandbox over its disk budget; killing its processes");
           init.kills().record(limit);
-          for (_, process) in processes.lock().unwrap().values() {
+          for (_, process) in processes.locked().values() {
             process.kill();
           }
         }
@@ -545,8 +540,7 @@ impl Sandbox {
   pub fn list(&self) -> Vec<ProcessEntry> {
     let mut entries: Vec<(u64, ProcessEntry)> = self
       .processes
-      .lock()
-      .unwrap()
+      .locked()
       .iter()
       .map(|(pid, (seq, p))| {
         let exit = p.exit();
@@ -566,12 +560,7 @@ impl Sandbox {
   }
 
   pub fn get(&self, pid: &str) -> Option<Arc<Process>> {
-    self
-      .processes
-      .lock()
-      .unwrap()
-      .get(pid)
-      .map(|(_, p)| p.clone())
+    self.processes.locked().get(pid).map(|(_, p)| p.clone())
   }
 
   /// Kills a tracked process's tree, waits for it, and stops tracking it. False if the
@@ -588,14 +577,13 @@ impl Sandbox {
 
   /// Stops tracking a process without killing it.
   pub fn release(&self, pid: &str) {
-    self.processes.lock().unwrap().remove(pid);
+    self.processes.locked().remove(pid);
   }
 
   async fn kill_all(&self) {
     let all: Vec<(String, Arc<Process>)> = self
       .processes
-      .lock()
-      .unwrap()
+      .locked()
       .drain()
       .map(|(pid, (_, p))| (pid, p))
       .collect();

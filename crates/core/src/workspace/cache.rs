@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::sync::Lock;
 use tokio::sync::OnceCell;
 
 pub struct ResolverCache<V> {
@@ -31,8 +32,7 @@ impl<V: Clone> ResolverCache<V> {
   {
     let cell = self
       .entries
-      .lock()
-      .unwrap()
+      .locked()
       .entry(key.to_owned())
       .or_default()
       .clone();
@@ -41,7 +41,7 @@ impl<V: Clone> ResolverCache<V> {
 
   /// Forgets one key, or every key. Resolutions in flight finish but are not kept.
   pub fn clear(&self, key: Option<&str>) {
-    let mut entries = self.entries.lock().unwrap();
+    let mut entries = self.entries.locked();
     match key {
       Some(key) => {
         entries.remove(key);
@@ -54,8 +54,7 @@ impl<V: Clone> ResolverCache<V> {
   pub fn values(&self) -> Vec<V> {
     self
       .entries
-      .lock()
-      .unwrap()
+      .locked()
       .values()
       .filter_map(|cell| cell.get().cloned())
       .collect()

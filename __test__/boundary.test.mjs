@@ -1,0 +1,276 @@
+// The boundary between JavaScript and the addon: out-of-range numbers never abort Node,
+// limits are checked when the sandbox is made, and a wrong or hostile argument is a typed
+// error (with a `code`) that names it.
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import { describe, expect, it } from 'vitest'
+import {
+  LocalSandbox,
+  SandboxError,
+  SandboxOptionError,
+  generateSeatbeltProfile,
+  isIsolationAvailable,
+} from '../lib/index.mjs'
+import { LIB_CJS, freshWorkdir, tempDir, useSandboxes } from './helpers.mjs'
+
+const makeSandbox = useSandboxes()
+const isRoot = process.getuid() === 0
+// A memory limit needs a cgroup, which an unprivileged host usually cannot make.
+const memory = (bytes) => (isRoot ? { memoryBytes: bytes } : {})
+const { fromNative } = createRequire(import.meta.url)('../lib/translate.js')
+
+/**
+ * Runs `body` (an async function body using `nw`, the package) in a child Node: a panic
+ * there would abort that process, not the test runner. Returns its exit status and the
+ * JSON it printed.
+ */
+function inChildNode(body) {
+  const script = `const nw = require(${JSON.stringify(LIB_CJS)})
+    ;(async () => { ${body} })().then(
+      (value) => process.stdout.write(JSON.stringify(value)),
+      (err) => { process.stdout.write(JSON.stringify({ error: String(err?.message) })); process.exitCode = 3 },
+    )`
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  let output
+  try {
+    output = JSON.parse(child.stdout)
+  } catch {
+    output = { stdout: child.stdout, stderr: child.stderr }
+  }
+  return { status: child.status, signal: child.signal, output }
+}
+
+describe('a timeout too large for a deadline is no timeout, never an abort', () => {
+  it('new LocalSandbox({ timeout: 1e300 }) runs commands with no timeout', () => {
+    const run = inChildNode(`
+      const sb = new nw.LocalSandbox({ workingDirectory: ${JSON.stringify(freshWorkdir())}, timeout: 1e300 })
+      try {
+        const { stdout, timedOut, exitCode } = await sb.executeCommand('echo hi')
+        return { timeout: sb.timeout ?? null, stdout, timedOut, exitCode }
+      } finally { await sb.destroy() }`)
+    expect(run).toEqual({
+      status: 0,
+      signal: null,
+      output: { timeout: null, stdout: 'hi\n', timedOut: false, exitCode: 0 },
+    })
+  })
+
+  it('executeCommand(…, { timeout: 1e24 }) and the largest exact timeout run the command', () => {
+    const run = inChildNode(`
+      const sb = new nw.LocalSandbox({ workingDirectory: ${JSON.stringify(freshWorkdir())} })
+      try {
+        const huge = await sb.executeCommand('echo', ['hi'], { timeout: 1e24 })
+        const exact = await sb.executeCommand('echo', ['hi'], { timeout: Number.MAX_SAFE_INTEGER })
+        const spawned = await (await sb.processes.spawn('echo spawned', { timeout: Infinity })).wait()
+        return [huge, exact, spawned].map(({ stdout, timedOut }) => ({ stdout, timedOut }))
+      } finally { await sb.destroy() }`)
+    expect(run).toEqual({
+      status: 0,
+      signal: null,
+      output: [
+        { stdout: 'hi\n', timedOut: false },
+        { stdout: 'hi\n', timedOut: false },
+        { stdout: 'spawned\n', timedOut: false },
+      ],
+    })
+  })
+
+  it('the execute_command tool with timeout: 1e20 returns the output', () => {
+    const run = inChildNode(`
+      const ws = new nw.Workspace({ sandbox: new nw.LocalSandbox({ workingDirectory: ${JSON.stringify(freshWorkdir())} }) })
+      try {
+        const tools = await nw.createWorkspaceTools(ws)
+        return await tools.mastra_workspace_execute_command.execute({ command: 'echo hi', timeout: 1e20 }, {})
+      } finally { await ws.destroy() }`)
+    expect(run).toEqual({ status: 0, signal: null, output: 'hi\n' })
+  })
+})
+
+/** The error `fn` throws (or its promise rejects with). */
+async function thrown(fn) {
+  try {
+    await fn()
+  } catch (err) {
+    return err
+  }
+  throw new Error('did not throw')
+}
+
+const expectOptionError = (error, name) => {
+  expect(error).toBeInstanceOf(SandboxOptionError)
+  expect(error.code).toBe('INVALID_OPTION')
+  expect(error.message).toContain(name)
+}
+
+describe('nativeSandbox.limits', () => {
+  const construct = (limits) => () => new LocalSandbox({ workingDirectory: freshWorkdir(), nativeSandbox: { limits } })
+
+  it.each([
+    ['processes', 1, 'at least 8'],
+    ['processes', 4, 'at least 8'],
+    ['memoryBytes', 4096, 'at least 4194304'],
+    ['openFiles', 3, 'at least 16'],
+    ['tmpSizeBytes', 0, 'a positive whole number'],
+    ['cpuSeconds', 1.5, 'a positive whole number'],
+    ['diskBytes', -1, 'a positive whole number'],
+    ['outputBytes', NaN, 'a number'],
+    ['fileSizeBytes', -Infinity, 'a positive whole number'],
+  ])('%s: %s is refused when the sandbox is made, naming the option and why', async (key, value, why) => {
+    const error = await thrown(construct({ [key]: value }))
+    expectOptionError(error, `nativeSandbox.limits.${key} must be`)
+    expect(error.message).toContain(why)
+  })
+
+  // Unprivileged, without a cgroup, the process limit counts every process of the user.
+  it.runIf(isRoot)('the least values accepted still run a small pipeline', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { processes: 8, openFiles: 16, memoryBytes: 4 << 20 } } })
+    const result = await sb.executeCommand('ls / | wc -l; echo a | cat | cat')
+    expect(result).toMatchObject({ exitCode: 0, stderr: '' })
+    expect(result.stdout).toMatch(/^\d+\na\n$/)
+  })
+
+  it.runIf(isIsolationAvailable('bwrap'))(
+    'huge values and Infinity are "as much as there is": an isolated sandbox starts and runs',
+    async () => {
+      const limits = {
+        tmpSizeBytes: 1e300,
+        processes: Infinity,
+        ...memory(1e300),
+        openFiles: 2 ** 60,
+        fileSizeBytes: Infinity,
+        cpuSeconds: 1e300,
+        outputBytes: Infinity,
+        diskBytes: 1e300,
+        diskInodes: Infinity,
+      }
+      // The sandbox user must be able to reach the workspace.
+      const top = tempDir()
+      fs.chmodSync(top, 0o755)
+      const sb = makeSandbox({ isolation: 'bwrap', workingDirectory: `${top}/ws`, nativeSandbox: { limits } })
+      const result = await sb.executeCommand('echo hi > /tmp/f && cat /tmp/f')
+      expect(result).toMatchObject({ exitCode: 0, stdout: 'hi\n' })
+      expect(sb.status).toBe('running')
+    },
+  )
+})
+
+describe('an argument of the wrong type is a typed error naming it', () => {
+  it.each([
+    ['executeCommand(null)', (sb) => sb.executeCommand(null), 'command'],
+    ['executeCommand(42)', (sb) => sb.executeCommand(42), 'command'],
+    ["executeCommand('ls', [1])", (sb) => sb.executeCommand('ls', [1]), 'args[0]'],
+    ['processes.spawn({})', (sb) => sb.processes.spawn({}), 'command'],
+    ['spawn({ command: 5 })', (sb) => sb.spawn({ command: 5 }), 'command'],
+    ['setEnv(5)', (sb) => sb.setEnv(5), 'setEnv'],
+    ['setEnv(() => 5)', (sb) => sb.setEnv(() => 5), 'setEnv result'],
+    ['setEnv(() => ({ A: 1 }))', (sb) => sb.setEnv(() => ({ A: 1 })), 'setEnv result.A'],
+  ])('%s', async (_, call, name) => {
+    const sb = makeSandbox()
+    expectOptionError(await thrown(() => call(sb)), name)
+    expect(sb.status).toBe('pending')
+  })
+
+  it('sendStdin(42) names its data, and the process still reads what follows', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat')
+    expectOptionError(await thrown(() => handle.sendStdin(42)), 'sendStdin data')
+    await handle.sendStdin('after\n')
+    await handle.closeStdin()
+    expect((await handle.wait()).stdout).toBe('after\n')
+  })
+
+  it.each([
+    ['isIsolationAvailable(5)', () => isIsolationAvailable(5), 'backend'],
+    ['isIsolationAvailable()', () => isIsolationAvailable(), 'backend'],
+    ['generateSeatbeltProfile(5)', () => generateSeatbeltProfile(5), 'workspacePath'],
+    [
+      "generateSeatbeltProfile('/w', { readOnlyPaths: 5 })",
+      () => generateSeatbeltProfile('/w', { readOnlyPaths: 5 }),
+      'nativeSandbox.readOnlyPaths',
+    ],
+    ["new LocalSandbox({ env: { A: 1 } })", () => new LocalSandbox({ env: { A: 1 } }), 'env.A'],
+  ])('%s', async (_, call, name) => {
+    expectOptionError(await thrown(call), name)
+  })
+
+  it('a napi conversion or internal error that reaches the wrapper becomes a typed one', () => {
+    const napiError = (code, message) => Object.assign(new Error(message), { code })
+    const conversion = fromNative(napiError('StringExpected', 'Failed to convert JavaScript value `Null` into rust type `String`'))
+    expect(conversion).toBeInstanceOf(SandboxOptionError)
+    expect(conversion).toMatchObject({ code: 'INVALID_OPTION', message: expect.stringContaining('`Null`') })
+    for (const code of ['GenericFailure', 'PendingException', 'Unknown']) {
+      const internal = fromNative(napiError(code, 'called `Option::unwrap()` on a `None` value'))
+      expect(internal).toBeInstanceOf(SandboxError)
+      expect(internal).toMatchObject({
+        code: 'INTERNAL',
+        message: 'Internal error in native-workspace: called `Option::unwrap()` on a `None` value',
+      })
+      expect(internal.cause.code).toBe(code)
+    }
+  })
+})
+
+describe('hostile option values are described, never run, and refused with SandboxOptionError', () => {
+  const throwing = () => {
+    throw new Error('hostile code ran')
+  }
+  const hostile = { toString: throwing, toJSON: throwing, valueOf: throwing, [Symbol.toPrimitive]: throwing }
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    return proxy
+  }
+  const trapping = new Proxy({}, { get: throwing, ownKeys: throwing, has: throwing })
+
+  it.each([
+    ['isolation: 10n', { isolation: 10n }, 'isolation must be one of', "got 10n"],
+    ['isolation: Symbol()', { isolation: Symbol('x') }, 'isolation must be one of', 'got a symbol'],
+    ['isolation: an object whose conversions throw', { isolation: hostile }, 'isolation must be one of', 'got an object'],
+    ['timeout: 10n', { timeout: 10n }, 'timeout must be', 'bigint'],
+    ['id: Symbol()', { id: Symbol('id') }, 'id must be a string', 'symbol'],
+    ['env: { A: 1n }', { env: { A: 1n } }, 'env.A must be a string', 'bigint'],
+    ['env: a revoked Proxy', { env: revoked() }, 'options could not be read', 'revoked'],
+    ['nativeSandbox: a Proxy whose traps throw', { nativeSandbox: trapping }, 'options could not be read', 'hostile code ran'],
+    ['limits: { processes: 10n }', { nativeSandbox: { limits: { processes: 10n } } }, 'nativeSandbox.limits.processes', 'bigint'],
+    ['limits: a revoked Proxy', { nativeSandbox: { limits: revoked() } }, 'could not be read', 'revoked'],
+  ])('%s', async (_, options, name, detail) => {
+    const error = await thrown(() => new LocalSandbox({ workingDirectory: freshWorkdir(), ...options }))
+    expectOptionError(error, name)
+    expect(error.message).toContain(detail)
+  })
+
+  it.each([
+    ['a revoked Proxy', revoked, 'options could not be read'],
+    ['a getter that throws', () => ({ get id() {
+      throw new Error('getter threw')
+    } }), 'options could not be read: getter threw'],
+    ['a BigInt', () => 10n, 'options must be an object, got bigint'],
+    ['a Symbol', () => Symbol('o'), 'options must be an object, got symbol'],
+  ])('the whole options object: %s', async (_, make, message) => {
+    const error = await thrown(() => new LocalSandbox(make()))
+    expectOptionError(error, message)
+  })
+
+  it('a throwing getter in executeCommand or spawn options is a SandboxOptionError keeping the original as cause', async () => {
+    const sb = makeSandbox()
+    const original = new Error('env getter threw')
+    const error = await thrown(() =>
+      sb.executeCommand('echo', [], {
+        get env() {
+          throw original
+        },
+      }),
+    )
+    expectOptionError(error, 'options could not be read: env getter threw')
+    expect(error.cause).toBe(original)
+    const signalGetter = {
+      get abortSignal() {
+        throw original
+      },
+    }
+    expectOptionError(await thrown(() => sb.executeCommand('echo', [], signalGetter)), 'options could not be read')
+    expectOptionError(await thrown(() => sb.processes.spawn('echo', signalGetter)), 'options could not be read')
+    expect(sb.status).toBe('pending')
+  })
+})

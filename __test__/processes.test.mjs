@@ -232,6 +232,47 @@ describe('stdin', () => {
     expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'eof-seen\n' })
   })
 
+  it('parts sent at once through Promise.all arrive in call order', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat', { maxRetainedBytes: Infinity })
+    const parts = Array.from({ length: 200 }, (_, i) => `line ${i}\n`)
+    await Promise.all(parts.map((part) => handle.sendStdin(part)))
+    await handle.closeStdin()
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: parts.join('') })
+  })
+
+  it('a large part and the small ones after it keep their order; each promise settles after its own part', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat', { maxRetainedBytes: Infinity })
+    // Far larger than a pipe's buffer: its write waits for cat, the small ones queue behind it.
+    const large = `${'x'.repeat(4 << 20)}\n`
+    const small = Array.from({ length: 50 }, (_, i) => `small ${i}\n`)
+    const settled = []
+    const sends = [large, ...small].map((part, i) => handle.sendStdin(part).then(() => settled.push(i)))
+    // closeStdin called without waiting closes after every part queued before it.
+    const closed = handle.closeStdin()
+    await Promise.all([...sends, closed])
+    expect(settled).toEqual(Array.from({ length: 51 }, (_, i) => i))
+    const { exitCode, stdout } = await handle.wait()
+    expect(exitCode).toBe(0)
+    expect(stdout.length).toBe(large.length + small.join('').length)
+    expect(stdout === large + small.join('')).toBe(true)
+  })
+
+  it('parts still queued when the command exits reject naming the pid and exit code', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('head -c 1 >/dev/null; exit 3')
+    const sends = Array.from({ length: 20 }, () => handle.sendStdin('y'.repeat(1 << 20)).then(() => 'written', (e) => e))
+    const outcomes = await withDeadline(Promise.all(sends), 10_000, 'queued stdin writes')
+    expect((await handle.wait()).exitCode).toBe(3)
+    const failures = outcomes.filter((o) => o !== 'written')
+    expect(failures.length).toBeGreaterThan(0)
+    for (const error of failures) {
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.message).toMatch(new RegExp(`^(Process ${handle.pid} has already exited with code 3|Writing to stdin failed)`))
+    }
+  })
+
   it('sendStdin rejects data that is neither a string nor bytes', async () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('cat')

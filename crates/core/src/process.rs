@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
@@ -112,13 +112,19 @@ impl Output {
   }
 }
 
+/// What the stdin writer is asked to do, in the order the calls were made.
+enum StdinRequest {
+  Write(Vec<u8>, oneshot::Sender<Result<()>>),
+  Close(oneshot::Sender<()>),
+}
+
 /// A running or finished command. Dropping the last reference kills its tree.
 pub struct Process {
   pid: u32,
   command: String,
   output: Arc<Mutex<Output>>,
-  /// Shared with the driver, which closes it when the command ends.
-  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
+  /// The queue of the one task that writes stdin (see `feed_stdin`).
+  stdin: mpsc::UnboundedSender<StdinRequest>,
   stdin_mode: StdinMode,
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
@@ -167,6 +173,13 @@ impl Process {
     }));
     let next_sink_id = AtomicU64::new(output.lock().unwrap().sinks.len() as u64);
     let (ended_tx, ended_rx) = watch::channel(false);
+    let (stdin, stdin_requests) = mpsc::unbounded_channel();
+    tokio::spawn(feed_stdin(
+      pid,
+      launched.stdin,
+      stdin_requests,
+      ended_rx.clone(),
+    ));
     let readers = [
       tokio::spawn(pump(
         launched.stdout,
@@ -183,9 +196,7 @@ impl Process {
     ];
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
-    let stdin = Arc::new(tokio::sync::Mutex::new(launched.stdin));
     tokio::spawn(drive(DriveState {
-      stdin: stdin.clone(),
       control_read,
       control_write,
       pid,
@@ -306,28 +317,43 @@ impl Process {
       .retain(|(sid, _)| *sid != id);
   }
 
-  pub async fn send_stdin(&self, data: &[u8]) -> Result<()> {
-    self.check_stdin_usable()?;
-    let mut stdin = self.stdin.lock().await;
-    let Some(pipe) = stdin.as_mut() else {
-      return Err(CoreError::NoStdin(self.pid.to_string()));
-    };
-    let written = async {
-      pipe.write_all(data).await?;
-      pipe.flush().await
-    };
-    written
-      .await
-      .map_err(|e| CoreError::io("Writing to stdin failed", e))
+  /// Queues `data` for stdin at once, so writes reach the command in the order of the
+  /// calls whenever their futures first run; the future resolves once this part is written.
+  pub fn send_stdin(
+    &self,
+    data: impl Into<Vec<u8>>,
+  ) -> impl Future<Output = Result<()>> + Send + 'static {
+    let (reply, written) = oneshot::channel();
+    let queued = self
+      .check_stdin_usable()
+      .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
+    let exit = self.exit.clone();
+    let pid = self.pid;
+    async move {
+      match queued? {
+        Ok(()) => match written.await {
+          Ok(result) => result,
+          // The writer stopped with the command before reaching this part.
+          Err(_) => Err(exited(pid, exit).await),
+        },
+        Err(_) => Err(exited(pid, exit).await),
+      }
+    }
   }
 
-  /// Closes stdin so the command reads EOF. Closing twice is not an error.
-  pub async fn close_stdin(&self) -> Result<()> {
-    self.check_stdin_usable()?;
-    if let Some(mut pipe) = self.stdin.lock().await.take() {
-      let _ = pipe.shutdown().await;
+  /// Closes stdin, after every part already queued, so the command reads EOF. Closing
+  /// twice is not an error.
+  pub fn close_stdin(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+    let (reply, closed) = oneshot::channel();
+    let queued = self
+      .check_stdin_usable()
+      .map(|()| self.stdin.send(StdinRequest::Close(reply)));
+    async move {
+      queued?.ok();
+      // A writer gone with its command has closed stdin already.
+      let _ = closed.await;
+      Ok(())
     }
-    Ok(())
   }
 
   fn check_stdin_usable(&self) -> Result<()> {
@@ -348,6 +374,64 @@ impl Drop for Process {
   fn drop(&mut self) {
     // Nobody can observe this command any more: take its tree down.
     let _ = self.control.send(Control::Kill);
+  }
+}
+
+/// The error for a stdin request the command ended before: it has exited with its code.
+async fn exited(pid: u32, mut exit: watch::Receiver<Option<Exit>>) -> CoreError {
+  let code = match exit.wait_for(|e| e.is_some()).await {
+    Ok(exit) => exit.as_ref().map_or(-1, |e| e.exit_code),
+    Err(_) => -1,
+  };
+  CoreError::AlreadyExited {
+    pid: pid.to_string(),
+    code,
+  }
+}
+
+/// The one writer of a command's stdin: takes requests in call order until the command
+/// ends or every handle is gone, then closes the pipe. `pipe` is `None` without one.
+async fn feed_stdin(
+  pid: u32,
+  mut pipe: Option<pipe::Sender>,
+  mut requests: mpsc::UnboundedReceiver<StdinRequest>,
+  mut ended: watch::Receiver<bool>,
+) {
+  loop {
+    let request = tokio::select! {
+      biased;
+      _ = ended.wait_for(|ended| *ended) => break,
+      request = requests.recv() => match request {
+        Some(request) => request,
+        None => break,
+      },
+    };
+    match request {
+      StdinRequest::Write(data, reply) => {
+        let Some(open) = pipe.as_mut() else {
+          let _ = reply.send(Err(CoreError::NoStdin(pid.to_string())));
+          continue;
+        };
+        let written = async {
+          open.write_all(&data).await?;
+          open.flush().await
+        };
+        tokio::select! {
+          biased;
+          // Nobody reads a command that has ended: the write would never finish.
+          _ = ended.wait_for(|ended| *ended) => break,
+          result = written => {
+            let _ = reply.send(result.map_err(|e| CoreError::io("Writing to stdin failed", e)));
+          }
+        }
+      }
+      StdinRequest::Close(reply) => {
+        if let Some(mut open) = pipe.take() {
+          let _ = open.shutdown().await;
+        }
+        let _ = reply.send(());
+      }
+    }
   }
 }
 
@@ -425,7 +509,6 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<
 }
 
 struct DriveState {
-  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
   control_read: BufReader<OwnedReadHalf>,
   control_write: OwnedWriteHalf,
   pid: u32,
@@ -555,8 +638,6 @@ async fn drive(mut s: DriveState) {
       },
     }
   };
-  // Nobody reads the other end any more; do not wait for the handle to be collected.
-  s.stdin.lock().await.take();
   let sinks: Vec<Arc<dyn OutputSink>> = s
     .output
     .lock()

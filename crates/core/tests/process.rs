@@ -243,6 +243,28 @@ async fn stdin_pipe_reaches_the_command() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_parts_are_written_in_call_order_whenever_their_futures_run() {
+  let mut req = request("cat");
+  req.stdin = StdinMode::Pipe;
+  let p = spawn(req).await;
+  let parts: Vec<String> = (0..100).map(|i| format!("part {i}\n")).collect();
+  let writes: Vec<_> = parts
+    .iter()
+    .map(|part| p.send_stdin(part.as_bytes()))
+    .collect();
+  let close = p.close_stdin();
+  // Run the futures last-called first: the order was fixed when they were made.
+  let close = tokio::spawn(close);
+  let tasks: Vec<_> = writes.into_iter().rev().map(tokio::spawn).collect();
+  for task in tasks {
+    task.await.unwrap().unwrap();
+  }
+  close.await.unwrap().unwrap();
+  let o = p.into_outcome().await;
+  assert_eq!((o.exit.exit_code, o.stdout), (0, parts.concat()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_inherits_no_descriptor_beyond_stdio() {
   let o = spawn(request("ls /proc/self/fd"))
     .await

@@ -47,7 +47,12 @@ export interface CommandOptions {
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
-  /** Bytes kept per stream (newest kept): a non-negative integer, or Infinity for all. */
+  /**
+   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
+   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
+   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
+   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
+   */
   maxRetainedBytes?: number
 }
 
@@ -138,9 +143,9 @@ export interface SandboxLimits {
   /** Size of the private `/tmp` under isolation (default 256 MiB). */
   tmpSizeBytes?: number
   /**
-   * Output kept per stream by `executeCommand`; past it the command is killed
-   * (`limitExceeded: 'output'`) and the newest bytes are kept. Default under isolation
-   * 64 MiB, else unlimited.
+   * Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
+   * isolation, or when set, past it the command is killed (`limitExceeded: 'output'`);
+   * without isolation and unset, the command runs on and only the newest 64 MiB are kept.
    */
   outputBytes?: number
   /**

@@ -64,31 +64,33 @@ fn incomplete_tail(bytes: &[u8]) -> usize {
   0
 }
 
-/// How much output a stream keeps: `None` keeps everything.
+/// How much output a stream keeps: `None` keeps everything up to [`MAX_RETAINED_BYTES`].
 pub type Retention = Option<usize>;
+
+/// The most a stream ever keeps, whatever its retention: the longest string V8 can create
+/// (2^29 − 24 UTF-16 units on 64-bit hosts). UTF-8 text of that many bytes has at most
+/// that many UTF-16 units, so retained text always becomes a JavaScript string.
+pub const MAX_RETAINED_BYTES: usize = (1 << 29) - 24;
 
 /// The newest `limit` bytes of a stream's text, trimmed only at character boundaries.
 #[derive(Debug, Default)]
 pub struct Retained {
   data: Vec<u8>,
   start: usize,
-  limit: Retention,
+  limit: usize,
   dropped: u64,
 }
 
 impl Retained {
   pub fn new(limit: Retention) -> Self {
     Retained {
-      limit,
+      limit: limit.map_or(MAX_RETAINED_BYTES, |l| l.min(MAX_RETAINED_BYTES)),
       ..Default::default()
     }
   }
 
   pub fn push(&mut self, text: &str) {
-    let Some(limit) = self.limit else {
-      self.data.extend_from_slice(text.as_bytes());
-      return;
-    };
+    let limit = self.limit;
     let bytes = text.as_bytes();
     // A chunk larger than the limit only ever contributes its tail.
     let skip = bytes.len().saturating_sub(limit);
@@ -101,8 +103,9 @@ impl Retained {
       self.dropped += (cut - self.start) as u64;
       self.start = cut;
     }
-    // Compact rarely, so trimming costs amortised O(1) per byte.
-    if self.start > limit.max(4096) {
+    // Compact once a quarter of the limit is dead: memory stays within 1.25 × the limit
+    // and trimming costs amortised O(1) per byte.
+    if self.start > (limit / 4).max(4096) {
       self.data.drain(..self.start);
       self.start = 0;
     }

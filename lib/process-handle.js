@@ -4,14 +4,32 @@ const { UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
 const { check } = require('./options')
 
-/** A user's callback must never take the host down: a throw becomes a process warning. */
+/**
+ * A user's callback must never take the host down: a throw, or the rejection of a
+ * returned promise (or any thenable, even one whose `then` throws), becomes a process
+ * warning. The output is not held back waiting for the promise.
+ */
 function guard(fn, label) {
   if (!fn) return undefined
+  const warn = (how, err) => {
+    // Even a hostile error (a throwing `stack` getter) must not escape.
+    let text
+    try {
+      text = String(err?.stack ?? err)
+    } catch {
+      text = 'an unprintable error'
+    }
+    process.emitWarning(`${label} callback ${how}: ${text}`, 'NativeWorkspaceWarning')
+  }
   return (data) => {
     try {
-      fn(data)
+      const result = fn(data)
+      if ((typeof result === 'object' && result !== null) || typeof result === 'function') {
+        const then = result.then
+        if (typeof then === 'function') then.call(result, undefined, (err) => warn('rejected', err))
+      }
     } catch (err) {
-      process.emitWarning(`${label} callback threw: ${err?.stack ?? err}`, 'NativeWorkspaceWarning')
+      warn('threw', err)
     }
   }
 }

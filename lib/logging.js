@@ -5,15 +5,25 @@ const { translatingSync } = require('./translate')
 
 let current
 
-/** A record from the native side, to the logger's method of that level (or the nearest). */
+/**
+ * A record from the native side, to the logger's method of that level (or the nearest).
+ * Whatever the logger does (a throwing getter or Proxy trap, a method that is not a
+ * function, a rejected promise, a `setLogger` call of its own) costs at most its records:
+ * this runs as a native callback, where an escaping exception would end the process.
+ */
 function deliver(record) {
   const logger = current
-  const method = logger?.[record.level] ?? (record.level === 'trace' ? logger?.debug : undefined)
-  if (typeof method !== 'function') return
   try {
-    method.call(logger, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
+    let method = logger?.[record.level]
+    if (method == null && record.level === 'trace') method = logger?.debug
+    if (typeof method !== 'function') return
+    const result = method.call(logger, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
+    if ((typeof result === 'object' && result !== null) || typeof result === 'function') {
+      const then = result.then
+      if (typeof then === 'function') then.call(result, undefined, () => {})
+    }
   } catch {
-    // A logger that throws loses the record; it must not take the host down.
+    // The logger loses this record; the host goes on.
   }
 }
 

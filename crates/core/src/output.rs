@@ -96,16 +96,31 @@ impl Retained {
     let skip = bytes.len().saturating_sub(limit);
     let skip = next_boundary(bytes, skip);
     self.dropped += skip as u64;
-    self.data.extend_from_slice(&bytes[skip..]);
+    let kept = &bytes[skip..];
+    let dead_most = (limit / 4).max(4096);
+    if self.data.len() + kept.len() > self.data.capacity() {
+      // Grow by doubling, but never past what the buffer can hold between compactions, so
+      // its memory stays near the limit instead of the next power of two.
+      let needed = self.data.len() + kept.len();
+      let ceiling = limit.saturating_add(dead_most).saturating_add(kept.len());
+      let target = self
+        .data
+        .capacity()
+        .saturating_mul(2)
+        .min(ceiling)
+        .max(needed);
+      self.data.reserve_exact(target - self.data.len());
+    }
+    self.data.extend_from_slice(kept);
     let held = self.data.len() - self.start;
     if held > limit {
       let cut = next_boundary(&self.data, self.start + held - limit);
       self.dropped += (cut - self.start) as u64;
       self.start = cut;
     }
-    // Compact once a quarter of the limit is dead: memory stays within 1.25 × the limit
-    // and trimming costs amortised O(1) per byte.
-    if self.start > (limit / 4).max(4096) {
+    // Compact once a quarter of the limit is dead: the buffer stays within 1.25 × the
+    // limit (plus one chunk) and trimming costs amortised O(1) per byte.
+    if self.start > dead_most {
       self.data.drain(..self.start);
       self.start = 0;
     }
@@ -263,6 +278,22 @@ mod tests {
     r.push("b");
     assert_eq!(r.text(), "b");
     assert_eq!(r.dropped_bytes(), 4);
+  }
+
+  #[test]
+  fn the_buffer_stays_near_its_limit_however_much_passes_through() {
+    let limit = 1 << 20;
+    let mut r = Retained::new(Some(limit));
+    let chunk = "y\n".repeat(32 * 1024);
+    for _ in 0..200 {
+      r.push(&chunk);
+    }
+    assert_eq!(r.text().len(), limit);
+    assert!(
+      r.data.capacity() <= limit + limit / 4 + chunk.len(),
+      "{}",
+      r.data.capacity()
+    );
   }
 
   #[test]

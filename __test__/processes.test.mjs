@@ -273,6 +273,19 @@ describe('stdin', () => {
     }
   })
 
+  it('a part queued after closeStdin rejects as having no stdin; the command goes on', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat; echo after-eof')
+    const sent = handle.sendStdin('before\n')
+    const closed = handle.closeStdin()
+    const late = handle.sendStdin('too late\n').catch((e) => e)
+    await Promise.all([sent, closed])
+    const error = await late
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error).toMatchObject({ code: 'NO_STDIN', message: `Process ${handle.pid} does not have stdin available` })
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'before\nafter-eof\n' })
+  })
+
   it('sendStdin rejects data that is neither a string nor bytes', async () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('cat')

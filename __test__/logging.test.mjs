@@ -72,6 +72,10 @@ describe('setLogger', () => {
   it('refuses what is not a logger or a level', () => {
     expect(() => setLogger('console')).toThrow(SandboxOptionError)
     expect(() => setLogger(console, { level: 'loud' })).toThrow(/level must be/)
+    for (const level of [42, null, {}, Symbol('warn')]) {
+      expect(() => setLogger(console, { level })).toThrow(SandboxOptionError)
+      expect(() => setLogger(console, { level })).toThrow(/^level must be 'error', 'warn', 'info', 'debug' or 'trace', got /)
+    }
   })
 })
 

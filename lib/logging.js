@@ -36,6 +36,9 @@ function setLogger(logger, { level = 'warn' } = {}) {
   if (logger !== null && logger !== undefined && typeof logger !== 'object') {
     throw new SandboxOptionError(`logger must be an object with error/warn/info/debug methods or null, got ${typeof logger}`)
   }
+  if (typeof level !== 'string') {
+    throw new SandboxOptionError(`level must be 'error', 'warn', 'info', 'debug' or 'trace', got ${typeof level}`)
+  }
   translatingSync(() => native.setLogHandler(logger ? deliver : null, level))
   current = logger ?? undefined
 }

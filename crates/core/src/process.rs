@@ -261,10 +261,20 @@ impl Process {
   pub async fn wait(&self) -> Exit {
     let mut rx = self.exit.clone();
     let exit = rx.wait_for(|e| e.is_some()).await;
-    match exit {
-      Ok(exit) => exit.clone().expect("waited for Some"),
-      // The driver never drops the sender before publishing an exit.
-      Err(_) => unreachable!("process driver ended without an exit"),
+    match exit.as_deref() {
+      Ok(Some(exit)) => exit.clone(),
+      // The driver publishes an exit before it ends; should it ever fail to, the command
+      // is reported the way a supervisor killed with it is, not as a panic of the caller.
+      _ => {
+        let (exit_code, killed) = decode_status(None);
+        Exit {
+          exit_code,
+          killed,
+          timed_out: false,
+          execution_time_ms: 0.0,
+          limit_exceeded: None,
+        }
+      }
     }
   }
 
@@ -550,8 +560,11 @@ async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> 
 /// Applies the timeout and kill requests until the supervisor reports the end of the
 /// command's tree, then waits for the output to drain and publishes the exit.
 async fn drive(mut s: DriveState) {
-  let far = Duration::from_secs(86400 * 365);
-  let timeout_at = tokio::time::Instant::from_std(s.started + s.timeout.unwrap_or(far));
+  // A timeout past the clock's range is no timeout (it would never come).
+  let timeout_at = s
+    .timeout
+    .and_then(|timeout| s.started.checked_add(timeout))
+    .map(tokio::time::Instant::from_std);
   let mut kill_at: Option<tokio::time::Instant> = None;
   let mut timed_out = false;
   let mut requests_open = true;
@@ -566,12 +579,12 @@ async fn drive(mut s: DriveState) {
         Some(Message::Started(_)) => {}
         None => break None,
       },
-      _ = tokio::time::sleep_until(timeout_at), if s.timeout.is_some() && !timed_out => {
+      _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !timed_out => {
         timed_out = true;
         tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
       }
-      _ = tokio::time::sleep_until(kill_at.unwrap_or(timeout_at)), if kill_at.is_some() => {
+      _ = tokio::time::sleep_until(kill_at.unwrap_or(s.started.into())), if kill_at.is_some() => {
         kill_at = None;
         tell(b"K");
       }

@@ -96,6 +96,15 @@ async fn runs_a_command_and_reports_its_result() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_past_the_clocks_range_is_no_timeout() {
+  let mut req = request("sleep 0.2; echo done");
+  req.timeout = Some(Duration::MAX);
+  let o = spawn(req).await.into_outcome().await;
+  assert_eq!((o.exit.exit_code, o.exit.timed_out), (0, false));
+  assert_eq!(o.stdout, "done\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_takes_down_setsid_grandchildren() {
   let m = marker();
   let p = spawn(request(&format!("setsid sleep {m}1 & sleep {m}2"))).await;

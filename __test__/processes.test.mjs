@@ -187,6 +187,14 @@ describe('the process manager', () => {
     expect((await handle.wait()).stdout).toBe('sandbox spawn spawn\n')
   })
 
+  it('a timeout too far to ever come is no timeout', async () => {
+    const sb = makeSandbox()
+    // 1.5e19 s: a valid duration, past the range of the monotonic clock.
+    expect(await sb.executeCommand('echo in-time', [], { timeout: 1.5e22 })).toMatchObject({ exitCode: 0, stdout: 'in-time\n', timedOut: false })
+    const handle = await sb.processes.spawn('echo spawned', { timeout: 1.5e22 })
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'spawned\n', timedOut: false })
+  })
+
   it('spawn does not use the sandbox default timeout', async () => {
     const sb = makeSandbox({ timeout: 100 })
     const handle = await sb.processes.spawn('sleep 0.4; echo finished')

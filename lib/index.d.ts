@@ -26,8 +26,10 @@ export interface ExecutionResult {
   timedOut?: boolean
   /** Ended by a signal (exit code 128 + signal number). */
   killed?: boolean
+  /** Older output was dropped to keep the newest `maxRetainedBytes` (see `CommandOptions`). */
   stdoutTruncated?: boolean
   stderrTruncated?: boolean
+  /** How many bytes of older output were dropped. */
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
   /** The resource limit that ended the command, if one did. */

@@ -3,7 +3,19 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, ProcessHandle, SandboxError } from '../lib/index.mjs'
-import { gone, isAlive, sleep, timed, useSandboxes, waitFor, withDeadline, withoutTime } from './helpers.mjs'
+import {
+  childrenOf,
+  gone,
+  isAlive,
+  sleep,
+  survivors,
+  timed,
+  uniqueMarker,
+  useSandboxes,
+  waitFor,
+  withDeadline,
+  withoutTime,
+} from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -199,6 +211,32 @@ describe('the process manager', () => {
     const sb = makeSandbox({ timeout: 100 })
     const handle = await sb.processes.spawn('sleep 0.4; echo finished')
     expect(await handle.wait()).toMatchObject({ exitCode: 0, timedOut: false, stdout: 'finished\n' })
+  })
+})
+
+describe('commands started while the sandbox is destroyed', () => {
+  it('spawns all through destroy() are refused or killed: nothing outlives it', async () => {
+    const before = new Set(childrenOf().map((c) => c.pid))
+    const sb = makeSandbox()
+    await sb.processes.spawn('sleep 30')
+    const marker = uniqueMarker()
+    let finished = false
+    const done = sb.destroy().finally(() => (finished = true))
+    // One spawn per turn of the event loop, so some land in every step of the teardown.
+    const late = []
+    while (!finished) {
+      late.push(sb.processes.spawn(`sleep ${marker}`).catch((e) => e))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await done
+    expect(sb.status).toBe('destroyed')
+    for (const outcome of await Promise.all(late)) {
+      if (outcome instanceof Error) expect(outcome).toMatchObject({ code: expect.stringMatching(/^(NOT_READY|SPAWN_FAILED)$/) })
+      else expect((await withDeadline(outcome.wait(), 5000, 'a late command')).killed).toBe(true)
+    }
+    expect(await survivors([marker])).toEqual([])
+    // No helper process of the sandbox is left either.
+    expect(childrenOf().filter((c) => !before.has(c.pid) && c.state !== 'Z')).toEqual([])
   })
 })
 

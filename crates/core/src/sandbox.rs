@@ -258,9 +258,13 @@ impl Sandbox {
       .unwrap()
       .clone()
       .filter(|init| init.is_alive());
-    // No live init: stopped mid-teardown, or killed from outside. Start a new one.
     let init = match live {
       Some(init) => init,
+      // The teardown has shut the init down: a new one would outlive it, with the command.
+      None if matches!(self.status(), Status::Stopping | Status::Destroying) => {
+        return Err(CoreError::NotReady(self.id.clone()));
+      }
+      // Killed from outside: start a new one.
       None => self.restart_init()?,
     };
     let process = Process::spawn(&init, request).await?;

@@ -2,6 +2,7 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
+const { catchRejection } = require('./thenable')
 
 let current
 
@@ -18,10 +19,7 @@ function deliver(record) {
     if (method == null && record.level === 'trace') method = logger?.debug
     if (typeof method !== 'function') return
     const result = method.call(logger, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
-    if ((typeof result === 'object' && result !== null) || typeof result === 'function') {
-      const then = result.then
-      if (typeof then === 'function') then.call(result, undefined, () => {})
-    }
+    catchRejection(result, () => {})
   } catch {
     // The logger loses this record; the host goes on.
   }

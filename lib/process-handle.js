@@ -3,6 +3,7 @@ const { Readable, Writable } = require('node:stream')
 const { UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
 const { check } = require('./options')
+const { catchRejection } = require('./thenable')
 
 /**
  * A user's callback must never take the host down: a throw, or the rejection of a
@@ -23,11 +24,7 @@ function guard(fn, label) {
   }
   return (data) => {
     try {
-      const result = fn(data)
-      if ((typeof result === 'object' && result !== null) || typeof result === 'function') {
-        const then = result.then
-        if (typeof then === 'function') then.call(result, undefined, (err) => warn('rejected', err))
-      }
+      catchRejection(fn(data), (err) => warn('rejected', err))
     } catch (err) {
       warn('threw', err)
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { useSandboxes } from './helpers.mjs'
+import { useSandboxes, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -139,6 +139,30 @@ describe('the bound of foreground output without isolation', () => {
     expect(/[^y\n]|yy|\n\n/.test(result.stdout)).toBe(false)
     expect(result.stdoutDroppedBytes).toBeGreaterThan(0)
     expect(result.stderr).toContain('Process timed out after 3000ms')
+    // The bound keeps the newest output; it does not end the command.
+    expect(result.limitExceeded).toBeUndefined()
+  })
+
+  it('nativeSandbox.limits.outputBytes sets the bound, and past it ends the command', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { outputBytes: 1 << 20 } } })
+    const result = await withDeadline(sb.executeCommand('yes', [], { timeout: 20_000 }), 10_000, 'the flood to be cut off')
+    expect(result).toMatchObject({ exitCode: 137, limitExceeded: 'output', stdoutTruncated: true, timedOut: false })
+    expect(result.stdout.length).toBeLessThanOrEqual(1 << 20)
+    expect(result.stdout.endsWith('y\n')).toBe(true)
+  })
+
+  it('keeps exactly the newest 64 MiB by default; the rest is counted', async () => {
+    const sb = makeSandbox()
+    const total = 200_000_000
+    const result = await sb.executeCommand(`yes | head -c ${total}`)
+    expect(result).toMatchObject({
+      exitCode: 0,
+      stdoutTruncated: true,
+      stdoutDroppedBytes: total - DEFAULT_OUTPUT_BYTES,
+      stderrTruncated: false,
+    })
+    expect(result.stdout.length).toBe(DEFAULT_OUTPUT_BYTES)
+    expect(result.stdout.startsWith('y\ny\n')).toBe(true)
   })
 
   it('maxRetainedBytes: Infinity keeps as much as a string can hold: the newest bytes, the rest counted', async () => {

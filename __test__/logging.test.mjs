@@ -141,3 +141,31 @@ describe('a hostile logger cannot crash the host', () => {
     expect(out.records.some((r) => r.includes('disk budget'))).toBe(true)
   })
 })
+
+describe('the logger of a Workspace', () => {
+  it('a hostile one cannot turn a failing background onExit into an unhandled rejection', async () => {
+    const source = `
+const { LocalSandbox, Workspace, createWorkspaceTools } = require(${JSON.stringify(LIB_CJS)})
+;(async () => {
+  let exits = 0
+  const ws = new Workspace({
+    sandbox: new LocalSandbox({ workingDirectory: process.env.NW_WORKDIR }),
+    tools: { mastra_workspace_execute_command: { backgroundProcesses: { onExit: () => { exits++; throw new Error('onExit boom') } } } },
+  })
+  let asked = 0
+  ws.__setLogger({ get error() { asked++; throw new Error('logger boom') }, warn: 42 })
+  const tools = await createWorkspaceTools(ws)
+  await tools.mastra_workspace_execute_command.execute({ command: 'exit 0', background: true }, {})
+  const deadline = Date.now() + 3000
+  while (asked === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  await new Promise((r) => setTimeout(r, 100))
+  const echo = (await ws.sandbox.executeCommand('echo still-working')).stdout
+  await ws.sandbox.destroy()
+  process.stdout.write(JSON.stringify({ exits, asked, echo }) + '\\n')
+})()
+`
+    const { stdout, code, signal } = await runNode(source, { NW_WORKDIR: tempDir() })
+    expect({ code, signal }).toEqual({ code: 0, signal: null })
+    expect(JSON.parse(stdout)).toEqual({ exits: 1, asked: 1, echo: 'still-working\n' })
+  })
+})

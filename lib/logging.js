@@ -7,22 +7,26 @@ const { catchRejection } = require('./thenable')
 let current
 
 /**
- * A record from the native side, to the logger's method of that level (or the nearest).
- * Whatever the logger does (a throwing getter or Proxy trap, a method that is not a
- * function, a rejected promise, a `setLogger` call of its own) costs at most its records:
- * this runs as a native callback, where an escaping exception would end the process.
+ * Calls `logger[level](message, data)` (a `trace` record falls back to `debug`). Whatever
+ * the logger does (a throwing getter or Proxy trap, a method that is not a function, a
+ * rejected promise, a `setLogger` call of its own) costs at most this record: loggers are
+ * called from native callbacks and promise handlers, where an escaping error would end
+ * the process.
  */
-function deliver(record) {
-  const logger = current
+function logTo(logger, level, message, data) {
   try {
-    let method = logger?.[record.level]
-    if (method == null && record.level === 'trace') method = logger?.debug
+    let method = logger?.[level]
+    if (method == null && level === 'trace') method = logger?.debug
     if (typeof method !== 'function') return
-    const result = method.call(logger, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
-    catchRejection(result, () => {})
+    catchRejection(method.call(logger, message, data), () => {})
   } catch {
     // The logger loses this record; the host goes on.
   }
+}
+
+/** A record from the native side, to the current logger. */
+function deliver(record) {
+  logTo(current, record.level, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
 }
 
 /**
@@ -41,4 +45,4 @@ function setLogger(logger, { level = 'warn' } = {}) {
   current = logger ?? undefined
 }
 
-module.exports = { setLogger }
+module.exports = { logTo, setLogger }

@@ -2,8 +2,8 @@
 // nothing but its records.
 import fs from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, Workspace, setLogger } from '../lib/index.mjs'
-import { LIB_CJS, runNode, tempDir, waitFor } from './helpers.mjs'
+import { LocalFilesystem, LocalSandbox, SandboxOptionError, Workspace, setLogger } from '../lib/index.mjs'
+import { LIB_CJS, runNode, startNode, tempDir, waitFor, withDeadline } from './helpers.mjs'
 
 const live = []
 afterEach(async () => {
@@ -94,6 +94,19 @@ const HOSTILE_LOGGERS = {
     .map((trap) => [trap, () => { calls++; throw new Error(trap + ' boom') }])))`,
 }
 
+/** Runs a child Node script to completion within `ms`: `{ stdout, code, signal }`. */
+async function runNodeFor(ms, source, env) {
+  const { child, exited } = startNode(source, env)
+  let stdout = ''
+  child.stdout.on('data', (d) => (stdout += d))
+  try {
+    const { code, signal } = await withDeadline(exited, ms, 'child node script')
+    return { stdout, code, signal }
+  } finally {
+    child.kill('SIGKILL')
+  }
+}
+
 function hostileLoggerScript(loggerSource, install) {
   return `
 const fs = require('node:fs')
@@ -111,14 +124,17 @@ const hostile = ${loggerSource}
     return (await sb.executeCommand(FLOOD)).limitExceeded
   }
   ${install === 'sandbox' ? 'sb.__setLogger(hostile)' : 'setLogger(hostile)'}
+  const waitUntil = async (done) => {
+    const deadline = Date.now() + 10000
+    while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  }
   const firstFlood = await flood()
-  const deadline = Date.now() + 3000
-  while (calls === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  await waitUntil(() => calls > 0)
   const echo = (await sb.executeCommand('echo still-working')).stdout
   const records = []
   setLogger({ warn: (message) => records.push(message) })
   const secondFlood = await flood()
-  while (records.length === 0 && Date.now() < deadline + 3000) await new Promise((r) => setTimeout(r, 20))
+  await waitUntil(() => records.length > 0)
   setLogger(null)
   await sb.destroy()
   process.stdout.write(JSON.stringify({ calls, firstFlood, echo, secondFlood, records }) + '\\n')
@@ -132,7 +148,7 @@ describe('a hostile logger cannot crash the host', () => {
     [name, 'sandbox'],
   ])
   it.each(cases)('%s, installed through %s: the host lives, commands run, a later logger gets records', async (name, install) => {
-    const { stdout, code, signal } = await runNode(hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: tempDir() })
+    const { stdout, code, signal } = await runNodeFor(25_000, hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: tempDir() })
     expect({ code, signal }).toEqual({ code: 0, signal: null })
     const out = JSON.parse(stdout)
     // The hostile logger was really asked (so this is not a logger that was never called).
@@ -167,5 +183,18 @@ const { LocalSandbox, Workspace, createWorkspaceTools } = require(${JSON.stringi
     const { stdout, code, signal } = await runNode(source, { NW_WORKDIR: tempDir() })
     expect({ code, signal }).toEqual({ code: 0, signal: null })
     expect(JSON.parse(stdout)).toEqual({ exits: 1, asked: 1, echo: 'still-working\n' })
+  })
+
+  it('a throwing one does not stop a sandbox whose mount fails from starting', async () => {
+    const filesystem = new LocalFilesystem({ basePath: tempDir() })
+    filesystem.getMountConfig = () => ({ type: 'elsewhere' })
+    const sb = new LocalSandbox({ workingDirectory: tempDir() })
+    live.push(sb)
+    const ws = new Workspace({ sandbox: sb, mounts: { '/data': filesystem } })
+    let asked = 0
+    ws.__setLogger({ get warn() { asked++; throw new Error('logger boom') } })
+    expect((await sb.executeCommand('echo started')).stdout).toBe('started\n')
+    expect(sb.status).toBe('running')
+    expect(asked).toBe(1)
   })
 })

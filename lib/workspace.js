@@ -4,6 +4,7 @@ const { WorkspaceError } = require('./errors')
 const { check } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
+const { logTo } = require('./logging')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -313,7 +314,7 @@ function mountOn(composite, sandbox, logger) {
   const mountAll = async () => {
     for (const [mountPath, filesystem] of composite.mounts) {
       const result = await sandbox.mount(filesystem, mountPath)
-      if (!result?.success) logger()?.warn?.(`Mounting ${mountPath} failed: ${result?.error}`)
+      if (!result?.success) logTo(logger(), 'warn', `Mounting ${mountPath} failed: ${result?.error}`)
     }
   }
   if (typeof sandbox.setOnStart !== 'function') return mountAll

@@ -60,6 +60,22 @@ describe('spawn and wait', () => {
     expect(handle.stderr).toBe('err1\nerr2\n')
   })
 
+  it('spawn callbacks never run before spawn() has resolved, and have run when wait() resolves', async () => {
+    const sb = makeSandbox()
+    // A command printing at once races its own spawn; try it often enough to lose the race.
+    for (let run = 0; run < 20; run++) {
+      let handle
+      const seen = []
+      handle = await sb.processes.spawn('echo early; echo late >&2', {
+        onStdout: (d) => seen.push(['out', d, handle?.pid]),
+        onStderr: (d) => seen.push(['err', d, handle?.pid]),
+      })
+      await handle.wait()
+      expect(seen.map(([stream, d]) => `${stream}:${d}`).sort()).toEqual(['err:late\n', 'out:early\n'])
+      expect(seen.every(([, , pid]) => pid === handle.pid), `run ${run}`).toBe(true)
+    }
+  })
+
   it('wait() resolves with the full result shape, the same every time', async () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('echo hi; echo bye >&2; exit 2')
@@ -231,7 +247,8 @@ describe('commands started while the sandbox is destroyed', () => {
     await done
     expect(sb.status).toBe('destroyed')
     for (const outcome of await Promise.all(late)) {
-      if (outcome instanceof Error) expect(outcome).toMatchObject({ code: expect.stringMatching(/^(NOT_READY|SPAWN_FAILED)$/) })
+      // Refused (not ready), or lost the race with the init's shutdown: a typed error either way.
+      if (outcome instanceof Error) expect(outcome).toMatchObject({ code: expect.stringMatching(/^(NOT_READY|SPAWN_FAILED|IO_ERROR)$/) })
       else expect((await withDeadline(outcome.wait(), 5000, 'a late command')).killed).toBe(true)
     }
     expect(await survivors([marker])).toEqual([])

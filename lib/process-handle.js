@@ -56,9 +56,12 @@ class ProcessHandle {
   #reader
   #writer
   #killedByAbort = false
+  /** Settles once the spawn's own callbacks have had the output held for them. */
+  #earlyOutput
 
-  constructor(native) {
+  constructor(native, earlyOutput) {
     this.#native = native
+    this.#earlyOutput = earlyOutput
     /** Pid of the command's supervisor: signalling it signals the whole process tree. */
     this.pid = native.pid
     this.command = native.command
@@ -113,7 +116,10 @@ class ProcessHandle {
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      return toResult(await this.#native.wait())
+      const result = toResult(await this.#native.wait())
+      // Every output callback has run when wait() resolves, the spawn's own included.
+      await this.#earlyOutput
+      return result
     } finally {
       if (subscription !== undefined) this.#native.unsubscribe(subscription)
       signal?.removeEventListener('abort', onAbort)

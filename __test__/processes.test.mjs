@@ -3,7 +3,19 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, ProcessHandle, SandboxError } from '../lib/index.mjs'
-import { gone, isAlive, sleep, timed, useSandboxes, waitFor, withDeadline, withoutTime } from './helpers.mjs'
+import {
+  childrenOf,
+  gone,
+  isAlive,
+  sleep,
+  survivors,
+  timed,
+  uniqueMarker,
+  useSandboxes,
+  waitFor,
+  withDeadline,
+  withoutTime,
+} from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -46,6 +58,22 @@ describe('spawn and wait', () => {
     expect(err.join('')).toBe('err1\nerr2\n')
     expect(handle.stdout).toBe('out1\nout2\n')
     expect(handle.stderr).toBe('err1\nerr2\n')
+  })
+
+  it('spawn callbacks never run before spawn() has resolved, and have run when wait() resolves', async () => {
+    const sb = makeSandbox()
+    // A command printing at once races its own spawn; try it often enough to lose the race.
+    for (let run = 0; run < 20; run++) {
+      let handle
+      const seen = []
+      handle = await sb.processes.spawn('echo early; echo late >&2', {
+        onStdout: (d) => seen.push(['out', d, handle?.pid]),
+        onStderr: (d) => seen.push(['err', d, handle?.pid]),
+      })
+      await handle.wait()
+      expect(seen.map(([stream, d]) => `${stream}:${d}`).sort()).toEqual(['err:late\n', 'out:early\n'])
+      expect(seen.every(([, , pid]) => pid === handle.pid), `run ${run}`).toBe(true)
+    }
   })
 
   it('wait() resolves with the full result shape, the same every time', async () => {
@@ -187,10 +215,45 @@ describe('the process manager', () => {
     expect((await handle.wait()).stdout).toBe('sandbox spawn spawn\n')
   })
 
+  it('a timeout too far to ever come is no timeout', async () => {
+    const sb = makeSandbox()
+    // 1.5e19 s: a valid duration, past the range of the monotonic clock.
+    expect(await sb.executeCommand('echo in-time', [], { timeout: 1.5e22 })).toMatchObject({ exitCode: 0, stdout: 'in-time\n', timedOut: false })
+    const handle = await sb.processes.spawn('echo spawned', { timeout: 1.5e22 })
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'spawned\n', timedOut: false })
+  })
+
   it('spawn does not use the sandbox default timeout', async () => {
     const sb = makeSandbox({ timeout: 100 })
     const handle = await sb.processes.spawn('sleep 0.4; echo finished')
     expect(await handle.wait()).toMatchObject({ exitCode: 0, timedOut: false, stdout: 'finished\n' })
+  })
+})
+
+describe('commands started while the sandbox is destroyed', () => {
+  it('spawns all through destroy() are refused or killed: nothing outlives it', async () => {
+    const before = new Set(childrenOf().map((c) => c.pid))
+    const sb = makeSandbox()
+    await sb.processes.spawn('sleep 30')
+    const marker = uniqueMarker()
+    let finished = false
+    const done = sb.destroy().finally(() => (finished = true))
+    // One spawn per turn of the event loop, so some land in every step of the teardown.
+    const late = []
+    while (!finished) {
+      late.push(sb.processes.spawn(`sleep ${marker}`).catch((e) => e))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await done
+    expect(sb.status).toBe('destroyed')
+    for (const outcome of await Promise.all(late)) {
+      // Refused (not ready), or lost the race with the init's shutdown: a typed error either way.
+      if (outcome instanceof Error) expect(outcome).toMatchObject({ code: expect.stringMatching(/^(NOT_READY|SPAWN_FAILED|IO_ERROR)$/) })
+      else expect((await withDeadline(outcome.wait(), 5000, 'a late command')).killed).toBe(true)
+    }
+    expect(await survivors([marker])).toEqual([])
+    // No helper process of the sandbox is left either.
+    expect(childrenOf().filter((c) => !before.has(c.pid) && c.state !== 'Z')).toEqual([])
   })
 })
 
@@ -230,6 +293,60 @@ describe('stdin', () => {
     expect(error).toBeInstanceOf(Error)
     expect(error.message).toBe(`Process ${handle.pid} does not have stdin available`)
     expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'eof-seen\n' })
+  })
+
+  it('parts sent at once through Promise.all arrive in call order', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat', { maxRetainedBytes: Infinity })
+    const parts = Array.from({ length: 200 }, (_, i) => `line ${i}\n`)
+    await Promise.all(parts.map((part) => handle.sendStdin(part)))
+    await handle.closeStdin()
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: parts.join('') })
+  })
+
+  it('a large part and the small ones after it keep their order; each promise settles after its own part', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat', { maxRetainedBytes: Infinity })
+    // Far larger than a pipe's buffer: its write waits for cat, the small ones queue behind it.
+    const large = `${'x'.repeat(4 << 20)}\n`
+    const small = Array.from({ length: 50 }, (_, i) => `small ${i}\n`)
+    const settled = []
+    const sends = [large, ...small].map((part, i) => handle.sendStdin(part).then(() => settled.push(i)))
+    // closeStdin called without waiting closes after every part queued before it.
+    const closed = handle.closeStdin()
+    await Promise.all([...sends, closed])
+    expect(settled).toEqual(Array.from({ length: 51 }, (_, i) => i))
+    const { exitCode, stdout } = await handle.wait()
+    expect(exitCode).toBe(0)
+    expect(stdout.length).toBe(large.length + small.join('').length)
+    expect(stdout === large + small.join('')).toBe(true)
+  })
+
+  it('parts still queued when the command exits reject naming the pid and exit code', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('head -c 1 >/dev/null; exit 3')
+    const sends = Array.from({ length: 20 }, () => handle.sendStdin('y'.repeat(1 << 20)).then(() => 'written', (e) => e))
+    const outcomes = await withDeadline(Promise.all(sends), 10_000, 'queued stdin writes')
+    expect((await handle.wait()).exitCode).toBe(3)
+    const failures = outcomes.filter((o) => o !== 'written')
+    expect(failures.length).toBeGreaterThan(0)
+    for (const error of failures) {
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.message).toMatch(new RegExp(`^(Process ${handle.pid} has already exited with code 3|Writing to stdin failed)`))
+    }
+  })
+
+  it('a part queued after closeStdin rejects as having no stdin; the command goes on', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('cat; echo after-eof')
+    const sent = handle.sendStdin('before\n')
+    const closed = handle.closeStdin()
+    const late = handle.sendStdin('too late\n').catch((e) => e)
+    await Promise.all([sent, closed])
+    const error = await late
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error).toMatchObject({ code: 'NO_STDIN', message: `Process ${handle.pid} does not have stdin available` })
+    expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'before\nafter-eof\n' })
   })
 
   it('sendStdin rejects data that is neither a string nor bytes', async () => {

@@ -26,8 +26,10 @@ export interface ExecutionResult {
   timedOut?: boolean
   /** Ended by a signal (exit code 128 + signal number). */
   killed?: boolean
+  /** Older output was dropped to keep the newest `maxRetainedBytes` (see `CommandOptions`). */
   stdoutTruncated?: boolean
   stderrTruncated?: boolean
+  /** How many bytes of older output were dropped. */
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
   /** The resource limit that ended the command, if one did. */
@@ -51,7 +53,12 @@ export interface CommandOptions {
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
-  /** Bytes kept per stream (newest kept): a non-negative integer, or Infinity for all. */
+  /**
+   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
+   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
+   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
+   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
+   */
   maxRetainedBytes?: number
 }
 
@@ -162,9 +169,9 @@ export interface SandboxLimits {
   /** Size of the private `/tmp` under isolation (default 256 MiB). */
   tmpSizeBytes?: number
   /**
-   * Output kept per stream by `executeCommand`; past it the command is killed
-   * (`limitExceeded: 'output'`) and the newest bytes are kept. Default under isolation
-   * 64 MiB, else unlimited.
+   * Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
+   * isolation, or when set, past it the command is killed (`limitExceeded: 'output'`);
+   * without isolation and unset, the command runs on and only the newest 64 MiB are kept.
    */
   outputBytes?: number
   /**

@@ -2,19 +2,31 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
+const { catchRejection } = require('./thenable')
 
 let current
 
-/** A record from the native side, to the logger's method of that level (or the nearest). */
-function deliver(record) {
-  const logger = current
-  const method = logger?.[record.level] ?? (record.level === 'trace' ? logger?.debug : undefined)
-  if (typeof method !== 'function') return
+/**
+ * Calls `logger[level](message, data)` (a `trace` record falls back to `debug`). Whatever
+ * the logger does (a throwing getter or Proxy trap, a method that is not a function, a
+ * rejected promise, a `setLogger` call of its own) costs at most this record: loggers are
+ * called from native callbacks and promise handlers, where an escaping error would end
+ * the process.
+ */
+function logTo(logger, level, message, data) {
   try {
-    method.call(logger, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
+    let method = logger?.[level]
+    if (method == null && level === 'trace') method = logger?.debug
+    if (typeof method !== 'function') return
+    catchRejection(method.call(logger, message, data), () => {})
   } catch {
-    // A logger that throws loses the record; it must not take the host down.
+    // The logger loses this record; the host goes on.
   }
+}
+
+/** A record from the native side, to the current logger. */
+function deliver(record) {
+  logTo(current, record.level, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
 }
 
 /**
@@ -26,8 +38,11 @@ function setLogger(logger, { level = 'warn' } = {}) {
   if (logger !== null && logger !== undefined && typeof logger !== 'object') {
     throw new SandboxOptionError(`logger must be an object with error/warn/info/debug methods or null, got ${typeof logger}`)
   }
+  if (typeof level !== 'string') {
+    throw new SandboxOptionError(`level must be 'error', 'warn', 'info', 'debug' or 'trace', got ${typeof level}`)
+  }
   translatingSync(() => native.setLogHandler(logger ? deliver : null, level))
   current = logger ?? undefined
 }
 
-module.exports = { setLogger }
+module.exports = { logTo, setLogger }

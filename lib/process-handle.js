@@ -3,15 +3,30 @@ const { Readable, Writable } = require('node:stream')
 const { SandboxOptionError, UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
 const { check, describe } = require('./options')
+const { catchRejection } = require('./thenable')
 
-/** A user's callback must never take the host down: a throw becomes a process warning. */
+/**
+ * A user's callback must never take the host down: a throw, or the rejection of a
+ * returned promise (or any thenable, even one whose `then` throws), becomes a process
+ * warning. The output is not held back waiting for the promise.
+ */
 function guard(fn, label) {
   if (!fn) return undefined
+  const warn = (how, err) => {
+    // Even a hostile error (a throwing `stack` getter) must not escape.
+    let text
+    try {
+      text = String(err?.stack ?? err)
+    } catch {
+      text = 'an unprintable error'
+    }
+    process.emitWarning(`${label} callback ${how}: ${text}`, 'NativeWorkspaceWarning')
+  }
   return (data) => {
     try {
-      fn(data)
+      catchRejection(fn(data), (err) => warn('rejected', err))
     } catch (err) {
-      process.emitWarning(`${label} callback threw: ${err?.stack ?? err}`, 'NativeWorkspaceWarning')
+      warn('threw', err)
     }
   }
 }
@@ -41,9 +56,12 @@ class ProcessHandle {
   #reader
   #writer
   #killedByAbort = false
+  /** Settles once the spawn's own callbacks have had the output held for them. */
+  #earlyOutput
 
-  constructor(native) {
+  constructor(native, earlyOutput) {
     this.#native = native
+    this.#earlyOutput = earlyOutput
     /** Pid of the command's supervisor: signalling it signals the whole process tree. */
     this.pid = native.pid
     this.command = native.command
@@ -98,7 +116,10 @@ class ProcessHandle {
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      return toResult(await this.#native.wait())
+      const result = toResult(await this.#native.wait())
+      // Every output callback has run when wait() resolves, the spawn's own included.
+      await this.#earlyOutput
+      return result
     } finally {
       if (subscription !== undefined) this.#native.unsubscribe(subscription)
       signal?.removeEventListener('abort', onAbort)

@@ -32,6 +32,33 @@ function commandOptions(options, token) {
   }))
 }
 
+/**
+ * Holds the output of a spawn back until its caller has the handle: a command may print
+ * before `spawn()` resolves, and callbacks (e.g. ones that report `handle.pid`) must not
+ * run before that. `release()` delivers what was held, in order, on the next turn of the
+ * event loop (after the caller's `await` has resumed), then lets output through; it
+ * returns a promise of that delivery.
+ */
+function afterSpawn(onOutput) {
+  if (!onOutput) return { onOutput, release: () => undefined }
+  let held = []
+  return {
+    onOutput: (stdout, stderr) => {
+      if (held) held.push([stdout, stderr])
+      else onOutput(stdout, stderr)
+    },
+    release: () =>
+      new Promise((resolve) =>
+        setImmediate(() => {
+          const early = held
+          held = undefined
+          for (const [stdout, stderr] of early) onOutput(stdout, stderr)
+          resolve()
+        }),
+      ),
+  }
+}
+
 function checkCommand(command) {
   if (typeof command !== 'string' || command.trim() === '') {
     throw new SandboxOptionError(`command must be a non-empty string, got ${describe(command)}`)
@@ -58,15 +85,17 @@ class LocalProcessManager {
     const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
     const { token, detach } = abortToken(signal)
     let native
+    let release
     try {
       const nativeOptions = commandOptions(options, token)
+      ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
       native = await translating(() => this.#native.spawn(command, nativeOptions))
     } catch (err) {
       detach()
       throw err
     }
     if (signal) native.wait().finally(detach)
-    const handle = new ProcessHandle(native)
+    const handle = new ProcessHandle(native, release())
     this.#handles.set(handle.pid, handle)
     return handle
   }

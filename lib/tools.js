@@ -12,6 +12,7 @@ const {
   FilesystemNotAvailableError,
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
+const { logTo } = require('./logging')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
@@ -141,7 +142,7 @@ async function executeCommand(workspace, config, input, context) {
       handle
         .wait()
         .then((result) => background.onExit({ ...meta(), ...exitMeta(result) }))
-        .catch((err) => workspace.logger?.error?.('Background process onExit failed', { error: err, pid: handle.pid }))
+        .catch((err) => logTo(workspace.logger, 'error', 'Background process onExit failed', { error: err, pid: handle.pid }))
     }
     return `Started background process (PID: ${handle.pid})`
   }

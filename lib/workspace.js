@@ -5,6 +5,7 @@ const { check } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
+const { logTo } = require('./logging')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -364,7 +365,7 @@ function mountOn(composite, sandbox, logger) {
   const mountAll = async () => {
     for (const [mountPath, filesystem] of composite.mounts) {
       const result = await sandbox.mount(filesystem, mountPath)
-      if (!result?.success) logger()?.warn?.(`Mounting ${mountPath} failed: ${result?.error}`)
+      if (!result?.success) logTo(logger(), 'warn', `Mounting ${mountPath} failed: ${result?.error}`)
     }
   }
   if (typeof sandbox.setOnStart !== 'function') return mountAll

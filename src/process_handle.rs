@@ -151,14 +151,13 @@ impl NativeProcess {
       Either::A(s) => s.into_bytes(),
       Either::B(b) => b.to_vec(),
     };
-    let inner = self.inner.clone();
-    settle(env, async move { inner.send_stdin(&bytes).await })
+    // Queued here, on the JS thread, so parts are written in the order of the calls.
+    settle(env, self.inner.send_stdin(bytes))
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn close_stdin<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-    let inner = self.inner.clone();
-    settle(env, async move { inner.close_stdin().await })
+    settle(env, self.inner.close_stdin())
   }
 
   /// Adds an output consumer `(stdout, stderr) => void` for output from now on.

@@ -64,45 +64,63 @@ fn incomplete_tail(bytes: &[u8]) -> usize {
   0
 }
 
-/// How much output a stream keeps: `None` keeps everything.
+/// How much output a stream keeps: `None` keeps everything up to [`MAX_RETAINED_BYTES`].
 pub type Retention = Option<usize>;
+
+/// The most a stream ever keeps, whatever its retention: the longest string V8 can create
+/// (2^29 − 24 UTF-16 units on 64-bit hosts). UTF-8 text of that many bytes has at most
+/// that many UTF-16 units, so retained text always becomes a JavaScript string.
+pub const MAX_RETAINED_BYTES: usize = (1 << 29) - 24;
 
 /// The newest `limit` bytes of a stream's text, trimmed only at character boundaries.
 #[derive(Debug, Default)]
 pub struct Retained {
   data: Vec<u8>,
   start: usize,
-  limit: Retention,
+  limit: usize,
   dropped: u64,
 }
 
 impl Retained {
   pub fn new(limit: Retention) -> Self {
     Retained {
-      limit,
+      limit: limit.map_or(MAX_RETAINED_BYTES, |l| l.min(MAX_RETAINED_BYTES)),
       ..Default::default()
     }
   }
 
   pub fn push(&mut self, text: &str) {
-    let Some(limit) = self.limit else {
-      self.data.extend_from_slice(text.as_bytes());
-      return;
-    };
+    let limit = self.limit;
     let bytes = text.as_bytes();
     // A chunk larger than the limit only ever contributes its tail.
     let skip = bytes.len().saturating_sub(limit);
     let skip = next_boundary(bytes, skip);
     self.dropped += skip as u64;
-    self.data.extend_from_slice(&bytes[skip..]);
+    let kept = &bytes[skip..];
+    let dead_most = (limit / 4).max(4096);
+    if self.data.len() + kept.len() > self.data.capacity() {
+      // Grow by doubling, but never past what the buffer can hold between compactions, so
+      // its memory stays near the limit instead of the next power of two.
+      let needed = self.data.len() + kept.len();
+      let ceiling = limit.saturating_add(dead_most).saturating_add(kept.len());
+      let target = self
+        .data
+        .capacity()
+        .saturating_mul(2)
+        .min(ceiling)
+        .max(needed);
+      self.data.reserve_exact(target - self.data.len());
+    }
+    self.data.extend_from_slice(kept);
     let held = self.data.len() - self.start;
     if held > limit {
       let cut = next_boundary(&self.data, self.start + held - limit);
       self.dropped += (cut - self.start) as u64;
       self.start = cut;
     }
-    // Compact rarely, so trimming costs amortised O(1) per byte.
-    if self.start > limit.max(4096) {
+    // Compact once a quarter of the limit is dead: the buffer stays within 1.25 × the
+    // limit (plus one chunk) and trimming costs amortised O(1) per byte.
+    if self.start > dead_most {
       self.data.drain(..self.start);
       self.start = 0;
     }
@@ -260,6 +278,22 @@ mod tests {
     r.push("b");
     assert_eq!(r.text(), "b");
     assert_eq!(r.dropped_bytes(), 4);
+  }
+
+  #[test]
+  fn the_buffer_stays_near_its_limit_however_much_passes_through() {
+    let limit = 1 << 20;
+    let mut r = Retained::new(Some(limit));
+    let chunk = "y\n".repeat(32 * 1024);
+    for _ in 0..200 {
+      r.push(&chunk);
+    }
+    assert_eq!(r.text().len(), limit);
+    assert!(
+      r.data.capacity() <= limit + limit / 4 + chunk.len(),
+      "{}",
+      r.data.capacity()
+    );
   }
 
   #[test]

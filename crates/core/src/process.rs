@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::{CoreError, Result};
 use crate::init::{Init, LaunchRequest};
@@ -113,13 +113,19 @@ impl Output {
   }
 }
 
+/// What the stdin writer is asked to do, in the order the calls were made.
+enum StdinRequest {
+  Write(Vec<u8>, oneshot::Sender<Result<()>>),
+  Close(oneshot::Sender<()>),
+}
+
 /// A running or finished command. Dropping the last reference kills its tree.
 pub struct Process {
   pid: u32,
   command: String,
   output: Arc<Mutex<Output>>,
-  /// Shared with the driver, which closes it when the command ends.
-  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
+  /// The queue of the one task that writes stdin (see `feed_stdin`).
+  stdin: mpsc::UnboundedSender<StdinRequest>,
   stdin_mode: StdinMode,
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
@@ -173,6 +179,13 @@ impl Process {
     }));
     let next_sink_id = AtomicU64::new(output.locked().sinks.len() as u64);
     let (ended_tx, ended_rx) = watch::channel(false);
+    let (stdin, stdin_requests) = mpsc::unbounded_channel();
+    tokio::spawn(feed_stdin(
+      pid,
+      launched.stdin,
+      stdin_requests,
+      ended_rx.clone(),
+    ));
     let readers = [
       tokio::spawn(pump(
         launched.stdout,
@@ -189,9 +202,7 @@ impl Process {
     ];
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
-    let stdin = Arc::new(tokio::sync::Mutex::new(launched.stdin));
     tokio::spawn(drive(DriveState {
-      stdin: stdin.clone(),
       control_read,
       control_write,
       pid,
@@ -256,10 +267,20 @@ impl Process {
   pub async fn wait(&self) -> Exit {
     let mut rx = self.exit.clone();
     let exit = rx.wait_for(|e| e.is_some()).await;
-    match exit {
-      Ok(exit) => exit.clone().expect("waited for Some"),
-      // The driver never drops the sender before publishing an exit.
-      Err(_) => unreachable!("process driver ended without an exit"),
+    match exit.as_deref() {
+      Ok(Some(exit)) => exit.clone(),
+      // The driver publishes an exit before it ends; should it ever fail to, the command
+      // is reported the way a supervisor killed with it is, not as a panic of the caller.
+      _ => {
+        let (exit_code, killed) = decode_status(None);
+        Exit {
+          exit_code,
+          killed,
+          timed_out: false,
+          execution_time_ms: 0.0,
+          limit_exceeded: None,
+        }
+      }
     }
   }
 
@@ -307,28 +328,43 @@ impl Process {
     self.output.locked().sinks.retain(|(sid, _)| *sid != id);
   }
 
-  pub async fn send_stdin(&self, data: &[u8]) -> Result<()> {
-    self.check_stdin_usable()?;
-    let mut stdin = self.stdin.lock().await;
-    let Some(pipe) = stdin.as_mut() else {
-      return Err(CoreError::NoStdin(self.pid.to_string()));
-    };
-    let written = async {
-      pipe.write_all(data).await?;
-      pipe.flush().await
-    };
-    written
-      .await
-      .map_err(|e| CoreError::io("Writing to stdin failed", e))
+  /// Queues `data` for stdin at once, so writes reach the command in the order of the
+  /// calls whenever their futures first run; the future resolves once this part is written.
+  pub fn send_stdin(
+    &self,
+    data: impl Into<Vec<u8>>,
+  ) -> impl Future<Output = Result<()>> + Send + 'static {
+    let (reply, written) = oneshot::channel();
+    let queued = self
+      .check_stdin_usable()
+      .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
+    let exit = self.exit.clone();
+    let pid = self.pid;
+    async move {
+      match queued? {
+        Ok(()) => match written.await {
+          Ok(result) => result,
+          // The writer stopped with the command before reaching this part.
+          Err(_) => Err(exited(pid, exit).await),
+        },
+        Err(_) => Err(exited(pid, exit).await),
+      }
+    }
   }
 
-  /// Closes stdin so the command reads EOF. Closing twice is not an error.
-  pub async fn close_stdin(&self) -> Result<()> {
-    self.check_stdin_usable()?;
-    if let Some(mut pipe) = self.stdin.lock().await.take() {
-      let _ = pipe.shutdown().await;
+  /// Closes stdin, after every part already queued, so the command reads EOF. Closing
+  /// twice is not an error.
+  pub fn close_stdin(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+    let (reply, closed) = oneshot::channel();
+    let queued = self
+      .check_stdin_usable()
+      .map(|()| self.stdin.send(StdinRequest::Close(reply)));
+    async move {
+      queued?.ok();
+      // A writer gone with its command has closed stdin already.
+      let _ = closed.await;
+      Ok(())
     }
-    Ok(())
   }
 
   fn check_stdin_usable(&self) -> Result<()> {
@@ -349,6 +385,64 @@ impl Drop for Process {
   fn drop(&mut self) {
     // Nobody can observe this command any more: take its tree down.
     let _ = self.control.send(Control::Kill);
+  }
+}
+
+/// The error for a stdin request the command ended before: it has exited with its code.
+async fn exited(pid: u32, mut exit: watch::Receiver<Option<Exit>>) -> CoreError {
+  let code = match exit.wait_for(|e| e.is_some()).await {
+    Ok(exit) => exit.as_ref().map_or(-1, |e| e.exit_code),
+    Err(_) => -1,
+  };
+  CoreError::AlreadyExited {
+    pid: pid.to_string(),
+    code,
+  }
+}
+
+/// The one writer of a command's stdin: takes requests in call order until the command
+/// ends or every handle is gone, then closes the pipe. `pipe` is `None` without one.
+async fn feed_stdin(
+  pid: u32,
+  mut pipe: Option<pipe::Sender>,
+  mut requests: mpsc::UnboundedReceiver<StdinRequest>,
+  mut ended: watch::Receiver<bool>,
+) {
+  loop {
+    let request = tokio::select! {
+      biased;
+      _ = ended.wait_for(|ended| *ended) => break,
+      request = requests.recv() => match request {
+        Some(request) => request,
+        None => break,
+      },
+    };
+    match request {
+      StdinRequest::Write(data, reply) => {
+        let Some(open) = pipe.as_mut() else {
+          let _ = reply.send(Err(CoreError::NoStdin(pid.to_string())));
+          continue;
+        };
+        let written = async {
+          open.write_all(&data).await?;
+          open.flush().await
+        };
+        tokio::select! {
+          biased;
+          // Nobody reads a command that has ended: the write would never finish.
+          _ = ended.wait_for(|ended| *ended) => break,
+          result = written => {
+            let _ = reply.send(result.map_err(|e| CoreError::io("Writing to stdin failed", e)));
+          }
+        }
+      }
+      StdinRequest::Close(reply) => {
+        if let Some(mut open) = pipe.take() {
+          let _ = open.shutdown().await;
+        }
+        let _ = reply.send(());
+      }
+    }
   }
 }
 
@@ -426,7 +520,6 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<
 }
 
 struct DriveState {
-  stdin: Arc<tokio::sync::Mutex<Option<pipe::Sender>>>,
   control_read: BufReader<OwnedReadHalf>,
   control_write: OwnedWriteHalf,
   pid: u32,
@@ -471,10 +564,11 @@ async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> 
 /// Applies the timeout and kill requests until the supervisor reports the end of the
 /// command's tree, then waits for the output to drain and publishes the exit.
 async fn drive(mut s: DriveState) {
-  // A timeout too long for an Instant to hold its deadline is no timeout.
-  let deadline = s.timeout.and_then(|t| s.started.checked_add(t));
-  let far = Duration::from_secs(86400 * 365);
-  let timeout_at = tokio::time::Instant::from_std(deadline.unwrap_or(s.started + far));
+  // A timeout past the clock's range is no timeout (it would never come).
+  let timeout_at = s
+    .timeout
+    .and_then(|timeout| s.started.checked_add(timeout))
+    .map(tokio::time::Instant::from_std);
   let mut kill_at: Option<tokio::time::Instant> = None;
   let mut timed_out = false;
   let mut requests_open = true;
@@ -489,12 +583,12 @@ async fn drive(mut s: DriveState) {
         Some(Message::Started(_) | Message::Refused(_)) => {}
         None => break None,
       },
-      _ = tokio::time::sleep_until(timeout_at), if deadline.is_some() && !timed_out => {
+      _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !timed_out => {
         timed_out = true;
         tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
       }
-      _ = tokio::time::sleep_until(kill_at.unwrap_or(timeout_at)), if kill_at.is_some() => {
+      _ = tokio::time::sleep_until(kill_at.unwrap_or(s.started.into())), if kill_at.is_some() => {
         kill_at = None;
         tell(b"K");
       }
@@ -555,8 +649,6 @@ async fn drive(mut s: DriveState) {
       },
     }
   };
-  // Nobody reads the other end any more; do not wait for the handle to be collected.
-  s.stdin.lock().await.take();
   let sinks: Vec<Arc<dyn OutputSink>> = s
     .output
     .locked()

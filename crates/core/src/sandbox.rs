@@ -23,7 +23,8 @@ use crate::sync::Lock;
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
 
-/// Output per stream of an isolated sandbox's foreground command unless told otherwise.
+/// Output kept per stream of a foreground command unless told otherwise (the newest bytes);
+/// under isolation, also the output past which it is killed.
 pub const DEFAULT_OUTPUT_BYTES: u64 = 64 << 20;
 
 /// Open files per process of an isolated sandbox unless told otherwise (or the host's
@@ -218,8 +219,10 @@ impl Sandbox {
     self.start_tracked(command, options, defaults).await
   }
 
-  /// Runs a command to completion (stdin closed, all output kept unless limited). Past
-  /// the output limit, the command is killed (`limitExceeded: 'output'`).
+  /// Runs a command to completion (stdin closed). Each stream keeps its newest
+  /// `limits.outputBytes` (64 MiB by default) unless the call says otherwise; past the
+  /// output limit (set, or by default under isolation) the command is killed
+  /// (`limitExceeded: 'output'`).
   pub async fn execute(
     &self,
     command: &str,
@@ -230,7 +233,14 @@ impl Sandbox {
     let full = crate::quote::join_command(command, args);
     let output_limit = self.output_limit();
     let defaults = EntryDefaults {
-      retention: output_limit.map(|bytes| bytes as usize),
+      retention: Some(
+        self
+          .limits
+          .output_bytes
+          .unwrap_or(DEFAULT_OUTPUT_BYTES)
+          .try_into()
+          .unwrap_or(usize::MAX),
+      ),
       stdin: StdinMode::Ignore,
       timeout: self.timeout,
       output_limit,
@@ -254,9 +264,13 @@ impl Sandbox {
     let abort = options.abort.take();
     let request = self.request(command, options, defaults);
     let live = self.init.locked().clone().filter(|init| init.is_alive());
-    // No live init: stopped mid-teardown, or killed from outside. Start a new one.
     let init = match live {
       Some(init) => init,
+      // The teardown has shut the init down: a new one would outlive it, with the command.
+      None if matches!(self.status(), Status::Stopping | Status::Destroying) => {
+        return Err(CoreError::NotReady(self.id.clone()));
+      }
+      // Killed from outside: start a new one.
       None => self.restart_init().await?,
     };
     let process = Process::spawn(&init, request).await?;

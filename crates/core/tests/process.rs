@@ -97,6 +97,15 @@ async fn runs_a_command_and_reports_its_result() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_past_the_clocks_range_is_no_timeout() {
+  let mut req = request("sleep 0.2; echo done");
+  req.timeout = Some(Duration::MAX);
+  let o = spawn(req).await.into_outcome().await;
+  assert_eq!((o.exit.exit_code, o.exit.timed_out), (0, false));
+  assert_eq!(o.stdout, "done\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_takes_down_setsid_grandchildren() {
   let m = marker();
   let p = spawn(request(&format!("setsid sleep {m}1 & sleep {m}2"))).await;
@@ -241,6 +250,28 @@ async fn stdin_pipe_reaches_the_command() {
     p.send_stdin(b"x").await.unwrap_err().to_string(),
     format!("Process {} has already exited with code 0", p.pid())
   );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_parts_are_written_in_call_order_whenever_their_futures_run() {
+  let mut req = request("cat");
+  req.stdin = StdinMode::Pipe;
+  let p = spawn(req).await;
+  let parts: Vec<String> = (0..100).map(|i| format!("part {i}\n")).collect();
+  let writes: Vec<_> = parts
+    .iter()
+    .map(|part| p.send_stdin(part.as_bytes()))
+    .collect();
+  let close = p.close_stdin();
+  // Run the futures last-called first: the order was fixed when they were made.
+  let close = tokio::spawn(close);
+  let tasks: Vec<_> = writes.into_iter().rev().map(tokio::spawn).collect();
+  for task in tasks {
+    task.await.unwrap().unwrap();
+  }
+  close.await.unwrap().unwrap();
+  let o = p.into_outcome().await;
+  assert_eq!((o.exit.exit_code, o.stdout), (0, parts.concat()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

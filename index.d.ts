@@ -41,6 +41,8 @@ export declare class NativeLocalFs {
 
 export declare class NativeLocalSandbox {
   constructor(options: NativeSandboxOptions)
+  /** Workspace paths kept read-only for commands under isolation. */
+  get protectedPaths(): Array<string>
   get id(): string
   get status(): 'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'
   get error(): string | null
@@ -250,8 +252,13 @@ export interface NativeSandboxConfig {
   allowSystemBinaries?: boolean
   readOnly?: boolean
   bwrapArgs?: Array<string>
-  /** Workspace-relative paths kept read-only inside the sandbox (default: the built-in list). */
+  /**
+   * Workspace-relative paths kept read-only inside the sandbox (default: the built-in list,
+   * its shell start-up files only where the workspace is a home directory).
+   */
   protectedPaths?: Array<string>
+  /** Block the creation of protected paths missing at the start, with placeholders. */
+  protectMissingPaths?: boolean
   limits?: NativeLimits
 }
 

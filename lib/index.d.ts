@@ -132,12 +132,21 @@ export interface NativeSandboxConfig {
   bwrapArgs?: string[]
   readOnly?: boolean
   /**
-   * Workspace-relative paths kept read-only inside an isolated sandbox, also where they do
-   * not exist yet (an empty placeholder is bound over the first missing part while the
-   * sandbox runs). Default: `PROTECTED_PATHS` (git hooks and config, `.envrc`, editor and
-   * shell start-up files…); `[]` protects nothing.
+   * Workspace-relative paths kept read-only inside an isolated sandbox: each one that exists
+   * when the sandbox starts (a missing one can be created, and is protected from the next
+   * start on, unless `protectMissingPaths`). Default: `PROTECTED_PATHS` (git hooks and
+   * config, `.envrc`, editor folders…), its shell start-up files (`.bashrc`, `.profile`,
+   * `.gitconfig`…) only where the workspace is a home directory (of an account in
+   * `/etc/passwd`, or this process's `$HOME`); `[]` protects nothing.
    */
   protectedPaths?: string[]
+  /**
+   * Also keep protected paths that do not exist at the start from being created: an empty
+   * read-only placeholder is bound over the first missing part while the sandbox runs. It
+   * shows as an entry inside and on the host until the sandbox stops (`.git`, `.vscode` …),
+   * and `git init` / `git clone … .` fail in the workspace. Default `false`.
+   */
+  protectMissingPaths?: boolean
   /** Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits inherited by every process. */
   limits?: SandboxLimits
 }
@@ -260,7 +269,11 @@ export declare class LocalSandbox {
   readonly error: string | undefined
   readonly workingDirectory: string
   readonly isolation: IsolationBackend
-  /** Workspace paths kept read-only for commands under isolation (`nativeSandbox.protectedPaths`). */
+  /**
+   * Workspace paths kept read-only for commands under isolation: `nativeSandbox.protectedPaths`,
+   * or the defaults for this workspace (without the shell start-up files unless it is a home
+   * directory). A workspace's file tools refuse to change them, existing or not.
+   */
   readonly protectedPaths: readonly string[]
   readonly timeout: number | undefined
   readonly createdAt: Date
@@ -292,7 +305,10 @@ export declare class LocalSandbox {
 }
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
-/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
+/**
+ * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
+ * says otherwise; its shell start-up files only where the workspace is a home directory.
+ */
 export declare const PROTECTED_PATHS: readonly string[]
 /** A logger as Mastra's and `console` are: a method per level, each taking a message and data. */
 export interface DiagnosticsLogger {

@@ -11,7 +11,10 @@ const { SandboxLifecycle } = require('./hooks')
 const { LocalMounts } = require('./mounts')
 const { setLogger } = require('./logging')
 
-/** Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths` says otherwise. */
+/**
+ * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
+ * says otherwise; its shell start-up files only where the workspace is a home directory.
+ */
 const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
 
 /** What of this package the host runs: the entry and the loader of the addon. */
@@ -32,6 +35,7 @@ function nativeSandboxConfig(config) {
     readOnly: check.boolean(c.readOnly ?? c.readOnlyWorkspace, 'nativeSandbox.readOnly') ?? false,
     protectedPaths:
       c.protectedPaths === undefined ? undefined : [...check.stringArray(c.protectedPaths, 'nativeSandbox.protectedPaths')],
+    protectMissingPaths: check.boolean(c.protectMissingPaths, 'nativeSandbox.protectMissingPaths') ?? false,
     limits: limitsConfig(c.limits),
   }
 }
@@ -72,9 +76,6 @@ class LocalSandbox {
       const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
       const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
       this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
-      const { protectedPaths } = this.#nativeSandbox
-      this.#protectedPaths =
-        protectedPaths === undefined ? PROTECTED_PATHS : Object.freeze(translatingSync(() => native.checkProtectedPaths(protectedPaths)))
       const instructions = options.instructions
       if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
         check.string(instructions, 'instructions')
@@ -94,6 +95,7 @@ class LocalSandbox {
             ...this.#lifecycle.nativeHooks(),
           }),
       )
+      this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'

@@ -9,7 +9,7 @@ use napi_derive::napi;
 use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::protect::DEFAULT_PROTECTED_PATHS;
+use native_workspace_core::protect::default_protected_paths;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
@@ -51,8 +51,11 @@ pub struct NativeSandboxConfig {
   pub allow_system_binaries: Option<bool>,
   pub read_only: Option<bool>,
   pub bwrap_args: Option<Vec<String>>,
-  /// Workspace-relative paths kept read-only inside the sandbox (default: the built-in list).
+  /// Workspace-relative paths kept read-only inside the sandbox (default: the built-in list,
+  /// its shell start-up files only where the workspace is a home directory).
   pub protected_paths: Option<Vec<String>>,
+  /// Block the creation of protected paths missing at the start, with placeholders.
+  pub protect_missing_paths: Option<bool>,
   pub limits: Option<NativeLimits>,
 }
 
@@ -218,7 +221,7 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
       .collect()
   };
   let protected_paths = match config.protected_paths {
-    None => DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect(),
+    None => default_protected_paths(&workspace),
     Some(list) => protected_paths_of(&list)?,
   };
   Ok(SandboxPolicy {
@@ -231,6 +234,7 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
     extra_args: config.bwrap_args.unwrap_or_default(),
     tmp_bytes: isolation::DEFAULT_TMP_BYTES,
     protected_paths,
+    protect_missing_paths: config.protect_missing_paths.unwrap_or(false),
   })
 }
 
@@ -245,6 +249,8 @@ pub struct NativeProcessInfo {
 #[napi]
 pub struct NativeLocalSandbox {
   inner: Arc<Sandbox>,
+  /// The policy's, as given or as the workspace's defaults.
+  protected_paths: Vec<String>,
 }
 
 #[napi]
@@ -275,6 +281,11 @@ impl NativeLocalSandbox {
     if let Some(bytes) = tmp_bytes {
       policy.tmp_bytes = bytes;
     }
+    let protected_paths = policy
+      .protected_paths
+      .iter()
+      .map(|p| p.to_string_lossy().into_owned())
+      .collect();
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),
@@ -290,7 +301,14 @@ impl NativeLocalSandbox {
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {
       inner: Arc::new(inner),
+      protected_paths,
     })
+  }
+
+  /// Workspace paths kept read-only for commands under isolation.
+  #[napi(getter, catch_unwind)]
+  pub fn protected_paths(&self) -> Vec<String> {
+    self.protected_paths.clone()
   }
 
   #[napi(getter, catch_unwind)]

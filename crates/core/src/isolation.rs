@@ -211,6 +211,9 @@ pub struct SandboxPolicy {
   pub tmp_bytes: u64,
   /// Relative to the workspace; kept read-only inside the sandbox (see `protect`).
   pub protected_paths: Vec<PathBuf>,
+  /// Also block the creation of the protected paths missing at the start, with
+  /// placeholders that show inside and on the host while the sandbox runs.
+  pub protect_missing_paths: bool,
 }
 
 /// Read-only system paths every sandbox gets: programs, libraries, and the few files in
@@ -636,6 +639,7 @@ mod tests {
       extra_args: vec![],
       tmp_bytes: 1024,
       protected_paths: vec![],
+      protect_missing_paths: false,
     };
     let argv: Vec<String> = policy
       .argv(Path::new("/k"), &Protection::default())
@@ -670,6 +674,7 @@ mod tests {
       extra_args: args.iter().map(|a| a.to_string()).collect(),
       tmp_bytes: 1024,
       protected_paths: vec![],
+      protect_missing_paths: false,
     };
     policy.check(&[PathBuf::from("/opt/pkg/keeper")])
   }

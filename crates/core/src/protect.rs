@@ -1,14 +1,20 @@
 //! Paths inside a writable workspace that a sandboxed command must not change, because
 //! the host runs what they hold later: git hooks and config, direnv's `.envrc`, editor
-//! tasks, shell start-up files. Each is bound read-only over itself, or — when it does not
-//! exist yet — its first missing component is a read-only empty placeholder, so nothing
-//! can be created below it either. The directories above it are bound over themselves
-//! too: a mount point cannot be renamed or removed, so `mv .git x; mkdir -p .git/hooks`
-//! does not get around the protection.
+//! tasks, shell start-up files. Each one that exists at the start is bound read-only over
+//! itself, and the directories above it are bound over themselves too: a mount point
+//! cannot be renamed or removed, so `mv .git x; mkdir -p .git/hooks` does not get around
+//! the protection.
+//!
+//! A missing one gets nothing by default, so a fresh workspace shows no entry nobody made
+//! and `git init` works in it; it is protected from the next start on. On request its
+//! first missing component becomes a read-only empty placeholder instead, so nothing can
+//! be created there — at the cost of that entry showing inside and on the host while the
+//! sandbox runs.
 
 use std::path::{Component, Path, PathBuf};
 
-/// What a workspace protects unless told otherwise.
+/// What a workspace protects unless told otherwise: all of it where the workspace is a
+/// home directory, all but [`HOME_PROTECTED_PATHS`] elsewhere ([`default_protected_paths`]).
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
   ".git/hooks",
   ".git/config",
@@ -27,6 +33,52 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
   ".claude",
   ".codex",
 ];
+
+/// The part of the default list that tools read from a home directory only (shell
+/// start-up files, the user's git and ripgrep configuration): in a project they are
+/// ordinary files.
+pub const HOME_PROTECTED_PATHS: &[&str] = &[
+  ".bashrc",
+  ".bash_profile",
+  ".zshrc",
+  ".zprofile",
+  ".profile",
+  ".gitconfig",
+  ".ripgreprc",
+];
+
+/// The default protected paths of `workspace`: home-only ones included when it is a home
+/// directory (see [`is_home_directory`]).
+pub fn default_protected_paths(workspace: &Path) -> Vec<PathBuf> {
+  let home = is_home_directory(
+    workspace,
+    &std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
+    std::env::var_os("HOME").as_deref().map(Path::new),
+  );
+  DEFAULT_PROTECTED_PATHS
+    .iter()
+    .filter(|p| home || !HOME_PROTECTED_PATHS.contains(p))
+    .map(PathBuf::from)
+    .collect()
+}
+
+/// Whether `workspace` is where a login shell or the host's own tools would read start-up
+/// files from: the home directory of an account in `passwd` (the text of `/etc/passwd`),
+/// or `home` (this process's `$HOME`). Compared by real path, so a symbolic link on the way
+/// to either does not hide it.
+pub fn is_home_directory(workspace: &Path, passwd: &str, home: Option<&Path>) -> bool {
+  let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| crate::sandbox::normalize(p));
+  let workspace = real(workspace);
+  let accounts = passwd
+    .lines()
+    .filter_map(|line| line.split(':').nth(5))
+    .filter(|dir| dir.starts_with('/'))
+    .map(Path::new);
+  home
+    .into_iter()
+    .chain(accounts)
+    .any(|dir| real(dir) == workspace)
+}
 
 /// One mount that holds a protected path.
 #[derive(Debug, PartialEq, Eq)]
@@ -73,15 +125,16 @@ pub struct Protection {
 }
 
 impl Protection {
-  /// Looks at the writable roots as they are now and creates the placeholders. Fails,
-  /// naming the path, where a protected path goes through a symbolic link: binding would
-  /// follow it, and the link itself could then be replaced.
-  pub fn prepare(protected: &[Protected]) -> Result<Protection, String> {
+  /// Looks at the writable roots as they are now and, with `placeholders`, creates a
+  /// placeholder for each missing path. Fails, naming the path, where a protected path goes
+  /// through a symbolic link: binding would follow it, and the link itself could then be
+  /// replaced.
+  pub fn prepare(protected: &[Protected], placeholders: bool) -> Result<Protection, String> {
     let mut pins = Vec::new();
     let mut held = Protection::default();
     for Protected { root, relative } in protected {
       // On failure, dropping `held` removes the placeholders made so far.
-      held.hold(root, relative, &mut pins)?;
+      held.hold(root, relative, placeholders, &mut pins)?;
     }
     // Outer mounts first, so inner ones land on top of them.
     pins.sort_by_key(|p| p.components().count());
@@ -91,9 +144,17 @@ impl Protection {
     Ok(Protection { holds })
   }
 
-  /// Adds the hold for one protected path, and the directories above it to `pins`.
-  fn hold(&mut self, root: &Path, relative: &Path, pins: &mut Vec<PathBuf>) -> Result<(), String> {
+  /// Adds the hold for one protected path, and the directories above it to `pins` (only
+  /// when something below them is held: a pin alone protects nothing).
+  fn hold(
+    &mut self,
+    root: &Path,
+    relative: &Path,
+    placeholders: bool,
+    pins: &mut Vec<PathBuf>,
+  ) -> Result<(), String> {
     let mut path = root.to_path_buf();
+    let mut above = Vec::new();
     let parts: Vec<Component> = relative.components().collect();
     for (i, part) in parts.iter().enumerate() {
       path.push(part);
@@ -101,31 +162,31 @@ impl Protection {
         return Ok(()); // already held, with everything below it
       }
       let last = i + 1 == parts.len();
-      match std::fs::symlink_metadata(&path) {
+      let hold = match std::fs::symlink_metadata(&path) {
         Ok(meta) if meta.file_type().is_symlink() => {
           return Err(format!(
             "protected path {} is a symbolic link; remove it, or leave it out of nativeSandbox.protectedPaths",
             path.display()
           ));
         }
-        Ok(meta) if meta.is_dir() && !last => pins.push(path.clone()),
+        Ok(meta) if meta.is_dir() && !last => {
+          above.push(path.clone());
+          continue;
+        }
         // Left by a host that died while its sandbox ran: still ours to remove.
-        Ok(meta) if is_placeholder(&meta) => {
-          self.holds.push(Hold::Placeholder(path));
-          return Ok(());
-        }
+        Ok(meta) if is_placeholder(&meta) => Hold::Placeholder(path),
         // The path itself, or a file where the rest of it would have to be a directory.
-        Ok(_) => {
-          self.holds.push(Hold::ReadOnly(path));
-          return Ok(());
-        }
+        Ok(_) => Hold::ReadOnly(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !placeholders => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
           create_placeholder(&path)?;
-          self.holds.push(Hold::Placeholder(path));
-          return Ok(());
+          Hold::Placeholder(path)
         }
         Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
-      }
+      };
+      self.holds.push(hold);
+      pins.append(&mut above);
+      return Ok(());
     }
     Ok(())
   }
@@ -226,37 +287,63 @@ mod tests {
     let ws = workspace();
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
     std::fs::write(ws.join(".envrc"), "export A=1").unwrap();
-    let protection = Protection::prepare(&Protected::in_root(
-      &ws,
-      &[".git/hooks".into(), ".git/config".into(), ".envrc".into()],
-    ))
+    let protection = Protection::prepare(
+      &Protected::in_root(
+        &ws,
+        &[
+          ".git/hooks".into(),
+          ".git/config".into(),
+          ".envrc".into(),
+          ".vscode/tasks.json".into(),
+        ],
+      ),
+      false,
+    )
     .unwrap();
     assert_eq!(
       protection.holds,
       [
         Hold::Pin(ws.join(".git")),
         Hold::ReadOnly(ws.join(".git/hooks")),
-        Hold::Placeholder(ws.join(".git/config")),
         Hold::ReadOnly(ws.join(".envrc")),
       ]
     );
-    let placeholder = std::fs::metadata(ws.join(".git/config")).unwrap();
-    assert_eq!(placeholder.len(), 0);
     drop(protection);
+    let mut left: Vec<_> = std::fs::read_dir(&ws)
+      .unwrap()
+      .map(|e| e.unwrap().file_name())
+      .collect();
+    left.sort();
+    assert_eq!(left, [".envrc", ".git"], "nothing made, nothing removed");
     assert!(!ws.join(".git/config").exists());
-    assert!(ws.join(".envrc").exists(), "only placeholders are removed");
     std::fs::remove_dir_all(ws).unwrap();
   }
 
   #[test]
-  fn a_missing_parent_becomes_the_placeholder() {
+  fn a_fresh_workspace_gets_nothing_unless_placeholders_are_asked_for() {
     let ws = workspace();
-    let protection = Protection::prepare(&Protected::in_root(
-      &ws,
-      &[".git/hooks".into(), ".git/config".into()],
-    ))
+    let all: Vec<PathBuf> = DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect();
+    let protection = Protection::prepare(&Protected::in_root(&ws, &all), false).unwrap();
+    assert_eq!(protection.holds, []);
+    assert!(protection.bwrap_args().is_empty());
+    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
+    // A directory on the way is not pinned for a path that does not exist below it.
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    let protection = Protection::prepare(&Protected::in_root(&ws, &all), false).unwrap();
+    assert_eq!(protection.holds, []);
+    std::fs::remove_dir_all(ws).unwrap();
+  }
+
+  #[test]
+  fn placeholders_hold_the_first_missing_part_and_go_at_the_end() {
+    let ws = workspace();
+    let protection = Protection::prepare(
+      &Protected::in_root(&ws, &[".git/hooks".into(), ".git/config".into()]),
+      true,
+    )
     .unwrap();
     assert_eq!(protection.holds, [Hold::Placeholder(ws.join(".git"))]);
+    assert_eq!(std::fs::metadata(ws.join(".git")).unwrap().len(), 0);
     let args: Vec<String> = protection
       .bwrap_args()
       .iter()
@@ -264,18 +351,58 @@ mod tests {
       .collect();
     let git = ws.join(".git").to_string_lossy().into_owned();
     assert_eq!(args, ["--ro-bind", "/dev/null", git.as_str()]);
-    // One left behind (its host died) is recognised and removed at the end.
-    let again = Protection::prepare(&Protected::in_root(&ws, &[".git/hooks".into()])).unwrap();
+    // One left behind (its host died) is recognised, with or without placeholders asked
+    // for, and removed at the end.
+    let again =
+      Protection::prepare(&Protected::in_root(&ws, &[".git/hooks".into()]), false).unwrap();
     assert_eq!(again.holds, [Hold::Placeholder(ws.join(".git"))]);
+    drop(again);
+    assert!(!ws.join(".git").exists());
     // A placeholder the host has written to since is the host's file.
+    let protection =
+      Protection::prepare(&Protected::in_root(&ws, &[".git/hooks".into()]), true).unwrap();
     std::fs::set_permissions(
       ws.join(".git"),
       std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .unwrap();
     std::fs::write(ws.join(".git"), "gitdir: elsewhere").unwrap();
-    drop((protection, again));
+    drop(protection);
     assert!(ws.join(".git").exists());
+    std::fs::remove_dir_all(ws).unwrap();
+  }
+
+  #[test]
+  fn start_up_files_are_protected_where_the_workspace_is_a_home_directory() {
+    let ws = workspace();
+    let passwd = format!(
+      "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nagent:x:1000:1000::{}/:/bin/sh\n",
+      ws.display()
+    );
+    assert!(is_home_directory(&ws, &passwd, None));
+    assert!(is_home_directory(&ws, "", Some(&ws.join("."))));
+    assert!(!is_home_directory(
+      &ws,
+      "root:x:0:0:root:/root:/bin/bash\nbroken\n",
+      Some(Path::new("/root"))
+    ));
+    // A symbolic link to the workspace is the same directory.
+    let link = ws.with_extension("link");
+    std::os::unix::fs::symlink(&ws, &link).unwrap();
+    assert!(is_home_directory(&ws, "", Some(&link)));
+    std::fs::remove_file(link).unwrap();
+    let project = default_protected_paths(&ws);
+    assert!(project.contains(&PathBuf::from(".git/hooks")));
+    assert!(
+      !project
+        .iter()
+        .any(|p| HOME_PROTECTED_PATHS.contains(&p.to_str().unwrap()))
+    );
+    assert!(
+      HOME_PROTECTED_PATHS
+        .iter()
+        .all(|p| DEFAULT_PROTECTED_PATHS.contains(p))
+    );
     std::fs::remove_dir_all(ws).unwrap();
   }
 
@@ -283,10 +410,10 @@ mod tests {
   fn symbolic_links_and_escaping_paths_are_refused() {
     let ws = workspace();
     std::os::unix::fs::symlink("/etc", ws.join(".vscode")).unwrap();
-    let err = Protection::prepare(&Protected::in_root(
-      &ws,
-      &[".envrc".into(), ".vscode/tasks.json".into()],
-    ))
+    let err = Protection::prepare(
+      &Protected::in_root(&ws, &[".envrc".into(), ".vscode/tasks.json".into()]),
+      true,
+    )
     .unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");
     assert!(

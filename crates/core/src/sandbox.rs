@@ -332,7 +332,8 @@ impl Sandbox {
           }
         }
         let protection =
-          Protection::prepare(&self.protected(&policy)).map_err(|reason| unavailable(&reason))?;
+          Protection::prepare(&self.protected(&policy), policy.protect_missing_paths)
+            .map_err(|reason| unavailable(&reason))?;
         Ok(Confinement::Bwrap {
           bwrap,
           policy,

@@ -138,6 +138,7 @@ mod tests {
       extra_args: vec![],
       tmp_bytes: 0,
       protected_paths: vec![PathBuf::from(".git/hooks")],
+      protect_missing_paths: false,
     }
   }
 

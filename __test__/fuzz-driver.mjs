@@ -3,9 +3,10 @@
 // abort or a blocked event loop is seen by the parent instead of taking the suite down.
 //
 // Configuration comes as JSON in NW_FUZZ: { mode: 'api' | 'lifecycle', seed, numRuns,
-// budgetMs, top, progress, report, isolation }. Before each call the driver appends a
-// line to `progress` (the parent names the call in progress when the process dies or
-// stalls); at the end it writes `{ runs, violations, ... }` to `report`.
+// budgetMs, top, canary, canaryContent, canaryMtimeMs, progress, report, isolation, known,
+// replay }. Before each call the driver appends a line to `progress` (the parent names the
+// call in progress when the process dies or stalls); at the end it writes `{ runs,
+// violations, counterexample }` to `report`.
 //
 // Generated values are plain-data recipes (`{ k: 'num', v: '1e20' }`, `{ k: 'reenter',
 // op: 'destroy', wait: true }`), turned into values at call time, so that a violation can
@@ -45,8 +46,9 @@ function violation(kind, call, detail, scenario) {
 
 // A host must survive whatever the package does with user code: an unhandled rejection or
 // an uncaught exception is recorded against the call in progress (Node would exit on it).
-process.on('unhandledRejection', (reason) => violation('unhandled-rejection', current, describeError(reason)))
-process.on('uncaughtException', (err) => violation('uncaught-exception', current, describeError(err)))
+// It arrives after the fact: the call in progress then is a hint, not the culprit.
+process.on('unhandledRejection', (reason) => violation('unhandled-rejection', describeError(reason).message, { during: current }))
+process.on('uncaughtException', (err) => violation('uncaught-exception', describeError(err).message, { during: current }))
 
 // ---------------------------------------------------------------------------------------
 // Errors: what a rejection may be
@@ -182,7 +184,12 @@ const statics = exportedClasses.flatMap((k) =>
     .filter((s) => !['length', 'name', 'prototype'].includes(s) && typeof lib[k][s] === 'function')
     .map((s) => `${k}.${s}`),
 )
-const TOOL_NAMES = Object.values(lib.WORKSPACE_TOOLS).flatMap(Object.values)
+/** The tools a model can call in a workspace with a sandbox and a filesystem. */
+const TOOL_NAMES = await (async () => {
+  const probe = path.join(cfg.top, 'tools-probe')
+  const workspace = new lib.Workspace({ sandbox: new lib.LocalSandbox({ workingDirectory: probe }), filesystem: new lib.LocalFilesystem({ basePath: probe }) })
+  return Object.values(await lib.createWorkspaceTools(workspace)).map((tool) => tool.id)
+})()
 
 /** Instances the driver keeps per scenario, by the class they are instances of. */
 const INSTANCE_TARGETS = {
@@ -265,6 +272,11 @@ const pathRecipe = fc.oneof(
   { weight: 2, arbitrary: fc.constantFrom(...ESCAPES).map((v) => ({ k: 'str', v })) },
   { weight: 1, arbitrary: fc.constantFrom({ k: 'canary' }, { k: 'canaryDir' }, { k: 'deepPath' }, { k: 'str', v: 'a\0b' }, { k: 'long', n: 5000 }) },
 )
+/** Callbacks whose result is used at once (setEnv's update, a cache key): no async ones. */
+const syncFnRecipe = fc.oneof(
+  fc.constantFrom({ k: 'fnThrows' }, { k: 'fnOk' }),
+  fc.record({ k: fc.constant('reenter'), op: fc.constantFrom(...REENTRANT_OPS), wait: fc.constant(false) }),
+)
 const fnRecipe = fc.oneof(
   fc.constantFrom({ k: 'fnThrows' }, { k: 'fnRejects' }, { k: 'fnOk' }),
   fc.record({ k: fc.constant('reenter'), op: fc.constantFrom(...REENTRANT_OPS), wait: fc.boolean() }),
@@ -324,10 +336,10 @@ function byName(name, value) {
     onStdout: fnRecipe,
     onStderr: fnRecipe,
     onExit: fnRecipe,
-    update: fnRecipe,
+    update: syncFnRecipe,
     sandbox: fc.oneof(fc.constant({ k: 'sandbox' }), fnRecipe),
     filesystem: fc.oneof(fc.constant({ k: 'filesystem' }), fnRecipe),
-    sandboxCacheKey: fc.oneof(fc.constant({ k: 'fnKey' }), fnRecipe),
+    sandboxCacheKey: fc.oneof(fc.constant({ k: 'fnKey' }), syncFnRecipe),
     abortSignal: fc.constantFrom({ k: 'abort', aborted: true }, { k: 'abort', aborted: false }),
     pid: fc.oneof(fc.constant({ k: 'pid' }), fc.constant({ k: 'pidString' }), num),
     logger: fc.constantFrom({ k: 'getters' }, { k: 'proxy' }, { k: 'console' }, { k: 'prims' }, { k: 'null' }),
@@ -354,7 +366,9 @@ function byName(name, value) {
     processes: num,
     tmpSizeBytes: num,
   }[name]
-  return plausible ? fc.oneof({ weight: 3, arbitrary: plausible }, { weight: 1, arbitrary: value }) : value
+  // Where a callback's result is used at once, an async one would reject unobserved by design.
+  const hostile = name === 'update' || name === 'sandboxCacheKey' ? fc.oneof(special, num, str) : value
+  return plausible ? fc.oneof({ weight: 3, arbitrary: plausible }, { weight: 1, arbitrary: hostile }) : value
 }
 
 const { value } = fc.letrec((tie) => ({
@@ -404,13 +418,18 @@ function toolInput(name) {
     )
 }
 
+/** How often each target is called: where a model's and an application's calls land. */
+const TARGET_WEIGHTS = { sandbox: 5, tool: 5, filesystem: 3, processes: 2, handle: 2, workspace: 2, export: 2, new: 2, mastra: 1, static: 1 }
 const apiStep = fc.oneof(
-  ...Object.entries(TARGETS).flatMap(([target, { methods, getters }]) => [
-    ...[...methods].map(([member, params]) =>
-      (target === 'tool' ? fc.tuple(toolInput(member), fc.oneof(objectRecipe, value)) : argsFor(params)).map((args) => ({ target, member, args })),
+  ...Object.entries(TARGETS).map(([target, { methods, getters }]) => ({
+    weight: TARGET_WEIGHTS[target],
+    arbitrary: fc.oneof(
+      ...[...methods].map(([member, params]) =>
+        (target === 'tool' ? fc.tuple(toolInput(member), fc.oneof(objectRecipe, value)) : argsFor(params)).map((args) => ({ target, member, args })),
+      ),
+      ...getters.map((member) => fc.constant({ target, member, get: true })),
     ),
-    ...getters.map((member) => fc.constant({ target, member, get: true })),
-  ]),
+  })),
 )
 
 const hookRecipe = fc.oneof(fc.constant({ k: 'undefined' }), fnRecipe)
@@ -914,6 +933,8 @@ async function runScenario(scn) {
   return world.n
 }
 
+const reportedPids = new Set()
+
 async function checkLeaks(scn, n) {
   await collectGarbage()
   // Whatever holds a finished sandbox alive holds its descriptors and helpers too.
@@ -922,9 +943,15 @@ async function checkLeaks(scn, n) {
   progress({ call: 'leak check' })
   // A dropped sandbox answers for its helpers (supervisor, bwrap, keeper) once collected;
   // what its commands started may outlive it, as a child process outlives its handle.
-  const judged = () => ourProcesses().filter((p) => !scn.drop || isHelper(p))
-  const clean = await waitUntil(() => judged().length === 0, SETTLE_MS)
-  if (!clean) violation(scn.drop ? 'gc-leak-process' : 'leak-process', scn.drop ? 'after the sandbox was dropped and collected' : 'after destroy()', judged(), scn)
+  // (One that was not collected keeps them by right; that is reported above.)
+  const judged = () => ourProcesses().filter((p) => !reportedPids.has(p.pid) && (!scn.drop || isHelper(p)))
+  const clean = (scn.drop && kept.includes('sb')) || (await waitUntil(() => judged().length === 0, SETTLE_MS))
+  if (!clean) {
+    const left = judged()
+    violation(scn.drop ? 'gc-leak-process' : 'leak-process', scn.drop ? 'after the sandbox was dropped and collected' : 'after destroy()', left, scn)
+    // A zombie cannot be killed: it is reported once, not again by every later scenario.
+    for (const p of left) reportedPids.add(p.pid)
+  }
   // Kill what was left so that one leak does not count again in every later scenario.
   for (const p of ourProcesses()) {
     try {
@@ -959,7 +986,8 @@ async function checkLeaks(scn, n) {
 }
 let baselineFds = fdTargets()
 
-const arbitrary = cfg.mode === 'lifecycle' ? lifecycleScenario : apiScenario
+// `replay` runs one scenario again (from a report's example).
+const arbitrary = cfg.replay ? fc.constant(cfg.replay) : cfg.mode === 'lifecycle' ? lifecycleScenario : apiScenario
 /** Violations already shown by an earlier driver (the parent passes them): not shrunk again. */
 const known = new Set(cfg.known ?? [])
 const keyOf = (v) => `${v.kind} | ${typeof v.call === 'string' ? v.call : v.call?.call}`
@@ -992,7 +1020,7 @@ const result = await fc.check(
       throw new Error(fresh.map(keyOf).join('; '))
     }
   }),
-  { seed: cfg.seed, numRuns: cfg.numRuns, plugins: [fc.interruptAfterTimeLimit(cfg.budgetMs)] },
+  { seed: cfg.seed, numRuns: cfg.replay ? 1 : cfg.numRuns, plugins: [fc.interruptAfterTimeLimit(cfg.budgetMs)] },
 )
 // (An interruption before the first run ends is reported as a failure without an error.)
 if (result.failed && !counterexample && !result.interrupted) {

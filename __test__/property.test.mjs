@@ -5,8 +5,9 @@
 // running or open after destroy(), and that files outside the workspaces did not change.
 //
 // The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for
-// the lifecycle); NW_PROPERTY_SEED replays a run. A failure lists each distinct violation
-// once, with the smallest call (or scenario) seen to cause it.
+// the lifecycle); NW_PROPERTY_SEED repeats a run's generation. A failure lists each distinct
+// violation once, with the smallest call (or scenario) seen to cause it; give that scenario
+// as NW_PROPERTY_REPLAY (its JSON) to run it alone.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -20,6 +21,7 @@ const BUDGET_MS = Number(process.env.NW_PROPERTY_BUDGET_MS ?? 60_000)
 const SEED = Number(process.env.NW_PROPERTY_SEED ?? Date.now() % 2 ** 31)
 /** No progress for this long: the driver's event loop is blocked (each call has 10 s). */
 const STALL_MS = 25_000
+const REPLAY = process.env.NW_PROPERTY_REPLAY ? JSON.parse(process.env.NW_PROPERTY_REPLAY) : undefined
 const ISOLATION = LocalSandbox.detectIsolation().available === true
 
 // Isolated sandboxes run as another user: the directories above theirs must be readable.
@@ -59,6 +61,7 @@ async function drive(mode, seed, budgetMs, known) {
     canaryMtimeMs: canaryBefore.mtimeMs,
     isolation: ISOLATION,
     known: [...known],
+    replay: REPLAY,
     ...files,
   }
   const child = spawn(process.execPath, ['--expose-gc', '--no-warnings', DRIVER], {
@@ -119,7 +122,7 @@ async function property(mode, budgetMs) {
   const known = new Set()
   let runs = 0
   let drivers = 0
-  for (let seed = SEED; drivers === 0 || end - Date.now() > 5000; seed++) {
+  for (let seed = SEED; drivers === 0 || (!REPLAY && end - Date.now() > 5000); seed++) {
     const report = await drive(mode, seed, Math.max(5000, end - Date.now()), known)
     drivers++
     runs += report.runs

@@ -238,13 +238,26 @@ const PATTERNS = ['(a+)+$', '(a|aa)+$', '(a*)*b', '(.*a){25}', '([a-z]+)*!x', 'a
 const RELATIVE_PATHS = ['a.txt', 'dir', 'dir/b.txt', 'redos.txt', 'many.txt', 'new.txt', 'dir/new', '.', '', './a.txt', 'copy']
 /** Paths that leave the workspace; all of them end inside the test's own directory. */
 const ESCAPES = ['..', '../..', '../canary/c.txt', '../../canary/c.txt', 'dir/../../canary', 'link-out/c.txt', 'link-out']
-const STRINGS = ['', ' ', '..', 'a\0b', '\uD800', '\uDFFFx', '~', 'none', 'bwrap', 'seatbelt', 'pipe', 'ignore', 'debug', 'trace', 'NaN', '-1', '1e20', '%s%n', '$(id)', '`id`', "'", '"', '\\', '\n', 'é', '🙂']
-const NUMBERS = ['NaN', 'Infinity', '-Infinity', '1e20', '1e24', '1e300', '-0', '0', '-1', '0.5', '1', '3', '4096', '4294967296', '9007199254740993', '-1e20', '2147483648']
-const REENTRANT_OPS = ['destroy', 'start', 'stop', 'ensureRunning', 'executeCommand', 'spawn', 'kill', 'wsDestroy', 'wsInit', 'resolve', 'msStart', 'msStop', 'msDestroy', 'readFile']
+const STRINGS = [
+  '', ' ', '..', 'a\0b', '\uD800', '\uDFFFx', '~', 'none', 'bwrap', 'seatbelt', 'pipe', 'ignore',
+  'debug', 'trace', 'NaN', '-1', '1e20', '%s%n', '$(id)', '`id`', "'", '"', '\\', '\n', 'é', '🙂',
+]
+const NUMBERS = [
+  'NaN', 'Infinity', '-Infinity', '1e20', '1e24', '1e300', '-0', '0', '-1', '0.5', '1', '3',
+  '4096', '4294967296', '9007199254740993', '-1e20', '2147483648',
+]
+const REENTRANT_OPS = [
+  'destroy', 'start', 'stop', 'ensureRunning', 'executeCommand', 'spawn', 'kill', 'wsDestroy',
+  'wsInit', 'resolve', 'msStart', 'msStop', 'msDestroy', 'readFile',
+]
 
 /** Option keys the package reads, from its sources, plus the keys of the tools' schemas. */
 const OPTION_KEYS = (() => {
-  const keys = new Set(['limits', 'memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes', 'requestContext', 'writer', 'abortSignal'])
+  const keys = new Set([
+    'limits', 'memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds',
+    'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes', 'requestContext', 'writer',
+    'abortSignal',
+  ])
   for (const file of fs.readdirSync(LIB_DIR).filter((f) => f.endsWith('.js'))) {
     const source = fs.readFileSync(path.join(LIB_DIR, file), 'utf8')
     for (const m of source.matchAll(/\b(?:options|config|c|input|own|background|context|limits)\??\.(\w+)/g)) keys.add(m[1])
@@ -253,7 +266,13 @@ const OPTION_KEYS = (() => {
 })()
 
 /** The keys most calls read; drawn more often so that generated options reach deep. */
-const HOT_KEYS = ['timeout', 'cwd', 'env', 'onStdout', 'onStderr', 'abortSignal', 'maxRetainedBytes', 'stdinMode', 'recursive', 'overwrite', 'force', 'encoding', 'maxDepth', 'extension', 'isolation', 'nativeSandbox', 'limits', 'command', 'requestContext', 'level', 'memoryBytes', 'processes', 'tmpSizeBytes', 'bwrapArgs', 'readOnlyPaths', 'onStart', 'onStop', 'onDestroy', 'workingDirectory']
+const HOT_KEYS = [
+  'timeout', 'cwd', 'env', 'onStdout', 'onStderr', 'abortSignal', 'maxRetainedBytes', 'stdinMode',
+  'recursive', 'overwrite', 'force', 'encoding', 'maxDepth', 'extension', 'isolation',
+  'nativeSandbox', 'limits', 'command', 'requestContext', 'level', 'memoryBytes', 'processes',
+  'tmpSizeBytes', 'bwrapArgs', 'readOnlyPaths', 'onStart', 'onStop', 'onDestroy',
+  'workingDirectory',
+]
 const optionKey = fc.oneof({ weight: 2, arbitrary: fc.constantFrom(...HOT_KEYS) }, { weight: 1, arbitrary: fc.constantFrom(...OPTION_KEYS) })
 
 const num = fc.oneof(
@@ -452,7 +471,10 @@ const checkRecipe = fc.oneof(
 )
 const apiScenario = fc.record({ ...scenarioBase, check: checkRecipe, steps: fc.array(apiStep, { minLength: 1, maxLength: 6 }) })
 
-const LIFECYCLE_OPS = ['start', 'stop', 'destroy', 'executeCommand', 'spawn', 'kill', 'ensureRunning', 'handleKill', 'wait', 'msStart', 'msStop', 'msDestroy', 'resolve', 'wsDestroy']
+const LIFECYCLE_OPS = [
+  'start', 'stop', 'destroy', 'executeCommand', 'spawn', 'kill', 'ensureRunning', 'handleKill',
+  'wait', 'msStart', 'msStop', 'msDestroy', 'resolve', 'wsDestroy',
+]
 const lifecycleScenario = fc.record({
   ...scenarioBase,
   hooks: fc.record({ onStart: hookRecipe, onStop: hookRecipe, onDestroy: hookRecipe }),
@@ -474,7 +496,10 @@ function hostile(where) {
   }
 }
 
-const PROXY_TRAPS = ['get', 'set', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'defineProperty', 'deleteProperty', 'getPrototypeOf', 'setPrototypeOf', 'isExtensible', 'preventExtensions', 'apply', 'construct']
+const PROXY_TRAPS = [
+  'get', 'set', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'defineProperty', 'deleteProperty',
+  'getPrototypeOf', 'setPrototypeOf', 'isExtensible', 'preventExtensions', 'apply', 'construct',
+]
 
 function materialize(recipe, world) {
   switch (recipe.k) {

@@ -451,35 +451,38 @@ const apiStep = fc.oneof(
   })),
 )
 
-const hookRecipe = fc.oneof(fc.constant({ k: 'undefined' }), fnRecipe)
 /** Arguments that would undo the hardening of an isolated sandbox if bubblewrap applied them. */
 const HARDENING_UNDOERS = [['--cap-add', 'ALL'], ['--uid', '0'], ['--ro-bind', '/proc', '/hostproc'], ['--share-net'], ['--dev-bind', '/', '/host']]
+// Every part of a scenario but its calls is optional, so that shrinking drops what a
+// violation does not need and the counterexample shows only what it does.
 const scenarioBase = {
-  isolation: cfg.isolation ? fc.oneof({ weight: 12, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constant('bwrap') }) : fc.constant('none'),
-  hooks: fc.record({ onStart: hookRecipe, onStop: hookRecipe, onDestroy: hookRecipe }),
+  isolation: cfg.isolation ? fc.oneof({ weight: 6, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constant('bwrap') }) : fc.constant('none'),
+  hooks: fc.record({ onStart: fnRecipe, onStop: fnRecipe, onDestroy: fnRecipe }, { requiredKeys: [] }),
   sandboxOptions: objectRecipe,
-  mastraSteps: fc.record({ start: hookRecipe, stop: hookRecipe, destroy: hookRecipe }),
-  resolver: fc.oneof(fc.constant(undefined), fnRecipe),
-  drop: fc.boolean().map((b) => b && Math.random() < 0.3),
-  bwrapArgs: fc.option(fc.subarray(HARDENING_UNDOERS, { minLength: 1 }).map((groups) => groups.flat()), { nil: undefined }),
+  mastraSteps: fc.record({ start: fnRecipe, stop: fnRecipe, destroy: fnRecipe }, { requiredKeys: [] }),
+  resolver: fnRecipe,
+  /** Left without destroy(): what it holds must go when it is collected. */
+  drop: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+  bwrapArgs: fc.subarray(HARDENING_UNDOERS, { minLength: 1 }).map((groups) => groups.flat()),
 }
 const checkRecipe = fc.oneof(
-  { weight: 4, arbitrary: fc.constant(undefined) },
-  { weight: 1, arbitrary: fc.array(fc.oneof(str, fc.constant({ k: 'bytes' })), { minLength: 2, maxLength: 8 }).map((parts) => ({ check: 'stdinOrder', parts })) },
-  { weight: 1, arbitrary: fc.constant({ check: 'copyIntoItself' }) },
-  { weight: 1, arbitrary: fc.constant({ check: 'deepTree' }) },
+  fc.array(fc.oneof(str, fc.constant({ k: 'bytes' })), { minLength: 2, maxLength: 8 }).map((parts) => ({ check: 'stdinOrder', parts })),
+  fc.constant({ check: 'copyIntoItself' }),
+  fc.constant({ check: 'deepTree' }),
 )
-const apiScenario = fc.record({ ...scenarioBase, check: checkRecipe, steps: fc.array(apiStep, { minLength: 1, maxLength: 6 }) })
+const apiScenario = fc.record(
+  { ...scenarioBase, check: checkRecipe, steps: fc.array(apiStep, { minLength: 1, maxLength: 6 }) },
+  { requiredKeys: ['steps'] },
+)
 
 const LIFECYCLE_OPS = [
   'start', 'stop', 'destroy', 'executeCommand', 'spawn', 'kill', 'ensureRunning', 'handleKill',
   'wait', 'msStart', 'msStop', 'msDestroy', 'resolve', 'wsDestroy',
 ]
-const lifecycleScenario = fc.record({
-  ...scenarioBase,
-  hooks: fc.record({ onStart: hookRecipe, onStop: hookRecipe, onDestroy: hookRecipe }),
-  batches: fc.array(fc.array(fc.constantFrom(...LIFECYCLE_OPS), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }),
-})
+const lifecycleScenario = fc.record(
+  { ...scenarioBase, batches: fc.array(fc.array(fc.constantFrom(...LIFECYCLE_OPS), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
+  { requiredKeys: ['batches'] },
+)
 
 // ---------------------------------------------------------------------------------------
 // Worlds: the objects a scenario works on, in a directory of its own
@@ -638,14 +641,14 @@ async function makeWorld(scn) {
   const world = { root, wd, canary: cfg.canary, pending: [], extra: [], requestContext: { scenario: n }, handle: undefined }
   world.wdStat = fs.statSync(wd)
 
-  const hooks = Object.fromEntries(Object.entries(scn.hooks).map(([k, r]) => [k, materialize(r, world)]))
-  const generated = materialize(scn.sandboxOptions, world)
-  const base = { workingDirectory: wd, isolation: scn.isolation }
+  const hooks = Object.fromEntries(Object.entries(scn.hooks ?? {}).map(([k, r]) => [k, materialize(r, world)]))
+  const generated = scn.sandboxOptions ? materialize(scn.sandboxOptions, world) : {}
+  const base = { workingDirectory: wd, isolation: scn.isolation ?? 'none' }
   const bwrapArgs = scn.isolation === 'bwrap' && scn.bwrapArgs ? { nativeSandbox: { bwrapArgs: scn.bwrapArgs } } : {}
   world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
   world.sb ??= new lib.LocalSandbox({ ...base, ...hooks })
   world.fs = new lib.LocalFilesystem({ basePath: wd })
-  const steps = Object.fromEntries(Object.entries(scn.mastraSteps).map(([k, r]) => [k, materialize(r, world)]))
+  const steps = Object.fromEntries(Object.entries(scn.mastraSteps ?? {}).map(([k, r]) => [k, materialize(r, world)]))
   class FuzzSandbox extends lib.MastraSandbox {
     constructor() {
       super({ ...hooks })

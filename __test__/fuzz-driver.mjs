@@ -1,0 +1,1069 @@
+// Child-process driver of property.test.mjs: calls the public API of the package with
+// generated hostile values and judges every call, in a process of its own so that an
+// abort or a blocked event loop is seen by the parent instead of taking the suite down.
+//
+// Configuration comes as JSON in NW_FUZZ: { mode: 'api' | 'lifecycle', seed, numRuns,
+// budgetMs, top, canary, canaryContent, canaryMtimeMs, progress, report, isolation, known,
+// replay }. Before each call the driver appends a line to `progress` (the parent names the
+// call in progress when the process dies or stalls); at the end it writes `{ runs,
+// violations, counterexample }` to `report`.
+//
+// Generated values are plain-data recipes (`{ k: 'num', v: '1e20' }`, `{ k: 'reenter',
+// op: 'destroy', wait: true }`), turned into values at call time, so that a violation can
+// be printed as the call and the recipes of its arguments.
+import { execFileSync } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import fc from 'fast-check'
+
+const require = createRequire(import.meta.url)
+const lib = require('../lib/index.js')
+const LIB_DIR = path.dirname(require.resolve('../lib/index.js'))
+
+const cfg = JSON.parse(process.env.NW_FUZZ)
+/** Every call must settle within this (the slowest command the driver runs takes 3 s). */
+const CALL_MS = 10_000
+/** A process or descriptor released by destroy() may need a moment to be gone. */
+const SETTLE_MS = 3000
+const KEEPER = 'native-workspace-keeper'
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// ---------------------------------------------------------------------------------------
+// Recording
+
+const violations = []
+let current = 'startup'
+
+function progress(entry) {
+  fs.appendFileSync(cfg.progress, `${JSON.stringify({ t: Date.now(), ...entry })}\n`)
+}
+
+function violation(kind, call, detail, scenario) {
+  violations.push({ kind, call, detail, ...(scenario && { scenario }) })
+}
+
+// A host must survive whatever the package does with user code: an unhandled rejection or
+// an uncaught exception is recorded against the call in progress (Node would exit on it).
+// It arrives after the fact: the call in progress then is a hint, not the culprit.
+process.on('unhandledRejection', (reason) => violation('unhandled-rejection', describeError(reason).message, { during: current }))
+process.on('uncaughtException', (err) => violation('uncaught-exception', describeError(err).message, { during: current }))
+
+// ---------------------------------------------------------------------------------------
+// Errors: what a rejection may be
+
+/** Errors made by the generated hostile values themselves; passing them on is fine. */
+class HostileError extends Error {
+  constructor(where) {
+    super(`hostile value: ${where}`)
+    this.code = 'HOSTILE'
+  }
+}
+
+/**
+ * The TypeError/RangeError messages the package throws on purpose (the Mastra contract for
+ * a command that is not a string, a retention that is not a count, …), read from its
+ * sources so the list follows the code.
+ */
+const CONTRACT_MESSAGES = (() => {
+  const patterns = []
+  for (const file of fs.readdirSync(LIB_DIR).filter((f) => f.endsWith('.js'))) {
+    const source = fs.readFileSync(path.join(LIB_DIR, file), 'utf8')
+    for (const m of source.matchAll(/new (?:TypeError|RangeError)\((['`])((?:(?!\1).)*)\1/g)) {
+      const parts = m[2].split(/\$\{[^}]*\}/).map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      patterns.push(new RegExp(`^${parts.join('.*')}$`, 's'))
+    }
+    for (const m of source.matchAll(/const (\w+_MESSAGE) =\s*'([^']*)'/g)) {
+      patterns.push(new RegExp(`^${m[2].replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`))
+    }
+  }
+  return patterns
+})()
+
+/** napi's own conversion messages: they name a Rust type, not the option or argument. */
+const RAW_NAPI = /Failed to convert|into rust type|napi_|Failed to get|InvalidArg|Rust panic|panicked/i
+
+/** Why `err` is not an acceptable rejection, or undefined if it is. */
+function badError(err) {
+  if (err instanceof HostileError || err?.cause instanceof HostileError) return undefined
+  if (!(err instanceof Error)) return `not an Error: ${safeString(err)}`
+  if (typeof err.code === 'string') {
+    return RAW_NAPI.test(err.message) ? `untranslated native message (code ${err.code})` : undefined
+  }
+  if ((err instanceof TypeError || err instanceof RangeError) && CONTRACT_MESSAGES.some((re) => re.test(err.message))) {
+    return undefined
+  }
+  return `${err.constructor?.name ?? 'Error'} without a code`
+}
+
+function safeString(value) {
+  try {
+    if (typeof value === 'symbol' || typeof value === 'bigint') return value.toString()
+    if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value
+    return String(value)
+  } catch {
+    return `<${typeof value}>`
+  }
+}
+
+function describeError(err) {
+  let name
+  let code
+  let message
+  try {
+    name = err?.constructor?.name
+    code = err?.code
+    message = err?.message
+  } catch {
+    // a hostile error object
+  }
+  return { name, code: typeof code === 'string' ? code : undefined, message: safeString(message ?? err) }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reflection over the exports
+
+const isClass = (fn) => typeof fn === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(fn))
+
+/** The parameter names of a function or of a class's constructor (`{…}` for a pattern). */
+function parameterNames(fn) {
+  let source = Function.prototype.toString.call(fn)
+  if (isClass(fn)) {
+    const at = source.search(/\bconstructor\s*\(/)
+    if (at < 0) return []
+    source = source.slice(at)
+  }
+  const open = source.indexOf('(')
+  if (open < 0) return []
+  let depth = 0
+  let end = open
+  for (; end < source.length; end++) {
+    const ch = source[end]
+    if ('([{'.includes(ch)) depth++
+    else if (')]}'.includes(ch) && --depth === 0) break
+  }
+  const params = []
+  let part = ''
+  depth = 0
+  for (const ch of source.slice(open + 1, end)) {
+    if ('([{'.includes(ch)) depth++
+    if (')]}'.includes(ch)) depth--
+    if (ch === ',' && depth === 0) {
+      params.push(part)
+      part = ''
+    } else part += ch
+  }
+  if (part.trim()) params.push(part)
+  return params.map((p) => {
+    const t = p.trim().replace(/^\.\.\./, '')
+    return /^[{[]/.test(t) ? '{…}' : (t.match(/^[\w$]+/)?.[0] ?? '{…}')
+  })
+}
+
+/** Methods (value functions) and getters of a prototype chain, up to Object.prototype. */
+function membersOf(proto) {
+  const methods = new Map()
+  const getters = new Set()
+  for (let p = proto; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    for (const name of Object.getOwnPropertyNames(p)) {
+      if (name === 'constructor' || methods.has(name) || getters.has(name)) continue
+      const d = Object.getOwnPropertyDescriptor(p, name)
+      if (typeof d.value === 'function') methods.set(name, parameterNames(d.value))
+      else if (d.get) getters.add(name)
+    }
+  }
+  return { methods, getters: [...getters] }
+}
+
+const exportedClasses = Object.keys(lib).filter((k) => isClass(lib[k]))
+const exportedFunctions = Object.keys(lib).filter((k) => typeof lib[k] === 'function' && !isClass(lib[k]))
+const ERROR_CLASSES = exportedClasses.filter((k) => lib[k].prototype instanceof Error)
+const statics = exportedClasses.flatMap((k) =>
+  Object.getOwnPropertyNames(lib[k])
+    .filter((s) => !['length', 'name', 'prototype'].includes(s) && typeof lib[k][s] === 'function')
+    .map((s) => `${k}.${s}`),
+)
+/** The tools a model can call in a workspace with a sandbox and a filesystem. */
+const TOOL_NAMES = await (async () => {
+  const probe = path.join(cfg.top, 'tools-probe')
+  const workspace = new lib.Workspace({ sandbox: new lib.LocalSandbox({ workingDirectory: probe }), filesystem: new lib.LocalFilesystem({ basePath: probe }) })
+  return Object.values(await lib.createWorkspaceTools(workspace)).map((tool) => tool.id)
+})()
+
+/** Instances the driver keeps per scenario, by the class they are instances of. */
+const INSTANCE_TARGETS = {
+  sandbox: lib.LocalSandbox,
+  processes: lib.LocalProcessManager,
+  handle: lib.ProcessHandle,
+  filesystem: lib.LocalFilesystem,
+  workspace: lib.Workspace,
+  mastra: lib.MastraSandbox,
+}
+const TARGETS = {
+  ...Object.fromEntries(Object.entries(INSTANCE_TARGETS).map(([t, cls]) => [t, membersOf(cls.prototype)])),
+  export: { methods: new Map(exportedFunctions.map((k) => [k, parameterNames(lib[k])])), getters: [] },
+  new: { methods: new Map(exportedClasses.map((k) => [k, parameterNames(lib[k])])), getters: [] },
+  static: { methods: new Map(statics.map((s) => [s, []])), getters: [] },
+  tool: { methods: new Map(TOOL_NAMES.map((t) => [t, ['input', 'context']])), getters: [] },
+}
+
+// ---------------------------------------------------------------------------------------
+// Recipes of hostile values
+
+/** Commands that end by themselves within 3 s and touch nothing but their own directory. */
+const COMMANDS = [
+  'echo hi',
+  'true',
+  'exit 3',
+  'printf "%s|" "$@"',
+  'cat',
+  'sleep 0.2',
+  'sleep 3',
+  'yes | head -c 3000000',
+  'head -c 200000 /dev/urandom',
+  "printf '\\377\\376\\0\\342\\202'",
+  'kill -9 $$',
+  'sleep 2 & echo started',
+  'exec 1>&-; echo gone >&2',
+  'timeout 3 cat',
+  'ls -la',
+  'for i in 1 2 3; do echo $i; done >&2',
+  '',
+  '   ',
+  'echo \0nul',
+]
+/** Patterns whose backtracking is exponential on `redos.txt`. */
+const PATTERNS = ['(a+)+$', '(a|aa)+$', '(a*)*b', '(.*a){25}', '([a-z]+)*!x', 'a', '[', '\\', '(?<n>a)\\k<n>', '.*']
+const RELATIVE_PATHS = ['a.txt', 'dir', 'dir/b.txt', 'redos.txt', 'many.txt', 'new.txt', 'dir/new', '.', '', './a.txt', 'copy']
+/** Paths that leave the workspace; all of them end inside the test's own directory. */
+const ESCAPES = ['..', '../..', '../canary/c.txt', '../../canary/c.txt', 'dir/../../canary', 'link-out/c.txt', 'link-out']
+const STRINGS = [
+  '', ' ', '..', 'a\0b', '\uD800', '\uDFFFx', '~', 'none', 'bwrap', 'seatbelt', 'pipe', 'ignore',
+  'debug', 'trace', 'NaN', '-1', '1e20', '%s%n', '$(id)', '`id`', "'", '"', '\\', '\n', 'é', '🙂',
+]
+const NUMBERS = [
+  'NaN', 'Infinity', '-Infinity', '1e20', '1e24', '1e300', '-0', '0', '-1', '0.5', '1', '3',
+  '4096', '4294967296', '9007199254740993', '-1e20', '2147483648',
+]
+const REENTRANT_OPS = [
+  'destroy', 'start', 'stop', 'ensureRunning', 'executeCommand', 'spawn', 'kill', 'wsDestroy',
+  'wsInit', 'resolve', 'msStart', 'msStop', 'msDestroy', 'readFile',
+]
+
+/** Option keys the package reads, from its sources, plus the keys of the tools' schemas. */
+const OPTION_KEYS = (() => {
+  const keys = new Set([
+    'limits', 'memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds',
+    'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes', 'requestContext', 'writer',
+    'abortSignal',
+  ])
+  for (const file of fs.readdirSync(LIB_DIR).filter((f) => f.endsWith('.js'))) {
+    const source = fs.readFileSync(path.join(LIB_DIR, file), 'utf8')
+    for (const m of source.matchAll(/\b(?:options|config|c|input|own|background|context|limits)\??\.(\w+)/g)) keys.add(m[1])
+  }
+  return [...keys].filter((k) => !['length', 'call', 'apply', 'bind'].includes(k)).sort()
+})()
+
+/** The keys most calls read; drawn more often so that generated options reach deep. */
+const HOT_KEYS = [
+  'timeout', 'cwd', 'env', 'onStdout', 'onStderr', 'abortSignal', 'maxRetainedBytes', 'stdinMode',
+  'recursive', 'overwrite', 'force', 'encoding', 'maxDepth', 'extension', 'isolation',
+  'nativeSandbox', 'limits', 'command', 'requestContext', 'level', 'memoryBytes', 'processes',
+  'tmpSizeBytes', 'bwrapArgs', 'readOnlyPaths', 'onStart', 'onStop', 'onDestroy',
+  'workingDirectory',
+]
+const optionKey = fc.oneof({ weight: 2, arbitrary: fc.constantFrom(...HOT_KEYS) }, { weight: 1, arbitrary: fc.constantFrom(...OPTION_KEYS) })
+
+const num = fc.oneof(
+  fc.constantFrom(...NUMBERS).map((v) => ({ k: 'num', v })),
+  fc.double().map((v) => ({ k: 'num', v: Object.is(v, -0) ? '-0' : String(v) })),
+  fc.integer({ min: -5, max: 100000 }).map((v) => ({ k: 'num', v: String(v) })),
+)
+const str = fc.oneof(
+  fc.constantFrom(...STRINGS).map((v) => ({ k: 'str', v })),
+  // No '/' and no '.': a random string is one path segment and never climbs out.
+  fc.string({ unit: 'binary', maxLength: 12 }).map((v) => ({ k: 'str', v: v.replace(/[/.]/g, '_') })),
+  fc.constantFrom(100_000, 5000).map((n) => ({ k: 'long', n })),
+)
+const pathRecipe = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(...RELATIVE_PATHS).map((v) => ({ k: 'str', v })) },
+  { weight: 2, arbitrary: fc.constantFrom(...ESCAPES).map((v) => ({ k: 'str', v })) },
+  { weight: 1, arbitrary: fc.constantFrom({ k: 'canary' }, { k: 'canaryDir' }, { k: 'deepPath' }, { k: 'str', v: 'a\0b' }, { k: 'long', n: 5000 }) },
+)
+/** Callbacks whose result is used at once (setEnv's update, a cache key): no async ones. */
+const syncFnRecipe = fc.oneof(
+  fc.constantFrom({ k: 'fnThrows' }, { k: 'fnOk' }),
+  fc.record({ k: fc.constant('reenter'), op: fc.constantFrom(...REENTRANT_OPS), wait: fc.constant(false) }),
+)
+const fnRecipe = fc.oneof(
+  fc.constantFrom({ k: 'fnThrows' }, { k: 'fnRejects' }, { k: 'fnOk' }),
+  fc.record({ k: fc.constant('reenter'), op: fc.constantFrom(...REENTRANT_OPS), wait: fc.boolean() }),
+)
+const special = fc.constantFrom(
+  { k: 'undefined' },
+  { k: 'null' },
+  { k: 'true' },
+  { k: 'false' },
+  { k: 'bigint' },
+  { k: 'symbol' },
+  { k: 'proxy' },
+  { k: 'revoked' },
+  { k: 'getters' },
+  { k: 'prims' },
+  { k: 'thenThrows' },
+  { k: 'abort', aborted: true },
+  { k: 'abort', aborted: false },
+  { k: 'bytes' },
+  { k: 'deep' },
+  { k: 'class' },
+  { k: 'sandbox' },
+  { k: 'filesystem' },
+  { k: 'workspace' },
+  { k: 'pid' },
+  { k: 'console' },
+)
+const leaf = fc.oneof(special, num, str, fnRecipe, pathRecipe, fc.constantFrom(...COMMANDS).map((v) => ({ k: 'str', v })))
+
+/** The plausible recipe for an option key or a parameter name (hostile values mixed in). */
+function byName(name, value) {
+  const plausible = {
+    command: fc.constantFrom(...COMMANDS).map((v) => ({ k: 'str', v })),
+    args: fc.array(str, { maxLength: 4 }).map((items) => ({ k: 'arr', items })),
+    timeout: num,
+    maxRetainedBytes: num,
+    tail: num,
+    offset: num,
+    limit: num,
+    maxDepth: num,
+    maxOutputTokens: num,
+    cwd: pathRecipe,
+    path: pathRecipe,
+    filePath: pathRecipe,
+    dirPath: pathRecipe,
+    src: pathRecipe,
+    dest: pathRecipe,
+    mountPath: fc.constantFrom('/m', 'm', '/', '/..', '/a/../../x', '').map((v) => ({ k: 'str', v })),
+    pattern: fc.constantFrom(...PATTERNS).map((v) => ({ k: 'str', v })),
+    old_string: fc.constantFrom('a', 'aa', '', '\n', 'x').map((v) => ({ k: 'str', v })),
+    new_string: fc.constantFrom('b', 'aaaa', '', '\0').map((v) => ({ k: 'str', v })),
+    content: fc.oneof(str, fc.constant({ k: 'bytes' })),
+    data: fc.oneof(str, fc.constant({ k: 'bytes' })),
+    onStart: fnRecipe,
+    onStop: fnRecipe,
+    onDestroy: fnRecipe,
+    onStdout: fnRecipe,
+    onStderr: fnRecipe,
+    onExit: fnRecipe,
+    update: syncFnRecipe,
+    sandbox: fc.oneof(fc.constant({ k: 'sandbox' }), fnRecipe),
+    filesystem: fc.oneof(fc.constant({ k: 'filesystem' }), fnRecipe),
+    sandboxCacheKey: fc.oneof(fc.constant({ k: 'fnKey' }), syncFnRecipe),
+    abortSignal: fc.constantFrom({ k: 'abort', aborted: true }, { k: 'abort', aborted: false }),
+    pid: fc.oneof(fc.constant({ k: 'pid' }), fc.constant({ k: 'pidString' }), num),
+    logger: fc.constantFrom({ k: 'getters' }, { k: 'proxy' }, { k: 'console' }, { k: 'prims' }, { k: 'null' }),
+    workspace: fc.constant({ k: 'workspace' }),
+    provider: fc.constantFrom({ k: 'sandbox' }, { k: 'mastra' }, { k: 'proxy' }),
+    method: fc.constantFrom('start', 'stop', 'destroy', 'init', 'bogus').map((v) => ({ k: 'str', v })),
+    backend: fc.constantFrom('bwrap', 'seatbelt', 'none', '').map((v) => ({ k: 'str', v })),
+    isolation: fc.constantFrom({ k: 'str', v: 'none' }, { k: 'str', v: 'BWRAP' }, { k: 'bigint' }, { k: 'num', v: '10' }),
+    workingDirectory: fc.constantFrom({ k: 'str', v: 'rel-wd' }, { k: 'str', v: '' }, { k: 'canaryDir' }, { k: 'str', v: 'a\0b' }),
+    basePath: fc.constantFrom({ k: 'str', v: 'rel-base' }, { k: 'str', v: '' }, { k: 'str', v: '~' }, { k: 'str', v: 'a\0b' }),
+    bwrapArgs: fc
+      .array(fc.constantFrom('--cap-add', 'ALL', '--uid', '0', '--ro-bind', '/proc', '/hostproc', '--share-net', '--dev-bind', '/', '/host', '--'), { maxLength: 4 })
+      .map((items) => ({ k: 'arr', items: items.map((v) => ({ k: 'str', v })) })),
+    encoding: fc.constantFrom('utf8', 'base64', 'hex', 'latin1', 'bogus', '').map((v) => ({ k: 'str', v })),
+    level: fc.constantFrom('trace', 'debug', 'warn', 'bogus').map((v) => ({ k: 'str', v })),
+    stdinMode: fc.constantFrom('pipe', 'ignore', 'inherit').map((v) => ({ k: 'str', v })),
+    recursive: fc.constantFrom({ k: 'true' }, { k: 'false' }),
+    overwrite: fc.constantFrom({ k: 'true' }, { k: 'false' }),
+    force: fc.constantFrom({ k: 'true' }, { k: 'false' }),
+    replace_all: fc.constantFrom({ k: 'true' }, { k: 'false' }),
+    nativeSandbox: fc.constant(undefined).chain(() => objectRecipe),
+    limits: fc.constant(undefined).chain(() => objectRecipe),
+    memoryBytes: num,
+    processes: num,
+    tmpSizeBytes: num,
+  }[name]
+  // Where a callback's result is used at once, an async one would reject unobserved by design.
+  const hostile = name === 'update' || name === 'sandboxCacheKey' ? fc.oneof(special, num, str) : value
+  return plausible ? fc.oneof({ weight: 3, arbitrary: plausible }, { weight: 1, arbitrary: hostile }) : value
+}
+
+const { value } = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    { weight: 6, arbitrary: leaf },
+    { weight: 1, arbitrary: fc.array(tie('value'), { maxLength: 3 }).map((items) => ({ k: 'arr', items })) },
+    { weight: 2, arbitrary: tie('object') },
+  ),
+  object: fc
+    .uniqueArray(optionKey, { maxLength: 4 })
+    .chain((keys) => fc.tuple(...keys.map((key) => byName(key, tie('value')))).map((vals) => ({ k: 'obj', entries: keys.map((key, i) => [key, vals[i]]) }))),
+}))
+const objectRecipe = fc
+  .uniqueArray(optionKey, { maxLength: 5 })
+  .chain((keys) => fc.tuple(...keys.map((key) => byName(key, value))).map((vals) => ({ k: 'obj', entries: keys.map((key, i) => [key, vals[i]]) })))
+
+/** Arguments for a function, one plausible-or-hostile recipe per parameter (and sometimes one more). */
+function argsFor(params) {
+  const each = params.map((p) => (p === '{…}' || /options|config|context|input/i.test(p) ? fc.oneof({ weight: 3, arbitrary: objectRecipe }, { weight: 1, arbitrary: value }) : byName(p, value)))
+  return fc.tuple(...each, fc.option(value, { nil: undefined, freq: 4 })).map((args) => {
+    const [extra] = args.splice(params.length, 1)
+    return extra === undefined ? args : [...args, extra]
+  })
+}
+
+/** Input of a tool: its schema's keys, each plausible or hostile. */
+function toolInput(name) {
+  const keys = {
+    execute_command: ['command', 'timeout', 'cwd', 'tail', 'background'],
+    get_process_output: ['pid', 'tail', 'wait'],
+    kill_process: ['pid'],
+    read_file: ['path', 'offset', 'limit', 'encoding', 'showLineNumbers'],
+    write_file: ['path', 'content', 'overwrite'],
+    edit_file: ['path', 'old_string', 'new_string', 'replace_all'],
+    list_files: ['path', 'maxDepth', 'exclude', 'pattern', 'showHidden', 'dirsOnly'],
+    delete: ['path', 'recursive'],
+    file_stat: ['path'],
+    mkdir: ['path', 'recursive'],
+    grep: ['pattern', 'path', 'contextLines', 'maxCount', 'caseSensitive', 'includeHidden'],
+  }[name.replace(/^.*_(?=(execute_command|get_process_output|kill_process|read_file|write_file|edit_file|list_files|delete|file_stat|mkdir|grep)$)/, '')] ?? []
+  return fc
+    .subarray(keys)
+    .chain((present) =>
+      fc.tuple(...present.map((key) => byName(key, fc.oneof(fc.boolean().map((b) => ({ k: String(b) })), leaf))))
+        .map((vals) => ({ k: 'obj', entries: present.map((key, i) => [key, vals[i]]) })),
+    )
+}
+
+/** How often each target is called: where a model's and an application's calls land. */
+const TARGET_WEIGHTS = { sandbox: 5, tool: 5, filesystem: 3, processes: 2, handle: 2, workspace: 2, export: 2, new: 2, mastra: 1, static: 1 }
+const apiStep = fc.oneof(
+  ...Object.entries(TARGETS).map(([target, { methods, getters }]) => ({
+    weight: TARGET_WEIGHTS[target],
+    arbitrary: fc.oneof(
+      ...[...methods].map(([member, params]) =>
+        (target === 'tool' ? fc.tuple(toolInput(member), fc.oneof(objectRecipe, value)) : argsFor(params)).map((args) => ({ target, member, args })),
+      ),
+      ...getters.map((member) => fc.constant({ target, member, get: true })),
+    ),
+  })),
+)
+
+/** Arguments that would undo the hardening of an isolated sandbox if bubblewrap applied them. */
+const HARDENING_UNDOERS = [['--cap-add', 'ALL'], ['--uid', '0'], ['--ro-bind', '/proc', '/hostproc'], ['--share-net'], ['--dev-bind', '/', '/host']]
+// Every part of a scenario but its calls is optional, so that shrinking drops what a
+// violation does not need and the counterexample shows only what it does.
+const scenarioBase = {
+  isolation: cfg.isolation ? fc.oneof({ weight: 6, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constant('bwrap') }) : fc.constant('none'),
+  hooks: fc.record({ onStart: fnRecipe, onStop: fnRecipe, onDestroy: fnRecipe }, { requiredKeys: [] }),
+  sandboxOptions: objectRecipe,
+  mastraSteps: fc.record({ start: fnRecipe, stop: fnRecipe, destroy: fnRecipe }, { requiredKeys: [] }),
+  resolver: fnRecipe,
+  /** Left without destroy(): what it holds must go when it is collected. */
+  drop: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+  bwrapArgs: fc.subarray(HARDENING_UNDOERS, { minLength: 1 }).map((groups) => groups.flat()),
+}
+const checkRecipe = fc.oneof(
+  fc.array(fc.oneof(str, fc.constant({ k: 'bytes' })), { minLength: 2, maxLength: 8 }).map((parts) => ({ check: 'stdinOrder', parts })),
+  fc.constant({ check: 'copyIntoItself' }),
+  fc.constant({ check: 'deepTree' }),
+)
+const apiScenario = fc.record(
+  { ...scenarioBase, check: checkRecipe, steps: fc.array(apiStep, { minLength: 1, maxLength: 6 }) },
+  { requiredKeys: ['steps'] },
+)
+
+const LIFECYCLE_OPS = [
+  'start', 'stop', 'destroy', 'executeCommand', 'spawn', 'kill', 'ensureRunning', 'handleKill',
+  'wait', 'msStart', 'msStop', 'msDestroy', 'resolve', 'wsDestroy',
+]
+const lifecycleScenario = fc.record(
+  { ...scenarioBase, batches: fc.array(fc.array(fc.constantFrom(...LIFECYCLE_OPS), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
+  { requiredKeys: ['batches'] },
+)
+
+// ---------------------------------------------------------------------------------------
+// Worlds: the objects a scenario works on, in a directory of its own
+
+let scenarioCount = 0
+/** The objects of a world that must be garbage once the scenario is over (and destroyed). */
+const COLLECTABLE = ['sb', 'ms', 'ws', 'fs']
+const collected = new Set()
+const registry = new FinalizationRegistry((token) => collected.add(token))
+
+function hostile(where) {
+  return () => {
+    throw new HostileError(where)
+  }
+}
+
+const PROXY_TRAPS = [
+  'get', 'set', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'defineProperty', 'deleteProperty',
+  'getPrototypeOf', 'setPrototypeOf', 'isExtensible', 'preventExtensions', 'apply', 'construct',
+]
+
+function materialize(recipe, world) {
+  switch (recipe.k) {
+    case 'undefined':
+      return undefined
+    case 'null':
+      return null
+    case 'true':
+      return true
+    case 'false':
+      return false
+    case 'num':
+      return recipe.v === '-0' ? -0 : Number(recipe.v)
+    case 'bigint':
+      return 10n ** 30n
+    case 'symbol':
+      return Symbol('hostile')
+    case 'str':
+      return recipe.v
+    case 'long':
+      return 'x'.repeat(recipe.n)
+    case 'canary':
+      return world.canary
+    case 'canaryDir':
+      return path.dirname(world.canary)
+    case 'deepPath':
+      return Array.from({ length: 600 }, () => 'deep').join('/')
+    case 'arr':
+      return recipe.items.map((r) => materialize(r, world))
+    case 'obj':
+      return Object.fromEntries(recipe.entries.map(([key, r]) => [key, materialize(r, world)]))
+    case 'proxy':
+      return new Proxy(function () {}, Object.fromEntries(PROXY_TRAPS.map((t) => [t, hostile(`proxy ${t}`)])))
+    case 'revoked': {
+      const { proxy, revoke } = Proxy.revocable({}, {})
+      revoke()
+      return proxy
+    }
+    case 'getters':
+      return Object.defineProperties({}, Object.fromEntries(OPTION_KEYS.concat(['error', 'warn', 'info', 'debug', 'trace']).map((key) => [key, { get: hostile(`getter ${key}`), enumerable: true }])))
+    case 'prims':
+      return { toString: hostile('toString'), valueOf: hostile('valueOf'), [Symbol.toPrimitive]: hostile('toPrimitive'), toJSON: hostile('toJSON') }
+    case 'thenThrows':
+      return { then: hostile('then') }
+    case 'abort': {
+      const controller = new AbortController()
+      if (recipe.aborted) controller.abort(new HostileError('abort reason'))
+      else setTimeout(() => controller.abort(), 50).unref()
+      return controller.signal
+    }
+    case 'bytes':
+      return Uint8Array.from([0, 255, 0xc3, 0x28, 0xe2, 0x82, 10])
+    case 'deep': {
+      let deep = {}
+      for (let i = 0; i < 2000; i++) deep = { timeout: 1, env: deep, options: deep }
+      return deep
+    }
+    case 'class':
+      return class Hostile {}
+    case 'sandbox':
+      return world.sb
+    case 'mastra':
+      return world.ms
+    case 'filesystem':
+      return world.fs
+    case 'workspace':
+      return world.ws
+    case 'console':
+      return { error() {}, warn() {}, info() {}, debug() {}, trace() {} }
+    case 'pid':
+      return world.handle?.pid ?? '999999'
+    case 'pidString':
+      return String(world.handle?.pid ?? 1)
+    case 'fnThrows':
+      return hostile('callback threw')
+    case 'fnRejects':
+      return async () => {
+        throw new HostileError('callback rejected')
+      }
+    case 'fnOk':
+      return () => undefined
+    case 'fnKey':
+      return () => 'same-key'
+    case 'reenter':
+      return (...callbackArgs) => reenter(recipe, world, callbackArgs)
+    default:
+      throw new Error(`unknown recipe ${recipe.k}`)
+  }
+}
+
+/** A user callback that calls back into the scenario's own objects. */
+function reenter({ op, wait }, world, callbackArgs) {
+  const { sb, ws, ms } = world
+  const run = {
+    destroy: () => sb.destroy(),
+    start: () => sb.start(),
+    stop: () => sb.stop(),
+    ensureRunning: () => sb.ensureRunning(),
+    executeCommand: () => sb.executeCommand('echo reentered'),
+    spawn: () => sb.processes.spawn('sleep 0.3'),
+    kill: () => sb.processes.kill(world.handle?.pid ?? '1'),
+    wsDestroy: () => ws.destroy(),
+    wsInit: () => ws.init(),
+    resolve: () => ws.resolveSandbox({ requestContext: world.requestContext }),
+    msStart: () => ms.start(),
+    msStop: () => ms.stop(),
+    msDestroy: () => ms.destroy(),
+    readFile: () => world.fs.readFile('a.txt'),
+  }[op]
+  const call = `re-entrant ${op} from a callback`
+  const promise = Promise.resolve().then(run)
+  // Not awaited here or awaited: either way it must settle, and is judged at the end.
+  world.pending.push({ call, promise })
+  promise.catch(() => {})
+  if (wait) return promise.then(() => (op === 'resolve' ? world.sb : undefined))
+  return op === 'resolve' || callbackArgs.length === 0 ? world.sb : undefined
+}
+
+function makeDir(dir, mode = 0o755) {
+  fs.mkdirSync(dir, { recursive: true })
+  fs.chmodSync(dir, mode)
+}
+
+/** A fresh directory with a few files, a symlink out, and a sandbox, filesystem, workspace over it. */
+async function makeWorld(scn) {
+  const n = scenarioCount++
+  const root = path.join(cfg.top, `s${n}`)
+  const wd = path.join(root, 'ws')
+  makeDir(wd)
+  fs.writeFileSync(path.join(wd, 'a.txt'), 'alpha\nbeta\n')
+  makeDir(path.join(wd, 'dir'))
+  fs.writeFileSync(path.join(wd, 'dir', 'b.txt'), 'b')
+  fs.writeFileSync(path.join(wd, 'redos.txt'), `${'a'.repeat(30)}!\n`)
+  fs.writeFileSync(path.join(wd, 'many.txt'), 'a'.repeat(40000))
+  fs.symlinkSync(path.dirname(cfg.canary), path.join(wd, 'link-out'))
+  const world = { root, wd, canary: cfg.canary, pending: [], extra: [], requestContext: { scenario: n }, handle: undefined }
+  world.wdStat = fs.statSync(wd)
+
+  const hooks = Object.fromEntries(Object.entries(scn.hooks ?? {}).map(([k, r]) => [k, materialize(r, world)]))
+  const generated = scn.sandboxOptions ? materialize(scn.sandboxOptions, world) : {}
+  const base = { workingDirectory: wd, isolation: scn.isolation ?? 'none' }
+  const bwrapArgs = scn.isolation === 'bwrap' && scn.bwrapArgs ? { nativeSandbox: { bwrapArgs: scn.bwrapArgs } } : {}
+  world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
+  world.sb ??= new lib.LocalSandbox({ ...base, ...hooks })
+  world.fs = new lib.LocalFilesystem({ basePath: wd })
+  const steps = Object.fromEntries(Object.entries(scn.mastraSteps ?? {}).map(([k, r]) => [k, materialize(r, world)]))
+  class FuzzSandbox extends lib.MastraSandbox {
+    constructor() {
+      super({ ...hooks })
+      this.id = `fuzz-${n}`
+      this.provider = 'fuzz'
+    }
+    async start() {
+      return steps.start?.()
+    }
+    async stop() {
+      return steps.stop?.()
+    }
+    async destroy() {
+      return steps.destroy?.()
+    }
+    async executeCommand(command) {
+      return { success: true, exitCode: 0, stdout: String(command), stderr: '', executionTimeMs: 0 }
+    }
+  }
+  world.ms = new FuzzSandbox()
+  const resolver = scn.resolver && materialize(scn.resolver, world)
+  world.ws = resolver
+    ? new lib.Workspace({ sandbox: async (ctx) => (await resolver(ctx)) ?? world.sb, filesystem: world.fs, sandboxCacheKey: () => 'k' })
+    : new lib.Workspace({ sandbox: world.sb, filesystem: world.fs })
+  world.tools = (await attempt('createWorkspaceTools(world)', [], () => lib.createWorkspaceTools(world.ws))) ?? {}
+  world.n = n
+  for (const name of COLLECTABLE) registry.register(world[name], `${n}:${name}`)
+  return world
+}
+
+// ---------------------------------------------------------------------------------------
+// Calls
+
+const TIMED_OUT = Symbol('timed out')
+/** Set when a call of the scenario hung: its remaining steps are skipped (teardown still runs). */
+let wedged = false
+
+function deadline(promise, ms) {
+  let timer
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(() => resolve(TIMED_OUT), ms)))]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * Runs one call and judges it: it must settle within CALL_MS, and a rejection must be a
+ * typed error. Returns the value, or undefined when it threw or hung.
+ */
+async function attempt(call, recipes, fn, scenario) {
+  current = { call, args: recipes }
+  progress({ call, args: recipes })
+  let outcome
+  const started = Date.now()
+  const settled = Promise.resolve()
+    .then(fn)
+    .then(
+      (v) => (outcome = { value: v }),
+      (err) => (outcome = { err }),
+    )
+  if ((await deadline(settled, CALL_MS)) === TIMED_OUT) {
+    violation('hang', current, `did not settle within ${CALL_MS} ms`, scenario)
+    wedged = true
+    return undefined
+  }
+  // A call that blocks the event loop settles "in time" for the timer that could not run.
+  if (Date.now() - started > CALL_MS) violation('hang', current, `blocked the event loop for ${Date.now() - started} ms`, scenario)
+  if ('err' in outcome) {
+    const why = badError(outcome.err)
+    if (why) violation('untyped-error', current, { why, error: describeError(outcome.err) }, scenario)
+    return undefined
+  }
+  return outcome.value
+}
+
+function targetObject(world, target) {
+  return { sandbox: world.sb, processes: world.sb.processes, handle: world.handle, filesystem: world.fs, workspace: world.ws, mastra: world.ms }[target]
+}
+
+async function ensureHandle(world, scn) {
+  if (world.handle) return world.handle
+  const handle = await attempt('sandbox.processes.spawn("timeout 3 cat")', [], () => world.sb.processes.spawn('timeout 3 cat'), scn)
+  if (handle instanceof lib.ProcessHandle) world.handle = handle
+  return world.handle
+}
+
+async function runStep(step, world, scn) {
+  const { target, member } = step
+  if (target === 'handle' && !(await ensureHandle(world, scn))) return
+  const call = `${target}.${member}${step.get ? '' : '(…)'}`
+  const args = () => (step.args ?? []).map((r) => materialize(r, world))
+  let fn
+  if (step.get) fn = () => targetObject(world, target)[member]
+  else if (target === 'export') fn = () => lib[member](...args())
+  else if (target === 'new') fn = () => new lib[member](...args())
+  else if (target === 'static') {
+    const [cls, name] = member.split('.')
+    fn = () => lib[cls][name](...args())
+  } else if (target === 'tool') {
+    fn = () => {
+      const tool = Object.values(world.tools).find((t) => t.id === member)
+      if (!tool) return undefined
+      const [input, context] = args()
+      return tool.execute(input, context)
+    }
+  } else fn = () => targetObject(world, target)[member](...args())
+
+  // Constructing the error classes or the internal wrappers with hostile arguments may throw
+  // what JavaScript throws; only the process's survival is asked of them.
+  const lenient = target === 'new' && (ERROR_CLASSES.includes(member) || member === 'ProcessHandle' || member === 'LocalProcessManager')
+  const result = await attempt(call, step.args ?? [], lenient ? () => Promise.resolve().then(fn).catch(() => undefined) : fn, scn)
+  if (result instanceof lib.LocalSandbox || result instanceof lib.MastraSandbox || result instanceof lib.Workspace) world.extra.push(result)
+}
+
+const LIFECYCLE = {
+  start: (w) => w.sb.start(),
+  stop: (w) => w.sb.stop(),
+  destroy: (w) => w.sb.destroy(),
+  ensureRunning: (w) => w.sb.ensureRunning(),
+  executeCommand: (w) => w.sb.executeCommand('echo x; sleep 0.1'),
+  spawn: async (w) => {
+    const h = await w.sb.processes.spawn('sleep 0.5')
+    w.handle ??= h
+    return h.pid
+  },
+  kill: (w) => w.sb.processes.kill(w.handle?.pid ?? '1'),
+  handleKill: (w) => w.handle?.kill(),
+  wait: (w) => w.handle?.wait(),
+  msStart: (w) => w.ms.start(),
+  msStop: (w) => w.ms.stop(),
+  msDestroy: (w) => w.ms.destroy(),
+  resolve: (w) => w.ws.resolveSandbox({ requestContext: w.requestContext }),
+  wsDestroy: (w) => w.ws.destroy(),
+}
+
+// ---------------------------------------------------------------------------------------
+// Host state: processes and descriptors
+
+function procStat(pid) {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+    return { pid, state: fields[0], ppid: Number(fields[1]), comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')) }
+  } catch {
+    return undefined
+  }
+}
+
+function cmdline(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
+  } catch {
+    return ''
+  }
+}
+
+/**
+ * Processes this driver is answerable for: its descendants, its keepers, and anything whose
+ * command line names the test's directory (they may have been re-parented).
+ */
+function ourProcesses() {
+  const stats = fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map((name) => procStat(Number(name)))
+    .filter(Boolean)
+  const mine = new Set([process.pid])
+  for (let grew = true; grew; ) {
+    grew = false
+    for (const s of stats) if (!mine.has(s.pid) && mine.has(s.ppid)) (mine.add(s.pid), (grew = true))
+  }
+  return stats
+    .filter((s) => {
+      if (s.pid === process.pid) return false
+      const cmd = cmdline(s.pid)
+      // A keeper names the Node process it serves (other processes' keepers are not ours).
+      const ourKeeper = s.comm.startsWith(KEEPER.slice(0, 15)) && cmd.split(' ').includes(String(process.pid))
+      return mine.has(s.pid) || ourKeeper || cmd.includes(cfg.top)
+    })
+    .map((s) => ({ pid: s.pid, state: s.state, cmd: cmdline(s.pid).slice(0, 160) || s.comm }))
+}
+
+const isHelper = (p) => p.cmd.includes(KEEPER) || /(^|\/)bwrap\b/.test(p.cmd)
+
+const fdTargets = () =>
+  fs.readdirSync('/proc/self/fd').map((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`)
+    } catch {
+      return '?'
+    }
+  })
+
+async function waitUntil(predicate, ms) {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = predicate()
+    if (v || Date.now() >= end) return v
+    await sleep(25)
+  }
+}
+
+async function collectGarbage() {
+  for (let i = 0; i < 4; i++) {
+    global.gc()
+    await sleep(20)
+  }
+}
+
+/** Destroys everything a scenario made and checks it left nothing behind. */
+async function teardown(world, scn) {
+  // Concurrently, so that a scenario with several hangs still ends within a few bounds.
+  progress({ call: 're-entrant calls settling (teardown)' })
+  await Promise.all(
+    world.pending.splice(0).map(async ({ call, promise }) => {
+      if ((await deadline(promise.catch(() => {}), CALL_MS)) === TIMED_OUT) violation('hang', { call }, `did not settle within ${CALL_MS} ms`, scn)
+    }),
+  )
+  if (scn.drop) return
+  const owners = [['workspace', world.ws], ['mastra', world.ms], ...world.extra.map((o) => ['extra', o]), ['sandbox', world.sb]]
+  await Promise.all(owners.map(([name, obj]) => attempt(`${name}.destroy() (teardown)`, [], () => obj.destroy(), scn)))
+  // A destroy that rejected (a throwing hook) must still leave a sandbox that can be destroyed.
+  if (world.sb.status !== 'destroyed') await attempt('sandbox.destroy() again (teardown)', [], () => world.sb.destroy(), scn)
+  if (world.sb.status !== 'destroyed') violation('inconsistent-state', 'sandbox.destroy()', `status '${world.sb.status}' after destroy() resolved or was retried`, scn)
+}
+
+function checkHost(world, scn) {
+  const canary = fs.statSync(cfg.canary)
+  if (fs.readFileSync(cfg.canary, 'utf8') !== cfg.canaryContent || canary.mtimeMs !== cfg.canaryMtimeMs) {
+    violation('host-changed', 'canary outside the workspace', 'its content or mtime changed', scn)
+  }
+  const now = fs.statSync(world.wd, { throwIfNoEntry: false })
+  if (now && (now.uid !== world.wdStat.uid || now.gid !== world.wdStat.gid || now.mode !== world.wdStat.mode)) {
+    violation('host-changed', 'existing working directory', `owner/mode ${world.wdStat.uid}:${world.wdStat.gid} ${world.wdStat.mode.toString(8)} became ${now.uid}:${now.gid} ${now.mode.toString(8)}`, scn)
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios
+
+/** Under isolation, arguments given to bwrap must not undo the hardening. */
+async function checkHardening(world, scn) {
+  if (scn.isolation !== 'bwrap' || !world.sb || world.sb.status === 'destroyed') return
+  const result = await attempt('executeCommand(id -u; CapEff) (hardening)', [], () => world.sb.executeCommand('id -u; grep CapEff /proc/self/status; ls /hostproc /host 2>/dev/null | head -1'), scn)
+  if (!result?.stdout) return
+  const [uid] = result.stdout.split('\n')
+  const capEff = result.stdout.match(/CapEff:\s*([0-9a-f]+)/)?.[1]
+  if (uid === '0' || (capEff && /[1-9a-f]/.test(capEff)) || /\S/.test(result.stdout.split('\n').slice(2).join(''))) {
+    violation('hardening-undone', 'isolated command', result.stdout.slice(0, 300), scn)
+  }
+}
+
+/** Promises of the issue that a call alone cannot show, on a fresh world. */
+const CHECKS = {
+  /** Parts written concurrently reach stdin in the order of the calls. */
+  async stdinOrder(world, scn) {
+    const parts = scn.check.parts.map((r) => materialize(r, world))
+    const handle = await attempt('spawn cat for stdin order', [], () => world.sb.processes.spawn('timeout 5 cat', { stdinMode: 'pipe' }), scn)
+    if (!handle) return
+    const sent = await attempt('concurrent sendStdin', scn.check.parts, () => Promise.all(parts.map((p) => handle.sendStdin(p))).then(() => true), scn)
+    await attempt('closeStdin', [], () => handle.closeStdin(), scn)
+    const result = await attempt('wait for cat', [], () => handle.wait(), scn)
+    const expected = Buffer.concat(parts.map((p) => Buffer.from(p))).toString('utf8')
+    if (sent && result && result.stdout !== expected) {
+      violation('stdin-order', 'Promise.all(parts.map(sendStdin))', { sent: expected.slice(0, 200), got: result.stdout.slice(0, 200) }, scn)
+    }
+  },
+  /** A recursive copy into its own source is refused and makes nothing. */
+  async copyIntoItself(world, scn) {
+    const copied = await attempt('copyFile(dir, dir/copy, { recursive: true })', [], () => world.fs.copyFile('dir', 'dir/copy', { recursive: true }).then(() => 'resolved'), scn)
+    if (copied === 'resolved' || fs.existsSync(path.join(world.wd, 'dir', 'copy'))) {
+      violation('copy-into-itself', 'copyFile(dir, dir/copy, { recursive: true })', copied === 'resolved' ? 'resolved' : 'rejected but left dir/copy', scn)
+    }
+  },
+  /** A directory deeper than PATH_MAX is skipped by list_files and grep, not fatal. */
+  async deepTree(world, scn) {
+    const deep = path.join(world.wd, 'deep')
+    fs.mkdirSync(deep)
+    // Relative chdir goes deeper than PATH_MAX, where a shell's own idea of its cwd gives up.
+    const script = "const fs = require('fs'); for (let i = 0; i < 400; i++) { fs.mkdirSync('d123456789'); process.chdir('d123456789') } fs.writeFileSync('f', 'alpha')"
+    execFileSync(process.execPath, ['-e', script], { cwd: deep })
+    for (const [name, input] of [['mastra_workspace_list_files', { path: '.', maxDepth: 500 }], ['mastra_workspace_grep', { pattern: 'alpha' }]]) {
+      const tool = Object.values(world.tools).find((t) => t.id === name)
+      if (!tool) continue
+      const text = await attempt(`${name} over a tree deeper than PATH_MAX`, [input], () => tool.execute(input, {}), scn)
+      if (typeof text !== 'string') violation('deep-tree', name, 'did not answer with a text', scn)
+      else if (name.endsWith('grep') && !text.includes('a.txt')) violation('deep-tree', name, `lost the other matches: ${text.slice(0, 200)}`, scn)
+    }
+  },
+}
+
+async function runScenario(scn) {
+  progress({ scenario: scn })
+  const world = await makeWorld(scn)
+  wedged = false
+  if (scn.check) await CHECKS[scn.check.check](world, scn)
+  if (cfg.mode === 'lifecycle') {
+    for (const batch of scn.batches) {
+      if (wedged) break
+      await Promise.all(batch.map((op) => attempt(`concurrent ${op}`, [batch], () => LIFECYCLE[op](world), scn)))
+    }
+  } else {
+    for (const step of scn.steps) if (!wedged) await runStep(step, world, scn)
+  }
+  await checkHardening(world, scn)
+  await teardown(world, scn)
+  if (cfg.mode === 'lifecycle' && !scn.drop && world.sb.status === 'destroyed') {
+    // After destroy, a command is refused at once with a typed error.
+    const after = await attempt('executeCommand after destroy()', [], () => world.sb.executeCommand('echo late').then(() => 'resolved'), scn)
+    if (after === 'resolved') violation('inconsistent-state', 'executeCommand after destroy()', 'resolved instead of rejecting', scn)
+  }
+  checkHost(world, scn)
+  return world.n
+}
+
+const reportedPids = new Set()
+
+async function checkLeaks(scn, n) {
+  await collectGarbage()
+  // Whatever holds a finished sandbox alive holds its descriptors and helpers too.
+  const kept = COLLECTABLE.filter((name) => !collected.has(`${n}:${name}`))
+  if (kept.length > 0) violation('not-collected', `${kept.join(', ')} of a finished scenario`, 'still reachable after destroy() and garbage collection', scn)
+  progress({ call: 'leak check' })
+  // A dropped sandbox answers for its helpers (supervisor, bwrap, keeper) once collected;
+  // what its commands started may outlive it, as a child process outlives its handle.
+  // (One that was not collected keeps them by right; that is reported above.)
+  const judged = () => ourProcesses().filter((p) => !reportedPids.has(p.pid) && (!scn.drop || isHelper(p)))
+  const clean = (scn.drop && kept.includes('sb')) || (await waitUntil(() => judged().length === 0, SETTLE_MS))
+  if (!clean) {
+    const left = judged()
+    violation(scn.drop ? 'gc-leak-process' : 'leak-process', scn.drop ? 'after the sandbox was dropped and collected' : 'after destroy()', left, scn)
+    // A zombie cannot be killed: it is reported once, not again by every later scenario.
+    for (const p of left) reportedPids.add(p.pid)
+  }
+  // Kill what was left so that one leak does not count again in every later scenario.
+  for (const p of ourProcesses()) {
+    try {
+      process.kill(p.pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+  // Descriptors of objects still reachable are open by right; they are reported above.
+  if (kept.length > 0) {
+    baselineFds = fdTargets()
+    return
+  }
+  const fine = await waitUntil(() => fdTargets().length <= baselineFds.length, SETTLE_MS)
+  if (!fine) {
+    const now = fdTargets()
+    const extra = now.filter((t) => !baselineFds.includes(t))
+    violation(scn.drop ? 'gc-leak-fd' : 'leak-fd', 'after destroy()', { baseline: baselineFds.length, now: now.length, extra: extra.slice(0, 10) }, scn)
+    baselineFds = now
+  }
+}
+
+// The baseline is taken after one sandbox has run a command and been destroyed: what the
+// package opens once per process (its runtime, the signal pipe) is in it.
+{
+  const warm = new lib.LocalSandbox({ workingDirectory: path.join(cfg.top, 'warm-up') })
+  await warm.executeCommand('true')
+  await warm.spawn({ command: 'true' }).then((h) => h.wait())
+  await warm.destroy()
+  lib.setLogger(null)
+  await collectGarbage()
+}
+let baselineFds = fdTargets()
+
+// `replay` runs one scenario again (from a report's example).
+const arbitrary = cfg.replay ? fc.constant(cfg.replay) : cfg.mode === 'lifecycle' ? lifecycleScenario : apiScenario
+/** Violations already shown by an earlier driver (the parent passes them): not shrunk again. */
+const known = new Set(cfg.known ?? [])
+const keyOf = (v) => `${v.kind} | ${typeof v.call === 'string' ? v.call : v.call?.call}`
+// The first scenario with a violation not known yet fails the property, and fast-check
+// shrinks it: the runs made while shrinking only refine that counterexample.
+let shrinking = false
+/** Shrinking stops here: the remaining candidates pass unrun, and the smallest failure so far stands. */
+let shrinkUntil = Infinity
+const SHRINK_MS = 20_000
+let counterexample
+let runs = 0
+const started = Date.now()
+const result = await fc.check(
+  fc.asyncProperty(arbitrary, async (scn) => {
+    if (Date.now() > shrinkUntil) return
+    runs++
+    const first = violations.length
+    const n = await runScenario(scn)
+    lib.setLogger(null)
+    await checkLeaks(scn, n)
+    // rm copes with trees deeper than PATH_MAX.
+    execFileSync('rm', ['-rf', path.join(cfg.top, `s${n}`)])
+    const own = violations.splice(first)
+    if (!shrinking) violations.push(...own)
+    const fresh = own.filter((v) => !known.has(keyOf(v)))
+    if (fresh.length > 0) {
+      if (!shrinking) shrinkUntil = Date.now() + SHRINK_MS
+      shrinking = true
+      counterexample = { scenario: scn, violations: fresh.map(({ scenario, ...v }) => v) }
+      throw new Error(fresh.map(keyOf).join('; '))
+    }
+  }),
+  { seed: cfg.seed, numRuns: cfg.replay ? 1 : cfg.numRuns, plugins: [fc.interruptAfterTimeLimit(cfg.budgetMs)] },
+)
+// (An interruption before the first run ends is reported as a failure without an error.)
+if (result.failed && !counterexample && !result.interrupted) {
+  violation('driver-error', 'fast-check', { error: String(result.errorInstance?.stack ?? result.errorInstance), counterexample: result.counterexample })
+}
+
+current = 'report'
+fs.writeFileSync(
+  cfg.report,
+  JSON.stringify({
+    runs,
+    ms: Date.now() - started,
+    violations,
+    counterexample: counterexample && { ...counterexample, shrinks: result.numShrinks },
+    targets: Object.fromEntries(Object.entries(TARGETS).map(([t, m]) => [t, [...m.methods.keys(), ...m.getters]])),
+  }),
+)
+process.exit(0)

@@ -1,0 +1,163 @@
+// Generated hostile use of the whole public API (fast-check), judged from outside: a child
+// Node process (fuzz-driver.mjs) calls every exported function, constructor, method, getter
+// and tool with generated values and re-entrant callbacks; this file asserts that the
+// process survived, that no call hung, that every error was typed, that nothing was left
+// running or open after destroy(), and that files outside the workspaces did not change.
+//
+// The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for
+// the lifecycle); NW_PROPERTY_SEED repeats a run's generation. A failure lists each distinct
+// violation once, with the smallest call (or scenario) seen to cause it; give that scenario
+// as NW_PROPERTY_REPLAY (its JSON) to run it alone.
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, test } from 'vitest'
+import { LocalSandbox } from '../lib/index.mjs'
+
+const DRIVER = fileURLToPath(new URL('./fuzz-driver.mjs', import.meta.url))
+const BUDGET_MS = Number(process.env.NW_PROPERTY_BUDGET_MS ?? 60_000)
+const SEED = Number(process.env.NW_PROPERTY_SEED ?? Date.now() % 2 ** 31)
+/** No progress for this long: the driver's event loop is blocked (each call has 10 s). */
+const STALL_MS = 25_000
+const REPLAY = process.env.NW_PROPERTY_REPLAY ? JSON.parse(process.env.NW_PROPERTY_REPLAY) : undefined
+const ISOLATION = LocalSandbox.detectIsolation().available === true
+
+// Isolated sandboxes run as another user: the directories above theirs must be readable.
+const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-prop-'))
+fs.chmodSync(top, 0o755)
+const canaryDir = path.join(top, 'canary')
+fs.mkdirSync(canaryDir)
+const canary = path.join(canaryDir, 'c.txt')
+fs.writeFileSync(canary, 'the host file outside every workspace\n')
+const canaryBefore = fs.statSync(canary)
+// Relative paths given to constructors resolve against the driver's cwd, three levels
+// below `top`, so that '../..' stays inside it.
+const driverCwd = path.join(top, 'w', 'x', 'y')
+fs.mkdirSync(driverCwd, { recursive: true })
+
+afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Runs the driver once. Resolves with its report, plus `fatal` when the process died, was
+ * killed, or stopped making progress (then the call it was in, from its progress log).
+ */
+async function drive(mode, seed, budgetMs, known) {
+  const dir = fs.mkdtempSync(path.join(top, `${mode}-`))
+  fs.chmodSync(dir, 0o755)
+  const files = { progress: path.join(dir, 'progress.jsonl'), report: path.join(dir, 'report.json') }
+  fs.writeFileSync(files.progress, '')
+  const config = {
+    mode,
+    seed,
+    numRuns: 100_000,
+    budgetMs,
+    top: dir,
+    canary,
+    canaryContent: fs.readFileSync(canary, 'utf8'),
+    canaryMtimeMs: canaryBefore.mtimeMs,
+    isolation: ISOLATION,
+    known: [...known],
+    replay: REPLAY,
+    ...files,
+  }
+  const child = spawn(process.execPath, ['--expose-gc', '--no-warnings', DRIVER], {
+    cwd: driverCwd,
+    env: { ...process.env, NW_FUZZ: JSON.stringify(config) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)))
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  let exit
+  let stalled = false
+  while (!(exit = await Promise.race([exited, sleep(500).then(() => undefined)]))) {
+    if (Date.now() - fs.statSync(files.progress).mtimeMs > STALL_MS) {
+      stalled = true
+      child.kill('SIGKILL')
+    }
+  }
+  const lines = fs.readFileSync(files.progress, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const report = fs.existsSync(files.report) ? JSON.parse(fs.readFileSync(files.report, 'utf8')) : { runs: 0, violations: [] }
+  if (stalled || exit.code !== 0 || exit.signal) {
+    const scenario = lines.findLast((l) => l.scenario)?.scenario
+    const last = lines.findLast((l) => l.call)
+    report.violations.push({
+      kind: stalled ? 'blocked' : 'process-died',
+      call: last ? { call: last.call, args: last.args } : 'startup',
+      detail: stalled ? `no progress for ${STALL_MS} ms` : { ...exit, stderr: stderr.slice(-1500) },
+      scenario,
+    })
+  }
+  return report
+}
+
+const keyOf = (v) => `${v.kind} | ${typeof v.call === 'string' ? v.call : v.call?.call}`
+
+/** One entry per kind of violation, call and error, with the smallest example seen. */
+function distinct(violations) {
+  const byKey = new Map()
+  for (const v of violations) {
+    const detail = typeof v.detail === 'string' ? v.detail : JSON.stringify(v.detail ?? '')
+    const gist = detail.replace(/\d+/g, 'N').replace(/\/tmp\/\S+/g, '<tmp>').slice(0, 120)
+    const call = typeof v.call === 'string' ? v.call : v.call?.call
+    const key = `${v.kind} | ${call} | ${v.kind === 'process-died' || v.kind === 'blocked' ? '' : gist}`
+    const size = JSON.stringify(v).length
+    if (!byKey.has(key) || size < byKey.get(key).size) byKey.set(key, { size, v })
+  }
+  return [...byKey.entries()].map(([key, { v }]) => `${key}\n    example: ${JSON.stringify({ call: v.call, detail: v.detail, scenario: v.scenario }).slice(0, 3000)}`)
+}
+
+/**
+ * Drives `mode` until the budget is spent. A driver stops at its first new violation once
+ * fast-check has shrunk the scenario, or when it dies; the next one starts from the next
+ * seed and knows the violations seen so far, so that each is shrunk once.
+ */
+async function property(mode, budgetMs) {
+  const end = Date.now() + budgetMs
+  const violations = []
+  const known = new Set()
+  let runs = 0
+  let drivers = 0
+  for (let seed = SEED; drivers === 0 || (!REPLAY && end - Date.now() > 5000); seed++) {
+    const report = await drive(mode, seed, Math.max(5000, end - Date.now()), known)
+    drivers++
+    runs += report.runs
+    // The shrunk scenario is the example of its violations.
+    const shrunk = report.counterexample?.violations.map((v) => ({ ...v, scenario: report.counterexample.scenario })) ?? []
+    for (const v of [...shrunk, ...report.violations]) {
+      violations.push({ ...v, seed })
+      known.add(keyOf(v))
+    }
+  }
+  const after = fs.statSync(canary)
+  if (fs.readFileSync(canary, 'utf8') !== 'the host file outside every workspace\n' || after.mtimeMs !== canaryBefore.mtimeMs) {
+    violations.push({ kind: 'host-changed', call: 'canary outside the workspaces', detail: 'content or mtime changed' })
+  }
+  return { runs, drivers, violations }
+}
+
+describe('generated hostile use of the public API', () => {
+  test(
+    'every export, constructor, method, getter and tool: the process survives, calls settle, errors are typed, nothing is left',
+    async () => {
+      const { runs, drivers, violations } = await property('api', BUDGET_MS)
+      expect(runs, `seed ${SEED}: the driver ran no scenario`).toBeGreaterThan(0)
+      expect(distinct(violations), `seed ${SEED}, ${runs} scenarios in ${drivers} driver process(es)`).toEqual([])
+    },
+    BUDGET_MS + 120_000,
+  )
+
+  test(
+    'concurrent and re-entrant lifecycle sequences settle and end destroyed with nothing left',
+    async () => {
+      const { runs, drivers, violations } = await property('lifecycle', BUDGET_MS / 2)
+      expect(runs, `seed ${SEED}: the driver ran no scenario`).toBeGreaterThan(0)
+      expect(distinct(violations), `seed ${SEED}, ${runs} scenarios in ${drivers} driver process(es)`).toEqual([])
+    },
+    BUDGET_MS / 2 + 120_000,
+  )
+})

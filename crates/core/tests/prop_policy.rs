@@ -60,6 +60,7 @@ fn policy() -> impl Strategy<Value = SandboxPolicy> {
     any::<bool>(),
     any::<u64>(),
     prop::collection::vec("[a-z./]{0,8}".prop_map(PathBuf::from), 0..3),
+    any::<bool>(),
   )
     .prop_map(
       |(
@@ -71,6 +72,7 @@ fn policy() -> impl Strategy<Value = SandboxPolicy> {
         allow_system_binaries,
         tmp_bytes,
         protected_paths,
+        protect_missing_paths,
       )| SandboxPolicy {
         workspace,
         read_only_workspace,
@@ -81,6 +83,7 @@ fn policy() -> impl Strategy<Value = SandboxPolicy> {
         extra_args: Vec::new(),
         tmp_bytes,
         protected_paths,
+        protect_missing_paths,
       },
     )
 }
@@ -138,7 +141,7 @@ proptest! {
 
   /// Holding any protected paths and letting go leaves the workspace as it was.
   #[test]
-  fn protection_leaves_the_workspace_as_it_was(relatives in prop::collection::vec("[a-c]{1,2}(/[a-c]{1,2}){0,2}", 0..5), existing in prop::collection::vec("[a-c]{1,2}(/[a-c]{1,2}){0,1}", 0..3)) {
+  fn protection_leaves_the_workspace_as_it_was(relatives in prop::collection::vec("[a-c]{1,2}(/[a-c]{1,2}){0,2}", 0..5), existing in prop::collection::vec("[a-c]{1,2}(/[a-c]{1,2}){0,1}", 0..3), placeholders in any::<bool>()) {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let root = std::env::temp_dir().join(format!("nw-prop-protect-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     std::fs::create_dir_all(&root).unwrap();
@@ -151,7 +154,7 @@ proptest! {
     }
     let before = tree(&root);
     let relatives: Vec<PathBuf> = relatives.iter().map(|r| check_relative(r).unwrap()).collect();
-    if let Ok(protection) = Protection::prepare(&Protected::in_root(&root, &relatives)) {
+    if let Ok(protection) = Protection::prepare(&Protected::in_root(&root, &relatives), placeholders) {
       let args = protection.bwrap_args();
       prop_assert_eq!(args.len() % 3, 0);
       for mount in args.chunks(3) {

@@ -95,6 +95,12 @@ impl Retained {
     // A chunk larger than the limit only ever contributes its tail.
     let skip = bytes.len().saturating_sub(limit);
     let skip = next_boundary(bytes, skip);
+    if skip > 0 {
+      // The newest bytes begin inside this chunk: everything held before it is older.
+      self.dropped += (self.data.len() - self.start) as u64;
+      self.data.clear();
+      self.start = 0;
+    }
     self.dropped += skip as u64;
     let kept = &bytes[skip..];
     let dead_most = (limit / 4).max(4096);

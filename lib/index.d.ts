@@ -37,6 +37,12 @@ export interface ExecutionResult {
 export interface CommandResult extends ExecutionResult {
   command?: string
   args?: string[]
+  /**
+   * What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
+   * anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
+   * that of the first process left, and whose output is what they print from then on.
+   */
+  leftRunning?: { pid: string; command: string }
 }
 
 export interface CommandOptions {

@@ -78,7 +78,11 @@ export interface ProcessWaitOptions {
 }
 
 export declare class ProcessHandle {
-  /** Pid of the command's supervisor; signalling it signals the whole process tree. */
+  /**
+   * Pid of the command's supervisor; signalling it signals the whole process tree. For
+   * what a foreground command left running (`CommandResult.leftRunning`): the pid of the
+   * first process it left.
+   */
   readonly pid: string
   readonly command: string
   /** `undefined` while the process runs. */

@@ -75,11 +75,11 @@ describe('a foreground command that leaves processes running', () => {
     const sb = makeSandbox()
     const m = uniqueMarker()
     const result = await sb.executeCommand(
-      `echo first; setsid sh -c 'sleep 0.3; echo later; echo oops >&2; exec sleep ${m}' &`,
+      `echo first; setsid sh -c 'sleep 1; echo later; echo oops >&2; exec sleep ${m}' &`,
     )
     expect(result).toMatchObject({ exitCode: 0, stdout: 'first\n', stderr: '' })
     const { pid } = result.leftRunning
-    expect(result.leftRunning.command).toMatch(/ \(left running by: echo first; setsid sh -c 'sleep 0\.3; .*' &\)$/)
+    expect(result.leftRunning.command).toMatch(/ \(left running by: echo first; setsid sh -c 'sleep 1; .*' &\)$/)
     const handle = await sb.processes.get(pid)
     expect(await waitFor(() => handle.stdout === 'later\n' && handle.stderr === 'oops\n', { timeout: 5000 })).toBe(true)
     expect(await waitForMarkers([m])).toBe(true)
@@ -91,12 +91,24 @@ describe('a foreground command that leaves processes running', () => {
 
   it('a leftover that ends by itself ends its background process with its exit code', async () => {
     const sb = makeSandbox()
-    const result = await sb.executeCommand(`(sleep 0.3; echo done; exit 3) &`)
+    const result = await sb.executeCommand(`(sleep 1; echo done; exit 3) &`)
     const handle = await sb.processes.get(result.leftRunning.pid)
     expect(result.leftRunning.command).toMatch(/^\(subshell\) \(left running by: /)
     const ended = await withDeadline(handle.wait(), 5000, 'wait() of the leftover')
     expect(ended).toMatchObject({ exitCode: 3, stdout: 'done\n', killed: false })
     expect(await sb.processes.list()).toEqual([{ pid: result.leftRunning.pid, command: result.leftRunning.command, running: false, exitCode: 3 }])
+  })
+
+  it('several processes left by one command are one background process, named in short and killed together', async () => {
+    const sb = makeSandbox()
+    const m = uniqueMarker()
+    const command = `for i in 1 2 3 4 5; do sleep ${m} & done`
+    const result = await sb.executeCommand(command)
+    expect(result.leftRunning.command).toMatch(/^[^&]+( & [^&]+){2} & … \(2 more\) \(left running by: for i in /)
+    expect(await waitFor(() => processesWith(m).length === 5)).toBe(true)
+    expect((await sb.processes.list()).length).toBe(1)
+    expect(await sb.processes.kill(result.leftRunning.pid)).toBe(true)
+    expect(await survivors([m])).toEqual([])
   })
 
   it('a command that leaves nothing has no leftRunning and adds nothing to the list', async () => {
@@ -197,7 +209,7 @@ describe('the execute_command tool', () => {
     try {
       const tools = await createWorkspaceTools(ws)
       const m = uniqueMarker()
-      const text = await tools[EXEC].execute({ command: `echo started; (sleep 0.2; echo tick; exec sleep ${m}) &` }, {})
+      const text = await tools[EXEC].execute({ command: `echo started; (sleep 1; echo tick; exec sleep ${m}) &` }, {})
       const match = /^started\n\nLeft running in the background: PID (\d+)\. Read its output with get_process_output, stop it with kill_process\.$/.exec(text)
       expect(match, text).not.toBeNull()
       const pid = match[1]

@@ -29,6 +29,9 @@ const DRAIN_DEADLINE: Duration = Duration::from_millis(500);
 const SINK_HIGH_WATER: usize = 1 << 20;
 const READ_CHUNK: usize = 64 * 1024;
 
+/// How many of the processes a command left running its adopted process's command names.
+const MAX_NAMED_LEFTOVERS: usize = 3;
+
 /// Exit code reported for a command stopped by its timeout.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 
@@ -718,8 +721,9 @@ async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retent
   let first = left.first().map_or(0, |(pid, _)| *pid);
   // A subshell (`( … ) &`) shows the command's own shell: it is named as what it is.
   let own_shell = format!("/bin/sh -c {}", s.command);
-  let argvs: Vec<&str> = left
+  let mut names: Vec<&str> = left
     .iter()
+    .take(MAX_NAMED_LEFTOVERS)
     .map(|(_, argv)| {
       if *argv == own_shell {
         "(subshell)"
@@ -728,7 +732,14 @@ async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retent
       }
     })
     .collect();
-  let command = format!("{} (left running by: {})", argvs.join(" & "), s.command);
+  let more = format!(
+    "… ({} more)",
+    left.len().saturating_sub(MAX_NAMED_LEFTOVERS)
+  );
+  if left.len() > MAX_NAMED_LEFTOVERS {
+    names.push(&more);
+  }
+  let command = format!("{} (left running by: {})", names.join(" & "), s.command);
   let no_stdin = Arc::new(tokio::sync::Mutex::new(None));
   let (adopted, requests, exit) = Process::new(
     first,

@@ -148,7 +148,7 @@ async fn leftovers_of_a_finished_command_are_killed_and_do_not_hold_the_result()
 async fn leftovers_adopted_run_on_as_a_process_of_their_own() {
   let m = marker();
   let mut req = request(&format!(
-    "echo before; (sleep 0.3; echo later; exec sleep {m}) & echo after"
+    "echo before; (sleep 1; echo later; exec sleep {m}) & echo after"
   ));
   req.adopt_leftovers = Some(None);
   let p = spawn(req).await;

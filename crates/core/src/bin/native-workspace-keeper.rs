@@ -369,22 +369,19 @@ fn kill_tree_and_exit(
 }
 
 /// The argv of `pid`, NUL-separated. A shell's child caught between its fork and its
-/// `execve` still shows the shell's argv (or none, in the middle of the `execve`): for a
-/// few milliseconds it is read again until it shows what it runs. A shell that stays one
-/// (a subshell, `sh -c …`) is named as such after that.
-fn command_line(pid: libc::pid_t) -> Vec<u8> {
+/// `execve` still shows the shell's argv (or none, in the middle of the `execve`): until
+/// `patience` runs out it is read again until it shows what it runs. A shell that stays
+/// one (a subshell, `sh -c …`) is named as such after that.
+fn command_line(pid: libc::pid_t, patience: std::time::Instant) -> Vec<u8> {
   let is_shell = |argv: &[u8]| {
     let first = argv.split(|&b| b == 0).next().unwrap_or_default();
     let name = first.rsplit(|&b| b == b'/').next().unwrap_or_default();
     matches!(name, b"sh" | b"dash" | b"bash" | b"ash" | b"zsh")
   };
-  let mut argv = Vec::new();
-  for _ in 0..20 {
-    argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    if !argv.is_empty() && !is_shell(&argv) {
-      break;
-    }
+  let mut argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+  while (argv.is_empty() || is_shell(&argv)) && std::time::Instant::now() < patience {
     std::thread::sleep(std::time::Duration::from_millis(1));
+    argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
   }
   if argv.is_empty() {
     argv = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -396,9 +393,11 @@ fn command_line(pid: libc::pid_t) -> Vec<u8> {
 /// each (argv joined by spaces, cut short), then `L<wait status of the command>\n`.
 fn report_leftovers(ctl: RawFd, left: &[libc::pid_t], status: libc::c_int) {
   const MAX_ARGV: usize = 200;
+  // For all of them together: the command's result waits for this report.
+  let patience = std::time::Instant::now() + std::time::Duration::from_millis(20);
   let mut report = String::new();
   for &pid in left {
-    let argv = command_line(pid);
+    let argv = command_line(pid, patience);
     let mut text: String = String::from_utf8_lossy(&argv)
       .trim_end_matches('\0')
       .chars()

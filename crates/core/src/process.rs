@@ -719,27 +719,7 @@ async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retent
   };
   let _ = tokio::time::timeout(DRAIN_DEADLINE, handed_over).await;
   let first = left.first().map_or(0, |(pid, _)| *pid);
-  // A subshell (`( … ) &`) shows the command's own shell: it is named as what it is.
-  let own_shell = format!("/bin/sh -c {}", s.command);
-  let mut names: Vec<&str> = left
-    .iter()
-    .take(MAX_NAMED_LEFTOVERS)
-    .map(|(_, argv)| {
-      if *argv == own_shell {
-        "(subshell)"
-      } else {
-        argv
-      }
-    })
-    .collect();
-  let more = format!(
-    "… ({} more)",
-    left.len().saturating_sub(MAX_NAMED_LEFTOVERS)
-  );
-  if left.len() > MAX_NAMED_LEFTOVERS {
-    names.push(&more);
-  }
-  let command = format!("{} (left running by: {})", names.join(" & "), s.command);
+  let command = leftovers_command(&s.command, &left);
   let no_stdin = Arc::new(tokio::sync::Mutex::new(None));
   let (adopted, requests, exit) = Process::new(
     first,
@@ -764,6 +744,32 @@ async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retent
   s.stopping = false;
   s.kills.1 = s.kills.0.snapshot();
   s.adopt_leftovers = None;
+}
+
+/// The command text of the leftovers of `command`: what they run (the first few), and
+/// where they come from.
+fn leftovers_command(command: &str, left: &[(u32, String)]) -> String {
+  // A subshell (`( … ) &`) shows the command's own shell: it is named as what it is.
+  let own_shell = format!("/bin/sh -c {command}");
+  let mut names: Vec<&str> = left
+    .iter()
+    .take(MAX_NAMED_LEFTOVERS)
+    .map(|(_, argv)| {
+      if *argv == own_shell {
+        "(subshell)"
+      } else {
+        argv
+      }
+    })
+    .collect();
+  let more = format!(
+    "… ({} more)",
+    left.len().saturating_sub(MAX_NAMED_LEFTOVERS)
+  );
+  if left.len() > MAX_NAMED_LEFTOVERS {
+    names.push(&more);
+  }
+  format!("{} (left running by: {command})", names.join(" & "))
 }
 
 /// Publishes the exit of the command `s` drives, once its consumers have everything.

@@ -189,6 +189,8 @@ export interface NativeExecutionResult {
   command?: string
   /** The resource limit that ended the command (`fileSize`, `cpu`). */
   limitExceeded?: string
+  /** The background process standing for what the command left running (`cmd &`). */
+  leftRunning?: NativeLeftRunning
 }
 
 export interface NativeFileEntry {
@@ -204,6 +206,11 @@ export interface NativeFileStat {
   /** Milliseconds since the Unix epoch. */
   createdAt: number
   modifiedAt: number
+}
+
+export interface NativeLeftRunning {
+  pid: string
+  command: string
 }
 
 export interface NativeLifecycleOptions {
@@ -296,3 +303,6 @@ export interface TailPipe {
   command: string
   tail?: number
 }
+
+/** `text` followed by the pid of what the command left running in the background. */
+export declare function withLeftRunning(text: string, pid: string): string

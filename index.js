@@ -854,3 +854,4 @@ module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart
 module.exports.processOutputText = nativeBinding.processOutputText
 module.exports.setLogHandler = nativeBinding.setLogHandler
 module.exports.stripAnsi = nativeBinding.stripAnsi
+module.exports.withLeftRunning = nativeBinding.withLeftRunning

@@ -536,18 +536,40 @@ while True:
   })
 
   it('P5: a Node process killed with SIGKILL leaves no sandboxed process alive', async () => {
-    const marker = uniqueMarker()
+    const [marker, left] = [uniqueMarker(), uniqueMarker()]
     const { child, exited } = startNode(`
       const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
       const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'p5'))}, isolation: 'bwrap' })
-      sb.processes.spawn('setsid sleep ${marker} & sleep ${marker}').then(() => console.log('READY'))
+      sb.processes.spawn('setsid sleep ${marker} & sleep ${marker}')
+        .then(() => sb.executeCommand('setsid sleep ${left} &'))
+        .then((r) => console.log(r.leftRunning ? 'READY' : 'NOTHING-LEFT'))
       setInterval(() => {}, 1000)
     `)
     await withDeadline(new Promise((resolve) => child.stdout.on('data', (d) => d.includes('READY') && resolve())), 10_000, 'READY')
-    expect(await waitForMarkers([marker])).toBe(true)
+    expect(await waitForMarkers([marker, left])).toBe(true)
     child.kill('SIGKILL')
     await exited
-    expect(await survivors([marker])).toEqual([])
+    expect(await survivors([marker, left])).toEqual([])
+  })
+
+  it('what a command leaves running is a background process of the sandbox, ended by kill() and destroy()', async () => {
+    const sb = sandbox()
+    const [first, second] = [uniqueMarker(), uniqueMarker()]
+    const result = await withDeadline(sb.executeCommand(`sh -c 'sleep ${first} &'`), 10_000, 'executeCommand')
+    expect(result).toMatchObject({ exitCode: 0, stdout: '', stderr: '' })
+    expect(await waitForMarkers([first])).toBe(true)
+    const { pid, command } = result.leftRunning
+    expect(command).toMatch(/ \(left running by: sh -c 'sleep [0-9.]+ &'\)$/)
+    expect(await sb.processes.list()).toEqual([{ pid, command, running: true }])
+    const handle = await sb.processes.get(pid)
+    expect(await handle.kill()).toBe(true)
+    expect(await withDeadline(handle.wait(), 5000, 'wait() after kill()')).toMatchObject({ killed: true, exitCode: 137 })
+    expect(await survivors([first])).toEqual([])
+
+    expect((await sb.executeCommand(`setsid sleep ${second} &`)).leftRunning).toBeDefined()
+    expect(await waitForMarkers([second])).toBe(true)
+    await sb.destroy()
+    expect(await survivors([second])).toEqual([])
   })
 })
 

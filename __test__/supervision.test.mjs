@@ -9,6 +9,7 @@ import {
   runNode,
   startNode,
   gone,
+  processesWith,
   survivors,
   timed,
   uniqueMarker,
@@ -45,7 +46,7 @@ describe('killing a process tree', () => {
     expect(await survivors([a, b], 0)).toEqual([])
   })
 
-  it('a daemonized grandchild holding stdout does not block executeCommand, and is reaped', async () => {
+  it('a daemonized grandchild holding stdout does not block executeCommand, and is killed with its background process', async () => {
     const sb = makeSandbox()
     const daemon = uniqueMarker()
     const [result, ms] = await timed(() =>
@@ -60,6 +61,9 @@ describe('killing a process tree', () => {
     )
     expect(result).toMatchObject({ exitCode: 0, stdout: 'done\n' })
     expect(ms).toBeLessThan(2000)
+    // It runs on as a background process of the sandbox (see adopt.test.mjs) until killed.
+    expect(processesWith(daemon).map((p) => p.cmdline)).toEqual([`sleep ${daemon}`])
+    expect(await sb.processes.kill(result.leftRunning.pid)).toBe(true)
     expect(await survivors([daemon], 0)).toEqual([])
   })
 
@@ -194,17 +198,20 @@ describe('when the host Node process dies', () => {
   const CHILD_SCRIPT = `
 const fs = require('node:fs')
 const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
-const { NW_MARKER_1: m1, NW_MARKER_2: m2, NW_WORKDIR: workingDirectory, NW_MODE: mode } = process.env
+const { NW_MARKER_1: m1, NW_MARKER_2: m2, NW_MARKER_3: m3, NW_WORKDIR: workingDirectory, NW_MODE: mode } = process.env
 ;(async () => {
   const sb = new LocalSandbox({ workingDirectory })
   await sb.processes.spawn('sleep ' + m1)
   await sb.processes.spawn('setsid sleep ' + m2 + ' & wait')
-  // Report READY only once both sleeps really run, so the parent's checks are not vacuous.
+  // Left running by a foreground command, and so a background process of the sandbox.
+  const { leftRunning } = await sb.executeCommand('setsid sleep ' + m3 + ' &')
+  if (!leftRunning) { process.stdout.write('NOT-READY\\n'); process.exit(1) }
+  // Report READY only once the sleeps really run, so the parent's checks are not vacuous.
   const running = (m) => fs.readdirSync('/proc').some((p) => {
     try { return /^\\d+$/.test(p) && fs.readFileSync('/proc/' + p + '/cmdline', 'latin1') === 'sleep\\0' + m + '\\0' } catch { return false }
   })
   const deadline = Date.now() + 5000
-  while (!(running(m1) && running(m2))) {
+  while (!(running(m1) && running(m2) && running(m3))) {
     if (Date.now() > deadline) { process.stdout.write('NOT-READY\\n'); process.exit(1) }
     await new Promise((r) => setTimeout(r, 20))
   }
@@ -215,10 +222,11 @@ const { NW_MARKER_1: m1, NW_MARKER_2: m2, NW_WORKDIR: workingDirectory, NW_MODE:
 `
 
   async function runChild(mode) {
-    const markers = [uniqueMarker(), uniqueMarker()]
+    const markers = [uniqueMarker(), uniqueMarker(), uniqueMarker()]
     const { child, exited } = startNode(CHILD_SCRIPT, {
       NW_MARKER_1: markers[0],
       NW_MARKER_2: markers[1],
+      NW_MARKER_3: markers[2],
       NW_WORKDIR: freshWorkdir(),
       NW_MODE: mode,
     })

@@ -39,6 +39,12 @@ export interface ExecutionResult {
 export interface CommandResult extends ExecutionResult {
   command?: string
   args?: string[]
+  /**
+   * What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
+   * anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
+   * that of the first process left, and whose output is what they print from then on.
+   */
+  leftRunning?: { pid: string; command: string }
 }
 
 export interface CommandOptions {
@@ -83,7 +89,11 @@ export interface ProcessWaitOptions {
 }
 
 export declare class ProcessHandle {
-  /** Pid of the command's supervisor; signalling it signals the whole process tree. */
+  /**
+   * Pid of the command's supervisor; signalling it signals the whole process tree. For
+   * what a foreground command left running (`CommandResult.leftRunning`): the pid of the
+   * first process it left.
+   */
   readonly pid: string
   readonly command: string
   /** `undefined` while the process runs. */

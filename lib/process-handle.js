@@ -62,7 +62,10 @@ class ProcessHandle {
   constructor(native, earlyOutput) {
     this.#native = native
     this.#earlyOutput = earlyOutput
-    /** Pid of the command's supervisor: signalling it signals the whole process tree. */
+    /**
+     * Pid of the command's supervisor: signalling it signals the whole process tree. For
+     * what a foreground command left running, the pid of the first process it left.
+     */
     this.pid = native.pid
     this.command = native.command
   }

@@ -169,7 +169,8 @@ async function executeCommand(workspace, config, input, context) {
     })
     const { exitCode, success, executionTimeMs, killed, timedOut } = result
     await emit('data-sandbox-exit', { exitCode, success, executionTimeMs, killed, timedOut })
-    return native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
+    const text = native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
+    return result.leftRunning ? native.withLeftRunning(text, result.leftRunning.pid) : text
   } catch (err) {
     await emit('data-sandbox-exit', { exitCode: -1, success: false, executionTimeMs: Date.now() - startedAt })
     const message = err instanceof Error ? err.message : String(err)

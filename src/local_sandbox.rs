@@ -415,10 +415,15 @@ impl NativeLocalSandbox {
     let inner = self.inner.clone();
     settle(env, async move {
       let result = inner.execute(&command, &args, options).await?;
-      Ok(NativeExecutionResult::from_outcome(
-        result.outcome,
-        Some(result.command),
-      ))
+      let mut native = NativeExecutionResult::from_outcome(result.outcome, Some(result.command));
+      native.left_running =
+        result
+          .left_running
+          .map(|left| crate::process_handle::NativeLeftRunning {
+            pid: left.pid,
+            command: left.command,
+          });
+      Ok(native)
     })
     .map_err(crate::errors::from_napi)
   }

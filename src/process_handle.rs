@@ -30,6 +30,14 @@ pub struct NativeExecutionResult {
   pub command: Option<String>,
   /// The resource limit that ended the command (`fileSize`, `cpu`).
   pub limit_exceeded: Option<String>,
+  /// The background process standing for what the command left running (`cmd &`).
+  pub left_running: Option<NativeLeftRunning>,
+}
+
+#[napi(object)]
+pub struct NativeLeftRunning {
+  pub pid: String,
+  pub command: String,
 }
 
 impl NativeExecutionResult {
@@ -48,6 +56,7 @@ impl NativeExecutionResult {
       stderr_dropped_bytes: o.stderr_dropped_bytes as f64,
       command,
       limit_exceeded: o.exit.limit_exceeded.map(str::to_owned),
+      left_running: None,
     }
   }
 }

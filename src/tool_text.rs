@@ -29,6 +29,12 @@ pub fn command_result_text(
   )
 }
 
+/// `text` followed by the pid of what the command left running in the background.
+#[napi]
+pub fn with_left_running(text: String, pid: String) -> String {
+  format::with_left_running(&text, &pid)
+}
+
 /// Text for a foreground command that failed to run (`Error: <message>`).
 #[napi(catch_unwind)]
 pub fn command_error_text(

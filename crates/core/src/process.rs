@@ -1,6 +1,8 @@
 //! One supervised command: spawned under the keeper (see `crates/keeper`), its pipes read
 //! on the runtime's threads into bounded buffers, its whole process tree killed on
 //! request, on timeout (SIGTERM, then SIGKILL after a grace period) or when dropped.
+//! What a command leaves running when it ends (`cmd &`, a daemon) is killed with it, or
+//! adopted: it becomes a process of its own, under the same supervisor.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -27,6 +29,9 @@ const DRAIN_DEADLINE: Duration = Duration::from_millis(500);
 /// A sink holding more than this stops the pipe reader until it has delivered.
 const SINK_HIGH_WATER: usize = 1 << 20;
 const READ_CHUNK: usize = 64 * 1024;
+
+/// How many of the processes a command left running its adopted process's command names.
+const MAX_NAMED_LEFTOVERS: usize = 3;
 
 /// Exit code reported for a command stopped by its timeout.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
@@ -51,6 +56,10 @@ pub struct SpawnRequest {
   pub sinks: Vec<Arc<dyn OutputSink>>,
   /// Kill the command once one stream has produced more bytes than this.
   pub output_limit: Option<u64>,
+  /// `Some`: processes the command leaves running when it ends become a process of their
+  /// own (see [`Process::take_leftovers`]) keeping this much output per stream, unless the
+  /// command was being stopped. `None`: they are killed when it ends.
+  pub adopt_leftovers: Option<Retention>,
 }
 
 /// How a command ended.
@@ -130,6 +139,15 @@ pub struct Process {
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
   next_sink_id: AtomicU64,
+  /// What the command left running, adopted; set before its exit is published.
+  leftovers: Arc<Mutex<Option<Arc<Process>>>>,
+}
+
+/// A stream's reader moves on to the output of the adopted leftovers, once it has read
+/// what the command itself wrote.
+struct Handover {
+  output: Arc<Mutex<Output>>,
+  done: oneshot::Sender<()>,
 }
 
 impl Process {
@@ -147,7 +165,8 @@ impl Process {
     })?;
     let (control_read, control_write) = launched.control.into_split();
     let mut control_read = BufReader::new(control_read);
-    let pid = match read_message(&mut control_read).await {
+    let mut line = Vec::new();
+    let pid = match read_message(&mut control_read, &mut line).await {
       Some(Message::Started(pid)) => pid,
       Some(Message::Refused(reason)) => {
         return Err(CoreError::Spawn(std::io::Error::other(format!(
@@ -177,7 +196,7 @@ impl Process {
         alarm: alarm.clone(),
       }),
     }));
-    let next_sink_id = AtomicU64::new(output.locked().sinks.len() as u64);
+    let next_sink_id = output.locked().sinks.len() as u64;
     let (ended_tx, ended_rx) = watch::channel(false);
     let (stdin, stdin_requests) = mpsc::unbounded_channel();
     tokio::spawn(feed_stdin(
@@ -186,46 +205,91 @@ impl Process {
       stdin_requests,
       ended_rx.clone(),
     ));
+    let (stdout_handover, stdout_handovers) = mpsc::unbounded_channel();
+    let (stderr_handover, stderr_handovers) = mpsc::unbounded_channel();
     let readers = [
       tokio::spawn(pump(
         launched.stdout,
         Stream::Stdout,
         output.clone(),
         ended_rx.clone(),
+        stdout_handovers,
       )),
       tokio::spawn(pump(
         launched.stderr,
         Stream::Stderr,
         output.clone(),
         ended_rx,
+        stderr_handovers,
       )),
     ];
-    let (control_tx, control_rx) = mpsc::unbounded_channel();
-    let (exit_tx, exit_rx) = watch::channel(None);
-    tokio::spawn(drive(DriveState {
-      control_read,
-      control_write,
+    let (process, requests, exit) = Process::new(
       pid,
-      started,
-      timeout: request.timeout,
-      requests: control_rx,
-      readers,
-      output: output.clone(),
-      exit: exit_tx,
-      kills,
-      flood_alarm: alarm,
-      ended: ended_tx,
-    }));
-    Ok(Arc::new(Process {
-      pid,
-      command: request.command,
+      request.command.clone(),
+      output.clone(),
       stdin,
-      stdin_mode: request.stdin,
-      output,
-      control: control_tx,
-      exit: exit_rx,
+      request.stdin,
       next_sink_id,
-    }))
+    );
+    tokio::spawn(drive(
+      DriveState {
+        control_read,
+        control_write,
+        line,
+        pid,
+        command: request.command,
+        started,
+        timeout: request.timeout,
+        timed_out: false,
+        stopping: false,
+        requests,
+        handovers: [stdout_handover, stderr_handover],
+        output,
+        exit,
+        kills,
+        flood_alarm: alarm,
+        ended: ended_tx,
+        adopt_leftovers: request.adopt_leftovers,
+        leftovers: Arc::downgrade(&process.leftovers),
+      },
+      readers,
+    ));
+    Ok(process)
+  }
+
+  /// The handle of a command the driver runs, with the driver's ends of its channels.
+  fn new(
+    pid: u32,
+    command: String,
+    output: Arc<Mutex<Output>>,
+    stdin: mpsc::UnboundedSender<StdinRequest>,
+    stdin_mode: StdinMode,
+    next_sink_id: u64,
+  ) -> (
+    Arc<Process>,
+    mpsc::UnboundedReceiver<Control>,
+    watch::Sender<Option<Exit>>,
+  ) {
+    let (control, requests) = mpsc::unbounded_channel();
+    let (exit_tx, exit) = watch::channel(None);
+    let process = Arc::new(Process {
+      pid,
+      command,
+      output,
+      stdin,
+      stdin_mode,
+      control,
+      exit,
+      next_sink_id: AtomicU64::new(next_sink_id),
+      leftovers: Arc::new(Mutex::new(None)),
+    });
+    (process, requests, exit_tx)
+  }
+
+  /// The processes this command left running when it ended, adopted as one process
+  /// (see [`SpawnRequest::adopt_leftovers`]); `None` once taken. Dropping it kills them.
+  pub fn take_leftovers(&self) -> Option<Arc<Process>> {
+    self.leftovers.locked().take()
   }
 
   pub fn pid(&self) -> u32 {
@@ -465,15 +529,36 @@ fn check_cwd(cwd: &std::path::Path) -> Result<()> {
 /// (see `Pace`) while the command runs; once it has ended, what is left in the pipe is
 /// read regardless, so the result is complete and nothing waits on a reader that stopped.
 async fn pump(
-  mut pipe: impl AsyncRead + Unpin,
+  mut pipe: pipe::Receiver,
   stream: Stream,
-  output: Arc<Mutex<Output>>,
+  mut output: Arc<Mutex<Output>>,
   mut ended: watch::Receiver<bool>,
+  mut handovers: mpsc::UnboundedReceiver<Handover>,
 ) {
   let mut decoder = Utf8Decoder::default();
   let mut buf = vec![0u8; READ_CHUNK];
   loop {
-    let n = match pipe.read(&mut buf).await {
+    let read = tokio::select! {
+      biased;
+      Some(handover) = handovers.recv() => {
+        // The command has ended: what the pipe holds now, it (or its leftovers) wrote
+        // before, and it belongs to the command's result.
+        let mut pending = bytes_in_pipe(&pipe);
+        while pending > 0 {
+          let n = match pipe.read(&mut buf[..pending.min(READ_CHUNK)]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+          };
+          pending -= n;
+          deliver(&output, stream, &decoder.decode(&buf[..n])).await;
+        }
+        output = handover.output;
+        let _ = handover.done.send(());
+        continue;
+      }
+      read = pipe.read(&mut buf) => read,
+    };
+    let n = match read {
       Ok(0) | Err(_) => break,
       Ok(n) => n,
     };
@@ -492,6 +577,15 @@ async fn pump(
   if !rest.is_empty() {
     deliver(&output, stream, &rest).await;
   }
+}
+
+/// How many bytes wait to be read in a pipe.
+fn bytes_in_pipe(pipe: &pipe::Receiver) -> usize {
+  use std::os::fd::AsRawFd;
+  let mut pending: libc::c_int = 0;
+  // SAFETY: FIONREAD writes one int for a valid descriptor.
+  let ok = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut pending) } == 0;
+  if ok { pending.max(0) as usize } else { 0 }
 }
 
 /// Retains `text` and hands it to every consumer; returns the holds consumers have on
@@ -522,11 +616,17 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<
 struct DriveState {
   control_read: BufReader<OwnedReadHalf>,
   control_write: OwnedWriteHalf,
+  /// A message line read in part (reading is cancelled by the other events).
+  line: Vec<u8>,
   pid: u32,
+  command: String,
   started: Instant,
   timeout: Option<Duration>,
+  timed_out: bool,
+  /// A terminate or kill was told to the supervisor: leftovers are not adopted.
+  stopping: bool,
   requests: mpsc::UnboundedReceiver<Control>,
-  readers: [tokio::task::JoinHandle<()>; 2],
+  handovers: [mpsc::UnboundedSender<Handover>; 2],
   output: Arc<Mutex<Output>>,
   exit: watch::Sender<Option<Exit>>,
   /// The sandbox's limit kills, and their counts when the command started.
@@ -534,6 +634,19 @@ struct DriveState {
   flood_alarm: Arc<tokio::sync::Notify>,
   /// Tells the readers that the command has ended (consumers no longer hold them back).
   ended: watch::Sender<bool>,
+  adopt_leftovers: Option<Retention>,
+  /// Where the handle of the command takes the adopted leftovers from. Weak: once nobody
+  /// holds the command's handle, nobody can take them, and they are not kept.
+  leftovers: std::sync::Weak<Mutex<Option<Arc<Process>>>>,
+}
+
+impl DriveState {
+  /// Passes a control byte to the supervisor.
+  fn tell(&mut self, byte: &'static [u8]) {
+    self.stopping = true;
+    // The supervisor may already be gone; its exit report is then on its way.
+    let _ = self.control_write.try_write(byte);
+  }
 }
 
 enum Message {
@@ -541,71 +654,112 @@ enum Message {
   Exited(i32),
   /// The init could not start a supervisor, and says why.
   Refused(String),
+  /// A process the ended command left running: its pid and command line.
+  LeftRunning(u32, String),
+  /// The command ended with this wait status, leaving the processes just reported.
+  Left(i32),
 }
 
-/// Reads one line of the supervisor protocol; `None` at end of stream.
-async fn read_message(reader: &mut BufReader<OwnedReadHalf>) -> Option<Message> {
-  let mut line = String::new();
+/// Reads one line of the supervisor protocol into `line` (kept across cancelled reads);
+/// `None` at end of stream.
+async fn read_message(
+  reader: &mut BufReader<OwnedReadHalf>,
+  line: &mut Vec<u8>,
+) -> Option<Message> {
   loop {
-    line.clear();
-    if reader.read_line(&mut line).await.ok()? == 0 {
+    if reader.read_until(b'\n', line).await.ok()? == 0 {
       return None;
     }
-    let (kind, value) = line.trim_end().split_at_checked(1)?;
+    let text = String::from_utf8_lossy(line).trim_end().to_owned();
+    line.clear();
+    let (kind, value) = text.split_at_checked(1)?;
     match kind {
       "P" => return value.parse().ok().map(Message::Started),
       "X" => return value.parse().ok().map(Message::Exited),
       "E" => return Some(Message::Refused(value.to_owned())),
+      "L" => return value.parse().ok().map(Message::Left),
+      "A" => {
+        let (pid, argv) = value.split_once(' ').unwrap_or((value, ""));
+        if let Ok(pid) = pid.parse() {
+          return Some(Message::LeftRunning(pid, argv.to_owned()));
+        }
+      }
       _ => continue,
     }
   }
 }
 
-/// Applies the timeout and kill requests until the supervisor reports the end of the
-/// command's tree, then waits for the output to drain and publishes the exit.
-async fn drive(mut s: DriveState) {
+/// What the supervisor reported.
+enum Ended {
+  /// The command's whole tree has ended, with this wait status (none: the supervisor
+  /// itself was killed).
+  Tree(Option<i32>),
+  /// The command ended with this wait status, leaving these processes running.
+  Leftovers(i32, Vec<(u32, String)>),
+}
+
+/// Applies the timeout and kill requests until the supervisor reports an end.
+async fn supervise(s: &mut DriveState) -> Ended {
   // A timeout past the clock's range is no timeout (it would never come).
   let timeout_at = s
     .timeout
     .and_then(|timeout| s.started.checked_add(timeout))
     .map(tokio::time::Instant::from_std);
   let mut kill_at: Option<tokio::time::Instant> = None;
-  let mut timed_out = false;
   let mut requests_open = true;
-  let tell = |byte: &'static [u8]| {
-    // The supervisor may already be gone; its exit report is then on its way.
-    let _ = s.control_write.try_write(byte);
-  };
-  let status: Option<i32> = loop {
+  let mut left = Vec::new();
+  loop {
     tokio::select! {
-      message = read_message(&mut s.control_read) => match message {
-        Some(Message::Exited(status)) => break Some(status),
+      message = read_message(&mut s.control_read, &mut s.line) => match message {
+        Some(Message::Exited(status)) => return Ended::Tree(Some(status)),
+        Some(Message::LeftRunning(pid, argv)) => left.push((pid, argv)),
+        Some(Message::Left(status)) => return Ended::Leftovers(status, left),
         Some(Message::Started(_) | Message::Refused(_)) => {}
-        None => break None,
+        None => return Ended::Tree(None),
       },
-      _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !timed_out => {
-        timed_out = true;
-        tell(b"T");
+      _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !s.timed_out => {
+        s.timed_out = true;
+        s.tell(b"T");
         kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
       }
       _ = tokio::time::sleep_until(kill_at.unwrap_or(s.started.into())), if kill_at.is_some() => {
         kill_at = None;
-        tell(b"K");
+        s.tell(b"K");
       }
-      _ = s.flood_alarm.notified() => tell(b"K"),
+      _ = s.flood_alarm.notified() => s.tell(b"K"),
       request = s.requests.recv(), if requests_open => match request {
-        Some(Control::Terminate) => tell(b"T"),
-        Some(Control::Kill) => tell(b"K"),
+        Some(Control::Terminate) => s.tell(b"T"),
+        Some(Control::Kill) => s.tell(b"K"),
         None => {
           // Every handle is gone: nobody will ever read this command again.
           requests_open = false;
-          tell(b"K");
+          s.tell(b"K");
         }
       },
     }
+  }
+}
+
+/// Runs a command to its end: until the supervisor reports that its tree has ended, then
+/// waits for the output to drain and publishes the exit. Processes it leaves running are
+/// adopted (see [`SpawnRequest::adopt_leftovers`]) or killed.
+async fn drive(mut s: DriveState, readers: [tokio::task::JoinHandle<()>; 2]) {
+  let status = match supervise(&mut s).await {
+    Ended::Tree(status) => status,
+    Ended::Leftovers(status, left) => match s.adopt_leftovers.filter(|_| !s.stopping) {
+      Some(retention) => {
+        adopt(&mut s, status, left, retention).await;
+        supervise(&mut s).await.status()
+      }
+      None => {
+        s.tell(b"K");
+        supervise(&mut s).await;
+        Some(status)
+      }
+    },
   };
   let _ = s.ended.send(true);
-  let [stdout, stderr] = s.readers;
+  let [stdout, stderr] = readers;
   let drained = tokio::time::timeout(DRAIN_DEADLINE, async {
     let _ = stdout.await;
     let _ = stderr.await;
@@ -616,10 +770,106 @@ async fn drive(mut s: DriveState) {
       "output still open after the command's supervisor exited; abandoning it"
     );
   }
+  publish(&mut s, status).await;
+}
+
+impl Ended {
+  fn status(self) -> Option<i32> {
+    match self {
+      Ended::Tree(status) => status,
+      Ended::Leftovers(status, _) => Some(status),
+    }
+  }
+}
+
+/// The command has ended and left processes running: its result gets what it wrote, and
+/// the driver goes on with a new process standing for what it left, whose output is read
+/// from the same pipes from now on. The command's exit is published without waiting for
+/// the pipes to close (the leftovers hold them open).
+async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retention: Retention) {
+  let output = Arc::new(Mutex::new(Output {
+    stdout: Retained::new(retention),
+    stderr: Retained::new(retention),
+    sinks: Vec::new(),
+    flood: None,
+  }));
+  let mut moved = Vec::new();
+  for handovers in &s.handovers {
+    let (done, moved_rx) = oneshot::channel();
+    let _ = handovers.send(Handover {
+      output: output.clone(),
+      done,
+    });
+    moved.push(moved_rx);
+  }
+  // A reader that has already ended drops its handover; one held up by a slow consumer
+  // is not waited for long.
+  let handed_over = async {
+    for moved in moved {
+      let _ = moved.await;
+    }
+  };
+  let _ = tokio::time::timeout(DRAIN_DEADLINE, handed_over).await;
+  let first = left.first().map_or(0, |(pid, _)| *pid);
+  let command = leftovers_command(&s.command, &left);
+  // What a command left running reads no stdin of ours.
+  let (no_stdin, _) = mpsc::unbounded_channel();
+  let (adopted, requests, exit) = Process::new(
+    first,
+    command.clone(),
+    output.clone(),
+    no_stdin,
+    StdinMode::Ignore,
+    0,
+  );
+  if let Some(slot) = s.leftovers.upgrade() {
+    *slot.locked() = Some(adopted);
+  }
+  publish(s, Some(status)).await;
+  s.exit = exit;
+  s.requests = requests;
+  s.output = output;
+  s.pid = first;
+  s.command = command;
+  s.started = Instant::now();
+  s.timeout = None;
+  s.stopping = false;
+  s.kills.1 = s.kills.0.snapshot();
+  s.adopt_leftovers = None;
+}
+
+/// The command text of the leftovers of `command`: what they run (the first few), and
+/// where they come from.
+fn leftovers_command(command: &str, left: &[(u32, String)]) -> String {
+  // A subshell (`( … ) &`) shows the command's own shell: it is named as what it is.
+  let own_shell = format!("/bin/sh -c {command}");
+  let mut names: Vec<&str> = left
+    .iter()
+    .take(MAX_NAMED_LEFTOVERS)
+    .map(|(_, argv)| {
+      if *argv == own_shell {
+        "(subshell)"
+      } else {
+        argv
+      }
+    })
+    .collect();
+  let more = format!(
+    "… ({} more)",
+    left.len().saturating_sub(MAX_NAMED_LEFTOVERS)
+  );
+  if left.len() > MAX_NAMED_LEFTOVERS {
+    names.push(&more);
+  }
+  format!("{} (left running by: {command})", names.join(" & "))
+}
+
+/// Publishes the exit of the command `s` drives, once its consumers have everything.
+async fn publish(s: &mut DriveState, status: Option<i32>) {
   let execution_time_ms = s.started.elapsed().as_secs_f64() * 1000.0;
   let (exit_code, killed) = decode_status(status);
   let flooded = s.output.locked().flood.as_ref().is_some_and(|f| f.tripped);
-  let exit = if timed_out {
+  let exit = if s.timed_out {
     let ms = s.timeout.unwrap_or_default().as_millis();
     deliver(
       &s.output,

@@ -84,11 +84,20 @@ struct EntryDefaults {
   stdin: StdinMode,
   timeout: Option<Duration>,
   output_limit: Option<u64>,
+  /// What the command's leftovers keep, if they are adopted rather than killed.
+  adopt_leftovers: Option<Retention>,
 }
 
 /// Result of `execute`: the outcome plus the command string that ran.
 pub struct CommandResult {
   pub outcome: Outcome,
+  pub command: String,
+  /// The tracked process standing for what the command left running, if anything.
+  pub left_running: Option<LeftRunning>,
+}
+
+pub struct LeftRunning {
+  pub pid: String,
   pub command: String,
 }
 
@@ -215,6 +224,7 @@ impl Sandbox {
       stdin: StdinMode::Pipe,
       timeout: None,
       output_limit: None,
+      adopt_leftovers: None,
     };
     self.start_tracked(command, options, defaults).await
   }
@@ -222,7 +232,10 @@ impl Sandbox {
   /// Runs a command to completion (stdin closed). Each stream keeps its newest
   /// `limits.outputBytes` (64 MiB by default) unless the call says otherwise; past the
   /// output limit (set, or by default under isolation) the command is killed
-  /// (`limitExceeded: 'output'`).
+  /// (`limitExceeded: 'output'`). It returns when the command itself ends: processes it
+  /// leaves running (`cmd &`, a daemon) become one tracked process, listed, readable and
+  /// killable like a spawned one; its pid is that of the first of them. A command stopped
+  /// by its timeout, an abort or a limit leaves nothing.
   pub async fn execute(
     &self,
     command: &str,
@@ -244,13 +257,22 @@ impl Sandbox {
       stdin: StdinMode::Ignore,
       timeout: self.timeout,
       output_limit,
+      adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
     };
     let process = self.start_tracked(&full, options, defaults).await?;
     let outcome = process.into_outcome().await;
     self.release(&process.pid().to_string());
+    let left_running = process.take_leftovers().map(|adopted| {
+      self.track(&adopted);
+      LeftRunning {
+        pid: adopted.pid().to_string(),
+        command: adopted.command().to_owned(),
+      }
+    });
     Ok(CommandResult {
       outcome,
       command: full,
+      left_running,
     })
   }
 
@@ -274,11 +296,7 @@ impl Sandbox {
       None => self.restart_init().await?,
     };
     let process = Process::spawn(&init, request).await?;
-    let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
-    self
-      .processes
-      .locked()
-      .insert(process.pid().to_string(), (seq, process.clone()));
+    self.track(&process);
     if let Some(token) = abort {
       let watched = process.clone();
       tokio::spawn(async move {
@@ -289,6 +307,15 @@ impl Sandbox {
       });
     }
     Ok(process)
+  }
+
+  fn track(&self, process: &Arc<Process>) {
+    let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
+    self
+      .processes
+      .lock()
+      .unwrap()
+      .insert(process.pid().to_string(), (seq, process.clone()));
   }
 
   /// Never a silent downgrade: asked for bubblewrap, it runs under bubblewrap or not at all.
@@ -530,6 +557,7 @@ impl Sandbox {
       stdin: options.stdin.unwrap_or(defaults.stdin),
       sinks: options.sinks,
       output_limit: defaults.output_limit,
+      adopt_leftovers: defaults.adopt_leftovers,
     }
   }
 

@@ -22,6 +22,7 @@ fn request(command: &str) -> SpawnRequest {
     stdin: StdinMode::Ignore,
     sinks: Vec::new(),
     output_limit: None,
+    adopt_leftovers: None,
   }
 }
 
@@ -149,6 +150,66 @@ async fn leftovers_of_a_finished_command_are_killed_and_do_not_hold_the_result()
     !Path::new(&format!("/proc/{daemon}")).exists(),
     "the daemon was killed and reaped"
   );
+  assert!(live_sleeps(&m).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_adopted_run_on_as_a_process_of_their_own() {
+  let m = marker();
+  let mut req = request(&format!(
+    "echo before; (sleep 1; echo later; exec sleep {m}) & echo after"
+  ));
+  req.adopt_leftovers = Some(None);
+  let p = spawn(req).await;
+  // The command's result does not wait for the leftover, which holds the pipes open.
+  let o = tokio::time::timeout(Duration::from_secs(3), p.into_outcome())
+    .await
+    .expect("the command's result does not wait for its leftovers");
+  assert_eq!(
+    (o.exit.exit_code, o.stdout.as_str()),
+    (0, "before\nafter\n")
+  );
+  let left = p.take_leftovers().expect("the leftover is adopted");
+  assert!(left.is_running());
+  assert!(
+    left
+      .command()
+      .ends_with(&format!("(left running by: {})", p.command()))
+  );
+  let deadline = Instant::now() + Duration::from_secs(5);
+  while left.retained(Stream::Stdout).0 != "later\n" && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  assert_eq!(left.retained(Stream::Stdout).0, "later\n");
+  assert_eq!(
+    live_sleeps(&m),
+    vec![left.pid()],
+    "its pid is the leftover's"
+  );
+  assert!(left.kill());
+  let exit = tokio::time::timeout(Duration::from_secs(3), left.wait())
+    .await
+    .expect("wait resolves");
+  assert_eq!(exit.exit_code, 128 + libc::SIGKILL);
+  assert!(live_sleeps(&m).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_nobody_took_die_with_the_command_handle() {
+  let m = marker();
+  let mut req = request(&format!("sleep {m} &"));
+  req.adopt_leftovers = Some(None);
+  let p = spawn(req).await;
+  p.wait().await;
+  let left = live_sleeps(&m);
+  assert_eq!(left.len(), 1, "the leftover runs while it is held");
+  // The init lives on: only the handle (and with it the adopted leftover) goes.
+  let Running { process, _init } = p;
+  drop(process);
+  let deadline = Instant::now() + Duration::from_secs(3);
+  while !live_sleeps(&m).is_empty() && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
   assert!(live_sleeps(&m).is_empty());
 }
 

@@ -13,6 +13,10 @@
 //! - it writes `P<pid>\n` once started and `X<wait status>\n` once the command has ended
 //!   and every process of its tree is gone; when no supervisor could be forked, the init
 //!   writes `E<reason>\n` instead and closes it;
+//! - when the command ends leaving processes behind (`cmd &`, a daemon), it writes
+//!   `A<pid> <argv>\n` for each of them and `L<wait status of the command>\n`, and goes on
+//!   supervising them: `X<wait status of the first of them>\n` once the tree is empty (or
+//!   at once after a `K`, which empties it);
 //! - it reads `T` (SIGTERM the tree) and `K` (SIGKILL the tree); end of file (the host
 //!   closed its end, or died) kills the tree too.
 //!
@@ -275,6 +279,9 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   }
 
   let mut main_status: Option<libc::c_int> = None;
+  // Set once the command has ended leaving processes behind: the first of them, and its
+  // wait status once it has ended too.
+  let mut leftover: Option<(libc::pid_t, Option<libc::c_int>)> = None;
   loop {
     let mut fds = [pollfd(ctl), pollfd(signals.fd)];
     if !poll(&mut fds) {
@@ -284,21 +291,39 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       for sig in signals.drain() {
         match sig {
           libc::SIGCHLD => {
-            if let Some(status) = reap(main_pid) {
-              main_status = Some(status);
+            for (pid, status) in reap() {
+              if pid == main_pid {
+                main_status = Some(status);
+              }
+              if let Some((first, first_status)) = &mut leftover
+                && pid == *first
+              {
+                *first_status = Some(status);
+              }
             }
           }
-          libc::SIGUSR1 => signal_tree(main_pid, main_status.is_none(), libc::SIGKILL),
+          libc::SIGUSR1 => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
           libc::SIGPIPE => {}
           _ => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
         }
       }
     }
-    if let Some(status) = main_status {
-      // Leftovers of a finished command die with it, so its pipes close now.
-      kill_tree_until_empty();
-      write_all(ctl, format!("X{status}\n").as_bytes());
-      std::process::exit(0);
+    match (main_status, leftover) {
+      (Some(status), None) => {
+        let left = children_of(me);
+        let Some(&first) = left.first() else {
+          write_all(ctl, format!("X{status}\n").as_bytes());
+          std::process::exit(0);
+        };
+        // The host decides whether they run on as processes of their own or die now.
+        report_leftovers(ctl, &left, status);
+        leftover = Some((first, None));
+      }
+      (Some(_), Some((_, first_status))) if children_of(me).is_empty() => {
+        write_all(ctl, format!("X{}\n", first_status.unwrap_or(0)).as_bytes());
+        std::process::exit(0);
+      }
+      _ => {}
     }
     if fds[0].revents != 0 {
       let mut buf = [0u8; 64];
@@ -313,12 +338,83 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       for &b in &buf[..n as usize] {
         match b {
           b'T' => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
-          b'K' => signal_tree(main_pid, main_status.is_none(), libc::SIGKILL),
+          b'K' => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
           _ => {}
         }
       }
     }
   }
+}
+
+/// SIGKILLs the tree. Once the command itself has ended, nothing it reports on can change
+/// any more: the supervisor empties the tree (against processes still forking, one
+/// generation per round) and reports the end. Otherwise the command's exit reports it.
+fn kill_tree_and_exit(
+  ctl: RawFd,
+  main_pid: libc::pid_t,
+  main_status: Option<libc::c_int>,
+  leftover: Option<(libc::pid_t, Option<libc::c_int>)>,
+) {
+  signal_tree(main_pid, main_status.is_none(), libc::SIGKILL);
+  let Some(main_status) = main_status else {
+    return;
+  };
+  kill_tree_until_empty();
+  let status = match leftover {
+    Some((_, first_status)) => first_status.unwrap_or(libc::SIGKILL),
+    None => main_status,
+  };
+  write_all(ctl, format!("X{status}\n").as_bytes());
+  std::process::exit(0);
+}
+
+/// The argv of `pid`, NUL-separated. A shell's child caught between its fork and its
+/// `execve` still shows the shell's argv (or none, in the middle of the `execve`): until
+/// `patience` runs out it is read again until it shows what it runs. A shell that stays
+/// one (a subshell, `sh -c …`) is named as such after that.
+fn command_line(pid: libc::pid_t, patience: std::time::Instant) -> Vec<u8> {
+  let is_shell = |argv: &[u8]| {
+    let first = argv.split(|&b| b == 0).next().unwrap_or_default();
+    let name = first.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    matches!(name, b"sh" | b"dash" | b"bash" | b"ash" | b"zsh")
+  };
+  let mut argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+  while (argv.is_empty() || is_shell(&argv)) && std::time::Instant::now() < patience {
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+  }
+  if argv.is_empty() {
+    argv = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+  }
+  argv
+}
+
+/// Tells the host which processes the ended command left running: `A<pid> <argv>\n` for
+/// each (argv joined by spaces, cut short), then `L<wait status of the command>\n`.
+fn report_leftovers(ctl: RawFd, left: &[libc::pid_t], status: libc::c_int) {
+  const MAX_ARGV: usize = 200;
+  // For all of them together: the command's result waits for this report.
+  let patience = std::time::Instant::now() + std::time::Duration::from_millis(20);
+  let mut report = String::new();
+  for &pid in left {
+    let argv = command_line(pid, patience);
+    let mut text: String = String::from_utf8_lossy(&argv)
+      .trim_end_matches('\0')
+      .chars()
+      .map(|c| if c.is_control() { ' ' } else { c })
+      .collect();
+    if text.len() > MAX_ARGV {
+      let mut cut = MAX_ARGV;
+      while !text.is_char_boundary(cut) {
+        cut -= 1;
+      }
+      text.truncate(cut);
+      text.push('…');
+    }
+    report.push_str(&format!("A{pid} {text}\n"));
+  }
+  report.push_str(&format!("L{status}\n"));
+  write_all(ctl, report.as_bytes());
 }
 
 /// Forks `/bin/sh -c <command>` with the request's stdio, cwd and environment.
@@ -379,19 +475,17 @@ fn spawn_command(request: &Request) -> libc::pid_t {
   }
 }
 
-/// Reaps exited children; returns the main process's status if it was among them.
-fn reap(main_pid: libc::pid_t) -> Option<libc::c_int> {
-  let mut main_status = None;
+/// Reaps every exited child; returns each one's pid and wait status.
+fn reap() -> Vec<(libc::pid_t, libc::c_int)> {
+  let mut reaped = Vec::new();
   loop {
     let mut status = 0;
     // SAFETY: non-blocking reap of any child.
     let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
     if pid <= 0 {
-      return main_status;
+      return reaped;
     }
-    if pid == main_pid {
-      main_status = Some(status);
-    }
+    reaped.push((pid, status));
   }
 }
 

@@ -179,6 +179,17 @@ pub fn command_result_text(
   }
 }
 
+/// A foreground `execute_command`'s text, followed by where to find what the command left
+/// running (only then: a command that leaves nothing gets the text unchanged).
+pub fn with_left_running(text: &str, pid: &str) -> String {
+  with_terminal_line(
+    &[text],
+    &format!(
+      "Left running in the background: PID {pid}. Read its output with get_process_output, stop it with kill_process."
+    ),
+  )
+}
+
 /// What a foreground `execute_command` returns when running the command failed.
 pub fn command_error_text(
   stdout: &str,
@@ -276,6 +287,23 @@ mod tests {
     assert_eq!(
       command_error_text("before error\n", "", "boom", None, None),
       "before error\n\nError: boom"
+    );
+  }
+
+  #[test]
+  fn left_running_follows_the_text_after_one_blank_line() {
+    let line = "Left running in the background: PID 42. Read its output with get_process_output, stop it with kill_process.";
+    assert_eq!(
+      with_left_running("(no output)", "42"),
+      format!("(no output)\n\n{line}")
+    );
+    assert_eq!(
+      with_left_running("started\n", "42"),
+      format!("started\n\n{line}")
+    );
+    assert_eq!(
+      with_left_running("x\n\nExit code: 1", "42"),
+      format!("x\n\nExit code: 1\n\n{line}")
     );
   }
 

@@ -30,7 +30,7 @@ pub fn command_result_text(
 }
 
 /// `text` followed by the pid of what the command left running in the background.
-#[napi]
+#[napi(catch_unwind)]
 pub fn with_left_running(text: String, pid: String) -> String {
   format::with_left_running(&text, &pid)
 }

@@ -60,7 +60,14 @@ async function writeFile(filesystem, { path, content, overwrite }) {
 
 /** Where each replaced occurrence lands, as ` (lines 2, 5-6)`. */
 function editedLines(content, oldString, newString, all) {
-  const lineAt = (index) => content.slice(0, index).split('\n').length
+  // Occurrences come in order, so one cursor counts the newlines before each of them:
+  // the whole file is scanned once, however many occurrences there are.
+  let scanned = 0
+  let line = 1
+  const lineAt = (index) => {
+    for (; scanned < index; scanned++) if (content.charCodeAt(scanned) === 10) line++
+    return line
+  }
   const added = newString.split('\n').length
   const ranges = []
   for (let at = content.indexOf(oldString); at !== -1; at = content.indexOf(oldString, at + oldString.length)) {

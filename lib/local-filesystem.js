@@ -121,10 +121,23 @@ class LocalFilesystem {
     return call(() => this.#fs().deleteFile(filePath, options?.force ?? false))
   }
 
+  /**
+   * Refuses to put directory `src` at or below itself (the copy would copy itself until
+   * paths grow too long), before anything is created. Judged on the paths as given.
+   */
+  #refuseIntoItself(operation, src, dest, sameIsInside) {
+    const [from, to] = [path.resolve(this.basePath, src), path.resolve(this.basePath, dest)]
+    const inside = to.startsWith(from.endsWith('/') ? from : `${from}/`)
+    if (inside || (sameIsInside && to === from)) {
+      throw new FilesystemError(`Cannot ${operation} ${src} into itself: ${dest} is inside it`, 'EINVAL', src)
+    }
+  }
+
   async copyFile(src, dest, options = {}) {
     const stat = await this.stat(src)
     if (stat.type === 'directory') {
       if (!options?.recursive) throw await mastraTwin(new IsDirectoryError(src))
+      this.#refuseIntoItself('copy', src, dest, true)
       await this.mkdir(dest, { recursive: true })
       for (const entry of await this.readdir(src)) {
         await this.copyFile(path.posix.join(src, entry.name), path.posix.join(dest, entry.name), options)
@@ -135,6 +148,7 @@ class LocalFilesystem {
   }
 
   async moveFile(src, dest, options = {}) {
+    this.#refuseIntoItself('move', src, dest, false)
     return call(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
   }
 

@@ -28,6 +28,11 @@ export declare class NativeLocalFs {
   /** Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone. */
   constructor(basePath: string, readOnly: boolean, protectedPaths: Array<string>)
   readFile(path: string): Promise<Buffer>
+  /**
+   * The text `read_file` returns for `path` (named `shown` in its header), read with a
+   * bounded buffer and token budget; `null` for a binary file.
+   */
+  readFileText(path: string, shown: string, options: NativeReadOptions): Promise<string | null>
   writeFile(path: string, data: string | Buffer, overwrite: boolean, recursive: boolean, append: boolean): Promise<void>
   deleteFile(path: string, force: boolean): Promise<void>
   mkdir(path: string, recursive: boolean): Promise<void>
@@ -240,6 +245,17 @@ export interface NativeProcessInfo {
   command: string
   running: boolean
   exitCode?: number
+}
+
+/** What `read_file` shows of a file (see `readFileText`). */
+export interface NativeReadOptions {
+  /** First line (1-based) and line count. */
+  offset?: number
+  limit?: number
+  lineNumbers: boolean
+  /** `utf-8`, `utf8`, `base64`, `hex` or `binary`; unset: UTF-8 unless the file is binary. */
+  encoding?: string
+  maxTokens?: number
 }
 
 /** What a bubblewrap sandbox may see and do. */

@@ -5,6 +5,7 @@
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
+const { readText } = require('./local-filesystem')
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
@@ -28,8 +29,19 @@ function numbered(lines, start) {
   return lines.map((line, i) => `${String(start + i).padStart(width)}→${line}`).join('\n')
 }
 
+const binaryText = (shown, stat) =>
+  `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
+
 async function readFile(filesystem, input, settings) {
   const { path, offset, limit, encoding } = input
+  if (typeof filesystem[readText] === 'function') {
+    // This package's filesystems read natively: a bounded buffer and the token budget
+    // applied while reading, so the size of the file does not matter.
+    const options = { offset, limit, lineNumbers: input.showLineNumbers !== false, encoding, maxTokens: settings.maxOutputTokens }
+    const text = await filesystem[readText](path, path, options)
+    if (typeof text === 'string') return text
+    if (text === null) return binaryText(path, await filesystem.stat(path))
+  }
   const stat = await filesystem.stat(path)
   const shown = stat.path ?? path
   const raw = await filesystem.readFile(path)
@@ -37,9 +49,7 @@ async function readFile(filesystem, input, settings) {
   if (encoding && encoding !== 'utf-8' && encoding !== 'utf8') {
     return native.limitTokensKeepStart(`${shown} (${stat.size} bytes, ${encoding})\n${bytes.toString(encoding)}`, settings.maxOutputTokens)
   }
-  if (!encoding && looksBinary(bytes)) {
-    return `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
-  }
+  if (!encoding && looksBinary(bytes)) return binaryText(shown, stat)
   const lines = bytes.toString('utf8').split('\n')
   const first = Math.max(1, offset ?? 1)
   const last = Math.min(lines.length, limit ? first + limit - 1 : lines.length)

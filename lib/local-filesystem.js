@@ -9,6 +9,12 @@ const { check, instructionsText } = require('./options')
 let mastraErrors
 
 const adoptProtection = Symbol('adoptProtection')
+/**
+ * `[readText](path, shown, { offset, limit, lineNumbers, encoding, maxTokens })`: the text
+ * the read_file tool shows (`null` for a binary file), read natively without holding the
+ * file (see file-tools.js).
+ */
+const readText = Symbol('readText')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -16,7 +22,8 @@ const adoptProtection = Symbol('adoptProtection')
  * *its* FileNotFoundError. The twin still passes `instanceof` for this package's class.
  */
 async function mastraTwin(err) {
-  if (!(err instanceof FilesystemError)) return err
+  // Only the subclasses have twins; Mastra's base class takes other arguments.
+  if (!(err instanceof FilesystemError) || err.constructor === FilesystemError) return err
   mastraErrors ??= import('@mastra/core/workspace').catch(() => null)
   const Twin = (await mastraErrors)?.[err.name]
   if (typeof Twin !== 'function') return err
@@ -103,6 +110,10 @@ class LocalFilesystem {
   async readFile(filePath, options = {}) {
     const bytes = await call(() => this.#fs().readFile(filePath))
     return options?.encoding ? bytes.toString(options.encoding) : bytes
+  }
+
+  async [readText](filePath, shown, options) {
+    return call(() => this.#fs().readFileText(filePath, shown, options))
   }
 
   async writeFile(filePath, content, options = {}) {
@@ -218,4 +229,4 @@ class LocalFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection }
+module.exports = { LocalFilesystem, adoptProtection, readText }

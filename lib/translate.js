@@ -36,6 +36,7 @@ const FROM_CODE = {
   NOT_DIRECTORY: (path) => new NotDirectoryError(path),
   DIRECTORY_NOT_EMPTY: (path) => new DirectoryNotEmptyError(path),
   PERMISSION_DENIED: (path) => new PermissionError(path, 'access'),
+  FILE_TOO_LARGE: (path) => new FilesystemError('', 'FILE_TOO_LARGE', path),
 }
 // napi's own codes for arguments of the wrong type.
 for (const code of ['InvalidArg', 'NumberExpected', 'StringExpected', 'ObjectExpected', 'FunctionExpected', 'ArrayExpected']) {

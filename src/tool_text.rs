@@ -79,7 +79,7 @@ pub fn extract_tail_pipe(command: String) -> TailPipe {
 #[napi]
 pub fn limit_tokens_keep_start(text: String, max_tokens: Option<f64>) -> String {
   let limit = limit(max_tokens).unwrap_or(format::DEFAULT_MAX_OUTPUT_TOKENS);
-  format::apply_token_limit_keep_start(&text, limit).into_owned()
+  format::apply_token_limit_keep_start(&text, limit)
 }
 
 #[napi]

@@ -1,4 +1,5 @@
 //! What the agent tools compute without touching a sandbox: the texts they return.
 
 pub mod format;
+pub mod read;
 mod tokens;

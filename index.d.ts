@@ -137,6 +137,33 @@ export declare function extractTailPipe(command: string): TailPipe
 /** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
 export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig | undefined | null): string
 
+export interface GrepFileResult {
+  matches: Array<GrepMatch>
+  /** The lines the matches and their context show. */
+  lines: Array<GrepLine>
+  timedOut: boolean
+}
+
+export interface GrepLine {
+  line: number
+  text: string
+}
+
+export interface GrepMatch {
+  /** 0-based line, and column in UTF-16 units. */
+  line: number
+  column: number
+}
+
+/** Why `pattern` (valid JavaScript) cannot be searched for, or null when it can. */
+export declare function grepPatternError(pattern: string, caseSensitive: boolean): string | null
+
+/**
+ * The first match of `pattern` on each line of `text`, at most `maxMatches`, with
+ * `contextLines` around them, searched off the JS thread until `timeoutMs` has passed.
+ */
+export declare function grepText(text: Buffer, pattern: string, caseSensitive: boolean, maxMatches: number, contextLines: number, timeoutMs: number): Promise<GrepFileResult>
+
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
 

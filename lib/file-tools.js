@@ -10,6 +10,8 @@ const { readText } = require('./local-filesystem')
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
 const MAX_PATTERN_LENGTH = 1000
+/** A grep call stops searching after this long and says so. */
+const GREP_TIME_BUDGET_MS = 30_000
 const MAX_LINE_LENGTH = 500
 const LIST_TOKEN_LIMIT = 1000
 const BINARY_SNIFF_BYTES = 8000
@@ -232,15 +234,26 @@ async function listFiles(filesystem, input, settings) {
 // ---------------------------------------------------------------------------------------
 // grep
 
-/** Every text file under `dir` (depth first, in listing order), hidden ones only if asked. */
-async function filesUnder(filesystem, dir, includeHidden, matches) {
+/**
+ * Every text file under `dir` (depth first, in listing order), hidden ones only if asked.
+ * A directory that cannot be listed (too deep for a path, no permission) is skipped and
+ * counted in `skipped`, so the rest is still searched.
+ */
+async function filesUnder(filesystem, dir, includeHidden, matches, skipped) {
+  let entries
+  try {
+    entries = await filesystem.readdir(dir)
+  } catch {
+    skipped.count++
+    return []
+  }
   const found = []
-  for (const entry of await filesystem.readdir(dir)) {
+  for (const entry of entries) {
     if (entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))) continue
     const full = dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`
     if (entry.type === 'file') {
       if (!matches || matches(full)) found.push(full)
-    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches)))
+    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches, skipped)))
   }
   return found
 }
@@ -251,19 +264,24 @@ async function grep(filesystem, input, settings) {
   if (pattern.length > MAX_PATTERN_LENGTH) {
     return `Error: Pattern too long (${pattern.length} chars, max ${MAX_PATTERN_LENGTH}). Use a shorter pattern.`
   }
-  let regex
   try {
-    regex = new RegExp(pattern, caseSensitive ? 'g' : 'gi')
+    // JavaScript judges the syntax (and words the error) as Mastra's grep does; the search
+    // itself runs natively, off this thread, in linear time.
+    new RegExp(pattern, caseSensitive ? 'g' : 'gi')
   } catch (err) {
     return `Error: Invalid regex pattern: ${err.message}`
   }
+  const unsupported = native.grepPatternError(pattern, caseSensitive)
+  if (unsupported !== null) return `Error: Unsupported regex pattern: ${pattern} (${unsupported}). Rewrite it without that feature.`
+  const deadline = Date.now() + GREP_TIME_BUDGET_MS
   const matches = isGlob(target) ? globMatcher(target) : undefined
   const base = matches ? globBase(target) : target
+  const skipped = { count: 0 }
   let paths = []
   let missing = false
   try {
     const stat = await filesystem.stat(base)
-    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches)
+    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches, skipped)
   } catch (err) {
     if (!isMissing(err) && err?.code !== 'ENOTDIR') throw err
     missing = true
@@ -274,51 +292,63 @@ async function grep(filesystem, input, settings) {
   const filesWithMatches = new Set()
   let total = 0
   let truncated = false
+  let outOfTime = false
   let hunkWritten = false
   for (const file of paths) {
     if (truncated) break
-    const bytes = await filesystem.readFile(file).catch(() => undefined)
+    if (Date.now() >= deadline) {
+      outOfTime = true
+      break
+    }
+    const bytes = await filesystem.readFile(file).catch(() => {
+      skipped.count++
+    })
     if (!bytes || looksBinary(Buffer.from(bytes))) continue
-    const lines = Buffer.from(bytes).toString('utf8').split('\n')
+    // At least one match per file, as a check after each match would give.
+    const perFile = maxCount === undefined || Number.isNaN(maxCount) ? Infinity : Math.max(1, Math.ceil(maxCount))
+    const wanted = Math.min(perFile, GREP_CAP - total)
+    const result = await native.grepText(Buffer.from(bytes), pattern, caseSensitive, wanted, context, Math.max(0, deadline - Date.now()))
+    outOfTime = result.timedOut
+    const lines = new Map(result.lines.map(({ line, text }) => [line, text]))
     const found = []
-    for (let i = 0; i < lines.length; i++) {
-      regex.lastIndex = 0
-      const match = regex.exec(lines[i])
-      if (!match) continue
+    for (const { line, column } of result.matches) {
       filesWithMatches.add(file)
-      found.push({ line: i, column: match.index })
+      found.push({ line, column })
       total++
-      if (maxCount !== undefined && found.length >= maxCount) break
+      if (found.length >= perFile) break
       if (total >= GREP_CAP) {
         truncated = true
         break
       }
     }
     if (context === 0) {
-      for (const { line, column } of found) out.push(`${file}:${line + 1}:${column + 1}: ${clip(lines[line])}`)
-      continue
-    }
-    const hunks = []
-    for (const { line, column } of found) {
-      const last = hunks[hunks.length - 1]
-      const start = Math.max(0, line - context)
-      if (last && start <= last.end + 1) {
-        last.end = Math.max(last.end, line + context)
-        last.columns.set(line, column)
-      } else hunks.push({ start, end: line + context, columns: new Map([[line, column]]) })
-    }
-    for (const hunk of hunks) {
-      if (hunkWritten) out.push('--')
-      hunkWritten = true
-      for (let i = hunk.start; i <= hunk.end && i < lines.length; i++) {
-        const column = hunk.columns.get(i)
-        out.push(column === undefined ? `${file}:${i + 1}- ${lines[i]}` : `${file}:${i + 1}:${column + 1}: ${clip(lines[i])}`)
+      for (const { line, column } of found) out.push(`${file}:${line + 1}:${column + 1}: ${clip(lines.get(line))}`)
+    } else {
+      const hunks = []
+      for (const { line, column } of found) {
+        const last = hunks[hunks.length - 1]
+        const start = Math.max(0, line - context)
+        if (last && start <= last.end + 1) {
+          last.end = Math.max(last.end, line + context)
+          last.columns.set(line, column)
+        } else hunks.push({ start, end: line + context, columns: new Map([[line, column]]) })
+      }
+      for (const hunk of hunks) {
+        if (hunkWritten) out.push('--')
+        hunkWritten = true
+        for (let i = hunk.start; i <= hunk.end && lines.has(i); i++) {
+          const column = hunk.columns.get(i)
+          out.push(column === undefined ? `${file}:${i + 1}- ${lines.get(i)}` : `${file}:${i + 1}:${column + 1}: ${clip(lines.get(i))}`)
+        }
       }
     }
+    if (outOfTime) break
   }
   const summary = [`${total} match${total === 1 ? '' : 'es'}`, `across ${plural(filesWithMatches.size, 'file')}`]
   if (truncated) summary.push(`(truncated at ${GREP_CAP})`)
   if (missing) summary.push('(target path not found: nothing searched)')
+  if (skipped.count > 0) summary.push(`(${plural(skipped.count, 'path')} skipped: read error)`)
+  if (outOfTime) summary.push(`(stopped after ${GREP_TIME_BUDGET_MS / 1000}s: not every file was searched)`)
   return native.limitTokensKeepStart([summary.join(' '), '---', ...out].join('\n'), settings.maxOutputTokens)
 }
 

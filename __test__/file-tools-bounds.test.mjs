@@ -212,3 +212,70 @@ describe('copy and move into themselves', () => {
     expect(tree(base)).toEqual(before)
   })
 })
+
+describe('grep', () => {
+  it('answers a pathological pattern at once, off the JS thread (the event loop keeps ticking)', async () => {
+    fs.writeFileSync(path.join(dir, 'redos.txt'), `${'a'.repeat(31)}!\n${'a'.repeat(5000)}!\n`)
+    let ticks = 0
+    const timer = setInterval(() => ticks++, 1)
+    const started = Date.now()
+    const [nested, alternation] = [
+      await ours.mastra_workspace_grep.execute({ pattern: '(a+)+$', path: 'redos.txt' }, {}),
+      await ours.mastra_workspace_grep.execute({ pattern: '(a|aa)+b', path: 'redos.txt' }, {}),
+    ]
+    clearInterval(timer)
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(nested).toBe('0 matches across 0 files\n---')
+    expect(alternation).toBe('0 matches across 0 files\n---')
+    expect(ticks).toBeGreaterThan(0)
+  })
+
+  it.each([
+    ['\\d+ — [A-Z]\\w*', true],
+    ['^line \\d{2}\\b', true],
+    ['STRASSE|straße', false],
+    ['[^\\s—]+ —', true],
+    ['.😀', true],
+    ['(?<n>\\d)0', true],
+    ['-{3}$', true],
+    ['\\/|\\.|8 \\u2014', true],
+  ])('finds what Mastra finds for %s (caseSensitive %s)', async (pattern, caseSensitive) => {
+    const input = { pattern, path: 'long.txt', caseSensitive, contextLines: 1, maxCount: 7 }
+    const text = await ours.mastra_workspace_grep.execute(input, {})
+    expect(text).toBe(await mastra.mastra_workspace_grep.execute(input, {}))
+    expect(text).not.toMatch(/^0 matches/)
+  })
+
+  it.each([
+    ['(a)\\1', 'a backreference'],
+    ['x(?=y)', 'a lookahead'],
+    ['(?<!y)x', 'a lookbehind'],
+  ])('refuses %s, naming the pattern and what it needs', async (pattern, feature) => {
+    expect(await ours.mastra_workspace_grep.execute({ pattern }, {})).toBe(
+      `Error: Unsupported regex pattern: ${pattern} (${feature} cannot be matched in linear time). Rewrite it without that feature.`,
+    )
+  })
+})
+
+describe('a tree deeper than PATH_MAX', () => {
+  const base = path.join(top, 'deep')
+  fs.mkdirSync(base)
+  fs.writeFileSync(path.join(base, 'top.txt'), 'needle at the top\n')
+  // 500 levels of 10-letter names: paths below ~370 levels are longer than 4096 bytes.
+  execFileSync('sh', ['-c', 'cd "$1" && i=0; while [ $i -lt 500 ]; do mkdir dddddddddd && cd -P dddddddddd || exit 1; i=$((i+1)); done; echo needle deep > f.txt', 'sh', base])
+  afterAll(() => execFileSync('rm', ['-rf', base]))
+
+  it('grep skips what cannot be reached, says so, and searches the rest', async () => {
+    const tools = await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath: base }) }))
+    const text = await tools.mastra_workspace_grep.execute({ pattern: 'needle' }, {})
+    expect(text).toBe('1 match across 1 file (1 path skipped: read error)\n---\n./top.txt:1:1: needle at the top')
+  })
+
+  it('list_files lists the rest and says what it skipped', async () => {
+    const tools = await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath: base }) }))
+    const text = await tools.mastra_workspace_list_files.execute({ maxDepth: 1000 }, { })
+    expect(text.startsWith('.\ndddddddddd\n\tdddddddddd\n')).toBe(true)
+    expect(text).toMatch(/\ntop\.txt\n/)
+    expect(text).toMatch(/\n\n\d+ directories, 1 file \(1 path skipped: read error\)$/)
+  })
+})

@@ -201,13 +201,24 @@ async function listFiles(filesystem, input, settings) {
   let dirs = 0
   let files = 0
   let truncated = false
+  let skipped = 0
 
   async function walk(dir, depth, rel) {
     if (depth >= maxDepth) {
       truncated = true
       return
     }
-    let entries = (await filesystem.readdir(dir)).filter((e) => !(e.type === 'directory' && e.name === '.git'))
+    let entries
+    try {
+      entries = await filesystem.readdir(dir)
+    } catch (err) {
+      // Below the root, a directory that cannot be listed (deeper than a path can name, no
+      // permission) is skipped and counted; the rest is still listed.
+      if (depth === 0) throw err
+      skipped++
+      return
+    }
+    entries = entries.filter((e) => !(e.type === 'directory' && e.name === '.git'))
     if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
     if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
     if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
@@ -227,7 +238,8 @@ async function listFiles(filesystem, input, settings) {
     }
   }
   await walk(root, 0, '')
-  const summary = `${plural(dirs, 'directory', 'directories')}, ${plural(files, 'file')}${truncated ? ` (truncated at depth ${maxDepth})` : ''}`
+  const notes = `${truncated ? ` (truncated at depth ${maxDepth})` : ''}${skipped ? ` (${plural(skipped, 'path')} skipped: read error)` : ''}`
+  const summary = `${plural(dirs, 'directory', 'directories')}, ${plural(files, 'file')}${notes}`
   return native.limitTokensKeepStart(`${lines.join('\n')}\n\n${summary}`, settings.maxOutputTokens ?? LIST_TOKEN_LIMIT)
 }
 

@@ -312,14 +312,16 @@ async function grep(filesystem, input, settings) {
       outOfTime = true
       break
     }
-    const bytes = await filesystem.readFile(file).catch(() => {
+    const raw = await filesystem.readFile(file).catch(() => {
       skipped.count++
     })
-    if (!bytes || looksBinary(Buffer.from(bytes))) continue
+    if (!raw) continue
+    const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
+    if (looksBinary(bytes)) continue
     // At least one match per file, as a check after each match would give.
     const perFile = maxCount === undefined || Number.isNaN(maxCount) ? Infinity : Math.max(1, Math.ceil(maxCount))
     const wanted = Math.min(perFile, GREP_CAP - total)
-    const result = await native.grepText(Buffer.from(bytes), pattern, caseSensitive, wanted, context, Math.max(0, deadline - Date.now()))
+    const result = await native.grepText(bytes, pattern, caseSensitive, wanted, context, Math.max(0, deadline - Date.now()))
     outOfTime = result.timedOut
     const lines = new Map(result.lines.map(({ line, text }) => [line, text]))
     const found = []

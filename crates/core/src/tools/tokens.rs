@@ -507,6 +507,48 @@ mod tests {
   }
 
   #[test]
+  fn keep_start_fed_in_pieces_cuts_as_the_whole_text_does() {
+    let text: String = (0..3000)
+      .map(|i| {
+        [
+          "alpha ",
+          "Straße ",
+          "日本語",
+          "😀😀",
+          "---",
+          "  \n",
+          "12345",
+          "a😀b",
+        ][i % 8]
+      })
+      .collect();
+    for limit in [0, 1, 7, 500, 100_000] {
+      let total = estimate_tokens(&text);
+      let whole = if total <= limit {
+        text.clone()
+      } else {
+        format!(
+          "{}\n[output truncated: showing first ~{limit} of ~{total} tokens]",
+          slice_by_tokens(&text, 0, Some(limit as i64))
+        )
+      };
+      for piece in [1, 2, 3, 5, 64, 4096] {
+        let mut sink = KeepStart::new(limit, usize::MAX);
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+          let mut end = piece.min(rest.len());
+          while !rest.is_char_boundary(end) {
+            end += 1;
+          }
+          sink.push(&rest[..end]);
+          rest = &rest[end..];
+        }
+        assert_eq!(sink.finish(), whole, "limit {limit}, pieces of {piece}");
+      }
+    }
+  }
+
+  #[test]
   fn a_cut_surrogate_pair_becomes_a_replacement_character() {
     // One 8-unit run (4 emoji) costs 2 tokens; the first token takes 4 units = 2 emoji.
     assert_eq!(slice_by_tokens("😀😀😀😀", 0, Some(1)), "😀😀");

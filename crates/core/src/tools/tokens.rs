@@ -23,6 +23,24 @@ fn class(c: char) -> Class {
   }
 }
 
+/// The class of each ASCII character.
+const ASCII_CLASS: [Class; 128] = {
+  let mut table = [Class::Other; 128];
+  let mut b = 0;
+  while b < 128 {
+    let c = b as u8 as char;
+    table[b] = if matches!(c, '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ') {
+      Class::Space
+    } else if is_punct(c) {
+      Class::Punct
+    } else {
+      Class::Other
+    };
+    b += 1;
+  }
+  table
+};
+
 /// JavaScript's `\s`.
 fn is_js_space(c: char) -> bool {
   matches!(
@@ -32,7 +50,7 @@ fn is_js_space(c: char) -> bool {
   )
 }
 
-fn is_punct(c: char) -> bool {
+const fn is_punct(c: char) -> bool {
   matches!(
     c,
     '.'
@@ -169,25 +187,30 @@ impl RunStats {
   }
 
   fn extend(&mut self, part: &str) {
-    if part.is_ascii() {
-      self.utf16 += part.len();
-      self.chars += part.len();
-      self.digits = self.digits && part.bytes().all(|b| b.is_ascii_digit());
-      return;
+    for c in part.chars() {
+      match u8::try_from(c) {
+        Ok(b) if b.is_ascii() => self.add_ascii(b),
+        _ => self.add_char(c),
+      }
     }
+  }
+
+  fn add_ascii(&mut self, b: u8) {
+    self.utf16 += 1;
+    self.chars += 1;
+    self.digits = self.digits && b.is_ascii_digit();
+  }
+
+  /// Adds a character outside ASCII.
+  fn add_char(&mut self, c: char) {
+    self.utf16 += c.len_utf16();
+    self.chars += 1;
     self.ascii = false;
     self.digits = false;
-    for c in part.chars() {
-      self.utf16 += c.len_utf16();
-      self.chars += 1;
-      if c.is_ascii() {
-        continue;
-      }
-      self.cjk = self.cjk || is_cjk(c);
-      for lower in c.to_lowercase() {
-        self.western = self.western || "äöüßéèêëàâîïôûùüÿçœæáíóúñ".contains(lower);
-        self.central = self.central || "ąćęłńóśźżěščřžýůúďťň".contains(lower);
-      }
+    self.cjk = self.cjk || is_cjk(c);
+    for lower in c.to_lowercase() {
+      self.western = self.western || "äöüßéèêëàâîïôûùüÿçœæáíóúñ".contains(lower);
+      self.central = self.central || "ąćęłńóśźżěščřžýůúďťň".contains(lower);
     }
   }
 
@@ -393,24 +416,45 @@ impl KeepStart {
     }
   }
 
-  pub fn push(&mut self, mut text: &str) {
-    while let Some(first) = text.chars().next() {
-      let kind = class(first);
-      let (part, rest) = text.split_at(run_end(text, kind));
-      text = rest;
-      if self.run.map(|r| r.kind) != Some(kind) {
+  pub fn push(&mut self, text: &str) {
+    // Byte by byte (a whole file may pass through here): where the class changes, the
+    // part of the run so far is kept and a new run begins.
+    let bytes = text.as_bytes();
+    let mut part_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+      let b = bytes[i];
+      let (kind, c) = if b.is_ascii() {
+        (ASCII_CLASS[b as usize], None)
+      } else {
+        let c = text[i..].chars().next().expect("i is on a char boundary");
+        (class(c), Some(c))
+      };
+      if self.run.as_ref().is_none_or(|r| r.kind != kind) {
+        if self.retaining {
+          self.keep(&text[part_start..i]);
+        }
+        part_start = i;
         self.finish_run();
         self.run = Some(RunStats::new(kind));
         // A run starting past the budget, and everything after it, is never shown.
         self.retaining = self.retaining && self.total <= self.limit;
         self.run_kept_at = self.kept.len();
       }
-      if let Some(run) = self.run.as_mut() {
-        run.extend(part);
+      let run = self.run.as_mut().expect("a run was just begun");
+      match c {
+        None => {
+          run.add_ascii(b);
+          i += 1;
+        }
+        Some(c) => {
+          run.add_char(c);
+          i += c.len_utf8();
+        }
       }
-      if self.retaining {
-        self.keep(part);
-      }
+    }
+    if self.retaining {
+      self.keep(&text[part_start..]);
     }
   }
 

@@ -249,14 +249,19 @@ async function listFiles(filesystem, input, settings) {
 /**
  * Every text file under `dir` (depth first, in listing order), hidden ones only if asked.
  * A directory that cannot be listed (too deep for a path, no permission) is skipped and
- * counted in `skipped`, so the rest is still searched.
+ * counted in `walk.skipped`, so the rest is still searched; past `walk.deadline` the walk
+ * stops and sets `walk.outOfTime`.
  */
-async function filesUnder(filesystem, dir, includeHidden, matches, skipped) {
+async function filesUnder(filesystem, dir, includeHidden, matches, walk) {
+  if (Date.now() >= walk.deadline) {
+    walk.outOfTime = true
+    return []
+  }
   let entries
   try {
     entries = await filesystem.readdir(dir)
   } catch {
-    skipped.count++
+    walk.skipped++
     return []
   }
   const found = []
@@ -265,7 +270,7 @@ async function filesUnder(filesystem, dir, includeHidden, matches, skipped) {
     const full = dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`
     if (entry.type === 'file') {
       if (!matches || matches(full)) found.push(full)
-    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches, skipped)))
+    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches, walk)))
   }
   return found
 }
@@ -288,12 +293,13 @@ async function grep(filesystem, input, settings) {
   const deadline = Date.now() + GREP_TIME_BUDGET_MS
   const matches = isGlob(target) ? globMatcher(target) : undefined
   const base = matches ? globBase(target) : target
-  const skipped = { count: 0 }
+  // Paths that could not be read, and whether the time budget ended the walk.
+  const walk = { skipped: 0, deadline, outOfTime: false }
   let paths = []
   let missing = false
   try {
     const stat = await filesystem.stat(base)
-    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches, skipped)
+    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches, walk)
   } catch (err) {
     if (!isMissing(err) && err?.code !== 'ENOTDIR') throw err
     missing = true
@@ -304,16 +310,16 @@ async function grep(filesystem, input, settings) {
   const filesWithMatches = new Set()
   let total = 0
   let truncated = false
-  let outOfTime = false
+  let outOfTime = walk.outOfTime
   let hunkWritten = false
   for (const file of paths) {
-    if (truncated) break
+    if (truncated || outOfTime) break
     if (Date.now() >= deadline) {
       outOfTime = true
       break
     }
     const raw = await filesystem.readFile(file).catch(() => {
-      skipped.count++
+      walk.skipped++
     })
     if (!raw) continue
     const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
@@ -361,7 +367,7 @@ async function grep(filesystem, input, settings) {
   const summary = [`${total} match${total === 1 ? '' : 'es'}`, `across ${plural(filesWithMatches.size, 'file')}`]
   if (truncated) summary.push(`(truncated at ${GREP_CAP})`)
   if (missing) summary.push('(target path not found: nothing searched)')
-  if (skipped.count > 0) summary.push(`(${plural(skipped.count, 'path')} skipped: read error)`)
+  if (walk.skipped > 0) summary.push(`(${plural(walk.skipped, 'path')} skipped: read error)`)
   if (outOfTime) summary.push(`(stopped after ${GREP_TIME_BUDGET_MS / 1000}s: not every file was searched)`)
   return native.limitTokensKeepStart([summary.join(' '), '---', ...out].join('\n'), settings.maxOutputTokens)
 }

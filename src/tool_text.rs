@@ -133,7 +133,9 @@ pub fn grep_text<'env>(
   context_lines: f64,
   timeout_ms: f64,
 ) -> napi::Result<PromiseRaw<'env, GrepFileResult>> {
-  let bytes = text.to_vec();
+  // Read where the search runs rather than copied on the JS thread (napi releases a
+  // Buffer dropped off that thread safely); callers hand over a Buffer they do not change.
+  let bytes = text;
   // NaN, negative or huge: no deadline (the caller's own budget still ends the search).
   let deadline = Duration::try_from_secs_f64(timeout_ms / 1000.0)
     .ok()

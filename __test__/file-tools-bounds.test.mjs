@@ -219,14 +219,15 @@ describe('grep', () => {
     let ticks = 0
     const timer = setInterval(() => ticks++, 1)
     const started = Date.now()
-    const [nested, alternation] = [
-      await ours.mastra_workspace_grep.execute({ pattern: '(a+)+$', path: 'redos.txt' }, {}),
-      await ours.mastra_workspace_grep.execute({ pattern: '(a|aa)+b', path: 'redos.txt' }, {}),
-    ]
+    // Through this package's filesystem and through any other one alike.
+    const texts = []
+    for (const tools of [ours, generic]) {
+      texts.push(await tools.mastra_workspace_grep.execute({ pattern: '(a+)+$', path: 'redos.txt' }, {}))
+      texts.push(await tools.mastra_workspace_grep.execute({ pattern: '(a|aa)+b', path: 'redos.txt' }, {}))
+    }
     clearInterval(timer)
     expect(Date.now() - started).toBeLessThan(10_000)
-    expect(nested).toBe('0 matches across 0 files\n---')
-    expect(alternation).toBe('0 matches across 0 files\n---')
+    expect(texts).toEqual(Array(4).fill('0 matches across 0 files\n---'))
     expect(ticks).toBeGreaterThan(0)
   })
 

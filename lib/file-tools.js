@@ -70,6 +70,13 @@ async function writeFile(filesystem, { path, content, overwrite }) {
   return `Wrote ${Buffer.byteLength(content, 'utf8')} bytes to ${path}`
 }
 
+/** Non-overlapping occurrences of `part` (none of ''), counted without building an array of pieces. */
+function occurrences(content, part) {
+  let count = 0
+  for (let at = part === '' ? -1 : content.indexOf(part); at !== -1; at = content.indexOf(part, at + part.length)) count++
+  return count
+}
+
 /** Where each replaced occurrence lands, as ` (lines 2, 5-6)`. */
 function editedLines(content, oldString, newString, all) {
   // Occurrences come in order, so one cursor counts the newlines before each of them:
@@ -95,13 +102,13 @@ async function editFile(filesystem, { path, old_string: oldString, new_string: n
   writable(filesystem, 'edit_file')
   const content = await filesystem.readFile(path, { encoding: 'utf-8' })
   if (typeof content !== 'string') return 'Cannot edit binary files. Use the write file tool instead.'
-  const count = oldString === '' ? 0 : content.split(oldString).length - 1
+  const count = occurrences(content, oldString)
   if (count === 0) return 'The specified text was not found. Make sure you use the exact text from the file.'
   if (count > 1 && !all) {
     return `The specified text appears ${count} times. Provide more surrounding context to make the match unique, or use replace_all to replace all occurrences.`
   }
   const lines = editedLines(content, oldString, newString, all)
-  const updated = all ? content.split(oldString).join(newString) : content.replace(oldString, () => newString)
+  const updated = all ? content.replaceAll(oldString, () => newString) : content.replace(oldString, () => newString)
   await filesystem.writeFile(path, updated, { overwrite: true })
   const replaced = all ? count : 1
   return `Replaced ${replaced} occurrence${replaced === 1 ? '' : 's'} in ${path}${lines}`

@@ -28,6 +28,11 @@ export declare class NativeLocalFs {
   /** Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone. */
   constructor(basePath: string, readOnly: boolean, protectedPaths: Array<string>)
   readFile(path: string): Promise<Buffer>
+  /**
+   * The text `read_file` returns for `path` (named `shown` in its header), read with a
+   * bounded buffer and token budget; `null` for a binary file.
+   */
+  readFileText(path: string, shown: string, options: NativeReadOptions): Promise<string | null>
   writeFile(path: string, data: string | Buffer, overwrite: boolean, recursive: boolean, append: boolean): Promise<void>
   deleteFile(path: string, force: boolean): Promise<void>
   mkdir(path: string, recursive: boolean): Promise<void>
@@ -133,6 +138,33 @@ export declare function extractTailPipe(command: string): TailPipe
 
 /** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
 export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig | undefined | null): string
+
+export interface GrepFileResult {
+  matches: Array<GrepMatch>
+  /** The lines the matches and their context show. */
+  lines: Array<GrepLine>
+  timedOut: boolean
+}
+
+export interface GrepLine {
+  line: number
+  text: string
+}
+
+export interface GrepMatch {
+  /** 0-based line, and column in UTF-16 units. */
+  line: number
+  column: number
+}
+
+/** Why `pattern` (valid JavaScript) cannot be searched for, or null when it can. */
+export declare function grepPatternError(pattern: string, caseSensitive: boolean): string | null
+
+/**
+ * The first match of `pattern` on each line of `text`, at most `maxMatches`, with
+ * `contextLines` around them, searched off the JS thread until `timeoutMs` has passed.
+ */
+export declare function grepText(text: Buffer, pattern: string, caseSensitive: boolean, maxMatches: number, contextLines: number, timeoutMs: number): Promise<GrepFileResult>
 
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
@@ -249,6 +281,17 @@ export interface NativeProcessInfo {
   command: string
   running: boolean
   exitCode?: number
+}
+
+/** What `read_file` shows of a file (see `readFileText`). */
+export interface NativeReadOptions {
+  /** First line (1-based) and line count. */
+  offset?: number
+  limit?: number
+  lineNumbers: boolean
+  /** `utf-8`, `utf8`, `base64`, `hex` or `binary`; unset: UTF-8 unless the file is binary. */
+  encoding?: string
+  maxTokens?: number
 }
 
 /** What a bubblewrap sandbox may see and do. */

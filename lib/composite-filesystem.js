@@ -4,6 +4,7 @@
 // at `/data`). Directories above the mount points are virtual and read-only.
 const { FileNotFoundError, PermissionError } = require('./errors')
 const { normalizeMountPath } = require('./mounts')
+const { readText } = require('./local-filesystem')
 
 /** `'./data/x'`, `'data/x'` and `'/data/x'` all name `/data/x`. */
 const absolute = (p) => `/${String(p ?? '').replace(/^\.?\/+/, '').replace(/^\.$/, '').replace(/\/+$/, '')}`.replace(/^\/$/, '/')
@@ -54,6 +55,11 @@ class CompositeFilesystem {
   async readFile(p, options) {
     const { fs, inner } = this.#reading(p)
     return fs.readFile(inner, options)
+  }
+  /** The mounted filesystem's native read_file text, or undefined when it has none. */
+  async [readText](p, shown, options) {
+    const { fs, inner } = this.#reading(p)
+    return fs[readText]?.(inner, shown, options)
   }
   async writeFile(p, content, options) {
     const { fs, inner } = this.#writing(p, 'write')

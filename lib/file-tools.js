@@ -5,10 +5,13 @@
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
+const { readText } = require('./local-filesystem')
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
 const MAX_PATTERN_LENGTH = 1000
+/** A grep call stops searching after this long and says so. */
+const GREP_TIME_BUDGET_MS = 30_000
 const MAX_LINE_LENGTH = 500
 const LIST_TOKEN_LIMIT = 1000
 const BINARY_SNIFF_BYTES = 8000
@@ -28,8 +31,19 @@ function numbered(lines, start) {
   return lines.map((line, i) => `${String(start + i).padStart(width)}→${line}`).join('\n')
 }
 
+const binaryText = (shown, stat) =>
+  `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
+
 async function readFile(filesystem, input, settings) {
   const { path, offset, limit, encoding } = input
+  if (typeof filesystem[readText] === 'function') {
+    // This package's filesystems read natively: a bounded buffer and the token budget
+    // applied while reading, so the size of the file does not matter.
+    const options = { offset, limit, lineNumbers: input.showLineNumbers !== false, encoding, maxTokens: settings.maxOutputTokens }
+    const text = await filesystem[readText](path, path, options)
+    if (typeof text === 'string') return text
+    if (text === null) return binaryText(path, await filesystem.stat(path))
+  }
   const stat = await filesystem.stat(path)
   const shown = stat.path ?? path
   const raw = await filesystem.readFile(path)
@@ -37,9 +51,7 @@ async function readFile(filesystem, input, settings) {
   if (encoding && encoding !== 'utf-8' && encoding !== 'utf8') {
     return native.limitTokensKeepStart(`${shown} (${stat.size} bytes, ${encoding})\n${bytes.toString(encoding)}`, settings.maxOutputTokens)
   }
-  if (!encoding && looksBinary(bytes)) {
-    return `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
-  }
+  if (!encoding && looksBinary(bytes)) return binaryText(shown, stat)
   const lines = bytes.toString('utf8').split('\n')
   const first = Math.max(1, offset ?? 1)
   const last = Math.min(lines.length, limit ? first + limit - 1 : lines.length)
@@ -58,9 +70,23 @@ async function writeFile(filesystem, { path, content, overwrite }) {
   return `Wrote ${Buffer.byteLength(content, 'utf8')} bytes to ${path}`
 }
 
+/** Non-overlapping occurrences of `part` (none of ''), counted without building an array of pieces. */
+function occurrences(content, part) {
+  let count = 0
+  for (let at = part === '' ? -1 : content.indexOf(part); at !== -1; at = content.indexOf(part, at + part.length)) count++
+  return count
+}
+
 /** Where each replaced occurrence lands, as ` (lines 2, 5-6)`. */
 function editedLines(content, oldString, newString, all) {
-  const lineAt = (index) => content.slice(0, index).split('\n').length
+  // Occurrences come in order, so one cursor counts the newlines before each of them:
+  // the whole file is scanned once, however many occurrences there are.
+  let scanned = 0
+  let line = 1
+  const lineAt = (index) => {
+    for (; scanned < index; scanned++) if (content.charCodeAt(scanned) === 10) line++
+    return line
+  }
   const added = newString.split('\n').length
   const ranges = []
   for (let at = content.indexOf(oldString); at !== -1; at = content.indexOf(oldString, at + oldString.length)) {
@@ -76,13 +102,13 @@ async function editFile(filesystem, { path, old_string: oldString, new_string: n
   writable(filesystem, 'edit_file')
   const content = await filesystem.readFile(path, { encoding: 'utf-8' })
   if (typeof content !== 'string') return 'Cannot edit binary files. Use the write file tool instead.'
-  const count = oldString === '' ? 0 : content.split(oldString).length - 1
+  const count = occurrences(content, oldString)
   if (count === 0) return 'The specified text was not found. Make sure you use the exact text from the file.'
   if (count > 1 && !all) {
     return `The specified text appears ${count} times. Provide more surrounding context to make the match unique, or use replace_all to replace all occurrences.`
   }
   const lines = editedLines(content, oldString, newString, all)
-  const updated = all ? content.split(oldString).join(newString) : content.replace(oldString, () => newString)
+  const updated = all ? content.replaceAll(oldString, () => newString) : content.replace(oldString, () => newString)
   await filesystem.writeFile(path, updated, { overwrite: true })
   const replaced = all ? count : 1
   return `Replaced ${replaced} occurrence${replaced === 1 ? '' : 's'} in ${path}${lines}`
@@ -182,13 +208,24 @@ async function listFiles(filesystem, input, settings) {
   let dirs = 0
   let files = 0
   let truncated = false
+  let skipped = 0
 
   async function walk(dir, depth, rel) {
     if (depth >= maxDepth) {
       truncated = true
       return
     }
-    let entries = (await filesystem.readdir(dir)).filter((e) => !(e.type === 'directory' && e.name === '.git'))
+    let entries
+    try {
+      entries = await filesystem.readdir(dir)
+    } catch (err) {
+      // Below the root, a directory that cannot be listed (deeper than a path can name, no
+      // permission) is skipped and counted; the rest is still listed.
+      if (depth === 0) throw err
+      skipped++
+      return
+    }
+    entries = entries.filter((e) => !(e.type === 'directory' && e.name === '.git'))
     if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
     if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
     if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
@@ -208,22 +245,39 @@ async function listFiles(filesystem, input, settings) {
     }
   }
   await walk(root, 0, '')
-  const summary = `${plural(dirs, 'directory', 'directories')}, ${plural(files, 'file')}${truncated ? ` (truncated at depth ${maxDepth})` : ''}`
+  const notes = `${truncated ? ` (truncated at depth ${maxDepth})` : ''}${skipped ? ` (${plural(skipped, 'path')} skipped: read error)` : ''}`
+  const summary = `${plural(dirs, 'directory', 'directories')}, ${plural(files, 'file')}${notes}`
   return native.limitTokensKeepStart(`${lines.join('\n')}\n\n${summary}`, settings.maxOutputTokens ?? LIST_TOKEN_LIMIT)
 }
 
 // ---------------------------------------------------------------------------------------
 // grep
 
-/** Every text file under `dir` (depth first, in listing order), hidden ones only if asked. */
-async function filesUnder(filesystem, dir, includeHidden, matches) {
+/**
+ * Every text file under `dir` (depth first, in listing order), hidden ones only if asked.
+ * A directory that cannot be listed (too deep for a path, no permission) is skipped and
+ * counted in `walk.skipped`, so the rest is still searched; past `walk.deadline` the walk
+ * stops and sets `walk.outOfTime`.
+ */
+async function filesUnder(filesystem, dir, includeHidden, matches, walk) {
+  if (Date.now() >= walk.deadline) {
+    walk.outOfTime = true
+    return []
+  }
+  let entries
+  try {
+    entries = await filesystem.readdir(dir)
+  } catch {
+    walk.skipped++
+    return []
+  }
   const found = []
-  for (const entry of await filesystem.readdir(dir)) {
+  for (const entry of entries) {
     if (entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))) continue
     const full = dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`
     if (entry.type === 'file') {
       if (!matches || matches(full)) found.push(full)
-    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches)))
+    } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches, walk)))
   }
   return found
 }
@@ -234,19 +288,25 @@ async function grep(filesystem, input, settings) {
   if (pattern.length > MAX_PATTERN_LENGTH) {
     return `Error: Pattern too long (${pattern.length} chars, max ${MAX_PATTERN_LENGTH}). Use a shorter pattern.`
   }
-  let regex
   try {
-    regex = new RegExp(pattern, caseSensitive ? 'g' : 'gi')
+    // JavaScript judges the syntax (and words the error) as Mastra's grep does; the search
+    // itself runs natively, off this thread, in linear time.
+    new RegExp(pattern, caseSensitive ? 'g' : 'gi')
   } catch (err) {
     return `Error: Invalid regex pattern: ${err.message}`
   }
+  const unsupported = native.grepPatternError(pattern, caseSensitive)
+  if (unsupported !== null) return `Error: Unsupported regex pattern: ${pattern} (${unsupported}). Rewrite it without that feature.`
+  const deadline = Date.now() + GREP_TIME_BUDGET_MS
   const matches = isGlob(target) ? globMatcher(target) : undefined
   const base = matches ? globBase(target) : target
+  // Paths that could not be read, and whether the time budget ended the walk.
+  const walk = { skipped: 0, deadline, outOfTime: false }
   let paths = []
   let missing = false
   try {
     const stat = await filesystem.stat(base)
-    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches)
+    paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches, walk)
   } catch (err) {
     if (!isMissing(err) && err?.code !== 'ENOTDIR') throw err
     missing = true
@@ -257,51 +317,65 @@ async function grep(filesystem, input, settings) {
   const filesWithMatches = new Set()
   let total = 0
   let truncated = false
+  let outOfTime = walk.outOfTime
   let hunkWritten = false
   for (const file of paths) {
-    if (truncated) break
-    const bytes = await filesystem.readFile(file).catch(() => undefined)
-    if (!bytes || looksBinary(Buffer.from(bytes))) continue
-    const lines = Buffer.from(bytes).toString('utf8').split('\n')
+    if (truncated || outOfTime) break
+    if (Date.now() >= deadline) {
+      outOfTime = true
+      break
+    }
+    const raw = await filesystem.readFile(file).catch(() => {
+      walk.skipped++
+    })
+    if (!raw) continue
+    const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
+    if (looksBinary(bytes)) continue
+    // At least one match per file, as a check after each match would give.
+    const perFile = maxCount === undefined || Number.isNaN(maxCount) ? Infinity : Math.max(1, Math.ceil(maxCount))
+    const wanted = Math.min(perFile, GREP_CAP - total)
+    const result = await native.grepText(bytes, pattern, caseSensitive, wanted, context, Math.max(0, deadline - Date.now()))
+    outOfTime = result.timedOut
+    const lines = new Map(result.lines.map(({ line, text }) => [line, text]))
     const found = []
-    for (let i = 0; i < lines.length; i++) {
-      regex.lastIndex = 0
-      const match = regex.exec(lines[i])
-      if (!match) continue
+    for (const { line, column } of result.matches) {
       filesWithMatches.add(file)
-      found.push({ line: i, column: match.index })
+      found.push({ line, column })
       total++
-      if (maxCount !== undefined && found.length >= maxCount) break
+      if (found.length >= perFile) break
       if (total >= GREP_CAP) {
         truncated = true
         break
       }
     }
     if (context === 0) {
-      for (const { line, column } of found) out.push(`${file}:${line + 1}:${column + 1}: ${clip(lines[line])}`)
-      continue
-    }
-    const hunks = []
-    for (const { line, column } of found) {
-      const last = hunks[hunks.length - 1]
-      const start = Math.max(0, line - context)
-      if (last && start <= last.end + 1) {
-        last.end = Math.max(last.end, line + context)
-        last.columns.set(line, column)
-      } else hunks.push({ start, end: line + context, columns: new Map([[line, column]]) })
-    }
-    for (const hunk of hunks) {
-      if (hunkWritten) out.push('--')
-      hunkWritten = true
-      for (let i = hunk.start; i <= hunk.end && i < lines.length; i++) {
-        const column = hunk.columns.get(i)
-        out.push(column === undefined ? `${file}:${i + 1}- ${lines[i]}` : `${file}:${i + 1}:${column + 1}: ${clip(lines[i])}`)
+      for (const { line, column } of found) out.push(`${file}:${line + 1}:${column + 1}: ${clip(lines.get(line))}`)
+    } else {
+      const hunks = []
+      for (const { line, column } of found) {
+        const last = hunks[hunks.length - 1]
+        const start = Math.max(0, line - context)
+        if (last && start <= last.end + 1) {
+          last.end = Math.max(last.end, line + context)
+          last.columns.set(line, column)
+        } else hunks.push({ start, end: line + context, columns: new Map([[line, column]]) })
+      }
+      for (const hunk of hunks) {
+        if (hunkWritten) out.push('--')
+        hunkWritten = true
+        for (let i = hunk.start; i <= hunk.end && lines.has(i); i++) {
+          const column = hunk.columns.get(i)
+          out.push(column === undefined ? `${file}:${i + 1}- ${lines.get(i)}` : `${file}:${i + 1}:${column + 1}: ${clip(lines.get(i))}`)
+        }
       }
     }
+    if (outOfTime) break
   }
   const summary = [`${total} match${total === 1 ? '' : 'es'}`, `across ${plural(filesWithMatches.size, 'file')}`]
   if (truncated) summary.push(`(truncated at ${GREP_CAP})`)
   if (missing) summary.push('(target path not found: nothing searched)')
+  if (walk.skipped > 0) summary.push(`(${plural(walk.skipped, 'path')} skipped: read error)`)
+  if (outOfTime) summary.push(`(stopped after ${GREP_TIME_BUDGET_MS / 1000}s: not every file was searched)`)
   return native.limitTokensKeepStart([summary.join(' '), '---', ...out].join('\n'), settings.maxOutputTokens)
 }
 

@@ -672,12 +672,15 @@ export declare class LocalFilesystem {
   status: 'pending' | 'ready' | 'destroyed'
   init(): Promise<void>
   destroy(): Promise<void>
+  /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
   readFile(path: string): Promise<Buffer>
   readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
   writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean }): Promise<void>
   appendFile(path: string, content: string | Uint8Array): Promise<void>
   deleteFile(path: string, options?: { force?: boolean }): Promise<void>
+  /** A directory copied to itself or below itself is refused (`FilesystemError`, code `EINVAL`) before anything is created. */
   copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
+  /** A directory moved below itself is refused (`FilesystemError`, code `EINVAL`). */
   moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
   mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
   rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>

@@ -9,6 +9,12 @@ const { check, instructionsText } = require('./options')
 let mastraErrors
 
 const adoptProtection = Symbol('adoptProtection')
+/**
+ * `[readText](path, shown, { offset, limit, lineNumbers, encoding, maxTokens })`: the text
+ * the read_file tool shows (`null` for a binary file), read natively without holding the
+ * file (see file-tools.js).
+ */
+const readText = Symbol('readText')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -16,7 +22,8 @@ const adoptProtection = Symbol('adoptProtection')
  * *its* FileNotFoundError. The twin still passes `instanceof` for this package's class.
  */
 async function mastraTwin(err) {
-  if (!(err instanceof FilesystemError)) return err
+  // Only the subclasses have twins; Mastra's base class takes other arguments.
+  if (!(err instanceof FilesystemError) || err.constructor === FilesystemError) return err
   mastraErrors ??= import('@mastra/core/workspace').catch(() => null)
   const Twin = (await mastraErrors)?.[err.name]
   if (typeof Twin !== 'function') return err
@@ -105,6 +112,10 @@ class LocalFilesystem {
     return options?.encoding ? bytes.toString(options.encoding) : bytes
   }
 
+  async [readText](filePath, shown, options) {
+    return call(() => this.#fs().readFileText(filePath, shown, options))
+  }
+
   async writeFile(filePath, content, options = {}) {
     const data = typeof content === 'string' ? content : Buffer.from(content)
     const overwrite = options?.overwrite ?? true
@@ -121,10 +132,23 @@ class LocalFilesystem {
     return call(() => this.#fs().deleteFile(filePath, options?.force ?? false))
   }
 
+  /**
+   * Refuses to put directory `src` at or below itself (the copy would copy itself until
+   * paths grow too long), before anything is created. Judged on the paths as given.
+   */
+  #refuseIntoItself(operation, src, dest, sameIsInside) {
+    const [from, to] = [path.resolve(this.basePath, src), path.resolve(this.basePath, dest)]
+    const inside = to.startsWith(from.endsWith('/') ? from : `${from}/`)
+    if (inside || (sameIsInside && to === from)) {
+      throw new FilesystemError(`Cannot ${operation} ${src} into itself: ${dest} is inside it`, 'EINVAL', src)
+    }
+  }
+
   async copyFile(src, dest, options = {}) {
     const stat = await this.stat(src)
     if (stat.type === 'directory') {
       if (!options?.recursive) throw await mastraTwin(new IsDirectoryError(src))
+      this.#refuseIntoItself('copy', src, dest, true)
       await this.mkdir(dest, { recursive: true })
       for (const entry of await this.readdir(src)) {
         await this.copyFile(path.posix.join(src, entry.name), path.posix.join(dest, entry.name), options)
@@ -135,6 +159,7 @@ class LocalFilesystem {
   }
 
   async moveFile(src, dest, options = {}) {
+    this.#refuseIntoItself('move', src, dest, false)
     return call(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
   }
 
@@ -204,4 +229,4 @@ class LocalFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection }
+module.exports = { LocalFilesystem, adoptProtection, readText }

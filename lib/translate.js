@@ -41,6 +41,7 @@ const FROM_CODE = {
   NOT_DIRECTORY: (path) => new NotDirectoryError(path),
   DIRECTORY_NOT_EMPTY: (path) => new DirectoryNotEmptyError(path),
   PERMISSION_DENIED: (path) => new PermissionError(path, 'access'),
+  FILE_TOO_LARGE: (path) => new FilesystemError('', 'FILE_TOO_LARGE', path),
 }
 // napi's own codes: a value of the wrong type (which argument, napi does not say) …
 const NAPI_TYPE_CODES = [

@@ -9,6 +9,8 @@ use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::fs::{LocalFs, millis};
+use native_workspace_core::tools::format::DEFAULT_MAX_OUTPUT_TOKENS;
+use native_workspace_core::tools::read::{Encoding, FileText, ReadRequest, file_text};
 
 use crate::isolation::protected_paths_of;
 
@@ -34,6 +36,18 @@ pub struct NativeFileEntry {
   pub symlink_target: Option<String>,
 }
 
+/// What `read_file` shows of a file (see `readFileText`).
+#[napi(object)]
+pub struct NativeReadOptions {
+  /// First line (1-based) and line count.
+  pub offset: Option<f64>,
+  pub limit: Option<f64>,
+  pub line_numbers: bool,
+  /// `utf-8`, `utf8`, `base64`, `hex` or `binary`; unset: UTF-8 unless the file is binary.
+  pub encoding: Option<String>,
+  pub max_tokens: Option<f64>,
+}
+
 #[napi]
 pub struct NativeLocalFs {
   inner: Arc<LocalFs>,
@@ -55,6 +69,12 @@ where
       .await
       .map_err(|e| CoreError::io("filesystem task", std::io::Error::other(e.to_string())))?
   })
+}
+
+/// A count from JavaScript as a whole number: fractions dropped, NaN and negatives 0,
+/// anything too large the largest.
+fn whole_number(value: f64) -> u64 {
+  value as u64
 }
 
 #[napi]
@@ -81,6 +101,48 @@ impl NativeLocalFs {
     path: String,
   ) -> napi::Result<PromiseRaw<'env, Buffer>> {
     blocking(env, &self.inner, move |fs| fs.read(&path).map(Buffer::from))
+  }
+
+  /// The text `read_file` returns for `path` (named `shown` in its header), read with a
+  /// bounded buffer and token budget; `null` for a binary file.
+  #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
+  pub fn read_file_text<'env>(
+    &self,
+    env: &'env Env,
+    path: String,
+    shown: String,
+    options: NativeReadOptions,
+  ) -> napi::Result<PromiseRaw<'env, Option<String>>> {
+    blocking(env, &self.inner, move |fs| {
+      let encoding = match options.encoding.as_deref() {
+        None => None,
+        Some(name) => Some((
+          Encoding::parse(name).ok_or_else(|| {
+            CoreError::InvalidOption(format!(
+              "encoding must be one of utf-8, utf8, base64, hex, binary, got {name}"
+            ))
+          })?,
+          name,
+        )),
+      };
+      let (file, size) = fs.open_file(&path)?;
+      let request = ReadRequest {
+        shown: &shown,
+        encoding,
+        offset: options.offset.map(whole_number),
+        limit: options.limit.map(whole_number),
+        line_numbers: options.line_numbers,
+        max_tokens: options
+          .max_tokens
+          .filter(|t| *t >= 0.0)
+          .map_or(DEFAULT_MAX_OUTPUT_TOKENS, |t| whole_number(t) as usize),
+      };
+      match file_text(file, size, &request) {
+        Ok(FileText::Text(text)) => Ok(Some(text)),
+        Ok(FileText::Binary) => Ok(None),
+        Err(e) => Err(CoreError::io(path.clone(), e)),
+      }
+    })
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]

@@ -1,7 +1,14 @@
 //! The agent tools' texts, computed in the core (see `tools::format` there).
 
+use std::time::{Duration, Instant};
+
+use napi::Env;
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi_derive::napi;
-use native_workspace_core::tools::format;
+use native_workspace_core::CoreError;
+use native_workspace_core::tools::{format, grep};
+
+use crate::local_sandbox::settle;
 
 fn limit(tokens: Option<f64>) -> Option<usize> {
   tokens
@@ -85,10 +92,93 @@ pub fn extract_tail_pipe(command: String) -> TailPipe {
 #[napi(catch_unwind)]
 pub fn limit_tokens_keep_start(text: String, max_tokens: Option<f64>) -> String {
   let limit = limit(max_tokens).unwrap_or(format::DEFAULT_MAX_OUTPUT_TOKENS);
-  format::apply_token_limit_keep_start(&text, limit).into_owned()
+  format::apply_token_limit_keep_start(&text, limit)
 }
 
 #[napi(catch_unwind)]
 pub fn strip_ansi(text: String) -> String {
   format::strip_ansi(&text).into_owned()
+}
+
+/// Why `pattern` (valid JavaScript) cannot be searched for, or null when it can.
+#[napi(catch_unwind)]
+pub fn grep_pattern_error(pattern: String, case_sensitive: bool) -> Option<String> {
+  grep::compile(&pattern, case_sensitive).err().map(|e| e.0)
+}
+
+#[napi(object)]
+pub struct GrepMatch {
+  /// 0-based line, and column in UTF-16 units.
+  pub line: u32,
+  pub column: u32,
+}
+
+#[napi(object)]
+pub struct GrepLine {
+  pub line: u32,
+  pub text: String,
+}
+
+#[napi(object)]
+pub struct GrepFileResult {
+  pub matches: Vec<GrepMatch>,
+  /// The lines the matches and their context show.
+  pub lines: Vec<GrepLine>,
+  pub timed_out: bool,
+}
+
+/// The first match of `pattern` on each line of `text`, at most `maxMatches`, with
+/// `contextLines` around them, searched off the JS thread until `timeoutMs` has passed.
+#[napi(ts_return_type = "Promise<GrepFileResult>", catch_unwind)]
+pub fn grep_text<'env>(
+  env: &'env Env,
+  text: Buffer,
+  pattern: String,
+  case_sensitive: bool,
+  max_matches: f64,
+  context_lines: f64,
+  timeout_ms: f64,
+) -> napi::Result<PromiseRaw<'env, GrepFileResult>> {
+  // Read where the search runs rather than copied on the JS thread (napi releases a
+  // Buffer dropped off that thread safely); callers hand over a Buffer they do not change.
+  let bytes = text;
+  // NaN, negative or huge: no deadline (the caller's own budget still ends the search).
+  let deadline = Duration::try_from_secs_f64(timeout_ms / 1000.0)
+    .ok()
+    .and_then(|d| Instant::now().checked_add(d));
+  settle(env, async move {
+    tokio::task::spawn_blocking(move || {
+      let regex = grep::compile(&pattern, case_sensitive)
+        .map_err(|e| CoreError::InvalidOption(format!("grep pattern {pattern}: {}", e.0)))?;
+      let found = grep::search(
+        &bytes,
+        &regex,
+        max_matches as usize,
+        context_lines as usize,
+        deadline,
+      );
+      let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+      Ok(GrepFileResult {
+        matches: found
+          .matches
+          .iter()
+          .map(|m| GrepMatch {
+            line: index(m.line),
+            column: index(m.column),
+          })
+          .collect(),
+        lines: found
+          .lines
+          .into_iter()
+          .map(|(line, text)| GrepLine {
+            line: index(line),
+            text,
+          })
+          .collect(),
+        timed_out: found.timed_out,
+      })
+    })
+    .await
+    .map_err(|e| CoreError::io("grep task", std::io::Error::other(e.to_string())))?
+  })
 }

@@ -46,6 +46,8 @@ pub enum CoreError {
   DirectoryNotEmpty(String),
   #[error("File already exists: {0}")]
   FileExists(String),
+  #[error("File too large: {path} ({size} bytes; at most {limit} bytes can be read at once)")]
+  FileTooLarge { path: String, size: u64, limit: u64 },
   #[error("Permission denied: {operation} on {path}")]
   PermissionDenied { path: String, operation: String },
   #[error("Workspace is in read-only mode. Cannot perform: {0}")]
@@ -81,6 +83,7 @@ impl CoreError {
       CoreError::DirectoryNotEmpty(_) => "DIRECTORY_NOT_EMPTY",
       CoreError::FileExists(_) => "FILE_EXISTS",
       CoreError::PermissionDenied { .. } => "PERMISSION_DENIED",
+      CoreError::FileTooLarge { .. } => "FILE_TOO_LARGE",
       CoreError::ReadOnly(_) => "READ_ONLY",
       CoreError::Spawn(_) => "SPAWN_FAILED",
       CoreError::Io { .. } => "IO_ERROR",
@@ -96,6 +99,7 @@ impl CoreError {
       | CoreError::NotDirectory(p)
       | CoreError::DirectoryNotEmpty(p)
       | CoreError::FileExists(p)
+      | CoreError::FileTooLarge { path: p, .. }
       | CoreError::PermissionDenied { path: p, .. } => Some(p),
       _ => None,
     }

@@ -17,6 +17,11 @@ use crate::sandbox::normalize;
 /// Hint added to the refusal of an absolute path that lies outside the base.
 const OUTSIDE_HINT: &str = "access (path is outside the workspace; use a path relative to the workspace root, without a leading \"/\")";
 
+/// The largest file read whole: V8's longest string (2^29 - 24 characters), since a
+/// larger content could not become a JavaScript string, and holding it is the caller's
+/// choice only up to there.
+pub const MAX_READ_BYTES: u64 = (1 << 29) - 24;
+
 pub struct LocalFs {
   base: PathBuf,
   root: OwnedFd,
@@ -229,16 +234,45 @@ impl LocalFs {
     }
   }
 
-  pub fn read(&self, input: &str) -> Result<Vec<u8>> {
+  /// A regular file below the base, opened for reading, and its size.
+  pub fn open_file(&self, input: &str) -> Result<(File, u64)> {
     let t = self.target(input)?;
     let fd = self
       .open_beneath(&t, libc::O_RDONLY | libc::O_NONBLOCK, 0)
       .map_err(|e| self.fail(&t, e, CoreError::FileNotFound))?;
-    let mut file = regular_file(fd, input, "read")?;
-    let mut bytes = Vec::new();
+    let file = regular_file(fd, input, "read")?;
+    let size = file
+      .metadata()
+      .map_err(|e| CoreError::io(input.to_owned(), e))?
+      .len();
+    Ok((file, size))
+  }
+
+  /// The whole content of a file of at most [`MAX_READ_BYTES`].
+  pub fn read(&self, input: &str) -> Result<Vec<u8>> {
+    self.read_at_most(input, MAX_READ_BYTES)
+  }
+
+  /// The whole content of a file of at most `max_bytes` bytes; a larger one (even one
+  /// that grows while it is read) is refused with [`CoreError::FileTooLarge`].
+  pub fn read_at_most(&self, input: &str, max_bytes: u64) -> Result<Vec<u8>> {
+    let (file, size) = self.open_file(input)?;
+    let too_large = |size| CoreError::FileTooLarge {
+      path: input.to_owned(),
+      size,
+      limit: max_bytes,
+    };
+    if size > max_bytes {
+      return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
     file
+      .take(max_bytes.saturating_add(1))
       .read_to_end(&mut bytes)
       .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    if bytes.len() as u64 > max_bytes {
+      return Err(too_large(bytes.len() as u64));
+    }
     Ok(bytes)
   }
 

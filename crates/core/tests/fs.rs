@@ -275,3 +275,25 @@ fn protected_paths_cannot_be_created_changed_moved_or_removed() {
     .unwrap();
   assert_eq!(fs.read(".envrc").unwrap(), b"export SAFE=1\n");
 }
+
+#[test]
+fn a_file_over_the_read_limit_is_refused_with_its_size() {
+  let (fs, base, _) = setup("too-large");
+  fs.write("big.bin", &[7u8; 100], true, true, false).unwrap();
+  assert_eq!(fs.read_at_most("big.bin", 100).unwrap().len(), 100);
+  match fs.read_at_most("big.bin", 99) {
+    Err(err @ CoreError::FileTooLarge { .. }) => {
+      assert_eq!(err.code(), "FILE_TOO_LARGE");
+      assert_eq!(
+        err.to_string(),
+        "File too large: big.bin (100 bytes; at most 99 bytes can be read at once)"
+      );
+    }
+    other => panic!("expected FileTooLarge, got {other:?}"),
+  }
+  let (file, size) = fs.open_file("big.bin").unwrap();
+  assert_eq!(size, 100);
+  drop(file);
+  assert!(matches!(fs.open_file("."), Err(CoreError::IsDirectory(_))));
+  std::fs::remove_dir_all(base.parent().unwrap()).unwrap();
+}

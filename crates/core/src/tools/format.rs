@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::tokens::{estimate_tokens, slice_with_total};
+use super::tokens::{KeepStart, estimate_tokens, slice_with_total};
 
 pub const DEFAULT_TAIL_LINES: f64 = 200.0;
 pub const DEFAULT_MAX_OUTPUT_TOKENS: usize = 2000;
@@ -81,18 +81,10 @@ pub fn apply_token_limit_sandwich(output: &str, limit: usize) -> Cow<'_, str> {
 
 /// Keeps the start of an output over `limit` estimated tokens (file listings, file
 /// contents), with a notice at the end.
-pub fn apply_token_limit_keep_start(output: &str, limit: usize) -> Cow<'_, str> {
-  if output.is_empty() {
-    return Cow::Borrowed(output);
-  }
-  let total = estimate_tokens(output);
-  if total <= limit {
-    return Cow::Borrowed(output);
-  }
-  let kept = slice_with_total(output, 0, Some(limit as i64), total);
-  Cow::Owned(format!(
-    "{kept}\n[output truncated: showing first ~{limit} of ~{total} tokens]"
-  ))
+pub fn apply_token_limit_keep_start(output: &str, limit: usize) -> String {
+  let mut kept = KeepStart::new(limit, usize::MAX);
+  kept.push(output);
+  kept.finish()
 }
 
 /// Line tail, then the token budget (default 2000).

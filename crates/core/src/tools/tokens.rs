@@ -23,6 +23,24 @@ fn class(c: char) -> Class {
   }
 }
 
+/// The class of each ASCII character.
+const ASCII_CLASS: [Class; 128] = {
+  let mut table = [Class::Other; 128];
+  let mut b = 0;
+  while b < 128 {
+    let c = b as u8 as char;
+    table[b] = if matches!(c, '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ') {
+      Class::Space
+    } else if is_punct(c) {
+      Class::Punct
+    } else {
+      Class::Other
+    };
+    b += 1;
+  }
+  table
+};
+
 /// JavaScript's `\s`.
 fn is_js_space(c: char) -> bool {
   matches!(
@@ -32,7 +50,7 @@ fn is_js_space(c: char) -> bool {
   )
 }
 
-fn is_punct(c: char) -> bool {
+const fn is_punct(c: char) -> bool {
   matches!(
     c,
     '.'
@@ -73,24 +91,6 @@ fn is_cjk(c: char) -> bool {
     | '\u{30A0}'..='\u{30FF}' | '\u{2E80}'..='\u{2EFF}' | '\u{31C0}'..='\u{31EF}' | '\u{3200}'..='\u{32FF}'
     | '\u{3300}'..='\u{33FF}' | '\u{AC00}'..='\u{D7AF}' | '\u{1100}'..='\u{11FF}' | '\u{3130}'..='\u{318F}'
     | '\u{A960}'..='\u{A97F}' | '\u{D7B0}'..='\u{D7FF}')
-}
-
-/// Average characters per token for text in languages with many accented letters.
-/// (Every letter these rules look for is outside ASCII.)
-fn language_chars_per_token(run: &str) -> Option<f64> {
-  let has = |set: &str| {
-    run
-      .chars()
-      .flat_map(char::to_lowercase)
-      .any(|c| set.contains(c))
-  };
-  if has("äöüß") || has("éèêëàâîïôûùüÿçœæáíóúñ") {
-    Some(3.0)
-  } else if has("ąćęłńóśźżěščřžýůúďťň") {
-    Some(3.5)
-  } else {
-    None
-  }
 }
 
 /// Maximal runs of one class, in order (what splitting on `(\s+|[punct]+)` yields).
@@ -151,31 +151,100 @@ fn utf16_len(s: &str) -> usize {
   }
 }
 
+/// What the estimate needs to know of one run; gathered piece by piece, so a run may
+/// arrive in parts (see [`KeepStart`]).
+#[derive(Clone, Copy)]
+struct RunStats {
+  kind: Class,
+  utf16: usize,
+  chars: usize,
+  ascii: bool,
+  digits: bool,
+  cjk: bool,
+  /// Holds one of `äöüß…` (3 characters per token) / of `ąćę…` (3.5).
+  western: bool,
+  central: bool,
+}
+
+impl RunStats {
+  fn new(kind: Class) -> RunStats {
+    RunStats {
+      kind,
+      utf16: 0,
+      chars: 0,
+      ascii: true,
+      digits: true,
+      cjk: false,
+      western: false,
+      central: false,
+    }
+  }
+
+  fn of(run: &str, kind: Class) -> RunStats {
+    let mut stats = RunStats::new(kind);
+    stats.extend(run);
+    stats
+  }
+
+  fn extend(&mut self, part: &str) {
+    for c in part.chars() {
+      match u8::try_from(c) {
+        Ok(b) if b.is_ascii() => self.add_ascii(b),
+        _ => self.add_char(c),
+      }
+    }
+  }
+
+  fn add_ascii(&mut self, b: u8) {
+    self.utf16 += 1;
+    self.chars += 1;
+    self.digits = self.digits && b.is_ascii_digit();
+  }
+
+  /// Adds a character outside ASCII.
+  fn add_char(&mut self, c: char) {
+    self.utf16 += c.len_utf16();
+    self.chars += 1;
+    self.ascii = false;
+    self.digits = false;
+    self.cjk = self.cjk || is_cjk(c);
+    for lower in c.to_lowercase() {
+      self.western = self.western || "äöüßéèêëàâîïôûùüÿçœæáíóúñ".contains(lower);
+      self.central = self.central || "ąćęłńóśźżěščřžýůúďťň".contains(lower);
+    }
+  }
+
+  fn tokens(&self) -> usize {
+    if self.kind == Class::Space {
+      return 0;
+    }
+    if !self.ascii && self.cjk {
+      return self.chars;
+    }
+    if self.digits {
+      return 1;
+    }
+    let len = self.utf16;
+    if len <= SHORT_RUN {
+      return 1;
+    }
+    if self.kind == Class::Punct {
+      return len.div_ceil(2);
+    }
+    // Every letter these rules look for is outside ASCII.
+    let per_token = if self.western {
+      3.0
+    } else if self.central {
+      3.5
+    } else {
+      DEFAULT_CHARS_PER_TOKEN
+    };
+    (len as f64 / per_token).ceil() as usize
+  }
+}
+
 fn run_tokens(run: &str, kind: Class) -> usize {
-  if kind == Class::Space {
-    return 0;
-  }
-  let ascii = run.is_ascii();
-  if !ascii && run.chars().any(is_cjk) {
-    return run.chars().count();
-  }
-  if run.bytes().all(|b| b.is_ascii_digit()) {
-    return 1;
-  }
-  let len = if ascii { run.len() } else { utf16_len(run) };
-  if len <= SHORT_RUN {
-    return 1;
-  }
-  if kind == Class::Punct {
-    return len.div_ceil(2);
-  }
-  let per_token = if ascii {
-    None
-  } else {
-    language_chars_per_token(run)
-  }
-  .unwrap_or(DEFAULT_CHARS_PER_TOKEN);
-  (len as f64 / per_token).ceil() as usize
+  RunStats::of(run, kind).tokens()
 }
 
 pub fn estimate_tokens(text: &str) -> usize {
@@ -253,6 +322,20 @@ fn slice_tail(text: &str, from: i64, total: i64) -> String {
 /// Appends the part of `run` (tokens `pos..pos + count`) that lies in `from..to`; a run
 /// worth no tokens belongs to the range if its position does.
 fn push_part(out: &mut String, run: &str, pos: i64, count: i64, from: i64, to: i64) {
+  push_part_of(out, run, None, pos, count, from, to)
+}
+
+/// [`push_part`] for a run of which `run` may be only the start: `whole_len` is the
+/// length of the whole run in UTF-16 units (`None`: `run` is whole).
+fn push_part_of(
+  out: &mut String,
+  run: &str,
+  whole_len: Option<usize>,
+  pos: i64,
+  count: i64,
+  from: i64,
+  to: i64,
+) {
   if count == 0 {
     if pos >= from && pos < to {
       out.push_str(run);
@@ -263,7 +346,7 @@ fn push_part(out: &mut String, run: &str, pos: i64, count: i64, from: i64, to: i
     if overlap_start == 0 && overlap_end == count {
       out.push_str(run);
     } else {
-      let len = utf16_len(run) as f64;
+      let len = whole_len.unwrap_or_else(|| utf16_len(run)) as f64;
       let first = (overlap_start as f64 / count as f64 * len).floor() as usize;
       let last = (overlap_end as f64 / count as f64 * len).ceil() as usize;
       push_utf16_range(out, run, first, last);
@@ -289,6 +372,148 @@ fn push_utf16_range(out: &mut String, run: &str, first: usize, last: usize) {
     if at >= last {
       break;
     }
+  }
+}
+
+/// The start of a text within a token budget, built from the text's pieces as they come
+/// (a file being read) while holding only what the result may need: the runs that start
+/// within the budget, and at most `cap` bytes of them. The result is what
+/// `apply_token_limit_keep_start` gives for the whole text, unless the budget admits more
+/// than `cap` bytes (runs of whitespace and digits cost little): then the text is cut at
+/// `cap` bytes with a notice saying so.
+pub struct KeepStart {
+  limit: usize,
+  cap: usize,
+  kept: String,
+  /// Tokens of the finished runs.
+  total: usize,
+  run: Option<RunStats>,
+  /// Where the current run began in `kept`.
+  run_kept_at: usize,
+  retaining: bool,
+  cut: Option<CutRun>,
+}
+
+/// The run that `cap` cut: where it began (in `kept`, in tokens) and, once it ended, its
+/// whole statistics.
+struct CutRun {
+  kept_at: usize,
+  pos: usize,
+  whole: Option<RunStats>,
+}
+
+impl KeepStart {
+  pub fn new(limit: usize, cap: usize) -> KeepStart {
+    KeepStart {
+      limit,
+      cap,
+      kept: String::new(),
+      total: 0,
+      run: None,
+      run_kept_at: 0,
+      retaining: true,
+      cut: None,
+    }
+  }
+
+  pub fn push(&mut self, text: &str) {
+    // Byte by byte (a whole file may pass through here): where the class changes, the
+    // part of the run so far is kept and a new run begins.
+    let bytes = text.as_bytes();
+    let mut part_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+      let b = bytes[i];
+      let (kind, c) = if b.is_ascii() {
+        (ASCII_CLASS[b as usize], None)
+      } else {
+        let c = text[i..].chars().next().expect("i is on a char boundary");
+        (class(c), Some(c))
+      };
+      if self.run.as_ref().is_none_or(|r| r.kind != kind) {
+        if self.retaining {
+          self.keep(&text[part_start..i]);
+        }
+        part_start = i;
+        self.finish_run();
+        self.run = Some(RunStats::new(kind));
+        // A run starting past the budget, and everything after it, is never shown.
+        self.retaining = self.retaining && self.total <= self.limit;
+        self.run_kept_at = self.kept.len();
+      }
+      let run = self.run.as_mut().expect("a run was just begun");
+      match c {
+        None => {
+          run.add_ascii(b);
+          i += 1;
+        }
+        Some(c) => {
+          run.add_char(c);
+          i += c.len_utf8();
+        }
+      }
+    }
+    if self.retaining {
+      self.keep(&text[part_start..]);
+    }
+  }
+
+  fn keep(&mut self, part: &str) {
+    let room = self.cap.saturating_sub(self.kept.len());
+    if part.len() <= room {
+      self.kept.push_str(part);
+      return;
+    }
+    let mut end = room;
+    while !part.is_char_boundary(end) {
+      end -= 1;
+    }
+    self.kept.push_str(&part[..end]);
+    self.retaining = false;
+    self.cut = Some(CutRun {
+      kept_at: self.run_kept_at,
+      pos: self.total,
+      whole: None,
+    });
+  }
+
+  fn finish_run(&mut self) {
+    if let Some(run) = self.run.take() {
+      if let Some(cut) = self.cut.as_mut().filter(|c| c.whole.is_none()) {
+        cut.whole = Some(run);
+      }
+      self.total += run.tokens();
+    }
+  }
+
+  pub fn finish(mut self) -> String {
+    self.finish_run();
+    let (limit, total) = (self.limit, self.total);
+    let notice = format!("\n[output truncated: showing first ~{limit} of ~{total} tokens]");
+    let Some(cut) = self.cut.take() else {
+      if total <= limit {
+        return self.kept;
+      }
+      return slice_with_total(&self.kept, 0, Some(limit as i64), total) + &notice;
+    };
+    // Whole runs worth `cut.pos` tokens, then the start of a run too long to hold: exact
+    // when the budget ends within that start.
+    let (held, part) = self.kept.split_at(cut.kept_at);
+    if let Some(whole) = cut.whole.filter(|_| total > limit) {
+      let count = whole.tokens() as i64;
+      let (pos, to) = (cut.pos as i64, limit as i64);
+      let needed = if count == 0 || pos + count <= to {
+        usize::MAX
+      } else {
+        ((to - pos) as f64 / count as f64 * whole.utf16 as f64).ceil() as usize
+      };
+      if needed <= utf16_len(part) {
+        let mut out = slice_with_total(held, 0, Some(to), total);
+        push_part_of(&mut out, part, Some(whole.utf16), pos, count, 0, to);
+        return out + &notice;
+      }
+    }
+    format!("{}\n[output truncated at {} bytes]", self.kept, self.cap)
   }
 }
 
@@ -323,6 +548,48 @@ mod tests {
     assert_eq!(slice_by_tokens("abcdefghijkl", 0, Some(1)), "abcdef");
     assert_eq!(slice_by_tokens("abcdefghijkl", 1, None), "ghijkl");
     assert_eq!(slice_by_tokens(text, 2, Some(1)), "");
+  }
+
+  #[test]
+  fn keep_start_fed_in_pieces_cuts_as_the_whole_text_does() {
+    let text: String = (0..3000)
+      .map(|i| {
+        [
+          "alpha ",
+          "Straße ",
+          "日本語",
+          "😀😀",
+          "---",
+          "  \n",
+          "12345",
+          "a😀b",
+        ][i % 8]
+      })
+      .collect();
+    for limit in [0, 1, 7, 500, 100_000] {
+      let total = estimate_tokens(&text);
+      let whole = if total <= limit {
+        text.clone()
+      } else {
+        format!(
+          "{}\n[output truncated: showing first ~{limit} of ~{total} tokens]",
+          slice_by_tokens(&text, 0, Some(limit as i64))
+        )
+      };
+      for piece in [1, 2, 3, 5, 64, 4096] {
+        let mut sink = KeepStart::new(limit, usize::MAX);
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+          let mut end = piece.min(rest.len());
+          while !rest.is_char_boundary(end) {
+            end += 1;
+          }
+          sink.push(&rest[..end]);
+          rest = &rest[end..];
+        }
+        assert_eq!(sink.finish(), whole, "limit {limit}, pieces of {piece}");
+      }
+    }
   }
 
   #[test]

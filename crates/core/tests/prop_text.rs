@@ -86,7 +86,7 @@ fn estimate_of(out: &str, marker: &str) -> usize {
 /// token more than its share. (The estimate itself is private to the crate; the budget is
 /// its public face.)
 fn within(part: &str, limit: usize) -> bool {
-  apply_token_limit_keep_start(part, limit + 1).as_ref() == part
+  apply_token_limit_keep_start(part, limit + 1) == part
 }
 
 proptest! {

@@ -456,9 +456,10 @@ impl SandboxPolicy {
     }
   }
 
-  /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
-  /// mounts that hold its protected paths.
-  pub fn argv(&self, keeper: &Path, protection: &Protection) -> Vec<std::ffi::OsString> {
+  /// The bubblewrap arguments that build the sandbox and start the keeper in it, with the
+  /// mounts that hold its protected paths; the keeper and the workspace (with everything
+  /// bound from inside it) are bound from `sources`.
+  pub fn argv(&self, sources: &BindSources, protection: &Protection) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = |v: &'static str| std::ffi::OsStr::new(v);
@@ -506,7 +507,7 @@ impl SandboxPolicy {
     for path in &system {
       push(&[s("--ro-bind-try"), path.as_os_str(), path.as_os_str()]);
     }
-    push(&[s("--ro-bind"), keeper.as_os_str(), s(KEEPER_INSIDE)]);
+    push(&[s("--ro-bind"), sources.keeper.as_os_str(), s(KEEPER_INSIDE)]);
     for path in &self.read_only_paths {
       push(&[s("--ro-bind"), path.as_os_str(), path.as_os_str()]);
     }
@@ -517,79 +518,75 @@ impl SandboxPolicy {
       } else {
         "--bind"
       }),
-      ws,
+      sources.workspace.as_os_str(),
       ws,
     ]);
     for path in &self.read_write_paths {
       push(&[s("--bind"), path.as_os_str(), path.as_os_str()]);
     }
-    for extra in &self.extra_args {
-      push(&[std::ffi::OsStr::new(extra)]);
-    }
+    let extra = self.extra_args.iter().map(std::ffi::OsString::from);
     // Last, so no bind above can open a protected path up again.
-    for arg in protection.bwrap_args() {
-      push(&[arg.as_os_str()]);
-    }
+    args.extend(self.bound_from(sources, extra.chain(protection.bwrap_args())));
     // The root itself read-only: a write outside the workspace and /tmp fails loudly.
-    push(&[s("--remount-ro"), s("/"), s("--chdir"), ws]);
+    args.extend([s("--remount-ro"), s("/"), s("--chdir"), ws].map(std::ffi::OsStr::to_os_string));
     args
+  }
+
+  /// `args` with the source of each bind inside the workspace taken from where
+  /// `sources` binds the workspace from.
+  fn bound_from(
+    &self,
+    sources: &BindSources,
+    args: impl Iterator<Item = std::ffi::OsString>,
+  ) -> Vec<std::ffi::OsString> {
+    let mut out: Vec<std::ffi::OsString> = Vec::new();
+    let mut source_next = false;
+    for arg in args {
+      let inside = Path::new(&arg)
+        .strip_prefix(&self.workspace)
+        .ok()
+        .filter(|_| source_next);
+      source_next = ["--bind", "--bind-try", "--ro-bind", "--ro-bind-try"]
+        .iter()
+        .any(|flag| arg == *flag);
+      out.push(match inside {
+        Some(rest) if rest.as_os_str().is_empty() => sources.workspace.clone().into(),
+        Some(rest) => sources.workspace.join(rest).into(),
+        None => arg,
+      });
+    }
+    out
   }
 }
 
-/// Whether any user can reach `path`: every ancestor directory world-executable (the
-/// path itself is bound by bubblewrap running as the sandbox user).
-pub fn reachable_by_others(path: &Path) -> bool {
-  use std::os::unix::fs::PermissionsExt;
-  path.ancestors().skip(1).all(|dir| {
-    std::fs::metadata(dir)
-      .map(|m| m.permissions().mode() & 0o001 != 0)
-      .unwrap_or(false)
-  })
+/// Where bubblewrap binds the keeper and the workspace from: their host paths, or on a
+/// root host their staged mounts (see `idmap`).
+pub struct BindSources {
+  pub keeper: PathBuf,
+  pub workspace: PathBuf,
 }
 
-/// Fails, saying whose `dir` is and what to do, unless the sandbox's user can write to it:
-/// [`SANDBOX_UID`] on a root host (judged by owner and mode, as root passes every access
-/// check), this process's user otherwise.
+/// Fails, saying whose `dir` is and what to do, unless this process's user, which the
+/// sandbox of a host that is not root runs as, can write to it. (A root host's sandbox
+/// sees its workspace through an idmapped mount, as the workspace's owner: see `idmap`.)
 pub fn check_writable_by_sandbox(dir: &Path) -> Result<(), String> {
   use std::os::unix::fs::MetadataExt;
   let meta = std::fs::metadata(dir)
     .map_err(|e| format!("cannot read the working directory {}: {e}", dir.display()))?;
-  let (uid, gid, mode) = (meta.uid(), meta.gid(), meta.mode());
-  let writable = if host_is_root() {
-    let bits = if uid == SANDBOX_UID {
-      mode >> 6
-    } else if gid == SANDBOX_UID {
-      mode >> 3
-    } else {
-      mode
-    };
-    bits & 0o3 == 0o3
-  } else {
-    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-      .map_err(|_| format!("{} contains a NUL character", dir.display()))?;
-    // SAFETY: access only reads a NUL-terminated path.
-    unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
-  };
-  if writable {
+  let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+    .map_err(|_| format!("{} contains a NUL character", dir.display()))?;
+  // SAFETY: access only reads a NUL-terminated path.
+  if unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
     return Ok(());
   }
-  let (user, remedy) = if host_is_root() {
-    (
-      format!("the sandbox user (uid {SANDBOX_UID})"),
-      format!("give this one to that user (chown {SANDBOX_UID}:{SANDBOX_UID})"),
-    )
-  } else {
-    // SAFETY: getuid has no preconditions.
-    let me = unsafe { libc::getuid() };
-    (
-      format!("this user (uid {me})"),
-      "make this one writable by this user".to_owned(),
-    )
-  };
+  // SAFETY: getuid has no preconditions.
+  let me = unsafe { libc::getuid() };
   Err(format!(
-    "the working directory {} belongs to uid {uid} (gid {gid}, mode {:o}) and {user} cannot write to it; it is left as it is. Give a workingDirectory that does not exist yet (the sandbox creates it as its own), {remedy}, or set nativeSandbox.readOnly",
+    "the working directory {} belongs to uid {} (gid {}, mode {:o}) and this user (uid {me}) cannot write to it; it is left as it is. Give a workingDirectory that does not exist yet (the sandbox creates it as its own), make this one writable by this user, or set nativeSandbox.readOnly",
     dir.display(),
-    mode & 0o7777
+    meta.uid(),
+    meta.gid(),
+    meta.mode() & 0o7777
   ))
 }
 
@@ -637,8 +634,12 @@ mod tests {
       tmp_bytes: 1024,
       protected_paths: vec![],
     };
+    let sources = BindSources {
+      keeper: PathBuf::from("/k"),
+      workspace: PathBuf::from("/w"),
+    };
     let argv: Vec<String> = policy
-      .argv(Path::new("/k"), &Protection::default())
+      .argv(&sources, &Protection::default())
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
       .collect();
@@ -657,6 +658,59 @@ mod tests {
     assert!(!joined.contains("--share-net"));
     assert!(!joined.contains("/home") && !joined.contains("/root") && !joined.contains("/run"));
     assert!(joined.ends_with("--remount-ro / --chdir /w"));
+  }
+
+  #[test]
+  fn staged_sources_serve_every_bind_from_inside_the_workspace() {
+    let policy = SandboxPolicy {
+      workspace: PathBuf::from("/root/ws"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![],
+      read_write_paths: vec![PathBuf::from("/data")],
+      allow_system_binaries: false,
+      extra_args: [
+        "--ro-bind",
+        "/root/ws/sub",
+        "/sub",
+        "--symlink",
+        "/root/ws/x",
+        "/y",
+      ]
+      .map(String::from)
+      .to_vec(),
+      tmp_bytes: 1024,
+      protected_paths: vec![],
+    };
+    let protection = Protection {
+      holds: vec![
+        crate::protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
+        crate::protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
+      ],
+    };
+    let sources = BindSources {
+      keeper: PathBuf::from("/stage/keeper"),
+      workspace: PathBuf::from("/stage/ws"),
+    };
+    let joined = policy
+      .argv(&sources, &protection)
+      .iter()
+      .map(|a| a.to_string_lossy().into_owned())
+      .collect::<Vec<_>>()
+      .join(" ");
+    for needed in [
+      "--ro-bind /stage/keeper /.native-workspace-keeper",
+      "--bind /stage/ws /root/ws",
+      "--bind /data /data",
+      "--ro-bind /stage/ws/sub /sub",
+      // A symbolic link's target is no host path.
+      "--symlink /root/ws/x /y",
+      "--bind /stage/ws/.git /root/ws/.git",
+      "--ro-bind /stage/ws/.git/hooks /root/ws/.git/hooks",
+      "--remount-ro / --chdir /root/ws",
+    ] {
+      assert!(joined.contains(needed), "missing `{needed}` in {joined}");
+    }
   }
 
   fn with_args(args: &[&str]) -> Result<(), String> {

@@ -17,6 +17,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::error::CoreError;
 use crate::isolation::SANDBOX_UID;
 
 /// Where the staging tmpfs is mounted in the launcher's private mount namespace: a
@@ -73,8 +74,12 @@ impl Step {
 
 /// Everything the launcher's pre-exec step needs, made before the fork (it may not allocate).
 pub struct Stage {
-  workspace: CString,
-  keeper: CString,
+  /// The workspace and the keeper as opened and judged here: the launcher clones these very
+  /// directories, whatever their paths lead to by then.
+  workspace: OwnedFd,
+  keeper: OwnedFd,
+  workspace_path: std::path::PathBuf,
+  keeper_path: std::path::PathBuf,
   /// The user namespace whose maps make the workspace's owner the sandbox user.
   userns: RawFd,
   /// The step that failed, written by the child; read by the parent if the spawn fails.
@@ -83,29 +88,53 @@ pub struct Stage {
 }
 
 impl Stage {
-  /// Looks up the workspace's owner now (the sandbox shows the owner's files as its own).
-  pub fn prepare(workspace: &Path, keeper: &Path) -> Result<Stage, String> {
-    let meta = std::fs::metadata(workspace).map_err(|e| {
-      format!(
+  /// Opens the workspace and the keeper, judges the workspace where it really is (root
+  /// clones it, so a symbolic link swapped in on its way must not lead into the system),
+  /// and looks up its owner, whose files the sandbox shows as its own.
+  pub fn prepare(workspace: &Path, keeper: &Path) -> Result<Stage, CoreError> {
+    let unavailable = |reason: String| CoreError::IsolationUnavailable {
+      backend: "bwrap".into(),
+      reason,
+    };
+    let open = |path: &Path, what: &str| {
+      open_path(path)
+        .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", path.display())))
+    };
+    let workspace_fd = open(workspace, "the working directory")?;
+    let keeper_fd = open(keeper, "the keeper binary")?;
+    let real =
+      std::fs::read_link(format!("/proc/self/fd/{}", workspace_fd.as_raw_fd())).map_err(|e| {
+        unavailable(format!(
+          "cannot resolve the working directory {}: {e}",
+          workspace.display()
+        ))
+      })?;
+    crate::isolation::check_workspace(&real).map_err(CoreError::InvalidOption)?;
+    let meta = std::fs::File::from(
+      workspace_fd
+        .try_clone()
+        .map_err(|e| unavailable(e.to_string()))?,
+    )
+    .metadata()
+    .map_err(|e| {
+      unavailable(format!(
         "cannot read the working directory {}: {e}",
         workspace.display()
-      )
+      ))
     })?;
     let userns = owner_userns(meta.uid(), meta.gid()).map_err(|e| {
-      format!(
+      unavailable(format!(
         "cannot create the user namespace that maps the workspace's owner (uid {}) to the sandbox user: {e}",
         meta.uid()
-      )
+      ))
     })?;
-    let c_path = |path: &Path| {
-      CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| format!("{} contains a NUL character", path.display()))
-    };
     let (report_read, report_write) =
-      crate::init::pipe_pair().map_err(|e| format!("cannot create a pipe: {e}"))?;
+      crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
     Ok(Stage {
-      workspace: c_path(workspace)?,
-      keeper: c_path(keeper)?,
+      workspace: workspace_fd,
+      keeper: keeper_fd,
+      workspace_path: workspace.to_path_buf(),
+      keeper_path: keeper.to_path_buf(),
       userns,
       report_read,
       report_write,
@@ -115,12 +144,12 @@ impl Stage {
   /// Makes `cmd` build the staged mounts before it runs. Register it after any step that
   /// needs the host's mount namespace and before the one that drops root.
   pub fn register(&self, cmd: &mut std::process::Command) {
-    let workspace = self.workspace.clone();
-    let keeper = self.keeper.clone();
+    let workspace = self.workspace.as_raw_fd();
+    let keeper = self.keeper.as_raw_fd();
     let userns = self.userns;
     let report = self.report_write.as_raw_fd();
     // SAFETY: attach makes only async-signal-safe system calls and does not allocate.
-    unsafe { cmd.pre_exec(move || attach(&workspace, &keeper, userns, report)) };
+    unsafe { cmd.pre_exec(move || attach(workspace, keeper, userns, report)) };
   }
 
   /// Why the spawn failed, if it failed while staging (`error` is what the spawn returned).
@@ -140,8 +169,8 @@ impl Stage {
       )
     };
     let step = (n == 1).then(|| Step::from_byte(byte)).flatten()?;
-    let workspace = Path::new(std::ffi::OsStr::from_bytes(self.workspace.as_bytes())).display();
-    let keeper = Path::new(std::ffi::OsStr::from_bytes(self.keeper.as_bytes())).display();
+    let workspace = self.workspace_path.display();
+    let keeper = self.keeper_path.display();
     Some(match step {
       Step::Idmap => format!(
         "the working directory {workspace}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
@@ -166,7 +195,7 @@ impl Stage {
 
 /// The launcher's pre-exec step: clones and idmaps the workspace's mount, clones the keeper's,
 /// and attaches both in a staging tmpfs of a new private mount namespace.
-fn attach(workspace: &CString, keeper: &CString, userns: RawFd, report: RawFd) -> io::Result<()> {
+fn attach(workspace: RawFd, keeper: RawFd, userns: RawFd, report: RawFd) -> io::Result<()> {
   let fail = |step: Step| {
     let error = io::Error::last_os_error();
     let byte = step as u8;
@@ -174,14 +203,14 @@ fn attach(workspace: &CString, keeper: &CString, userns: RawFd, report: RawFd) -
     unsafe { libc::write(report, (&byte as *const u8).cast(), 1) };
     Err(error)
   };
-  let clone = |path: &CString, flags: libc::c_uint| {
-    // SAFETY: open_tree reads a NUL-terminated path.
+  let clone = |fd: RawFd, flags: libc::c_uint| {
+    // SAFETY: open_tree of an open descriptor, with an empty path.
     unsafe {
       libc::syscall(
         libc::SYS_open_tree,
-        libc::AT_FDCWD,
-        path.as_ptr(),
-        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | flags,
+        fd,
+        c"".as_ptr(),
+        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as libc::c_uint | flags,
       ) as RawFd
     }
   };
@@ -265,6 +294,18 @@ fn attach(workspace: &CString, keeper: &CString, userns: RawFd, report: RawFd) -
     libc::close(keeper_tree);
   }
   Ok(())
+}
+
+/// An `O_PATH` descriptor of `path` (which may be a directory or a file).
+fn open_path(path: &Path) -> io::Result<OwnedFd> {
+  let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+  // SAFETY: open of a NUL-terminated path; the descriptor is then owned here.
+  let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: just opened, owned by nobody else.
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A user namespace that maps `uid`/`gid` (the workspace's owner) to the sandbox user, kept

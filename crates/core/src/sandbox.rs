@@ -307,7 +307,7 @@ impl Sandbox {
         // A root host's sandbox sees the workspace as its owner, through an idmapped mount
         // made at the launch, wherever it is; another host's sandbox runs as the host's user.
         let stage = if isolation::host_is_root() {
-          Some(Stage::prepare(&self.working_directory, &self.keeper).map_err(|r| unavailable(&r))?)
+          Some(Stage::prepare(&self.working_directory, &self.keeper)?)
         } else {
           if !policy.read_only_workspace {
             isolation::check_writable_by_sandbox(&self.working_directory)

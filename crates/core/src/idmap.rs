@@ -18,16 +18,13 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::error::CoreError;
-use crate::isolation::SANDBOX_UID;
+use crate::isolation::{BindSources, SANDBOX_UID};
 
 /// Where the staging tmpfs is mounted in the launcher's private mount namespace: a
 /// directory every Linux host has, that nothing the sandbox binds comes from (bubblewrap
 /// builds the sandbox's own `/dev`, and host paths under `/dev` are never bound).
 const STAGE: &std::ffi::CStr = c"/dev/shm";
-/// The workspace's idmapped mount, as bubblewrap finds it.
-pub const STAGED_WORKSPACE: &str = "/dev/shm/workspace";
-/// The keeper binary's mount, as bubblewrap finds it.
-pub const STAGED_KEEPER: &str = "/dev/shm/keeper";
+/// The workspace's idmapped mount and the keeper's, as bubblewrap finds them.
 const STAGED_WORKSPACE_C: &std::ffi::CStr = c"/dev/shm/workspace";
 const STAGED_KEEPER_C: &std::ffi::CStr = c"/dev/shm/keeper";
 
@@ -45,7 +42,7 @@ struct MountAttr {
   userns_fd: u64,
 }
 
-/// The steps of [`Stage::attach`]; the one that failed is reported to the parent.
+/// The steps of [`attach`]; the one that failed is reported to the parent.
 #[derive(Clone, Copy)]
 #[repr(u8)]
 enum Step {
@@ -139,6 +136,16 @@ impl Stage {
       report_read,
       report_write,
     })
+  }
+
+  /// Where bubblewrap binds the workspace and the keeper from once they are staged.
+  pub fn sources(&self) -> BindSources {
+    let path =
+      |c: &std::ffi::CStr| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes()));
+    BindSources {
+      keeper: path(STAGED_KEEPER_C),
+      workspace: path(STAGED_WORKSPACE_C),
+    }
   }
 
   /// Makes `cmd` build the staged mounts before it runs. Register it after any step that

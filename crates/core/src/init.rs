@@ -15,7 +15,7 @@ use tokio::net::unix::pipe;
 
 use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
-use crate::idmap::{STAGED_KEEPER, STAGED_WORKSPACE, Stage};
+use crate::idmap::Stage;
 use crate::isolation;
 use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
@@ -128,10 +128,7 @@ impl Init {
         }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
         let sources = match stage {
-          Some(_) => isolation::BindSources {
-            keeper: STAGED_KEEPER.into(),
-            workspace: STAGED_WORKSPACE.into(),
-          },
+          Some(stage) => stage.sources(),
           None => isolation::BindSources {
             keeper: keeper.to_path_buf(),
             workspace: policy.workspace.clone(),

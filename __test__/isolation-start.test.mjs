@@ -17,7 +17,7 @@ import {
   createWorkspaceTools,
   isIsolationAvailable,
 } from '../lib/index.mjs'
-import { fdCount, processesWith, waitFor } from './helpers.mjs'
+import { LIB_CJS, fdCount, processesWith, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -172,6 +172,48 @@ describe.skipIf(!available)('isolation start: the workspace is shared with the h
     expect(read.exitCode).toBe(0)
     expect(parents.map(ownerAndMode)).toEqual(before)
     expect(ownerAndMode(existing)).toEqual(existingBefore)
+  })
+
+  it('readOnlyPaths and readWritePaths under private (0700) parents are bound; the parents stay as they were', async () => {
+    const hidden = fs.mkdtempSync(path.join(top, 'private-'))
+    const data = path.join(hidden, 'data')
+    fs.mkdirSync(data)
+    fs.writeFileSync(path.join(data, 'in.txt'), 'data\n')
+    const out = path.join(hidden, 'out')
+    fs.mkdirSync(out)
+    fs.chmodSync(out, 0o777)
+    const before = ownerAndMode(hidden)
+    const sb = sandbox({ nativeSandbox: { readOnlyPaths: [data], readWritePaths: [out] } })
+    const r = await sb.executeCommand(`cat ${data}/in.txt && echo w > ${out}/w.txt && touch ${data}/no`, [])
+    expect(r.stdout).toBe('data\n')
+    expect(r.stderr).toContain('Read-only file system')
+    expect(fs.readFileSync(path.join(out, 'w.txt'), 'utf8')).toBe('w\n')
+    expect(fs.existsSync(path.join(data, 'no'))).toBe(false)
+    expect(ownerAndMode(hidden)).toEqual(before)
+  })
+
+  it('a Node binary under a private (0700) directory is shown to the sandbox (allowSystemBinaries)', () => {
+    const hidden = fs.mkdtempSync(path.join(top, 'private-'))
+    const bin = path.join(hidden, 'bin')
+    fs.mkdirSync(bin)
+    const node = path.join(bin, 'node')
+    try {
+      fs.linkSync(process.execPath, node)
+    } catch {
+      fs.copyFileSync(process.execPath, node)
+      fs.chmodSync(node, 0o755)
+    }
+    const script = `
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      ;(async () => {
+        const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(fresh('node'))}, isolation: 'bwrap' })
+        const r = await sb.executeCommand(${JSON.stringify(node)}, ['-e', 'console.log(6 * 7)'])
+        await sb.destroy()
+        console.log(JSON.stringify(r))
+      })()`
+    const r = JSON.parse(execFileSync(node, ['-e', script], { encoding: 'utf8' }).trim().split('\n').at(-1))
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe('42\n')
   })
 
   it('a file the write_file tool wrote is changed by commands; what they create belongs to the host user', async () => {

@@ -3,10 +3,12 @@
 //! not own its files. So the init's launcher, still root between fork and exec, builds the
 //! mounts bubblewrap binds from: an idmapped clone of the workspace, in which its owner is
 //! the sandbox user (the owner's files are writable inside, and what the sandbox creates
-//! belongs to the owner on the host), and a clone of the keeper binary, both attached in a
-//! staging directory of a private mount namespace that only the sandbox user's bubblewrap
-//! sees. Files of other owners stay theirs: inside they show as the overflow uid and are
-//! not writable through their owner's bits.
+//! belongs to the owner on the host), and plain clones of the keeper binary and of the
+//! other paths the sandbox is given but could not reach (`readOnlyPaths`, `readWritePaths`,
+//! the Node binary's directory under a private home), all attached in a staging directory
+//! of a private mount namespace that only the sandbox user's bubblewrap sees. Files of
+//! other owners stay theirs: in the workspace they show as the overflow uid and are not
+//! writable through their owner's bits.
 
 use std::ffi::CString;
 use std::io;
@@ -14,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::CoreError;
@@ -24,9 +26,6 @@ use crate::isolation::{BindSources, SANDBOX_UID};
 /// directory every Linux host has, that nothing the sandbox binds comes from (bubblewrap
 /// builds the sandbox's own `/dev`, and host paths under `/dev` are never bound).
 const STAGE: &std::ffi::CStr = c"/dev/shm";
-/// The workspace's idmapped mount and the keeper's, as bubblewrap finds them.
-const STAGED_WORKSPACE_C: &std::ffi::CStr = c"/dev/shm/workspace";
-const STAGED_KEEPER_C: &std::ffi::CStr = c"/dev/shm/keeper";
 
 // From <linux/mount.h>, for the raw system calls.
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -42,13 +41,13 @@ struct MountAttr {
   userns_fd: u64,
 }
 
-/// The steps of [`attach`]; the one that failed is reported to the parent.
+/// The steps of [`attach`]; the one that failed is reported to the parent, with the index
+/// of the staged path it was at.
 #[derive(Clone, Copy)]
 #[repr(u8)]
 enum Step {
-  CloneWorkspace = 1,
+  Clone = 1,
   Idmap,
-  CloneKeeper,
   PrivateNamespace,
   StagingDirectory,
   Attach,
@@ -57,9 +56,8 @@ enum Step {
 impl Step {
   fn from_byte(byte: u8) -> Option<Step> {
     [
-      Step::CloneWorkspace,
+      Step::Clone,
       Step::Idmap,
-      Step::CloneKeeper,
       Step::PrivateNamespace,
       Step::StagingDirectory,
       Step::Attach,
@@ -69,100 +67,136 @@ impl Step {
   }
 }
 
+/// One host path the launcher stages, opened (and judged) before the fork: it clones this
+/// very directory or file, whatever the path leads to by then.
+struct Staged {
+  what: String,
+  host: PathBuf,
+  opened: OwnedFd,
+  /// Where bubblewrap finds it.
+  at: CString,
+  directory: bool,
+  /// The workspace: idmapped, and cloned with what is mounted inside it.
+  idmapped: bool,
+}
+
 /// Everything the launcher's pre-exec step needs, made before the fork (it may not allocate).
 pub struct Stage {
-  /// The workspace and the keeper as opened and judged here: the launcher clones these very
-  /// directories, whatever their paths lead to by then.
-  workspace: OwnedFd,
-  keeper: OwnedFd,
-  workspace_path: std::path::PathBuf,
-  keeper_path: std::path::PathBuf,
+  /// The workspace first.
+  staged: Vec<Staged>,
   /// The user namespace whose maps make the workspace's owner the sandbox user.
   userns: RawFd,
-  /// The step that failed, written by the child; read by the parent if the spawn fails.
+  /// The step that failed and where, written by the child; read by the parent if the spawn
+  /// fails.
   report_read: OwnedFd,
   report_write: OwnedFd,
 }
 
 impl Stage {
-  /// Opens the workspace and the keeper, judges the workspace where it really is (root
-  /// clones it, so a symbolic link swapped in on its way must not lead into the system),
-  /// and looks up its owner, whose files the sandbox shows as its own.
-  pub fn prepare(workspace: &Path, keeper: &Path) -> Result<Stage, CoreError> {
+  /// Opens what it stages: the workspace, judged where it really is (root clones it, so a
+  /// symbolic link swapped in on its way must not lead into the system), the keeper, and
+  /// each of `unreachable` (paths bound into the sandbox that its user cannot reach).
+  /// Looks up the workspace's owner, whose files the sandbox shows as its own.
+  pub fn prepare(
+    workspace: &Path,
+    keeper: &Path,
+    unreachable: &[PathBuf],
+  ) -> Result<Stage, CoreError> {
     let unavailable = |reason: String| CoreError::IsolationUnavailable {
       backend: "bwrap".into(),
       reason,
     };
-    let open = |path: &Path, what: &str| {
-      open_path(path)
-        .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", path.display())))
-    };
-    let workspace_fd = open(workspace, "the working directory")?;
-    let keeper_fd = open(keeper, "the keeper binary")?;
-    let real =
-      std::fs::read_link(format!("/proc/self/fd/{}", workspace_fd.as_raw_fd())).map_err(|e| {
+    let mut staged = Vec::with_capacity(unreachable.len() + 2);
+    let named = [
+      (
+        "the working directory".to_owned(),
+        workspace,
+        "workspace".to_owned(),
+      ),
+      ("the keeper binary".to_owned(), keeper, "keeper".to_owned()),
+    ];
+    let others = unreachable
+      .iter()
+      .enumerate()
+      .map(|(i, path)| ("the bound path".to_owned(), path.as_path(), i.to_string()));
+    for (what, host, name) in named.into_iter().chain(others) {
+      let opened = open_path(host)
+        .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", host.display())))?;
+      let meta = metadata(&opened)
+        .map_err(|e| unavailable(format!("cannot read {what} {}: {e}", host.display())))?;
+      staged.push(Staged {
+        idmapped: staged.is_empty(),
+        directory: meta.is_dir(),
+        at: CString::new(format!("{}/{name}", STAGE.to_string_lossy()))
+          .map_err(|e| unavailable(e.to_string()))?,
+        what,
+        host: host.to_path_buf(),
+        opened,
+      });
+    }
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", staged[0].opened.as_raw_fd()))
+      .map_err(|e| {
         unavailable(format!(
           "cannot resolve the working directory {}: {e}",
           workspace.display()
         ))
       })?;
     crate::isolation::check_workspace(&real).map_err(CoreError::InvalidOption)?;
-    let meta = std::fs::File::from(
-      workspace_fd
-        .try_clone()
-        .map_err(|e| unavailable(e.to_string()))?,
-    )
-    .metadata()
-    .map_err(|e| {
-      unavailable(format!(
-        "cannot read the working directory {}: {e}",
-        workspace.display()
-      ))
-    })?;
-    let userns = owner_userns(meta.uid(), meta.gid()).map_err(|e| {
+    let owner = metadata(&staged[0].opened).map_err(|e| unavailable(e.to_string()))?;
+    let userns = owner_userns(owner.uid(), owner.gid()).map_err(|e| {
       unavailable(format!(
         "cannot create the user namespace that maps the workspace's owner (uid {}) to the sandbox user: {e}",
-        meta.uid()
+        owner.uid()
       ))
     })?;
     let (report_read, report_write) =
       crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
     Ok(Stage {
-      workspace: workspace_fd,
-      keeper: keeper_fd,
-      workspace_path: workspace.to_path_buf(),
-      keeper_path: keeper.to_path_buf(),
+      staged,
       userns,
       report_read,
       report_write,
     })
   }
 
-  /// Where bubblewrap binds the workspace and the keeper from once they are staged.
+  /// Where bubblewrap finds the staged paths.
   pub fn sources(&self) -> BindSources {
-    let path =
-      |c: &std::ffi::CStr| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes()));
-    BindSources {
-      keeper: path(STAGED_KEEPER_C),
-      workspace: path(STAGED_WORKSPACE_C),
-    }
+    let staged = self
+      .staged
+      .iter()
+      .map(|s| {
+        let at = PathBuf::from(std::ffi::OsStr::from_bytes(s.at.as_bytes()));
+        (s.host.clone(), at)
+      })
+      .collect();
+    BindSources { staged }
   }
 
   /// Makes `cmd` build the staged mounts before it runs. Register it after any step that
   /// needs the host's mount namespace and before the one that drops root.
   pub fn register(&self, cmd: &mut std::process::Command) {
-    let workspace = self.workspace.as_raw_fd();
-    let keeper = self.keeper.as_raw_fd();
+    let plan: Vec<Planned> = self
+      .staged
+      .iter()
+      .map(|s| Planned {
+        opened: s.opened.as_raw_fd(),
+        at: s.at.clone(),
+        directory: s.directory,
+        idmapped: s.idmapped,
+      })
+      .collect();
+    // The child's clones go here: made now, as the child may not allocate.
+    let mut trees = vec![-1; plan.len()];
     let userns = self.userns;
     let report = self.report_write.as_raw_fd();
     // SAFETY: attach makes only async-signal-safe system calls and does not allocate.
-    unsafe { cmd.pre_exec(move || attach(workspace, keeper, userns, report)) };
+    unsafe { cmd.pre_exec(move || attach(&plan, &mut trees, userns, report)) };
   }
 
   /// Why the spawn failed, if it failed while staging (`error` is what the spawn returned).
   pub fn failure(&self, error: &io::Error) -> Option<String> {
-    let mut byte = 0u8;
-    // SAFETY: a non-blocking read of one byte into a local.
+    let mut report = [0u8; 2];
+    // SAFETY: a non-blocking read into a local buffer.
     let n = unsafe {
       libc::fcntl(
         self.report_read.as_raw_fd(),
@@ -171,86 +205,87 @@ impl Stage {
       );
       libc::read(
         self.report_read.as_raw_fd(),
-        (&mut byte as *mut u8).cast(),
-        1,
+        report.as_mut_ptr().cast(),
+        report.len(),
       )
     };
-    let step = (n == 1).then(|| Step::from_byte(byte)).flatten()?;
-    let workspace = self.workspace_path.display();
-    let keeper = self.keeper_path.display();
+    let step = (n == 2).then(|| Step::from_byte(report[0])).flatten()?;
+    let staged = self.staged.get(usize::from(report[1]))?;
+    let (what, path) = (&staged.what, staged.host.display());
     Some(match step {
       Step::Idmap => format!(
-        "the working directory {workspace}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
+        "{what} {path}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
       ),
-      Step::CloneWorkspace => {
-        format!("cannot clone the mount of the working directory {workspace}: {error}")
-      }
-      Step::CloneKeeper => format!("cannot clone the mount of the keeper binary {keeper}: {error}"),
+      Step::Clone => format!("cannot clone the mount of {what} {path}: {error}"),
       Step::PrivateNamespace => {
-        format!("cannot create the private mount namespace the workspace is staged in: {error}")
+        format!(
+          "cannot create the private mount namespace the sandbox's paths are staged in: {error}"
+        )
       }
-      Step::StagingDirectory => format!(
-        "cannot create the staging directory on {}: {error}",
-        STAGE.to_string_lossy()
-      ),
-      Step::Attach => {
-        format!("cannot attach the workspace and keeper mounts for the sandbox: {error}")
+      Step::StagingDirectory => {
+        let stage = STAGE.to_string_lossy();
+        format!("cannot create the staging directory on {stage} for {what} {path}: {error}")
       }
+      Step::Attach => format!("cannot attach the mount of {what} {path} for the sandbox: {error}"),
     })
   }
 }
 
-/// The launcher's pre-exec step: clones and idmaps the workspace's mount, clones the keeper's,
-/// and attaches both in a staging tmpfs of a new private mount namespace.
-fn attach(workspace: RawFd, keeper: RawFd, userns: RawFd, report: RawFd) -> io::Result<()> {
-  let fail = |step: Step| {
+/// What the child needs of one staged path.
+struct Planned {
+  opened: RawFd,
+  at: CString,
+  directory: bool,
+  idmapped: bool,
+}
+
+/// The launcher's pre-exec step: clones each planned path's mount (idmapping the
+/// workspace's), then attaches them in a staging tmpfs of a new private mount namespace.
+fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -> io::Result<()> {
+  let fail = |step: Step, index: usize| {
     let error = io::Error::last_os_error();
-    let byte = step as u8;
-    // SAFETY: write is async-signal-safe; the byte is a local.
-    unsafe { libc::write(report, (&byte as *const u8).cast(), 1) };
+    let bytes = [step as u8, index.min(255) as u8];
+    // SAFETY: write is async-signal-safe; the bytes are a local.
+    unsafe { libc::write(report, bytes.as_ptr().cast(), bytes.len()) };
     Err(error)
   };
-  let clone = |fd: RawFd, flags: libc::c_uint| {
+  // Cloned in the host's mount namespace, which the clones must come from.
+  for (i, (planned, tree)) in plan.iter().zip(trees.iter_mut()).enumerate() {
+    // Recursive, as bubblewrap's binds are: filesystems mounted inside come too.
+    let flags = OPEN_TREE_CLONE
+      | OPEN_TREE_CLOEXEC
+      | libc::AT_EMPTY_PATH as libc::c_uint
+      | libc::AT_RECURSIVE as libc::c_uint;
     // SAFETY: open_tree of an open descriptor, with an empty path.
-    unsafe {
-      libc::syscall(
-        libc::SYS_open_tree,
-        fd,
-        c"".as_ptr(),
-        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as libc::c_uint | flags,
-      ) as RawFd
+    *tree =
+      unsafe { libc::syscall(libc::SYS_open_tree, planned.opened, c"".as_ptr(), flags) } as RawFd;
+    if *tree < 0 {
+      return fail(Step::Clone, i);
     }
-  };
-  // Recursive, as bubblewrap's binds are: filesystems mounted inside the workspace come too.
-  let tree = clone(workspace, libc::AT_RECURSIVE as libc::c_uint);
-  if tree < 0 {
-    return fail(Step::CloneWorkspace);
+    if planned.idmapped {
+      let idmap = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns as u64,
+      };
+      // SAFETY: mount_setattr reads the struct, whose size is passed along.
+      let set = unsafe {
+        libc::syscall(
+          libc::SYS_mount_setattr,
+          *tree,
+          c"".as_ptr(),
+          libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+          &idmap as *const MountAttr,
+          std::mem::size_of::<MountAttr>(),
+        )
+      };
+      if set != 0 {
+        return fail(Step::Idmap, i);
+      }
+    }
   }
-  let idmap = MountAttr {
-    attr_set: MOUNT_ATTR_IDMAP,
-    attr_clr: 0,
-    propagation: 0,
-    userns_fd: userns as u64,
-  };
-  // SAFETY: mount_setattr reads the struct, whose size is passed along.
-  let idmapped = unsafe {
-    libc::syscall(
-      libc::SYS_mount_setattr,
-      tree,
-      c"".as_ptr(),
-      libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-      &idmap as *const MountAttr,
-      std::mem::size_of::<MountAttr>(),
-    )
-  };
-  if idmapped != 0 {
-    return fail(Step::Idmap);
-  }
-  let keeper_tree = clone(keeper, 0);
-  if keeper_tree < 0 {
-    return fail(Step::CloneKeeper);
-  }
-  // SAFETY: unshare and mount take no pointers but NUL-terminated strings.
+  // SAFETY: unshare, mount, mkdir, open and move_mount take NUL-terminated strings.
   unsafe {
     // Private, so neither the staging tmpfs nor the sandbox's mounts reach the host.
     if libc::unshare(libc::CLONE_NEWNS) != 0
@@ -262,45 +297,51 @@ fn attach(workspace: RawFd, keeper: RawFd, userns: RawFd, report: RawFd) -> io::
         std::ptr::null(),
       ) != 0
     {
-      return fail(Step::PrivateNamespace);
+      return fail(Step::PrivateNamespace, 0);
     }
     if libc::mount(
       c"tmpfs".as_ptr(),
       STAGE.as_ptr(),
       c"tmpfs".as_ptr(),
       libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-      c"mode=0755,size=16k,nr_inodes=16".as_ptr().cast(),
+      c"mode=0755,size=16k".as_ptr().cast(),
     ) != 0
-      || libc::mkdir(STAGED_WORKSPACE_C.as_ptr(), 0o755) != 0
     {
-      return fail(Step::StagingDirectory);
+      return fail(Step::StagingDirectory, 0);
     }
-    let file = libc::open(
-      STAGED_KEEPER_C.as_ptr(),
-      libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-      0o755,
-    );
-    if file < 0 {
-      return fail(Step::StagingDirectory);
-    }
-    libc::close(file);
-    let attach_at = |tree: RawFd, target: &std::ffi::CStr| {
-      libc::syscall(
+    for (i, (planned, &tree)) in plan.iter().zip(trees.iter()).enumerate() {
+      let mount_point = if planned.directory {
+        libc::mkdir(planned.at.as_ptr(), 0o755)
+      } else {
+        let file = libc::open(
+          planned.at.as_ptr(),
+          libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+          0o755,
+        );
+        if file >= 0 { libc::close(file) } else { file }
+      };
+      if mount_point != 0 {
+        return fail(Step::StagingDirectory, i);
+      }
+      let attached = libc::syscall(
         libc::SYS_move_mount,
         tree,
         c"".as_ptr(),
         libc::AT_FDCWD,
-        target.as_ptr(),
+        planned.at.as_ptr(),
         MOVE_MOUNT_F_EMPTY_PATH,
-      ) == 0
-    };
-    if !attach_at(tree, STAGED_WORKSPACE_C) || !attach_at(keeper_tree, STAGED_KEEPER_C) {
-      return fail(Step::Attach);
+      );
+      if attached != 0 {
+        return fail(Step::Attach, i);
+      }
+      libc::close(tree);
     }
-    libc::close(tree);
-    libc::close(keeper_tree);
   }
   Ok(())
+}
+
+fn metadata(fd: &OwnedFd) -> io::Result<std::fs::Metadata> {
+  std::fs::File::from(fd.try_clone()?).metadata()
 }
 
 /// An `O_PATH` descriptor of `path` (which may be a directory or a file).

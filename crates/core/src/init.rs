@@ -127,15 +127,9 @@ impl Init {
           });
         }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
-        let sources = match stage {
-          Some(stage) => stage.sources(),
-          None => isolation::BindSources {
-            keeper: keeper.to_path_buf(),
-            workspace: policy.workspace.clone(),
-          },
-        };
+        let sources = stage.as_ref().map(Stage::sources).unwrap_or_default();
         cmd
-          .args(policy.argv(&sources, protection))
+          .args(policy.argv(keeper, &sources, protection))
           .args([
             "--seccomp",
             &fd.to_string(),

@@ -456,10 +456,31 @@ impl SandboxPolicy {
     }
   }
 
-  /// The bubblewrap arguments that build the sandbox and start the keeper in it, with the
-  /// mounts that hold its protected paths; the keeper and the workspace (with everything
-  /// bound from inside it) are bound from `sources`.
-  pub fn argv(&self, sources: &BindSources, protection: &Protection) -> Vec<std::ffi::OsString> {
+  /// The read-only system paths the sandbox gets (programs, libraries, and with
+  /// `allow_system_binaries` also `/opt` and the Node binary's directory).
+  pub fn system_paths(&self) -> Vec<PathBuf> {
+    let mut system: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
+    if self.allow_system_binaries {
+      system.push(PathBuf::from("/opt"));
+      if let Some(node_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+      {
+        system.push(node_dir);
+      }
+    }
+    system
+  }
+
+  /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
+  /// mounts that hold its protected paths; every host path is bound from where `sources`
+  /// says bubblewrap finds it.
+  pub fn argv(
+    &self,
+    keeper: &Path,
+    sources: &BindSources,
+    protection: &Protection,
+  ) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = |v: &'static str| std::ffi::OsStr::new(v);
@@ -494,76 +515,102 @@ impl SandboxPolicy {
       s("--dev"),
       s("/dev"),
     ]);
-    let mut system: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
-    if self.allow_system_binaries {
-      system.push(PathBuf::from("/opt"));
-      if let Some(node_dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-      {
-        system.push(node_dir);
-      }
+    let mut binds: Vec<std::ffi::OsString> = Vec::new();
+    let mut bind = |flag: &str, source: &Path, destination: &Path| {
+      binds.extend([flag.into(), source.into(), destination.into()]);
+    };
+    for path in &self.system_paths() {
+      bind("--ro-bind-try", path, path);
     }
-    for path in &system {
-      push(&[s("--ro-bind-try"), path.as_os_str(), path.as_os_str()]);
-    }
-    push(&[s("--ro-bind"), sources.keeper.as_os_str(), s(KEEPER_INSIDE)]);
+    bind("--ro-bind", keeper, Path::new(KEEPER_INSIDE));
     for path in &self.read_only_paths {
-      push(&[s("--ro-bind"), path.as_os_str(), path.as_os_str()]);
+      bind("--ro-bind", path, path);
     }
-    let ws = self.workspace.as_os_str();
-    push(&[
-      s(if self.read_only_workspace {
+    let ws = &self.workspace;
+    bind(
+      if self.read_only_workspace {
         "--ro-bind"
       } else {
         "--bind"
-      }),
-      sources.workspace.as_os_str(),
+      },
       ws,
-    ]);
+      ws,
+    );
     for path in &self.read_write_paths {
-      push(&[s("--bind"), path.as_os_str(), path.as_os_str()]);
+      bind("--bind", path, path);
     }
-    let extra = self.extra_args.iter().map(std::ffi::OsString::from);
+    binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
     // Last, so no bind above can open a protected path up again.
-    args.extend(self.bound_from(sources, extra.chain(protection.bwrap_args())));
+    binds.extend(protection.bwrap_args());
+    args.extend(sources.apply(binds));
     // The root itself read-only: a write outside the workspace and /tmp fails loudly.
-    args.extend([s("--remount-ro"), s("/"), s("--chdir"), ws].map(std::ffi::OsStr::to_os_string));
+    args.extend([
+      "--remount-ro".into(),
+      "/".into(),
+      "--chdir".into(),
+      ws.into(),
+    ]);
     args
-  }
-
-  /// `args` with the source of each bind inside the workspace taken from where
-  /// `sources` binds the workspace from.
-  fn bound_from(
-    &self,
-    sources: &BindSources,
-    args: impl Iterator<Item = std::ffi::OsString>,
-  ) -> Vec<std::ffi::OsString> {
-    let mut out: Vec<std::ffi::OsString> = Vec::new();
-    let mut source_next = false;
-    for arg in args {
-      let inside = Path::new(&arg)
-        .strip_prefix(&self.workspace)
-        .ok()
-        .filter(|_| source_next);
-      source_next = ["--bind", "--bind-try", "--ro-bind", "--ro-bind-try"]
-        .iter()
-        .any(|flag| arg == *flag);
-      out.push(match inside {
-        Some(rest) if rest.as_os_str().is_empty() => sources.workspace.clone().into(),
-        Some(rest) => sources.workspace.join(rest).into(),
-        None => arg,
-      });
-    }
-    out
   }
 }
 
-/// Where bubblewrap binds the keeper and the workspace from: their host paths, or on a
-/// root host their staged mounts (see `idmap`).
+/// Where bubblewrap finds the host paths it binds: on a root host, some are mounts staged
+/// for it (see `idmap`), as (host path, staged path); every other path is found as it is.
+#[derive(Default)]
 pub struct BindSources {
-  pub keeper: PathBuf,
-  pub workspace: PathBuf,
+  pub staged: Vec<(PathBuf, PathBuf)>,
+}
+
+impl BindSources {
+  /// `args` (options of [`ALLOWED_BWRAP_OPTIONS`]) with the source of each bind found
+  /// through the deepest staged path that holds it.
+  fn apply(&self, args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+      let arity = ALLOWED_BWRAP_OPTIONS
+        .iter()
+        .find(|(name, _)| flag == *name)
+        .map_or(0, |(_, arity)| *arity);
+      let binds = flag
+        .to_str()
+        .is_some_and(|f| f.starts_with("--ro-bind") || f.starts_with("--bind"));
+      out.push(flag);
+      for i in 0..arity {
+        let Some(operand) = args.next() else { break };
+        out.push(if binds && i == 0 {
+          self.find(operand)
+        } else {
+          operand
+        });
+      }
+    }
+    out
+  }
+
+  fn find(&self, source: std::ffi::OsString) -> std::ffi::OsString {
+    let path = Path::new(&source);
+    let deepest = self
+      .staged
+      .iter()
+      .filter_map(|(host, staged)| Some((host, staged, path.strip_prefix(host).ok()?)))
+      .max_by_key(|(host, _, _)| host.components().count());
+    match deepest {
+      Some((_, staged, rest)) if rest.as_os_str().is_empty() => staged.clone().into(),
+      Some((_, staged, rest)) => staged.join(rest).into(),
+      None => source,
+    }
+  }
+}
+
+/// Whether any user can reach `path`: every ancestor directory world-executable.
+pub fn reachable_by_others(path: &Path) -> bool {
+  use std::os::unix::fs::PermissionsExt;
+  path.ancestors().skip(1).all(|dir| {
+    std::fs::metadata(dir)
+      .map(|m| m.permissions().mode() & 0o001 != 0)
+      .unwrap_or(false)
+  })
 }
 
 /// Fails, saying whose `dir` is and what to do, unless this process's user, which the
@@ -634,12 +681,12 @@ mod tests {
       tmp_bytes: 1024,
       protected_paths: vec![],
     };
-    let sources = BindSources {
-      keeper: PathBuf::from("/k"),
-      workspace: PathBuf::from("/w"),
-    };
     let argv: Vec<String> = policy
-      .argv(&sources, &Protection::default())
+      .argv(
+        Path::new("/k"),
+        &BindSources::default(),
+        &Protection::default(),
+      )
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
       .collect();
@@ -670,6 +717,9 @@ mod tests {
       read_write_paths: vec![PathBuf::from("/data")],
       allow_system_binaries: false,
       extra_args: [
+        "--setenv",
+        "--bind",
+        "/root/ws",
         "--ro-bind",
         "/root/ws/sub",
         "/sub",
@@ -689,11 +739,17 @@ mod tests {
       ],
     };
     let sources = BindSources {
-      keeper: PathBuf::from("/stage/keeper"),
-      workspace: PathBuf::from("/stage/ws"),
+      staged: vec![
+        (
+          PathBuf::from("/opt/pkg/keeper"),
+          PathBuf::from("/stage/keeper"),
+        ),
+        (PathBuf::from("/root/ws"), PathBuf::from("/stage/ws")),
+        (PathBuf::from("/root/ws/sub"), PathBuf::from("/stage/0")),
+      ],
     };
     let joined = policy
-      .argv(&sources, &protection)
+      .argv(Path::new("/opt/pkg/keeper"), &sources, &protection)
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
       .collect::<Vec<_>>()
@@ -702,9 +758,11 @@ mod tests {
       "--ro-bind /stage/keeper /.native-workspace-keeper",
       "--bind /stage/ws /root/ws",
       "--bind /data /data",
-      "--ro-bind /stage/ws/sub /sub",
-      // A symbolic link's target is no host path.
+      // The deepest staged path holds it.
+      "--ro-bind /stage/0 /sub",
+      // A symbolic link's target is no host path, nor is a variable's value.
       "--symlink /root/ws/x /y",
+      "--setenv --bind /root/ws ",
       "--bind /stage/ws/.git /root/ws/.git",
       "--ro-bind /stage/ws/.git/hooks /root/ws/.git/hooks",
       "--remount-ro / --chdir /root/ws",

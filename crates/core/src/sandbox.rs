@@ -307,7 +307,19 @@ impl Sandbox {
         // A root host's sandbox sees the workspace as its owner, through an idmapped mount
         // made at the launch, wherever it is; another host's sandbox runs as the host's user.
         let stage = if isolation::host_is_root() {
-          Some(Stage::prepare(&self.working_directory, &self.keeper)?)
+          // Bound paths the sandbox user could not reach (under a private home) are staged too.
+          let unreachable: Vec<PathBuf> = policy
+            .system_paths()
+            .into_iter()
+            .chain(policy.read_only_paths.iter().cloned())
+            .chain(policy.read_write_paths.iter().cloned())
+            .filter(|path| path.exists() && !isolation::reachable_by_others(path))
+            .collect();
+          Some(Stage::prepare(
+            &self.working_directory,
+            &self.keeper,
+            &unreachable,
+          )?)
         } else {
           if !policy.read_only_workspace {
             isolation::check_writable_by_sandbox(&self.working_directory)

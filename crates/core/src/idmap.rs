@@ -70,14 +70,32 @@ impl Step {
 /// One host path the launcher stages, opened (and judged) before the fork: it clones this
 /// very directory or file, whatever the path leads to by then.
 struct Staged {
-  what: String,
+  kind: Kind,
   host: PathBuf,
   opened: OwnedFd,
   /// Where bubblewrap finds it.
   at: CString,
   directory: bool,
-  /// The workspace: idmapped, and cloned with what is mounted inside it.
-  idmapped: bool,
+}
+
+/// What a staged path is to the sandbox.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+  /// Idmapped: its owner's files are the sandbox user's.
+  Workspace,
+  Keeper,
+  /// Under a private directory, but given to the sandbox.
+  Bound,
+}
+
+impl Kind {
+  fn what(self) -> &'static str {
+    match self {
+      Kind::Workspace => "the working directory",
+      Kind::Keeper => "the keeper binary",
+      Kind::Bound => "the bound path",
+    }
+  }
 }
 
 /// Everything the launcher's pre-exec step needs, made before the fork (it may not allocate).
@@ -93,10 +111,10 @@ pub struct Stage {
 }
 
 impl Stage {
-  /// Opens what it stages: the workspace, judged where it really is (root clones it, so a
-  /// symbolic link swapped in on its way must not lead into the system), the keeper, and
-  /// each of `unreachable` (paths bound into the sandbox that its user cannot reach).
-  /// Looks up the workspace's owner, whose files the sandbox shows as its own.
+  /// Opens what it stages: the workspace, the keeper, and each of `unreachable` (paths
+  /// bound into the sandbox that its user cannot reach), each judged again where it really
+  /// is (root clones it, so a symbolic link swapped in on its way must not lead into the
+  /// system). Looks up the workspace's owner, whose files the sandbox shows as its own.
   pub fn prepare(
     workspace: &Path,
     keeper: &Path,
@@ -106,42 +124,42 @@ impl Stage {
       backend: "bwrap".into(),
       reason,
     };
-    let mut staged = Vec::with_capacity(unreachable.len() + 2);
-    let named = [
-      (
-        "the working directory".to_owned(),
-        workspace,
-        "workspace".to_owned(),
-      ),
-      ("the keeper binary".to_owned(), keeper, "keeper".to_owned()),
-    ];
-    let others = unreachable
-      .iter()
-      .enumerate()
-      .map(|(i, path)| ("the bound path".to_owned(), path.as_path(), i.to_string()));
-    for (what, host, name) in named.into_iter().chain(others) {
+    let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 2);
+    let named = [(Kind::Workspace, workspace), (Kind::Keeper, keeper)];
+    let bound = unreachable.iter().map(|path| (Kind::Bound, path.as_path()));
+    for (i, (kind, host)) in named.into_iter().chain(bound).enumerate() {
+      let what = kind.what();
       let opened = open_path(host)
         .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", host.display())))?;
       let meta = metadata(&opened)
         .map_err(|e| unavailable(format!("cannot read {what} {}: {e}", host.display())))?;
+      // Judged again where the opened path really is: root clones it.
+      let real = real_path(&opened)
+        .map_err(|e| unavailable(format!("cannot resolve {what} {}: {e}", host.display())))?;
+      let refusal = match kind {
+        Kind::Workspace => crate::isolation::check_workspace(&real).err(),
+        Kind::Keeper => None,
+        Kind::Bound => {
+          crate::isolation::unbindable(&real).map(|why| format!("{what} {}: {why}", host.display()))
+        }
+      };
+      if let Some(refusal) = refusal {
+        return Err(CoreError::InvalidOption(refusal));
+      }
+      let name = match kind {
+        Kind::Workspace => "workspace".to_owned(),
+        Kind::Keeper => "keeper".to_owned(),
+        Kind::Bound => i.to_string(),
+      };
       staged.push(Staged {
-        idmapped: staged.is_empty(),
+        kind,
         directory: meta.is_dir(),
         at: CString::new(format!("{}/{name}", STAGE.to_string_lossy()))
           .map_err(|e| unavailable(e.to_string()))?,
-        what,
         host: host.to_path_buf(),
         opened,
       });
     }
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", staged[0].opened.as_raw_fd()))
-      .map_err(|e| {
-        unavailable(format!(
-          "cannot resolve the working directory {}: {e}",
-          workspace.display()
-        ))
-      })?;
-    crate::isolation::check_workspace(&real).map_err(CoreError::InvalidOption)?;
     let owner = metadata(&staged[0].opened).map_err(|e| unavailable(e.to_string()))?;
     let userns = owner_userns(owner.uid(), owner.gid()).map_err(|e| {
       unavailable(format!(
@@ -182,7 +200,7 @@ impl Stage {
         opened: s.opened.as_raw_fd(),
         at: s.at.clone(),
         directory: s.directory,
-        idmapped: s.idmapped,
+        idmapped: s.kind == Kind::Workspace,
       })
       .collect();
     // The child's clones go here: made now, as the child may not allocate.
@@ -211,7 +229,7 @@ impl Stage {
     };
     let step = (n == 2).then(|| Step::from_byte(report[0])).flatten()?;
     let staged = self.staged.get(usize::from(report[1]))?;
-    let (what, path) = (&staged.what, staged.host.display());
+    let (what, path) = (staged.kind.what(), staged.host.display());
     Some(match step {
       Step::Idmap => format!(
         "{what} {path}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
@@ -338,6 +356,11 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
     }
   }
   Ok(())
+}
+
+/// Where an opened path really is.
+fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
+  std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 fn metadata(fd: &OwnedFd) -> io::Result<std::fs::Metadata> {

@@ -323,7 +323,7 @@ pub fn check_workspace(path: &Path) -> Result<(), String> {
 }
 
 /// Why `source` cannot be bound into a sandbox, if it cannot.
-fn unbindable(source: &Path) -> Option<String> {
+pub(crate) fn unbindable(source: &Path) -> Option<String> {
   if !source.is_absolute() {
     return Some(format!("{} is not an absolute path", source.display()));
   }

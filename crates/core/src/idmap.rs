@@ -230,6 +230,11 @@ impl Stage {
     let step = (n == 2).then(|| Step::from_byte(report[0])).flatten()?;
     let staged = self.staged.get(usize::from(report[1]))?;
     let (what, path) = (staged.kind.what(), staged.host.display());
+    if error.raw_os_error() == Some(libc::ENOSYS) {
+      return Some(format!(
+        "this kernel has no idmapped mounts ({error}), which a root host needs to show {what} {path} to the sandbox user: use Linux 5.12 or later, or run this process as a non-root user"
+      ));
+    }
     Some(match step {
       Step::Idmap => format!(
         "{what} {path}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"

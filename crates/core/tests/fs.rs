@@ -194,6 +194,24 @@ fn rename_stays_inside_and_can_refuse_to_overwrite() {
 }
 
 #[test]
+fn reachability_for_the_sandbox_user_follows_parent_permissions() {
+  use native_workspace_core::isolation::reachable_by_others;
+  use std::os::unix::fs::PermissionsExt;
+  let (_, base, _) = setup("reach");
+  let inner = base.join("inner");
+  std::fs::create_dir_all(&inner).unwrap();
+  let mode = |p: &std::path::Path, m| {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+  };
+  mode(base.parent().unwrap(), 0o755);
+  mode(&base, 0o755);
+  mode(&inner, 0o755);
+  assert!(reachable_by_others(&inner.join("file")));
+  mode(&base, 0o700);
+  assert!(!reachable_by_others(&inner.join("file")));
+}
+
+#[test]
 fn a_fifo_left_in_the_base_neither_blocks_nor_is_read() {
   let (fs, base, _) = setup("fifo");
   std::fs::create_dir_all(&base).unwrap();

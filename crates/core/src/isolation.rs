@@ -326,7 +326,7 @@ pub fn check_workspace(path: &Path) -> Result<(), String> {
 }
 
 /// Why `source` cannot be bound into a sandbox, if it cannot.
-fn unbindable(source: &Path) -> Option<String> {
+pub(crate) fn unbindable(source: &Path) -> Option<String> {
   if !source.is_absolute() {
     return Some(format!("{} is not an absolute path", source.display()));
   }
@@ -459,9 +459,31 @@ impl SandboxPolicy {
     }
   }
 
+  /// The read-only system paths the sandbox gets (programs, libraries, and with
+  /// `allow_system_binaries` also `/opt` and the Node binary's directory).
+  pub fn system_paths(&self) -> Vec<PathBuf> {
+    let mut system: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
+    if self.allow_system_binaries {
+      system.push(PathBuf::from("/opt"));
+      if let Some(node_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+      {
+        system.push(node_dir);
+      }
+    }
+    system
+  }
+
   /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
-  /// mounts that hold its protected paths.
-  pub fn argv(&self, keeper: &Path, protection: &Protection) -> Vec<std::ffi::OsString> {
+  /// mounts that hold its protected paths; every host path is bound from where `sources`
+  /// says bubblewrap finds it.
+  pub fn argv(
+    &self,
+    keeper: &Path,
+    sources: &BindSources,
+    protection: &Protection,
+  ) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     let s = |v: &'static str| std::ffi::OsStr::new(v);
@@ -496,51 +518,95 @@ impl SandboxPolicy {
       s("--dev"),
       s("/dev"),
     ]);
-    let mut system: Vec<PathBuf> = SYSTEM_PATHS.iter().map(PathBuf::from).collect();
-    if self.allow_system_binaries {
-      system.push(PathBuf::from("/opt"));
-      if let Some(node_dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-      {
-        system.push(node_dir);
-      }
+    let mut binds: Vec<std::ffi::OsString> = Vec::new();
+    let mut bind = |flag: &str, source: &Path, destination: &Path| {
+      binds.extend([flag.into(), source.into(), destination.into()]);
+    };
+    for path in &self.system_paths() {
+      bind("--ro-bind-try", path, path);
     }
-    for path in &system {
-      push(&[s("--ro-bind-try"), path.as_os_str(), path.as_os_str()]);
-    }
-    push(&[s("--ro-bind"), keeper.as_os_str(), s(KEEPER_INSIDE)]);
+    bind("--ro-bind", keeper, Path::new(KEEPER_INSIDE));
     for path in &self.read_only_paths {
-      push(&[s("--ro-bind"), path.as_os_str(), path.as_os_str()]);
+      bind("--ro-bind", path, path);
     }
-    let ws = self.workspace.as_os_str();
-    push(&[
-      s(if self.read_only_workspace {
+    let ws = &self.workspace;
+    bind(
+      if self.read_only_workspace {
         "--ro-bind"
       } else {
         "--bind"
-      }),
+      },
       ws,
       ws,
-    ]);
+    );
     for path in &self.read_write_paths {
-      push(&[s("--bind"), path.as_os_str(), path.as_os_str()]);
+      bind("--bind", path, path);
     }
-    for extra in &self.extra_args {
-      push(&[std::ffi::OsStr::new(extra)]);
-    }
+    binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
     // Last, so no bind above can open a protected path up again.
-    for arg in protection.bwrap_args() {
-      push(&[arg.as_os_str()]);
-    }
+    binds.extend(protection.bwrap_args());
+    args.extend(sources.apply(binds));
     // The root itself read-only: a write outside the workspace and /tmp fails loudly.
-    push(&[s("--remount-ro"), s("/"), s("--chdir"), ws]);
+    args.extend([
+      "--remount-ro".into(),
+      "/".into(),
+      "--chdir".into(),
+      ws.into(),
+    ]);
     args
   }
 }
 
-/// Whether any user can reach `path`: every ancestor directory world-executable (the
-/// path itself is bound by bubblewrap running as the sandbox user).
+/// Where bubblewrap finds the host paths it binds: on a root host, some are mounts staged
+/// for it (see `idmap`), as (host path, staged path); every other path is found as it is.
+#[derive(Default)]
+pub struct BindSources {
+  pub staged: Vec<(PathBuf, PathBuf)>,
+}
+
+impl BindSources {
+  /// `args` (options of [`ALLOWED_BWRAP_OPTIONS`]) with the source of each bind found
+  /// through the deepest staged path that holds it.
+  fn apply(&self, args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+      let arity = ALLOWED_BWRAP_OPTIONS
+        .iter()
+        .find(|(name, _)| flag == *name)
+        .map_or(0, |(_, arity)| *arity);
+      let binds = flag
+        .to_str()
+        .is_some_and(|f| f.starts_with("--ro-bind") || f.starts_with("--bind"));
+      out.push(flag);
+      for i in 0..arity {
+        let Some(operand) = args.next() else { break };
+        out.push(if binds && i == 0 {
+          self.find(operand)
+        } else {
+          operand
+        });
+      }
+    }
+    out
+  }
+
+  fn find(&self, source: std::ffi::OsString) -> std::ffi::OsString {
+    let path = Path::new(&source);
+    let deepest = self
+      .staged
+      .iter()
+      .filter_map(|(host, staged)| Some((host, staged, path.strip_prefix(host).ok()?)))
+      .max_by_key(|(host, _, _)| host.components().count());
+    match deepest {
+      Some((_, staged, rest)) if rest.as_os_str().is_empty() => staged.clone().into(),
+      Some((_, staged, rest)) => staged.join(rest).into(),
+      None => source,
+    }
+  }
+}
+
+/// Whether any user can reach `path`: every ancestor directory world-executable.
 pub fn reachable_by_others(path: &Path) -> bool {
   use std::os::unix::fs::PermissionsExt;
   path.ancestors().skip(1).all(|dir| {
@@ -550,49 +616,27 @@ pub fn reachable_by_others(path: &Path) -> bool {
   })
 }
 
-/// Fails, saying whose `dir` is and what to do, unless the sandbox's user can write to it:
-/// [`SANDBOX_UID`] on a root host (judged by owner and mode, as root passes every access
-/// check), this process's user otherwise.
+/// Fails, saying whose `dir` is and what to do, unless this process's user, which the
+/// sandbox of a host that is not root runs as, can write to it. (A root host's sandbox
+/// sees its workspace through an idmapped mount, as the workspace's owner: see `idmap`.)
 pub fn check_writable_by_sandbox(dir: &Path) -> Result<(), String> {
   use std::os::unix::fs::MetadataExt;
   let meta = std::fs::metadata(dir)
     .map_err(|e| format!("cannot read the working directory {}: {e}", dir.display()))?;
-  let (uid, gid, mode) = (meta.uid(), meta.gid(), meta.mode());
-  let writable = if host_is_root() {
-    let bits = if uid == SANDBOX_UID {
-      mode >> 6
-    } else if gid == SANDBOX_UID {
-      mode >> 3
-    } else {
-      mode
-    };
-    bits & 0o3 == 0o3
-  } else {
-    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-      .map_err(|_| format!("{} contains a NUL character", dir.display()))?;
-    // SAFETY: access only reads a NUL-terminated path.
-    unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
-  };
-  if writable {
+  let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+    .map_err(|_| format!("{} contains a NUL character", dir.display()))?;
+  // SAFETY: access only reads a NUL-terminated path.
+  if unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
     return Ok(());
   }
-  let (user, remedy) = if host_is_root() {
-    (
-      format!("the sandbox user (uid {SANDBOX_UID})"),
-      format!("give this one to that user (chown {SANDBOX_UID}:{SANDBOX_UID})"),
-    )
-  } else {
-    // SAFETY: getuid has no preconditions.
-    let me = unsafe { libc::getuid() };
-    (
-      format!("this user (uid {me})"),
-      "make this one writable by this user".to_owned(),
-    )
-  };
+  // SAFETY: getuid has no preconditions.
+  let me = unsafe { libc::getuid() };
   Err(format!(
-    "the working directory {} belongs to uid {uid} (gid {gid}, mode {:o}) and {user} cannot write to it; it is left as it is. Give a workingDirectory that does not exist yet (the sandbox creates it as its own), {remedy}, or set nativeSandbox.readOnly",
+    "the working directory {} belongs to uid {} (gid {}, mode {:o}) and this user (uid {me}) cannot write to it; it is left as it is. Give a workingDirectory that does not exist yet (the sandbox creates it as its own), make this one writable by this user, or set nativeSandbox.readOnly",
     dir.display(),
-    mode & 0o7777
+    meta.uid(),
+    meta.gid(),
+    meta.mode() & 0o7777
   ))
 }
 
@@ -642,7 +686,11 @@ mod tests {
       protect_missing_paths: false,
     };
     let argv: Vec<String> = policy
-      .argv(Path::new("/k"), &Protection::default())
+      .argv(
+        Path::new("/k"),
+        &BindSources::default(),
+        &Protection::default(),
+      )
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
       .collect();
@@ -661,6 +709,70 @@ mod tests {
     assert!(!joined.contains("--share-net"));
     assert!(!joined.contains("/home") && !joined.contains("/root") && !joined.contains("/run"));
     assert!(joined.ends_with("--remount-ro / --chdir /w"));
+  }
+
+  #[test]
+  fn staged_sources_serve_every_bind_from_inside_the_workspace() {
+    let policy = SandboxPolicy {
+      workspace: PathBuf::from("/root/ws"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![],
+      read_write_paths: vec![PathBuf::from("/data")],
+      allow_system_binaries: false,
+      extra_args: [
+        "--setenv",
+        "--bind",
+        "/root/ws",
+        "--ro-bind",
+        "/root/ws/sub",
+        "/sub",
+        "--symlink",
+        "/root/ws/x",
+        "/y",
+      ]
+      .map(String::from)
+      .to_vec(),
+      tmp_bytes: 1024,
+      protected_paths: vec![],
+    };
+    let protection = Protection {
+      holds: vec![
+        crate::protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
+        crate::protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
+      ],
+    };
+    let sources = BindSources {
+      staged: vec![
+        (
+          PathBuf::from("/opt/pkg/keeper"),
+          PathBuf::from("/stage/keeper"),
+        ),
+        (PathBuf::from("/root/ws"), PathBuf::from("/stage/ws")),
+        (PathBuf::from("/root/ws/sub"), PathBuf::from("/stage/0")),
+      ],
+    };
+    let joined = policy
+      .argv(Path::new("/opt/pkg/keeper"), &sources, &protection)
+      .iter()
+      .map(|a| a.to_string_lossy().into_owned())
+      .collect::<Vec<_>>()
+      .join(" ");
+    for needed in [
+      "--ro-bind /stage/keeper /.native-workspace-keeper",
+      "--bind /stage/ws /root/ws",
+      "--bind /data /data",
+      // The deepest staged path holds it.
+      "--ro-bind /stage/0 /sub",
+      // A symbolic link's target is no host path, nor is a variable's value.
+      "--symlink /root/ws/x /y",
+      "--setenv --bind /root/ws ",
+      "--bind /stage/ws/.git /root/ws/.git",
+      "--ro-bind /stage/ws/.git/hooks /root/ws/.git/hooks",
+      "--remount-ro / --chdir /root/ws",
+    ] {
+      assert!(joined.contains(needed), "missing `{needed}` in {joined}");
+    }
   }
 
   fn with_args(args: &[&str]) -> Result<(), String> {

@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod disk;
 pub mod error;
 pub mod fs;
+pub mod idmap;
 pub mod init;
 pub mod isolation;
 pub mod lifecycle;

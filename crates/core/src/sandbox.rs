@@ -11,6 +11,7 @@ use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::disk::{self, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
+use crate::idmap::Stage;
 use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
@@ -339,25 +340,29 @@ impl Sandbox {
         policy
           .check(&self.own_files)
           .map_err(CoreError::InvalidOption)?;
-        if !policy.read_only_workspace {
-          isolation::check_writable_by_sandbox(&self.working_directory)
-            .map_err(|reason| unavailable(&reason))?;
-        }
-        if isolation::host_is_root() {
-          // The sandbox user must reach what bubblewrap binds for it.
-          for (what, path) in [
-            ("the keeper binary", &self.keeper),
-            ("the working directory", &self.working_directory),
-          ] {
-            if !isolation::reachable_by_others(path) {
-              return Err(unavailable(&format!(
-                "{what} {} is not reachable by the sandbox user (uid {}): every parent directory must be world-executable",
-                path.display(),
-                isolation::SANDBOX_UID
-              )));
-            }
+        // A root host's sandbox sees the workspace as its owner, through an idmapped mount
+        // made at the launch, wherever it is; another host's sandbox runs as the host's user.
+        let stage = if isolation::host_is_root() {
+          // Bound paths the sandbox user could not reach (under a private home) are staged too.
+          let unreachable: Vec<PathBuf> = policy
+            .system_paths()
+            .into_iter()
+            .chain(policy.read_only_paths.iter().cloned())
+            .chain(policy.read_write_paths.iter().cloned())
+            .filter(|path| path.exists() && !isolation::reachable_by_others(path))
+            .collect();
+          Some(Stage::prepare(
+            &self.working_directory,
+            &self.keeper,
+            &unreachable,
+          )?)
+        } else {
+          if !policy.read_only_workspace {
+            isolation::check_writable_by_sandbox(&self.working_directory)
+              .map_err(|reason| unavailable(&reason))?;
           }
-        }
+          None
+        };
         let protection =
           Protection::prepare(&self.protected(&policy), policy.protect_missing_paths)
             .map_err(|reason| unavailable(&reason))?;
@@ -365,6 +370,7 @@ impl Sandbox {
           bwrap,
           policy,
           protection,
+          stage,
         })
       }
       Isolation::Seatbelt => Err(CoreError::IsolationUnavailable {
@@ -648,19 +654,6 @@ impl Provider for Sandbox {
       isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     }
     let outcome = prepare_directory(&self.working_directory)?;
-    if outcome == StartOutcome::Created
-      && self.isolation == Isolation::Bwrap
-      && isolation::host_is_root()
-    {
-      // The sandbox runs as an unprivileged user: a workspace made for it is that user's.
-      // An existing directory is never given away; its owner decides (see `confinement`).
-      std::os::unix::fs::chown(
-        &self.working_directory,
-        Some(isolation::SANDBOX_UID),
-        Some(isolation::SANDBOX_UID),
-      )
-      .map_err(|e| CoreError::io("Giving the new workspace to the sandbox user failed", e))?;
-    }
     self.restart_init().await?;
     Ok(outcome)
   }

@@ -5,6 +5,9 @@
 //!   allowed); `socketpair` of UNIX stream only;
 //! - no io_uring, keyrings, ptrace or cross-process memory, bpf, perf events,
 //!   userfaultfd, mount family, setns/unshare, or TIOCSTI/TIOCLINUX ioctls;
+//! - no setuid or setgid bit on a file (chmod, open or mknod with one; openat2, whose mode
+//!   a filter cannot see, not at all): a root host's sandbox creates its files as the
+//!   workspace's owner, so such a file would run as that owner (root) on the host;
 //! - calls of this architecture only (x32 and foreign ABIs are refused).
 
 // Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
@@ -21,6 +24,13 @@ const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0: u32 = 16;
 const ARG1: u32 = 24;
+const ARG2: u32 = 32;
+const ARG3: u32 = 40;
+
+/// The mode bits no file of the sandbox may get.
+const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
+/// `open` flags under which the call's mode argument is used.
+const CREATING: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -58,7 +68,20 @@ const DENIED: &[libc::c_long] = &[
   libc::SYS_mount_setattr,
   libc::SYS_setns,
   libc::SYS_unshare,
+  libc::SYS_openat2,
 ];
+
+/// Calls whose mode argument (`ARG1`, `ARG2`) may not carry [`SET_ID_BITS`].
+#[cfg(target_arch = "x86_64")]
+const MODE_IN_ARG1: &[libc::c_long] = &[
+  libc::SYS_fchmod,
+  libc::SYS_chmod,
+  libc::SYS_creat,
+  libc::SYS_mknod,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const MODE_IN_ARG1: &[libc::c_long] = &[libc::SYS_fchmod];
+const MODE_IN_ARG2: &[libc::c_long] = &[libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_mknodat];
 
 #[derive(Clone, Copy)]
 enum Target {
@@ -94,7 +117,16 @@ pub fn program(allow_network: bool) -> Vec<u8> {
   for &nr in DENIED {
     ops.push(Op::Jeq(nr as u32, Deny, Next));
   }
+  for &nr in MODE_IN_ARG1 {
+    ops.push(Op::Jeq(nr as u32, Label("mode in arg1"), Next));
+  }
+  for &nr in MODE_IN_ARG2 {
+    ops.push(Op::Jeq(nr as u32, Label("mode in arg2"), Next));
+  }
+  #[cfg(target_arch = "x86_64")]
+  ops.push(Op::Jeq(libc::SYS_open as u32, Label("open"), Next));
   ops.extend([
+    Op::Jeq(libc::SYS_openat as u32, Label("openat"), Next),
     Op::Jeq(libc::SYS_socket as u32, Label("socket"), Next),
     Op::Jeq(libc::SYS_socketpair as u32, Label("socketpair"), Next),
     Op::Jeq(libc::SYS_ioctl as u32, Label("ioctl"), Next),
@@ -115,6 +147,26 @@ pub fn program(allow_network: bool) -> Vec<u8> {
     Op::Load(ARG1),
     Op::Jeq(TIOCSTI, Deny, Next),
     Op::Jeq(TIOCLINUX, Deny, Allow),
+    Op::Label("open"),
+    Op::Load(ARG1),
+    Op::And(CREATING),
+    Op::Jeq(0, Allow, Label("mode in arg2")),
+    Op::Label("openat"),
+    Op::Load(ARG2),
+    Op::And(CREATING),
+    Op::Jeq(0, Allow, Label("mode in arg3")),
+    Op::Label("mode in arg1"),
+    Op::Load(ARG1),
+    Op::And(SET_ID_BITS),
+    Op::Jeq(0, Allow, Deny),
+    Op::Label("mode in arg2"),
+    Op::Load(ARG2),
+    Op::And(SET_ID_BITS),
+    Op::Jeq(0, Allow, Deny),
+    Op::Label("mode in arg3"),
+    Op::Load(ARG3),
+    Op::And(SET_ID_BITS),
+    Op::Jeq(0, Allow, Deny),
   ]);
   assemble(&ops, deny)
 }

@@ -1,0 +1,453 @@
+//! The workspace as a root host's sandbox sees it. The sandbox runs as [`SANDBOX_UID`],
+//! which may not reach the workspace (a 0700 home or `mkdtemp` directory above it) and does
+//! not own its files. So the init's launcher, still root between fork and exec, builds the
+//! mounts bubblewrap binds from: an idmapped clone of the workspace, in which its owner is
+//! the sandbox user (the owner's files are writable inside, and what the sandbox creates
+//! belongs to the owner on the host), and plain clones of the keeper binary and of the
+//! other paths the sandbox is given but could not reach (`readOnlyPaths`, `readWritePaths`,
+//! the Node binary's directory under a private home), all attached in a staging directory
+//! of a private mount namespace that only the sandbox user's bubblewrap sees. Files of
+//! other owners stay theirs: in the workspace they show as the overflow uid and are not
+//! writable through their owner's bits.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::error::CoreError;
+use crate::isolation::{BindSources, SANDBOX_UID};
+
+/// Where the staging tmpfs is mounted in the launcher's private mount namespace: a
+/// directory every Linux host has, that nothing the sandbox binds comes from (bubblewrap
+/// builds the sandbox's own `/dev`, and host paths under `/dev` are never bound).
+const STAGE: &std::ffi::CStr = c"/dev/shm";
+
+// From <linux/mount.h>, for the raw system calls.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+#[repr(C)]
+struct MountAttr {
+  attr_set: u64,
+  attr_clr: u64,
+  propagation: u64,
+  userns_fd: u64,
+}
+
+/// The steps of [`attach`]; the one that failed is reported to the parent, with the index
+/// of the staged path it was at.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Step {
+  Clone = 1,
+  Idmap,
+  PrivateNamespace,
+  StagingDirectory,
+  Attach,
+}
+
+impl Step {
+  fn from_byte(byte: u8) -> Option<Step> {
+    [
+      Step::Clone,
+      Step::Idmap,
+      Step::PrivateNamespace,
+      Step::StagingDirectory,
+      Step::Attach,
+    ]
+    .into_iter()
+    .find(|step| *step as u8 == byte)
+  }
+}
+
+/// One host path the launcher stages, opened (and judged) before the fork: it clones this
+/// very directory or file, whatever the path leads to by then.
+struct Staged {
+  kind: Kind,
+  host: PathBuf,
+  opened: OwnedFd,
+  /// Where bubblewrap finds it.
+  at: CString,
+  directory: bool,
+}
+
+/// What a staged path is to the sandbox.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+  /// Idmapped: its owner's files are the sandbox user's.
+  Workspace,
+  Keeper,
+  /// Under a private directory, but given to the sandbox.
+  Bound,
+}
+
+impl Kind {
+  fn what(self) -> &'static str {
+    match self {
+      Kind::Workspace => "the working directory",
+      Kind::Keeper => "the keeper binary",
+      Kind::Bound => "the bound path",
+    }
+  }
+}
+
+/// Everything the launcher's pre-exec step needs, made before the fork (it may not allocate).
+pub struct Stage {
+  /// The workspace first.
+  staged: Vec<Staged>,
+  /// The user namespace whose maps make the workspace's owner the sandbox user.
+  userns: RawFd,
+  /// The step that failed and where, written by the child; read by the parent if the spawn
+  /// fails.
+  report_read: OwnedFd,
+  report_write: OwnedFd,
+}
+
+impl Stage {
+  /// Opens what it stages: the workspace, the keeper, and each of `unreachable` (paths
+  /// bound into the sandbox that its user cannot reach), each judged again where it really
+  /// is (root clones it, so a symbolic link swapped in on its way must not lead into the
+  /// system). Looks up the workspace's owner, whose files the sandbox shows as its own.
+  pub fn prepare(
+    workspace: &Path,
+    keeper: &Path,
+    unreachable: &[PathBuf],
+  ) -> Result<Stage, CoreError> {
+    let unavailable = |reason: String| CoreError::IsolationUnavailable {
+      backend: "bwrap".into(),
+      reason,
+    };
+    let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 2);
+    let named = [(Kind::Workspace, workspace), (Kind::Keeper, keeper)];
+    let bound = unreachable.iter().map(|path| (Kind::Bound, path.as_path()));
+    for (i, (kind, host)) in named.into_iter().chain(bound).enumerate() {
+      let what = kind.what();
+      let opened = open_path(host)
+        .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", host.display())))?;
+      let meta = metadata(&opened)
+        .map_err(|e| unavailable(format!("cannot read {what} {}: {e}", host.display())))?;
+      // Judged again where the opened path really is: root clones it.
+      let real = real_path(&opened)
+        .map_err(|e| unavailable(format!("cannot resolve {what} {}: {e}", host.display())))?;
+      let refusal = match kind {
+        Kind::Workspace => crate::isolation::check_workspace(&real).err(),
+        Kind::Keeper => None,
+        Kind::Bound => {
+          crate::isolation::unbindable(&real).map(|why| format!("{what} {}: {why}", host.display()))
+        }
+      };
+      if let Some(refusal) = refusal {
+        return Err(CoreError::InvalidOption(refusal));
+      }
+      let name = match kind {
+        Kind::Workspace => "workspace".to_owned(),
+        Kind::Keeper => "keeper".to_owned(),
+        Kind::Bound => i.to_string(),
+      };
+      staged.push(Staged {
+        kind,
+        directory: meta.is_dir(),
+        at: CString::new(format!("{}/{name}", STAGE.to_string_lossy()))
+          .map_err(|e| unavailable(e.to_string()))?,
+        host: host.to_path_buf(),
+        opened,
+      });
+    }
+    let owner = metadata(&staged[0].opened).map_err(|e| unavailable(e.to_string()))?;
+    let userns = owner_userns(owner.uid(), owner.gid()).map_err(|e| {
+      unavailable(format!(
+        "cannot create the user namespace that maps the workspace's owner (uid {}) to the sandbox user: {e}",
+        owner.uid()
+      ))
+    })?;
+    let (report_read, report_write) =
+      crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
+    Ok(Stage {
+      staged,
+      userns,
+      report_read,
+      report_write,
+    })
+  }
+
+  /// Where bubblewrap finds the staged paths.
+  pub fn sources(&self) -> BindSources {
+    let staged = self
+      .staged
+      .iter()
+      .map(|s| {
+        let at = PathBuf::from(std::ffi::OsStr::from_bytes(s.at.as_bytes()));
+        (s.host.clone(), at)
+      })
+      .collect();
+    BindSources { staged }
+  }
+
+  /// Makes `cmd` build the staged mounts before it runs. Register it after any step that
+  /// needs the host's mount namespace and before the one that drops root.
+  pub fn register(&self, cmd: &mut std::process::Command) {
+    let plan: Vec<Planned> = self
+      .staged
+      .iter()
+      .map(|s| Planned {
+        opened: s.opened.as_raw_fd(),
+        at: s.at.clone(),
+        directory: s.directory,
+        idmapped: s.kind == Kind::Workspace,
+      })
+      .collect();
+    // The child's clones go here: made now, as the child may not allocate.
+    let mut trees = vec![-1; plan.len()];
+    let userns = self.userns;
+    let report = self.report_write.as_raw_fd();
+    // SAFETY: attach makes only async-signal-safe system calls and does not allocate.
+    unsafe { cmd.pre_exec(move || attach(&plan, &mut trees, userns, report)) };
+  }
+
+  /// Why the spawn failed, if it failed while staging (`error` is what the spawn returned).
+  pub fn failure(&self, error: &io::Error) -> Option<String> {
+    let mut report = [0u8; 2];
+    // SAFETY: a non-blocking read into a local buffer.
+    let n = unsafe {
+      libc::fcntl(
+        self.report_read.as_raw_fd(),
+        libc::F_SETFL,
+        libc::O_NONBLOCK,
+      );
+      libc::read(
+        self.report_read.as_raw_fd(),
+        report.as_mut_ptr().cast(),
+        report.len(),
+      )
+    };
+    let step = (n == 2).then(|| Step::from_byte(report[0])).flatten()?;
+    let staged = self.staged.get(usize::from(report[1]))?;
+    let (what, path) = (staged.kind.what(), staged.host.display());
+    if error.raw_os_error() == Some(libc::ENOSYS) {
+      return Some(format!(
+        "this kernel has no idmapped mounts ({error}), which a root host needs to show {what} {path} to the sandbox user: use Linux 5.12 or later, or run this process as a non-root user"
+      ));
+    }
+    Some(match step {
+      Step::Idmap => format!(
+        "{what} {path}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
+      ),
+      Step::Clone => format!("cannot clone the mount of {what} {path}: {error}"),
+      Step::PrivateNamespace => {
+        format!(
+          "cannot create the private mount namespace the sandbox's paths are staged in: {error}"
+        )
+      }
+      Step::StagingDirectory => {
+        let stage = STAGE.to_string_lossy();
+        format!("cannot create the staging directory on {stage} for {what} {path}: {error}")
+      }
+      Step::Attach => format!("cannot attach the mount of {what} {path} for the sandbox: {error}"),
+    })
+  }
+}
+
+/// What the child needs of one staged path.
+struct Planned {
+  opened: RawFd,
+  at: CString,
+  directory: bool,
+  idmapped: bool,
+}
+
+/// The launcher's pre-exec step: clones each planned path's mount (idmapping the
+/// workspace's), then attaches them in a staging tmpfs of a new private mount namespace.
+fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -> io::Result<()> {
+  let fail = |step: Step, index: usize| {
+    let error = io::Error::last_os_error();
+    let bytes = [step as u8, index.min(255) as u8];
+    // SAFETY: write is async-signal-safe; the bytes are a local.
+    unsafe { libc::write(report, bytes.as_ptr().cast(), bytes.len()) };
+    Err(error)
+  };
+  // Cloned in the host's mount namespace, which the clones must come from.
+  for (i, (planned, tree)) in plan.iter().zip(trees.iter_mut()).enumerate() {
+    // Recursive, as bubblewrap's binds are: filesystems mounted inside come too.
+    let flags = OPEN_TREE_CLONE
+      | OPEN_TREE_CLOEXEC
+      | libc::AT_EMPTY_PATH as libc::c_uint
+      | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: open_tree of an open descriptor, with an empty path.
+    *tree =
+      unsafe { libc::syscall(libc::SYS_open_tree, planned.opened, c"".as_ptr(), flags) } as RawFd;
+    if *tree < 0 {
+      return fail(Step::Clone, i);
+    }
+    if planned.idmapped {
+      let idmap = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns as u64,
+      };
+      // SAFETY: mount_setattr reads the struct, whose size is passed along.
+      let set = unsafe {
+        libc::syscall(
+          libc::SYS_mount_setattr,
+          *tree,
+          c"".as_ptr(),
+          libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+          &idmap as *const MountAttr,
+          std::mem::size_of::<MountAttr>(),
+        )
+      };
+      if set != 0 {
+        return fail(Step::Idmap, i);
+      }
+    }
+  }
+  // SAFETY: unshare, mount, mkdir, open and move_mount take NUL-terminated strings.
+  unsafe {
+    // Private, so neither the staging tmpfs nor the sandbox's mounts reach the host.
+    if libc::unshare(libc::CLONE_NEWNS) != 0
+      || libc::mount(
+        std::ptr::null(),
+        c"/".as_ptr(),
+        std::ptr::null(),
+        libc::MS_REC | libc::MS_PRIVATE,
+        std::ptr::null(),
+      ) != 0
+    {
+      return fail(Step::PrivateNamespace, 0);
+    }
+    if libc::mount(
+      c"tmpfs".as_ptr(),
+      STAGE.as_ptr(),
+      c"tmpfs".as_ptr(),
+      libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+      c"mode=0755,size=16k".as_ptr().cast(),
+    ) != 0
+    {
+      return fail(Step::StagingDirectory, 0);
+    }
+    for (i, (planned, &tree)) in plan.iter().zip(trees.iter()).enumerate() {
+      let mount_point = if planned.directory {
+        libc::mkdir(planned.at.as_ptr(), 0o755)
+      } else {
+        let file = libc::open(
+          planned.at.as_ptr(),
+          libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+          0o755,
+        );
+        if file >= 0 { libc::close(file) } else { file }
+      };
+      if mount_point != 0 {
+        return fail(Step::StagingDirectory, i);
+      }
+      let attached = libc::syscall(
+        libc::SYS_move_mount,
+        tree,
+        c"".as_ptr(),
+        libc::AT_FDCWD,
+        planned.at.as_ptr(),
+        MOVE_MOUNT_F_EMPTY_PATH,
+      );
+      if attached != 0 {
+        return fail(Step::Attach, i);
+      }
+      libc::close(tree);
+    }
+  }
+  Ok(())
+}
+
+/// Where an opened path really is.
+fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
+  std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+fn metadata(fd: &OwnedFd) -> io::Result<std::fs::Metadata> {
+  std::fs::File::from(fd.try_clone()?).metadata()
+}
+
+/// An `O_PATH` descriptor of `path` (which may be a directory or a file).
+fn open_path(path: &Path) -> io::Result<OwnedFd> {
+  let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+  // SAFETY: open of a NUL-terminated path; the descriptor is then owned here.
+  let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: just opened, owned by nobody else.
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A user namespace that maps `uid`/`gid` (the workspace's owner) to the sandbox user, kept
+/// for the life of the process: one per owner, made once.
+fn owner_userns(uid: u32, gid: u32) -> io::Result<RawFd> {
+  static MADE: Mutex<Vec<(u32, u32, OwnedFd)>> = Mutex::new(Vec::new());
+  let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+  if let Some((_, _, fd)) = made.iter().find(|(u, g, _)| (*u, *g) == (uid, gid)) {
+    return Ok(fd.as_raw_fd());
+  }
+  let fd = new_userns(uid, gid)?;
+  let raw = fd.as_raw_fd();
+  made.push((uid, gid, fd));
+  Ok(raw)
+}
+
+/// Forks a child into a new user namespace, writes its maps, and keeps a descriptor of it.
+fn new_userns(uid: u32, gid: u32) -> io::Result<OwnedFd> {
+  let (ready_read, ready_write) = crate::init::pipe_pair()?;
+  let (hold_read, hold_write) = crate::init::pipe_pair()?;
+  // SAFETY: the child makes only async-signal-safe calls and ends with _exit.
+  let pid = unsafe { libc::fork() };
+  if pid < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  if pid == 0 {
+    // SAFETY: as above; the descriptors are this child's copies.
+    unsafe {
+      libc::close(hold_write.as_raw_fd());
+      if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+        libc::write(ready_write.as_raw_fd(), b"R".as_ptr().cast(), 1);
+        // Lives until the parent has its maps written and its namespace open.
+        let mut byte = 0u8;
+        libc::read(hold_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+      }
+      libc::_exit(0);
+    }
+  }
+  drop(ready_write);
+  let made = (|| {
+    let mut byte = [0u8; 1];
+    if std::io::Read::read(&mut std::fs::File::from(ready_read), &mut byte)? != 1 {
+      return Err(io::Error::other(
+        "the child could not create a user namespace",
+      ));
+    }
+    std::fs::write(
+      format!("/proc/{pid}/uid_map"),
+      format!("{uid} {SANDBOX_UID} 1"),
+    )?;
+    std::fs::write(
+      format!("/proc/{pid}/gid_map"),
+      format!("{gid} {SANDBOX_UID} 1"),
+    )?;
+    let path = CString::new(format!("/proc/{pid}/ns/user")).map_err(io::Error::other)?;
+    // SAFETY: open of a NUL-terminated path; the descriptor is then owned here.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+      return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+  })();
+  drop((hold_read, hold_write));
+  let mut status = 0;
+  // SAFETY: reaps the child forked above (closing the hold pipe made it exit).
+  unsafe { libc::waitpid(pid, &mut status, 0) };
+  made
+}

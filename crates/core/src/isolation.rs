@@ -735,6 +735,7 @@ mod tests {
       .to_vec(),
       tmp_bytes: 1024,
       protected_paths: vec![],
+      protect_missing_paths: false,
     };
     let protection = Protection {
       holds: vec![

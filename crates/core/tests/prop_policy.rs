@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use native_workspace_core::isolation::SandboxPolicy;
+use native_workspace_core::isolation::{BindSources, SandboxPolicy};
 use native_workspace_core::protect::{Protected, Protection, check_relative};
 use native_workspace_core::seccomp::program;
 use proptest::prelude::*;
@@ -95,7 +95,7 @@ proptest! {
   fn any_policy_renders_well_formed_arguments_that_keep_the_hardening(policy in policy(), extra in prop::collection::vec(any::<String>().prop_map(|s| s.replace('\0', "")), 0..4)) {
     let mut policy = policy;
     policy.extra_args = extra.clone();
-    let argv = policy.argv(Path::new("/keeper"), &Protection::default());
+    let argv = policy.argv(Path::new("/keeper"), &BindSources::default(), &Protection::default());
     // The user's arguments sit, verbatim, between the policy's own and the closing four.
     let at = argv.len() - 4 - extra.len();
     let extra_os: Vec<OsString> = extra.iter().map(OsString::from).collect();
@@ -203,7 +203,7 @@ const AUDIT_ARCH: u32 = 0xC000_00B7;
 struct Call {
   arch: u32,
   nr: u32,
-  args: [u32; 2],
+  args: [u32; 4],
 }
 
 /// Runs the filter on `call`. Fails on an unknown instruction, a load outside
@@ -232,6 +232,8 @@ fn run(filter: &[u8], call: &Call) -> Result<u32, String> {
           4 => call.arch,
           16 => call.args[0],
           24 => call.args[1],
+          32 => call.args[2],
+          40 => call.args[3],
           _ => return Err(format!("load of offset {k}")),
         };
         pc + 1
@@ -252,30 +254,49 @@ fn run(filter: &[u8], call: &Call) -> Result<u32, String> {
 }
 
 fn syscall() -> impl Strategy<Value = Call> {
-  let nr = prop_oneof![
-    0u32..500,
-    any::<u32>(),
-    prop::sample::select(vec![
-      libc::SYS_socket as u32,
-      libc::SYS_socketpair as u32,
-      libc::SYS_ioctl as u32,
-      libc::SYS_ptrace as u32,
-      libc::SYS_mount as u32,
-      libc::SYS_unshare as u32,
-      libc::SYS_setns as u32,
-      libc::SYS_bpf as u32,
-      libc::SYS_io_uring_setup as u32,
-      libc::SYS_keyctl as u32,
-      libc::SYS_read as u32,
-      libc::SYS_write as u32,
-    ]),
+  #[allow(unused_mut)]
+  let mut picks = vec![
+    libc::SYS_socket as u32,
+    libc::SYS_socketpair as u32,
+    libc::SYS_ioctl as u32,
+    libc::SYS_ptrace as u32,
+    libc::SYS_mount as u32,
+    libc::SYS_unshare as u32,
+    libc::SYS_setns as u32,
+    libc::SYS_bpf as u32,
+    libc::SYS_io_uring_setup as u32,
+    libc::SYS_keyctl as u32,
+    libc::SYS_read as u32,
+    libc::SYS_write as u32,
+    libc::SYS_openat as u32,
+    libc::SYS_openat2 as u32,
+    libc::SYS_fchmod as u32,
+    libc::SYS_fchmodat as u32,
+    libc::SYS_mknodat as u32,
   ];
-  let arg = prop_oneof![0u32..32, any::<u32>(), Just(0x5412), Just(0x541C)];
+  #[cfg(target_arch = "x86_64")]
+  picks.extend([
+    libc::SYS_open as u32,
+    libc::SYS_chmod as u32,
+    libc::SYS_creat as u32,
+  ]);
+  let nr = prop_oneof![0u32..500, any::<u32>(), prop::sample::select(picks),];
+  let arg = prop_oneof![
+    0u32..32,
+    any::<u32>(),
+    Just(0x5412),
+    Just(0x541C),
+    Just(0o4755),
+    Just(0o2755),
+    Just(0o644),
+    Just(libc::O_CREAT as u32),
+    Just(libc::O_TMPFILE as u32),
+  ];
   let arch = prop_oneof![4 => Just(AUDIT_ARCH), 1 => any::<u32>()];
-  (arch, nr, arg.clone(), arg).prop_map(|(arch, nr, a0, a1)| Call {
+  (arch, nr, [arg.clone(), arg.clone(), arg.clone(), arg]).prop_map(|(arch, nr, args)| Call {
     arch,
     nr,
-    args: [a0, a1],
+    args,
   })
 }
 
@@ -292,10 +313,26 @@ proptest! {
     let verdict = verdict.unwrap();
     prop_assert!(verdict == RET_ALLOW || verdict == RET_EPERM, "{:#x}", verdict);
     let allowed = verdict == RET_ALLOW;
-    let [a0, a1] = call.args;
+    let [a0, a1, a2, a3] = call.args;
+    let set_id = |mode: u32| mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+    let creating = |flags: u32| flags & (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32 != 0;
+    let nr = call.nr as libc::c_long;
+    let mode_in_arg1: &[libc::c_long] = if cfg!(target_arch = "x86_64") {
+      &[libc::SYS_fchmod, libc::SYS_chmod, libc::SYS_creat, libc::SYS_mknod]
+    } else {
+      &[libc::SYS_fchmod]
+    };
     let stream = a1 & !((libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32) == libc::SOCK_STREAM as u32;
     let expected = if call.arch != AUDIT_ARCH || (cfg!(target_arch = "x86_64") && call.nr >= 0x4000_0000) {
       false
+    } else if mode_in_arg1.contains(&nr) {
+      !set_id(a1)
+    } else if [libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_mknodat].contains(&nr) {
+      !set_id(a2)
+    } else if cfg!(target_arch = "x86_64") && nr == libc::SYS_open {
+      !(creating(a1) && set_id(a2))
+    } else if nr == libc::SYS_openat {
+      !(creating(a2) && set_id(a3))
     } else if call.nr == libc::SYS_socket as u32 {
       (a0 == libc::AF_UNIX as u32 && stream) || (network && (a0 == libc::AF_INET as u32 || a0 == libc::AF_INET6 as u32))
     } else if call.nr == libc::SYS_socketpair as u32 {
@@ -309,7 +346,7 @@ proptest! {
         libc::SYS_add_key, libc::SYS_request_key, libc::SYS_process_vm_readv, libc::SYS_process_vm_writev,
         libc::SYS_perf_event_open, libc::SYS_userfaultfd, libc::SYS_umount2, libc::SYS_pivot_root,
         libc::SYS_move_mount, libc::SYS_open_tree, libc::SYS_fsopen, libc::SYS_fsconfig, libc::SYS_fsmount,
-        libc::SYS_fspick, libc::SYS_mount_setattr,
+        libc::SYS_fspick, libc::SYS_mount_setattr, libc::SYS_openat2,
       ]
       .contains(&(call.nr as libc::c_long))
     };

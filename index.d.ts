@@ -77,19 +77,25 @@ export declare class NativeProcess {
   get stderr(): string
   get stdoutDroppedBytes(): number
   get stderrDroppedBytes(): number
-  /** Resolves when the command has ended and every output callback has run. */
-  wait(): Promise<NativeExecutionResult>
+  /**
+   * Resolves when the command has ended and every output callback has run, the one of
+   * `subscription` included (it may have subscribed after the end).
+   */
+  wait(subscription?: number | undefined | null): Promise<NativeExecutionResult>
   /** SIGKILLs the whole process tree; false if it had already exited. */
   kill(): boolean
   /** SIGTERMs the whole process tree; false if it had already exited. */
   terminate(): boolean
   sendStdin(data: string | Uint8Array): Promise<void>
   closeStdin(): Promise<void>
-  /** Adds an output consumer `(stdout, stderr) => void` for output from now on. */
+  /**
+   * Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
+   * the output from now on.
+   */
   subscribe(onOutput: OutputFn): number
   /**
-   * Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
-   * for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+   * Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
+   * more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
    */
   subscribePaced(onOutput: OutputFn): number
   resume(id: number): void

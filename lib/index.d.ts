@@ -77,6 +77,7 @@ export interface ProcessInfo {
 }
 
 export interface ProcessWaitOptions {
+  /** Gets the output retained so far (from the oldest byte kept), then the output to come, each chunk once. */
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
@@ -96,7 +97,11 @@ export declare class ProcessHandle {
   readonly stdoutDroppedBytes: number
   readonly stderrDroppedBytes: number
   readonly killedByAbort: boolean
-  /** stdout as a Node stream, from the moment it is first read. */
+  /**
+   * stdout as a Node stream, whenever it is first asked for (even after the exit): the
+   * retained stdout (from the oldest byte kept when older output was dropped), then what
+   * follows, each byte once. It applies backpressure like a child process's stdout.
+   */
   readonly reader: import('node:stream').Readable
   /** stdin as a Node stream; `end()` closes stdin. */
   readonly writer: import('node:stream').Writable

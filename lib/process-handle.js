@@ -99,8 +99,9 @@ class ProcessHandle {
 
   /**
    * Resolves with the result once the process has exited and all its output has been
-   * delivered. `onStdout`/`onStderr` get the output that arrives during this wait;
-   * `abortSignal` kills the process. Every call resolves to the same result.
+   * delivered. `onStdout`/`onStderr` get the output retained so far (from the oldest byte
+   * kept, if older output was dropped), then the output that arrives during this wait,
+   * each chunk once; `abortSignal` kills the process. Every call resolves to the same result.
    */
   async wait(options = {}) {
     check.object(options, 'wait options')
@@ -116,7 +117,7 @@ class ProcessHandle {
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      const result = toResult(await this.#native.wait())
+      const result = toResult(await this.#native.wait(subscription))
       // Every output callback has run when wait() resolves, the spawn's own included.
       await this.#earlyOutput
       return result
@@ -143,9 +144,11 @@ class ProcessHandle {
   }
 
   /**
-   * stdout as a Node Readable, from the moment it is first read; ends when the process
-   * does. It applies backpressure like a child process's stdout: while its buffer is
-   * full, stdout is not read, and a command writing more blocks once its pipe is full.
+   * stdout as a Node Readable, whenever it is first asked for (even after the process
+   * ended): the stdout retained so far — from the oldest byte kept, if older output was
+   * dropped (`stdoutTruncated`) — then what follows, each chunk once; it ends when the
+   * process does. It applies backpressure like a child process's stdout: while its buffer
+   * is full, stdout is not read, and a command writing more blocks once its pipe is full.
    * Once the command has ended, what is left is delivered regardless.
    */
   get reader() {
@@ -161,7 +164,7 @@ class ProcessHandle {
       })
       // Answers false when the Readable's buffer is full: stdout is then held back.
       subscription = native.subscribePaced((stdout) => (stdout ? readable.push(stdout) : true))
-      native.wait().finally(() => {
+      native.wait(subscription).finally(() => {
         native.unsubscribe(subscription)
         if (!readable.destroyed) readable.push(null)
       })

@@ -114,18 +114,22 @@ impl NativeProcess {
     self.inner.retained(Stream::Stderr).1 as f64
   }
 
-  /// Resolves when the command has ended and every output callback has run.
+  /// Resolves when the command has ended and every output callback has run, the one of
+  /// `subscription` included (it may have subscribed after the end).
   #[napi(ts_return_type = "Promise<NativeExecutionResult>", catch_unwind)]
   pub fn wait<'env>(
     &self,
     env: &'env Env,
+    subscription: Option<u32>,
   ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>> {
     let inner = self.inner.clone();
+    let flushed = subscription.map(|id| self.inner.flush_sink(id as u64));
     settle(env, async move {
-      Ok(NativeExecutionResult::from_outcome(
-        inner.wait_outcome().await,
-        None,
-      ))
+      let outcome = inner.wait_outcome().await;
+      if let Some(flushed) = flushed {
+        flushed.await;
+      }
+      Ok(NativeExecutionResult::from_outcome(outcome, None))
     })
   }
 
@@ -160,15 +164,16 @@ impl NativeProcess {
     settle(env, self.inner.close_stdin())
   }
 
-  /// Adds an output consumer `(stdout, stderr) => void` for output from now on.
+  /// Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
+  /// the output from now on.
   #[napi(catch_unwind)]
   pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
   }
 
-  /// Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
-  /// for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+  /// Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
+  /// more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
   #[napi(catch_unwind)]
   pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let pace = Arc::new(Pace::default());

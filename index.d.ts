@@ -241,6 +241,10 @@ export interface NativeLimits {
   diskBytes?: number
   /** Inodes (files, directories) the sandbox may use up there. */
   diskInodes?: number
+  /** Exited background processes kept readable (the first to exit are released past it). */
+  exitedProcesses?: number
+  /** Output the kept exited processes may retain together. */
+  exitedOutputBytes?: number
 }
 
 export interface NativeProcessInfo {

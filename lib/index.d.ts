@@ -196,6 +196,15 @@ export interface SandboxLimits {
    */
   diskBytes?: number
   diskInodes?: number
+  /**
+   * Exited background processes kept readable through `processes.get()`/`list()` and the
+   * process tools (default 256), and the output they retain together (default 64 MiB).
+   * Host memory, not the sandbox's: past either, the processes that exited first are
+   * released (their pid is then unknown); a running process never is, nor the one that
+   * exited last. `Infinity` keeps every exited process until it is killed or released.
+   */
+  exitedProcesses?: number
+  exitedOutputBytes?: number
 }
 
 export interface InstructionsContext {

@@ -65,14 +65,19 @@ function checkCommand(command) {
   }
 }
 
+/** Handles kept before the first check for ones the sandbox no longer tracks. */
+const FORGET_FROM = 64
+
 /**
  * The process manager of a `LocalSandbox` (`sandbox.processes`). A process stays
- * reachable through `get(pid)` after it exits, until it is killed or released here, or
- * the sandbox stops.
+ * reachable through `get(pid)` after it exits, until it is killed or released here, the
+ * sandbox stops, or it is among the first to have exited past the sandbox's bound
+ * (`nativeSandbox.limits.exitedProcesses`, `exitedOutputBytes`).
  */
 class LocalProcessManager {
   #native
   #handles = new Map()
+  #forgetAt = FORGET_FROM
 
   constructor(sandbox, native) {
     this.sandbox = sandbox
@@ -97,7 +102,19 @@ class LocalProcessManager {
     if (signal) native.wait().finally(detach)
     const handle = new ProcessHandle(native, release())
     this.#handles.set(handle.pid, handle)
+    if (this.#handles.size > this.#forgetAt) this.#forgetUntracked()
     return handle
+  }
+
+  /**
+   * Drops the handles of processes the sandbox released on its own (exited past its
+   * bound), so they do not hold their output here. Runs once the map has doubled since
+   * the last time: amortised O(1) per spawn.
+   */
+  #forgetUntracked() {
+    const tracked = new Set(this.#native.list().map(({ pid }) => pid))
+    for (const pid of this.#handles.keys()) if (!tracked.has(pid)) this.#handles.delete(pid)
+    this.#forgetAt = Math.max(FORGET_FROM, 2 * this.#handles.size)
   }
 
   /** Every tracked process, oldest first. */

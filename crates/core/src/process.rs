@@ -351,6 +351,21 @@ impl Process {
     }
   }
 
+  /// Resolves once the command has finished, without holding the process (which a
+  /// dropped last handle kills).
+  pub fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+    let mut exit = self.exit.clone();
+    async move {
+      let _ = exit.wait_for(|e| e.is_some()).await;
+    }
+  }
+
+  /// Bytes of output both streams retain.
+  pub fn retained_bytes(&self) -> usize {
+    let out = self.output.locked();
+    out.stdout.text().len() + out.stderr.text().len()
+  }
+
   pub fn unsubscribe(&self, id: u64) {
     self.output.locked().sinks.retain(|(sid, _)| *sid != id);
   }

@@ -1,0 +1,122 @@
+// Exited background processes stay readable after their exit, but not without bound: past
+// `nativeSandbox.limits.exitedProcesses` (256) or `exitedOutputBytes` (64 MiB of their
+// retained output), the ones that exited first are released and their pids are unknown.
+import { describe, expect, it } from 'vitest'
+import { LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
+import { freshWorkdir, useSandboxes, waitFor } from './helpers.mjs'
+
+const makeSandbox = useSandboxes()
+const MiB = 1 << 20
+const ONE_MIB_OF_OUTPUT = `head -c ${MiB} /dev/zero | tr '\\0' a`
+
+/** Spawns `count` commands one after the other and waits for all of them; returns their pids in spawn order. */
+async function spawnAll(sb, count, command) {
+  const pids = []
+  const waits = []
+  for (let i = 0; i < count; i++) {
+    const handle = await sb.processes.spawn(command)
+    pids.push(handle.pid)
+    waits.push(handle.wait())
+  }
+  await Promise.all(waits)
+  return pids
+}
+
+describe('exited processes are bounded', () => {
+  it('by count: of 600 exited `true`, the newest 256 are kept and the oldest are unknown', async () => {
+    const sb = makeSandbox()
+    const pids = await spawnAll(sb, 600, 'true')
+    // The bound is applied as each exit is seen, just after wait() can resolve.
+    expect(await waitFor(async () => (await sb.processes.list()).length === 256, { timeout: 10000 })).toBe(true)
+    const listed = await sb.processes.list()
+    expect(listed.every((p) => !p.running && p.exitCode === 0)).toBe(true)
+    const newest = await sb.processes.get(pids.at(-1))
+    expect(newest?.exitCode).toBe(0)
+    for (const pid of pids.slice(0, 100)) expect(await sb.processes.get(pid)).toBeUndefined()
+    expect(listed.map((p) => p.pid)).not.toContain(pids[0])
+  })
+
+  it('never releases a running process, however many exit after it', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { exitedProcesses: 3 } } })
+    const running = await sb.processes.spawn('sleep 30')
+    const pids = await spawnAll(sb, 10, 'true')
+    expect(await waitFor(async () => (await sb.processes.list()).length === 4, { timeout: 10000 })).toBe(true)
+    const listed = await sb.processes.list()
+    expect(listed[0]).toEqual({ pid: running.pid, command: 'sleep 30', running: true })
+    expect(listed.slice(1).map((p) => p.pid)).toEqual(expect.arrayContaining([pids.at(-1)]))
+    expect(await sb.processes.get(running.pid)).toBe(running)
+    expect(await sb.processes.kill(running.pid)).toBe(true)
+  })
+
+  it('by bytes: processes that printed 1 MiB each are kept only as far as 4 MiB of output', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { exitedOutputBytes: 4 * MiB } } })
+    const pids = []
+    for (let i = 0; i < 8; i++) {
+      const handle = await sb.processes.spawn(ONE_MIB_OF_OUTPUT)
+      expect((await handle.wait()).stdout.length).toBe(MiB)
+      pids.push(handle.pid)
+    }
+    expect(await waitFor(async () => (await sb.processes.list()).length === 4, { timeout: 10000 })).toBe(true)
+    expect((await sb.processes.list()).map((p) => p.pid)).toEqual(pids.slice(4))
+    expect((await sb.processes.get(pids[7]))?.stdout.length).toBe(MiB)
+    expect(await sb.processes.get(pids[3])).toBeUndefined()
+  })
+
+  it('the process that exited last stays readable, even past the byte bound on its own', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { exitedOutputBytes: 1 } } })
+    const first = await sb.processes.spawn(ONE_MIB_OF_OUTPUT)
+    await first.wait()
+    expect(await waitFor(async () => (await sb.processes.list()).length === 1)).toBe(true)
+    expect((await sb.processes.get(first.pid))?.stdout.length).toBe(MiB)
+    const second = await sb.processes.spawn('echo second')
+    await second.wait()
+    expect(await waitFor(async () => (await sb.processes.get(first.pid)) === undefined)).toBe(true)
+    expect((await sb.processes.get(second.pid))?.stdout).toBe('second\n')
+  })
+
+  it('Infinity keeps every exited process', async () => {
+    const sb = makeSandbox({ nativeSandbox: { limits: { exitedProcesses: Infinity } } })
+    await spawnAll(sb, 300, 'true')
+    expect((await sb.processes.list()).length).toBe(300)
+  })
+
+  it('a released pid is unknown to the process tools too', async () => {
+    const ws = new Workspace({
+      sandbox: new LocalSandbox({ workingDirectory: freshWorkdir(), nativeSandbox: { limits: { exitedProcesses: 1 } } }),
+    })
+    try {
+      const tools = await createWorkspaceTools(ws)
+      const exec = tools.mastra_workspace_execute_command
+      const output = tools.mastra_workspace_get_process_output
+      const pidOf = (text) => /\(PID: (\d+)\)/.exec(text)[1]
+      const first = pidOf(await exec.execute({ command: 'echo one', background: true }, {}))
+      expect(await output.execute({ pid: first, wait: true }, {})).toBe('one\n\n\nExit code: 0')
+      const second = pidOf(await exec.execute({ command: 'echo two', background: true }, {}))
+      expect(await output.execute({ pid: second, wait: true }, {})).toBe('two\n\n\nExit code: 0')
+      expect(await waitFor(async () => (await ws.sandbox.processes.get(first)) === undefined)).toBe(true)
+      expect(await output.execute({ pid: first }, {})).toBe(`No background process found with PID ${first}.`)
+      expect(await tools.mastra_workspace_kill_process.execute({ pid: first }, {})).toBe(
+        `Process ${first} was not found or had already exited.`,
+      )
+    } finally {
+      await ws.destroy()
+    }
+  })
+
+  it.each([
+    ['exitedProcesses', 0],
+    ['exitedProcesses', 1.5],
+    ['exitedOutputBytes', -1],
+    ['exitedOutputBytes', '64'],
+  ])('refuses nativeSandbox.limits.%s = %j, naming it', (key, value) => {
+    const error = (() => {
+      try {
+        new LocalSandbox({ workingDirectory: freshWorkdir(), nativeSandbox: { limits: { [key]: value } } })
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(error).toBeInstanceOf(SandboxOptionError)
+    expect(error.message).toContain(`nativeSandbox.limits.${key}`)
+  })
+})

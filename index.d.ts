@@ -82,6 +82,12 @@ export declare class NativeProcess {
    * `subscription` included (it may have subscribed after the end).
    */
   wait(subscription?: number | undefined | null): Promise<NativeExecutionResult>
+  /**
+   * Tells V8 how much output this object keeps alive, as far as it has not yet: V8 does
+   * not see native memory, and an object let go of (a process the sandbox released)
+   * would otherwise hold its output until a collection came for other reasons.
+   */
+  weighOutput(): void
   /** SIGKILLs the whole process tree; false if it had already exited. */
   kill(): boolean
   /** SIGTERMs the whole process tree; false if it had already exited. */

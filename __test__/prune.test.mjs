@@ -3,7 +3,7 @@
 // retained output), the ones that exited first are released and their pids are unknown.
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
-import { freshWorkdir, useSandboxes, waitFor } from './helpers.mjs'
+import { LIB_CJS, freshWorkdir, startNode, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 const MiB = 1 << 20
@@ -119,4 +119,35 @@ describe('exited processes are bounded', () => {
     expect(error).toBeInstanceOf(SandboxOptionError)
     expect(error.message).toContain(`nativeSandbox.limits.${key}`)
   })
+
+  it("the host's memory stays bounded while hundreds of jobs print and exit", async () => {
+    // In a child Node, so the figures are this run's alone: 400 jobs of 1 MiB of output
+    // each would hold 400 MiB if every exited one were kept, or if the handles the
+    // manager dropped held theirs until V8 happened to collect them.
+    const { child, exited } = startNode(
+      `const { LocalSandbox } = require(process.env.LIB)
+      ;(async () => {
+        const sb = new LocalSandbox({ workingDirectory: process.env.WD, nativeSandbox: { limits: { exitedOutputBytes: 16 * 1048576 } } })
+        const job = async () => (await sb.processes.spawn(${JSON.stringify(ONE_MIB_OF_OUTPUT)})).wait()
+        for (let i = 0; i < 10; i++) await job()
+        const before = process.memoryUsage().rss
+        for (let i = 0; i < 400; i++) await job()
+        const grown = process.memoryUsage().rss - before
+        const kept = (await sb.processes.list()).length
+        await sb.destroy()
+        console.log(JSON.stringify({ grown, kept }))
+      })()`,
+      { LIB: LIB_CJS, WD: freshWorkdir() },
+    )
+    let stdout = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    try {
+      expect((await withDeadline(exited, 60_000, 'the child running 400 jobs')).code).toBe(0)
+    } finally {
+      child.kill('SIGKILL')
+    }
+    const { grown, kept } = JSON.parse(stdout.trim().split('\n').at(-1))
+    expect(kept).toBe(16)
+    expect(grown).toBeLessThan(200 * MiB)
+  }, 90_000)
 })

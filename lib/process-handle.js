@@ -42,6 +42,9 @@ function outputCallback(onStdout, onStderr) {
   }
 }
 
+/** What the process manager calls on a handle it lets go of (see `NativeProcess.weighOutput`). */
+const letGo = Symbol('letGo')
+
 /** The native result without its empty optional fields. */
 function toResult(native) {
   return Object.fromEntries(Object.entries(native).filter(([, value]) => value != null))
@@ -127,6 +130,11 @@ class ProcessHandle {
     }
   }
 
+  /** Has V8 weigh the output this handle holds, for when nothing else does any more. */
+  [letGo]() {
+    this.#native.weighOutput()
+  }
+
   /** SIGKILLs the process and everything it started. False if it had already exited. */
   async kill() {
     return this.#native.kill()
@@ -192,4 +200,4 @@ class ProcessHandle {
   }
 }
 
-module.exports = { ProcessHandle, outputCallback, toResult }
+module.exports = { ProcessHandle, letGo, outputCallback, toResult }

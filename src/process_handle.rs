@@ -1,10 +1,11 @@
 //! `NativeProcess`: the engine behind the exported `ProcessHandle` (lib/process-handle.js).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::Env;
-use napi::bindgen_prelude::{Either, PromiseRaw, Uint8Array};
+use napi::bindgen_prelude::{Either, ObjectFinalize, PromiseRaw, Uint8Array};
 use napi_derive::napi;
 use native_workspace_core::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
@@ -52,11 +53,13 @@ impl NativeExecutionResult {
   }
 }
 
-#[napi]
+#[napi(custom_finalize)]
 pub struct NativeProcess {
   inner: Arc<Process>,
   /// The holds of paced subscriptions, by subscription id.
   paces: Mutex<HashMap<u32, Arc<Pace>>>,
+  /// Output this object keeps alive, as told to V8 (see `weigh_output`).
+  reported_bytes: AtomicI64,
 }
 
 impl NativeProcess {
@@ -64,7 +67,18 @@ impl NativeProcess {
     NativeProcess {
       inner,
       paces: Mutex::new(HashMap::new()),
+      reported_bytes: AtomicI64::new(0),
     }
+  }
+}
+
+impl ObjectFinalize for NativeProcess {
+  fn finalize(self, env: Env) -> napi::Result<()> {
+    let reported = self.reported_bytes.load(Ordering::Relaxed);
+    if reported > 0 {
+      env.adjust_external_memory(-reported)?;
+    }
+    Ok(())
   }
 }
 
@@ -131,6 +145,20 @@ impl NativeProcess {
       }
       Ok(NativeExecutionResult::from_outcome(outcome, None))
     })
+  }
+
+  /// Tells V8 how much output this object keeps alive, as far as it has not yet: V8 does
+  /// not see native memory, and an object let go of (a process the sandbox released)
+  /// would otherwise hold its output until a collection came for other reasons.
+  #[napi(catch_unwind)]
+  pub fn weigh_output(&self, env: &Env) -> napi::Result<()> {
+    let bytes = i64::try_from(self.inner.retained_bytes()).unwrap_or(i64::MAX);
+    let reported = self.reported_bytes.load(Ordering::Relaxed);
+    if bytes > reported {
+      env.adjust_external_memory(bytes - reported)?;
+      self.reported_bytes.store(bytes, Ordering::Relaxed);
+    }
+    Ok(())
   }
 
   /// SIGKILLs the whole process tree; false if it had already exited.

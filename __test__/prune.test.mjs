@@ -3,7 +3,7 @@
 // retained output), the ones that exited first are released and their pids are unknown.
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
-import { LIB_CJS, freshWorkdir, startNode, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
+import { LIB_CJS, freshWorkdir, runNode, startNode, survivors, uniqueMarker, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 const MiB = 1 << 20
@@ -150,4 +150,20 @@ describe('exited processes are bounded', () => {
     expect(kept).toBe(16)
     expect(grown).toBeLessThan(200 * MiB)
   }, 90_000)
+
+  it('keeping track of exited processes does not keep Node running', async () => {
+    // More spawns than pass between two checks of the manager's handles, none waited for.
+    const marker = uniqueMarker()
+    const { code } = await runNode(
+      `const { LocalSandbox } = require(process.env.LIB)
+      ;(async () => {
+        const sb = new LocalSandbox({ workingDirectory: process.env.WD })
+        for (let i = 0; i < 20; i++) await sb.processes.spawn('true')
+        for (let i = 0; i < 20; i++) await sb.processes.spawn('sleep ${marker}')
+      })()`,
+      { LIB: LIB_CJS, WD: freshWorkdir() },
+    )
+    expect(code).toBe(0)
+    expect(await survivors([marker])).toEqual([])
+  })
 })

@@ -262,28 +262,7 @@ impl Sandbox {
       let mut tracked = tracked.locked();
       let mut queue = queue.locked();
       queue.push_back((pid, process));
-      // Killed, released or replaced (its pid used again) since it exited: not counted.
-      queue.retain(|(pid, process)| {
-        tracked
-          .get(pid)
-          .is_some_and(|(_, p)| std::ptr::eq(Arc::as_ptr(p), process.as_ptr()))
-      });
-      let mut kept = 0;
-      let mut kept_bytes = 0u64;
-      for (pid, _) in queue.iter().rev() {
-        let size = tracked
-          .get(pid)
-          .map_or(0, |(_, p)| p.retained_bytes() as u64);
-        if kept > 0 && (kept >= count || kept_bytes.saturating_add(size) > bytes) {
-          break;
-        }
-        kept += 1;
-        kept_bytes += size;
-      }
-      let released = queue.len() - kept as usize;
-      for (pid, _) in queue.drain(..released) {
-        tracked.remove(&pid);
-      }
+      release_first_exited(&mut tracked, &mut queue, count, bytes);
     });
   }
 
@@ -676,6 +655,33 @@ impl Sandbox {
     for (_, p) in &all {
       p.wait().await;
     }
+  }
+}
+
+/// Releases the processes of `exited` that exited first until at most `count` of them,
+/// retaining at most `bytes` of output together, are left tracked; the last one always is.
+fn release_first_exited(tracked: &mut Tracked, exited: &mut Exited, count: u64, bytes: u64) {
+  // Killed, released or replaced (its pid used again) since it exited: not counted.
+  exited.retain(|(pid, process)| {
+    tracked
+      .get(pid)
+      .is_some_and(|(_, p)| std::ptr::eq(Arc::as_ptr(p), process.as_ptr()))
+  });
+  let mut kept = 0;
+  let mut kept_bytes = 0u64;
+  for (pid, _) in exited.iter().rev() {
+    let size = tracked
+      .get(pid)
+      .map_or(0, |(_, p)| p.retained_bytes() as u64);
+    if kept > 0 && (kept >= count || kept_bytes.saturating_add(size) > bytes) {
+      break;
+    }
+    kept += 1;
+    kept_bytes += size;
+  }
+  let released = exited.len() - kept as usize;
+  for (pid, _) in exited.drain(..released) {
+    tracked.remove(&pid);
   }
 }
 

@@ -82,19 +82,31 @@ export declare class NativeProcess {
   get stderr(): string
   get stdoutDroppedBytes(): number
   get stderrDroppedBytes(): number
-  /** Resolves when the command has ended and every output callback has run. */
-  wait(): Promise<NativeExecutionResult>
+  /**
+   * Resolves when the command has ended and every output callback has run, the one of
+   * `subscription` included (it may have subscribed after the end).
+   */
+  wait(subscription?: number | undefined | null): Promise<NativeExecutionResult>
+  /**
+   * Tells V8 how much output this object keeps alive, as far as it has not yet: V8 does
+   * not see native memory, and an object let go of (a process the sandbox released)
+   * would otherwise hold its output until a collection came for other reasons.
+   */
+  weighOutput(): void
   /** SIGKILLs the whole process tree; false if it had already exited. */
   kill(): boolean
   /** SIGTERMs the whole process tree; false if it had already exited. */
   terminate(): boolean
   sendStdin(data: string | Uint8Array): Promise<void>
   closeStdin(): Promise<void>
-  /** Adds an output consumer `(stdout, stderr) => void` for output from now on. */
+  /**
+   * Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
+   * the output from now on.
+   */
   subscribe(onOutput: OutputFn): number
   /**
-   * Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
-   * for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+   * Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
+   * more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
    */
   subscribePaced(onOutput: OutputFn): number
   resume(id: number): void
@@ -274,6 +286,10 @@ export interface NativeLimits {
   diskBytes?: number
   /** Inodes (files, directories) the sandbox may use up there. */
   diskInodes?: number
+  /** Exited background processes kept readable (the first to exit are released past it). */
+  exitedProcesses?: number
+  /** Output the kept exited processes may retain together. */
+  exitedOutputBytes?: number
 }
 
 export interface NativeProcessInfo {

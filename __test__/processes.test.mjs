@@ -98,14 +98,14 @@ describe('spawn and wait', () => {
     expect(second).toEqual(first)
   })
 
-  it('wait({ onStdout }) gets only later output, all of it before wait resolves, nothing after', async () => {
+  it('wait({ onStdout }) gets the output so far, then the later output, all before wait resolves, nothing after', async () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('echo early; sleep 0.4; echo late; sleep 0.2; echo last')
     expect(await waitFor(() => handle.stdout === 'early\n')).toBe(true)
     const seen = []
     const result = await handle.wait({ onStdout: (d) => seen.push(d) })
     expect(result.stdout).toBe('early\nlate\nlast\n')
-    expect(seen.join('')).toBe('late\nlast\n')
+    expect(seen.join('')).toBe('early\nlate\nlast\n')
     const count = seen.length
     await sleep(200)
     expect(seen.length).toBe(count)

@@ -83,6 +83,7 @@ export interface ProcessInfo {
 }
 
 export interface ProcessWaitOptions {
+  /** Gets the output retained so far (from the oldest byte kept), then the output to come, each chunk once. */
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
@@ -106,7 +107,11 @@ export declare class ProcessHandle {
   readonly stdoutDroppedBytes: number
   readonly stderrDroppedBytes: number
   readonly killedByAbort: boolean
-  /** stdout as a Node stream, from the moment it is first read. */
+  /**
+   * stdout as a Node stream, whenever it is first asked for (even after the exit): the
+   * retained stdout (from the oldest byte kept when older output was dropped), then what
+   * follows, each byte once. It applies backpressure like a child process's stdout.
+   */
   readonly reader: import('node:stream').Readable
   /** stdin as a Node stream; `end()` closes stdin. */
   readonly writer: import('node:stream').Writable
@@ -201,6 +206,15 @@ export interface SandboxLimits {
    */
   diskBytes?: number
   diskInodes?: number
+  /**
+   * Exited background processes kept readable through `processes.get()`/`list()` and the
+   * process tools (default 256), and the output they retain together (default 64 MiB).
+   * Host memory, not the sandbox's: past either, the processes that exited first are
+   * released (their pid is then unknown); a running process never is, nor the one that
+   * exited last. `Infinity` keeps every exited process until it is killed or released.
+   */
+  exitedProcesses?: number
+  exitedOutputBytes?: number
 }
 
 export interface InstructionsContext {

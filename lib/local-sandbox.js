@@ -40,7 +40,7 @@ function nativeSandboxConfig(config) {
   }
 }
 
-const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes']
+const LIMITS = ['memoryBytes', 'processes', 'openFiles', 'fileSizeBytes', 'cpuSeconds', 'tmpSizeBytes', 'outputBytes', 'diskBytes', 'diskInodes', 'exitedProcesses', 'exitedOutputBytes']
 
 /**
  * `nativeSandbox.limits`: numbers under known keys (an unknown key is refused, not ignored).

@@ -42,6 +42,9 @@ function outputCallback(onStdout, onStderr) {
   }
 }
 
+/** What the process manager calls on a handle it lets go of (see `NativeProcess.weighOutput`). */
+const letGo = Symbol('letGo')
+
 /** The native result without its empty optional fields. */
 function toResult(native) {
   return Object.fromEntries(Object.entries(native).filter(([, value]) => value != null))
@@ -102,8 +105,9 @@ class ProcessHandle {
 
   /**
    * Resolves with the result once the process has exited and all its output has been
-   * delivered. `onStdout`/`onStderr` get the output that arrives during this wait;
-   * `abortSignal` kills the process. Every call resolves to the same result.
+   * delivered. `onStdout`/`onStderr` get the output retained so far (from the oldest byte
+   * kept, if older output was dropped), then the output that arrives during this wait,
+   * each chunk once; `abortSignal` kills the process. Every call resolves to the same result.
    */
   async wait(options = {}) {
     check.object(options, 'wait options')
@@ -119,7 +123,7 @@ class ProcessHandle {
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      const result = toResult(await this.#native.wait())
+      const result = toResult(await this.#native.wait(subscription))
       // Every output callback has run when wait() resolves, the spawn's own included.
       await this.#earlyOutput
       return result
@@ -127,6 +131,11 @@ class ProcessHandle {
       if (subscription !== undefined) this.#native.unsubscribe(subscription)
       signal?.removeEventListener('abort', onAbort)
     }
+  }
+
+  /** Has V8 weigh the output this handle holds, for when nothing else does any more. */
+  [letGo]() {
+    this.#native.weighOutput()
   }
 
   /** SIGKILLs the process and everything it started. False if it had already exited. */
@@ -146,9 +155,11 @@ class ProcessHandle {
   }
 
   /**
-   * stdout as a Node Readable, from the moment it is first read; ends when the process
-   * does. It applies backpressure like a child process's stdout: while its buffer is
-   * full, stdout is not read, and a command writing more blocks once its pipe is full.
+   * stdout as a Node Readable, whenever it is first asked for (even after the process
+   * ended): the stdout retained so far — from the oldest byte kept, if older output was
+   * dropped (`stdoutTruncated`) — then what follows, each chunk once; it ends when the
+   * process does. It applies backpressure like a child process's stdout: while its buffer
+   * is full, stdout is not read, and a command writing more blocks once its pipe is full.
    * Once the command has ended, what is left is delivered regardless.
    */
   get reader() {
@@ -164,7 +175,7 @@ class ProcessHandle {
       })
       // Answers false when the Readable's buffer is full: stdout is then held back.
       subscription = native.subscribePaced((stdout) => (stdout ? readable.push(stdout) : true))
-      native.wait().finally(() => {
+      native.wait(subscription).finally(() => {
         native.unsubscribe(subscription)
         if (!readable.destroyed) readable.push(null)
       })
@@ -192,4 +203,4 @@ class ProcessHandle {
   }
 }
 
-module.exports = { ProcessHandle, outputCallback, toResult }
+module.exports = { ProcessHandle, letGo, outputCallback, toResult }

@@ -3,7 +3,7 @@ const { NativeAbortToken } = require('../index.js')
 const { translating } = require('./translate')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
-const { ProcessHandle, outputCallback } = require('./process-handle')
+const { ProcessHandle, letGo, outputCallback } = require('./process-handle')
 
 /**
  * Raises a native abort token when `signal` aborts (at once if it already has).
@@ -65,14 +65,19 @@ function checkCommand(command) {
   }
 }
 
+/** Spawns between two checks for handles of processes the sandbox no longer tracks. */
+const FORGET_EVERY = 16
+
 /**
  * The process manager of a `LocalSandbox` (`sandbox.processes`). A process stays
- * reachable through `get(pid)` after it exits, until it is killed or released here, or
- * the sandbox stops.
+ * reachable through `get(pid)` after it exits, until it is killed or released here, the
+ * sandbox stops, or it is among the first to have exited past the sandbox's bound
+ * (`nativeSandbox.limits.exitedProcesses`, `exitedOutputBytes`).
  */
 class LocalProcessManager {
   #native
   #handles = new Map()
+  #spawnsUntilForget = FORGET_EVERY
 
   constructor(sandbox, native) {
     this.sandbox = sandbox
@@ -97,7 +102,19 @@ class LocalProcessManager {
     if (signal) native.wait().finally(detach)
     const handle = new ProcessHandle(native, release())
     this.#handles.set(handle.pid, handle)
+    if (--this.#spawnsUntilForget === 0) this.#forgetUntracked()
     return handle
+  }
+
+  /**
+   * Drops the handles of processes the sandbox released on its own (exited past its
+   * bound), so that they do not hold their output here: at most the releases of the last
+   * few spawns wait to be dropped, and the check costs a fraction of the table per spawn.
+   */
+  #forgetUntracked() {
+    this.#spawnsUntilForget = FORGET_EVERY
+    const tracked = new Set(this.#native.list().map(({ pid }) => pid))
+    for (const pid of this.#handles.keys()) if (!tracked.has(pid)) this.#letGo(pid)
   }
 
   /** Every tracked process, oldest first. */
@@ -113,7 +130,7 @@ class LocalProcessManager {
     const key = String(pid)
     const native = this.#native.get(key)
     if (!native) {
-      this.#handles.delete(key)
+      this.#letGo(key)
       return undefined
     }
     let handle = this.#handles.get(key)
@@ -128,7 +145,7 @@ class LocalProcessManager {
   async kill(pid) {
     const key = String(pid)
     const killed = await translating(() => this.#native.kill(key))
-    this.#handles.delete(key)
+    this.#letGo(key)
     return killed
   }
 
@@ -136,12 +153,21 @@ class LocalProcessManager {
   release(pid) {
     const key = String(pid)
     this.#native.release(key)
-    this.#handles.delete(key)
+    this.#letGo(key)
   }
 
   /** Forgets handles of processes the sandbox no longer tracks (after stop/destroy). */
   _forgetAll() {
-    this.#handles.clear()
+    for (const pid of this.#handles.keys()) this.#letGo(pid)
+  }
+
+  /**
+   * Drops the handle of `pid`. Its output is weighed for V8 first: the handle is likely
+   * garbage now, and V8 would not count the native memory it holds.
+   */
+  #letGo(pid) {
+    this.#handles.get(pid)?.[letGo]()
+    this.#handles.delete(pid)
   }
 }
 

@@ -106,6 +106,10 @@ fn heed(pace: &Option<Arc<Pace>>, answer: Option<bool>) {
 
 impl OutputSink for JsOutputSink {
   fn push(&self, stream: Stream, text: &str) {
+    if self.pace.is_some() && stream == Stream::Stderr {
+      // A paced consumer reads stdout only (a Node Readable of it): stderr is not its.
+      return;
+    }
     let mut p = self.pending.locked();
     match stream {
       Stream::Stdout => p.stdout.push_str(text),

@@ -79,6 +79,10 @@ pub struct NativeLimits {
   pub disk_bytes: Option<f64>,
   /// Inodes (files, directories) the sandbox may use up there.
   pub disk_inodes: Option<f64>,
+  /// Exited background processes kept readable (the first to exit are released past it).
+  pub exited_processes: Option<f64>,
+  /// Output the kept exited processes may retain together.
+  pub exited_output_bytes: Option<f64>,
 }
 
 /// The most processes the kernel counts (`PID_MAX_LIMIT`; a cgroup refuses more).
@@ -198,6 +202,8 @@ impl NativeLimits {
         bytes: limit(self.disk_bytes, "diskBytes", ANY)?,
         inodes: limit(self.disk_inodes, "diskInodes", ANY)?,
       },
+      exited_processes: limit(self.exited_processes, "exitedProcesses", ANY)?,
+      exited_output_bytes: limit(self.exited_output_bytes, "exitedOutputBytes", ANY)?,
     };
     let tmp_bytes = limit(
       self.tmp_size_bytes,

@@ -1,10 +1,11 @@
 //! `NativeProcess`: the engine behind the exported `ProcessHandle` (lib/process-handle.js).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::Env;
-use napi::bindgen_prelude::{Either, PromiseRaw, Uint8Array};
+use napi::bindgen_prelude::{Either, ObjectFinalize, PromiseRaw, Uint8Array};
 use napi_derive::napi;
 use native_workspace_core::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
@@ -61,11 +62,13 @@ impl NativeExecutionResult {
   }
 }
 
-#[napi]
+#[napi(custom_finalize)]
 pub struct NativeProcess {
   inner: Arc<Process>,
   /// The holds of paced subscriptions, by subscription id.
   paces: Mutex<HashMap<u32, Arc<Pace>>>,
+  /// Output this object keeps alive, as told to V8 (see `weigh_output`).
+  reported_bytes: AtomicI64,
 }
 
 impl NativeProcess {
@@ -73,7 +76,18 @@ impl NativeProcess {
     NativeProcess {
       inner,
       paces: Mutex::new(HashMap::new()),
+      reported_bytes: AtomicI64::new(0),
     }
+  }
+}
+
+impl ObjectFinalize for NativeProcess {
+  fn finalize(self, env: Env) -> napi::Result<()> {
+    let reported = self.reported_bytes.load(Ordering::Relaxed);
+    if reported > 0 {
+      env.adjust_external_memory(-reported)?;
+    }
+    Ok(())
   }
 }
 
@@ -123,19 +137,37 @@ impl NativeProcess {
     self.inner.retained(Stream::Stderr).1 as f64
   }
 
-  /// Resolves when the command has ended and every output callback has run.
+  /// Resolves when the command has ended and every output callback has run, the one of
+  /// `subscription` included (it may have subscribed after the end).
   #[napi(ts_return_type = "Promise<NativeExecutionResult>", catch_unwind)]
   pub fn wait<'env>(
     &self,
     env: &'env Env,
+    subscription: Option<u32>,
   ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>> {
     let inner = self.inner.clone();
+    let flushed = subscription.map(|id| self.inner.flush_sink(id as u64));
     settle(env, async move {
-      Ok(NativeExecutionResult::from_outcome(
-        inner.wait_outcome().await,
-        None,
-      ))
+      let outcome = inner.wait_outcome().await;
+      if let Some(flushed) = flushed {
+        flushed.await;
+      }
+      Ok(NativeExecutionResult::from_outcome(outcome, None))
     })
+  }
+
+  /// Tells V8 how much output this object keeps alive, as far as it has not yet: V8 does
+  /// not see native memory, and an object let go of (a process the sandbox released)
+  /// would otherwise hold its output until a collection came for other reasons.
+  #[napi(catch_unwind)]
+  pub fn weigh_output(&self, env: &Env) -> napi::Result<()> {
+    let bytes = i64::try_from(self.inner.retained_bytes()).unwrap_or(i64::MAX);
+    let reported = self.reported_bytes.load(Ordering::Relaxed);
+    if bytes > reported {
+      env.adjust_external_memory(bytes - reported)?;
+      self.reported_bytes.store(bytes, Ordering::Relaxed);
+    }
+    Ok(())
   }
 
   /// SIGKILLs the whole process tree; false if it had already exited.
@@ -169,15 +201,16 @@ impl NativeProcess {
     settle(env, self.inner.close_stdin())
   }
 
-  /// Adds an output consumer `(stdout, stderr) => void` for output from now on.
+  /// Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
+  /// the output from now on.
   #[napi(catch_unwind)]
   pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
   }
 
-  /// Like `subscribe`, for a consumer that answers `false` when it wants no more stdout
-  /// for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
+  /// Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
+  /// more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
   #[napi(catch_unwind)]
   pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
     let pace = Arc::new(Pace::default());

@@ -26,6 +26,10 @@ pub struct Limits {
   pub output_bytes: Option<u64>,
   /// Disk space and inodes the sandbox may use up on the filesystems it writes to.
   pub disk: DiskBudget,
+  /// Exited background processes kept readable, and the output they may retain together;
+  /// past either, the ones that exited first are released (host memory, not the sandbox's).
+  pub exited_processes: Option<u64>,
+  pub exited_output_bytes: Option<u64>,
 }
 
 impl Limits {

@@ -381,11 +381,53 @@ impl Process {
     (buf.text().to_owned(), buf.dropped_bytes())
   }
 
-  /// Adds a consumer for output from now on; returns its id for [`Process::unsubscribe`].
+  /// Adds a consumer, whenever it comes: it first receives what each stream still retains
+  /// (from the oldest byte kept, if older ones were dropped), then every chunk from now on.
+  /// The snapshot and the subscription are one step under the output lock, so at the seam
+  /// no chunk is missed or delivered twice. Returns its id for [`Process::unsubscribe`].
   pub fn subscribe(&self, sink: Arc<dyn OutputSink>) -> u64 {
     let id = self.next_sink_id.fetch_add(1, Ordering::Relaxed);
-    self.output.locked().sinks.push((id, sink));
+    let mut out = self.output.locked();
+    for (stream, retained) in [(Stream::Stdout, &out.stdout), (Stream::Stderr, &out.stderr)] {
+      let text = retained.text();
+      if !text.is_empty() {
+        sink.push(stream, text);
+      }
+    }
+    out.sinks.push((id, sink));
     id
+  }
+
+  /// Resolves once consumer `id` has delivered everything pushed to it so far (what it got
+  /// when it subscribed to a command that had already ended, too).
+  pub fn flush_sink(&self, id: u64) -> impl Future<Output = ()> + Send + 'static {
+    let sink = self
+      .output
+      .locked()
+      .sinks
+      .iter()
+      .find(|(sid, _)| *sid == id)
+      .map(|(_, sink)| sink.clone());
+    async move {
+      if let Some(sink) = sink {
+        sink.flush().await;
+      }
+    }
+  }
+
+  /// Resolves once the command has finished, without holding the process (which a
+  /// dropped last handle kills).
+  pub fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+    let mut exit = self.exit.clone();
+    async move {
+      let _ = exit.wait_for(|e| e.is_some()).await;
+    }
+  }
+
+  /// Bytes of output both streams retain.
+  pub fn retained_bytes(&self) -> usize {
+    let out = self.output.locked();
+    out.stdout.text().len() + out.stderr.text().len()
   }
 
   pub fn unsubscribe(&self, id: u64) {

@@ -1,10 +1,10 @@
 //! `LocalSandbox`: options, environment and working-directory rules, what its start, stop
 //! and destroy do, and the process manager.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
@@ -23,6 +23,12 @@ use crate::sync::Lock;
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
+
+/// Exited background processes a sandbox keeps readable unless told otherwise.
+pub const DEFAULT_EXITED_PROCESSES: u64 = 256;
+
+/// Output its exited background processes may retain together unless told otherwise.
+pub const DEFAULT_EXITED_OUTPUT_BYTES: u64 = 64 << 20;
 
 /// Output kept per stream of a foreground command unless told otherwise (the newest bytes);
 /// under isolation, also the output past which it is killed.
@@ -112,6 +118,9 @@ pub struct ProcessEntry {
 /// Tracked processes by pid, each with its spawn order.
 type Tracked = HashMap<String, (u64, Arc<Process>)>;
 
+/// Background processes that have exited, first to exit first, as tracked when they did.
+type Exited = VecDeque<(String, Weak<Process>)>;
+
 pub struct Sandbox {
   id: String,
   working_directory: PathBuf,
@@ -127,6 +136,7 @@ pub struct Sandbox {
   lifecycle: Lifecycle,
   /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
   processes: Arc<Mutex<Tracked>>,
+  exited: Arc<Mutex<Exited>>,
   spawn_seq: AtomicU64,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,
@@ -158,6 +168,7 @@ impl Sandbox {
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
       processes: Arc::new(Mutex::new(HashMap::new())),
+      exited: Arc::new(Mutex::new(VecDeque::new())),
       spawn_seq: AtomicU64::new(0),
       init: Mutex::new(None),
     })
@@ -217,7 +228,9 @@ impl Sandbox {
   }
 
   /// Starts a command and tracks it; it stays readable through [`Sandbox::get`] until it
-  /// is killed through the manager, released, or the sandbox stops.
+  /// is killed through the manager, released, or the sandbox stops, or, once it has
+  /// exited, until it is among the first to have exited past the bound (see
+  /// `bound_when_exited`).
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
     self.ensure_running().await?;
     let defaults = EntryDefaults {
@@ -227,7 +240,41 @@ impl Sandbox {
       output_limit: None,
       adopt_leftovers: None,
     };
-    self.start_tracked(command, options, defaults).await
+    let process = self.start_tracked(command, options, defaults).await?;
+    self.bound_when_exited(&process);
+    Ok(process)
+  }
+
+  /// Once `process` exits, it joins the exited processes the sandbox keeps readable: at
+  /// most `limits.exitedProcesses` of them (256 by default) retaining at most
+  /// `limits.exitedOutputBytes` of output together (64 MiB by default). Past either, the
+  /// ones that exited first are released; a running process never is, nor the one that
+  /// exited last, so a finished command can always be read once.
+  fn bound_when_exited(&self, process: &Arc<Process>) {
+    let count = self
+      .limits
+      .exited_processes
+      .unwrap_or(DEFAULT_EXITED_PROCESSES);
+    let bytes = self
+      .limits
+      .exited_output_bytes
+      .unwrap_or(DEFAULT_EXITED_OUTPUT_BYTES);
+    let exited = process.ended();
+    let pid = process.pid().to_string();
+    // Weak: the watch must neither keep the command alive nor keep the sandbox's tables.
+    let process = Arc::downgrade(process);
+    let tracked = Arc::downgrade(&self.processes);
+    let queue = Arc::downgrade(&self.exited);
+    tokio::spawn(async move {
+      exited.await;
+      let (Some(tracked), Some(queue)) = (tracked.upgrade(), queue.upgrade()) else {
+        return;
+      };
+      let mut tracked = tracked.locked();
+      let mut queue = queue.locked();
+      queue.push_back((pid, process));
+      release_first_exited(&mut tracked, &mut queue, count, bytes);
+    });
   }
 
   /// Runs a command to completion (stdin closed). Each stream keeps its newest
@@ -642,6 +689,33 @@ impl Sandbox {
     for (_, p) in &all {
       p.wait().await;
     }
+  }
+}
+
+/// Releases the processes of `exited` that exited first until at most `count` of them,
+/// retaining at most `bytes` of output together, are left tracked; the last one always is.
+fn release_first_exited(tracked: &mut Tracked, exited: &mut Exited, count: u64, bytes: u64) {
+  // Killed, released or replaced (its pid used again) since it exited: not counted.
+  exited.retain(|(pid, process)| {
+    tracked
+      .get(pid)
+      .is_some_and(|(_, p)| std::ptr::eq(Arc::as_ptr(p), process.as_ptr()))
+  });
+  let mut kept = 0;
+  let mut kept_bytes = 0u64;
+  for (pid, _) in exited.iter().rev() {
+    let size = tracked
+      .get(pid)
+      .map_or(0, |(_, p)| p.retained_bytes() as u64);
+    if kept > 0 && (kept >= count || kept_bytes.saturating_add(size) > bytes) {
+      break;
+    }
+    kept += 1;
+    kept_bytes += size;
+  }
+  let released = exited.len() - kept as usize;
+  for (pid, _) in exited.drain(..released) {
+    tracked.remove(&pid);
   }
 }
 

@@ -278,6 +278,41 @@ async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_subscribes_while_output_flows_gets_every_byte_once() {
+  // Everything is retained, so a late consumer must see exactly the whole output whenever
+  // it comes: a chunk missed or doubled at the seam would show.
+  let expected: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+  for attempt in 0..5u64 {
+    let p = spawn(request("seq 1 200000")).await;
+    tokio::time::sleep(Duration::from_millis(attempt * 3)).await;
+    let sink = Arc::new(Collect::default());
+    p.subscribe(sink.clone());
+    p.wait().await;
+    let seen = std::mem::take(&mut sink.0.lock().unwrap().0);
+    assert!(
+      seen == expected,
+      "attempt {attempt}: {} bytes of {}",
+      seen.len(),
+      expected.len()
+    );
+  }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_consumer_of_a_truncated_stream_starts_at_the_oldest_byte_kept() {
+  let mut req = request("seq 1 2000; echo bye >&2");
+  req.retention = Some(10);
+  let p = spawn(req).await;
+  p.wait().await;
+  let sink = Arc::new(Collect::default());
+  p.subscribe(sink.clone());
+  assert_eq!(
+    *sink.0.lock().unwrap(),
+    ("1999\n2000\n".into(), "bye\n".into())
+  );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_past_the_output_limit_is_killed_and_named() {
   let mut req = request("yes flood-marker");
   req.retention = Some(64 * 1024);

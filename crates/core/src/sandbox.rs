@@ -312,6 +312,7 @@ impl Sandbox {
     self.release(&process.pid().to_string());
     let left_running = process.take_leftovers().map(|adopted| {
       self.track(&adopted);
+      self.bound_when_exited(&adopted);
       LeftRunning {
         pid: adopted.pid().to_string(),
         command: adopted.command().to_owned(),

@@ -51,6 +51,8 @@ pub struct Launched {
 }
 
 /// How a sandbox's init (and so every command) is confined.
+// One per running sandbox: the size of its policy does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Confinement {
   None,
   Bwrap {

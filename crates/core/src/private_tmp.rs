@@ -25,6 +25,13 @@ impl PrivateTmp {
   pub fn create() -> Result<PrivateTmp, String> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let root = runtime_root()?;
+    if isolation::host_is_root() && !isolation::reachable_by_others(&root.join("x")) {
+      return Err(format!(
+        "{} is not reachable by the sandbox user (uid {}), who needs it for /tmp: every parent directory must be world-executable (or set TMPDIR to a directory whose parents are)",
+        root.display(),
+        isolation::SANDBOX_UID
+      ));
+    }
     sweep_abandoned(&root);
     let dir = root.join(format!(
       "{}.{}",

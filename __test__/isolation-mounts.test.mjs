@@ -110,6 +110,15 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
   })
 
+  it('a mount() made while the sandbox starts is bound once it has started', async () => {
+    const sb = sandbox()
+    const starting = sb.start()
+    const mounted = sb.mount(new LocalFilesystem({ basePath: dataDir() }), '/data')
+    await starting
+    expect((await mounted).success).toBe(true)
+    expect((await sh(sb, 'cat /data/report.txt')).stdout).toBe('quarterly numbers\n')
+  })
+
   it('concurrent mounts are all bound; one whose directory has gone can still be unmounted, and destroy() goes through', async () => {
     const sb = sandbox()
     const [a, b] = [dataDir(), dataDir()]

@@ -398,6 +398,10 @@ impl Sandbox {
       .cloned()
       .collect();
     self.check_mounts(policy, &added, &mounts)?;
+    if self.status() == Status::Starting {
+      // The start in flight may have read the mounts already: bind them once it is done.
+      let _ = self.start().await;
+    }
     let running = self.status() == Status::Running
       && self
         .init
@@ -422,6 +426,10 @@ impl Sandbox {
       *self.mounts.locked() = previous;
       self.restart_init().await?;
       return Err(e);
+    }
+    if running && self.status() != Status::Running {
+      // Stopped meanwhile, maybe before the new init was in place: it goes too.
+      self.shutdown_init().await;
     }
     Ok(Vec::new())
   }

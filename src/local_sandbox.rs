@@ -83,7 +83,7 @@ pub struct NativeLimits {
 
 /// The most processes the kernel counts (`PID_MAX_LIMIT`; a cgroup refuses more).
 const MOST_PROCESSES: u64 = 4 << 20;
-/// The most bytes bubblewrap takes for the private `/tmp`.
+/// The largest size taken for the private `/tmp` (which the disk watchdog holds it to).
 const MOST_TMP_BYTES: u64 = i64::MAX as u64;
 
 /// The range of one limit. `least`: below it not even a small pipeline runs in a sandbox

@@ -41,14 +41,14 @@ pub struct DiskWatch {
 
 /// A directory whose own size is bounded (the sandbox's `/tmp`, see `private_tmp`).
 /// Walking it costs time, so it is walked only once its filesystem has lost more than
-/// what the bound leaves, since the start; past the bound while it still grows, the
-/// sandbox is killed as for its disk budget.
+/// what the bound leaves since it was last measured; past the bound while it still grows,
+/// the sandbox is killed as for its disk budget.
 pub struct Bounded {
   dir: PathBuf,
   bytes: u64,
-  size_at_start: u64,
-  free_at_start: u64,
-  previous: u64,
+  /// Its size when last measured, and what its filesystem had free then.
+  size: u64,
+  free: u64,
 }
 
 impl Bounded {
@@ -56,24 +56,22 @@ impl Bounded {
     Bounded {
       dir: dir.to_path_buf(),
       bytes,
-      size_at_start: disk_usage(dir),
-      free_at_start: free(dir).unwrap_or_default().bytes,
-      previous: 0,
+      size: disk_usage(dir),
+      free: free(dir).unwrap_or_default().bytes,
     }
   }
 
-  /// Whether the directory is over its bound and still growing.
+  /// Whether the directory is over its bound and has grown since last measured.
   fn over(&mut self) -> bool {
-    let lost = self
-      .free_at_start
-      .saturating_sub(free(&self.dir).unwrap_or_default().bytes);
-    let size = if self.size_at_start.saturating_add(lost) > self.bytes {
-      disk_usage(&self.dir)
-    } else {
-      0
-    };
-    let before = std::mem::replace(&mut self.previous, size);
-    size > self.bytes && size > before
+    let free_now = free(&self.dir).unwrap_or_default().bytes;
+    let lost = self.free.saturating_sub(free_now);
+    if self.size.saturating_add(lost) <= self.bytes {
+      return false;
+    }
+    let size = disk_usage(&self.dir);
+    let grew = size > self.size;
+    (self.size, self.free) = (size, free_now);
+    size > self.bytes && grew
   }
 }
 
@@ -240,11 +238,13 @@ mod tests {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("before"), vec![1u8; 100_000]).unwrap();
     let mut bounded = Bounded::new(&dir, 300_000);
-    assert!(bounded.size_at_start >= 100_000);
+    assert!(bounded.size >= 100_000);
     assert!(!bounded.over());
     std::fs::write(dir.join("more"), vec![1u8; 150_000]).unwrap();
     assert!(!bounded.over());
     std::fs::write(dir.join("past"), vec![1u8; 100_000]).unwrap();
+    // What others write or free meanwhile counts in the loss: make the walk certain.
+    bounded.free = u64::MAX;
     assert!(bounded.over());
     // Over, but no longer growing; then smaller again.
     assert!(!bounded.over());

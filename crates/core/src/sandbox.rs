@@ -363,16 +363,14 @@ impl Sandbox {
 
   /// The host directory of the sandbox's `/tmp`, made at its first start.
   fn private_tmp_dir(&self) -> std::result::Result<PathBuf, String> {
-    let mut private_tmp = self.private_tmp.locked();
-    if private_tmp.is_none() {
-      *private_tmp = Some(PrivateTmp::create()?);
-    }
-    Ok(
-      private_tmp
-        .as_ref()
-        .map(|t| t.dir().to_path_buf())
-        .unwrap_or_default(),
-    )
+    let mut holder = self.private_tmp.locked();
+    let tmp = match holder.take() {
+      Some(tmp) => tmp,
+      None => PrivateTmp::create()?,
+    };
+    let dir = tmp.dir().to_path_buf();
+    *holder = Some(tmp);
+    Ok(dir)
   }
 
   /// Replaces the filesystems mounted into an isolated sandbox, each checked against the

@@ -62,6 +62,12 @@ export declare class NativeLocalSandbox {
   stop(): Promise<void>
   destroy(): Promise<void>
   ensureRunning(): Promise<void>
+  /**
+   * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
+   * resolves to the pids of the processes that keep a running sandbox from binding them
+   * now (none: they are in effect, or will be from the start).
+   */
+  setMounts(mounts: Array<NativeMount>, ifIdle: boolean): Promise<string[]>
   setEnv(env: Record<string, string>): void
   getEnv(): Record<string, string>
   executeCommand(command: string, args: Array<string>, options: NativeCommandOptions): Promise<NativeExecutionResult & { command: string }>
@@ -290,6 +296,13 @@ export interface NativeLimits {
   exitedProcesses?: number
   /** Output the kept exited processes may retain together. */
   exitedOutputBytes?: number
+}
+
+/** A filesystem's local directory shown inside an isolated sandbox at `mountPath`. */
+export interface NativeMount {
+  mountPath: string
+  source: string
+  readOnly: boolean
 }
 
 export interface NativeProcessInfo {

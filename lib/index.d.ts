@@ -190,7 +190,12 @@ export interface SandboxLimits {
   fileSizeBytes?: number
   /** CPU seconds per process. */
   cpuSeconds?: number
-  /** Size of the private `/tmp` under isolation (default 256 MiB). */
+  /**
+   * Size of the private `/tmp` under isolation (default 256 MiB). `/tmp` is a private host
+   * directory that outlives `stop()` (removed by `destroy()`), watched like `diskBytes`:
+   * past this size, while it still grows, every process of the sandbox is killed
+   * (`limitExceeded: 'disk'`); deleting stays possible.
+   */
   tmpSizeBytes?: number
   /**
    * Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
@@ -304,7 +309,11 @@ export declare class LocalSandbox {
   readonly processes: LocalProcessManager
   /** Mounted filesystems by mount path. */
   readonly mounts: { readonly entries: ReadonlyMap<string, MountEntry>; get(path: string): MountEntry | undefined; has(path: string): boolean }
-  /** Makes a filesystem's local directory visible to commands at `<workingDirectory><mountPath>`. */
+  /**
+   * Makes a filesystem's local directory visible to commands at `<workingDirectory><mountPath>`;
+   * under isolation at `<mountPath>` itself (read-only for a read-only filesystem), refused
+   * while processes run in the sandbox (binding it restarts the sandbox's namespace).
+   */
   mount(filesystem: { id?: string; getMountConfig?(): { type: string; basePath?: string } }, mountPath: string): Promise<MountResult>
   unmount(mountPath: string): Promise<void>
   start(): Promise<{ outcome: 'created' | 'connected' }>
@@ -470,7 +479,8 @@ export interface WorkspaceConfig {
   sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
   filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
   /** Filesystems by mount path: file tools see them at those paths, and a static sandbox
-   *  that can mount shows them to commands (under its working directory). */
+   *  that can mount shows them to commands (under its working directory; under isolation,
+   *  at those paths). */
   mounts?: Record<string, object>
   tools?: WorkspaceToolsConfig
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }

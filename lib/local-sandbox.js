@@ -101,7 +101,10 @@ class LocalSandbox {
     this.provider = 'local'
     this.processes = new LocalProcessManager(this, this.#native)
     /** Mounted filesystems: `entries` maps a mount path to `{ filesystem, state, error? }`. */
-    this.mounts = new LocalMounts(() => this.workingDirectory)
+    this.mounts = new LocalMounts(
+      () => this.workingDirectory,
+      this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
+    )
   }
 
   get id() {
@@ -144,7 +147,9 @@ class LocalSandbox {
    * place; the next command restarts it.
    */
   stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop()))
+    // Under isolation mounts are binds of the sandbox's namespace, made again at its start.
+    const keepMounts = this.isolation !== 'none'
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), keepMounts))
   }
 
   /**
@@ -155,30 +160,27 @@ class LocalSandbox {
     return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
   }
 
-  /** After a native stop or destroy, failed or not: its processes and mounts are gone. */
-  async #tearDown(transition) {
+  /** After a native stop or destroy, failed or not: its processes (and mounts) are gone. */
+  async #tearDown(transition, keepMounts = false) {
     try {
       await transition
     } finally {
       this.processes._forgetAll()
-      await this.mounts.unmountAll()
+      if (!keepMounts) await this.mounts.unmountAll()
     }
   }
 
   /**
    * Makes a filesystem with a local base directory (e.g. a `LocalFilesystem`) visible to
-   * commands at `<workingDirectory><mountPath>`. Resolves to `{ success, mountPath, error? }`;
-   * an invalid mount path throws a `MountError`.
+   * commands at `<workingDirectory><mountPath>`; under isolation at `<mountPath>` itself
+   * (read-only for a read-only filesystem), from now on if no process runs in the sandbox.
+   * Resolves to `{ success, mountPath, error? }`; an invalid mount path throws a `MountError`.
    */
-  async mount(filesystem, mountPath) {
-    if (this.isolation !== 'none') {
-      // The sandbox's binds are fixed when it starts; a link to a directory outside them would dangle.
-      return { success: false, mountPath, error: `Mounts are not supported with isolation '${this.isolation}' yet` }
-    }
+  mount(filesystem, mountPath) {
     return this.mounts.mount(filesystem, mountPath)
   }
 
-  /** Removes a mount (its link only; the filesystem's files stay). */
+  /** Removes a mount (its link or bind only; the filesystem's files stay). */
   unmount(mountPath) {
     return this.mounts.unmount(mountPath)
   }

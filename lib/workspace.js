@@ -358,7 +358,8 @@ function refuseInsideSandboxStep(workspace, method) {
 /**
  * Mounts the composite's filesystems on a static sandbox that can mount. A sandbox with
  * `setOnStart` mounts them at each start (it starts lazily, and its working directory
- * exists from then on); for another, the returned step is run by `init()`.
+ * exists from then on), before its own `onStart` runs: an isolated sandbox binds them
+ * only while no process runs in it; for another, the returned step is run by `init()`.
  */
 function mountOn(composite, sandbox, logger) {
   if (typeof sandbox?.mount !== 'function') return undefined
@@ -370,8 +371,8 @@ function mountOn(composite, sandbox, logger) {
   }
   if (typeof sandbox.setOnStart !== 'function') return mountAll
   sandbox.setOnStart((previous) => async (event) => {
-    await previous?.(event)
     await mountAll()
+    await previous?.(event)
   })
   return undefined
 }

@@ -23,7 +23,7 @@ const report = path.join(home, 'report.json')
 const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs')
 const run = spawnSync(
   'setpriv',
-  [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', '__test__/isolation.test.mjs', '__test__/isolation-start.test.mjs', '__test__/isolation-git.test.mjs', '__test__/late-reader.test.mjs', '--configLoader', 'native'],
+  [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', '__test__/isolation.test.mjs', '__test__/isolation-start.test.mjs', '__test__/isolation-git.test.mjs', '__test__/late-reader.test.mjs', '__test__/isolation-mounts.test.mjs', '--configLoader', 'native'],
   { cwd: root, stdio: 'inherit', env: { ...process.env, HOME: home, VITEST_REPORT: report } },
 )
 if (fs.existsSync(report)) fs.copyFileSync(report, copy)

@@ -7,7 +7,7 @@ use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use native_workspace_core::disk::DiskBudget;
-use native_workspace_core::isolation::{self, Isolation, SandboxPolicy};
+use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::protect::default_protected_paths;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
@@ -87,7 +87,7 @@ pub struct NativeLimits {
 
 /// The most processes the kernel counts (`PID_MAX_LIMIT`; a cgroup refuses more).
 const MOST_PROCESSES: u64 = 4 << 20;
-/// The most bytes bubblewrap takes for the private `/tmp`.
+/// The largest size taken for the private `/tmp` (which the disk watchdog holds it to).
 const MOST_TMP_BYTES: u64 = i64::MAX as u64;
 
 /// The range of one limit. `least`: below it not even a small pipeline runs in a sandbox
@@ -239,9 +239,19 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
     allow_system_binaries: config.allow_system_binaries.unwrap_or(true),
     extra_args: config.bwrap_args.unwrap_or_default(),
     tmp_bytes: isolation::DEFAULT_TMP_BYTES,
+    tmp_dir: None,
+    mounts: Vec::new(),
     protected_paths,
     protect_missing_paths: config.protect_missing_paths.unwrap_or(false),
   })
+}
+
+/// A filesystem's local directory shown inside an isolated sandbox at `mountPath`.
+#[napi(object)]
+pub struct NativeMount {
+  pub mount_path: String,
+  pub source: String,
+  pub read_only: bool,
 }
 
 #[napi(object)]
@@ -394,6 +404,28 @@ impl NativeLocalSandbox {
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.ensure_running().await })
+  }
+
+  /// Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
+  /// resolves to the pids of the processes that keep a running sandbox from binding them
+  /// now (none: they are in effect, or will be from the start).
+  #[napi(ts_return_type = "Promise<string[]>", catch_unwind)]
+  pub fn set_mounts<'env>(
+    &self,
+    env: &'env Env,
+    mounts: Vec<NativeMount>,
+    if_idle: bool,
+  ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+    let inner = self.inner.clone();
+    let mounts = mounts
+      .into_iter()
+      .map(|m| BindMount {
+        source: PathBuf::from(m.source),
+        destination: PathBuf::from(m.mount_path),
+        read_only: m.read_only,
+      })
+      .collect();
+    settle(env, async move { inner.set_mounts(mounts, if_idle).await })
   }
 
   #[napi(catch_unwind)]

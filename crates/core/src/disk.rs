@@ -36,15 +36,54 @@ pub struct DiskWatch {
   at_start: Vec<Free>,
   budget: DiskBudget,
   previous: (u64, u64),
+  bounded: Option<Bounded>,
+}
+
+/// A directory whose own size is bounded (the sandbox's `/tmp`, see `private_tmp`).
+/// Walking it costs time, so it is walked only once its filesystem has lost more than
+/// what the bound leaves since it was last measured; past the bound while it still grows,
+/// the sandbox is killed as for its disk budget.
+pub struct Bounded {
+  dir: PathBuf,
+  bytes: u64,
+  /// Its size when last measured, and what its filesystem had free then.
+  size: u64,
+  free: u64,
+}
+
+impl Bounded {
+  pub fn new(dir: &Path, bytes: u64) -> Bounded {
+    Bounded {
+      dir: dir.to_path_buf(),
+      bytes,
+      size: disk_usage(dir),
+      free: free(dir).unwrap_or_default().bytes,
+    }
+  }
+
+  /// Whether the directory is over its bound and has grown since last measured.
+  fn over(&mut self) -> bool {
+    let free_now = free(&self.dir).unwrap_or_default().bytes;
+    let lost = self.free.saturating_sub(free_now);
+    if self.size.saturating_add(lost) <= self.bytes {
+      return false;
+    }
+    let size = disk_usage(&self.dir);
+    let grew = size > self.size;
+    (self.size, self.free) = (size, free_now);
+    size > self.bytes && grew
+  }
 }
 
 impl DiskWatch {
   /// Watches the filesystems holding `writable`, from now on. `defaults` gives the budget
   /// where `budget` leaves one unset, from what is free now.
+  /// `bounded`, if given, is watched as well (its filesystem should be among `writable`).
   pub fn start(
     writable: &[PathBuf],
     budget: DiskBudget,
     defaults: impl Fn(&[Free]) -> DiskBudget,
+    bounded: Option<Bounded>,
   ) -> Option<DiskWatch> {
     let mut devices = HashSet::new();
     let roots: Vec<PathBuf> = writable
@@ -62,7 +101,7 @@ impl DiskWatch {
       bytes: budget.bytes.or(fallback.bytes),
       inodes: budget.inodes.or(fallback.inodes),
     };
-    if roots.is_empty() || budget == DiskBudget::default() {
+    if bounded.is_none() && (roots.is_empty() || budget == DiskBudget::default()) {
       return None;
     }
     Some(DiskWatch {
@@ -70,18 +109,21 @@ impl DiskWatch {
       at_start,
       budget,
       previous: (0, 0),
+      bounded,
     })
   }
 
   /// Reads the free counts and says which budget the sandbox has gone past while still
-  /// growing (`"disk"` or `"inodes"`), if any.
+  /// growing (`"disk"` or `"inodes"`), if any; past the bounded directory's, `"disk"`.
   pub fn check(&mut self) -> Option<&'static str> {
     let now: Vec<Free> = self
       .roots
       .iter()
       .map(|r| free(r).unwrap_or_default())
       .collect();
-    self.judge(&now)
+    let judged = self.judge(&now);
+    let bounded_over = self.bounded.as_mut().is_some_and(Bounded::over);
+    judged.or(bounded_over.then_some("disk"))
   }
 
   fn judge(&mut self, now: &[Free]) -> Option<&'static str> {
@@ -127,6 +169,29 @@ fn free(path: &Path) -> Option<Free> {
   })
 }
 
+/// Bytes the files under `dir` take on disk (directories too), not following symbolic
+/// links nor crossing into other filesystems.
+pub fn disk_usage(dir: &Path) -> u64 {
+  let Ok(top) = std::fs::symlink_metadata(dir) else {
+    return 0;
+  };
+  let mut total = 0;
+  let mut pending = vec![dir.to_path_buf()];
+  while let Some(next) = pending.pop() {
+    for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+      let Ok(meta) = entry.metadata() else { continue };
+      if meta.dev() != top.dev() {
+        continue;
+      }
+      total += meta.blocks() * 512;
+      if meta.is_dir() {
+        pending.push(entry.path());
+      }
+    }
+  }
+  total
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -140,6 +205,7 @@ mod tests {
       }],
       budget,
       previous: (0, 0),
+      bounded: None,
     }
   }
 
@@ -167,6 +233,27 @@ mod tests {
   }
 
   #[test]
+  fn a_bounded_directory_is_over_past_its_bound_while_it_grows() {
+    let dir = std::env::temp_dir().join(format!("nw-bounded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("before"), vec![1u8; 100_000]).unwrap();
+    let mut bounded = Bounded::new(&dir, 300_000);
+    assert!(bounded.size >= 100_000);
+    assert!(!bounded.over());
+    std::fs::write(dir.join("more"), vec![1u8; 150_000]).unwrap();
+    assert!(!bounded.over());
+    std::fs::write(dir.join("past"), vec![1u8; 100_000]).unwrap();
+    // What others write or free meanwhile counts in the loss: make the walk certain.
+    bounded.free = u64::MAX;
+    assert!(bounded.over());
+    // Over, but no longer growing; then smaller again.
+    assert!(!bounded.over());
+    std::fs::remove_file(dir.join("past")).unwrap();
+    assert!(!bounded.over());
+    std::fs::remove_dir_all(&dir).unwrap();
+  }
+
+  #[test]
   fn defaults_fill_only_what_is_unset_and_nothing_means_no_watch() {
     let dir = std::env::temp_dir();
     let half = |free: &[Free]| DiskBudget {
@@ -180,13 +267,27 @@ mod tests {
         inodes: None,
       },
       half,
+      None,
     )
     .unwrap();
     assert_eq!(w.budget.bytes, Some(7));
     assert_eq!(w.budget.inodes, w.at_start[0].inodes.map(|n| n / 2));
     // The same filesystem twice is watched once.
-    let twice = DiskWatch::start(&[dir.clone(), dir.clone()], DiskBudget::default(), half);
+    let twice = DiskWatch::start(
+      &[dir.clone(), dir.clone()],
+      DiskBudget::default(),
+      half,
+      None,
+    );
     assert_eq!(twice.unwrap().roots.len(), 1);
-    assert!(DiskWatch::start(&[dir], DiskBudget::default(), |_| DiskBudget::default()).is_none());
+    assert!(
+      DiskWatch::start(
+        &[dir],
+        DiskBudget::default(),
+        |_| DiskBudget::default(),
+        None
+      )
+      .is_none()
+    );
   }
 }

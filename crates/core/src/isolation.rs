@@ -194,6 +194,15 @@ pub const SANDBOX_UID: u32 = 65534;
 /// Size of the sandbox's private `/tmp`.
 pub const DEFAULT_TMP_BYTES: u64 = 256 << 20;
 
+/// A host directory shown inside the sandbox at a path of its own (a mounted filesystem).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindMount {
+  pub source: PathBuf,
+  /// Absolute, inside the sandbox; its mount point is made in the sandbox's own root.
+  pub destination: PathBuf,
+  pub read_only: bool,
+}
+
 /// What a sandbox may see and do: one policy, rendered as bubblewrap arguments (and a
 /// seccomp filter) on Linux and as a seatbelt profile on macOS.
 #[derive(Clone, Debug)]
@@ -209,6 +218,11 @@ pub struct SandboxPolicy {
   /// through (environment, binds of ordinary host paths, tmpfs, directories, symlinks).
   pub extra_args: Vec<String>,
   pub tmp_bytes: u64,
+  /// The host directory that holds the sandbox's `/tmp`, so that it outlives a stop (see
+  /// `private_tmp`); without one, `/tmp` is a tmpfs of `tmp_bytes` that dies with the init.
+  pub tmp_dir: Option<PathBuf>,
+  /// Filesystems mounted into the sandbox (see [`SandboxPolicy::check_mount`]).
+  pub mounts: Vec<BindMount>,
   /// Relative to the workspace; kept read-only inside the sandbox (see `protect`).
   pub protected_paths: Vec<PathBuf>,
   /// Also block the creation of the protected paths missing at the start, with
@@ -343,6 +357,20 @@ pub(crate) fn unbindable(source: &Path) -> Option<String> {
   })
 }
 
+/// Why `source` may not be bound writable: it holds one of this package's own files.
+fn holds_own_file(source: &Path, own_files: &[PathBuf]) -> Option<String> {
+  let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+  let real_source = real(source);
+  let own = own_files
+    .iter()
+    .find(|f| real(f).starts_with(&real_source))?;
+  Some(format!(
+    "{} holds this package's own file {}, which must stay read-only",
+    source.display(),
+    own.display()
+  ))
+}
+
 impl SandboxPolicy {
   /// Checks what the options ask the sandbox to show against what it must keep: every
   /// bound host path (`readOnlyPaths`, `readWritePaths`, binds of `bwrapArgs`) is an
@@ -401,20 +429,10 @@ impl SandboxPolicy {
           if let Some(reason) = unbindable(source) {
             return refuse(flag, reason);
           }
-          let writable = flag.starts_with("--bind");
-          if writable {
-            let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-            let source = real(source);
-            if let Some(own) = own_files.iter().find(|f| real(f).starts_with(&source)) {
-              return refuse(
-                flag,
-                format!(
-                  "{} holds this package's own file {}, which must stay read-only",
-                  operands[0],
-                  own.display()
-                ),
-              );
-            }
+          if flag.starts_with("--bind")
+            && let Some(reason) = holds_own_file(source, own_files)
+          {
+            return refuse(flag, reason);
           }
           self.check_destination(flag, operands[1])?;
         }
@@ -436,9 +454,18 @@ impl SandboxPolicy {
   /// A mount or file made inside the sandbox may not replace its root, its own kernel
   /// views, its init, or the workspace (or a directory above it).
   fn check_destination(&self, flag: &str, destination: &str) -> Result<(), String> {
-    let path = Path::new(destination);
+    match self.reserved(Path::new(destination)) {
+      Some(why) => Err(format!(
+        "nativeSandbox.bwrapArgs: '{flag}' is not allowed onto {destination}: {why}"
+      )),
+      None => Ok(()),
+    }
+  }
+
+  /// Why nothing may be mounted or made at `path` inside the sandbox, if so.
+  fn reserved(&self, path: &Path) -> Option<&'static str> {
     let normal = crate::sandbox::normalize(path);
-    let why = if !path.is_absolute() {
+    if !path.is_absolute() {
       Some("it is not an absolute path")
     } else if normal == Path::new("/") {
       Some("it is the sandbox's root")
@@ -450,12 +477,6 @@ impl SandboxPolicy {
       Some("it would replace the workspace")
     } else {
       None
-    };
-    match why {
-      Some(why) => Err(format!(
-        "nativeSandbox.bwrapArgs: '{flag}' is not allowed onto {destination}: {why}"
-      )),
-      None => Ok(()),
     }
   }
 
@@ -473,6 +494,67 @@ impl SandboxPolicy {
       }
     }
     system
+  }
+
+  /// Checks a filesystem mounted at `mount.destination` in the sandbox: its source is an
+  /// ordinary host directory (not `/`, `/proc`, `/sys`, `/dev`, `/run`; not holding this
+  /// package's files when writable), and its mount point is made in the sandbox's own
+  /// root, so it changes and hides nothing of the host: not in a directory the sandbox
+  /// shares with the host (the workspace, `/tmp`, system or configured paths), not in or
+  /// above another mount, not over the sandbox's root, kernel views or init.
+  pub fn check_mount(
+    &self,
+    mount: &BindMount,
+    others: &[BindMount],
+    own_files: &[PathBuf],
+  ) -> Result<(), String> {
+    let (source, destination) = (&mount.source, &mount.destination);
+    let cannot = |why: String| {
+      Err(format!(
+        "{} cannot be mounted at {}: {why}",
+        source.display(),
+        destination.display()
+      ))
+    };
+    if let Some(reason) = unbindable(source) {
+      return cannot(reason);
+    }
+    if !source.is_dir() {
+      return cannot("it is not a directory".to_owned());
+    }
+    if !mount.read_only
+      && let Some(reason) = holds_own_file(source, own_files)
+    {
+      return cannot(reason);
+    }
+    if let Some(why) = self.reserved(destination) {
+      return cannot(why.to_owned());
+    }
+    let destination = crate::sandbox::normalize(destination);
+    let shared = [&self.workspace, &PathBuf::from("/tmp")]
+      .into_iter()
+      .chain(&self.read_only_paths)
+      .chain(&self.read_write_paths)
+      .map(|p| crate::sandbox::normalize(p))
+      .chain(self.system_paths())
+      .find(|shared| destination.starts_with(shared));
+    if let Some(shared) = shared {
+      return cannot(format!(
+        "its mount point would be made in {}, which the sandbox shares with the host; mount it at a path of its own (such as /data)",
+        shared.display()
+      ));
+    }
+    let nested = others.iter().find(|other| {
+      let other = crate::sandbox::normalize(&other.destination);
+      other != destination && (other.starts_with(&destination) || destination.starts_with(&other))
+    });
+    if let Some(other) = nested {
+      return cannot(format!(
+        "it would be nested with the mount at {}",
+        other.destination.display()
+      ));
+    }
+    Ok(())
   }
 
   /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
@@ -508,16 +590,11 @@ impl SandboxPolicy {
       s("--clearenv"),
     ]);
     let tmp_size = self.tmp_bytes.to_string();
-    push(&[
-      s("--size"),
-      tmp_size.as_ref(),
-      s("--tmpfs"),
-      s("/tmp"),
-      s("--proc"),
-      s("/proc"),
-      s("--dev"),
-      s("/dev"),
-    ]);
+    match &self.tmp_dir {
+      Some(dir) => push(&[s("--bind"), dir.as_os_str(), s("/tmp")]),
+      None => push(&[s("--size"), tmp_size.as_ref(), s("--tmpfs"), s("/tmp")]),
+    }
+    push(&[s("--proc"), s("/proc"), s("--dev"), s("/dev")]);
     let mut binds: Vec<std::ffi::OsString> = Vec::new();
     let mut bind = |flag: &str, source: &Path, destination: &Path| {
       binds.extend([flag.into(), source.into(), destination.into()]);
@@ -541,6 +618,14 @@ impl SandboxPolicy {
     );
     for path in &self.read_write_paths {
       bind("--bind", path, path);
+    }
+    for mount in &self.mounts {
+      let kind = if mount.read_only {
+        "--ro-bind"
+      } else {
+        "--bind"
+      };
+      bind(kind, &mount.source, &mount.destination);
     }
     binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
     // Last, so no bind above can open a protected path up again.
@@ -682,6 +767,8 @@ mod tests {
       allow_system_binaries: false,
       extra_args: vec![],
       tmp_bytes: 1024,
+      tmp_dir: None,
+      mounts: vec![],
       protected_paths: vec![],
       protect_missing_paths: false,
     };
@@ -736,6 +823,8 @@ mod tests {
       tmp_bytes: 1024,
       protected_paths: vec![],
       protect_missing_paths: false,
+      tmp_dir: None,
+      mounts: vec![],
     };
     let protection = Protection {
       holds: vec![
@@ -786,6 +875,8 @@ mod tests {
       allow_system_binaries: true,
       extra_args: args.iter().map(|a| a.to_string()).collect(),
       tmp_bytes: 1024,
+      tmp_dir: None,
+      mounts: vec![],
       protected_paths: vec![],
       protect_missing_paths: false,
     };
@@ -843,6 +934,83 @@ mod tests {
       let err = with_args(args).unwrap_err();
       assert!(err.contains(why), "{args:?}: {err}");
     }
+  }
+
+  #[test]
+  fn mounts_bind_ordinary_directories_at_paths_of_their_own() {
+    let data = std::env::temp_dir().join(format!("nw-mount-check-{}", std::process::id()));
+    std::fs::create_dir_all(&data).unwrap();
+    let policy = SandboxPolicy {
+      workspace: PathBuf::from("/srv/ws"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![PathBuf::from("/srv/shared")],
+      read_write_paths: vec![],
+      allow_system_binaries: true,
+      extra_args: vec![],
+      tmp_bytes: 1024,
+      tmp_dir: Some(PathBuf::from("/host/tmp/1")),
+      mounts: vec![],
+      protected_paths: vec![],
+      protect_missing_paths: false,
+    };
+    let mount = |source: &Path, destination: &str| BindMount {
+      source: source.to_path_buf(),
+      destination: PathBuf::from(destination),
+      read_only: false,
+    };
+    let own = [PathBuf::from("/opt/pkg/keeper")];
+    let check = |m: &BindMount, others: &[BindMount]| policy.check_mount(m, others, &own);
+    let at_data = mount(&data, "/data");
+    assert_eq!(check(&at_data, std::slice::from_ref(&at_data)), Ok(()));
+    assert_eq!(check(&mount(&data, "/mnt/deep/data"), &[]), Ok(()));
+    for (source, destination, why) in [
+      (Path::new("/"), "/x", "is the host's root"),
+      (Path::new("/proc/self"), "/x", "shows the host's /proc"),
+      (Path::new("/run"), "/x", "shows the host's /run"),
+      (&data.join("missing"), "/x", "is not a directory"),
+      (Path::new("/opt"), "/x", "this package's own file"),
+      (&data, "/", "the sandbox's root"),
+      (&data, "/proc/x", "are its own"),
+      (&data, "/srv", "would replace the workspace"),
+      (&data, "/srv/ws/sub", "made in /srv/ws,"),
+      (&data, "/tmp/x", "made in /tmp,"),
+      (&data, "/usr/local/x", "made in /usr,"),
+      (&data, "/opt/x", "made in /opt,"),
+      (&data, "/srv/shared/x", "made in /srv/shared,"),
+      (&data, KEEPER_INSIDE, "the sandbox's init"),
+    ] {
+      let err = check(&mount(source, destination), &[]).unwrap_err();
+      assert!(err.contains(why), "{destination}: {err}");
+    }
+    let inside = mount(&data, "/data/sub");
+    let err = check(&at_data, &[at_data.clone(), inside.clone()]).unwrap_err();
+    assert!(err.contains("nested with the mount at /data/sub"), "{err}");
+    let err = check(&inside, std::slice::from_ref(&at_data)).unwrap_err();
+    assert!(err.contains("nested with the mount at /data"), "{err}");
+    let read_only = BindMount {
+      read_only: true,
+      ..mount(Path::new("/opt"), "/x")
+    };
+    assert_eq!(check(&read_only, &[]), Ok(()));
+    let argv: Vec<String> = SandboxPolicy {
+      mounts: vec![at_data.clone(), read_only],
+      ..policy.clone()
+    }
+    .argv(
+      Path::new("/k"),
+      &BindSources::default(),
+      &Protection::default(),
+    )
+    .iter()
+    .map(|a| a.to_string_lossy().into_owned())
+    .collect();
+    let joined = argv.join(" ");
+    assert!(joined.contains("--bind /host/tmp/1 /tmp"), "{joined}");
+    assert!(!joined.contains("--tmpfs /tmp"), "{joined}");
+    assert!(joined.contains(&format!("--bind {} /data", data.display())));
+    assert!(joined.contains("--ro-bind /opt /x"));
+    std::fs::remove_dir_all(&data).unwrap();
   }
 
   #[test]

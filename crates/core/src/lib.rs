@@ -13,6 +13,7 @@ pub mod isolation;
 pub mod lifecycle;
 pub mod limits;
 pub mod output;
+pub mod private_tmp;
 pub mod process;
 pub mod protect;
 pub mod quote;

@@ -9,14 +9,15 @@ use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
-use crate::disk::{self, DiskBudget, DiskWatch, Free};
+use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
 use crate::init::{Confinement, Init};
-use crate::isolation::{self as isolation, Isolation, SandboxPolicy};
+use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::output::{OutputSink, Retention};
+use crate::private_tmp::PrivateTmp;
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 use crate::protect::{Protected, Protection};
 use crate::sync::Lock;
@@ -140,6 +141,10 @@ pub struct Sandbox {
   spawn_seq: AtomicU64,
   /// The running sandbox's init, which forks every command.
   init: Mutex<Option<Arc<Init>>>,
+  /// Under isolation, what holds its `/tmp` from its first start to its destruction.
+  private_tmp: Mutex<Option<PrivateTmp>>,
+  /// Filesystems mounted into an isolated sandbox, bound at each start.
+  mounts: Mutex<Vec<BindMount>>,
 }
 
 impl Sandbox {
@@ -171,6 +176,8 @@ impl Sandbox {
       exited: Arc::new(Mutex::new(VecDeque::new())),
       spawn_seq: AtomicU64::new(0),
       init: Mutex::new(None),
+      private_tmp: Mutex::new(None),
+      mounts: Mutex::new(Vec::new()),
     })
   }
 
@@ -378,10 +385,17 @@ impl Sandbox {
         };
         let bwrap =
           isolation::find_in_path("bwrap").ok_or_else(|| unavailable("bwrap is not on PATH"))?;
-        let policy = self
+        let mut policy = self
           .policy
           .clone()
           .ok_or_else(|| unavailable("no sandbox policy"))?;
+        policy.tmp_dir = Some(
+          self
+            .private_tmp_dir()
+            .map_err(|reason| unavailable(&reason))?,
+        );
+        policy.mounts = self.mounts.locked().clone();
+        self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
         // Again at each bind, as at the construction: the init may be restarted long after
         // it, and a symbolic link on the way of a path may lead elsewhere by now.
         isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
@@ -426,6 +440,101 @@ impl Sandbox {
         reason: "seatbelt runs only on macOS".into(),
       }),
     }
+  }
+
+  /// The host directory of the sandbox's `/tmp`, made at its first start.
+  fn private_tmp_dir(&self) -> std::result::Result<PathBuf, String> {
+    let mut holder = self.private_tmp.locked();
+    let tmp = match holder.take() {
+      Some(tmp) => tmp,
+      None => PrivateTmp::create()?,
+    };
+    let dir = tmp.dir().to_path_buf();
+    *holder = Some(tmp);
+    Ok(dir)
+  }
+
+  /// Replaces the filesystems mounted into an isolated sandbox, each checked against the
+  /// policy (see [`SandboxPolicy::check_mount`]). They are bound when its namespace starts:
+  /// a running sandbox is restarted at once to bind them, unless processes run in it,
+  /// which a restart would kill. Then the pids of those processes are returned, and the
+  /// mounts are left as they were (`if_idle`) or take effect at the next start.
+  pub async fn set_mounts(&self, mounts: Vec<BindMount>, if_idle: bool) -> Result<Vec<String>> {
+    let policy = match (&self.policy, self.isolation) {
+      (Some(policy), Isolation::Bwrap) => policy,
+      _ => {
+        return Err(CoreError::InvalidOption(format!(
+          "mounts into the sandbox need isolation 'bwrap' (this one has '{}')",
+          self.isolation.as_str()
+        )));
+      }
+    };
+    // Only what is added: a mount whose directory has gone can still be removed.
+    let known = self.mounts.locked().clone();
+    let added: Vec<BindMount> = mounts
+      .iter()
+      .filter(|m| !known.contains(m))
+      .cloned()
+      .collect();
+    self.check_mounts(policy, &added, &mounts)?;
+    if self.status() == Status::Starting {
+      // The start in flight may have read the mounts already: bind them once it is done.
+      let _ = self.start().await;
+    }
+    let running = self.status() == Status::Running
+      && self
+        .init
+        .locked()
+        .as_ref()
+        .is_some_and(|init| init.is_alive());
+    let busy: Vec<String> = self
+      .list()
+      .into_iter()
+      .filter(|p| p.running)
+      .map(|p| p.pid)
+      .collect();
+    if running && !busy.is_empty() {
+      if !if_idle {
+        *self.mounts.locked() = mounts;
+      }
+      return Ok(busy);
+    }
+    let previous = std::mem::replace(&mut *self.mounts.locked(), mounts);
+    if running && let Err(e) = self.restart_init().await {
+      // The sandbox goes on as it was, without the mounts it could not bind.
+      *self.mounts.locked() = previous;
+      self.restart_init().await?;
+      return Err(e);
+    }
+    if running && self.status() != Status::Running {
+      // Stopped meanwhile, maybe before the new init was in place: it goes too.
+      self.shutdown_init().await;
+    }
+    Ok(Vec::new())
+  }
+
+  /// Checks `mounts`, among `all`, against `policy`, as at each start (a symbolic link on
+  /// the way may lead elsewhere by now); on a root host their sources must be reachable
+  /// by the sandbox user, as bubblewrap binds them as that user.
+  fn check_mounts(
+    &self,
+    policy: &SandboxPolicy,
+    mounts: &[BindMount],
+    all: &[BindMount],
+  ) -> Result<()> {
+    for mount in mounts {
+      policy
+        .check_mount(mount, all, &self.own_files)
+        .map_err(CoreError::InvalidOption)?;
+      if isolation::host_is_root() && !isolation::reachable_by_others(&mount.source) {
+        return Err(CoreError::InvalidOption(format!(
+          "{} cannot be mounted: it is not reachable by the sandbox user (uid {}); every parent directory must be world-executable",
+          mount.source.display(),
+          isolation::SANDBOX_UID
+        )));
+      }
+    }
+    Ok(())
   }
 
   /// What a sandbox under `policy` must not change: its protected paths in a writable
@@ -507,7 +616,8 @@ impl Sandbox {
 
   async fn restart_init(&self) -> Result<Arc<Init>> {
     // A dead init's placeholders go before the new one's are made: removing one later
-    // would take the mount over it away in the new sandbox too.
+    // would take the mount over it away in the new sandbox too. (A live one, replaced to
+    // bind new mounts, has no process left; its socket closes and it exits.)
     drop(self.init.locked().take());
     let init = Arc::new(
       Init::start(
@@ -528,17 +638,24 @@ impl Sandbox {
   fn watch_disk(&self, init: &Arc<Init>) {
     let mut writable = vec![self.working_directory.clone()];
     let isolated = self.isolation != Isolation::None;
+    let mut bounded = None;
     if let Some(policy) = self.policy.as_ref().filter(|_| isolated) {
       if policy.read_only_workspace {
         writable.clear();
       }
       writable.extend(policy.read_write_paths.iter().cloned());
+      // Its `/tmp` is a host directory now: it counts as written to, within `tmp_bytes`.
+      if let Some(tmp) = self.private_tmp.locked().as_ref() {
+        writable.push(tmp.dir().to_path_buf());
+        bounded = Some(Bounded::new(tmp.dir(), policy.tmp_bytes));
+      }
     }
     let half_of_free = |free: &[Free]| DiskBudget {
       bytes: isolated.then(|| free.iter().map(|f| f.bytes).sum::<u64>() / 2),
       inodes: isolated.then(|| free.iter().filter_map(|f| f.inodes).sum::<u64>() / 2),
     };
-    let Some(mut watch) = DiskWatch::start(&writable, self.limits.disk, half_of_free) else {
+    let Some(mut watch) = DiskWatch::start(&writable, self.limits.disk, half_of_free, bounded)
+    else {
       return;
     };
     let init = Arc::downgrade(init);
@@ -742,6 +859,9 @@ impl Provider for Sandbox {
   async fn destroy(&self) -> Result<()> {
     self.kill_all().await;
     self.shutdown_init().await;
+    // Its `/tmp` and mounts outlive a stop, not a destroy.
+    drop(self.private_tmp.locked().take());
+    self.mounts.locked().clear();
     Ok(())
   }
 

@@ -137,6 +137,8 @@ mod tests {
       allow_system_binaries: true,
       extra_args: vec![],
       tmp_bytes: 0,
+      tmp_dir: None,
+      mounts: vec![],
       protected_paths: vec![PathBuf::from(".git/hooks")],
       protect_missing_paths: false,
     }

@@ -84,6 +84,8 @@ fn policy() -> impl Strategy<Value = SandboxPolicy> {
         tmp_bytes,
         protected_paths,
         protect_missing_paths,
+        tmp_dir: None,
+        mounts: Vec::new(),
       },
     )
 }

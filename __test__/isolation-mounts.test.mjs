@@ -1,0 +1,217 @@
+// isolation: 'bwrap' keeps what is private to a sandbox across stop/start (its /tmp, its
+// mounts) and binds mounted filesystems at their own paths inside it. Judged by what
+// commands see and by the host's state: host files, the host's `/`, the directory that
+// holds the sandbox's /tmp. Runs as root and, through test-unprivileged, as uid 65534.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { LocalFilesystem, LocalSandbox, MountError, Workspace, isIsolationAvailable } from '../lib/index.mjs'
+import { LIB_CJS, startNode, uniqueMarker, waitFor, withDeadline } from './helpers.mjs'
+
+const available = isIsolationAvailable('bwrap')
+const isRoot = process.getuid() === 0
+const SANDBOX_UID = isRoot ? 65534 : process.getuid()
+/** Where this package keeps the /tmp of each isolated sandbox of this user. */
+const TMP_ROOT = path.join(os.tmpdir(), `native-workspace-${process.getuid()}`)
+
+// The sandbox user must be able to reach what is bound, so the parents are world-traversable.
+const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-isomount-'))
+fs.chmodSync(top, 0o755)
+afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
+
+const live = []
+afterEach(async () => {
+  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+})
+let counter = 0
+function sandbox(options = {}) {
+  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation: 'bwrap', ...options })
+  live.push(sb)
+  return sb
+}
+/** A directory of the host with one file, writable by the sandbox's user. */
+function dataDir(name = `data${counter++}`) {
+  const dir = path.join(top, name)
+  fs.mkdirSync(dir)
+  fs.writeFileSync(path.join(dir, 'report.txt'), 'quarterly numbers\n')
+  if (isRoot) fs.chownSync(dir, 65534, 65534)
+  return dir
+}
+/** The host directories that hold the /tmp of this process's sandboxes. */
+function ownTmpDirs() {
+  if (!fs.existsSync(TMP_ROOT)) return []
+  return fs.readdirSync(TMP_ROOT).filter((name) => name.split('.')[1] === String(process.pid))
+}
+const sh = async (sb, command) => {
+  const r = await sb.executeCommand(command)
+  return { ...r, out: r.stdout + r.stderr }
+}
+
+describe.skipIf(!available)('isolation: a mounted filesystem appears at its own path', () => {
+  it('Workspace({ mounts }) binds a local filesystem at /data: read, written through to the host, absent from the host\'s /', async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    const workspace = new Workspace({ sandbox: sb, mounts: { '/data': new LocalFilesystem({ basePath: data }) } })
+    expect(fs.existsSync('/data/report.txt')).toBe(false)
+    const r = await sh(sb, 'cat /data/report.txt && echo from-sandbox > /data/new.txt && ls /data')
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\nnew.txt\nreport.txt\n' })
+    expect(fs.readFileSync(path.join(data, 'new.txt'), 'utf8')).toBe('from-sandbox\n')
+    expect(fs.existsSync('/data/new.txt')).toBe(false)
+    expect(sb.getInfo().mounts).toEqual([{ path: '/data', filesystem: 'LocalFilesystem' }])
+    expect(sb.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+    // Nothing of the mount in the workspace, inside or on the host.
+    expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
+    // The file tools see the same files at the same path.
+    expect(await workspace.filesystem.readFile('/data/new.txt', { encoding: 'utf8' })).toBe('from-sandbox\n')
+    // Still there after a stop and a start (bound again at the start).
+    await sb.stop()
+    expect((await sh(sb, 'cat /data/new.txt')).stdout).toBe('from-sandbox\n')
+  })
+
+  it('a read-only filesystem is bound read-only: the host file stays as it was', async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    expect(await sb.mount(new LocalFilesystem({ basePath: data, readOnly: true }), '/reference')).toEqual({
+      success: true,
+      mountPath: '/reference',
+    })
+    expect((await sh(sb, 'cat /reference/report.txt')).stdout).toBe('quarterly numbers\n')
+    const write = await sh(sb, 'echo changed > /reference/report.txt; touch /reference/new')
+    expect(write.out.match(/Read-only file system/g)?.length).toBe(2)
+    expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
+    expect(fs.readdirSync(data)).toEqual(['report.txt'])
+  })
+
+  it('mount() on a running sandbox binds at once while no process runs, and is refused, naming them, while one does', async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    const filesystem = new LocalFilesystem({ basePath: data })
+    await sb.start()
+    expect((await sb.mount(filesystem, '/data')).success).toBe(true)
+    expect((await sh(sb, 'cat /data/report.txt')).stdout).toBe('quarterly numbers\n')
+
+    const marker = uniqueMarker()
+    const server = await sb.processes.spawn(`sleep ${marker}`)
+    const busy = await sb.mount(new LocalFilesystem({ basePath: dataDir() }), '/more')
+    expect(busy.success).toBe(false)
+    expect(busy.error).toContain(`processes run in the isolated sandbox (pids ${server.pid})`)
+    expect(sb.mounts.get('/more')).toMatchObject({ state: 'error' })
+    // The running process was left alone, and the sandbox still works as it was.
+    expect((await sb.processes.list()).find((p) => p.pid === server.pid)).toMatchObject({ running: true })
+    expect((await sh(sb, 'ls /more; cat /data/report.txt')).out).toContain('quarterly numbers')
+    expect((await sh(sb, 'ls /more')).exitCode).not.toBe(0)
+    await sb.processes.kill(server.pid)
+
+    await sb.unmount('/data')
+    expect((await sh(sb, 'ls /data')).exitCode).not.toBe(0)
+    expect(sb.mounts.has('/data')).toBe(false)
+    expect(sb.getInfo().mounts).toEqual([])
+    expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
+  })
+
+  it('a mount() made while the sandbox starts is bound once it has started', async () => {
+    const sb = sandbox()
+    const starting = sb.start()
+    const mounted = sb.mount(new LocalFilesystem({ basePath: dataDir() }), '/data')
+    await starting
+    expect((await mounted).success).toBe(true)
+    expect((await sh(sb, 'cat /data/report.txt')).stdout).toBe('quarterly numbers\n')
+  })
+
+  it('concurrent mounts are all bound; one whose directory has gone can still be unmounted, and destroy() goes through', async () => {
+    const sb = sandbox()
+    const [a, b] = [dataDir(), dataDir()]
+    await sb.start()
+    const results = await Promise.all([
+      sb.mount(new LocalFilesystem({ basePath: a }), '/a'),
+      sb.mount(new LocalFilesystem({ basePath: b }), '/b'),
+    ])
+    expect(results.map((r) => r.success)).toEqual([true, true])
+    expect((await sh(sb, 'cat /a/report.txt /b/report.txt')).stdout).toBe('quarterly numbers\n'.repeat(2))
+    fs.rmSync(a, { recursive: true })
+    await sb.unmount('/a')
+    const after = await sh(sb, 'ls /a; cat /b/report.txt')
+    expect(after.stderr).toContain('No such file')
+    expect(after.stdout).toBe('quarterly numbers\n')
+    fs.rmSync(b, { recursive: true })
+    await sb.destroy()
+    expect(sb.status).toBe('destroyed')
+  })
+
+  it('refuses /proc, / and kernel views as sources, and mount points in what the sandbox shares with the host', async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    await sb.start()
+    for (const [basePath, mountPath, why] of [
+      ['/proc', '/p', "/proc shows the host's /proc"],
+      ['/proc/self', '/p', "shows the host's /proc"],
+      ['/', '/host', "/ is the host's root"],
+      ['/sys', '/s', "shows the host's /sys"],
+      ['/dev', '/d', "shows the host's /dev"],
+      [data, '/proc/data', "the sandbox's /proc, /sys and /dev are its own"],
+      [data, '/usr/data', 'its mount point would be made in /usr'],
+      [data, '/tmp/data', 'its mount point would be made in /tmp'],
+      [data, `${sb.workingDirectory}/data`, `its mount point would be made in ${sb.workingDirectory}`],
+      [path.join(data, 'missing'), '/missing', 'it is not a directory'],
+    ]) {
+      const result = await sb.mount(new LocalFilesystem({ basePath }), mountPath)
+      expect(result.success, mountPath).toBe(false)
+      expect(result.error).toContain(why)
+      // Listed as failed, as without isolation; never as mounted.
+      expect(sb.mounts.get(mountPath)).toMatchObject({ state: 'error' })
+      expect(sb.getInfo().mounts).toEqual([])
+    }
+    await expect(sb.mount(new LocalFilesystem({ basePath: data }), '/')).rejects.toBeInstanceOf(MountError)
+    // Nothing of the refused mounts in the sandbox, nor in the workspace on the host.
+    expect((await sh(sb, 'ls -d /p /host /s /d /usr/data /tmp/data /missing 2>&1 | grep -c "No such file"')).stdout).toBe('7\n')
+    expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
+  })
+})
+
+describe.skipIf(!available)("isolation: the sandbox's /tmp outlives a stop, not a destroy", () => {
+  it('a file in /tmp survives stop/start; destroy removes it and its host directory', async () => {
+    const before = ownTmpDirs()
+    const sb = sandbox()
+    await sh(sb, 'echo kept > /tmp/state && mkdir -p /tmp/cache/deep && chmod 500 /tmp/cache')
+    const [dir] = ownTmpDirs().filter((name) => !before.includes(name))
+    const host = path.join(TMP_ROOT, dir)
+    const stat = fs.statSync(host)
+    expect(stat.mode & 0o777).toBe(0o700)
+    expect(stat.uid).toBe(SANDBOX_UID)
+    expect(fs.readFileSync(path.join(host, 'state'), 'utf8')).toBe('kept\n')
+
+    await sb.stop()
+    expect(fs.existsSync(path.join(host, 'state'))).toBe(true)
+    await sb.start()
+    expect((await sh(sb, 'cat /tmp/state')).stdout).toBe('kept\n')
+
+    await sb.destroy()
+    expect(fs.existsSync(host)).toBe(false)
+    expect(ownTmpDirs().filter((name) => !before.includes(name))).toEqual([])
+  })
+
+  it('sandboxes do not share their /tmp', async () => {
+    const a = sandbox()
+    const b = sandbox()
+    await sh(a, 'echo mine > /tmp/a-only')
+    expect((await sh(b, 'ls -A /tmp')).stdout).not.toContain('a-only')
+  })
+
+  it('the /tmp of a Node process killed with SIGKILL is removed by the next start', async () => {
+    const { child, exited } = startNode(`
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'killed'))}, isolation: 'bwrap' })
+      sb.executeCommand('echo left > /tmp/left').then(() => console.log('READY'))
+      setInterval(() => {}, 1000)
+    `)
+    await withDeadline(new Promise((resolve) => child.stdout.on('data', (d) => d.includes('READY') && resolve())), 10_000, 'READY')
+    const owned = () => (fs.existsSync(TMP_ROOT) ? fs.readdirSync(TMP_ROOT).filter((n) => n.split('.')[1] === String(child.pid)) : [])
+    const [left] = owned()
+    expect(fs.readFileSync(path.join(TMP_ROOT, left, 'left'), 'utf8')).toBe('left\n')
+    child.kill('SIGKILL')
+    await exited
+    await sandbox().start()
+    expect(await waitFor(() => owned().length === 0)).toBe(true)
+  })
+})

@@ -1,0 +1,204 @@
+//! The `/tmp` of an isolated sandbox: a private host directory bound at `/tmp`, so what a
+//! command leaves there survives `stop()` and `start()` (a tmpfs would die with the init).
+//! `destroy()` and the drop of the sandbox remove it; one left by a host that died is
+//! removed by the next host that makes one, as the cgroups of dead hosts are.
+//!
+//! They live in `<temp dir>/native-workspace-<uid>/`, one directory per sandbox named
+//! `<pid namespace>.<host pid>.<host start time>.<n>`: a later host tells those of dead
+//! hosts by the pid and its start time (a reused pid has another), and leaves those of
+//! other pid namespaces alone (it cannot see their hosts).
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::isolation;
+
+pub struct PrivateTmp {
+  dir: PathBuf,
+}
+
+impl PrivateTmp {
+  /// Makes a new, empty, private directory for one sandbox's `/tmp`, owned by the user its
+  /// commands run as, after sweeping those of dead hosts.
+  pub fn create() -> Result<PrivateTmp, String> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let root = runtime_root()?;
+    if isolation::host_is_root() && !isolation::reachable_by_others(&root.join("x")) {
+      return Err(format!(
+        "{} is not reachable by the sandbox user (uid {}), who needs it for /tmp: every parent directory must be world-executable (or set TMPDIR to a directory whose parents are)",
+        root.display(),
+        isolation::SANDBOX_UID
+      ));
+    }
+    sweep_abandoned(&root);
+    let dir = root.join(format!(
+      "{}.{}",
+      this_host(),
+      SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let made = std::fs::DirBuilder::new()
+      .mode(0o700)
+      .create(&dir)
+      .and_then(|()| {
+        if isolation::host_is_root() {
+          let uid = Some(isolation::SANDBOX_UID);
+          std::os::unix::fs::chown(&dir, uid, uid)?;
+        }
+        Ok(())
+      });
+    let tmp = PrivateTmp { dir };
+    // On failure, dropping `tmp` removes what was made.
+    made
+      .map(|()| tmp)
+      .map_err(|e| format!("cannot create the sandbox's /tmp: {e}"))
+  }
+
+  pub fn dir(&self) -> &Path {
+    &self.dir
+  }
+}
+
+impl Drop for PrivateTmp {
+  fn drop(&mut self) {
+    if let Err(e) = remove_tree(&self.dir) {
+      tracing::warn!(dir = %self.dir.display(), error = %e, "the sandbox's /tmp could not be removed");
+    }
+  }
+}
+
+/// `<temp dir>/native-workspace-<uid>`, made if missing (0700, or 0711 on a root host so
+/// that bubblewrap, running as the sandbox user, reaches the directories in it), and
+/// refused unless it is a directory of this user that no one else can write to.
+fn runtime_root() -> Result<PathBuf, String> {
+  // SAFETY: geteuid has no preconditions.
+  let uid = unsafe { libc::geteuid() };
+  let root = std::env::temp_dir().join(format!("native-workspace-{uid}"));
+  let mode = if isolation::host_is_root() {
+    0o711
+  } else {
+    0o700
+  };
+  match std::fs::DirBuilder::new().mode(mode).create(&root) {
+    Ok(()) => std::fs::set_permissions(&root, std::fs::Permissions::from_mode(mode))
+      .map_err(|e| format!("cannot set the mode of {}: {e}", root.display()))?,
+    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+    Err(e) => return Err(format!("cannot create {}: {e}", root.display())),
+  }
+  let meta =
+    std::fs::symlink_metadata(&root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+  if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+    return Err(format!(
+      "{} is not a directory of this user (uid {uid}) closed to others; remove it",
+      root.display()
+    ));
+  }
+  Ok(root)
+}
+
+/// `<pid namespace>.<pid>.<start time>` of a process, as directories are named.
+fn host_name(pid: &str) -> Option<String> {
+  let ns = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+  let ns = ns
+    .to_str()?
+    .trim_start_matches("pid:[")
+    .trim_end_matches(']');
+  Some(format!("{ns}.{pid}.{}", start_time(pid)?))
+}
+
+fn this_host() -> String {
+  let pid = std::process::id().to_string();
+  host_name(&pid).unwrap_or_else(|| format!("0.{pid}.0"))
+}
+
+/// Field 22 of `/proc/<pid>/stat`, after the command name (which may hold spaces).
+fn start_time(pid: &str) -> Option<String> {
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  let after_name = &stat[stat.rfind(')')? + 1..];
+  after_name.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// Removes the directories of hosts of this pid namespace that are gone (no process with
+/// that pid, or one started at another time).
+fn sweep_abandoned(root: &Path) {
+  let Ok(entries) = std::fs::read_dir(root) else {
+    return;
+  };
+  let own_ns = this_host().split('.').next().map(str::to_owned);
+  for entry in entries.flatten() {
+    let name = entry.file_name();
+    let Some(name) = name.to_str() else { continue };
+    let parts: Vec<&str> = name.split('.').collect();
+    let [ns, pid, started, _seq] = parts[..] else {
+      continue;
+    };
+    if Some(ns) != own_ns.as_deref() {
+      continue;
+    }
+    if host_name(pid).as_deref() != Some(&format!("{ns}.{pid}.{started}")) {
+      let _ = remove_tree(&entry.path());
+    }
+  }
+}
+
+/// Removes `dir` and everything in it, also directories a command made unwritable
+/// (`chmod 500`): an unprivileged host owns them, and makes them writable first.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+  match std::fs::remove_dir_all(dir) {
+    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+      open_up(dir);
+      std::fs::remove_dir_all(dir)
+    }
+    other => other,
+  }
+}
+
+fn open_up(dir: &Path) {
+  let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+  for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+      open_up(&entry.path());
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn is_private_removed_when_dropped_and_swept_once_its_host_is_gone() {
+    let tmp = PrivateTmp::create().unwrap();
+    let dir = tmp.dir().to_path_buf();
+    let meta = std::fs::metadata(&dir).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    // A directory a command closed does not keep it from going.
+    std::fs::create_dir_all(dir.join("closed/inner")).unwrap();
+    std::fs::write(dir.join("closed/inner/f"), vec![7u8; 10_000]).unwrap();
+    assert!(crate::disk::disk_usage(&dir) >= 10_000);
+    std::fs::set_permissions(dir.join("closed"), std::fs::Permissions::from_mode(0o500)).unwrap();
+    drop(tmp);
+    assert!(!dir.exists());
+
+    let root = dir.parent().unwrap();
+    let own = this_host();
+    let ns = own.split('.').next().unwrap();
+    let this_pid = std::process::id();
+    let dead = root.join(format!("{ns}.999999999.1.0"));
+    let reused_pid = root.join(format!("{ns}.{this_pid}.1.0"));
+    let other_ns = root.join("1.999999999.1.0");
+    let alive = root.join(format!("{own}.999"));
+    for dir in [&dead, &reused_pid, &other_ns, &alive] {
+      std::fs::create_dir_all(dir.join("sub")).unwrap();
+    }
+    let next = PrivateTmp::create().unwrap();
+    assert!(!dead.exists() && !reused_pid.exists());
+    assert!(other_ns.exists() && alive.exists());
+    for dir in [&other_ns, &alive] {
+      std::fs::remove_dir_all(dir).unwrap();
+    }
+    drop(next);
+  }
+}

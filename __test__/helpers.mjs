@@ -1,6 +1,6 @@
 // Shared helpers of the vitest suite: temp working directories, sandboxes destroyed after
 // each test, /proc scanning (judge the host's state, not the library's word), deadlines.
-import { spawn as spawnChild } from 'node:child_process'
+import { execFileSync, spawn as spawnChild } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -47,6 +47,28 @@ export function useSandboxes() {
     live.push(sb)
     return sb
   }
+}
+
+/**
+ * As root, mounts a filesystem of its own (a tmpfs owned by `owner`) at `dir`, made if
+ * missing, so that nothing but the sandbox working there writes to it: the disk watchdog
+ * judges whole filesystems, and on a shared one other programs' files count too. Returns
+ * what unmounts it, or undefined where nothing can be mounted (not root, or no
+ * CAP_SYS_ADMIN), `dir` then left as it was. The room covers the watchdog's overshoot; a
+ * watchdog that never fired would fill it instead, and the flood would fail with ENOSPC.
+ */
+export function ownFilesystem(dir, { owner = 0 } = {}) {
+  if (process.getuid() !== 0) return undefined
+  const made = !fs.existsSync(dir)
+  fs.mkdirSync(dir, { recursive: true })
+  const options = `size=2g,nr_inodes=250000,mode=0755,uid=${owner},gid=${owner}`
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'nw-own-filesystem', dir], { stdio: 'pipe' })
+  } catch {
+    if (made) fs.rmdirSync(dir)
+    return undefined
+  }
+  return () => execFileSync('umount', ['--lazy', dir], { stdio: 'pipe' })
 }
 
 // ---------------------------------------------------------------------------------------

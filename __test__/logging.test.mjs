@@ -1,19 +1,28 @@
 // The native diagnostics reach a host logger, never block, and a broken logger costs
 // nothing but its records.
 import fs from 'node:fs'
+import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LocalFilesystem, LocalSandbox, SandboxOptionError, Workspace, setLogger } from '../lib/index.mjs'
-import { LIB_CJS, runNode, startNode, tempDir, waitFor, withDeadline } from './helpers.mjs'
+import { LIB_CJS, ownFilesystem, runNode, startNode, tempDir, waitFor, withDeadline } from './helpers.mjs'
 
 const live = []
+const unmounts = []
 afterEach(async () => {
   setLogger(null)
   await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+  for (const unmount of unmounts.splice(0)) unmount()
 })
 
-/** A sandbox whose disk watchdog fires as soon as a command creates files without end. */
+/**
+ * A sandbox whose disk watchdog fires as soon as a command creates files without end, on
+ * a filesystem of its own where one can be mounted: files other programs create count
+ * against the budget too, and could end the commands meant to run after a flood.
+ */
 function tightSandbox() {
   const sb = new LocalSandbox({ workingDirectory: tempDir(), nativeSandbox: { limits: { diskInodes: 200 } } })
+  const unmount = ownFilesystem(sb.workingDirectory)
+  if (unmount) unmounts.push(unmount)
   live.push(sb)
   return sb
 }
@@ -39,8 +48,7 @@ describe('setLogger', () => {
     expect(warning.message.startsWith('[native-workspace] ')).toBe(true)
 
     const floodAgain = async () => {
-      fs.rmSync(sb.workingDirectory, { recursive: true, force: true })
-      fs.mkdirSync(sb.workingDirectory)
+      for (const name of fs.readdirSync(sb.workingDirectory)) fs.rmSync(path.join(sb.workingDirectory, name), { recursive: true })
       expect(await sb.executeCommand(FLOOD)).toMatchObject({ limitExceeded: 'inodes' })
       await new Promise((resolve) => setTimeout(resolve, 200))
     }

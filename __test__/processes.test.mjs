@@ -7,6 +7,7 @@ import {
   childrenOf,
   gone,
   isAlive,
+  processesWith,
   sleep,
   survivors,
   timed,
@@ -18,6 +19,15 @@ import {
 } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
+
+/** Whether `pid` is blocked writing to a pipe that nobody drains (`pipe_write` in its wchan). */
+function waitsOnFullPipe(pid) {
+  try {
+    return /pipe_write/.test(fs.readFileSync(`/proc/${pid}/wchan`, 'utf8'))
+  } catch {
+    return false
+  }
+}
 
 const RESULT_KEYS = [
   'executionTimeMs',
@@ -381,22 +391,27 @@ describe('streams', () => {
     const sb = makeSandbox()
     const progress = () => Number(fs.readFileSync(path.join(sb.workingDirectory, 'progress'), 'utf8'))
     // 1 KB lines, and a progress count replaced whole (never read half-written).
+    const marker = uniqueMarker()
     const handle = await sb.processes.spawn(
       'x=$(head -c 1000 /dev/zero | tr "\\0" x); i=0; ' +
-        'while :; do i=$((i+1)); echo "$i $x"; echo $i > progress.tmp; mv progress.tmp progress; done',
+        `while :; do i=$((i+1)); echo "$i $x"; echo $i > progress.tmp; mv progress.tmp progress; done # ${marker}`,
     )
     const reader = handle.reader
-    // Unread: the buffer fills to its high-water mark, then the command stops writing.
-    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark, { timeout: 5000 })).toBe(true)
-    await sleep(300)
+    // Unread: the buffer fills to its high-water mark, then stdout is no longer read, and
+    // the command stops once the pipe (64 KiB) is full too: it waits in write(2). How soon
+    // it gets there depends on the machine's load, so it is waited for, not assumed.
+    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark, { timeout: 10_000 })).toBe(true)
+    expect(await waitFor(() => processesWith(marker).some((p) => waitsOnFullPipe(p.pid)), { timeout: 10_000 })).toBe(true)
     const held = progress()
+    // Held, not merely slow: nothing drains the pipe meanwhile.
     await sleep(300)
     expect(progress()).toBe(held)
+    expect(processesWith(marker).some((p) => waitsOnFullPipe(p.pid))).toBe(true)
     expect(reader.readableLength).toBeLessThan(1 << 20)
     // Reading lets it go on.
     let read = 0
     reader.on('data', (chunk) => (read += chunk.length))
-    expect(await waitFor(() => progress() > held + 100, { timeout: 5000 })).toBe(true)
+    expect(await waitFor(() => progress() > held + 100, { timeout: 10_000 })).toBe(true)
     expect(read).toBeGreaterThan(0)
     await handle.kill()
   })
@@ -405,9 +420,9 @@ describe('streams', () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('yes held')
     const reader = handle.reader
-    await sleep(200)
+    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark)).toBe(true)
     expect(await handle.kill()).toBe(true)
-    const result = await withDeadline(handle.wait(), 5000, 'wait() after kill with an unread reader')
+    const result = await withDeadline(handle.wait(), 10_000, 'wait() after kill with an unread reader')
     expect(result.killed).toBe(true)
     let text = ''
     for await (const chunk of reader) text += chunk

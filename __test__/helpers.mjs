@@ -95,9 +95,10 @@ export function isAlive(pid) {
 
 /**
  * Waits up to `timeout` ms for `pid` to be dead and returns whether it is. A supervisor may
- * need a moment to exit after it has reported the end of its command.
+ * need a moment to exit after it has reported the end of its command (longer on a loaded
+ * machine: the bound only keeps a broken test from hanging).
  */
-export async function gone(pid, timeout = 1000) {
+export async function gone(pid, timeout = 10_000) {
   return waitFor(() => !isAlive(pid), { timeout })
 }
 
@@ -141,7 +142,7 @@ export function processesWith(marker) {
  * Waits until, for every marker, the `sleep <marker>` process itself runs (setup check).
  * Supervisors and shells carry the markers in their argv too, so they do not count here.
  */
-export async function waitForMarkers(markers, timeout = 3000) {
+export async function waitForMarkers(markers, timeout = 10_000) {
   return waitFor(() => markers.every((m) => processesWith(m).some((p) => p.cmdline === `sleep ${m}`)), { timeout })
 }
 
@@ -149,7 +150,7 @@ export async function waitForMarkers(markers, timeout = 3000) {
  * Waits up to `timeout` ms for every process carrying one of `markers` to be gone and
  * returns those still alive at the end (empty array = all gone).
  */
-export async function survivors(markers, timeout = 3000) {
+export async function survivors(markers, timeout = 10_000) {
   let left = []
   await waitFor(
     () => {
@@ -186,8 +187,12 @@ export function fdTargets() {
 // ---------------------------------------------------------------------------------------
 // Time
 
-/** Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last value. */
-export async function waitFor(predicate, { timeout = 3000, interval = 20 } = {}) {
+/**
+ * Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last
+ * value. The default bound is generous: a loaded machine may take seconds for what is
+ * instant on an idle one, and the wait ends as soon as the condition holds.
+ */
+export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {}) {
   const end = Date.now() + timeout
   for (;;) {
     const value = await predicate()

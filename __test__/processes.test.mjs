@@ -20,10 +20,13 @@ import {
 
 const makeSandbox = useSandboxes()
 
-/** Whether `pid` is blocked writing to a pipe that nobody drains (`pipe_write` in its wchan). */
+/**
+ * Whether `pid` is blocked writing to a full pipe: its wchan is the kernel's pipe write
+ * (`pipe_write`, `anon_pipe_write`; `pipe_wait` on older kernels).
+ */
 function waitsOnFullPipe(pid) {
   try {
-    return /pipe_write/.test(fs.readFileSync(`/proc/${pid}/wchan`, 'utf8'))
+    return /pipe_write|pipe_wait/.test(fs.readFileSync(`/proc/${pid}/wchan`, 'utf8'))
   } catch {
     return false
   }

@@ -127,8 +127,7 @@ const hostile = ${loggerSource}
   const workingDirectory = process.env.NW_WORKDIR
   const sb = new LocalSandbox({ workingDirectory, nativeSandbox: { limits: { diskInodes: 200 } } })
   const flood = async () => {
-    fs.rmSync(workingDirectory, { recursive: true, force: true })
-    fs.mkdirSync(workingDirectory)
+    for (const name of fs.readdirSync(workingDirectory)) fs.rmSync(path.join(workingDirectory, name), { recursive: true })
     return (await sb.executeCommand(FLOOD)).limitExceeded
   }
   ${install === 'sandbox' ? 'sb.__setLogger(hostile)' : 'setLogger(hostile)'}
@@ -156,7 +155,16 @@ describe('a hostile logger cannot crash the host', () => {
     [name, 'sandbox'],
   ])
   it.each(cases)('%s, installed through %s: the host lives, commands run, a later logger gets records', async (name, install) => {
-    const { stdout, code, signal } = await runNodeFor(25_000, hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: tempDir() })
+    // Its floods run on a filesystem of their own where one can be mounted (see tightSandbox).
+    const workingDirectory = tempDir()
+    const unmount = ownFilesystem(workingDirectory)
+    let run
+    try {
+      run = await runNodeFor(25_000, hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: workingDirectory })
+    } finally {
+      unmount?.()
+    }
+    const { stdout, code, signal } = run
     expect({ code, signal }).toEqual({ code: 0, signal: null })
     const out = JSON.parse(stdout)
     // The hostile logger was really asked (so this is not a logger that was never called).

@@ -300,11 +300,14 @@ describe('stdin', () => {
 
   it("stdinMode 'ignore' gives EOF at once and sendStdin rejects", async () => {
     const sb = makeSandbox()
-    const handle = await sb.processes.spawn('cat; echo eof-seen', { stdinMode: 'ignore' })
+    // It stays until told to go: a command that has exited is refused for that instead.
+    const handle = await sb.processes.spawn('cat; echo eof-seen; while [ ! -e go ]; do sleep 0.01; done', { stdinMode: 'ignore' })
     expect(handle.stdinMode).toBe('ignore')
+    expect(await waitFor(() => handle.stdout === 'eof-seen\n')).toBe(true)
     const error = await handle.sendStdin('x').catch((e) => e)
     expect(error).toBeInstanceOf(Error)
     expect(error.message).toBe(`Process ${handle.pid} does not have stdin available`)
+    fs.writeFileSync(path.join(sb.workingDirectory, 'go'), '')
     expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'eof-seen\n' })
   })
 

@@ -1,6 +1,6 @@
 // Shared helpers of the vitest suite: temp working directories, sandboxes destroyed after
 // each test, /proc scanning (judge the host's state, not the library's word), deadlines.
-import { spawn as spawnChild } from 'node:child_process'
+import { execFileSync, spawn as spawnChild } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -49,6 +49,28 @@ export function useSandboxes() {
   }
 }
 
+/**
+ * As root, mounts a filesystem of its own (a tmpfs owned by `owner`) at `dir`, made if
+ * missing, so that nothing but the sandbox working there writes to it: the disk watchdog
+ * judges whole filesystems, and on a shared one other programs' files count too. Returns
+ * what unmounts it, or undefined where nothing can be mounted (not root, or no
+ * CAP_SYS_ADMIN), `dir` then left as it was. The room covers the watchdog's overshoot; a
+ * watchdog that never fired would fill it instead, and the flood would fail with ENOSPC.
+ */
+export function ownFilesystem(dir, { owner = 0 } = {}) {
+  if (process.getuid() !== 0) return undefined
+  const made = !fs.existsSync(dir)
+  fs.mkdirSync(dir, { recursive: true })
+  const options = `size=2g,nr_inodes=250000,mode=0755,uid=${owner},gid=${owner}`
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'nw-own-filesystem', dir], { stdio: 'pipe' })
+  } catch {
+    if (made) fs.rmdirSync(dir)
+    return undefined
+  }
+  return () => execFileSync('umount', ['--lazy', dir], { stdio: 'pipe' })
+}
+
 // ---------------------------------------------------------------------------------------
 // /proc scanning
 
@@ -73,9 +95,10 @@ export function isAlive(pid) {
 
 /**
  * Waits up to `timeout` ms for `pid` to be dead and returns whether it is. A supervisor may
- * need a moment to exit after it has reported the end of its command.
+ * need a moment to exit after it has reported the end of its command (longer on a loaded
+ * machine: the bound only keeps a broken test from hanging).
  */
-export async function gone(pid, timeout = 1000) {
+export async function gone(pid, timeout = 10_000) {
   return waitFor(() => !isAlive(pid), { timeout })
 }
 
@@ -119,7 +142,7 @@ export function processesWith(marker) {
  * Waits until, for every marker, the `sleep <marker>` process itself runs (setup check).
  * Supervisors and shells carry the markers in their argv too, so they do not count here.
  */
-export async function waitForMarkers(markers, timeout = 3000) {
+export async function waitForMarkers(markers, timeout = 10_000) {
   return waitFor(() => markers.every((m) => processesWith(m).some((p) => p.cmdline === `sleep ${m}`)), { timeout })
 }
 
@@ -127,7 +150,7 @@ export async function waitForMarkers(markers, timeout = 3000) {
  * Waits up to `timeout` ms for every process carrying one of `markers` to be gone and
  * returns those still alive at the end (empty array = all gone).
  */
-export async function survivors(markers, timeout = 3000) {
+export async function survivors(markers, timeout = 10_000) {
   let left = []
   await waitFor(
     () => {
@@ -164,8 +187,12 @@ export function fdTargets() {
 // ---------------------------------------------------------------------------------------
 // Time
 
-/** Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last value. */
-export async function waitFor(predicate, { timeout = 3000, interval = 20 } = {}) {
+/**
+ * Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last
+ * value. The default bound is generous: a loaded machine may take seconds for what is
+ * instant on an idle one, and the wait ends as soon as the condition holds.
+ */
+export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {}) {
   const end = Date.now() + timeout
   for (;;) {
     const value = await predicate()

@@ -324,7 +324,7 @@ function keepersOf(pid = process.pid) {
 
 /** Asserts that no init started during the test outlives it (`before`: the ones before it). */
 async function expectNoNewKeepers(before) {
-  const left = await waitFor(() => keepersOf().filter((pid) => !before.includes(pid)).length === 0, { timeout: 3000 })
+  const left = await waitFor(() => keepersOf().filter((pid) => !before.includes(pid)).length === 0)
   expect(left ? [] : keepersOf().filter((pid) => !before.includes(pid))).toEqual([])
 }
 

@@ -1,19 +1,28 @@
 // The native diagnostics reach a host logger, never block, and a broken logger costs
 // nothing but its records.
 import fs from 'node:fs'
+import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LocalFilesystem, LocalSandbox, SandboxOptionError, Workspace, setLogger } from '../lib/index.mjs'
-import { LIB_CJS, runNode, startNode, tempDir, waitFor, withDeadline } from './helpers.mjs'
+import { LIB_CJS, ownFilesystem, runNode, startNode, tempDir, waitFor, withDeadline } from './helpers.mjs'
 
 const live = []
+const unmounts = []
 afterEach(async () => {
   setLogger(null)
   await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
+  for (const unmount of unmounts.splice(0)) unmount()
 })
 
-/** A sandbox whose disk watchdog fires as soon as a command creates files without end. */
+/**
+ * A sandbox whose disk watchdog fires as soon as a command creates files without end, on
+ * a filesystem of its own where one can be mounted: files other programs create count
+ * against the budget too, and could end the commands meant to run after a flood.
+ */
 function tightSandbox() {
   const sb = new LocalSandbox({ workingDirectory: tempDir(), nativeSandbox: { limits: { diskInodes: 200 } } })
+  const unmount = ownFilesystem(sb.workingDirectory)
+  if (unmount) unmounts.push(unmount)
   live.push(sb)
   return sb
 }
@@ -39,8 +48,7 @@ describe('setLogger', () => {
     expect(warning.message.startsWith('[native-workspace] ')).toBe(true)
 
     const floodAgain = async () => {
-      fs.rmSync(sb.workingDirectory, { recursive: true, force: true })
-      fs.mkdirSync(sb.workingDirectory)
+      for (const name of fs.readdirSync(sb.workingDirectory)) fs.rmSync(path.join(sb.workingDirectory, name), { recursive: true })
       expect(await sb.executeCommand(FLOOD)).toMatchObject({ limitExceeded: 'inodes' })
       await new Promise((resolve) => setTimeout(resolve, 200))
     }
@@ -119,8 +127,7 @@ const hostile = ${loggerSource}
   const workingDirectory = process.env.NW_WORKDIR
   const sb = new LocalSandbox({ workingDirectory, nativeSandbox: { limits: { diskInodes: 200 } } })
   const flood = async () => {
-    fs.rmSync(workingDirectory, { recursive: true, force: true })
-    fs.mkdirSync(workingDirectory)
+    for (const name of fs.readdirSync(workingDirectory)) fs.rmSync(path.join(workingDirectory, name), { recursive: true })
     return (await sb.executeCommand(FLOOD)).limitExceeded
   }
   ${install === 'sandbox' ? 'sb.__setLogger(hostile)' : 'setLogger(hostile)'}
@@ -148,7 +155,16 @@ describe('a hostile logger cannot crash the host', () => {
     [name, 'sandbox'],
   ])
   it.each(cases)('%s, installed through %s: the host lives, commands run, a later logger gets records', async (name, install) => {
-    const { stdout, code, signal } = await runNodeFor(25_000, hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: tempDir() })
+    // Its floods run on a filesystem of their own where one can be mounted (see tightSandbox).
+    const workingDirectory = tempDir()
+    const unmount = ownFilesystem(workingDirectory)
+    let run
+    try {
+      run = await runNodeFor(25_000, hostileLoggerScript(HOSTILE_LOGGERS[name], install), { NW_WORKDIR: workingDirectory })
+    } finally {
+      unmount?.()
+    }
+    const { stdout, code, signal } = run
     expect({ code, signal }).toEqual({ code: 0, signal: null })
     const out = JSON.parse(stdout)
     // The hostile logger was really asked (so this is not a logger that was never called).

@@ -7,6 +7,7 @@ import {
   childrenOf,
   gone,
   isAlive,
+  processesWith,
   sleep,
   survivors,
   timed,
@@ -18,6 +19,18 @@ import {
 } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
+
+/**
+ * Whether `pid` is blocked writing to a full pipe: its wchan is the kernel's pipe write
+ * (`pipe_write`, `anon_pipe_write`; `pipe_wait` on older kernels).
+ */
+function waitsOnFullPipe(pid) {
+  try {
+    return /pipe_write|pipe_wait/.test(fs.readFileSync(`/proc/${pid}/wchan`, 'utf8'))
+  } catch {
+    return false
+  }
+}
 
 const RESULT_KEYS = [
   'executionTimeMs',
@@ -249,7 +262,7 @@ describe('commands started while the sandbox is destroyed', () => {
     for (const outcome of await Promise.all(late)) {
       // Refused (not ready), or lost the race with the init's shutdown: a typed error either way.
       if (outcome instanceof Error) expect(outcome).toMatchObject({ code: expect.stringMatching(/^(NOT_READY|SPAWN_FAILED|IO_ERROR)$/) })
-      else expect((await withDeadline(outcome.wait(), 5000, 'a late command')).killed).toBe(true)
+      else expect((await withDeadline(outcome.wait(), 10_000, 'a late command')).killed).toBe(true)
     }
     expect(await survivors([marker])).toEqual([])
     // No helper process of the sandbox is left either.
@@ -287,11 +300,14 @@ describe('stdin', () => {
 
   it("stdinMode 'ignore' gives EOF at once and sendStdin rejects", async () => {
     const sb = makeSandbox()
-    const handle = await sb.processes.spawn('cat; echo eof-seen', { stdinMode: 'ignore' })
+    // It stays until told to go: a command that has exited is refused for that instead.
+    const handle = await sb.processes.spawn('cat; echo eof-seen; while [ ! -e go ]; do sleep 0.01; done', { stdinMode: 'ignore' })
     expect(handle.stdinMode).toBe('ignore')
+    expect(await waitFor(() => handle.stdout === 'eof-seen\n')).toBe(true)
     const error = await handle.sendStdin('x').catch((e) => e)
     expect(error).toBeInstanceOf(Error)
     expect(error.message).toBe(`Process ${handle.pid} does not have stdin available`)
+    fs.writeFileSync(path.join(sb.workingDirectory, 'go'), '')
     expect(await handle.wait()).toMatchObject({ exitCode: 0, stdout: 'eof-seen\n' })
   })
 
@@ -381,22 +397,27 @@ describe('streams', () => {
     const sb = makeSandbox()
     const progress = () => Number(fs.readFileSync(path.join(sb.workingDirectory, 'progress'), 'utf8'))
     // 1 KB lines, and a progress count replaced whole (never read half-written).
+    const marker = uniqueMarker()
     const handle = await sb.processes.spawn(
       'x=$(head -c 1000 /dev/zero | tr "\\0" x); i=0; ' +
-        'while :; do i=$((i+1)); echo "$i $x"; echo $i > progress.tmp; mv progress.tmp progress; done',
+        `while :; do i=$((i+1)); echo "$i $x"; echo $i > progress.tmp; mv progress.tmp progress; done # ${marker}`,
     )
     const reader = handle.reader
-    // Unread: the buffer fills to its high-water mark, then the command stops writing.
-    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark, { timeout: 5000 })).toBe(true)
-    await sleep(300)
+    // Unread: the buffer fills to its high-water mark, then stdout is no longer read, and
+    // the command stops once the pipe (64 KiB) is full too: it waits in write(2). How soon
+    // it gets there depends on the machine's load, so it is waited for, not assumed.
+    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark, { timeout: 10_000 })).toBe(true)
+    expect(await waitFor(() => processesWith(marker).some((p) => waitsOnFullPipe(p.pid)), { timeout: 10_000 })).toBe(true)
     const held = progress()
+    // Held, not merely slow: nothing drains the pipe meanwhile.
     await sleep(300)
     expect(progress()).toBe(held)
+    expect(processesWith(marker).some((p) => waitsOnFullPipe(p.pid))).toBe(true)
     expect(reader.readableLength).toBeLessThan(1 << 20)
     // Reading lets it go on.
     let read = 0
     reader.on('data', (chunk) => (read += chunk.length))
-    expect(await waitFor(() => progress() > held + 100, { timeout: 5000 })).toBe(true)
+    expect(await waitFor(() => progress() > held + 100, { timeout: 10_000 })).toBe(true)
     expect(read).toBeGreaterThan(0)
     await handle.kill()
   })
@@ -405,9 +426,9 @@ describe('streams', () => {
     const sb = makeSandbox()
     const handle = await sb.processes.spawn('yes held')
     const reader = handle.reader
-    await sleep(200)
+    expect(await waitFor(() => reader.readableLength >= reader.readableHighWaterMark)).toBe(true)
     expect(await handle.kill()).toBe(true)
-    const result = await withDeadline(handle.wait(), 5000, 'wait() after kill with an unread reader')
+    const result = await withDeadline(handle.wait(), 10_000, 'wait() after kill with an unread reader')
     expect(result.killed).toBe(true)
     let text = ''
     for await (const chunk of reader) text += chunk
@@ -487,7 +508,7 @@ describe('output retention', () => {
 describe('timeout and abort', () => {
   it('spawn timeout ends the process with 124 and a stderr note', async () => {
     const sb = makeSandbox()
-    const handle = await sb.processes.spawn('echo start; sleep 5', { timeout: 300 })
+    const handle = await sb.processes.spawn('echo start; sleep 30', { timeout: 300 })
     const [result, ms] = await timed(() => handle.wait())
     expect(result).toMatchObject({
       success: false,
@@ -497,26 +518,26 @@ describe('timeout and abort', () => {
       stdout: 'start\n',
       stderr: '\nProcess timed out after 300ms',
     })
-    expect(ms).toBeLessThan(3000)
+    expect(ms).toBeLessThan(10_000) // not the 30 s of its sleep
   })
 
   it('spawn abortSignal kills the process when it fires', async () => {
     const sb = makeSandbox()
     const controller = new AbortController()
-    const handle = await sb.processes.spawn('echo started; sleep 5', {
+    const handle = await sb.processes.spawn('echo started; sleep 30', {
       abortSignal: controller.signal,
       onStdout: (d) => d.includes('started') && controller.abort(),
     })
     const [result, ms] = await timed(() => handle.wait())
     expect(result).toMatchObject({ success: false, exitCode: 137, killed: true, stdout: 'started\n' })
-    expect(ms).toBeLessThan(2000)
+    expect(ms).toBeLessThan(10_000) // not the 30 s of its sleep
   })
 
   it('spawn with an already-aborted signal is killed at once', async () => {
     const sb = makeSandbox()
-    const handle = await sb.processes.spawn('sleep 5', { abortSignal: AbortSignal.abort() })
+    const handle = await sb.processes.spawn('sleep 30', { abortSignal: AbortSignal.abort() })
     const [result, ms] = await timed(() => handle.wait())
-    expect(ms).toBeLessThan(2000)
+    expect(ms).toBeLessThan(10_000) // not the 30 s of its sleep
     expect(result).toMatchObject({ success: false, killed: true, exitCode: 137 })
   })
 

@@ -96,9 +96,10 @@ const FOREGROUND = [
     'stderr:\n/bin/sh: 1: definitely-not-a-command-xyz: not found\n\nExit code: 127',
   ],
   [
-    'timeout 0.5 s',
-    { command: 'echo start; sleep 5', timeout: 0.5 },
-    'stdout:\nstart\n\n\nstderr:\n\nProcess timed out after 500ms\n\nExit code: 124',
+    // Long enough for `echo` to run first even on a loaded machine.
+    'timeout 2 s',
+    { command: 'echo start; sleep 30', timeout: 2 },
+    'stdout:\nstart\n\n\nstderr:\n\nProcess timed out after 2000ms\n\nExit code: 124',
   ],
   ['tail: 3', { command: 'seq 1 10', tail: 3 }, '[showing last 3 of 10 lines]\n8\n9\n10\n'],
   ['"| tail -n 2" is stripped and applied', { command: 'seq 1 10 | tail -n 2' }, '[showing last 2 of 10 lines]\n9\n10\n'],
@@ -168,14 +169,13 @@ describe('background processes match Mastra', () => {
   }
   /** Waits until the process's retained stdout is exactly `stdout` (it keeps running). */
   async function stdoutBecomes(impl, pid, stdout) {
-    const ok = await waitFor(async () => (await impl.processes.get(pid))?.stdout === stdout, { timeout: 5000 })
+    const ok = await waitFor(async () => (await impl.processes.get(pid))?.stdout === stdout)
     expect(ok, `${impl.name}: stdout of ${pid} never became ${JSON.stringify(stdout)}`).toBe(true)
   }
   /** Waits (without get(), which dismisses exited processes in Mastra) until `pid` has exited. */
   async function exited(impl, pid) {
     const ok = await waitFor(
       async () => (await impl.processes.list()).find((p) => String(p.pid) === pid)?.exitCode !== undefined,
-      { timeout: 5000 },
     )
     expect(ok, `${impl.name}: ${pid} never exited`).toBe(true)
   }
@@ -289,7 +289,7 @@ describe('background processes match Mastra', () => {
     const command = 'seq 1 60; seq 1 3 >&2; echo done >&2; sleep 30'
     const results = await both(async (impl) => {
       const pid = await start(impl, command)
-      const ok = await waitFor(async () => (await impl.processes.get(pid))?.stderr?.endsWith('done\n'), { timeout: 5000 })
+      const ok = await waitFor(async () => (await impl.processes.get(pid))?.stderr?.endsWith('done\n'))
       expect(ok).toBe(true)
       return mask(await run(impl, KILL, { pid }), pid)
     })

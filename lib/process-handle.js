@@ -59,6 +59,7 @@ class ProcessHandle {
   #reader
   #writer
   #killedByAbort = false
+  #stdinSettled = Promise.resolve()
   /** Settles once the spawn's own callbacks have had the output held for them. */
   #earlyOutput
 
@@ -147,11 +148,23 @@ class ProcessHandle {
     if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
       throw new SandboxOptionError(`sendStdin data must be a string or a Uint8Array, got ${describe(data)}`)
     }
-    return translating(() => this.#native.sendStdin(data))
+    return this.#inCallOrder(translating(() => this.#native.sendStdin(data)))
   }
 
   async closeStdin() {
-    return translating(() => this.#native.closeStdin())
+    return this.#inCallOrder(translating(() => this.#native.closeStdin()))
+  }
+
+  /**
+   * Settles `done` only after the stdin calls made before it have settled, as a Node
+   * stream's write callbacks are called. The parts are written in call order, but their
+   * results reach JS from the native side in whatever order its threads deliver them.
+   */
+  #inCallOrder(done) {
+    done.catch(() => {}) // its caller gets the rejection, once the ones before it settled
+    const settled = this.#stdinSettled.then(() => done)
+    this.#stdinSettled = settled.catch(() => {})
+    return settled
   }
 
   /**

@@ -53,9 +53,11 @@ async fn an_init_that_exits_before_it_is_ready_fails_the_start_with_its_message_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_init_that_writes_something_else_is_not_taken_for_ready() {
   // It answers, but not with the ready byte, and then holds on: it is ended, not kept.
+  // Its message comes before the answer: the start kills it as soon as the answer
+  // arrives, so a message written after it might never be written.
   let keeper = fake_keeper(
     "wrong",
-    "printf 'X' >&0; echo 'not an init' >&2; exec sleep 1000",
+    "echo 'not an init' >&2; printf 'X' >&0; exec sleep 1000",
   );
   let err = start(&keeper).await.err().expect("fails");
   assert!(

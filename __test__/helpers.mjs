@@ -34,19 +34,50 @@ export function freshWorkdir() {
 }
 
 /**
- * Registers an afterEach that destroys every sandbox made through the returned factory.
- * The factory gives each sandbox its own not-yet-existing working directory.
+ * Registers an afterEach that destroys every sandbox made through the returned factory;
+ * `defaults()` gives each sandbox's options before the caller's own.
  */
-export function useSandboxes() {
+function sandboxFactory(defaults) {
   const live = []
   afterEach(async () => {
     await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
   })
   return (options = {}) => {
-    const sb = new LocalSandbox({ workingDirectory: freshWorkdir(), ...options })
+    const sb = new LocalSandbox({ ...defaults(), ...options })
     live.push(sb)
     return sb
   }
+}
+
+/**
+ * Registers an afterEach that destroys every sandbox made through the returned factory.
+ * The factory gives each sandbox its own not-yet-existing working directory.
+ */
+export function useSandboxes() {
+  return sandboxFactory(() => ({ workingDirectory: freshWorkdir() }))
+}
+
+/**
+ * For suites of isolated sandboxes: `top`, a temp directory named after `prefix` (removed
+ * after the file's tests), world-traversable because what is bound besides the workspace is
+ * reached as the sandbox user; `fresh(name)`, a path under it that does not exist yet and
+ * appears in nothing else; `sandbox(options)`, an `isolation: 'bwrap'` sandbox working in a
+ * fresh directory, destroyed after each test.
+ */
+export function useIsolatedSandboxes(prefix) {
+  const top = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  fs.chmodSync(top, 0o755)
+  afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
+  let counter = 0
+  const fresh = (name = 'ws') => path.join(top, `${name}-${process.pid}-${counter++}`)
+  const sandbox = sandboxFactory(() => ({ workingDirectory: fresh(), isolation: 'bwrap' }))
+  return { top, fresh, sandbox }
+}
+
+/** Makes the workspace of `sb` before its start, as a host preparing files for it does. */
+export function prepareWorkspace(sb) {
+  fs.mkdirSync(sb.workingDirectory, { recursive: true })
+  return sb.workingDirectory
 }
 
 /**
@@ -69,6 +100,20 @@ export function ownFilesystem(dir, { owner = 0 } = {}) {
     return undefined
   }
   return () => execFileSync('umount', ['--lazy', dir], { stdio: 'pipe' })
+}
+
+/**
+ * The cgroups this package made for sandboxes of any process: the `native-workspace.*`
+ * children of this process's memory cgroup (v1 on hybrid hosts, else v2).
+ */
+export function sandboxCgroups() {
+  const lines = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')
+  const v1 = lines.find((line) => line.split(':')[1].split(',').includes('memory'))
+  const dir = v1 ? `/sys/fs/cgroup/memory${v1.split(':')[2]}` : `/sys/fs/cgroup${lines.find((l) => l.startsWith('0::')).slice(3)}`
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && e.name.startsWith('native-workspace.'))
+    .map((e) => e.name)
 }
 
 // ---------------------------------------------------------------------------------------

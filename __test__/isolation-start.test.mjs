@@ -5,9 +5,8 @@
 // again as an unprivileged user (uid 65534).
 import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   IsolationUnavailableError,
   LocalFilesystem,
@@ -17,40 +16,17 @@ import {
   createWorkspaceTools,
   isIsolationAvailable,
 } from '../lib/index.mjs'
-import { LIB_CJS, fdCount, processesWith, waitFor } from './helpers.mjs'
+import { LIB_CJS, fdCount, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
 const SANDBOX_UID = 65534
 
-// Paths bound besides the workspace (readWritePaths, bwrapArgs) are reached as the sandbox
-// user, so their parents are world-traversable; workspaces need not be (see below).
-const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-start-'))
-fs.chmodSync(top, 0o755)
-afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
-
-const live = []
-afterEach(async () => {
-  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
-})
-let counter = 0
-/** A path under `top` that does not exist yet and appears in nothing else. */
-const fresh = (name = 'ws') => path.join(top, `${name}-${process.pid}-${counter++}`)
-function sandbox(options = {}) {
-  const sb = new LocalSandbox({ workingDirectory: fresh(), isolation: 'bwrap', ...options })
-  live.push(sb)
-  return sb
-}
+// Workspaces need not be world-traversable as `top` is (see below).
+const { top, fresh, sandbox } = useIsolatedSandboxes('nw-start-')
 const ownerAndMode = (p) => {
   const { uid, gid, mode } = fs.statSync(p)
   return { uid, gid, mode }
-}
-/** Child cgroups of this process's memory cgroup (v1 on hybrid hosts, else v2). */
-function sandboxCgroups() {
-  const lines = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')
-  const v1 = lines.find((line) => line.split(':')[1].split(',').includes('memory'))
-  const dir = v1 ? `/sys/fs/cgroup/memory${v1.split(':')[2]}` : `/sys/fs/cgroup${lines.find((l) => l.startsWith('0::')).slice(3)}`
-  return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && e.name.startsWith('native-workspace.')).map((e) => e.name)
 }
 /** What a rejected promise rejected with (fails the test if it resolved). */
 async function rejection(promise) {
@@ -140,7 +116,7 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     expect(ownerAndMode('/usr/share')).toEqual(before)
     // A new directory behind such a link is refused before it is made.
     const parent = fresh('parent')
-    const name = `nw-never-${process.pid}-${counter++}`
+    const name = path.basename(fresh('nw-never'))
     const behind = sandbox({ workingDirectory: path.join(parent, name) })
     fs.symlinkSync('/etc', parent)
     const refused = await rejection(behind.start())

@@ -8,10 +8,9 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   LocalFilesystem,
-  LocalSandbox,
   PROTECTED_PATHS,
   PermissionError,
   SandboxOptionError,
@@ -21,38 +20,12 @@ import {
   generateSeatbeltProfile,
   isIsolationAvailable,
 } from '../lib/index.mjs'
-import { LIB_CJS, ownFilesystem, processesWith, startNode, survivors, uniqueMarker, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, ownFilesystem, prepareWorkspace, processesWith, sandboxCgroups, startNode, survivors, uniqueMarker, useIsolatedSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
 
-// Paths bound besides the workspace are reached as the sandbox user: parents world-traversable.
-const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-iso-'))
-fs.chmodSync(top, 0o755)
-afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
-
-const live = []
-afterEach(async () => {
-  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
-})
-let counter = 0
-function sandbox(options = {}) {
-  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation: 'bwrap', ...options })
-  live.push(sb)
-  return sb
-}
-/** Makes the workspace of `sb` before its start, as a host preparing files for it does. */
-function prepareWorkspace(sb) {
-  fs.mkdirSync(sb.workingDirectory, { recursive: true })
-  return sb.workingDirectory
-}
-/** Child cgroups of this process's memory cgroup (v1 on hybrid hosts, else v2). */
-function sandboxCgroups() {
-  const lines = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')
-  const v1 = lines.find((line) => line.split(':')[1].split(',').includes('memory'))
-  const dir = v1 ? `/sys/fs/cgroup/memory${v1.split(':')[2]}` : `/sys/fs/cgroup${lines.find((l) => l.startsWith('0::')).slice(3)}`
-  return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name)
-}
+const { top, fresh, sandbox } = useIsolatedSandboxes('nw-iso-')
 
 const sh = async (sb, command, options) => {
   const r = await sb.executeCommand(command, [], options)
@@ -104,7 +77,7 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     const r = await sh(sb, 'echo x > /etc/nw-probe; echo x > /usr/nw-probe; echo x > /nw-probe')
     expect(r.out.match(/Read-only file system/g)?.length).toBe(3)
     // Beside a workspace under /tmp, a write lands in the sandbox's own private /tmp.
-    const probe = path.join(top, `outside-${counter}.txt`)
+    const probe = `${fresh('outside')}.txt`
     await sh(sb, `echo x > ${probe}`)
     for (const p of ['/etc/nw-probe', '/usr/nw-probe', '/nw-probe', probe]) expect(fs.existsSync(p)).toBe(false)
   })
@@ -399,7 +372,6 @@ while True:
     const narrow = sandbox({ nativeSandbox: { protectedPaths: ['deploy/keys'] } })
     const keys = path.join(prepareWorkspace(narrow), 'deploy', 'keys')
     fs.mkdirSync(keys, { recursive: true })
-    if (isRoot) for (const dir of [keys, path.dirname(keys)]) fs.chownSync(dir, 65534, 65534)
     expect((await sh(narrow, 'echo x > .envrc && echo written')).stdout).toBe('written\n')
     expect((await sh(narrow, 'touch deploy/keys/new')).exitCode).not.toBe(0)
     expect((await sh(narrow, 'mv deploy moved')).exitCode).not.toBe(0)
@@ -417,7 +389,7 @@ while True:
 
   it('F2/F3/F5/F15: links and setuid copies give no way to host files or root', async () => {
     const sb = sandbox()
-    const secret = path.join(top, `secret-${counter}.txt`)
+    const secret = `${fresh('secret')}.txt`
     fs.writeFileSync(secret, 'host secret\n')
     fs.chmodSync(secret, 0o600)
     const r = await sh(
@@ -460,7 +432,7 @@ for make in (lambda: os.open('suid', os.O_CREAT | os.O_WRONLY, 0o4755), lambda: 
     let datagrams = 0
     udp.on('message', () => datagrams++)
     await new Promise((resolve) => udp.bind(0, '127.0.0.1', resolve))
-    const abstractName = `\0nw-test-${process.pid}-${counter}`
+    const abstractName = `\0${path.basename(fresh('nw-test'))}`
     let unixConnections = 0
     const unixServer = net.createServer((socket) => {
       unixConnections++
@@ -500,7 +472,7 @@ for make in (lambda: os.open('suid', os.O_CREAT | os.O_WRONLY, 0o4755), lambda: 
 
   it('F4/F16: what a command leaves in the workspace cannot turn the host file tools against the host', async () => {
     const sb = sandbox()
-    const target = path.join(top, `bashrc-${counter}`)
+    const target = fresh('bashrc')
     fs.writeFileSync(target, 'host rc\n')
     await sh(sb, `ln -s ${target} l; mkfifo output.log`)
     const filesystem = new LocalFilesystem({ basePath: sb.workingDirectory })

@@ -2,28 +2,11 @@
 // gets everything still retained from the start of the process, then what follows: each
 // byte once, in order, with or without isolation. `npm test` runs this file as its own
 // user (root in CI) and, when that is root, again as an unprivileged user (uid 65534).
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, isIsolationAvailable } from '../lib/index.mjs'
-import { waitFor, withDeadline } from './helpers.mjs'
+import { describe, expect, it } from 'vitest'
+import { isIsolationAvailable } from '../lib/index.mjs'
+import { useIsolatedSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
-// The sandbox user must be able to reach the workspace, so its parents are world-traversable.
-const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-late-'))
-fs.chmodSync(top, 0o755)
-afterAll(() => fs.rmSync(top, { recursive: true, force: true }))
-
-const live = []
-afterEach(async () => {
-  await Promise.allSettled(live.splice(0).map((sb) => sb.destroy()))
-})
-let counter = 0
-function sandbox(isolation) {
-  const sb = new LocalSandbox({ workingDirectory: path.join(top, `ws${counter++}`), isolation })
-  live.push(sb)
-  return sb
-}
+const { sandbox } = useIsolatedSandboxes('nw-late-')
 
 /** Everything `reader` delivers until it ends. */
 async function readAll(reader) {
@@ -42,7 +25,7 @@ const MODES = [
 
 describe.each(MODES)('a late reader %s', (_, isolation, available) => {
   it.runIf(available)('handle.reader asked for after the output was produced gets it, once', async () => {
-    const sb = sandbox(isolation)
+    const sb = sandbox({ isolation })
     const handle = await sb.processes.spawn('echo stream-test; sleep 0.3')
     expect(await waitFor(() => handle.stdout.includes('stream-test'), { timeout: 5000 })).toBe(true)
     const text = await withDeadline(readAll(handle.reader), 10000, 'the late reader')
@@ -50,7 +33,7 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
   })
 
   it.runIf(available)('handle.reader asked for after the process exited gets all of it, then ends', async () => {
-    const sb = sandbox(isolation)
+    const sb = sandbox({ isolation })
     const handle = await sb.processes.spawn('echo stream-test; echo more')
     expect((await handle.wait()).exitCode).toBe(0)
     expect(await withDeadline(readAll(handle.reader), 10000, 'the reader of an exited process')).toBe('stream-test\nmore\n')
@@ -59,7 +42,7 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
   })
 
   it.runIf(available)('wait({ onStdout, onStderr }) called late gets what was produced, then the rest, once', async () => {
-    const sb = sandbox(isolation)
+    const sb = sandbox({ isolation })
     const handle = await sb.processes.spawn('echo stream-test; echo oops >&2; sleep 0.3; echo after')
     expect(await waitFor(() => handle.stdout.includes('stream-test') && handle.stderr === 'oops\n', { timeout: 5000 })).toBe(true)
     const out = []
@@ -71,7 +54,7 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
   })
 
   it.runIf(available)('wait({ onStdout }) after the exit gets everything before it resolves', async () => {
-    const sb = sandbox(isolation)
+    const sb = sandbox({ isolation })
     const handle = await sb.processes.spawn('echo stream-test')
     await handle.wait()
     const out = []
@@ -80,7 +63,7 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
   })
 
   it.runIf(available)('past the retained bound, a late reader starts at the oldest byte kept and misses nothing after it', async () => {
-    const sb = sandbox(isolation)
+    const sb = sandbox({ isolation })
     // About 3.4 MB of numbered lines (more than the 1 MiB retained), a pause to attach in,
     // then more.
     const handle = await sb.processes.spawn('seq 1 500000; sleep 1; seq 500001 600000')

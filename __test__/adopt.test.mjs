@@ -5,19 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, Workspace, createWorkspaceTools } from '../lib/index.mjs'
-import {
-  freshWorkdir,
-  gone,
-  processesWith,
-  sleep,
-  survivors,
-  timed,
-  uniqueMarker,
-  useSandboxes,
-  waitFor,
-  waitForMarkers,
-  withDeadline,
-} from './helpers.mjs'
+import { freshWorkdir, gone, processesWith, sleep, survivors, timed, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 

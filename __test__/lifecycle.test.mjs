@@ -3,20 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, SandboxNotReadyError, isIsolationAvailable } from '../lib/index.mjs'
-import {
-  LIB_CJS,
-  gone,
-  processesWith,
-  procStat,
-  sleep,
-  survivors,
-  tempDir,
-  uniqueMarker,
-  useSandboxes,
-  waitFor,
-  waitForMarkers,
-  withDeadline,
-} from './helpers.mjs'
+import { LIB_CJS, gone, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 

@@ -3,20 +3,7 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, ProcessHandle, SandboxError } from '../lib/index.mjs'
-import {
-  childrenOf,
-  gone,
-  isAlive,
-  processesWith,
-  sleep,
-  survivors,
-  timed,
-  uniqueMarker,
-  useSandboxes,
-  waitFor,
-  withDeadline,
-  withoutTime,
-} from './helpers.mjs'
+import { childrenOf, gone, isAlive, processesWith, sleep, survivors, timed, uniqueMarker, useSandboxes, waitFor, withDeadline, withoutTime } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 

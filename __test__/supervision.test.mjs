@@ -1,22 +1,6 @@
 // Process-tree guarantees, judged by the host's state (/proc), never by the library's word.
 import { describe, expect, it } from 'vitest'
-import {
-  LIB_CJS,
-  childrenOf,
-  fdCount,
-  fdTargets,
-  freshWorkdir,
-  runNode,
-  startNode,
-  gone,
-  processesWith,
-  survivors,
-  uniqueMarker,
-  useSandboxes,
-  waitFor,
-  waitForMarkers,
-  withDeadline,
-} from './helpers.mjs'
+import { LIB_CJS, childrenOf, fdCount, fdTargets, freshWorkdir, runNode, startNode, gone, processesWith, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 

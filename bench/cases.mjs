@@ -337,7 +337,7 @@ const BASE_CASES = [
 ]
 
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
-const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e'])
+const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import'])
 const withBwrap = (c) => ({
   ...c,
   id: `${c.id}_bwrap`,

@@ -6,6 +6,7 @@ const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
+const { fromNative } = require('./translate')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -57,6 +58,7 @@ class Workspace {
       filesystemsByContext: new WeakMap(),
       sandboxesByContext: new WeakMap(),
       keyedSandboxes: new NativeResolverCache(),
+      resolverErrors: new WeakSet(),
       registered: new Map(),
       nextId: 1,
     }
@@ -172,7 +174,20 @@ class Workspace {
       checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
     )
     if (keyed) {
-      const id = await this[state].keyedSandboxes.resolve(target, async () => this[register](await resolveOnce()))
+      // A rejection is the resolver's own error (passed on as is) or the cache's (translated).
+      const own = this[state].resolverErrors
+      const id = await this[state].keyedSandboxes
+        .resolve(target, async () => {
+          try {
+            return this[register](await resolveOnce())
+          } catch (err) {
+            if (Object(err) === err) own.add(err)
+            throw err
+          }
+        })
+        .catch((err) => {
+          throw own.has(err) ? err : fromNative(err)
+        })
       return this[state].registered.get(id)
     }
     return memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce)

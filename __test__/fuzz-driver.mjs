@@ -996,7 +996,14 @@ async function checkLeaks(scn, n) {
   const fine = await waitUntil(() => fdTargets().length <= baselineFds.length, SETTLE_MS)
   if (!fine) {
     const now = fdTargets()
-    const extra = now.filter((t) => !baselineFds.includes(t))
+    // Counted per target: a second `anon_inode:[pidfd]` is extra as much as a new path.
+    const left = [...baselineFds]
+    const extra = now.filter((t) => {
+      const i = left.indexOf(t)
+      if (i === -1) return true
+      left.splice(i, 1)
+      return false
+    })
     violation(scn.drop ? 'gc-leak-fd' : 'leak-fd', 'after destroy()', { baseline: baselineFds.length, now: now.length, extra: extra.slice(0, 10) }, scn)
     baselineFds = now
   }

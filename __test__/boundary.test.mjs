@@ -6,9 +6,13 @@ import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
 import {
+  LocalFilesystem,
   LocalSandbox,
+  MastraSandbox,
   SandboxError,
   SandboxOptionError,
+  Workspace,
+  createWorkspaceTools,
   generateSeatbeltProfile,
   isIsolationAvailable,
 } from '../lib/index.mjs'
@@ -272,5 +276,90 @@ describe('hostile option values are described, never run, and refused with Sandb
     expectOptionError(await thrown(() => sb.executeCommand('echo', [], signalGetter)), 'options could not be read')
     expectOptionError(await thrown(() => sb.processes.spawn('echo', signalGetter)), 'options could not be read')
     expect(sb.status).toBe('pending')
+  })
+})
+
+describe('arguments of the workspace, its tools and its filesystem are checked before use', () => {
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    return proxy
+  }
+  const getterThrows = (key, value = {}) =>
+    Object.defineProperty(value, key, {
+      get() {
+        throw new Error('getter threw')
+      },
+    })
+
+  it.each([
+    ["'x'", 'x', 'workspace must be a Workspace, got string'],
+    ['null', null, 'workspace must be a Workspace, got null'],
+    ['{}', {}, 'workspace must be a Workspace, got object'],
+    ['a revoked Proxy', revoked(), 'workspace could not be read: Cannot perform'],
+  ])('createWorkspaceTools(%s)', async (_, workspace, message) => {
+    expectOptionError(await thrown(() => createWorkspaceTools(workspace)), message)
+  })
+
+  it.each([
+    ['LocalSandbox', () => makeSandbox()],
+    ['MastraSandbox', () => new MastraSandbox({ name: 'backend' })],
+  ])('%s: setOnStart(a non-function) is refused and keeps the hook', async (_, make) => {
+    const sb = make()
+    for (const update of [5, null, undefined, 'hook']) {
+      expectOptionError(await thrown(() => sb.setOnStart(update)), 'setOnStart(update): update must be a function')
+    }
+    let composedWith = 'not called'
+    sb.setOnStart((previous) => {
+      composedWith = previous
+      return () => {}
+    })
+    expect(composedWith).toBeUndefined()
+  })
+
+  it.each([
+    ['Workspace: a revoked Proxy', () => new Workspace(revoked()), 'config could not be read'],
+    ['Workspace: a throwing getter', () => new Workspace(getterThrows('sandbox')), 'config could not be read: getter threw'],
+    ['LocalFilesystem: a revoked Proxy', () => new LocalFilesystem(revoked()), 'options could not be read'],
+    [
+      'LocalFilesystem: a throwing getter',
+      () => new LocalFilesystem(getterThrows('readOnly', { basePath: tempDir() })),
+      'options could not be read: getter threw',
+    ],
+  ])('%s', async (_, make, message) => {
+    const error = await thrown(make)
+    expectOptionError(error, message)
+    expect(error.cause).toBeDefined()
+  })
+
+  it('LocalFilesystem methods name a path, content or options of the wrong type, and change nothing', async () => {
+    const basePath = tempDir()
+    const filesystem = new LocalFilesystem({ basePath })
+    await filesystem.writeFile('kept.txt', 'kept')
+    const calls = [
+      [() => filesystem.readFile(0), 'path must be a string, got number'],
+      [() => filesystem.stat({}), 'path must be a string, got object'],
+      [() => filesystem.deleteFile(true), 'path must be a string, got boolean'],
+      [() => filesystem.moveFile({}, 'moved.txt'), 'src must be a string, got object'],
+      [() => filesystem.moveFile('kept.txt', 7), 'dest must be a string, got number'],
+      [() => filesystem.copyFile('kept.txt', null), 'dest must be a string, got null'],
+      [() => filesystem.appendFile(['kept.txt'], 'x'), 'path must be a string, got array'],
+      [() => filesystem.exists(() => 'kept.txt'), 'path must be a string, got function'],
+      [() => filesystem.mkdir(null), 'path must be a string, got null'],
+      [() => filesystem.rmdir(undefined), 'path must be a string, got undefined'],
+      [() => filesystem.writeFile(Symbol('p'), 'x'), 'path must be a string, got symbol'],
+      [() => filesystem.writeFile('big.txt', 10n), 'content must be a string, Buffer or Uint8Array, got bigint'],
+      [() => filesystem.appendFile('kept.txt', { length: 3 }), 'content must be a string, Buffer or Uint8Array, got object'],
+      [() => filesystem.readdir('.', revoked()), 'options could not be read'],
+      [() => filesystem.readdir('.', { maxDepth: '2' }), 'options.maxDepth must be a number, got string'],
+      [() => filesystem.readdir('.', 5), 'options must be an object, got number'],
+    ]
+    for (const [call, message] of calls) expectOptionError(await thrown(call), message)
+    expect(fs.readdirSync(basePath)).toEqual(['kept.txt'])
+    expect(fs.readFileSync(`${basePath}/kept.txt`, 'utf8')).toBe('kept')
+    // Mastra's content types still work, and any depth is a depth.
+    await filesystem.appendFile('kept.txt', new Uint8Array([33]))
+    expect(await filesystem.readFile('kept.txt', { encoding: 'utf8' })).toBe('kept!')
+    expect(await filesystem.readdir('.', { recursive: true, maxDepth: Infinity })).toEqual([{ name: 'kept.txt', type: 'file', size: 5 }])
   })
 })

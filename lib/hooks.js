@@ -73,6 +73,12 @@ class SandboxLifecycle {
     this.hooks = lifecycleHooks(options)
   }
 
+  /** Composes the start hook: `update` gets the current hook and returns the new one. */
+  setOnStart(update) {
+    const compose = check.requiredFunction(update, 'setOnStart(update): update')
+    this.hooks.onStart = check.function(compose(this.hooks.onStart), 'onStart')
+  }
+
   /**
    * The hook functions for the native side. They reach this object only weakly: a function
    * held by native code is a GC root, and the sandbox must stay collectable.

@@ -4,7 +4,7 @@ const os = require('node:os')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const { FilesystemError, IsDirectoryError, SandboxOptionError, STANDS_FOR } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, instructionsText } = require('./options')
+const { check, instructionsText, readingOptions } = require('./options')
 
 let mastraErrors
 
@@ -44,6 +44,12 @@ async function call(fn) {
 }
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+/** File content (`string | Buffer | Uint8Array`, as Mastra types it) for the native side. */
+function fileContent(content) {
+  const checked = check.content(content, 'content')
+  return typeof checked === 'string' ? checked : Buffer.from(checked)
+}
+
 const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
 
 /**
@@ -58,27 +64,29 @@ class LocalFilesystem {
   #protectedGiven
 
   constructor(options = {}) {
-    check.object(options, 'options')
-    const basePath = check.string(options.basePath, 'basePath')
-    if (!basePath) throw new SandboxOptionError('basePath must be a string, got undefined')
-    if (options.contained === false) {
-      throw new SandboxOptionError('contained: false is not supported: a LocalFilesystem always stays inside basePath')
-    }
-    if (check.stringArray(options.allowedPaths, 'allowedPaths').length > 0) {
-      throw new SandboxOptionError('allowedPaths is not supported: a LocalFilesystem reaches only basePath')
-    }
-    this.id = check.string(options.id, 'id') ?? randomId('local-fs')
-    this.name = 'LocalFilesystem'
-    this.provider = 'local'
-    this.readOnly = check.boolean(options.readOnly, 'readOnly') ?? false
-    this.basePath = path.resolve(expandHome(basePath))
-    this.contained = true
-    this.status = 'pending'
-    this.#instructions = options.instructions
-    this.#protectedGiven = options.protectedPaths !== undefined
-    this.protectedPaths = Object.freeze(
-      translatingSync(() => checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
-    )
+    readingOptions('options', () => {
+      check.object(options, 'options')
+      const basePath = check.string(options.basePath, 'basePath')
+      if (!basePath) throw new SandboxOptionError('basePath must be a string, got undefined')
+      if (options.contained === false) {
+        throw new SandboxOptionError('contained: false is not supported: a LocalFilesystem always stays inside basePath')
+      }
+      if (check.stringArray(options.allowedPaths, 'allowedPaths').length > 0) {
+        throw new SandboxOptionError('allowedPaths is not supported: a LocalFilesystem reaches only basePath')
+      }
+      this.id = check.string(options.id, 'id') ?? randomId('local-fs')
+      this.name = 'LocalFilesystem'
+      this.provider = 'local'
+      this.readOnly = check.boolean(options.readOnly, 'readOnly') ?? false
+      this.basePath = path.resolve(expandHome(basePath))
+      this.contained = true
+      this.status = 'pending'
+      this.#instructions = options.instructions
+      this.#protectedGiven = options.protectedPaths !== undefined
+      this.protectedPaths = Object.freeze(
+        translatingSync(() => checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
+      )
+    })
   }
 
   /**
@@ -108,6 +116,7 @@ class LocalFilesystem {
 
   /** Contents as a Buffer, or as a string in `encoding`. */
   async readFile(filePath, options = {}) {
+    check.requiredString(filePath, 'path')
     const bytes = await call(() => this.#fs().readFile(filePath))
     return options?.encoding ? bytes.toString(options.encoding) : bytes
   }
@@ -117,18 +126,21 @@ class LocalFilesystem {
   }
 
   async writeFile(filePath, content, options = {}) {
-    const data = typeof content === 'string' ? content : Buffer.from(content)
+    check.requiredString(filePath, 'path')
+    const data = fileContent(content)
     const overwrite = options?.overwrite ?? true
     const recursive = options?.recursive ?? true
     return call(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
   }
 
   async appendFile(filePath, content) {
-    const data = typeof content === 'string' ? content : Buffer.from(content)
+    check.requiredString(filePath, 'path')
+    const data = fileContent(content)
     return call(() => this.#fs().writeFile(filePath, data, true, true, true))
   }
 
   async deleteFile(filePath, options = {}) {
+    check.requiredString(filePath, 'path')
     return call(() => this.#fs().deleteFile(filePath, options?.force ?? false))
   }
 
@@ -145,6 +157,8 @@ class LocalFilesystem {
   }
 
   async copyFile(src, dest, options = {}) {
+    check.requiredString(src, 'src')
+    check.requiredString(dest, 'dest')
     const stat = await this.stat(src)
     if (stat.type === 'directory') {
       if (!options?.recursive) throw await mastraTwin(new IsDirectoryError(src))
@@ -159,23 +173,33 @@ class LocalFilesystem {
   }
 
   async moveFile(src, dest, options = {}) {
+    check.requiredString(src, 'src')
+    check.requiredString(dest, 'dest')
     this.#refuseIntoItself('move', src, dest, false)
     return call(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
   }
 
   async mkdir(dirPath, options = {}) {
+    check.requiredString(dirPath, 'path')
     return call(() => this.#fs().mkdir(dirPath, options?.recursive ?? true))
   }
 
   async rmdir(dirPath, options = {}) {
+    check.requiredString(dirPath, 'path')
     return call(() => this.#fs().rmdir(dirPath, options?.recursive ?? false, options?.force ?? false))
   }
 
   /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */
   async readdir(dirPath, options = {}) {
-    const depth = options?.recursive ? (options.maxDepth ?? 100) : undefined
+    check.requiredString(dirPath, 'path')
+    const { recursive, maxDepth, extension } = readingOptions('options', () => {
+      const { recursive, maxDepth, extension } = check.object(options ?? undefined, 'options')
+      return { recursive, maxDepth: check.number(maxDepth, 'options.maxDepth'), extension }
+    })
+    // Any count is a depth: a negative one lists the directory only, Infinity everything.
+    const depth = recursive ? Math.min(Math.max(Math.floor(maxDepth ?? 100), 0), 2 ** 32 - 1) : undefined
     const entries = await call(() => this.#fs().readdir(dirPath, depth))
-    const extensions = options?.extension === undefined ? undefined : [options.extension].flat()
+    const extensions = extension === undefined ? undefined : [extension].flat()
     return entries
       .filter((e) => {
         if (!extensions || e.type !== 'file') return true
@@ -191,10 +215,12 @@ class LocalFilesystem {
   }
 
   async exists(filePath) {
+    check.requiredString(filePath, 'path')
     return call(() => this.#fs().exists(filePath))
   }
 
   async stat(filePath) {
+    check.requiredString(filePath, 'path')
     const s = await call(() => this.#fs().stat(filePath))
     return {
       name: path.basename(filePath),

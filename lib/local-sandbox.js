@@ -242,7 +242,7 @@ class LocalSandbox {
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
-    this.#lifecycle.hooks.onStart = check.function(update(this.#lifecycle.hooks.onStart), 'onStart')
+    this.#lifecycle.setOnStart(update)
   }
 
   getInfo() {

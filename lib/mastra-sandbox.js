@@ -96,7 +96,7 @@ class MastraSandbox {
     return { ...this.#env }
   }
   setOnStart(update) {
-    this.#lifecycle.hooks.onStart = check.function(update(this.#lifecycle.hooks.onStart), 'onStart')
+    this.#lifecycle.setOnStart(update)
   }
 
   getInfo() {

@@ -97,6 +97,22 @@ const check = {
     if (value !== undefined && value !== null && typeof value !== 'function') fail(name, 'a function', value)
     return value ?? undefined
   },
+  /** A function that must be given. */
+  requiredFunction(value, name) {
+    if (typeof value !== 'function') fail(name, 'a function', value)
+    return value
+  },
+  /** File content: a string, a Buffer or another Uint8Array. */
+  content(value, name) {
+    if (typeof value !== 'string' && !(value instanceof Uint8Array)) fail(name, 'a string, Buffer or Uint8Array', value)
+    return value
+  },
+  /** An object with the methods `methods`, such as a workspace of this package or of Mastra. */
+  withMethods(value, name, expected, methods) {
+    const usable = readingOptions(name, () => value !== null && typeof value === 'object' && methods.every((m) => typeof value[m] === 'function'))
+    if (!usable) fail(name, expected, value)
+    return value
+  },
   /** Milliseconds: a non-negative number (Infinity allowed, meaning no limit). */
   duration(value, name) {
     if (value === undefined || value === null) return undefined

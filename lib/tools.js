@@ -13,6 +13,7 @@ const {
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 const { logTo } = require('./logging')
+const { check } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
@@ -283,6 +284,7 @@ function checkToolsConfig(toolsConfig) {
  * Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
  */
 async function createWorkspaceTools(workspace) {
+  check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
   checkToolsConfig(toolsConfig)
   const tools = {}

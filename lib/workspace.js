@@ -1,11 +1,12 @@
 'use strict'
 const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
-const { check } = require('./options')
+const { check, readingOptions } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
+const { fromNative } = require('./translate')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -52,78 +53,81 @@ const register = Symbol('register a resolved sandbox')
 class Workspace {
 
   constructor(config = {}) {
-    check.object(config, 'config')
-    this[state] = {
-      filesystemsByContext: new WeakMap(),
-      sandboxesByContext: new WeakMap(),
-      keyedSandboxes: new NativeResolverCache(),
-      registered: new Map(),
-      nextId: 1,
-    }
-    this.id = check.string(config.id, 'id') ?? randomId('ws')
-    this.name = check.string(config.name, 'name') ?? `workspace-${this.id.slice(0, 8)}`
-    this.createdAt = new Date()
-    this.lastAccessedAt = this.createdAt
-    this.status = 'pending'
-    this.canBM25 = false
-    this.canVector = false
-    this.canHybrid = false
-
-    const { sandbox, filesystem } = config
-    if (typeof sandbox === 'function') this[state].sandboxResolver = sandbox
-    else if (sandbox !== undefined && sandbox !== null) this[state].sandbox = checkSandbox(sandbox, 'sandbox')
-
-    if (typeof filesystem === 'function') {
-      if (isClass(filesystem)) {
-        throw new WorkspaceError(
-          'The "filesystem" option received a class constructor; pass an instance or a resolver function ({ requestContext }) => filesystem.',
-          'INVALID_CONFIG',
-          this.id,
-        )
+    readingOptions('config', () => {
+      check.object(config, 'config')
+      this[state] = {
+        filesystemsByContext: new WeakMap(),
+        sandboxesByContext: new WeakMap(),
+        keyedSandboxes: new NativeResolverCache(),
+        resolverErrors: new WeakSet(),
+        registered: new Map(),
+        nextId: 1,
       }
-      this[state].filesystemResolver = filesystem
-    } else if (filesystem !== undefined && filesystem !== null) {
-      check.object(filesystem, 'filesystem')
-      this[state].filesystem = filesystem
-    }
+      this.id = check.string(config.id, 'id') ?? randomId('ws')
+      this.name = check.string(config.name, 'name') ?? `workspace-${this.id.slice(0, 8)}`
+      this.createdAt = new Date()
+      this.lastAccessedAt = this.createdAt
+      this.status = 'pending'
+      this.canBM25 = false
+      this.canVector = false
+      this.canHybrid = false
 
-    const mounts = check.object(config.mounts, 'mounts')
-    if (Object.keys(mounts).length > 0) {
-      if (filesystem) throw new WorkspaceError('Cannot use both "filesystem" and "mounts"', 'INVALID_CONFIG', this.id)
-      if (this[state].sandboxResolver) {
-        throw new WorkspaceError(
-          'Cannot use "mounts" with a dynamic sandbox resolver. Mounts are attached to a sandbox instance at construction time. Either pass a static sandbox instance, or have your resolver return a sandbox with its mounts already configured.',
-          'INVALID_CONFIG',
-          this.id,
-        )
+      const { sandbox, filesystem } = config
+      if (typeof sandbox === 'function') this[state].sandboxResolver = sandbox
+      else if (sandbox !== undefined && sandbox !== null) this[state].sandbox = checkSandbox(sandbox, 'sandbox')
+
+      if (typeof filesystem === 'function') {
+        if (isClass(filesystem)) {
+          throw new WorkspaceError(
+            'The "filesystem" option received a class constructor; pass an instance or a resolver function ({ requestContext }) => filesystem.',
+            'INVALID_CONFIG',
+            this.id,
+          )
+        }
+        this[state].filesystemResolver = filesystem
+      } else if (filesystem !== undefined && filesystem !== null) {
+        check.object(filesystem, 'filesystem')
+        this[state].filesystem = filesystem
       }
-      this[state].filesystem = new CompositeFilesystem(mounts)
-      this[state].mountAll = mountOn(this[state].filesystem, this[state].sandbox, () => this[state].logger)
-    }
 
-    // One line for both ways into the directory: the sandbox's commands and the file tools.
-    const { sandbox: fixedSandbox, filesystem: fixedFilesystem } = this[state]
-    if (fixedSandbox && fixedFilesystem?.[adoptProtection]) fixedFilesystem[adoptProtection](fixedSandbox)
+      const mounts = check.object(config.mounts, 'mounts')
+      if (Object.keys(mounts).length > 0) {
+        if (filesystem) throw new WorkspaceError('Cannot use both "filesystem" and "mounts"', 'INVALID_CONFIG', this.id)
+        if (this[state].sandboxResolver) {
+          throw new WorkspaceError(
+            'Cannot use "mounts" with a dynamic sandbox resolver. Mounts are attached to a sandbox instance at construction time. Either pass a static sandbox instance, or have your resolver return a sandbox with its mounts already configured.',
+            'INVALID_CONFIG',
+            this.id,
+          )
+        }
+        this[state].filesystem = new CompositeFilesystem(mounts)
+        this[state].mountAll = mountOn(this[state].filesystem, this[state].sandbox, () => this[state].logger)
+      }
 
-    this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
-    const dynamic = config.instructions?.dynamicSandbox
-    if (dynamic !== undefined && dynamic !== 'placeholder' && dynamic !== 'resolve' && typeof dynamic !== 'function') {
-      check.oneOf(dynamic, 'instructions.dynamicSandbox', ['placeholder', 'resolve'])
-    }
-    this[state].dynamicSandboxInstructions = dynamic ?? 'placeholder'
-    this[state].toolsConfig = config.tools
+      // One line for both ways into the directory: the sandbox's commands and the file tools.
+      const { sandbox: fixedSandbox, filesystem: fixedFilesystem } = this[state]
+      if (fixedSandbox && fixedFilesystem?.[adoptProtection]) fixedFilesystem[adoptProtection](fixedSandbox)
 
-    if (config.lsp) {
-      const reason = this[state].sandboxResolver
-        ? 'lsp: true is incompatible with a dynamic sandbox resolver (the language server needs one sandbox for the whole workspace).'
-        : 'lsp is not supported by native-workspace.'
-      console.warn(`[Workspace "${this.name}"] ${reason} LSP disabled.`)
-    }
-    this.lsp = undefined
+      this[state].sandboxCacheKey = check.function(config.sandboxCacheKey, 'sandboxCacheKey')
+      const dynamic = config.instructions?.dynamicSandbox
+      if (dynamic !== undefined && dynamic !== 'placeholder' && dynamic !== 'resolve' && typeof dynamic !== 'function') {
+        check.oneOf(dynamic, 'instructions.dynamicSandbox', ['placeholder', 'resolve'])
+      }
+      this[state].dynamicSandboxInstructions = dynamic ?? 'placeholder'
+      this[state].toolsConfig = config.tools
 
-    if (!this.hasSandboxConfig() && !this.hasFilesystemConfig()) {
-      throw new WorkspaceError('Workspace requires at least a filesystem, sandbox, or skills', 'NO_PROVIDERS', this.id)
-    }
+      if (config.lsp) {
+        const reason = this[state].sandboxResolver
+          ? 'lsp: true is incompatible with a dynamic sandbox resolver (the language server needs one sandbox for the whole workspace).'
+          : 'lsp is not supported by native-workspace.'
+        console.warn(`[Workspace "${this.name}"] ${reason} LSP disabled.`)
+      }
+      this.lsp = undefined
+
+      if (!this.hasSandboxConfig() && !this.hasFilesystemConfig()) {
+        throw new WorkspaceError('Workspace requires at least a filesystem, sandbox, or skills', 'NO_PROVIDERS', this.id)
+      }
+    })
   }
 
   /** The static sandbox; `undefined` when sandboxes come from a resolver. */
@@ -172,7 +176,20 @@ class Workspace {
       checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
     )
     if (keyed) {
-      const id = await this[state].keyedSandboxes.resolve(target, async () => this[register](await resolveOnce()))
+      // A rejection is the resolver's own error (passed on as is) or the cache's (translated).
+      const own = this[state].resolverErrors
+      const id = await this[state].keyedSandboxes
+        .resolve(target, async () => {
+          try {
+            return this[register](await resolveOnce())
+          } catch (err) {
+            if (Object(err) === err) own.add(err)
+            throw err
+          }
+        })
+        .catch((err) => {
+          throw own.has(err) ? err : fromNative(err)
+        })
       return this[state].registered.get(id)
     }
     return memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce)

@@ -34,17 +34,20 @@ pub fn from_napi(err: napi::Error) -> napi::Error<ErrorCode> {
 /// The code of a panic caught at the boundary: a bug of this package, never the caller's.
 const INTERNAL: &str = "INTERNAL";
 
-/// Why a native future failed: the core said so, or it panicked.
+/// Why a native future failed: the core said so, JavaScript code it called threw (that
+/// error is passed on as is), or it panicked.
 pub enum Failure {
   Core(CoreError),
+  Js(napi::Error),
   Panic(String),
 }
 
 /// Async methods settle on the JS thread, where the error object can get its `code`.
 pub fn to_js_error(env: &Env, failure: Failure) -> napi::Error {
-  let (code, message, path) = match &failure {
-    Failure::Core(err) => (err.code(), err.to_string(), err.path()),
-    Failure::Panic(message) => (INTERNAL, message.clone(), None),
+  let (code, message, path) = match failure {
+    Failure::Core(err) => (err.code(), err.to_string(), err.path().map(str::to_owned)),
+    Failure::Js(err) => return err,
+    Failure::Panic(message) => (INTERNAL, message, None),
   };
   let built = (|| -> napi::Result<napi::Error> {
     let mut obj = env.create_error(napi::Error::new(Status::GenericFailure, message.clone()))?;
@@ -147,5 +150,24 @@ mod tests {
       }
     }
     assert!(entries > 50, "found only {entries} entry points");
+  }
+
+  /// Promises of native futures settle through `settle`, which catches their panics: a
+  /// future spawned any other way would abort Node when it panics.
+  #[test]
+  fn every_spawned_future_catches_panics() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for file in std::fs::read_dir(&src).unwrap() {
+      let path = file.unwrap().path();
+      let text = std::fs::read_to_string(&path).unwrap();
+      let spawns = text.matches(concat!(".spawn", "_future")).count();
+      let in_settle = usize::from(path.ends_with("local_sandbox.rs"));
+      assert_eq!(
+        spawns,
+        in_settle,
+        "{}: a future is spawned without settle()",
+        path.display()
+      );
+    }
   }
 }

@@ -520,9 +520,19 @@ where
   T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
   F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
 {
+  settle_failure(env, async move { fut.await.map_err(Failure::Core) })
+}
+
+/// `settle` for a future that fails otherwise than with a core error (a JS callback's own
+/// error is passed on as is).
+pub fn settle_failure<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = std::result::Result<T, Failure>>,
+{
   let outcome = async move {
     match catching_panics(fut).await {
-      Ok(result) => result.map_err(Failure::Core),
+      Ok(result) => result,
       Err(message) => Err(Failure::Panic(message)),
     }
   };

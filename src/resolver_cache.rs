@@ -8,6 +8,9 @@ use napi_derive::napi;
 use native_workspace_core::workspace::ResolverCache;
 use std::sync::Arc;
 
+use crate::errors::Failure;
+use crate::local_sandbox::settle_failure;
+
 #[napi]
 #[derive(Default)]
 pub struct NativeResolverCache {
@@ -36,13 +39,14 @@ impl NativeResolverCache {
       .callee_handled::<false>()
       .build()?;
     let inner = self.inner.clone();
-    env.spawn_future(async move {
+    settle_failure(env, async move {
       inner
         .get_or_resolve(
           &key,
           || async move { resolve.call_async_catch(()).await?.await },
         )
         .await
+        .map_err(Failure::Js)
     })
   }
 

@@ -39,8 +39,38 @@ pub struct Init {
   requests: Mutex<UnixStream>,
   child: Mutex<Option<tokio::process::Child>>,
   kills: Arc<LimitKills>,
+  /// Where a dropped init is reaped (see `Drop`).
+  runtime: tokio::runtime::Handle,
   /// Kept while the init lives: the protection's placeholders go when it is dropped.
   _confinement: Confinement,
+}
+
+/// An init dropped without `shutdown()` (its sandbox collected) still ends and is reaped:
+/// its socket closes, so it exits, and the runtime waits for it. Left to tokio's orphan
+/// queue, it would stay a zombie of the host until some later child happened to exit.
+impl Drop for Init {
+  fn drop(&mut self) {
+    let child = self
+      .child
+      .get_mut()
+      .unwrap_or_else(|e| e.into_inner())
+      .take();
+    if let Some(child) = child {
+      let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
+      self.runtime.spawn(reap(child));
+    }
+  }
+}
+
+/// Waits for an init whose socket is closed to exit, and kills it if it does not in time.
+async fn reap(mut child: tokio::process::Child) {
+  if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
+    .await
+    .is_err()
+  {
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+  }
 }
 
 /// The host's ends of a launched command.
@@ -194,6 +224,7 @@ impl Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
       kills,
+      runtime: tokio::runtime::Handle::current(),
       _confinement: confinement,
     })
   }
@@ -214,16 +245,10 @@ impl Init {
   /// is left of its commands and exit; if it does not, it is killed.
   pub async fn shutdown(&self) {
     let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
-    let Some(mut child) = self.child.locked().take() else {
+    let Some(child) = self.child.locked().take() else {
       return;
     };
-    if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
-      .await
-      .is_err()
-    {
-      let _ = child.start_kill();
-      let _ = child.wait().await;
-    }
+    reap(child).await;
     if let Some(cgroup) = self.kills.cgroup() {
       // Anything that escaped the init's own tree kill dies here.
       cgroup.remove().await;

@@ -145,6 +145,8 @@ pub struct Sandbox {
   private_tmp: Mutex<Option<PrivateTmp>>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
   mounts: Mutex<Vec<BindMount>>,
+  /// Held while a command replaces a dead init, so that concurrent commands make one.
+  replacing_init: tokio::sync::Mutex<()>,
 }
 
 impl Sandbox {
@@ -178,6 +180,7 @@ impl Sandbox {
       init: Mutex::new(None),
       private_tmp: Mutex::new(None),
       mounts: Mutex::new(Vec::new()),
+      replacing_init: tokio::sync::Mutex::new(()),
     })
   }
 
@@ -341,15 +344,9 @@ impl Sandbox {
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
     let request = self.request(command, options, defaults);
-    let live = self.init.locked().clone().filter(|init| init.is_alive());
-    let init = match live {
+    let init = match self.live_init() {
       Some(init) => init,
-      // The teardown has shut the init down: a new one would outlive it, with the command.
-      None if matches!(self.status(), Status::Stopping | Status::Destroying) => {
-        return Err(CoreError::NotReady(self.id.clone()));
-      }
-      // Killed from outside: start a new one.
-      None => self.restart_init().await?,
+      None => self.replace_dead_init().await?,
     };
     let process = Process::spawn(&init, request).await?;
     self.track(&process);
@@ -614,11 +611,37 @@ impl Sandbox {
     }
   }
 
+  fn live_init(&self) -> Option<Arc<Init>> {
+    self.init.locked().clone().filter(|init| init.is_alive())
+  }
+
+  /// A new init for a running sandbox whose init was killed from outside. In any other
+  /// state the lifecycle owns the init: one started by a command that raced a stop would
+  /// outlive it, with the command.
+  async fn replace_dead_init(&self) -> Result<Arc<Init>> {
+    let _one = self.replacing_init.lock().await;
+    if let Some(init) = self.live_init() {
+      return Ok(init);
+    }
+    let not_ready = || CoreError::NotReady(self.id.clone());
+    if self.status() != Status::Running {
+      return Err(not_ready());
+    }
+    let init = self.restart_init().await?;
+    // A stop or destroy that began meanwhile has not seen this init: it goes now.
+    if self.status() != Status::Running {
+      self.shutdown_init().await;
+      return Err(not_ready());
+    }
+    Ok(init)
+  }
+
   async fn restart_init(&self) -> Result<Arc<Init>> {
-    // A dead init's placeholders go before the new one's are made: removing one later
-    // would take the mount over it away in the new sandbox too. (A live one, replaced to
-    // bind new mounts, has no process left; its socket closes and it exits.)
-    drop(self.init.locked().take());
+    // The previous init is shut down and reaped (a dropped one would stay a zombie until
+    // the runtime happens to reap orphans), and its placeholders go before the new one's
+    // are made: removing one later would take the mount over it away in the new sandbox
+    // too. (A live one, replaced to bind new mounts, has no process left.)
+    self.shutdown_init().await;
     let init = Arc::new(
       Init::start(
         &self.keeper,

@@ -68,3 +68,29 @@ async fn an_init_that_writes_something_else_is_not_taken_for_ready() {
   assert!(err.ends_with("not an init"), "{err}");
   std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_init_ends_and_is_reaped() {
+  // Ready, then it waits for its socket to close, as the keeper does.
+  let keeper = fake_keeper(
+    "dropped",
+    "echo $$ > \"$(dirname \"$0\")/pid\"; printf 'R' >&0; cat <&0 >/dev/null",
+  );
+  let init = start(&keeper).await.expect("starts");
+  let pid_file = keeper.parent().unwrap().join("pid");
+  let pid = std::fs::read_to_string(&pid_file)
+    .unwrap()
+    .trim()
+    .to_owned();
+  drop(init);
+  // A zombie keeps its /proc entry: it is gone only once reaped.
+  let reaped = async {
+    while Path::new(&format!("/proc/{pid}")).exists() {
+      tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+  };
+  tokio::time::timeout(std::time::Duration::from_secs(5), reaped)
+    .await
+    .expect("the dropped init was reaped");
+  std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
+}

@@ -364,6 +364,19 @@ describe('input validation', () => {
     expect(await run(ours, EXEC, { command: `test -e ${dir}/ran-with-bad-timeout && echo yes || echo no` })).toBe('no\n')
   })
 
+  it('rejects input it cannot read (a revoked Proxy, as a whole or as a field) with INVALID_INPUT and runs nothing', async () => {
+    const dir = ours.ws.sandbox.workingDirectory
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    for (const input of [proxy, { command: 'touch ran-with-revoked', tail: proxy }]) {
+      const err = await ours.tools[EXEC].execute(input, {}).catch((e) => e)
+      expect(err).toBeInstanceOf(WorkspaceError)
+      expect(err.code).toBe('INVALID_INPUT')
+      expect(err.cause).toBeInstanceOf(TypeError)
+    }
+    expect(await run(ours, EXEC, { command: `test -e ${dir}/ran-with-revoked && echo yes || echo no` })).toBe('no\n')
+  })
+
   it('rejects a non-integer tail and a numeric pid', async () => {
     await expect(ours.tools[EXEC].execute({ command: 'echo', tail: 'many' }, {})).rejects.toMatchObject({ code: 'INVALID_INPUT' })
     await expect(ours.tools[OUTPUT].execute({ pid: 123 }, {})).rejects.toMatchObject({ code: 'INVALID_INPUT' })

@@ -283,6 +283,20 @@ function checkToolsConfig(toolsConfig) {
  * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model sees. They work in a
  * Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
  */
+/** The tool's input as its schema reads it, or a `WorkspaceError` `INVALID_INPUT` saying why not. */
+function validInput(schema, input, toolName) {
+  let problems
+  try {
+    const parsed = schema.safeParse(input)
+    if (parsed.success) return parsed.data
+    problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')
+  } catch (err) {
+    // Input the validator cannot even look at (a revoked Proxy, a throwing getter).
+    throw Object.assign(new WorkspaceError(`Invalid input for ${toolName}: the input could not be read`, 'INVALID_INPUT'), { cause: err })
+  }
+  throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
+}
+
 async function createWorkspaceTools(workspace) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
@@ -312,12 +326,7 @@ async function createWorkspaceTools(workspace) {
       inputSchema,
       outputSchema: schema.z.string(),
       execute: async (input, context) => {
-        const parsed = inputSchema.safeParse(input)
-        if (!parsed.success) {
-          const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')
-          throw new WorkspaceError(`Invalid input for ${settings.name}: ${problems}`, 'INVALID_INPUT')
-        }
-        return definition.run(workspace, settings, parsed.data, context)
+        return definition.run(workspace, settings, validInput(inputSchema, input, settings.name), context)
       },
       toModelOutput,
       requireApproval: settings.requireApproval === true || typeof settings.requireApproval === 'function',

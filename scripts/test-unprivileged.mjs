@@ -20,13 +20,26 @@ if (process.getuid() !== 0) {
 const home = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-unprivileged-'))
 fs.chownSync(home, UNPRIVILEGED, UNPRIVILEGED)
 const report = path.join(home, 'report.json')
-const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs')
+// That user may not reach this tree (a clone under root's home or another private
+// directory): it is bound below the user's home, in a mount namespace of this run only.
+const view = path.join(home, 'repo')
+fs.mkdirSync(view)
+const files = [
+  '__test__/isolation.test.mjs',
+  '__test__/isolation-start.test.mjs',
+  '__test__/isolation-git.test.mjs',
+  '__test__/late-reader.test.mjs',
+  '__test__/isolation-mounts.test.mjs',
+]
+const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
+const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']
 const run = spawnSync(
-  'setpriv',
-  [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', '__test__/isolation.test.mjs', '__test__/isolation-start.test.mjs', '__test__/isolation-git.test.mjs', '__test__/late-reader.test.mjs', '__test__/isolation-mounts.test.mjs', '--configLoader', 'native'],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, HOME: home, VITEST_REPORT: report } },
+  'unshare',
+  ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec setpriv "$@"', 'sh', root, view, ...asUser],
+  { stdio: 'inherit', env: { ...process.env, HOME: home, VITEST_REPORT: report } },
 )
 if (fs.existsSync(report)) fs.copyFileSync(report, copy)
+fs.rmdirSync(view)
 fs.rmSync(home, { recursive: true, force: true })
 if (run.error) throw run.error
 process.exit(run.status ?? 1)

@@ -255,6 +255,21 @@ fn run(filter: &[u8], call: &Call) -> Result<u32, String> {
   }
 }
 
+/// The calls whose mode is their second argument, and `open` where the architecture has one.
+#[cfg(target_arch = "x86_64")]
+const MODE_IN_ARG1: &[libc::c_long] = &[
+  libc::SYS_fchmod,
+  libc::SYS_chmod,
+  libc::SYS_creat,
+  libc::SYS_mknod,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const MODE_IN_ARG1: &[libc::c_long] = &[libc::SYS_fchmod];
+#[cfg(target_arch = "x86_64")]
+const SYS_OPEN: Option<libc::c_long> = Some(libc::SYS_open);
+#[cfg(not(target_arch = "x86_64"))]
+const SYS_OPEN: Option<libc::c_long> = None;
+
 fn syscall() -> impl Strategy<Value = Call> {
   #[allow(unused_mut)]
   let mut picks = vec![
@@ -319,11 +334,7 @@ proptest! {
     let set_id = |mode: u32| mode & (libc::S_ISUID | libc::S_ISGID) != 0;
     let creating = |flags: u32| flags & (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32 != 0;
     let nr = call.nr as libc::c_long;
-    let mode_in_arg1: &[libc::c_long] = if cfg!(target_arch = "x86_64") {
-      &[libc::SYS_fchmod, libc::SYS_chmod, libc::SYS_creat, libc::SYS_mknod]
-    } else {
-      &[libc::SYS_fchmod]
-    };
+    let mode_in_arg1 = MODE_IN_ARG1;
     let stream = a1 & !((libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32) == libc::SOCK_STREAM as u32;
     let expected = if call.arch != AUDIT_ARCH || (cfg!(target_arch = "x86_64") && call.nr >= 0x4000_0000) {
       false
@@ -331,7 +342,7 @@ proptest! {
       !set_id(a1)
     } else if [libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_mknodat].contains(&nr) {
       !set_id(a2)
-    } else if cfg!(target_arch = "x86_64") && nr == libc::SYS_open {
+    } else if Some(nr) == SYS_OPEN {
       !(creating(a1) && set_id(a2))
     } else if nr == libc::SYS_openat {
       !(creating(a2) && set_id(a3))

@@ -105,6 +105,22 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     expect((await sh(sb, 'cat /data/report.txt')).stdout).toBe('quarterly numbers\n')
   })
 
+  it('a mount() made while a Workspace with mounts starts its sandbox settles, as do the start and destroy()', async () => {
+    // The workspace's own mounts are made by the start's onStart, queued behind this mount.
+    for (const delay of [0, 1, 5]) {
+      const sb = sandbox()
+      new Workspace({ sandbox: sb, mounts: { '/a': new LocalFilesystem({ basePath: dataDir() }) } })
+      const starting = sb.start()
+      await new Promise((resolve) => setTimeout(resolve, delay))
+      const mounted = sb.mount(new LocalFilesystem({ basePath: dataDir() }), '/b')
+      await withDeadline(Promise.all([starting, mounted]), 10_000, `start and mount after ${delay} ms`)
+      expect((await mounted).success).toBe(true)
+      expect(await sh(sb, 'cat /a/report.txt /b/report.txt')).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\n'.repeat(2) })
+      await withDeadline(sb.destroy(), 10_000, 'destroy')
+      expect(sb.status).toBe('destroyed')
+    }
+  })
+
   it('concurrent mounts are all bound; one whose directory has gone can still be unmounted, and destroy() goes through', async () => {
     const sb = sandbox()
     const [a, b] = [dataDir(), dataDir()]

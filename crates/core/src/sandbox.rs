@@ -474,10 +474,10 @@ impl Sandbox {
       .cloned()
       .collect();
     self.check_mounts(policy, &added, &mounts)?;
-    if self.status() == Status::Starting {
-      // The start in flight may have read the mounts already: bind them once it is done.
-      let _ = self.start().await;
-    }
+    // The start in flight may have read the mounts already: bind them once its init is in
+    // place. Not once the whole start is done: its `onStart` hook may be mounting too
+    // (a workspace's mounts), queued behind this call.
+    self.lifecycle.started().await;
     let running = self.status() == Status::Running
       && self
         .init

@@ -105,6 +105,52 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     expect((await sh(sb, 'cat /data/report.txt')).stdout).toBe('quarterly numbers\n')
   })
 
+  it('a mount() made while a Workspace with mounts starts its sandbox settles, as do the start and destroy()', async () => {
+    // The workspace's own mounts are made by the start's onStart, queued behind this mount.
+    for (const delay of [0, 1, 5]) {
+      const sb = sandbox()
+      new Workspace({ sandbox: sb, mounts: { '/a': new LocalFilesystem({ basePath: dataDir() }) } })
+      const starting = sb.start()
+      await new Promise((resolve) => setTimeout(resolve, delay))
+      const mounted = sb.mount(new LocalFilesystem({ basePath: dataDir() }), '/b')
+      await withDeadline(Promise.all([starting, mounted]), 10_000, `start and mount after ${delay} ms`)
+      expect((await mounted).success).toBe(true)
+      expect(await sh(sb, 'cat /a/report.txt /b/report.txt')).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\n'.repeat(2) })
+      await withDeadline(sb.destroy(), 10_000, 'destroy')
+      expect(sb.status).toBe('destroyed')
+    }
+  })
+
+  it('a command racing the restart that binds a workspace\'s mounts runs in the new init, with its protected paths kept', async () => {
+    for (let i = 0; i < 10; i++) {
+      const sb = sandbox({ nativeSandbox: { protectMissingPaths: true } })
+      new Workspace({ sandbox: sb, mounts: { '/a': new LocalFilesystem({ basePath: dataDir() }) } })
+      const starting = sb.start()
+      // The workspace's mount restarts the init once the status is running.
+      await waitFor(() => sb.status === 'running', { interval: 1 })
+      await new Promise((resolve) => setTimeout(resolve, i * 3))
+      const r = await sh(sb, 'touch .envrc 2>/dev/null && echo WROTE; ls -d /a')
+      await starting
+      expect(r).toMatchObject({ exitCode: 0, stdout: '/a\n' })
+      // Its placeholder goes with the sandbox; a file the command made would stay.
+      await sb.destroy()
+      expect(fs.existsSync(path.join(sb.workingDirectory, '.envrc'))).toBe(false)
+    }
+  })
+
+  it('a command started while mount() or unmount() restarts the init is not killed by it', async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    await sb.start()
+    for (let i = 0; i < 10; i++) {
+      const change = i % 2 ? sb.unmount('/d') : sb.mount(new LocalFilesystem({ basePath: data }), '/d')
+      await new Promise((resolve) => setTimeout(resolve, i % 5))
+      const command = sh(sb, 'sleep 0.05; echo ok')
+      const [, r] = await Promise.all([change.catch((e) => e), command])
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'ok\n' })
+    }
+  })
+
   it('concurrent mounts are all bound; one whose directory has gone can still be unmounted, and destroy() goes through', async () => {
     const sb = sandbox()
     const [a, b] = [dataDir(), dataDir()]

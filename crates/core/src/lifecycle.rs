@@ -92,7 +92,8 @@ struct StartRecord {
 pub struct Lifecycle {
   id: String,
   hooks: Mutex<Hooks>,
-  state: Mutex<(Status, Option<String>)>,
+  /// A watch, so that callers can wait for a status to be left (see [`Self::started`]).
+  state: tokio::sync::watch::Sender<(Status, Option<String>)>,
   /// Serialises transitions; concurrent callers queue and then find the work done.
   transition: tokio::sync::Mutex<()>,
   last_start: Mutex<StartRecord>,
@@ -103,7 +104,7 @@ impl Lifecycle {
     Lifecycle {
       id,
       hooks: Mutex::new(hooks),
-      state: Mutex::new((Status::Pending, None)),
+      state: tokio::sync::watch::Sender::new((Status::Pending, None)),
       transition: tokio::sync::Mutex::new(()),
       last_start: Mutex::new(StartRecord {
         completed: 0,
@@ -114,20 +115,31 @@ impl Lifecycle {
   }
 
   pub fn status(&self) -> Status {
-    self.state.locked().0
+    self.state.borrow().0
   }
 
   /// The message of the last failure, while the status is `error`.
   pub fn error(&self) -> Option<String> {
-    self.state.locked().1.clone()
+    self.state.borrow().1.clone()
+  }
+
+  /// Resolves once the status is not `starting`. Unlike joining the start it does not
+  /// wait for its `onStart` hook, which runs once the status is `running` and may itself
+  /// wait for the caller.
+  pub async fn started(&self) {
+    let mut status = self.state.subscribe();
+    // The sender lives as long as `self`: the wait ends only on a status.
+    let _ = status.wait_for(|(s, _)| *s != Status::Starting).await;
   }
 
   fn set_status(&self, status: Status) {
-    *self.state.locked() = (status, None);
+    self.state.send_replace((status, None));
   }
 
   fn fail<T>(&self, err: CoreError) -> Result<T> {
-    *self.state.locked() = (Status::Error, Some(err.to_string()));
+    self
+      .state
+      .send_replace((Status::Error, Some(err.to_string())));
     Err(err)
   }
 

@@ -145,8 +145,14 @@ pub struct Sandbox {
   private_tmp: Mutex<Option<PrivateTmp>>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
   mounts: Mutex<Vec<BindMount>>,
-  /// Held while a command replaces a dead init, so that concurrent commands make one.
+  /// Held by whatever replaces the init (a start, a command finding it dead, a mount), so
+  /// that one init at a time adopts the protected paths' placeholders and concurrent
+  /// commands make one. Its guard is what [`Self::restart_init`] asks for.
   replacing_init: tokio::sync::Mutex<()>,
+  /// Held shared by a command from finding the init until its process is tracked, and
+  /// exclusively by a mount from counting the running processes until its new init is in
+  /// place: a restart kills no command it did not count. Taken before `replacing_init`.
+  spawning: tokio::sync::RwLock<()>,
 }
 
 impl Sandbox {
@@ -181,6 +187,7 @@ impl Sandbox {
       private_tmp: Mutex::new(None),
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
+      spawning: tokio::sync::RwLock::new(()),
     })
   }
 
@@ -344,12 +351,14 @@ impl Sandbox {
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
     let request = self.request(command, options, defaults);
+    let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
       None => self.replace_dead_init().await?,
     };
     let process = Process::spawn(&init, request).await?;
     self.track(&process);
+    drop(spawning);
     if let Some(token) = abort {
       let watched = process.clone();
       tokio::spawn(async move {
@@ -474,10 +483,12 @@ impl Sandbox {
       .cloned()
       .collect();
     self.check_mounts(policy, &added, &mounts)?;
-    if self.status() == Status::Starting {
-      // The start in flight may have read the mounts already: bind them once it is done.
-      let _ = self.start().await;
-    }
+    // The start in flight may have read the mounts already: bind them once its init is in
+    // place. Not once the whole start is done: its `onStart` hook may be mounting too
+    // (a workspace's mounts), queued behind this call.
+    self.lifecycle.started().await;
+    let _no_spawn = self.spawning.write().await;
+    let one = self.replacing_init.lock().await;
     let running = self.status() == Status::Running
       && self
         .init
@@ -497,10 +508,10 @@ impl Sandbox {
       return Ok(busy);
     }
     let previous = std::mem::replace(&mut *self.mounts.locked(), mounts);
-    if running && let Err(e) = self.restart_init().await {
+    if running && let Err(e) = self.restart_init(&one).await {
       // The sandbox goes on as it was, without the mounts it could not bind.
       *self.mounts.locked() = previous;
-      self.restart_init().await?;
+      self.restart_init(&one).await?;
       return Err(e);
     }
     if running && self.status() != Status::Running {
@@ -619,7 +630,7 @@ impl Sandbox {
   /// state the lifecycle owns the init: one started by a command that raced a stop would
   /// outlive it, with the command.
   async fn replace_dead_init(&self) -> Result<Arc<Init>> {
-    let _one = self.replacing_init.lock().await;
+    let one = self.replacing_init.lock().await;
     if let Some(init) = self.live_init() {
       return Ok(init);
     }
@@ -627,7 +638,7 @@ impl Sandbox {
     if self.status() != Status::Running {
       return Err(not_ready());
     }
-    let init = self.restart_init().await?;
+    let init = self.restart_init(&one).await?;
     // A stop or destroy that began meanwhile has not seen this init: it goes now.
     if self.status() != Status::Running {
       self.shutdown_init().await;
@@ -636,7 +647,7 @@ impl Sandbox {
     Ok(init)
   }
 
-  async fn restart_init(&self) -> Result<Arc<Init>> {
+  async fn restart_init(&self, _one: &tokio::sync::MutexGuard<'_, ()>) -> Result<Arc<Init>> {
     // The previous init is shut down and reaped (a dropped one would stay a zombie until
     // the runtime happens to reap orphans), and its placeholders go before the new one's
     // are made: removing one later would take the mount over it away in the new sandbox
@@ -869,7 +880,7 @@ impl Provider for Sandbox {
       isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     }
     let outcome = prepare_directory(&self.working_directory)?;
-    self.restart_init().await?;
+    self.restart_init(&self.replacing_init.lock().await).await?;
     Ok(outcome)
   }
 

@@ -16,7 +16,7 @@ function isArray(value) {
 /** Whether `value` is a class: it passes for a function but throws when called without `new`. */
 function isClass(value) {
   try {
-    return typeof value === 'function' && /^class\b/.test(Function.prototype.toString.call(value))
+    return typeof value === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(value))
   } catch {
     return false
   }
@@ -181,4 +181,4 @@ function instructionsText(custom, auto, requestContext) {
   return custom({ auto, defaultInstructions: auto, requestContext })
 }
 
-module.exports = { check, describe, readingOptions, instructionsText }
+module.exports = { check, describe, isClass, readingOptions, instructionsText }

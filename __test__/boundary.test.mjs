@@ -12,6 +12,7 @@ import {
   SandboxError,
   SandboxOptionError,
   Workspace,
+  createTool,
   createWorkspaceTools,
   generateSeatbeltProfile,
   isIsolationAvailable,
@@ -299,6 +300,45 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
     ['a revoked Proxy', revoked(), 'workspace could not be read: Cannot perform'],
   ])('createWorkspaceTools(%s)', async (_, workspace, message) => {
     expectOptionError(await thrown(() => createWorkspaceTools(workspace)), message)
+  })
+
+  it.each([
+    ['undefined', undefined, 'createTool(options) must be an object, got undefined'],
+    ['null', null, 'createTool(options) must be an object, got null'],
+    ['a string', 'tool', 'createTool(options) must be an object, got string'],
+    ['no execute', { id: 't' }, 'createTool(options): execute must be a function, got undefined'],
+    ['a class as execute', { id: 't', execute: class {} }, 'createTool(options): execute must be a function, got class'],
+    ['a revoked Proxy', revoked(), 'createTool(options) could not be read: Cannot perform'],
+    ['a throwing getter', getterThrows('execute', { id: 't' }), 'createTool(options) could not be read: getter threw'],
+  ])('createTool(%s)', async (_, options, message) => {
+    expectOptionError(await thrown(() => createTool(options)), message)
+  })
+
+  it('LocalFilesystem: a switch of the wrong type is named and nothing is changed', async () => {
+    const basePath = tempDir()
+    const filesystem = new LocalFilesystem({ basePath })
+    await filesystem.writeFile('kept.txt', 'kept')
+    fs.mkdirSync(`${basePath}/dir`)
+    const calls = [
+      ['mkdir', () => filesystem.mkdir('made/deeper', { recursive: 'echo hi' }), 'options.recursive must be a boolean, got string'],
+      ['rmdir', () => filesystem.rmdir('dir', { force: 1 }), 'options.force must be a boolean, got number'],
+      ['writeFile', () => filesystem.writeFile('kept.txt', 'lost', { overwrite: 'no' }), 'options.overwrite must be a boolean, got string'],
+      ['deleteFile', () => filesystem.deleteFile('kept.txt', { force: {} }), 'options.force must be a boolean, got object'],
+      ['moveFile', () => filesystem.moveFile('kept.txt', 'moved.txt', { overwrite: [] }), 'options.overwrite must be a boolean, got array'],
+      ['mkdir (a revoked Proxy)', () => filesystem.mkdir('made', revoked()), 'options could not be read'],
+    ]
+    for (const [, call, message] of calls) expectOptionError(await thrown(call), message)
+    expect(fs.readdirSync(basePath).sort()).toEqual(['dir', 'kept.txt'])
+    expect(fs.readFileSync(`${basePath}/kept.txt`, 'utf8')).toBe('kept')
+  })
+
+  it.each([
+    ['LocalSandbox', (hooks) => makeSandbox(hooks)],
+    ['MastraSandbox', (hooks) => new MastraSandbox({ name: 'backend', ...hooks })],
+  ])('%s: a class given as a hook is refused at construction, naming it', async (_, make) => {
+    for (const hook of ['onStart', 'onStop', 'onDestroy']) {
+      expectOptionError(await thrown(() => make({ [hook]: class Hostile {} })), `${hook} must be a function, got class`)
+    }
   })
 
   it.each([

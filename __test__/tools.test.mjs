@@ -2,6 +2,7 @@
 // the strings recorded from @mastra/core (/work/shared/spec/mastra-observed.md, "Workspace
 // tools") AND with @mastra/core's own tools run in the same test over its own LocalSandbox.
 // Cases where Mastra has a listed bug that we fix deliberately are checked separately.
+import fs from 'node:fs'
 import {
   LocalSandbox as MastraLocalSandbox,
   Workspace as MastraWorkspace,
@@ -10,6 +11,7 @@ import {
 import { RequestContext } from '@mastra/core/request-context'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
+  LocalFilesystem,
   LocalSandbox,
   SandboxFeatureNotSupportedError,
   Workspace,
@@ -375,6 +377,32 @@ describe('input validation', () => {
       expect(err.cause).toBeInstanceOf(TypeError)
     }
     expect(await run(ours, EXEC, { command: `test -e ${dir}/ran-with-revoked && echo yes || echo no` })).toBe('no\n')
+  })
+
+  it('rejects a context it cannot read (a revoked Proxy, a throwing getter) with INVALID_INPUT and does nothing', async () => {
+    const basePath = freshWorkdir()
+    fs.mkdirSync(basePath, { recursive: true })
+    const tools = await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath }) }))
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    const throwingGetter = Object.defineProperty({}, 'requestContext', {
+      get() {
+        throw new Error('getter threw')
+      },
+    })
+    for (const context of [proxy, throwingGetter]) {
+      for (const [toolSet, name, input] of [
+        [tools, 'mastra_workspace_mkdir', { path: 'made' }],
+        [ours.tools, EXEC, { command: `touch ${basePath}/ran` }],
+      ]) {
+        const err = await toolSet[name].execute(input, context).catch((e) => e)
+        expect(err).toBeInstanceOf(WorkspaceError)
+        expect(err.code).toBe('INVALID_INPUT')
+        expect(err.message).toContain('context')
+        expect(err.cause).toBeInstanceOf(Error)
+      }
+    }
+    expect(fs.readdirSync(basePath)).toEqual([])
   })
 
   it('rejects a non-integer tail and a numeric pid', async () => {

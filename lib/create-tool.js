@@ -1,5 +1,6 @@
 'use strict'
 const { WorkspaceNotAvailableError } = require('./errors')
+const { check, readingOptions } = require('./options')
 
 /**
  * Defines a tool of your own whose `execute(input, ctx)` can reach the current request's
@@ -8,8 +9,11 @@ const { WorkspaceNotAvailableError } = require('./errors')
  * request context — per user, tenant or thread, the same sandbox the workspace tools use.
  * The result is a plain tool object for a Mastra `Agent`'s `tools` or the AI SDK.
  */
-function createTool({ workspace, execute, ...definition }) {
-  if (typeof execute !== 'function') throw new TypeError('createTool needs an execute(input, ctx) function')
+function createTool(options) {
+  const { workspace, execute, ...definition } = readingOptions('createTool(options)', () => {
+    const { workspace, execute, ...definition } = check.requiredObject(options, 'createTool(options)')
+    return { workspace, execute: check.requiredFunction(execute, 'createTool(options): execute'), ...definition }
+  })
   return {
     ...definition,
     execute: (input, ctx = {}) => {

@@ -50,6 +50,14 @@ function fileContent(content) {
   return typeof checked === 'string' ? checked : Buffer.from(checked)
 }
 
+/** The switches of a call's `options`, each a boolean or left out (then its default); a bad one is named. */
+function flags(options, defaults) {
+  return readingOptions('options', () => {
+    const given = check.object(options ?? undefined, 'options')
+    return Object.fromEntries(Object.entries(defaults).map(([name, fallback]) => [name, check.boolean(given[name], `options.${name}`) ?? fallback]))
+  })
+}
+
 const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
 
 /**
@@ -128,8 +136,7 @@ class LocalFilesystem {
   async writeFile(filePath, content, options = {}) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
-    const overwrite = options?.overwrite ?? true
-    const recursive = options?.recursive ?? true
+    const { overwrite, recursive } = flags(options, { overwrite: true, recursive: true })
     return call(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
   }
 
@@ -141,7 +148,8 @@ class LocalFilesystem {
 
   async deleteFile(filePath, options = {}) {
     check.requiredString(filePath, 'path')
-    return call(() => this.#fs().deleteFile(filePath, options?.force ?? false))
+    const { force } = flags(options, { force: false })
+    return call(() => this.#fs().deleteFile(filePath, force))
   }
 
   /**
@@ -176,17 +184,20 @@ class LocalFilesystem {
     check.requiredString(src, 'src')
     check.requiredString(dest, 'dest')
     this.#refuseIntoItself('move', src, dest, false)
-    return call(() => this.#fs().rename(src, dest, options?.overwrite ?? true))
+    const { overwrite } = flags(options, { overwrite: true })
+    return call(() => this.#fs().rename(src, dest, overwrite))
   }
 
   async mkdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
-    return call(() => this.#fs().mkdir(dirPath, options?.recursive ?? true))
+    const { recursive } = flags(options, { recursive: true })
+    return call(() => this.#fs().mkdir(dirPath, recursive))
   }
 
   async rmdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
-    return call(() => this.#fs().rmdir(dirPath, options?.recursive ?? false, options?.force ?? false))
+    const { recursive, force } = flags(options, { recursive: false, force: false })
+    return call(() => this.#fs().rmdir(dirPath, recursive, force))
   }
 
   /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */

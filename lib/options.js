@@ -13,9 +13,18 @@ function isArray(value) {
   }
 }
 
-/** The kind of a value: `null`, `array`, or its `typeof`. */
+/** Whether `value` is a class: it passes for a function but throws when called without `new`. */
+function isClass(value) {
+  try {
+    return typeof value === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(value))
+  } catch {
+    return false
+  }
+}
+
+/** The kind of a value: `null`, `array`, `class`, or its `typeof`. */
 function kind(value) {
-  return value === null ? 'null' : isArray(value) ? 'array' : typeof value
+  return value === null ? 'null' : isArray(value) ? 'array' : isClass(value) ? 'class' : typeof value
 }
 
 /**
@@ -76,6 +85,11 @@ const check = {
     if (value !== undefined && (value === null || typeof value !== 'object' || isArray(value))) fail(name, 'an object', value)
     return value ?? {}
   },
+  /** An object that must be given. */
+  requiredObject(value, name) {
+    if (value === null || typeof value !== 'object' || isArray(value)) fail(name, 'an object', value)
+    return value
+  },
   string(value, name) {
     if (value !== undefined && typeof value !== 'string') fail(name, 'a string', value)
     return value
@@ -94,12 +108,12 @@ const check = {
     return value
   },
   function(value, name) {
-    if (value !== undefined && value !== null && typeof value !== 'function') fail(name, 'a function', value)
+    if (value !== undefined && value !== null && (typeof value !== 'function' || isClass(value))) fail(name, 'a function', value)
     return value ?? undefined
   },
   /** A function that must be given. */
   requiredFunction(value, name) {
-    if (typeof value !== 'function') fail(name, 'a function', value)
+    if (typeof value !== 'function' || isClass(value)) fail(name, 'a function', value)
     return value
   },
   /** File content: a string, a Buffer or another Uint8Array. */
@@ -167,4 +181,4 @@ function instructionsText(custom, auto, requestContext) {
   return custom({ auto, defaultInstructions: auto, requestContext })
 }
 
-module.exports = { check, describe, readingOptions, instructionsText }
+module.exports = { check, describe, isClass, readingOptions, instructionsText }

@@ -88,7 +88,7 @@ async function emitMetadata(workspace, context, toolName, requestContext) {
   const writer = context?.writer
   if (!writer?.custom) return
   const info = await workspace.getInfo({ requestContext, resolveDynamicProviders: false })
-  const toolCallId = context?.agent?.toolCallId ?? context?.toolCallId
+  const toolCallId = context?.toolCallId
   await writer.custom({ type: 'data-workspace-metadata', data: { toolName, toolCallId, ...info } })
 }
 
@@ -100,7 +100,7 @@ async function callContext(workspace, context, toolName) {
   if (!sandbox) throw new SandboxNotAvailableError()
   await emitMetadata(workspace, context, toolName, requestContext)
   const writer = context?.writer
-  const toolCallId = context?.agent?.toolCallId ?? context?.toolCallId
+  const toolCallId = context?.toolCallId
   const emit = async (type, data, transient) => {
     if (writer?.custom) await writer.custom({ type, data: { ...data, toolCallId }, ...(transient && { transient }) })
   }
@@ -297,6 +297,20 @@ function validInput(schema, input, toolName) {
   throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
 }
 
+/**
+ * The parts of a tool call's context the tools read, read once: a context that cannot be
+ * read (a revoked Proxy, a throwing getter) is a `WorkspaceError` `INVALID_INPUT`.
+ */
+function readableContext(context, toolName) {
+  if (context === undefined || context === null) return undefined
+  try {
+    const { requestContext, runtimeContext, writer, abortSignal, agent, toolCallId } = context
+    return { requestContext, runtimeContext, writer, abortSignal, toolCallId: agent?.toolCallId ?? toolCallId }
+  } catch (err) {
+    throw Object.assign(new WorkspaceError(`Invalid context for ${toolName}: the context could not be read`, 'INVALID_INPUT'), { cause: err })
+  }
+}
+
 async function createWorkspaceTools(workspace) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
@@ -326,7 +340,8 @@ async function createWorkspaceTools(workspace) {
       inputSchema,
       outputSchema: schema.z.string(),
       execute: async (input, context) => {
-        return definition.run(workspace, settings, validInput(inputSchema, input, settings.name), context)
+        const valid = validInput(inputSchema, input, settings.name)
+        return definition.run(workspace, settings, valid, readableContext(context, settings.name))
       },
       toModelOutput,
       requireApproval: settings.requireApproval === true || typeof settings.requireApproval === 'function',

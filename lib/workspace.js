@@ -1,7 +1,7 @@
 'use strict'
 const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
-const { check, readingOptions } = require('./options')
+const { check, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem } = require('./composite-filesystem')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
@@ -21,8 +21,6 @@ async function callLifecycle(provider, method) {
   const fn = typeof provider[`_${method}`] === 'function' ? provider[`_${method}`] : provider[method]
   return typeof fn === 'function' ? fn.call(provider) : undefined
 }
-
-const isClass = (fn) => /^class[\s{]/.test(Function.prototype.toString.call(fn))
 
 function checkSandbox(value, source) {
   const usable =

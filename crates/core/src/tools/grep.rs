@@ -211,21 +211,42 @@ pub fn search(
       });
     }
   }
-  let mut wanted: Vec<usize> = matches
-    .iter()
-    .flat_map(|m| m.line.saturating_sub(context)..=(m.line + context).min(lines.len() - 1))
-    .collect();
-  wanted.dedup();
-  wanted.sort_unstable();
-  wanted.dedup();
+  let (lines, context_timed_out) = with_context(&lines, &mut matches, context, deadline);
   FileMatches {
     matches,
-    lines: wanted
-      .into_iter()
-      .map(|i| (i, lines[i].to_owned()))
-      .collect(),
-    timed_out,
+    lines,
+    timed_out: timed_out || context_timed_out,
   }
+}
+
+/// Each line a match or its `context` covers, once and in order. A cursor past the last
+/// line taken keeps the work linear in lines and matches however large `context` is. At
+/// `deadline` the matches not wholly covered are dropped with their lines, and the flag is
+/// set.
+fn with_context(
+  lines: &[&str],
+  matches: &mut Vec<LineMatch>,
+  context: usize,
+  deadline: Option<Instant>,
+) -> (Vec<(usize, String)>, bool) {
+  let last = lines.len() - 1;
+  let context = context.min(last);
+  let mut wanted = Vec::new();
+  let mut next = 0;
+  for (taken, found) in matches.iter().enumerate() {
+    let covered = wanted.len();
+    let end = found.line.saturating_add(context).min(last);
+    for index in next.max(found.line.saturating_sub(context))..=end {
+      if wanted.len() % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        wanted.truncate(covered);
+        matches.truncate(taken);
+        return (wanted, true);
+      }
+      wanted.push((index, lines[index].to_owned()));
+    }
+    next = end + 1;
+  }
+  (wanted, false)
 }
 
 #[cfg(test)]
@@ -282,6 +303,35 @@ mod tests {
     assert!(found.matches.is_empty());
     let regex = compile("(a|aa)+b", true).unwrap();
     assert!(!regex.is_match(&"a".repeat(31)));
+  }
+
+  #[test]
+  fn context_lines_are_each_taken_once_in_order() {
+    let regex = compile("x", true).unwrap();
+    let text: String = (0..20)
+      .map(|i| {
+        if [2, 3, 10, 19].contains(&i) {
+          "x\n"
+        } else {
+          "-\n"
+        }
+      })
+      .collect();
+    let found = search(text.as_bytes(), &regex, 10, 2, None);
+    let lines: Vec<usize> = found.lines.iter().map(|(i, _)| *i).collect();
+    assert_eq!(lines, [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 17, 18, 19, 20]);
+  }
+
+  #[test]
+  fn a_huge_context_takes_the_whole_file_once() {
+    let regex = compile("x", true).unwrap();
+    let text = "x\n".repeat(10_000);
+    // Every line matches: 1000 matches, each of whose context is the whole file.
+    let found = search(text.as_bytes(), &regex, 1000, usize::MAX, None);
+    assert_eq!(found.matches.len(), 1000);
+    assert!(!found.timed_out);
+    let expected: Vec<(usize, String)> = text.split('\n').map(String::from).enumerate().collect();
+    assert_eq!(found.lines, expected);
   }
 
   #[test]

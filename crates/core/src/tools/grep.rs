@@ -236,13 +236,14 @@ fn with_context(
   for (taken, found) in matches.iter().enumerate() {
     let covered = wanted.len();
     let end = found.line.saturating_add(context).min(last);
-    for index in next.max(found.line.saturating_sub(context))..=end {
+    let start = next.max(found.line.saturating_sub(context));
+    for (index, line) in lines.iter().enumerate().take(end + 1).skip(start) {
       if wanted.len() % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
         wanted.truncate(covered);
         matches.truncate(taken);
         return (wanted, true);
       }
-      wanted.push((index, lines[index].to_owned()));
+      wanted.push((index, (*line).to_owned()));
     }
     next = end + 1;
   }

@@ -403,3 +403,17 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
     expect(await filesystem.readdir('.', { recursive: true, maxDepth: Infinity })).toEqual([{ name: 'kept.txt', type: 'file', size: 5 }])
   })
 })
+
+describe('a grep whose context is larger than the file', () => {
+  it('costs what the file costs: contextLines 1e9 and 1e308 give the text of contextLines as long as the file', async () => {
+    const dir = tempDir()
+    // 1000 matches in 3000 lines: taken match by match, this context would be 10^12 lines and more.
+    fs.writeFileSync(`${dir}/f.txt`, Array.from({ length: 3000 }, (_, i) => `${i % 3 === 0 ? 'x' : 'y'} ${i}`).join('\n'))
+    const tools = await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath: dir }) }))
+    const grep = (contextLines) => tools.mastra_workspace_grep.execute({ pattern: 'x', contextLines }, {})
+    const whole = await grep(3000)
+    expect(whole).toContain('y 1')
+    expect(await grep(1e9)).toBe(whole)
+    expect(await grep(1e308)).toBe(whole)
+  })
+})

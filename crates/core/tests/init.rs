@@ -1,7 +1,6 @@
 //! The start of a sandbox's init: it waits for the init to say it is ready, and a start
 //! that fails says why, in the init's own words.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use native_workspace_core::init::{Confinement, Init};
@@ -14,8 +13,20 @@ fn fake_keeper(name: &str, script: &str) -> PathBuf {
   let dir = std::env::temp_dir().join(format!("nw-init-{}-{name}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
   let path = dir.join("keeper");
-  std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
-  std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+  // Written by a child process: a descriptor this process held open for writing could be
+  // inherited by a fork of a test running beside it, and starting the script would then
+  // fail with "Text file busy".
+  let written = std::process::Command::new("sh")
+    .args([
+      "-c",
+      "printf '%s\\n' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+      "sh",
+    ])
+    .arg(format!("#!/bin/sh\n{script}"))
+    .arg(&path)
+    .status()
+    .unwrap();
+  assert!(written.success());
   path
 }
 

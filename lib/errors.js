@@ -1,6 +1,8 @@
 'use strict'
 // Error classes of the public API. Native errors arrive as plain Errors with a `code`;
-// `fromNative` (translate.js) re-creates them as the class that code stands for.
+// `fromNative` (translate.js) re-creates them as the class that code stands for. Every
+// export here is public: `index.js` spreads this module into the package's exports.
+const { STANDS_FOR } = require('./stands-for')
 
 class SandboxError extends Error {
   constructor(message, code, details) {
@@ -14,12 +16,17 @@ class SandboxError extends Error {
 class SandboxExecutionError extends SandboxError {
   constructor(message, exitCode, stdout, stderr) {
     super(message, 'EXECUTION_FAILED', { exitCode, stdout, stderr })
+    this.exitCode = exitCode
+    this.stdout = stdout
+    this.stderr = stderr
   }
 }
 
 class SandboxTimeoutError extends SandboxError {
   constructor(timeoutMs, operation) {
     super(`Execution timed out after ${timeoutMs}ms`, 'TIMEOUT', { timeoutMs, operation })
+    this.timeoutMs = timeoutMs
+    this.operation = operation
   }
 }
 
@@ -29,29 +36,50 @@ class SandboxNotReadyError extends SandboxError {
   }
 }
 
+/** A feature the sandbox cannot honour (e.g. a per-file mode its uploads cannot set). */
+class SandboxUnsupportedFeatureError extends SandboxError {
+  constructor(message, details) {
+    super(message, 'UNSUPPORTED_FEATURE', details)
+  }
+}
+
+/** An operation cancelled through its AbortSignal; `cause` is the signal's reason. */
+class SandboxAbortError extends SandboxError {
+  constructor(operation = 'operation', reason) {
+    super(`Sandbox operation aborted: ${operation}`, 'ABORTED', { operation, reason })
+    this.cause = reason
+  }
+}
+
 class IsolationUnavailableError extends SandboxError {
   constructor(backend, reason) {
-    super(`Isolation backend '${backend}' is not available: ${reason}`, 'ISOLATION_UNAVAILABLE')
+    super(`Isolation backend '${backend}' is not available: ${reason}`, 'ISOLATION_UNAVAILABLE', { backend, reason })
+    this.backend = backend
+    this.reason = reason
   }
 }
 
 class MountError extends SandboxError {
   constructor(message, mountPath, details) {
-    super(message, 'MOUNT_ERROR', { mountPath, ...details })
+    super(message, 'MOUNT_ERROR', { ...details, mountPath })
+    this.mountPath = mountPath
   }
 }
 
 class MountNotSupportedError extends SandboxError {
-  constructor(provider) {
-    super(`Sandbox provider '${provider}' does not support mounting`, 'MOUNT_NOT_SUPPORTED')
+  constructor(sandboxProvider) {
+    super(`Sandbox provider '${sandboxProvider}' does not support mounting`, 'MOUNT_NOT_SUPPORTED', { sandboxProvider })
   }
 }
 
 class FilesystemNotMountableError extends SandboxError {
-  constructor(provider, reason) {
+  constructor(filesystemProvider, reason) {
     super(
-      reason ? `Filesystem '${provider}' cannot be mounted: ${reason}` : `Filesystem '${provider}' does not support mounting`,
+      reason
+        ? `Filesystem '${filesystemProvider}' cannot be mounted: ${reason}`
+        : `Filesystem '${filesystemProvider}' does not support mounting`,
       'FILESYSTEM_NOT_MOUNTABLE',
+      { filesystemProvider, reason },
     )
   }
 }
@@ -94,8 +122,8 @@ class FilesystemNotAvailableError extends WorkspaceError {
 }
 
 class SandboxNotAvailableError extends WorkspaceError {
-  constructor(message = 'Workspace does not have a sandbox configured') {
-    super(message, 'NO_SANDBOX')
+  constructor(message) {
+    super(message ?? 'Workspace does not have a sandbox configured', 'NO_SANDBOX')
   }
 }
 
@@ -103,6 +131,13 @@ class SandboxFeatureNotSupportedError extends WorkspaceError {
   constructor(feature) {
     super(`Sandbox does not support ${feature}`, 'FEATURE_NOT_SUPPORTED')
     this.feature = feature
+  }
+}
+
+/** Search (BM25, vectors) is not part of this package: its workspaces never have it. */
+class SearchNotAvailableError extends WorkspaceError {
+  constructor() {
+    super('Workspace does not have search configured (enable bm25 or provide vectorStore + embedder)', 'NO_SEARCH')
   }
 }
 
@@ -117,9 +152,6 @@ class WorkspaceReadOnlyError extends WorkspaceError {
     super(`Workspace is in read-only mode. Cannot perform: ${operation}`, 'READ_ONLY')
   }
 }
-
-/** Marks an error made by `@mastra/core` to stand for one of these classes (see local-filesystem.js). */
-const STANDS_FOR = Symbol.for('native-workspace.standsFor')
 
 class FilesystemError extends Error {
   constructor(message, code, path) {
@@ -161,6 +193,12 @@ class NotDirectoryError extends FilesystemError {
     super(`Path is not a directory: ${path}`, 'ENOTDIR', path)
   }
 }
+/** A grep pattern a filesystem's own search cannot run (callers fall back to reading the files). */
+class UnsupportedGrepPatternError extends FilesystemError {
+  constructor(pattern, reason) {
+    super(`Unsupported grep pattern: ${pattern}${reason ? ` (${reason})` : ''}`, 'EUNSUPPORTED_PATTERN', pattern)
+  }
+}
 class DirectoryNotEmptyError extends FilesystemError {
   constructor(path) {
     super(`Directory not empty: ${path}`, 'ENOTEMPTY', path)
@@ -173,12 +211,38 @@ class PermissionError extends FilesystemError {
   }
 }
 
+/** A write refused because the file was not read first (or changed since); the message is `reason`. */
+class FileReadRequiredError extends FilesystemError {
+  constructor(path, reason) {
+    super(reason, 'EREAD_REQUIRED', path)
+  }
+}
+/** A write refused because the file changed since it was read. */
+class StaleFileError extends FilesystemError {
+  constructor(path, expectedMtime, actualMtime) {
+    super(
+      `File was modified externally: ${path} (expected mtime ${expectedMtime.toISOString()}, actual ${actualMtime.toISOString()})`,
+      'ESTALE',
+      path,
+    )
+    this.expectedMtime = expectedMtime
+    this.actualMtime = actualMtime
+  }
+}
+/** An operation on a filesystem that did not reach `ready`; `path` holds the filesystem's id. */
+class FilesystemNotReadyError extends FilesystemError {
+  constructor(id) {
+    super(`Filesystem "${id}" is not ready. Call init() first or use ensureReady().`, 'ENOTREADY', id)
+  }
+}
+
 module.exports = {
-  STANDS_FOR,
   SandboxError,
   SandboxExecutionError,
   SandboxTimeoutError,
   SandboxNotReadyError,
+  SandboxUnsupportedFeatureError,
+  SandboxAbortError,
   IsolationUnavailableError,
   MountError,
   MountNotSupportedError,
@@ -190,6 +254,7 @@ module.exports = {
   FilesystemNotAvailableError,
   SandboxNotAvailableError,
   SandboxFeatureNotSupportedError,
+  SearchNotAvailableError,
   WorkspaceNotReadyError,
   WorkspaceReadOnlyError,
   FilesystemError,
@@ -198,6 +263,10 @@ module.exports = {
   FileExistsError,
   IsDirectoryError,
   NotDirectoryError,
+  UnsupportedGrepPatternError,
   DirectoryNotEmptyError,
   PermissionError,
+  FileReadRequiredError,
+  StaleFileError,
+  FilesystemNotReadyError,
 }

@@ -6,6 +6,7 @@ const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
 const { readText } = require('./local-filesystem')
+const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
@@ -139,59 +140,9 @@ async function makeDirectory(filesystem, { path, recursive }) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Paths and globs
+// Paths
 
 const joinPath = (dir, name) => (dir === '' || dir === '.' || dir === './' ? name : `${dir.replace(/\/$/, '')}/${name}`)
-const isGlob = (p) => /[*?[\]{}]/.test(p)
-
-/** The leading segments of a glob that hold no wildcard (`src/**\/*.ts` → `src`). */
-function globBase(glob) {
-  const fixed = []
-  for (const segment of glob.split('/')) {
-    if (isGlob(segment)) break
-    fixed.push(segment)
-  }
-  return fixed.join('/') || '.'
-}
-
-/** A glob (`*`, `**`, `?`, `[…]`, `{a,b}`) as a RegExp over `/`-separated paths. */
-function globRegExp(glob) {
-  let source = ''
-  for (let i = 0; i < glob.length; i++) {
-    const c = glob[i]
-    if (c === '*' && glob[i + 1] === '*') {
-      const slash = glob[i + 2] === '/'
-      source += slash ? '(?:.*/)?' : '.*'
-      i += slash ? 2 : 1
-    } else if (c === '*') source += '[^/]*'
-    else if (c === '?') source += '[^/]'
-    else if (c === '[') {
-      const close = glob.indexOf(']', i + 1)
-      if (close === -1) source += '\\['
-      else {
-        source += `[${glob.slice(i + 1, close).replace(/^!/, '^').replace(/\\/g, '\\\\')}]`
-        i = close
-      }
-    } else if (c === '{') {
-      const close = glob.indexOf('}', i + 1)
-      if (close === -1) source += '\\{'
-      else {
-        source += `(?:${glob
-          .slice(i + 1, close)
-          .split(',')
-          .map((alt) => globRegExp(alt).source.slice(1, -1))
-          .join('|')})`
-        i = close
-      }
-    } else source += c.replace(/[.+^$()|\\]/g, '\\$&')
-  }
-  return new RegExp(`^${source}$`)
-}
-
-function globMatcher(patterns) {
-  const regexps = [patterns].flat().map(globRegExp)
-  return (p) => regexps.some((r) => r.test(p.replace(/^\.\//, '')))
-}
 
 // ---------------------------------------------------------------------------------------
 // list_files
@@ -203,7 +154,7 @@ async function listFiles(filesystem, input, settings) {
   const excludes = input.exclude ? [input.exclude].flat().flatMap((e) => e.split('|')).map((e) => e.trim()).filter(Boolean) : []
   const extensions = input.extension ? [input.extension].flat().map((e) => (e.startsWith('.') ? e : `.${e}`)) : undefined
   const patterns = [input.pattern ?? []].flat().filter((p) => typeof p === 'string' && p.trim())
-  const matches = patterns.length ? globMatcher(patterns) : undefined
+  const matches = patterns.length ? createGlobMatcher(patterns, { dot: showHidden }) : undefined
   const lines = ['.']
   let dirs = 0
   let files = 0
@@ -298,8 +249,8 @@ async function grep(filesystem, input, settings) {
   const unsupported = native.grepPatternError(pattern, caseSensitive)
   if (unsupported !== null) return `Error: Unsupported regex pattern: ${pattern} (${unsupported}). Rewrite it without that feature.`
   const deadline = Date.now() + GREP_TIME_BUDGET_MS
-  const matches = isGlob(target) ? globMatcher(target) : undefined
-  const base = matches ? globBase(target) : target
+  const matches = isGlobPattern(target) ? createGlobMatcher(target, { dot: includeHidden }) : undefined
+  const base = matches ? extractGlobBase(target) : target
   // Paths that could not be read, and whether the time budget ended the walk.
   const walk = { skipped: 0, deadline, outOfTime: false }
   let paths = []
@@ -454,4 +405,4 @@ const FILE_TOOLS = {
   },
 }
 
-module.exports = { FILE_TOOLS, fileSchemas, globRegExp }
+module.exports = { FILE_TOOLS, fileSchemas }

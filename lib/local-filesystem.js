@@ -2,9 +2,11 @@
 const path = require('node:path')
 const os = require('node:os')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
-const { FilesystemError, IsDirectoryError, SandboxOptionError, STANDS_FOR } = require('./errors')
+const { FilesystemError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
+const { MastraFilesystem } = require('./mastra-filesystem')
 
 let mastraErrors
 
@@ -65,13 +67,19 @@ const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedi
  * symlinks pointing out are refused with a `PermissionError`, by the kernel, at the moment
  * of use (no gap between a check and the operation).
  */
-class LocalFilesystem {
+class LocalFilesystem extends MastraFilesystem {
   #native
   #instructions
   /** Whether `protectedPaths` was given (then a workspace's sandbox does not set it). */
   #protectedGiven
 
   constructor(options = {}) {
+    super(
+      readingOptions('options', () => {
+        const { onInit, onDestroy, textExtensions } = check.object(options, 'options')
+        return { name: 'LocalFilesystem', onInit, onDestroy, textExtensions }
+      }),
+    )
     readingOptions('options', () => {
       check.object(options, 'options')
       const basePath = check.string(options.basePath, 'basePath')

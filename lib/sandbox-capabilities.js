@@ -1,0 +1,56 @@
+'use strict'
+// What a sandbox can do beyond commands, and the checks of `writeFiles` file modes, with
+// the names and meanings of `@mastra/core/workspace`.
+const { SandboxError, SandboxUnsupportedFeatureError } = require('./errors')
+
+/** The largest `mode` a file written into a sandbox may ask for: permission bits only (0o777). */
+const MAX_SANDBOX_FILE_MODE = 0o777
+
+/** Refuses a `mode` that is not an integer from 0o001 to 0o777 (`SandboxError` `INVALID_ARGUMENT`). */
+function validateSandboxFileMode(mode) {
+  if (!Number.isInteger(mode) || mode < 1 || mode > MAX_SANDBOX_FILE_MODE) {
+    throw new SandboxError(`Invalid file mode ${mode}: must be an integer between 0o001 (1) and 0o777 (511).`, 'INVALID_ARGUMENT', {
+      mode,
+    })
+  }
+}
+
+/**
+ * For a provider whose uploads cannot set permissions: refuses files that ask for a `mode`
+ * (`SandboxUnsupportedFeatureError`) rather than dropping it silently.
+ */
+function assertModesUnsupported(files, provider) {
+  if (files.some((file) => file.mode !== undefined)) {
+    throw new SandboxUnsupportedFeatureError(
+      `The ${provider} sandbox does not support per-file permission modes in writeFiles(). Omit 'mode' to use the provider default.`,
+      { provider },
+    )
+  }
+}
+
+/** Whether `sandbox.networking` can give URLs of the sandbox's ports. */
+function supportsNetworking(sandbox) {
+  return typeof sandbox?.networking?.getPortUrl === 'function'
+}
+
+const COMPUTER_METHODS = [
+  'screenshot',
+  'leftClick',
+  'rightClick',
+  'doubleClick',
+  'moveMouse',
+  'drag',
+  'scroll',
+  'type',
+  'press',
+  'getScreenSize',
+  'getCursorPosition',
+]
+
+/** Whether `sandbox.computer` drives a desktop (every method of the computer-use capability). */
+function supportsComputer(sandbox) {
+  const computer = sandbox?.computer
+  return COMPUTER_METHODS.every((method) => typeof computer?.[method] === 'function')
+}
+
+module.exports = { MAX_SANDBOX_FILE_MODE, validateSandboxFileMode, assertModesUnsupported, supportsNetworking, supportsComputer }

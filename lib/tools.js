@@ -7,6 +7,7 @@ const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const {
   WorkspaceError,
+  WorkspaceNotAvailableError,
   SandboxNotAvailableError,
   SandboxFeatureNotSupportedError,
   FilesystemNotAvailableError,
@@ -56,6 +57,7 @@ function inputSchemas() {
       wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
     }),
     killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
+    output: z.string(),
     ...fileSchemas(z),
   }
   return schemas
@@ -242,24 +244,43 @@ const DEFINITIONS = {
   },
 }
 
-/** Per-tool settings: defaults, then the top level of the config, then the tool's own entry. */
-async function toolSettings(toolsConfig, name, workspace) {
-  const own = toolsConfig?.[name] ?? {}
-  const settings = {
-    enabled: own.enabled ?? toolsConfig?.enabled ?? true,
+/** A `boolean | (context) => boolean` setting's value; a missing context or a failing function gives `fallback`. */
+async function resolveDynamicValue(value, context, fallback, logger) {
+  if (value === undefined) return fallback
+  if (typeof value === 'boolean') return value
+  if (!context) return fallback
+  try {
+    return await value(context)
+  } catch (err) {
+    logTo(logger, 'warn', 'A dynamic tools config function threw; using its safe default', { error: err })
+    return fallback
+  }
+}
+
+/**
+ * The settings of tool `toolName`: defaults, then the top level of `toolsConfig`, then the
+ * tool's own entry. `enabled` is decided now (a function of `context`; one that throws
+ * leaves the tool out); `requireApproval` and `requireReadBeforeWrite` stay as given, for
+ * each call to decide.
+ */
+async function resolveToolConfig(toolsConfig, toolName, context) {
+  const own = toolsConfig?.[toolName] || {}
+  const enabled = own.enabled ?? toolsConfig?.enabled ?? true
+  return {
+    enabled: await resolveDynamicValue(enabled, context, false, context?.workspace?.logger),
     requireApproval: own.requireApproval ?? toolsConfig?.requireApproval ?? false,
-    name: own.name ?? name,
+    background: own.background,
+    requireReadBeforeWrite: own.requireReadBeforeWrite,
     maxOutputTokens: own.maxOutputTokens,
-    backgroundProcesses: own.backgroundProcesses,
+    name: own.name,
+    hooks: toolsConfig?.hooks,
   }
-  if (typeof settings.enabled === 'function') {
-    try {
-      settings.enabled = Boolean(await settings.enabled({ requestContext: {}, workspace }))
-    } catch {
-      settings.enabled = false // a failing check keeps the tool away
-    }
-  }
-  return settings
+}
+
+/** What a tool of `workspace` runs with: its resolved config, its name, its background-process callbacks. */
+async function toolSettings(toolsConfig, name, workspace) {
+  const resolved = await resolveToolConfig(toolsConfig, name, { requestContext: {}, workspace })
+  return { ...resolved, name: resolved.name ?? name, backgroundProcesses: toolsConfig?.[name]?.backgroundProcesses }
 }
 
 function checkToolsConfig(toolsConfig) {
@@ -278,11 +299,6 @@ function checkToolsConfig(toolsConfig) {
   }
 }
 
-/**
- * The tools of `workspace` (file tools when it has a filesystem, the write ones left out
- * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model sees. They work in a
- * Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
- */
 /** The tool's input as its schema reads it, or a `WorkspaceError` `INVALID_INPUT` saying why not. */
 function validInput(schema, input, toolName) {
   let problems
@@ -311,6 +327,78 @@ function readableContext(context, toolName) {
   }
 }
 
+/**
+ * The tool object of `name`, as the model sees it under `id`. `bind(context)` gives the
+ * workspace a call works in and the tool's settings. The schemas are read on first use, so
+ * that zod is loaded only by code that uses tools.
+ */
+function buildTool(name, id, background, bind) {
+  const definition = DEFINITIONS[name]
+  const schemaName = definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')
+  const tool = {
+    id,
+    description: definition.description + (background ? definition.backgroundDescription : ''),
+    execute: async (input, context) => {
+      const valid = validInput(inputSchemas()[schemaName], input, id)
+      const { workspace, settings } = await bind(context)
+      return definition.run(workspace, settings, valid, readableContext(context, id))
+    },
+    toModelOutput,
+  }
+  return Object.defineProperties(tool, {
+    inputSchema: { get: () => inputSchemas()[schemaName], enumerable: true },
+    outputSchema: { get: () => inputSchemas().output, enumerable: true },
+  })
+}
+
+/** The workspace of a tool call's context, or a `WorkspaceNotAvailableError`. */
+function requireWorkspace(context) {
+  if (!context?.workspace) throw new WorkspaceNotAvailableError()
+  return context.workspace
+}
+
+/** The workspace of a tool call's context and its filesystem, or why not (a typed error). */
+function requireFilesystem(context) {
+  const workspace = requireWorkspace(context)
+  if (!workspace.filesystem) throw new FilesystemNotAvailableError()
+  return { workspace, filesystem: workspace.filesystem }
+}
+
+/** The workspace of a tool call's context and its sandbox, or why not (a typed error). */
+function requireSandbox(context) {
+  const workspace = requireWorkspace(context)
+  if (!workspace.sandbox) throw new SandboxNotAvailableError()
+  return { workspace, sandbox: workspace.sandbox }
+}
+
+/**
+ * A tool on its own, for an agent's `tools`: each call works in the workspace of its
+ * context (`context.workspace`, which a Mastra `Agent` with a workspace provides), with
+ * that workspace's tools config.
+ */
+function standaloneTool(name) {
+  return buildTool(name, name, false, async (context) => {
+    const workspace = requireWorkspace(context)
+    return { workspace, settings: await toolSettings(workspace.getToolsConfig?.(), name, workspace) }
+  })
+}
+
+const { FILESYSTEM } = WORKSPACE_TOOLS
+const readFileTool = standaloneTool(FILESYSTEM.READ_FILE)
+const writeFileTool = standaloneTool(FILESYSTEM.WRITE_FILE)
+const editFileTool = standaloneTool(FILESYSTEM.EDIT_FILE)
+const listFilesTool = standaloneTool(FILESYSTEM.LIST_FILES)
+const deleteFileTool = standaloneTool(FILESYSTEM.DELETE)
+const fileStatTool = standaloneTool(FILESYSTEM.FILE_STAT)
+const mkdirTool = standaloneTool(FILESYSTEM.MKDIR)
+/** Foreground commands only: its schema has no `background`. */
+const executeCommandTool = standaloneTool(EXECUTE_COMMAND)
+
+/**
+ * The tools of `workspace` (file tools when it has a filesystem, the write ones left out
+ * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model
+ * sees. They work in a Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
+ */
 async function createWorkspaceTools(workspace) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
@@ -330,22 +418,9 @@ async function createWorkspaceTools(workspace) {
   for (const name of offered) {
     const settings = await toolSettings(toolsConfig, name, workspace)
     if (!settings.enabled) continue
-    const definition = DEFINITIONS[name]
     const background = name === EXECUTE_COMMAND && withBackground
-    const schema = inputSchemas()
-    const inputSchema = schema[definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')]
-    const tool = {
-      id: settings.name,
-      description: definition.description + (background ? definition.backgroundDescription : ''),
-      inputSchema,
-      outputSchema: schema.z.string(),
-      execute: async (input, context) => {
-        const valid = validInput(inputSchema, input, settings.name)
-        return definition.run(workspace, settings, valid, readableContext(context, settings.name))
-      },
-      toModelOutput,
-      requireApproval: settings.requireApproval === true || typeof settings.requireApproval === 'function',
-    }
+    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }))
+    tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'
     if (typeof settings.requireApproval === 'function') {
       const decide = settings.requireApproval
       tool.needsApprovalFn = async (args, ctx) => {
@@ -366,4 +441,19 @@ async function createWorkspaceTools(workspace) {
   return tools
 }
 
-module.exports = { createWorkspaceTools, toModelOutput }
+module.exports = {
+  createWorkspaceTools,
+  resolveToolConfig,
+  requireWorkspace,
+  requireFilesystem,
+  requireSandbox,
+  readFileTool,
+  writeFileTool,
+  editFileTool,
+  listFilesTool,
+  deleteFileTool,
+  fileStatTool,
+  mkdirTool,
+  executeCommandTool,
+  toModelOutput,
+}

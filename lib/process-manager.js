@@ -4,6 +4,7 @@ const { translating } = require('./translate')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
 const { ProcessHandle, letGo, outputCallback } = require('./process-handle')
+const { SandboxProcessManager, STEPS_OF_ITS_OWN } = require('./sandbox-process-manager')
 
 /**
  * Raises a native abort token when `signal` aborts (at once if it already has).
@@ -74,12 +75,14 @@ const FORGET_EVERY = 16
  * sandbox stops, or it is among the first to have exited past the sandbox's bound
  * (`nativeSandbox.limits.exitedProcesses`, `exitedOutputBytes`).
  */
-class LocalProcessManager {
+class LocalProcessManager extends SandboxProcessManager {
   #native
   #handles = new Map()
   #spawnsUntilForget = FORGET_EVERY
 
   constructor(sandbox, native) {
+    // The native manager starts the sandbox, merges its env and honours abort signals itself.
+    super({ [STEPS_OF_ITS_OWN]: true })
     this.sandbox = sandbox
     this.#native = native
   }

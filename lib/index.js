@@ -1,7 +1,8 @@
 'use strict'
 // Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM, which
-// finds the names because `module.exports` below holds only plain identifiers and a
-// spread `require` (forms Node's CommonJS export detection understands).
+// finds the names because `module.exports` below holds only shorthand identifiers and
+// spread `require(...)` calls: the forms Node's CommonJS export detection understands (it
+// stops reading at the first other form). Every export of a spread module is public.
 const native = require('../index.js')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
@@ -9,7 +10,25 @@ const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
 const { MastraSandbox } = require('./mastra-sandbox')
 const { LocalFilesystem } = require('./local-filesystem')
-const { createWorkspaceTools } = require('./tools')
+const { CompositeFilesystem } = require('./composite-filesystem')
+const { MastraFilesystem } = require('./mastra-filesystem')
+const { SandboxProcessManager } = require('./sandbox-process-manager')
+const { MountManager } = require('./mounts')
+const {
+  createWorkspaceTools,
+  resolveToolConfig,
+  requireWorkspace,
+  requireFilesystem,
+  requireSandbox,
+  readFileTool,
+  writeFileTool,
+  editFileTool,
+  listFilesTool,
+  deleteFileTool,
+  fileStatTool,
+  mkdirTool,
+  executeCommandTool,
+} = require('./tools')
 const { createTool } = require('./create-tool')
 const { translatingSync } = require('./translate')
 const { check } = require('./options')
@@ -31,19 +50,35 @@ const getRecommendedIsolation = () => {
   return detected.available ? detected.backend : 'none'
 }
 
-const { STANDS_FOR, ...errors } = require('./errors')
-
 module.exports = {
-  ...errors,
+  ...require('./errors'),
+  ...require('./glob'),
+  ...require('./sandbox-capabilities'),
   Workspace,
   createWorkspaceTools,
+  resolveToolConfig,
+  requireWorkspace,
+  requireFilesystem,
+  requireSandbox,
+  readFileTool,
+  writeFileTool,
+  editFileTool,
+  listFilesTool,
+  deleteFileTool,
+  fileStatTool,
+  mkdirTool,
+  executeCommandTool,
   createTool,
   callLifecycle,
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
   LocalFilesystem,
+  CompositeFilesystem,
+  MastraFilesystem,
   MastraSandbox,
+  SandboxProcessManager,
+  MountManager,
   LocalProcessManager,
   ProcessHandle,
   DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES,

@@ -1,0 +1,77 @@
+// Parity of the public surface with @mastra/core/workspace (the version in devDependencies):
+// every value export and every public member of its sandbox, filesystem, workspace,
+// process and mount classes, read from Mastra's typings, must be here — from CommonJS and
+// from ESM — except the skills and search parts listed in NOT_YET_HERE. The README's
+// compatibility table must be the one these lists give.
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { CLASSES, NOT_YET_HERE, compare, mastraSurface } from '../scripts/mastra-surface.mjs'
+import { README, readmeTable, tableText } from '../scripts/compat-table.mjs'
+
+const require = createRequire(import.meta.url)
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+
+let groups
+beforeAll(async () => {
+  groups = await compare()
+  const missing = groups
+    .map(({ group, missing }) => [group, missing.filter((m) => m.reason === 'missing').map((m) => m.name)])
+    .filter(([, names]) => names.length > 0)
+  if (missing.length > 0) {
+    console.log(`Mastra's public names missing here:\n${missing.map(([group, names]) => `  ${group}: ${names.join(', ')}`).join('\n')}`)
+  }
+}, 60_000)
+
+const missingOf = (group) => groups.find((g) => g.group === group).missing.filter((m) => m.reason === 'missing').map((m) => m.name)
+
+describe('surface of @mastra/core/workspace', () => {
+  it.each(['module exports', ...CLASSES])('%s: every public name of Mastra is here (skills and search aside)', (group) => {
+    expect(missingOf(group)).toEqual([])
+  })
+
+  it('the walk finds what is known to be there (the typings are read, not an empty list)', () => {
+    const mastra = mastraSurface()
+    expect(mastra.exports).toEqual(expect.arrayContaining(['LocalSandbox', 'PermissionError', 'readFileTool', 'matchGlob']))
+    expect(mastra.exports).not.toContain('WorkspaceFilesystem') // a type only
+    expect(mastra.classes.LocalSandbox).toEqual(expect.arrayContaining(['executeCommand', 'getEnv', '_start']))
+    expect(mastra.classes.LocalFilesystem).toEqual(expect.arrayContaining(['readFile', '_init', 'isTextFile']))
+    expect(mastra.classes.LocalFilesystem).not.toContain('ensureReady') // protected
+    expect(mastra.classes.LocalSandbox).not.toContain('logger') // protected in MastraBase
+  })
+
+  it('names not yet here are names of Mastra, each counted once', () => {
+    const mastra = mastraSurface()
+    for (const [group, names] of Object.entries(NOT_YET_HERE)) {
+      const theirs = group === 'module exports' ? mastra.exports : mastra.classes[group]
+      expect(theirs).toEqual(expect.arrayContaining(Object.keys(names)))
+    }
+    const listed = groups.flatMap((g) => g.missing.filter((m) => m.reason !== 'missing').map((m) => `${g.group}.${m.name}`))
+    expect(new Set(listed).size).toBe(listed.length)
+  })
+
+  it('ESM gives every export by name, the same values as CommonJS (a child process importing the package)', () => {
+    const names = Object.keys(require('../lib/index.js'))
+    const source = [
+      `import { ${names.join(', ')} } from 'native-workspace'`,
+      `import { createRequire } from 'node:module'`,
+      `const cjs = createRequire(process.cwd() + '/')('native-workspace')`,
+      `const esm = { ${names.join(', ')} }`,
+      `process.stdout.write(JSON.stringify(Object.keys(cjs).filter((name) => esm[name] !== cjs[name])))`,
+    ].join('\n')
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: root, encoding: 'utf8' })
+    expect(child.stderr).toBe('')
+    expect(child.status).toBe(0)
+    expect(JSON.parse(child.stdout)).toEqual([])
+    expect(names).toEqual(expect.arrayContaining(['PermissionError', 'SandboxError', 'MountError', 'FilesystemError']))
+  })
+
+  it("the README's compatibility table is the one scripts/compat-table.mjs writes from these lists", () => {
+    const current = readmeTable(fs.readFileSync(README, 'utf8'))
+    expect(current, 'README.md has no mastra-compat section').toBeDefined()
+    expect(current, 'the table is stale: run node scripts/compat-table.mjs').toBe(tableText(groups))
+  })
+})

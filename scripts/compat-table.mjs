@@ -1,0 +1,55 @@
+// Writes the "Mastra compatibility" table of README.md (between its mastra-compat markers)
+// from the lists the parity test checks (scripts/mastra-surface.mjs):
+//   node scripts/compat-table.mjs
+// __test__/surface.test.mjs fails when the README's table differs from what this writes.
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { compare, mastraVersion } from './mastra-surface.mjs'
+
+export const START = '<!-- mastra-compat:start -->'
+export const END = '<!-- mastra-compat:end -->'
+export const README = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'README.md')
+
+const code = (names) => names.map((name) => `\`${name}\``).join(', ')
+
+/** The table (markdown, between the markers) for the groups of `compare()`. */
+export function tableText(groups, version = mastraVersion()) {
+  const rows = groups.map(({ group, total, present, missing }) => {
+    const byReason = new Map()
+    for (const { name, reason } of missing) byReason.set(reason, [...(byReason.get(reason) ?? []), name])
+    const notHere = [...byReason]
+      .sort(([a], [b]) => (a === 'missing' ? -1 : b === 'missing' ? 1 : a.localeCompare(b)))
+      .map(([reason, names]) => `${reason}: ${code(names)}`).join('; ') || '—'
+    const surface = group === 'module exports' ? 'Module exports' : `\`${group}\` members`
+    return `| ${surface} | ${present} / ${total} | ${notHere} |`
+  })
+  return [
+    START,
+    `Public names of \`@mastra/core/workspace\` ${version} (value exports, and the public members of each class`,
+    `with those of its base classes), as its typings declare them, and which of them this package has —`,
+    `from \`require\` and \`import\` alike. Written by \`node scripts/compat-table.mjs\` from the lists the parity`,
+    `test checks.`,
+    '',
+    '| Surface | Here | Not here |',
+    '|---|---|---|',
+    ...rows,
+    END,
+  ].join('\n')
+}
+
+/** The README's table as it stands (markers included), or undefined without markers. */
+export function readmeTable(readme) {
+  const start = readme.indexOf(START)
+  const end = readme.indexOf(END)
+  return start === -1 || end === -1 ? undefined : readme.slice(start, end + END.length)
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const readme = fs.readFileSync(README, 'utf8')
+  const current = readmeTable(readme)
+  if (current === undefined) throw new Error(`README.md has no ${START} … ${END} section`)
+  const table = tableText(await compare())
+  fs.writeFileSync(README, readme.replace(current, () => table))
+  console.log('README.md: Mastra compatibility table written')
+}

@@ -1,0 +1,166 @@
+// The public surface of `@mastra/core/workspace` (the version in devDependencies), read
+// from its typings with the TypeScript compiler, and how much of it this package has.
+// One source for the parity test (__test__/surface.test.mjs) and the README's
+// compatibility table (scripts/compat-table.mjs).
+import { createRequire } from 'node:module'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const require = createRequire(import.meta.url)
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const typingsDir = path.join(path.dirname(require.resolve('@mastra/core/package.json')), 'dist', 'workspace')
+
+/** Names of Mastra's surface that this package does not have yet, by group, and what they belong to. */
+export const NOT_YET_HERE = Object.freeze({
+  'module exports': {
+    createSkillTools: 'skills',
+    formatSkillActivation: 'skills',
+    collectSkillForPublish: 'skills',
+    publishSkillFromSource: 'skills',
+    LocalSkillSource: 'skills',
+    VersionedSkillSource: 'skills',
+    CompositeVersionedSkillSource: 'skills',
+    searchTool: 'search',
+    indexContentTool: 'search',
+  },
+  Workspace: {
+    skills: 'skills',
+    search: 'search',
+    index: 'search',
+    rebuildSearchIndex: 'search',
+    canBM25: 'search',
+    canVector: 'search',
+    canHybrid: 'search',
+  },
+})
+
+/** The classes whose public members (their base classes' included) are compared. */
+export const CLASSES = [
+  'LocalSandbox',
+  'LocalFilesystem',
+  'Workspace',
+  'LocalProcessManager',
+  'ProcessHandle',
+  'MountManager',
+  'CompositeFilesystem',
+]
+
+/** `@mastra/core`'s version, as installed. */
+export const mastraVersion = () => require('@mastra/core/package.json').version
+
+const isHidden = (member) => {
+  const flags = member.declarations?.reduce((all, d) => all | ts().getCombinedModifierFlags(d), 0) ?? 0
+  return (flags & (ts().ModifierFlags.Private | ts().ModifierFlags.Protected)) !== 0
+}
+let typescript
+const ts = () => (typescript ??= require('typescript'))
+
+/**
+ * Mastra's public surface: `exports`, the names of the module's value exports (classes,
+ * functions, constants; not types), and `classes`, for each of CLASSES the names of its
+ * instances' public members (private, protected and `#private` ones left out).
+ */
+let surface
+export function mastraSurface() {
+  surface ??= readSurface()
+  return surface
+}
+
+function readSurface() {
+  const program = ts().createProgram([path.join(typingsDir, 'index.d.ts')], { noEmit: true, skipLibCheck: true })
+  const checker = program.getTypeChecker()
+  const entry = checker.getSymbolAtLocation(program.getSourceFile(path.join(typingsDir, 'index.d.ts')))
+  const resolve = (symbol) => (symbol.flags & ts().SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol)
+  const exports = checker
+    .getExportsOfModule(entry)
+    .filter((symbol) => resolve(symbol).flags & ts().SymbolFlags.Value)
+    .map((symbol) => symbol.name)
+    .sort()
+
+  const classSymbols = new Map()
+  for (const file of program.getSourceFiles()) {
+    if (!file.fileName.startsWith(typingsDir)) continue
+    ts().forEachChild(file, (node) => {
+      if (ts().isClassDeclaration(node) && node.name && CLASSES.includes(node.name.text)) {
+        classSymbols.set(node.name.text, checker.getSymbolAtLocation(node.name))
+      }
+    })
+  }
+  const classes = {}
+  for (const name of CLASSES) {
+    const symbol = classSymbols.get(name)
+    if (!symbol) throw new Error(`class ${name} not found in ${typingsDir}`)
+    classes[name] = checker
+      .getPropertiesOfType(checker.getDeclaredTypeOfSymbol(symbol))
+      .filter((member) => !member.name.includes('#') && !member.name.startsWith('__@') && !isHidden(member))
+      .map((member) => member.name)
+      .sort()
+  }
+  return { exports, classes }
+}
+
+/**
+ * Instances of this package's classes, as a user meets them: a sandbox (not isolated) and
+ * its process manager, mount manager and one finished process, a filesystem, a workspace,
+ * and the composite filesystem of a workspace with mounts. `close()` destroys them.
+ */
+async function ourInstances(lib) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-surface-'))
+  const sandbox = new lib.LocalSandbox({ workingDirectory: dir, isolation: 'none' })
+  const filesystem = new lib.LocalFilesystem({ basePath: dir })
+  const workspace = new lib.Workspace({ filesystem, sandbox })
+  const mounted = new lib.Workspace({ mounts: { '/data': new lib.LocalFilesystem({ basePath: path.join(dir, 'data') }) } })
+  const handle = await sandbox.processes.spawn('true')
+  await handle.wait()
+  return {
+    instances: {
+      LocalSandbox: sandbox,
+      LocalFilesystem: filesystem,
+      Workspace: workspace,
+      LocalProcessManager: sandbox.processes,
+      ProcessHandle: handle,
+      MountManager: sandbox.mounts,
+      CompositeFilesystem: mounted.filesystem,
+    },
+    close: async () => {
+      await workspace.destroy()
+      await mounted.destroy()
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** An export counts when it has a value; a member when the instance has it (own, getter or inherited). */
+const exported = (module, name) => module[name] !== undefined
+const has = (object, name) => object != null && name in Object(object)
+
+/**
+ * Each group of Mastra's surface (its exports, then each class) with the names this
+ * package has and lacks: `{ group, total, present, missing: [{ name, reason }] }`. An
+ * export counts when both `require` and `import` give it a value; a member when the
+ * instance has it (a property, even `undefined`, a getter, or a method of its prototype
+ * chain). `reason` is `missing`, or `not yet here (skills)` / `(search)` for NOT_YET_HERE.
+ */
+export async function compare() {
+  const mastra = mastraSurface()
+  const cjs = require(path.join(root, 'lib', 'index.js'))
+  const esm = await import(path.join(root, 'lib', 'index.mjs'))
+  const groups = []
+  const group = (name, names, isHere) => {
+    const later = NOT_YET_HERE[name] ?? {}
+    const missing = names
+      .filter((n) => !isHere(n))
+      .map((n) => ({ name: n, reason: later[n] ? `not yet here (${later[n]})` : 'missing' }))
+    groups.push({ group: name, total: names.length, present: names.length - missing.length, missing })
+  }
+  group('module exports', mastra.exports, (name) => exported(cjs, name) && exported(esm, name))
+  const { instances, close } = await ourInstances(cjs)
+  try {
+    for (const name of CLASSES) group(name, mastra.classes[name], (member) => has(instances[name], member))
+  } finally {
+    await close()
+  }
+  return groups
+}

@@ -55,6 +55,7 @@ const isHidden = (member) => {
   return (flags & (ts().ModifierFlags.Private | ts().ModifierFlags.Protected)) !== 0
 }
 let typescript
+let surface
 const ts = () => (typescript ??= require('typescript'))
 
 /**
@@ -62,7 +63,6 @@ const ts = () => (typescript ??= require('typescript'))
  * functions, constants; not types), and `classes`, for each of CLASSES the names of its
  * instances' public members (private, protected and `#private` ones left out).
  */
-let surface
 export function mastraSurface() {
   surface ??= readSurface()
   return surface

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { CLASSES, NOT_YET_HERE, compare, mastraSurface } from '../scripts/mastra-surface.mjs'
+import { CLASSES, NOT_YET_HERE, compare, mastraSurface, ourTypedExports } from '../scripts/mastra-surface.mjs'
 import { README, readmeTable, tableText } from '../scripts/compat-table.mjs'
 
 const require = createRequire(import.meta.url)
@@ -67,6 +67,11 @@ describe('surface of @mastra/core/workspace', () => {
     expect(child.status).toBe(0)
     expect(JSON.parse(child.stdout)).toEqual([])
     expect(names).toEqual(expect.arrayContaining(['PermissionError', 'SandboxError', 'MountError', 'FilesystemError']))
+  })
+
+  it('the typings declare exactly the values the module exports', () => {
+    const runtime = Object.keys(require('../lib/index.js')).filter((name) => require('../lib/index.js')[name] !== undefined)
+    expect(ourTypedExports()).toEqual(runtime.sort())
   })
 
   it("the README's compatibility table is the one scripts/compat-table.mjs writes from these lists", () => {

@@ -121,7 +121,29 @@ export declare class ProcessHandle {
   closeStdin(): Promise<void>
 }
 
-export declare class LocalProcessManager {
+/**
+ * Base class of process managers (`sandbox.processes`) for sandboxes written in
+ * JavaScript: implement `spawn` and `list` (and `get` if handles live elsewhere than
+ * `_tracked`). Around them the base starts the sandbox on first use, adds the sandbox's
+ * env to each spawn, kills a process whose `abortSignal` aborts, sets the handle's
+ * `command`, and offers a finished process once. `sandbox` is set by the owning sandbox.
+ */
+export declare abstract class SandboxProcessManager<TSandbox extends object = WorkspaceSandbox> {
+  constructor(options?: { env?: Record<string, string | undefined> })
+  sandbox: TSandbox
+  protected readonly env: Record<string, string | undefined>
+  protected readonly _tracked: Map<string, ProcessHandle>
+  protected readonly _dismissed: Set<string>
+  spawn(command: string, options?: SpawnProcessOptions): Promise<ProcessHandle>
+  list(): Promise<ProcessInfo[]>
+  get(pid: string): Promise<ProcessHandle | undefined>
+  /** Stops tracking a process (and holding its output) without killing it. */
+  release(pid: string): void
+  /** Kills the process and waits for it; false when it is unknown. */
+  kill(pid: string): Promise<boolean>
+}
+
+export declare class LocalProcessManager extends SandboxProcessManager<LocalSandbox> {
   readonly sandbox: LocalSandbox
   spawn(command: string, options?: SpawnProcessOptions): Promise<ProcessHandle>
   list(): Promise<ProcessInfo[]>
@@ -376,25 +398,54 @@ export declare class SandboxError extends Error {
 }
 export declare class SandboxExecutionError extends SandboxError {
   constructor(message: string, exitCode: number, stdout: string, stderr: string)
+  readonly exitCode: number
+  readonly stdout: string
+  readonly stderr: string
 }
 export declare class SandboxTimeoutError extends SandboxError {
   constructor(timeoutMs: number, operation: string)
+  readonly timeoutMs: number
+  readonly operation: string
 }
 export declare class SandboxNotReadyError extends SandboxError {
   constructor(idOrStatus: string)
 }
+/** A feature the sandbox cannot honour (code `UNSUPPORTED_FEATURE`), e.g. a file mode its uploads cannot set. */
+export declare class SandboxUnsupportedFeatureError extends SandboxError {
+  constructor(message: string, details?: Record<string, unknown>)
+}
+/** An operation cancelled by its AbortSignal (code `ABORTED`); `cause` is the signal's reason. */
+export declare class SandboxAbortError extends SandboxError {
+  constructor(operation?: string, reason?: unknown)
+}
 export declare class IsolationUnavailableError extends SandboxError {
   constructor(backend: string, reason: string)
+  readonly backend: string
+  readonly reason: string
 }
 export declare class MountError extends SandboxError {
   constructor(message: string, mountPath: string, details?: Record<string, unknown>)
+  readonly mountPath: string
 }
 export declare class MountNotSupportedError extends SandboxError {
-  constructor(provider: string)
+  constructor(sandboxProvider: string)
 }
 export declare class FilesystemNotMountableError extends SandboxError {
-  constructor(provider: string, reason?: string)
+  constructor(filesystemProvider: string, reason?: string)
 }
+
+/** The largest `mode` a file written into a sandbox may ask for: 0o777. */
+export declare const MAX_SANDBOX_FILE_MODE: 511
+/** Throws a `SandboxError` (code `INVALID_ARGUMENT`) unless `mode` is an integer from 0o001 to 0o777. */
+export declare function validateSandboxFileMode(mode: number): void
+/** For a provider that cannot set file modes: throws a `SandboxUnsupportedFeatureError` if a file asks for one. */
+export declare function assertModesUnsupported(files: ReadonlyArray<{ mode?: number }>, provider: string): void
+/** Whether the sandbox's `networking` can give URLs of its ports. */
+export declare function supportsNetworking<S extends object>(
+  sandbox: S,
+): sandbox is S & { networking: { getPortUrl(port: number, options?: Record<string, unknown>): Promise<string> } }
+/** Whether the sandbox's `computer` has every method of the desktop (computer-use) capability. */
+export declare function supportsComputer<S extends object>(sandbox: S): sandbox is S & { computer: Record<string, (...args: any[]) => unknown> }
 /**
  * An option or argument of the wrong type or value (code `INVALID_OPTION`); the message
  * names it. An options object that could not be read (a getter or Proxy trap threw) is one
@@ -531,6 +582,70 @@ export interface WorkspaceTool<Input = Record<string, unknown>> {
 
 /** The file tools (when the workspace has a filesystem) and the sandbox tools, keyed by the names the model sees. */
 export declare function createWorkspaceTools(workspace: Workspace): Promise<Record<string, WorkspaceTool>>
+
+/** The effective settings of one tool: `enabled` decided, the per-call ones as configured. */
+export interface ResolvedToolConfig {
+  enabled: boolean
+  requireApproval: DynamicToolConfigValue<{ args: unknown; requestContext: unknown; workspace: Workspace }>
+  background?: unknown
+  requireReadBeforeWrite?: DynamicToolConfigValue<{ args: unknown; requestContext: unknown; workspace: Workspace }>
+  maxOutputTokens?: number
+  name?: string
+  hooks?: unknown
+}
+/**
+ * A tool's settings from a tools config: defaults, then the top level, then the tool's own
+ * entry. A function `enabled` is called with `context` (no context, or a throw: disabled).
+ */
+export declare function resolveToolConfig(
+  toolsConfig: WorkspaceToolsConfig | undefined,
+  toolName: string,
+  context?: { requestContext?: unknown; workspace?: Workspace },
+): Promise<ResolvedToolConfig>
+
+/** The context of a tool call that carries a workspace (as a Mastra `Agent` with a workspace passes it). */
+export interface ToolContextWithWorkspace {
+  workspace?: Workspace
+  [key: string]: unknown
+}
+/** The call's workspace, or a `WorkspaceNotAvailableError`. */
+export declare function requireWorkspace(context: ToolContextWithWorkspace | undefined): Workspace
+/** The call's workspace and its filesystem, or a `WorkspaceNotAvailableError` / `FilesystemNotAvailableError`. */
+export declare function requireFilesystem(context: ToolContextWithWorkspace | undefined): { workspace: Workspace; filesystem: object }
+/** The call's workspace and its sandbox, or a `WorkspaceNotAvailableError` / `SandboxNotAvailableError`. */
+export declare function requireSandbox(context: ToolContextWithWorkspace | undefined): { workspace: Workspace; sandbox: WorkspaceSandbox }
+
+/**
+ * A workspace tool on its own, for an agent's `tools`: each call works in its context's
+ * `workspace` (with that workspace's tools config) and rejects with a
+ * `WorkspaceNotAvailableError` without one.
+ */
+export type StandaloneWorkspaceTool<Input> = Omit<WorkspaceTool<Input>, 'requireApproval' | 'needsApprovalFn'> & {
+  execute(input: Input, context?: ToolContextWithWorkspace): Promise<string>
+}
+export declare const readFileTool: StandaloneWorkspaceTool<{
+  path: string
+  offset?: number
+  limit?: number
+  showLineNumbers?: boolean
+  encoding?: 'utf-8' | 'utf8' | 'base64' | 'hex' | 'binary'
+}>
+export declare const writeFileTool: StandaloneWorkspaceTool<{ path: string; content: string; overwrite?: boolean }>
+export declare const editFileTool: StandaloneWorkspaceTool<{ path: string; old_string: string; new_string: string; replace_all?: boolean }>
+export declare const listFilesTool: StandaloneWorkspaceTool<{
+  path?: string
+  maxDepth?: number
+  showHidden?: boolean
+  dirsOnly?: boolean
+  exclude?: string | string[]
+  extension?: string | string[]
+  pattern?: string | string[]
+}>
+export declare const deleteFileTool: StandaloneWorkspaceTool<{ path: string; recursive?: boolean }>
+export declare const fileStatTool: StandaloneWorkspaceTool<{ path: string }>
+export declare const mkdirTool: StandaloneWorkspaceTool<{ path: string; recursive?: boolean }>
+/** execute_command in the foreground (its schema has no `background`). */
+export declare const executeCommandTool: StandaloneWorkspaceTool<{ command: string; timeout?: number | null; cwd?: string | null; tail?: number | null }>
 export interface WorkspaceToolContext extends Record<string, unknown> {
   requestContext?: unknown
   /** The sandbox of this call's request (through the agent's workspace). */
@@ -639,8 +754,12 @@ export declare class SandboxNotAvailableError extends WorkspaceError {
   constructor(message?: string)
 }
 export declare class SandboxFeatureNotSupportedError extends WorkspaceError {
-  constructor(feature: 'executeCommand' | 'installPackage' | 'processes')
+  constructor(feature: 'executeCommand' | 'installPackage' | 'processes' | 'computer')
   readonly feature: string
+}
+/** Search (BM25, vectors) is not part of this package (code `NO_SEARCH`). */
+export declare class SearchNotAvailableError extends WorkspaceError {
+  constructor()
 }
 export declare class WorkspaceNotReadyError extends WorkspaceError {
   constructor(workspaceId: string, status: string)
@@ -652,7 +771,46 @@ export declare class WorkspaceReadOnlyError extends WorkspaceError {
 // ---------------------------------------------------------------------------------------
 // LocalFilesystem and the filesystem errors
 
-export interface LocalFilesystemOptions {
+export type FilesystemLifecycleHook = (args: { filesystem: MastraFilesystem }) => void | Promise<void>
+export interface MastraFilesystemOptions {
+  /** Runs once the filesystem is ready; a throw is logged, not fatal. */
+  onInit?: FilesystemLifecycleHook
+  /** Runs before the filesystem's own destroy. */
+  onDestroy?: FilesystemLifecycleHook
+  /** Extensions `isTextFile` counts as text besides the usual ones (`'sas'` or `'.sas'`). */
+  textExtensions?: string[]
+}
+
+/**
+ * Base class for filesystems written in JavaScript: set `id`, `provider`, `status =
+ * 'pending'`, implement the file methods and your own `init()`/`destroy()`. `_init()` and
+ * `_destroy()` (what a workspace calls) run them once however many callers, keep `status`
+ * and `error`, and call the hooks.
+ */
+export declare abstract class MastraFilesystem {
+  constructor(options: { name: string } & MastraFilesystemOptions)
+  abstract readonly id: string
+  abstract readonly provider: string
+  name: string
+  readonly component: 'WORKSPACE'
+  status: ProviderStatus
+  /** The message of the error that made `status` `error`. */
+  error?: string
+  protected readonly _textExtensions: ReadonlySet<string>
+  protected logger?: DiagnosticsLogger
+  isTextFile(filename: string): boolean
+  _init(): Promise<void>
+  init(): Promise<void>
+  /** Initialises if needed; a `FilesystemNotReadyError` if it still is not ready. */
+  protected ensureReady(): Promise<void>
+  _destroy(): Promise<void>
+  destroy(): Promise<void>
+  toRawConfig(): Record<string, unknown> | undefined
+  __setRawConfig(rawConfig: Record<string, unknown>): void
+  __setLogger(logger: DiagnosticsLogger): void
+}
+
+export interface LocalFilesystemOptions extends MastraFilesystemOptions {
   /** The directory the filesystem is confined to (`~` expands to the home directory). */
   basePath: string
   id?: string
@@ -684,7 +842,7 @@ export interface FileStat {
   modifiedAt: Date
 }
 
-export declare class LocalFilesystem {
+export declare class LocalFilesystem extends MastraFilesystem {
   constructor(options: LocalFilesystemOptions)
   readonly id: string
   readonly name: 'LocalFilesystem'
@@ -693,7 +851,7 @@ export declare class LocalFilesystem {
   readonly basePath: string
   readonly contained: true
   readonly protectedPaths: readonly string[]
-  status: 'pending' | 'ready' | 'destroyed'
+  status: ProviderStatus
   init(): Promise<void>
   destroy(): Promise<void>
   /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
@@ -743,3 +901,37 @@ export declare class PermissionError extends FilesystemError {
   constructor(path: string, operation: string)
   readonly operation: string
 }
+/** A grep pattern a filesystem's own search cannot run (code `EUNSUPPORTED_PATTERN`; `path` is the pattern). */
+export declare class UnsupportedGrepPatternError extends FilesystemError {
+  constructor(pattern: string, reason?: string)
+}
+/** A write refused because the file was not read first (code `EREAD_REQUIRED`; the message is `reason`). */
+export declare class FileReadRequiredError extends FilesystemError {
+  constructor(path: string, reason: string)
+}
+/** A write refused because the file changed since it was read (code `ESTALE`). */
+export declare class StaleFileError extends FilesystemError {
+  constructor(path: string, expectedMtime: Date, actualMtime: Date)
+  readonly expectedMtime: Date
+  readonly actualMtime: Date
+}
+/** A filesystem used before it was ready (code `ENOTREADY`; `path` is the filesystem's id). */
+export declare class FilesystemNotReadyError extends FilesystemError {
+  constructor(id: string)
+}
+
+// ---------------------------------------------------------------------------------------
+// Glob patterns, as list_files and grep read them
+
+export type GlobMatcher = (path: string) => boolean
+export interface GlobMatcherOptions {
+  /** Let wildcards match names starting with `.` (default false). */
+  dot?: boolean
+}
+/** Whether `input` holds a glob metacharacter (`*?{}[]`). */
+export declare function isGlobPattern(input: string): boolean
+/** The directory before the first metacharacter: `docs/**\/*.md` → `docs`, `*.md` → `.`. */
+export declare function extractGlobBase(pattern: string): string
+/** A reusable matcher of `/`-separated paths (a leading `./` or `/` ignored); several patterns match when one does. */
+export declare function createGlobMatcher(patterns: string | string[], options?: GlobMatcherOptions): GlobMatcher
+export declare function matchGlob(path: string, pattern: string | string[], options?: GlobMatcherOptions): boolean

@@ -5,10 +5,12 @@
 // side by side on the same input.
 import fs from 'node:fs'
 import path from 'node:path'
+import { Agent } from '@mastra/core/agent'
 import * as mastra from '@mastra/core/workspace'
 import { describe, expect, it, vi } from 'vitest'
 import * as ours from '../lib/index.mjs'
 import { tempDir } from './helpers.mjs'
+import { mockModel } from './mock-model.mjs'
 
 const { WORKSPACE_TOOLS } = ours
 
@@ -283,6 +285,27 @@ describe('standalone tools (readFileTool … executeCommandTool)', () => {
     expect(await ours.listFilesTool.execute({ path: '.' }, context)).toContain('b.txt')
     await ours.deleteFileTool.execute({ path: 'b.txt' }, context)
     expect(fs.existsSync(path.join(dir, 'b.txt'))).toBe(false)
+  })
+
+  it('gives the text Mastra’s readFileTool gives on the same workspace', async () => {
+    const dir = tempDir()
+    fs.writeFileSync(path.join(dir, 'a.txt'), 'one\ntwo\nthree\n')
+    const workspace = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }) })
+    for (const input of [{ path: 'a.txt' }, { path: 'a.txt', offset: 2, limit: 1 }]) {
+      expect(await ours.readFileTool.execute(input, { workspace })).toBe(await mastra.readFileTool.execute(input, { workspace }))
+    }
+  })
+
+  it('in a Mastra Agent’s tools, works in the agent’s workspace', async () => {
+    const dir = tempDir()
+    fs.writeFileSync(path.join(dir, 'a.txt'), 'agent-sees-this\n')
+    // The workspace's own tools are off: the model has only the standalone tool.
+    const workspace = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), tools: { enabled: false } })
+    const { model, turns } = mockModel([{ toolName: 'reader', input: { path: 'a.txt' } }])
+    const agent = new Agent({ id: 'reader-agent', name: 'reader-agent', instructions: 'Read.', model, workspace, tools: { reader: ours.readFileTool } })
+    await agent.generate('go')
+    expect(turns[0].tools).toEqual(['reader'])
+    expect(turns[1].toolResults).toEqual([{ toolName: 'reader', output: { type: 'text', value: 'a.txt (16 bytes)\n     1→agent-sees-this\n     2→' } }])
   })
 
   it('executeCommandTool runs in the context’s sandbox, in the foreground only', async () => {

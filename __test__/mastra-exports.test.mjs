@@ -3,13 +3,14 @@
 // config resolution, require*, the standalone tools, MastraFilesystem's lifecycle and
 // SandboxProcessManager's steps. Where Mastra's own export is at hand, the two are run
 // side by side on the same input.
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { Agent } from '@mastra/core/agent'
 import * as mastra from '@mastra/core/workspace'
 import { describe, expect, it, vi } from 'vitest'
 import * as ours from '../lib/index.mjs'
-import { tempDir } from './helpers.mjs'
+import { LIB_CJS, tempDir } from './helpers.mjs'
 import { mockModel } from './mock-model.mjs'
 
 const { WORKSPACE_TOOLS } = ours
@@ -130,6 +131,26 @@ describe('glob helpers', () => {
   it('an empty pattern is refused, as by Mastra', () => {
     expect(() => mastra.matchGlob('a', '')).toThrow(TypeError)
     expect(() => ours.matchGlob('a', '')).toThrow(TypeError)
+  })
+
+  it('a pattern with many stars against a long name answers at once (no backtracking blow-up)', () => {
+    // In a child process: a matcher that backtracks blocks its thread for hours, and the
+    // timeout must still be able to end it. The same pattern reaches list_files from a model.
+    const dir = tempDir()
+    fs.writeFileSync(path.join(dir, 'a'.repeat(250)), '')
+    const source = `
+      const { createGlobMatcher, Workspace, LocalFilesystem, createWorkspaceTools } = require(${JSON.stringify(LIB_CJS)})
+      const pattern = '*a*a*a*a*a*a*a*a*a*a*b'
+      const direct = createGlobMatcher(pattern)('a'.repeat(250))
+      const workspace = new Workspace({ filesystem: new LocalFilesystem({ basePath: ${JSON.stringify(dir)} }) })
+      createWorkspaceTools(workspace)
+        .then((tools) => tools.mastra_workspace_list_files.execute({ path: '.', pattern }))
+        .then((listing) => process.stdout.write(JSON.stringify({ direct, listing })))`
+    const child = spawnSync(process.execPath, ['-e', source], { encoding: 'utf8', timeout: 10_000 })
+    expect(child.signal, 'the match did not finish within 10 s').toBeNull()
+    const { direct, listing } = JSON.parse(child.stdout)
+    expect(direct).toBe(false)
+    expect(listing).toContain('0 files')
   })
 
   it('list_files matches hidden files by its pattern only with showHidden (dot)', async () => {

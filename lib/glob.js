@@ -40,7 +40,8 @@ const POSIX_CLASSES = {
   xdigit: 'A-Fa-f0-9',
 }
 const escapeRegExp = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-const EXTGLOB = { '@': '', '*': '*', '+': '+', '?': '?', '!': '!' }
+/** Characters that make an extglob when `(` follows: `@(a|b)`, `*(…)`, `+(…)`, `?(…)`, `!(…)`. */
+const EXTGLOB_KINDS = new Set('@*+?!')
 
 /** The index of the bracket closing the one at `open`, or -1 (nesting and `\` escapes respected). */
 function closing(glob, open, openChar, closeChar) {
@@ -106,62 +107,149 @@ function bracketClass(glob, open) {
   return undefined
 }
 
-/**
- * The RegExp source of `glob`. `dot` lets wildcards match names starting with `.`.
- * Wildcards at the start of a name never match `.` or `..`, nor (without `dot`) a hidden name.
- */
-function globSource(glob, dot) {
-  const hiddenGuard = dot ? '(?!\\.{1,2}(?:/|$))' : '(?!\\.)'
-  const segment = `${hiddenGuard}[^/]*`
-  let source = ''
+// A pattern is compiled to a tree of these nodes, then to an automaton that is run on a
+// path one character at a time with the set of states it can be in (no backtracking: a
+// pattern with many stars, which a backtracking RegExp takes exponential time on, costs
+// at most path length × pattern size).
+const char = (test, slash = false) => ({ kind: 'char', test, slash })
+const literal = (c) => char((d) => d === c, c === '/')
+const sequence = (...items) => ({ kind: 'sequence', items })
+const anyOf = (options) => ({ kind: 'anyOf', options })
+const repeat = (item, min, max) => ({ kind: 'repeat', item, min, max })
+const assertion = (test) => ({ kind: 'assertion', test })
+const notSlash = char((c) => c !== '/')
+const SLASH = literal('/')
+
+/** At a name's start, a wildcard takes neither `.` nor `..`, nor (without `dot`) a hidden name. */
+const hiddenGuard = (dot) =>
+  assertion((path, at) => {
+    if (path[at] !== '.') return true
+    if (!dot) return false
+    const next = at + (path[at + 1] === '.' ? 2 : 1)
+    return next < path.length && path[next] !== '/'
+  })
+
+/** `glob` as a tree of nodes. `dot` lets wildcards match names starting with `.`. */
+function parse(glob, dot) {
+  const guard = hiddenGuard(dot)
+  const name = sequence(guard, repeat(notSlash, 0, Infinity))
+  const items = []
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i]
     const atNameStart = i === 0 || glob[i - 1] === '/'
-    const guard = atNameStart ? hiddenGuard : ''
-    const extglob = EXTGLOB[c] !== undefined && glob[i + 1] === '(' ? closing(glob, i + 1, '(', ')') : -1
+    const guarded = (node) => (atNameStart ? sequence(guard, node) : node)
+    const extglob = EXTGLOB_KINDS.has(c) && glob[i + 1] === '(' ? closing(glob, i + 1, '(', ')') : -1
     if (extglob !== -1) {
-      const alternatives = splitTopLevel(glob.slice(i + 2, extglob), '|').map((alt) => globSource(alt, dot)).join('|')
-      const rest = glob.slice(extglob + 1)
-      source +=
-        c === '!'
-          ? `(?:(?!(?:${alternatives})${escapeRegExp(rest.split('/')[0])}(?:/|$))[^/]*?)`
-          : `${guard}(?:${alternatives})${EXTGLOB[c]}`
+      const alternatives = anyOf(splitTopLevel(glob.slice(i + 2, extglob), '|').map((alt) => parse(alt, dot)))
+      if (c === '!') items.push(sequence(notFollowedBy(alternatives, glob.slice(extglob + 1).split('/')[0]), repeat(notSlash, 0, Infinity)))
+      else items.push(guarded(repeat(alternatives, c === '+' ? 1 : 0, c === '*' || c === '+' ? Infinity : 1)))
       i = extglob
     } else if (c === '\\' && i + 1 < glob.length) {
-      source += escapeRegExp(glob[++i])
+      items.push(literal(glob[++i]))
     } else if (c === '*' && glob[i + 1] === '*' && atNameStart && (i + 2 === glob.length || glob[i + 2] === '/')) {
       // `**` as a whole name: any number of names (none included).
       if (i + 2 === glob.length) {
-        source = source.endsWith('/') ? `${source.slice(0, -1)}(?:/${segment}(?:/${segment})*)?/?` : `(?:${segment}(?:/${segment})*)?`
+        const names = sequence(name, repeat(sequence(SLASH, name), 0, Infinity))
+        if (items.at(-1)?.slash) {
+          items.pop()
+          items.push(repeat(sequence(SLASH, names), 0, 1), repeat(SLASH, 0, 1))
+        } else items.push(repeat(names, 0, 1))
         i += 1
       } else {
-        source += `(?:${segment}/)*`
+        items.push(repeat(sequence(name, SLASH), 0, Infinity))
         i += 2
       }
     } else if (c === '*') {
       while (glob[i + 1] === '*') i++
       const wholeName = atNameStart && (i + 1 === glob.length || glob[i + 1] === '/')
-      source += `${guard}[^/]${wholeName ? '+' : '*'}`
+      items.push(guarded(repeat(notSlash, wholeName ? 1 : 0, Infinity)))
     } else if (c === '?') {
-      source += `${guard}[^/]`
+      items.push(guarded(notSlash))
     } else if (c === '[') {
       const bracket = bracketClass(glob, i)
       if (bracket) {
-        source += guard + bracket.source
+        const members = new RegExp(`^${bracket.source}$`)
+        items.push(guarded(char((d) => members.test(d))))
         i = bracket.end
-      } else source += '\\['
+      } else items.push(literal('['))
     } else if (c === '{') {
       const close = closing(glob, i, '{', '}')
       const body = close === -1 ? '' : glob.slice(i + 1, close)
       const members = rangeMembers(body) ?? splitTopLevel(body, ',')
-      if (close === -1 || members.length < 2) source += '\\{'
+      if (close === -1 || members.length < 2) items.push(literal('{'))
       else {
-        source += `(?:${members.map((alt) => globSource(alt, dot)).join('|')})`
+        items.push(anyOf(members.map((alt) => parse(alt, dot))))
         i = close
       }
-    } else source += escapeRegExp(c)
+    } else items.push(literal(c))
   }
-  return source
+  return sequence(...items)
+}
+
+/** `!(…)`: holds where the rest of the name is not one of `alternatives` followed by `after`. */
+function notFollowedBy(alternatives, after) {
+  const excluded = automaton(sequence(alternatives, ...[...after].map(literal)))
+  return assertion((path, at) => {
+    const end = path.indexOf('/', at)
+    return !accepts(excluded, path.slice(at, end === -1 ? path.length : end))
+  })
+}
+
+const MATCH = { kind: 'match' }
+
+/** The automaton of `node`, continuing to `next`: its first state. */
+function automaton(node, next = MATCH) {
+  switch (node.kind) {
+    case 'char':
+    case 'assertion':
+      return { ...node, next }
+    case 'sequence':
+      return node.items.reduceRight((rest, item) => automaton(item, rest), next)
+    case 'anyOf':
+      return { kind: 'split', next: node.options.map((option) => automaton(option, next)) }
+    case 'repeat': {
+      let rest = next
+      if (node.max === Infinity) {
+        const loop = { kind: 'split', next: [] }
+        loop.next.push(automaton(node.item, loop), next)
+        rest = loop
+      } else for (let n = node.min; n < node.max; n++) rest = { kind: 'split', next: [automaton(node.item, rest), next] }
+      for (let n = 0; n < node.min; n++) rest = automaton(node.item, rest)
+      return rest
+    }
+  }
+  throw new Error(`unknown glob node ${node.kind}`)
+}
+
+/** The states reachable from `states` without reading a character, at `at` in `path`. */
+function closure(states, path, at) {
+  const reached = new Set()
+  const consuming = []
+  const stack = [...states]
+  while (stack.length > 0) {
+    const state = stack.pop()
+    if (reached.has(state)) continue
+    reached.add(state)
+    if (state.kind === 'split') stack.push(...state.next)
+    else if (state.kind === 'assertion') {
+      if (state.test(path, at)) stack.push(state.next)
+    } else consuming.push(state)
+  }
+  return consuming
+}
+
+/** Whether the automaton starting at `start` matches all of `path`. */
+function accepts(start, path) {
+  let states = closure([start], path, 0)
+  for (let at = 0; at < path.length && states.length > 0; at++) {
+    const c = path[at]
+    states = closure(
+      states.filter((state) => state.kind === 'char' && state.test(c)).map((state) => state.next),
+      path,
+      at + 1,
+    )
+  }
+  return states.includes(MATCH)
 }
 
 const isDotName = (name) => name === '.' || name === '..'
@@ -173,9 +261,9 @@ function compile(pattern, dot) {
   const glob = normalizeForMatch(negated ? pattern.slice(1) : pattern)
   // A path may end in `/` where the pattern ends in a star; `.` and `..` are matched only
   // by a pattern that names them.
-  const regexp = new RegExp(`^(?:${globSource(glob, dot)})${glob.endsWith('*') ? '/?' : ''}$`)
+  const start = automaton(glob.endsWith('*') ? sequence(parse(glob, dot), repeat(SLASH, 0, 1)) : parse(glob, dot))
   const namesDots = glob.split('/').some(isDotName)
-  const matches = (path) => path === glob || (regexp.test(path) && (namesDots || !path.split('/').some(isDotName)))
+  const matches = (path) => path === glob || (accepts(start, path) && (namesDots || !path.split('/').some(isDotName)))
   return negated ? (path) => !matches(path) : matches
 }
 

@@ -92,14 +92,16 @@ describe('glob helpers', () => {
     'a[!a]', '[a-c]', '[[:alpha:]]x', '[a]', '{a,b}', '{a}', 'a{,a}', 'a{1..3}', '{a,b}/b', 'a/{b,c/d}', '!y', '!*.ts',
     '.*', '**/.env', 'x/.y/*.ts', '+(a|b)', '@(a|b)', '*(a|b)', '?(a|b)c', '!(a)', '!(a).ts', 'a\\*', '*/', '**/',
     './src/*', '/src/*', 'src/*/x', '*.{md,txt}', '{src,lib}/**/*.js', '**/node_modules/**', 'a/**', '**/a',
-    'a/*/b/**/c', '*a*b', '[0-9]*', 'file?.txt', '{.a,b}', 'src/[ab]/*.ts', 'a/{b,c}/{d,e}',
+    'a/*/b/**/c', '*a*b', '[0-9]*', 'file?.txt', '{.a,b}', 'src/[ab]/*.ts', 'a/{b,c}/{d,e}', 'a{1..10}', 'a{01..10}',
+    'a{-2..2}', 'a{1..1000000}', 'a{a..c}', 'a{1..3}2', 'a{b,{c,d}}', '**/*.{ts,tsx}',
   ]
   const paths = [
     'a', 'b', 'y', 'x', 'ab', 'abc', 'a/c', 'a.c', 'aa', 'a2', 'a4', '[a]', 'a*', 'a\\*', '.x', '.env', 'a/.x', 'a/b',
     'a/b/', 'a/c/d', 'a/b/c.ts', 'c.ts', 'x/.y/c.ts', '.git/x', '.a/b', 'src', 'src/a.ts', 'src/a.js', 'src/b/c.ts',
     'src/.h.ts', './src/a.ts', '/src/a.ts', 'lib/a.js', 'node_modules/x/y', 'a/node_modules/b', 'a/x/b/y/c',
     'a/x/b/c', 'file1.txt', 'file10.txt', '1abc', 'xab', 'a.ts', 'b.ts', '.a', 'src/a/x.ts', 'src/c/x.ts', 'a/b/d',
-    'a/c/e', 'README.md', 'notes.txt', 'foo/bar', 'cb', 'c', '',
+    'a/c/e', 'README.md', 'notes.txt', 'foo/bar', 'cb', 'c', '', 'a1', 'a0', 'a5', 'a05', 'a-1', 'a500000', 'a12',
+    'aaaa', 'ad', 'src/x/App.tsx',
   ]
 
   it('matchGlob and createGlobMatcher decide as Mastra’s, with and without dot', () => {

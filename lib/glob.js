@@ -73,16 +73,21 @@ function splitTopLevel(body, separator) {
   return parts
 }
 
-/** `{1..3}` / `{a..c}` as its members, or undefined when `body` is no range. */
-function rangeMembers(body) {
-  const numeric = /^(-?\d+)\.\.(-?\d+)$/.exec(body)
-  const letters = /^([a-zA-Z])\.\.([a-zA-Z])$/.exec(body)
-  if (!numeric && !letters) return undefined
-  const [from, to] = numeric ? [Number(numeric[1]), Number(numeric[2])] : [letters[1].charCodeAt(0), letters[2].charCodeAt(0)]
-  const step = from <= to ? 1 : -1
-  const members = []
-  for (let n = from; members.length <= Math.abs(to - from); n += step) members.push(numeric ? String(n) : String.fromCharCode(n))
-  return members
+/**
+ * `{1..3}`, `{a..c}`: as `@mastra/core` reads them, one character between the two ends
+ * (sorted as text), or the text itself when they make no class. Nothing is enumerated,
+ * so `{1..1000000000}` costs no more than `{1..3}`.
+ */
+function braceRange(body) {
+  const ends = /^(-?\d+|[a-zA-Z])\.\.(-?\d+|[a-zA-Z])$/.exec(body)
+  if (!ends) return undefined
+  let members
+  try {
+    members = new RegExp(`^[${[ends[1], ends[2]].sort().join('-')}]$`)
+  } catch {
+    return sequence(...[...body].map(literal))
+  }
+  return char((c) => members.test(c))
 }
 
 /** A `[…]` class starting at `open` as a RegExp class, or undefined when it does not close. */
@@ -115,6 +120,7 @@ const char = (test, slash = false) => ({ kind: 'char', test, slash })
 const literal = (c) => char((d) => d === c, c === '/')
 const sequence = (...items) => ({ kind: 'sequence', items })
 const anyOf = (options) => ({ kind: 'anyOf', options })
+/** `item` `min` (0 or 1) to `max` (1 or Infinity) times. */
 const repeat = (item, min, max) => ({ kind: 'repeat', item, min, max })
 const assertion = (test) => ({ kind: 'assertion', test })
 const notSlash = char((c) => c !== '/')
@@ -175,8 +181,12 @@ function parse(glob, dot) {
     } else if (c === '{') {
       const close = closing(glob, i, '{', '}')
       const body = close === -1 ? '' : glob.slice(i + 1, close)
-      const members = rangeMembers(body) ?? splitTopLevel(body, ',')
-      if (close === -1 || members.length < 2) items.push(literal('{'))
+      const range = close === -1 ? undefined : braceRange(body)
+      const members = splitTopLevel(body, ',')
+      if (range) {
+        items.push(range)
+        i = close
+      } else if (close === -1 || members.length < 2) items.push(literal('{'))
       else {
         items.push(anyOf(members.map((alt) => parse(alt, dot))))
         i = close
@@ -208,14 +218,12 @@ function automaton(node, next = MATCH) {
     case 'anyOf':
       return { kind: 'split', next: node.options.map((option) => automaton(option, next)) }
     case 'repeat': {
-      let rest = next
-      if (node.max === Infinity) {
-        const loop = { kind: 'split', next: [] }
-        loop.next.push(automaton(node.item, loop), next)
-        rest = loop
-      } else for (let n = node.min; n < node.max; n++) rest = { kind: 'split', next: [automaton(node.item, rest), next] }
-      for (let n = 0; n < node.min; n++) rest = automaton(node.item, rest)
-      return rest
+      // Each repeat holds one copy of its item, so nesting does not multiply states.
+      if (node.max === 1) return { kind: 'split', next: [automaton(node.item, next), next] }
+      const loop = { kind: 'split', next: [] }
+      const item = automaton(node.item, loop)
+      loop.next.push(item, next)
+      return node.min === 1 ? item : loop
     }
   }
   throw new Error(`unknown glob node ${node.kind}`)

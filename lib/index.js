@@ -2,7 +2,7 @@
 // Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM, which
 // finds the names because `module.exports` below holds only plain identifiers and a
 // spread `require` (forms Node's CommonJS export detection understands).
-const native = require('../index.js')
+const native = require('./native')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')

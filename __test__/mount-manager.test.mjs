@@ -17,7 +17,7 @@ import {
   Workspace as MastraWorkspace,
   createWorkspaceTools as mastraTools,
 } from '@mastra/core/workspace'
-import { LocalFilesystem, LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
+import { LocalFilesystem, LocalSandbox, MastraSandbox, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
 
 // Loaded as the package loads them (an ESM import would load a second copy of the classes).
 const require = createRequire(import.meta.url)
@@ -358,6 +358,49 @@ describe('Workspace mounts through the mount manager', () => {
     await Promise.all([ours.init(), mastra.init()])
     expect(expected(ours, ours.sandbox)).toBe(expected(mastra, mastraSandbox))
     expect(expected(ours, ours.sandbox)).toContain('Workspace-only filesystems (use file tools, NOT available in shell commands):\n  - /s3: s3 (read-write)')
+  })
+})
+
+describe('a MastraSandbox backend that implements mount()', () => {
+  class RemoteBackend extends MastraSandbox {
+    id = 'remote-1'
+    provider = 'remote'
+    calls = []
+    async start() {
+      this.calls.push('start')
+    }
+    async executeCommand() {
+      return { success: true, exitCode: 0, stdout: '', stderr: '' }
+    }
+    async mount(filesystem, mountPath) {
+      this.calls.push(`mount ${mountPath}`)
+      return { success: true, mountPath }
+    }
+  }
+  const backendKinds = [
+    ['this package', Workspace],
+    ["Mastra's", MastraWorkspace],
+  ]
+
+  it.each(backendKinds)('has a mount manager; %s Workspace mounts through it at the start, after the hook, before onStart', async (_, WorkspaceClass) => {
+    const { data } = setup()
+    const backend = new RemoteBackend({ onStart: ({ sandbox }) => sandbox.calls.push('onStart') })
+    expect(backend.mounts).toBeInstanceOf(MountManager)
+    const workspace = new WorkspaceClass({
+      sandbox: backend,
+      mounts: { '/data': new LocalFilesystem({ basePath: data }), '/skip': new LocalFilesystem({ basePath: data }) },
+      onMount: ({ mountPath, sandbox }) => {
+        sandbox.calls.push(`hook ${mountPath}`)
+        return mountPath === '/skip' ? false : undefined
+      },
+    })
+    await workspace.init()
+    expect(backend.calls).toEqual(['start', 'hook /data', 'mount /data', 'hook /skip', 'onStart'])
+    expect([...backend.mounts.entries].map(([p, e]) => [p, e.state])).toEqual([
+      ['/data', 'mounted'],
+      ['/skip', 'unsupported'],
+    ])
+    await workspace.destroy()
   })
 })
 

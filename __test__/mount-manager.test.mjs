@@ -194,6 +194,21 @@ describe('MountManager has the semantics of @mastra/core', () => {
     expect(outputs[0][4]).toBe(`/a|${outputs[0][7]}`)
   })
 
+  it("a filesystem whose getters throw costs its own entry only: processPending resolves, the next one mounts", async () => {
+    const hostile = Object.defineProperty({}, 'provider', {
+      get() {
+        throw new Error('provider getter broke')
+      },
+    })
+    const manager = new MountManager({ logger: silent, mount: async (_, mountPath) => ({ success: true, mountPath }) })
+    manager.add({ '/hostile': hostile })
+    await expect(manager.processPending()).resolves.toBeUndefined()
+    expect(manager.get('/hostile')).toMatchObject({ state: 'error', error: 'Error: provider getter broke' })
+    manager.add({ '/fine': fsWith('fine') })
+    await manager.processPending()
+    expect(manager.get('/fine')).toMatchObject({ state: 'mounted' })
+  })
+
   it('refuses a config without a mount function, and a hook that is not a function, naming them', () => {
     expect(() => new MountManager({ logger: silent })).toThrow(SandboxOptionError)
     expect(() => new MountManager({ logger: silent })).toThrow(/mount/)
@@ -244,6 +259,13 @@ describe('LocalSandbox mounts through its MountManager', () => {
     sb.mounts.add({ '/more': new LocalFilesystem({ basePath: path.join(data, 'sub') }) })
     await sb.start()
     expect((await sb.executeCommand('cat more/notes.md')).stdout).toBe('# notes\nnumbers again\n')
+
+    // Concurrent mounts of one path: one link, both told it is mounted.
+    const same = new LocalFilesystem({ basePath: data })
+    const twice = await Promise.all([sb.mount(same, '/twice'), sb.mount(same, '/twice')])
+    expect(twice.map((r) => r.success)).toEqual([true, true])
+    expect(fs.readlinkSync(path.join(sb.workingDirectory, 'twice'))).toBe(data)
+    expect(sb.mounts.get('/twice')).toMatchObject({ state: 'mounted' })
 
     // Direct mount() and unmount() keep the entries.
     expect((await sb.mount({ id: 'bucket', getMountConfig: () => ({ type: 's3' }) }, '/bucket')).success).toBe(false)

@@ -111,14 +111,14 @@ class MountManager {
    */
   set(mountPath, updates) {
     check.requiredObject(updates, 'updates')
-    const entry = this.#entries.get(mountPath)
+    let entry = this.#entries.get(mountPath)
     if (!entry) {
       if (!updates.filesystem) {
         this.#log('debug', 'set() called for unknown path without filesystem', { path: mountPath })
         return
       }
-      this.#entries.set(mountPath, { filesystem: updates.filesystem, state: updates.state })
-      return this.set(mountPath, { ...updates, filesystem: undefined })
+      entry = {}
+      this.#entries.set(mountPath, entry)
     }
     if (updates.filesystem) entry.filesystem = updates.filesystem
     entry.state = updates.state
@@ -143,9 +143,8 @@ class MountManager {
    * mount needs is missing); it never stops the other mounts, and this never rejects.
    */
   processPending() {
-    const run = this.#processing.then(() => this.#processPending())
-    this.#processing = run
-    return run
+    this.#processing = this.#processing.then(() => this.#processPending())
+    return this.#processing
   }
 
   async #processPending() {
@@ -155,7 +154,12 @@ class MountManager {
     for (const [mountPath, entry] of pending) {
       // Removed or changed by someone else while an earlier mount ran.
       if (this.#entries.get(mountPath) !== entry || entry.state !== 'pending') continue
-      await this.#processEntry(mountPath, entry)
+      try {
+        await this.#processEntry(mountPath, entry)
+      } catch (err) {
+        // What the filesystem's own getters or the hook's result threw.
+        this.#failed(entry, 'error', String(err), { path: mountPath })
+      }
     }
   }
 
@@ -266,7 +270,7 @@ class LocalMounter {
   #manager
   /** The mounts this mounter made: mount path → `{ source, readOnly }` of its link or bind. */
   #made = new Map()
-  /** Changes of the binds, one at a time: each is computed from the binds the previous left. */
+  /** Changes of the mounts, one at a time: each is computed from what the previous left. */
   #queue = Promise.resolve()
 
   /**
@@ -302,8 +306,12 @@ class LocalMounter {
       record('mounted', undefined)
       return { success: true, mountPath: normalized }
     }
-    if (this.#bind) return this.#serial(() => this.#mountInNamespace(normalized, made, done, fail))
-    const host = this.commandPath(normalized)
+    return this.#serial(() => (this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail)))
+  }
+
+  /** Links `mountPath` below the working directory to the source, unless that would hide or replace something. */
+  async #link(mountPath, made, done, fail) {
+    const host = this.commandPath(mountPath)
     const existing = await lstat(host)
     if (existing?.isSymbolicLink()) {
       if (path.resolve(path.dirname(host), await fs.readlink(host)) !== made.source) {
@@ -379,17 +387,16 @@ class LocalMounter {
     this.#manager.delete(normalized)
   }
 
-  async #undo(mountPath) {
-    if (this.#bind) {
-      return this.#serial(async () => {
+  #undo(mountPath) {
+    return this.#serial(async () => {
+      if (this.#bind) {
         if (this.#made.has(mountPath)) await this.#bind(this.#binds(mountPath), false)
-        this.#made.delete(mountPath)
-      })
-    }
-    const host = this.commandPath(mountPath)
-    if ((await lstat(host))?.isSymbolicLink()) await fs.unlink(host)
-    this.#made.delete(mountPath)
-    return undefined
+      } else {
+        const host = this.commandPath(mountPath)
+        if ((await lstat(host))?.isSymbolicLink()) await fs.unlink(host)
+      }
+      this.#made.delete(mountPath)
+    })
   }
 
   /**

@@ -564,8 +564,9 @@ export interface WorkspaceConfig {
   sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
   filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
   /** Filesystems by mount path: file tools see them at those paths, and a static sandbox
-   *  that can mount shows them to commands (under its working directory; under isolation,
-   *  at those paths). */
+   *  with a mount manager (`sandbox.mounts`) makes them at its start, so commands see them
+   *  (a LocalSandbox: under its working directory; under isolation, at those paths). A mount
+   *  that fails is logged and marked `error`; it fails neither `init()` nor the others. */
   mounts?: Record<string, object>
   /** Runs before each mount of `mounts` is made by the sandbox (see `MountManager`). */
   onMount?: OnMountHook

@@ -239,7 +239,8 @@ export interface LocalSandboxOptions {
   nativeSandbox?: NativeSandboxConfig
   instructions?: string | ((context: InstructionsContext) => string)
   /**
-   * Runs once the sandbox is running: it may run commands. Hooks run inside their step, so
+   * Runs once the sandbox is running and its pending mounts are made: it may run commands
+   * (and see the mounts). Hooks run inside their step, so
    * `start()`, `stop()` or `destroy()` of the same sandbox called from a hook rejects at once
    * with a `SandboxError` of code `REENTRANT_CALL`. A throw fails the start (`HOOK_FAILED`,
    * the hook's error as `cause`) and stops what it started.

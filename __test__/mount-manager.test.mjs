@@ -209,6 +209,36 @@ describe('MountManager has the semantics of @mastra/core', () => {
     expect(manager.get('/fine')).toMatchObject({ state: 'mounted' })
   })
 
+  it('processPending() from inside a mount it is making rejects with REENTRANT_CALL instead of waiting for itself', async () => {
+    const inner = []
+    const manager = new MountManager({
+      logger: silent,
+      mount: async (_, mountPath) => {
+        inner.push(await manager.processPending().then(() => 'resolved', (err) => err.code))
+        return { success: true, mountPath }
+      },
+    })
+    manager.setOnMount(async ({ mountPath }) => {
+      if (mountPath !== '/hooked') return undefined
+      inner.push(await manager.processPending().then(() => 'resolved', (err) => err.code))
+      return { success: true }
+    })
+    manager.add({ '/hooked': fsWith('h'), '/plain': fsWith('p') })
+    let timer
+    const settled = await Promise.race([
+      manager.processPending().then(() => 'settled'),
+      new Promise((resolve) => (timer = setTimeout(() => resolve('hung'), 10_000))),
+    ])
+    clearTimeout(timer)
+    expect(settled).toBe('settled')
+    expect(inner).toEqual(['REENTRANT_CALL', 'REENTRANT_CALL'])
+    expect([manager.get('/hooked').state, manager.get('/plain').state]).toEqual(['mounted', 'mounted'])
+    // Called again from outside, it works as before.
+    manager.add({ '/later': fsWith('l') })
+    await manager.processPending()
+    expect(manager.get('/later').state).toBe('mounted')
+  })
+
   it('refuses a config without a mount function, and a hook that is not a function, naming them', () => {
     expect(() => new MountManager({ logger: silent })).toThrow(SandboxOptionError)
     expect(() => new MountManager({ logger: silent })).toThrow(/mount/)

@@ -8,9 +8,10 @@
 const { createHash } = require('node:crypto')
 const fs = require('node:fs/promises')
 const path = require('node:path')
-const { MountError } = require('./errors')
+const { MountError, SandboxError } = require('./errors')
 const { check, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
+const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
 
 const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 
@@ -143,7 +144,19 @@ class MountManager {
    * mount needs is missing); it never stops the other mounts, and this never rejects.
    */
   processPending() {
-    this.#processing = this.#processing.then(() => this.#processPending())
+    // From inside a mount it makes (an onMount hook, a filesystem's getters, the sandbox's
+    // mount), waiting for the queue would be waiting for itself.
+    if (enclosingScope(this)) {
+      return Promise.reject(
+        new SandboxError(
+          'processPending() was called from inside a mount it is making (an onMount hook or the sandbox\'s mount): it would wait for itself',
+          'REENTRANT_CALL',
+          { method: 'processPending' },
+        ),
+      )
+    }
+    const outer = activeScopes()
+    this.#processing = this.#processing.then(() => runAsPartOf({ owner: this, step: 'processPending' }, outer, () => this.#processPending()))
     return this.#processing
   }
 

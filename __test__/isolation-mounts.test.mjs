@@ -6,6 +6,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { Workspace as MastraWorkspace } from '@mastra/core/workspace'
 import { LocalFilesystem, MountError, Workspace, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, startNode, uniqueMarker, useIsolatedSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
@@ -198,6 +199,59 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     // Nothing of the refused mounts in the sandbox, nor in the workspace on the host.
     expect((await sh(sb, 'ls -d /p /host /s /d /usr/data /tmp/data /missing 2>&1 | grep -c "No such file"')).stdout).toBe('7\n')
     expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
+  })
+})
+
+describe.skipIf(!available)('isolation: mounts through the mount manager', () => {
+  it("Mastra's Workspace holding the sandbox binds its mounts, runs its onMount hook, and destroy unbinds them", async () => {
+    const sb = sandbox()
+    const data = dataDir()
+    const hooked = []
+    const workspace = new MastraWorkspace({
+      sandbox: sb,
+      mounts: { '/data': new LocalFilesystem({ basePath: data }), '/synced': new LocalFilesystem({ basePath: dataDir() }) },
+      onMount: async ({ mountPath, sandbox: given }) => {
+        hooked.push(mountPath)
+        if (mountPath !== '/synced') return undefined
+        // A mount made by the hook: a copy of /data, by a command of the isolated sandbox.
+        const r = await given.executeCommand('cp -r /data synced')
+        return { success: r.exitCode === 0, error: r.stderr }
+      },
+    })
+    await workspace.init()
+    expect(hooked).toEqual(['/data', '/synced'])
+    expect([...sb.mounts.entries].map(([p, e]) => [p, e.state])).toEqual([
+      ['/data', 'mounted'],
+      ['/synced', 'mounted'],
+    ])
+    const r = await sh(sb, 'cat /data/report.txt synced/report.txt && echo written > /data/new.txt')
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\n'.repeat(2) })
+    expect(fs.readFileSync(path.join(data, 'new.txt'), 'utf8')).toBe('written\n')
+    expect(fs.existsSync('/data/report.txt')).toBe(false)
+    await workspace.destroy()
+    expect(sb.status).toBe('destroyed')
+    expect(sb.mounts.entries.size).toBe(0)
+    expect(fs.readdirSync(data).sort()).toEqual(['new.txt', 'report.txt'])
+  })
+
+  it('a refused bind beside a working one: init succeeds, the refused one is error, the instructions say which is usable', async () => {
+    const sb = sandbox()
+    const workspace = new Workspace({
+      sandbox: sb,
+      mounts: { '/data': new LocalFilesystem({ basePath: dataDir() }), '/host': new LocalFilesystem({ basePath: '/proc' }) },
+    })
+    await workspace.init()
+    expect(sb.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+    expect(sb.mounts.get('/host')).toMatchObject({ state: 'error', error: expect.stringContaining("/proc shows the host's /proc") })
+    expect((await sh(sb, 'cat /data/report.txt; ls /host')).out).toMatch(/^quarterly numbers\n.*No such file/s)
+    // Under isolation a mount is at its own path.
+    expect(workspace.getInstructions()).toBe(
+      [
+        sb.getInstructions(),
+        'Sandbox-mounted filesystems (accessible in shell commands):\n  - /data: local (read-write)',
+        'Workspace-only filesystems (use file tools, NOT available in shell commands):\n  - /host: local (read-write)',
+      ].join('\n\n'),
+    )
   })
 })
 

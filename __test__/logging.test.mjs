@@ -208,7 +208,8 @@ const { LocalSandbox, Workspace, createWorkspaceTools } = require(${JSON.stringi
     live.push(sb)
     const ws = new Workspace({ sandbox: sb, mounts: { '/data': filesystem } })
     let asked = 0
-    ws.__setLogger({ get warn() { asked++; throw new Error('logger boom') } })
+    // A failed mount is logged as an error, as Mastra's mount manager does.
+    ws.__setLogger({ get error() { asked++; throw new Error('logger boom') } })
     expect((await sb.executeCommand('echo started')).stdout).toBe('started\n')
     expect(sb.status).toBe('running')
     expect(asked).toBe(1)

@@ -91,7 +91,8 @@ describe('Workspace({ mounts })', () => {
     expect((await sandbox.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\n')
     const tools = await createWorkspaceTools(workspace)
     const run = (name, input) => tools[`mastra_workspace_${name}`].execute(input, {})
-    expect(await run('read_file', { path: '/data/report.txt' })).toBe('/data/report.txt (18 bytes)\n     1→quarterly numbers\n     2→')
+    // The header names the path inside the mount, as Mastra's CompositeFilesystem does.
+    expect(await run('read_file', { path: '/data/report.txt' })).toBe('report.txt (18 bytes)\n     1→quarterly numbers\n     2→')
     expect(await run('write_file', { path: '/data/out.txt', content: 'ok' })).toBe('Wrote 2 bytes to /data/out.txt')
     expect(fs.readFileSync(path.join(data, 'out.txt'), 'utf8')).toBe('ok')
     expect(await run('list_files', { path: '/' })).toBe('.\ndata\n\tout.txt\n\treport.txt\n\n1 directory, 2 files')

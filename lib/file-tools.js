@@ -43,7 +43,10 @@ async function readFile(filesystem, input, settings) {
     const options = { offset, limit, lineNumbers: input.showLineNumbers !== false, encoding, maxTokens: settings.maxOutputTokens }
     const text = await filesystem[readText](path, path, options)
     if (typeof text === 'string') return text
-    if (text === null) return binaryText(path, await filesystem.stat(path))
+    if (text === null) {
+      const stat = await filesystem.stat(path)
+      return binaryText(stat.path ?? path, stat)
+    }
   }
   const stat = await filesystem.stat(path)
   const shown = stat.path ?? path
@@ -259,8 +262,10 @@ async function grep(filesystem, input, settings) {
     const stat = await filesystem.stat(base)
     paths = stat.type === 'file' ? [base] : await filesUnder(filesystem, base, includeHidden, matches, walk)
   } catch (err) {
-    if (!isMissing(err) && err?.code !== 'ENOTDIR') throw err
-    missing = true
+    // A target that cannot be reached for another reason (a remote store refusing) is a
+    // read error of one path, as for the paths below it.
+    if (isMissing(err) || err?.code === 'ENOTDIR') missing = true
+    else walk.skipped++
   }
 
   const context = Math.max(0, Math.floor(contextLines))

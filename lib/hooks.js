@@ -68,9 +68,16 @@ class SandboxLifecycle {
   /** Scopes of the callers waiting now for a lifecycle call: the steps they wait in wait too. */
   #waiting = new Set()
 
-  constructor(owner, options) {
+  #prepareStart
+
+  /**
+   * `prepareStart`, when given, runs at each start before the `onStart` hook, as part of
+   * it (the sandbox is running; calls from inside it go by the hook's rules).
+   */
+  constructor(owner, options, { prepareStart } = {}) {
     this.#owner = owner
     this.hooks = lifecycleHooks(options)
+    this.#prepareStart = prepareStart
   }
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
@@ -91,9 +98,13 @@ class SandboxLifecycle {
 
   async #runHook(name, outcome) {
     const hook = this.hooks[name]
-    if (!hook) return
+    const prepare = name === 'onStart' ? this.#prepareStart : undefined
+    if (!hook && !prepare) return
     const sandbox = this.#owner
-    await this.runStep(name, () => hook(name === 'onStart' ? { sandbox, outcome } : { sandbox }))
+    await this.runStep(name, async () => {
+      await prepare?.()
+      await hook?.(name === 'onStart' ? { sandbox, outcome } : { sandbox })
+    })
   }
 
   /** Runs a step or hook of this sandbox (so calls from inside it are recognised) and keeps its error. */

@@ -261,7 +261,8 @@ export interface LocalSandboxOptions {
   nativeSandbox?: NativeSandboxConfig
   instructions?: string | ((context: InstructionsContext) => string)
   /**
-   * Runs once the sandbox is running: it may run commands. Hooks run inside their step, so
+   * Runs once the sandbox is running and its pending mounts are made: it may run commands
+   * (and see the mounts). Hooks run inside their step, so
    * `start()`, `stop()` or `destroy()` of the same sandbox called from a hook rejects at once
    * with a `SandboxError` of code `REENTRANT_CALL`. A throw fails the start (`HOOK_FAILED`,
    * the hook's error as `cause`) and stops what it started.
@@ -274,16 +275,95 @@ export interface LocalSandboxOptions {
 }
 
 export type MountState = 'pending' | 'mounting' | 'mounted' | 'error' | 'unsupported' | 'unavailable'
+/** What a filesystem's `getMountConfig()` gives: `{ type: 'local', basePath }`, `{ type: 's3', … }`… */
+export interface FilesystemMountConfig {
+  type: string
+  [key: string]: unknown
+}
+/** A filesystem as mounts see it. */
+export interface MountableFilesystem {
+  id?: string
+  name?: string
+  provider?: string
+  displayName?: string
+  readOnly?: boolean
+  getMountConfig?(): FilesystemMountConfig
+}
 export interface MountEntry {
-  filesystem: object
+  filesystem: MountableFilesystem
   state: MountState
+  /** Why, when the state is `error`, `unsupported` or `unavailable`. */
   error?: string
-  config?: { type: string; basePath?: string }
+  config?: FilesystemMountConfig
+  /** `computeConfigHash(config)`, for markers left by a mount. */
+  configHash?: string
 }
 export interface MountResult {
   success: boolean
   mountPath: string
   error?: string
+  /** The mount needs a tool that is not installed (the entry becomes `unavailable`). */
+  unavailable?: boolean
+}
+
+export type MountFn = (filesystem: MountableFilesystem, mountPath: string) => Promise<MountResult>
+export interface OnMountArgs {
+  filesystem: MountableFilesystem
+  mountPath: string
+  /** The filesystem's `getMountConfig()`, when it has one. */
+  config: FilesystemMountConfig | undefined
+  sandbox: WorkspaceSandbox
+  workspace: Workspace
+}
+/** `false`: skip the mount; `{ success, error? }`: the hook made it (or failed to); nothing: the sandbox mounts it. */
+export type OnMountResult = false | { success: boolean; error?: string } | void
+export type OnMountHook = (args: OnMountArgs) => Promise<OnMountResult> | OnMountResult
+export interface MountManagerConfig {
+  /** The sandbox's mount. */
+  mount: MountFn
+  /** Gets the mounts' diagnostics (default: the logger given to `setLogger`). */
+  logger?: MastraLoggerLike
+}
+/** Anything with Mastra's logger methods. */
+export interface MastraLoggerLike {
+  error?(message: string, data?: unknown): unknown
+  warn?(message: string, data?: unknown): unknown
+  info?(message: string, data?: unknown): unknown
+  debug?(message: string, data?: unknown): unknown
+}
+
+/**
+ * The mounts of a sandbox, by mount path (Mastra's mount manager). A `Workspace` adds its
+ * mounts as `pending`; the sandbox makes them at its start (`processPending`), through the
+ * `onMount` hook when there is one. A failed mount is logged and kept as `error` (or
+ * `unavailable`); it never fails the start or the other mounts.
+ */
+export declare class MountManager {
+  constructor(config: MountManagerConfig)
+  /** The sandbox and workspace handed to the `onMount` hook. */
+  setContext(context: { sandbox: WorkspaceSandbox; workspace: Workspace }): void
+  setOnMount(hook: OnMountHook | undefined): void
+  /** @internal */
+  __setLogger(logger: MastraLoggerLike): void
+  readonly entries: ReadonlyMap<string, MountEntry>
+  get(path: string): MountEntry | undefined
+  has(path: string): boolean
+  /** Adds pending mounts (mount paths are normalised: `//data/` is `/data`; an invalid one throws a `MountError`). */
+  add(mounts: Record<string, MountableFilesystem>): void
+  /** Updates an entry, or creates it when `filesystem` is given. */
+  set(path: string, updates: { filesystem?: MountableFilesystem; state: MountState; config?: FilesystemMountConfig; error?: string }): void
+  delete(path: string): boolean
+  clear(): void
+  /** Makes every pending mount, one call at a time; never rejects. */
+  processPending(): Promise<void>
+  /** `mount-<hash>`: a file name for a marker of the mount path. */
+  markerFilename(mountPath: string): string
+  /** `"<mountPath>|<configHash>"`, or null before the entry has a config. */
+  getMarkerContent(mountPath: string): string | null
+  parseMarkerContent(content: string): { path: string; configHash: string } | null
+  isConfigMatching(mountPath: string, storedHash: string): boolean
+  /** A 16-hex-digit hash of a config, the same whatever the order of its keys. */
+  computeConfigHash(config: FilesystemMountConfig): string
 }
 
 export interface SandboxInfo {
@@ -329,14 +409,20 @@ export declare class LocalSandbox {
   readonly timeout: number | undefined
   readonly createdAt: Date
   readonly processes: LocalProcessManager
-  /** Mounted filesystems by mount path. */
-  readonly mounts: { readonly entries: ReadonlyMap<string, MountEntry>; get(path: string): MountEntry | undefined; has(path: string): boolean }
+  /**
+   * Its mounts. Pending ones are made at each start, before `onStart`; a stop takes the
+   * links away and makes them pending again (under isolation the binds stay); a destroy
+   * clears them.
+   */
+  readonly mounts: MountManager
   /**
    * Makes a filesystem's local directory visible to commands at `<workingDirectory><mountPath>`;
    * under isolation at `<mountPath>` itself (read-only for a read-only filesystem), refused
-   * while processes run in the sandbox (binding it restarts the sandbox's namespace).
+   * while processes run in the sandbox (binding it restarts the sandbox's namespace). The
+   * entry in `mounts` says how it went (`unsupported` for a filesystem that is not local).
    */
-  mount(filesystem: { id?: string; getMountConfig?(): { type: string; basePath?: string } }, mountPath: string): Promise<MountResult>
+  mount(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
+  /** Removes the link or bind (never the files) and the entry. */
   unmount(mountPath: string): Promise<void>
   start(): Promise<{ outcome: 'created' | 'connected' }>
   stop(): Promise<void>
@@ -530,9 +616,12 @@ export interface WorkspaceConfig {
   sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
   filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
   /** Filesystems by mount path: file tools see them at those paths, and a static sandbox
-   *  that can mount shows them to commands (under its working directory; under isolation,
-   *  at those paths). */
+   *  with a mount manager (`sandbox.mounts`) makes them at its start, so commands see them
+   *  (a LocalSandbox: under its working directory; under isolation, at those paths). A mount
+   *  that fails is logged and marked `error`; it fails neither `init()` nor the others. */
   mounts?: Record<string, object>
+  /** Runs before each mount of `mounts` is made by the sandbox (see `MountManager`). */
+  onMount?: OnMountHook
   tools?: WorkspaceToolsConfig
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
   lsp?: boolean | object
@@ -722,6 +811,10 @@ export declare abstract class MastraSandbox {
   workingDirectory?: string
   readonly status: ProviderStatus
   readonly error: string | undefined
+  /** Present when the subclass implements `mount()`; its pending mounts are made at each start. */
+  readonly mounts?: MountManager
+  mount?(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
+  unmount?(mountPath: string): Promise<void>
   start(): Promise<{ outcome?: 'created' | 'connected' } | void>
   stop(): Promise<void>
   destroy(): Promise<void>
@@ -737,6 +830,8 @@ export declare abstract class MastraSandbox {
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
   snapshot(): Promise<void>
+  /** @internal */
+  __setLogger(logger: MastraLoggerLike): void
 }
 
 export declare class WorkspaceError extends Error {
@@ -872,6 +967,48 @@ export declare class LocalFilesystem extends MastraFilesystem {
   getMountConfig(): { type: 'local'; basePath: string }
   getInfo(): Record<string, unknown>
   getInstructions(options?: { requestContext?: unknown }): string
+}
+
+/**
+ * The filesystem of a `Workspace` with `mounts`: each filesystem at its mount path, the
+ * directories above them virtual. Paths handed to a mounted filesystem (and the `path` of
+ * its stats) are inside the mount.
+ */
+export declare class CompositeFilesystem {
+  constructor(config: { mounts: Record<string, object> })
+  readonly id: string
+  readonly name: 'CompositeFilesystem'
+  readonly provider: 'composite'
+  readonly readOnly: boolean
+  status: ProviderStatus
+  readonly mountPaths: string[]
+  readonly mounts: ReadonlyMap<string, object>
+  getFilesystemForPath(path: string): object | undefined
+  getMountPathForPath(path: string): string | undefined
+  resolveAbsolutePath(path: string): string | undefined
+  /** A mounted filesystem that fails is logged and its mount marked `error`; the others go on. */
+  init(): Promise<void>
+  /** Destroys every mounted filesystem; failures are thrown together (`AggregateError`). */
+  destroy(): Promise<void>
+  readFile(path: string): Promise<Buffer>
+  readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
+  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean }): Promise<void>
+  appendFile(path: string, content: string | Uint8Array): Promise<void>
+  deleteFile(path: string, options?: { force?: boolean }): Promise<void>
+  copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
+  moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
+  mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
+  rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>
+  readdir(path: string, options?: { recursive?: boolean; extension?: string | string[]; maxDepth?: number }): Promise<FileEntry[]>
+  exists(path: string): Promise<boolean>
+  /** A mount point, or a directory above mount points, is a directory whether or not its filesystem answers. */
+  stat(path: string): Promise<FileStat>
+  isFile(path: string): Promise<boolean>
+  isDirectory(path: string): Promise<boolean>
+  getInfo(): Promise<{ id: string; name: string; provider: string; readOnly: boolean; status: ProviderStatus; metadata: { mounts: Record<string, unknown> } }>
+  getInstructions(options?: { requestContext?: unknown }): string
+  /** @internal */
+  __setLogger(logger: MastraLoggerLike): void
 }
 
 export declare class FilesystemError extends Error {

@@ -3,7 +3,7 @@
 // finds the names because `module.exports` below holds only shorthand identifiers and
 // spread `require(...)` calls: the forms Node's CommonJS export detection understands (it
 // stops reading at the first other form). Every export of a spread module is public.
-const native = require('../index.js')
+const native = require('./native')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
 const { ProcessHandle } = require('./process-handle')

@@ -8,8 +8,8 @@ const { check, describe, instructionsText, readingOptions } = require('./options
 const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { SandboxLifecycle } = require('./hooks')
-const { LocalMounts } = require('./mounts')
-const { setLogger } = require('./logging')
+const { MountManager, LocalMounter, mountedAt } = require('./mounts')
+const { setLogger, packageLogger } = require('./logging')
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -69,6 +69,7 @@ class LocalSandbox {
   #instructions
   #nativeSandbox
   #protectedPaths
+  #mounter
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -81,7 +82,9 @@ class LocalSandbox {
         check.string(instructions, 'instructions')
       }
       this.#instructions = instructions
-      this.#lifecycle = new SandboxLifecycle(this, options)
+      // Pending mounts are made at each start before `onStart`, so its processes see them
+      // (and an isolated sandbox can still bind them: no process runs in it yet).
+      this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
       this.#native = translatingSync(
         () =>
           new native.NativeLocalSandbox({
@@ -100,8 +103,10 @@ class LocalSandbox {
     this.name = 'LocalSandbox'
     this.provider = 'local'
     this.processes = new LocalProcessManager(this, this.#native)
-    /** Mounted filesystems: `entries` maps a mount path to `{ filesystem, state, error? }`. */
-    this.mounts = new LocalMounts(
+    /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
+    this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
+    this.#mounter = new LocalMounter(
+      this.mounts,
       () => this.workingDirectory,
       this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
     )
@@ -136,9 +141,14 @@ class LocalSandbox {
     return new Date(this.#native.createdAt)
   }
 
-  /** Starts the sandbox (creates the working directory, runs `onStart`). Concurrent calls share one start. */
+  /**
+   * Starts the sandbox (creates the working directory, makes the pending mounts, runs
+   * `onStart`). Concurrent calls share one start; on a running sandbox it makes the mounts
+   * added since it started.
+   */
   async start() {
     const outcome = await this.#lifecycle.call('start', () => this.#native.start())
+    await this.mounts.processPending()
     return { outcome }
   }
 
@@ -147,9 +157,7 @@ class LocalSandbox {
    * place; the next command restarts it.
    */
   stop() {
-    // Under isolation mounts are binds of the sandbox's namespace, made again at its start.
-    const keepMounts = this.isolation !== 'none'
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), keepMounts))
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
   }
 
   /**
@@ -157,16 +165,16 @@ class LocalSandbox {
    * be used again.
    */
   destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
+    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
   }
 
-  /** After a native stop or destroy, failed or not: its processes (and mounts) are gone. */
-  async #tearDown(transition, keepMounts = false) {
+  /** After a native stop or destroy, failed or not: its processes are gone, its mounts follow. */
+  async #tearDown(transition, unmount) {
     try {
       await transition
     } finally {
       this.processes._forgetAll()
-      if (!keepMounts) await this.mounts.unmountAll()
+      await unmount()
     }
   }
 
@@ -177,12 +185,17 @@ class LocalSandbox {
    * Resolves to `{ success, mountPath, error? }`; an invalid mount path throws a `MountError`.
    */
   mount(filesystem, mountPath) {
-    return this.mounts.mount(filesystem, mountPath)
+    return this.#mounter.mount(filesystem, mountPath)
   }
 
-  /** Removes a mount (its link or bind only; the filesystem's files stay). */
+  /** Removes a mount (its link or bind only; the filesystem's files stay) and its entry. */
   unmount(mountPath) {
-    return this.mounts.unmount(mountPath)
+    return this.#mounter.unmount(mountPath)
+  }
+
+  /** Where commands see a mount path: itself under isolation, else below the working directory. */
+  [mountedAt](mountPath) {
+    return this.#mounter.commandPath(mountPath)
   }
 
   _start() {
@@ -258,7 +271,7 @@ class LocalSandbox {
         memoryMB: Math.round((this.#native.memoryLimitBytes ?? os.totalmem()) / 1048576),
         cpuCores: os.cpus().length,
       },
-      ...(this.mounts.entries.size > 0 && { mounts: this.mounts.list() }),
+      ...(this.mounts.entries.size > 0 && { mounts: mountedList(this.mounts) }),
       metadata: {
         workingDirectory: this.workingDirectory,
         platform: process.platform,
@@ -272,6 +285,7 @@ class LocalSandbox {
   /** Mastra hands its logger to components; the native diagnostics go to it (it filters by level). */
   __setLogger(logger) {
     setLogger(logger, { level: 'debug' })
+    this.mounts.__setLogger(logger)
   }
 
   getInstructions(options = {}) {
@@ -282,6 +296,13 @@ class LocalSandbox {
   static detectIsolation() {
     return native.detectIsolation()
   }
+}
+
+/** `[{ path, filesystem }]` of the mounted entries, for `getInfo()`. */
+function mountedList(mounts) {
+  return [...mounts.entries]
+    .filter(([, entry]) => entry.state === 'mounted')
+    .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
 }
 
 module.exports = { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig }

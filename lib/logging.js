@@ -5,6 +5,9 @@ const { translatingSync } = require('./translate')
 const { catchRejection } = require('./thenable')
 
 let current
+/** The least severe level `current` is given. */
+let currentLevel = 'warn'
+const SEVERITY = ['error', 'warn', 'info', 'debug', 'trace']
 
 /**
  * Calls `logger[level](message, data)` (a `trace` record falls back to `debug`). Whatever
@@ -43,6 +46,22 @@ function setLogger(logger, { level = 'warn' } = {}) {
   }
   translatingSync(() => native.setLogHandler(logger ? deliver : null, level))
   current = logger ?? undefined
+  currentLevel = level
 }
 
-module.exports = { logTo, setLogger }
+/**
+ * The logger given to `setLogger`, at its level, as one object: for components that hold a
+ * logger until Mastra gives them theirs.
+ */
+const packageLogger = Object.freeze(
+  Object.fromEntries(
+    SEVERITY.map((level) => [
+      level,
+      (message, data) => {
+        if (SEVERITY.indexOf(level) <= SEVERITY.indexOf(currentLevel)) logTo(current, level, message, data)
+      },
+    ]),
+  ),
+)
+
+module.exports = { logTo, setLogger, packageLogger }

@@ -2,13 +2,17 @@
 const { NativeLifecycle } = require('../index.js')
 const { check } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
+const { MountManager } = require('./mounts')
+const { packageLogger } = require('./logging')
 
 /**
  * Base class for sandbox backends written in JavaScript (a remote provider, a container
  * service…). A subclass implements only its own `start()`, `stop()`, `destroy()` and
  * `executeCommand()` as methods; the base gives it `status`, start/stop/destroy that are
  * coalesced and idempotent, the `onStart`/`onStop`/`onDestroy` hooks, and a lazy start
- * on the first command — the same native lifecycle `LocalSandbox` runs on.
+ * on the first command — the same native lifecycle `LocalSandbox` runs on. A subclass that
+ * implements `mount(filesystem, mountPath)` gets a mount manager as `mounts`, whose pending
+ * mounts (a Workspace's) are made at each start, before `onStart`.
  */
 class MastraSandbox {
   #native
@@ -21,7 +25,10 @@ class MastraSandbox {
     this.name = check.string(options.name, 'name') ?? new.target.name
     this.createdAt = new Date()
     this.#env = { ...check.env(options.env, 'env') }
-    this.#lifecycle = new SandboxLifecycle(this, options)
+    this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts?.processPending() })
+    if (typeof this.mount === 'function') {
+      this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
+    }
     if (options.workingDirectory !== undefined) this.workingDirectory = check.string(options.workingDirectory, 'workingDirectory')
     // The subclass's own methods are the steps; the public names go through the lifecycle.
     this.#steps = { start: this.start, stop: this.stop, destroy: this.destroy }
@@ -71,8 +78,11 @@ class MastraSandbox {
     return this.#native?.error ?? undefined
   }
 
+  /** Starts it; on a running sandbox, makes the mounts added since it started. */
   async _start() {
-    return { outcome: await this.#lifecycle.call('start', () => this.#lifecycleOf().start()) }
+    const outcome = await this.#lifecycle.call('start', () => this.#lifecycleOf().start())
+    await this.mounts?.processPending()
+    return { outcome }
   }
   _stop() {
     return this.#lifecycle.call('stop', () => this.#lifecycleOf().stop())
@@ -97,6 +107,11 @@ class MastraSandbox {
   }
   setOnStart(update) {
     this.#lifecycle.setOnStart(update)
+  }
+
+  /** @internal Mastra hands its logger to components; the mount manager logs to it. */
+  __setLogger(logger) {
+    this.mounts?.__setLogger(logger)
   }
 
   getInfo() {

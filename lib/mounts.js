@@ -1,11 +1,17 @@
 'use strict'
-// Local mounts of a LocalSandbox: a filesystem with a local base directory appears to the
-// sandbox's commands at `<workingDirectory><mountPath>`, as a symlink to that directory;
-// under isolation, at `<mountPath>` itself, bound into the sandbox's own namespace (the
+// Mounts of a sandbox. `MountManager` keeps the state of each mount path (Mastra's mount
+// manager: what a `Workspace` adds, what its `onMount` hook decides, what the sandbox's own
+// `mount()` did). `LocalMounter` is how a LocalSandbox mounts a filesystem with a local
+// base directory: without isolation, as a symlink at `<workingDirectory><mountPath>`;
+// under isolation, as a bind at `<mountPath>` itself in the sandbox's own namespace (the
 // host's `/` is not touched).
+const { createHash } = require('node:crypto')
 const fs = require('node:fs/promises')
 const path = require('node:path')
-const { MountError } = require('./errors')
+const { MountError, SandboxError } = require('./errors')
+const { check, readingOptions } = require('./options')
+const { logTo, packageLogger } = require('./logging')
+const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
 
 const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 
@@ -25,13 +31,259 @@ function normalizeMountPath(mountPath) {
   return `/${segments.join('/')}`
 }
 
+/** A sandbox's method giving where its commands see a mount path (a symbol: not a Mastra member). */
+const mountedAt = Symbol('where commands see a mount')
+
+/** `value` as JSON with the keys of every object sorted, so equal configs hash equally. */
+function canonicalJson(value) {
+  const sorted = (v) => {
+    if (v === null || typeof v !== 'object') return v
+    if (Array.isArray(v)) return v.map(sorted)
+    return Object.fromEntries(Object.keys(v).sort().map((key) => [key, sorted(v[key])]))
+  }
+  return JSON.stringify(sorted(value))
+}
+
+/**
+ * The mounts of one sandbox: `entries` maps a mount path to
+ * `{ filesystem, state, config?, configHash?, error? }`, where `state` is one of
+ * `pending | mounting | mounted | error | unsupported | unavailable`.
+ */
+class MountManager {
+  #entries = new Map()
+  #mount
+  #onMount
+  #context = {}
+  #logger
+  /** `processPending()` runs one at a time: an entry is never mounted twice at once. */
+  #processing = Promise.resolve()
+
+  /** `mount(filesystem, mountPath)` is the sandbox's mount; `logger` gets the mounts' diagnostics. */
+  constructor(config) {
+    readingOptions('config', () => {
+      check.requiredObject(config, 'config')
+      this.#mount = check.requiredFunction(config.mount, 'mount')
+      this.#logger = check.object(config.logger, 'logger') ?? packageLogger
+    })
+  }
+
+  /** The sandbox and workspace handed to the `onMount` hook (a `Workspace` sets them). */
+  setContext(context) {
+    check.requiredObject(context, 'context')
+    this.#context = { sandbox: context.sandbox, workspace: context.workspace }
+  }
+
+  /**
+   * The hook run before each pending mount: it returns `false` to skip the mount,
+   * `{ success, error? }` when it made the mount itself, nothing to let the sandbox mount.
+   */
+  setOnMount(hook) {
+    this.#onMount = check.function(hook, 'onMount')
+  }
+
+  /** @internal Mastra hands its logger to the sandbox, which hands it on here. */
+  __setLogger(logger) {
+    this.#logger = logger ?? packageLogger
+  }
+
+  get entries() {
+    return this.#entries
+  }
+
+  get(mountPath) {
+    return this.#entries.get(mountPath)
+  }
+
+  has(mountPath) {
+    return this.#entries.has(mountPath)
+  }
+
+  /** Adds `{ mountPath: filesystem }` as pending mounts, made by `processPending()`. */
+  add(mounts) {
+    check.requiredObject(mounts, 'mounts')
+    const added = Object.entries(mounts).map(([mountPath, filesystem]) => [normalizeMountPath(mountPath), filesystem])
+    this.#log('debug', 'Adding pending mounts', { count: added.length, paths: added.map(([p]) => p) })
+    for (const [mountPath, filesystem] of added) this.#entries.set(mountPath, { filesystem, state: 'pending' })
+  }
+
+  /**
+   * Updates the entry at `mountPath` (its state, and config and error when given), or
+   * creates it when `filesystem` is given.
+   */
+  set(mountPath, updates) {
+    check.requiredObject(updates, 'updates')
+    let entry = this.#entries.get(mountPath)
+    if (!entry) {
+      if (!updates.filesystem) {
+        this.#log('debug', 'set() called for unknown path without filesystem', { path: mountPath })
+        return
+      }
+      entry = {}
+      this.#entries.set(mountPath, entry)
+    }
+    if (updates.filesystem) entry.filesystem = updates.filesystem
+    entry.state = updates.state
+    if (updates.config) {
+      entry.config = updates.config
+      entry.configHash = this.computeConfigHash(updates.config)
+    }
+    if ('error' in updates) entry.error = updates.error
+  }
+
+  delete(mountPath) {
+    return this.#entries.delete(mountPath)
+  }
+
+  clear() {
+    this.#entries.clear()
+  }
+
+  /**
+   * Mounts every pending entry: through the `onMount` hook, else the sandbox's mount. A
+   * failure is logged and kept in its entry (`error`, or `unavailable` when a tool the
+   * mount needs is missing); it never stops the other mounts, and this never rejects.
+   */
+  processPending() {
+    // From inside a mount it makes (an onMount hook, a filesystem's getters, the sandbox's
+    // mount), waiting for the queue would be waiting for itself.
+    if (enclosingScope(this)) {
+      return Promise.reject(
+        new SandboxError(
+          'processPending() was called from inside a mount it is making (an onMount hook or the sandbox\'s mount): it would wait for itself',
+          'REENTRANT_CALL',
+          { method: 'processPending' },
+        ),
+      )
+    }
+    const outer = activeScopes()
+    this.#processing = this.#processing.then(() => runAsPartOf({ owner: this, step: 'processPending' }, outer, () => this.#processPending()))
+    return this.#processing
+  }
+
+  async #processPending() {
+    const pending = [...this.#entries].filter(([, entry]) => entry.state === 'pending')
+    if (pending.length === 0) return
+    this.#log('debug', 'Processing pending mounts', { count: pending.length })
+    for (const [mountPath, entry] of pending) {
+      // Removed or changed by someone else while an earlier mount ran.
+      if (this.#entries.get(mountPath) !== entry || entry.state !== 'pending') continue
+      try {
+        await this.#processEntry(mountPath, entry)
+      } catch (err) {
+        // What the filesystem's own getters or the hook's result threw.
+        this.#failed(entry, 'error', String(err), { path: mountPath })
+      }
+    }
+  }
+
+  async #processEntry(mountPath, entry) {
+    const provider = entry.filesystem?.provider
+    let config
+    try {
+      config = entry.filesystem?.getMountConfig?.()
+    } catch (err) {
+      return this.#failed(entry, 'error', `Mount config error: ${String(err)}`, { path: mountPath, provider })
+    }
+    if (this.#onMount) {
+      let handled
+      try {
+        handled = await this.#onMount({ filesystem: entry.filesystem, mountPath, config, ...this.#context })
+      } catch (err) {
+        return this.#failed(entry, 'error', `Mount hook error: ${String(err)}`, { path: mountPath, provider })
+      }
+      if (handled === false) {
+        entry.state = 'unsupported'
+        entry.error = 'Skipped by onMount hook'
+        this.#log('debug', 'Mount skipped by onMount hook', { path: mountPath, provider })
+        return undefined
+      }
+      if (handled && typeof handled === 'object') {
+        if (!handled.success) return this.#failed(entry, 'error', handled.error ?? 'Mount hook failed', { path: mountPath, provider })
+        entry.state = 'mounted'
+        entry.config = config
+        entry.configHash = config ? this.computeConfigHash(config) : undefined
+        this.#log('info', 'Mount handled by onMount hook', { path: mountPath, provider })
+        return undefined
+      }
+    }
+    if (!config) {
+      entry.state = 'unsupported'
+      entry.error = 'Filesystem does not support mounting'
+      this.#log('debug', 'Filesystem does not support mounting', { path: mountPath, provider })
+      return undefined
+    }
+    entry.config = config
+    entry.configHash = this.computeConfigHash(config)
+    entry.state = 'mounting'
+    try {
+      const result = await this.#mount(entry.filesystem, mountPath)
+      if (result?.success) {
+        entry.state = 'mounted'
+        this.#log('info', 'Mount successful', { path: mountPath, provider })
+      } else if (result?.unavailable) {
+        this.#failed(entry, 'unavailable', result.error ?? 'FUSE tool not installed', { path: mountPath, provider })
+      } else {
+        this.#failed(entry, 'error', result?.error ?? 'Mount failed', { path: mountPath, provider })
+      }
+    } catch (err) {
+      this.#failed(entry, 'error', String(err), { path: mountPath, provider })
+    }
+    return undefined
+  }
+
+  #failed(entry, state, error, data) {
+    entry.state = state
+    entry.error = error
+    this.#log(state === 'unavailable' ? 'warn' : 'error', `Mount of ${data.path} failed: ${error}`, { ...data, error })
+  }
+
+  #log(level, message, data) {
+    logTo(this.#logger, level, message, data)
+  }
+
+  /** A file name for the marker of `mountPath` (`mount-<hash>`), safe in any directory. */
+  markerFilename(mountPath) {
+    const text = String(mountPath)
+    let hash = 0
+    for (let i = 0; i < text.length; i++) hash = (Math.imul(hash, 31) + text.charCodeAt(i)) | 0
+    return `mount-${Math.abs(hash).toString(36)}`
+  }
+
+  /** `"<mountPath>|<configHash>"`, or null when the entry has no config yet. */
+  getMarkerContent(mountPath) {
+    const hash = this.#entries.get(mountPath)?.configHash
+    return hash ? `${mountPath}|${hash}` : null
+  }
+
+  /** `{ path, configHash }` of a marker's content, or null when it is not one. */
+  parseMarkerContent(content) {
+    const text = String(content)
+    const at = text.lastIndexOf('|')
+    if (at <= 0 || at === text.length - 1) return null
+    return { path: text.slice(0, at), configHash: text.slice(at + 1) }
+  }
+
+  /** Whether `storedHash` (from a marker) is the hash of the config mounted at `mountPath`. */
+  isConfigMatching(mountPath, storedHash) {
+    return this.#entries.get(mountPath)?.configHash === storedHash
+  }
+
+  /** A short hash of a mount config, the same for configs equal up to key order. */
+  computeConfigHash(config) {
+    return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 16)
+  }
+}
+
 const lstat = (p) => fs.lstat(p).catch((err) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)))
 
-/** The mounts of one sandbox: `entries` maps a mount path to `{ filesystem, state, error? }`. */
-class LocalMounts {
+/** How a LocalSandbox mounts: its `mount()`/`unmount()`, with the state kept in `manager`. */
+class LocalMounter {
   #root
   #bind
-  /** Changes of the binds, one at a time: each is computed from the entries the previous left. */
+  #manager
+  /** The mounts this mounter made: mount path → `{ source, readOnly }` of its link or bind. */
+  #made = new Map()
+  /** Changes of the mounts, one at a time: each is computed from what the previous left. */
   #queue = Promise.resolve()
 
   /**
@@ -39,45 +291,50 @@ class LocalMounts {
    * sets the binds of the sandbox's namespace and resolves to the pids of the processes
    * that keep the running one from taking them now (see `NativeLocalSandbox.setMounts`).
    */
-  constructor(root, bind) {
+  constructor(manager, root, bind) {
+    this.#manager = manager
     this.#root = root
     this.#bind = bind
-    this.entries = new Map()
   }
 
-  hostPath(mountPath) {
-    return path.join(this.#root(), mountPath)
-  }
-
-  get(mountPath) {
-    return this.entries.get(mountPath)
-  }
-
-  has(mountPath) {
-    return this.entries.has(mountPath)
+  /** Where commands see `mountPath`: in the namespace itself, or below the working directory. */
+  commandPath(mountPath) {
+    return this.#bind ? mountPath : path.join(this.#root(), mountPath)
   }
 
   /** Mounts `filesystem` at `mountPath`; resolves to `{ success, mountPath, error? }`. */
   async mount(filesystem, mountPath) {
     const normalized = normalizeMountPath(mountPath)
+    const config = filesystem?.getMountConfig?.()
+    const record = (state, error) => this.#manager.set(normalized, { filesystem, state, config, error })
     const fail = (error, state = 'error') => {
-      this.entries.set(normalized, { filesystem, state, error })
+      record(state, error)
       return { success: false, mountPath: normalized, error }
     }
-    const config = filesystem?.getMountConfig?.()
     if (!config) return fail(`Filesystem "${filesystem?.id}" does not provide a mount config`)
     if (config.type !== 'local') return fail(`Unsupported mount type: ${config.type}`, 'unsupported')
-    const target = path.resolve(config.basePath)
-    if (this.#bind) return this.#serial(() => this.#mountInNamespace(normalized, filesystem, config, target, fail))
-    const host = this.hostPath(normalized)
+    const made = { source: path.resolve(config.basePath), readOnly: filesystem.readOnly === true }
+    const done = () => {
+      this.#made.set(normalized, made)
+      record('mounted', undefined)
+      return { success: true, mountPath: normalized }
+    }
+    return this.#serial(() => (this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail)))
+  }
+
+  /** Links `mountPath` below the working directory to the source, unless that would hide or replace something. */
+  async #link(mountPath, made, done, fail) {
+    const host = this.commandPath(mountPath)
     const existing = await lstat(host)
     if (existing?.isSymbolicLink()) {
-      if (path.resolve(path.dirname(host), await fs.readlink(host)) !== target) {
+      if (path.resolve(path.dirname(host), await fs.readlink(host)) !== made.source) {
         return fail(
           `Cannot mount at ${host}: path is already occupied by an existing mount or symlink that was not created by this sandbox. Unmount it manually or use a different mount path.`,
         )
       }
-    } else if (existing?.isDirectory()) {
+      return done()
+    }
+    if (existing?.isDirectory()) {
       if ((await fs.readdir(host)).length > 0) {
         return fail(
           `Cannot mount at ${host}: directory exists and is not empty. Mounting would hide existing files. Use a different path or empty the directory first.`,
@@ -87,36 +344,29 @@ class LocalMounts {
     } else if (existing) {
       return fail(`Cannot mount at ${host}: path is a regular file. Use a different mount path or remove the file first.`)
     }
-    if (!existing?.isSymbolicLink()) {
-      try {
-        await fs.mkdir(path.dirname(host), { recursive: true })
-        await fs.symlink(target, host)
-      } catch (err) {
-        return fail(String(err))
-      }
+    try {
+      await fs.mkdir(path.dirname(host), { recursive: true })
+      await fs.symlink(made.source, host)
+    } catch (err) {
+      return fail(String(err))
     }
-    this.entries.set(normalized, { filesystem, state: 'mounted', config })
-    return { success: true, mountPath: normalized }
+    return done()
   }
 
   /**
-   * Binds `target` at `mountPath` in the sandbox's namespace: now if it is not running or
+   * Binds the source at `mountPath` in the sandbox's namespace: now if it is not running or
    * no process runs in it (a running one is restarted, which costs a start), otherwise
    * refused, as a restart would kill its processes. The sandbox's policy checks source and
    * mount path, which is made in its own root, so nothing of the host changes or hides.
    */
-  async #mountInNamespace(mountPath, filesystem, config, target, fail) {
-    const readOnly = filesystem.readOnly === true
-    const current = this.entries.get(mountPath)
-    if (current?.state === 'mounted' && current.source === target && current.readOnly === readOnly) {
-      return { success: true, mountPath }
-    }
+  async #mountInNamespace(mountPath, made, done, fail) {
+    const current = this.#made.get(mountPath)
+    if (current?.source === made.source && current.readOnly === made.readOnly) return done()
     // A mount that stays bound is not reported as failed.
-    const refuse = (error) => (current?.state === 'mounted' ? { success: false, mountPath, error } : fail(error))
-    const wanted = [...this.#binds(mountPath), { mountPath, source: target, readOnly }]
+    const refuse = (error) => (current ? { success: false, mountPath, error } : fail(error))
     let busy
     try {
-      busy = await this.#bind(wanted, true)
+      busy = await this.#bind([...this.#binds(mountPath), { mountPath, ...made }], true)
     } catch (err) {
       return refuse(err.message)
     }
@@ -125,8 +375,7 @@ class LocalMounts {
         `Cannot mount at ${mountPath} now: processes run in the isolated sandbox (pids ${busy.join(', ')}), and its mounts are bound when it starts. Mount before start(), once they have ended, or after stop().`,
       )
     }
-    this.entries.set(mountPath, { filesystem, state: 'mounted', config, source: target, readOnly })
-    return { success: true, mountPath }
+    return done()
   }
 
   #serial(step) {
@@ -135,40 +384,55 @@ class LocalMounts {
     return run
   }
 
-  /** The binds of the mounted entries, but the one at `except`. */
+  /** The binds this mounter made, but the one at `except`. */
   #binds(except) {
-    return [...this.entries]
-      .filter(([mountPath, entry]) => entry.state === 'mounted' && mountPath !== except)
-      .map(([mountPath, { source, readOnly }]) => ({ mountPath, source, readOnly }))
+    return [...this.#made].filter(([mountPath]) => mountPath !== except).map(([mountPath, made]) => ({ mountPath, ...made }))
   }
 
   /**
-   * Removes the mount's symlink (never what it points to, never a non-link); under
-   * isolation its bind, at once if no process runs in the sandbox, else from its next start.
+   * Removes the mount's symlink (never what it points to, never a non-link) and its entry;
+   * under isolation its bind, at once if no process runs in the sandbox, else from its
+   * next start.
    */
   async unmount(mountPath) {
     const normalized = normalizeMountPath(mountPath)
-    if (this.#bind) {
-      return this.#serial(async () => {
-        if (this.entries.get(normalized)?.state === 'mounted') await this.#bind(this.#binds(normalized), false)
-        this.entries.delete(normalized)
-      })
+    await this.#undo(normalized)
+    this.#manager.delete(normalized)
+  }
+
+  #undo(mountPath) {
+    return this.#serial(async () => {
+      if (this.#bind) {
+        if (this.#made.has(mountPath)) await this.#bind(this.#binds(mountPath), false)
+      } else {
+        const host = this.commandPath(mountPath)
+        if ((await lstat(host))?.isSymbolicLink()) await fs.unlink(host)
+      }
+      this.#made.delete(mountPath)
+    })
+  }
+
+  /**
+   * After a stop: what the stopped sandbox no longer shows goes back to `pending`, to be
+   * mounted again by the next start. Links go; binds of the namespace stay, as it takes
+   * them again at its start; mounts made by an `onMount` hook went with its processes.
+   */
+  async stopped() {
+    for (const [mountPath, entry] of this.#manager.entries) {
+      if (entry.state !== 'mounted') continue
+      if (this.#made.has(mountPath)) {
+        if (this.#bind) continue
+        await this.#undo(mountPath)
+      }
+      entry.state = 'pending'
     }
-    const host = this.hostPath(normalized)
-    if ((await lstat(host))?.isSymbolicLink()) await fs.unlink(host)
-    this.entries.delete(normalized)
   }
 
-  async unmountAll() {
-    for (const mountPath of [...this.entries.keys()]) await this.unmount(mountPath)
-  }
-
-  /** `[{ path, filesystem }]` of the mounted entries, for `getInfo()`. */
-  list() {
-    return [...this.entries]
-      .filter(([, entry]) => entry.state === 'mounted')
-      .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
+  /** After a destroy: every link and bind goes, and every entry. */
+  async destroyed() {
+    for (const mountPath of [...this.#made.keys()]) await this.#undo(mountPath)
+    this.#manager.clear()
   }
 }
 
-module.exports = { LocalMounts, normalizeMountPath }
+module.exports = { MountManager, LocalMounter, normalizeMountPath, mountedAt }

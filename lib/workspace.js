@@ -2,10 +2,10 @@
 const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
 const { check, isClass, readingOptions } = require('./options')
-const { CompositeFilesystem } = require('./composite-filesystem')
+const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
+const { mountedAt } = require('./mounts')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
-const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
@@ -98,8 +98,15 @@ class Workspace {
             this.id,
           )
         }
-        this[state].filesystem = new CompositeFilesystem(mounts)
-        this[state].mountAll = mountOn(this[state].filesystem, this[state].sandbox, () => this[state].logger)
+        this[state].filesystem = new CompositeFilesystem({ mounts })
+        const onMount = check.function(config.onMount, 'onMount')
+        // The sandbox makes them at its start, through its mount manager (and the hook).
+        const manager = this[state].sandbox?.mounts
+        if (manager) {
+          manager.setContext({ sandbox: this[state].sandbox, workspace: this })
+          manager.add(mounts)
+          if (onMount) manager.setOnMount(onMount)
+        }
       }
 
       // One line for both ways into the directory: the sandbox's commands and the file tools.
@@ -234,8 +241,8 @@ class Workspace {
     this.status = 'initializing'
     try {
       await callLifecycle(this[state].filesystem, 'init')
+      markFailedMounts(this[state].filesystem, this[state].sandbox)
       await callLifecycle(this[state].sandbox, 'start')
-      await this[state].mountAll?.()
       this.status = 'ready'
     } catch (err) {
       this.status = 'error'
@@ -304,24 +311,31 @@ class Workspace {
 
   /** Instructions of the static providers, joined by blank lines. */
   getInstructions(options) {
-    return [this[state].sandbox?.getInstructions?.(options), this[state].filesystem?.getInstructions?.(options)]
-      .filter((part) => typeof part === 'string' && part !== '')
-      .join('\n\n')
+    const sandbox = this[state].sandbox
+    return joinInstructions([sandbox?.getInstructions?.(options), ...filesystemInstructions(this[state].filesystem, sandbox, options)])
   }
 
   /** Like `getInstructions`, but able to describe (or resolve) request-scoped providers. */
   async getInstructionsAsync({ requestContext } = {}) {
     const parts = []
+    // The sandbox whose mounts the instructions describe: none that is left unresolved.
+    let sandbox = this[state].sandbox
     if (this[state].sandboxResolver) {
       const dynamic = this[state].dynamicSandboxInstructions
-      if (dynamic === 'resolve') parts.push((await this.resolveSandbox({ requestContext }))?.getInstructions?.({ requestContext }))
-      else if (typeof dynamic === 'function') parts.push(dynamic({ requestContext }))
-      else parts.push(DYNAMIC_SANDBOX_INSTRUCTIONS)
+      if (dynamic === 'resolve') sandbox = await this.resolveSandbox({ requestContext })
+      parts.push(
+        dynamic === 'resolve'
+          ? sandbox?.getInstructions?.({ requestContext })
+          : typeof dynamic === 'function'
+            ? dynamic({ requestContext })
+            : DYNAMIC_SANDBOX_INSTRUCTIONS,
+      )
     } else {
-      parts.push(this[state].sandbox?.getInstructions?.({ requestContext }))
+      parts.push(sandbox?.getInstructions?.({ requestContext }))
     }
-    parts.push((await this.resolveFilesystem({ requestContext }))?.getInstructions?.({ requestContext }))
-    return parts.filter((part) => typeof part === 'string' && part !== '').join('\n\n')
+    const filesystem = await this.resolveFilesystem({ requestContext })
+    parts.push(...filesystemInstructions(filesystem, sandbox, { requestContext }))
+    return joinInstructions(parts)
   }
 
   __setLogger(logger) {
@@ -371,26 +385,42 @@ function refuseInsideSandboxStep(workspace, method) {
 }
 
 /**
- * Mounts the composite's filesystems on a static sandbox that can mount. A sandbox with
- * `setOnStart` mounts them at each start (it starts lazily, and its working directory
- * exists from then on), before its own `onStart` runs: an isolated sandbox binds them
- * only while no process runs in it; for another, the returned step is run by `init()`.
+ * Mounts whose filesystem failed to initialise are not made: their entries become `error`
+ * (the composite logged why), the others are made at the sandbox's start.
  */
-function mountOn(composite, sandbox, logger) {
-  if (typeof sandbox?.mount !== 'function') return undefined
-  const mountAll = async () => {
-    for (const [mountPath, filesystem] of composite.mounts) {
-      const result = await sandbox.mount(filesystem, mountPath)
-      if (!result?.success) logTo(logger(), 'warn', `Mounting ${mountPath} failed: ${result?.error}`)
+function markFailedMounts(filesystem, sandbox) {
+  const manager = sandbox?.mounts
+  for (const [mountPath, error] of filesystem?.[initFailures] ?? []) {
+    if (manager?.get(mountPath)?.state === 'pending') manager.set(mountPath, { state: 'error', error })
+  }
+}
+
+/**
+ * What the instructions say of the files: with a sandbox that has mounts, each mount by
+ * its state — where commands see it when it is (or will be, at the start) mounted, else
+ * that only the file tools reach it; otherwise the filesystem's own instructions.
+ */
+function filesystemInstructions(filesystem, sandbox, options) {
+  const entries = sandbox?.mounts?.entries
+  if (!entries || entries.size === 0) return [filesystem?.getInstructions?.(options)]
+  const usable = []
+  const toolsOnly = []
+  for (const [mountPath, entry] of entries) {
+    const name = entry.filesystem?.displayName || entry.filesystem?.provider
+    const access = entry.filesystem?.readOnly ? 'read-only' : 'read-write'
+    if (entry.state === 'mounted' || entry.state === 'pending' || entry.state === 'mounting') {
+      usable.push(`  - ${sandbox[mountedAt]?.(mountPath) ?? mountPath}: ${name} (${access})`)
+    } else {
+      toolsOnly.push(`  - ${mountPath}: ${name} (${access})`)
     }
   }
-  if (typeof sandbox.setOnStart !== 'function') return mountAll
-  sandbox.setOnStart((previous) => async (event) => {
-    await mountAll()
-    await previous?.(event)
-  })
-  return undefined
+  return [
+    usable.length > 0 ? `Sandbox-mounted filesystems (accessible in shell commands):\n${usable.join('\n')}` : undefined,
+    toolsOnly.length > 0 ? `Workspace-only filesystems (use file tools, NOT available in shell commands):\n${toolsOnly.join('\n')}` : undefined,
+  ]
 }
+
+const joinInstructions = (parts) => parts.filter((part) => typeof part === 'string' && part !== '').join('\n\n')
 
 /** Memoizes `resolve()` per request-context object; a rejection is forgotten. */
 function memoizeByContext(memo, requestContext, resolve) {

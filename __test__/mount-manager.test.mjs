@@ -383,6 +383,8 @@ describe('Workspace mounts through the mount manager', () => {
     expect((await sb.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\nline two\n')
     const logged = records.filter((r) => r.level === 'error' || r.level === 'warn').map((r) => r.message)
     expect(logged).toEqual([
+      // The filesystem reports its own failed init (as Mastra's filesystems do), then the mount.
+      'Failed to initialize filesystem',
       expect.stringContaining('disk quota exceeded'),
       expect.stringContaining('Unsupported mount type: s3'),
       expect.stringContaining('no credentials'),

@@ -349,6 +349,12 @@ describe('standalone tools (readFileTool … executeCommandTool)', () => {
     expect(fs.readdirSync(dir)).toEqual([])
   })
 
+  it('a context that cannot be read is a WorkspaceError INVALID_INPUT', async () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    await expect(ours.readFileTool.execute({ path: 'a' }, proxy)).rejects.toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }))
+  })
+
   it('a workspace without a filesystem or sandbox: their typed errors', async () => {
     const onlyFiles = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: tempDir() }) })
     const onlySandbox = new ours.Workspace({ sandbox: new ours.LocalSandbox({ workingDirectory: tempDir() }) })

@@ -320,8 +320,8 @@ function validInput(schema, input, toolName) {
 function readableContext(context, toolName) {
   if (context === undefined || context === null) return undefined
   try {
-    const { requestContext, runtimeContext, writer, abortSignal, agent, toolCallId } = context
-    return { requestContext, runtimeContext, writer, abortSignal, toolCallId: agent?.toolCallId ?? toolCallId }
+    const { requestContext, runtimeContext, writer, abortSignal, agent, toolCallId, workspace } = context
+    return { requestContext, runtimeContext, writer, abortSignal, toolCallId: agent?.toolCallId ?? toolCallId, workspace }
   } catch (err) {
     throw Object.assign(new WorkspaceError(`Invalid context for ${toolName}: the context could not be read`, 'INVALID_INPUT'), { cause: err })
   }
@@ -329,7 +329,7 @@ function readableContext(context, toolName) {
 
 /**
  * The tool object of `name`, as the model sees it under `id`. `bind(context)` gives the
- * workspace a call works in and the tool's settings. The schemas are read on first use, so
+ * workspace a call works in and the tool's settings (`context` as readableContext reads it). The schemas are read on first use, so
  * that zod is loaded only by code that uses tools.
  */
 function buildTool(name, id, background, bind) {
@@ -340,8 +340,9 @@ function buildTool(name, id, background, bind) {
     description: definition.description + (background ? definition.backgroundDescription : ''),
     execute: async (input, context) => {
       const valid = validInput(inputSchemas()[schemaName], input, id)
-      const { workspace, settings } = await bind(context)
-      return definition.run(workspace, settings, valid, readableContext(context, id))
+      const readable = readableContext(context, id)
+      const { workspace, settings } = await bind(readable)
+      return definition.run(workspace, settings, valid, readable)
     },
     toModelOutput,
   }

@@ -75,6 +75,20 @@ describe('error classes', () => {
     for (const key of Object.keys(theirs)) expect(mine[key], `${name}.${key}`).toEqual(theirs[key])
   })
 
+  it('an IsolationUnavailableError from the native side names its backend and reason in its fields', () => {
+    let err
+    try {
+      new ours.LocalSandbox({ workingDirectory: tempDir(), isolation: 'seatbelt' }) // macOS only
+    } catch (e) {
+      err = e
+    }
+    expect(err).toBeInstanceOf(ours.IsolationUnavailableError)
+    expect(err.backend).toBe('seatbelt')
+    expect(err.reason.length).toBeGreaterThan(0)
+    expect(err.details).toEqual({ backend: 'seatbelt', reason: err.reason })
+    expect(err.message).toBe(`Isolation backend 'seatbelt' is not available: ${err.reason}`)
+  })
+
   it('a SandboxAbortError carries the reason as its cause; a StaleFileError both times', () => {
     const reason = new Error('stopped by the user')
     const abort = new ours.SandboxAbortError(undefined, reason)

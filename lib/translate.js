@@ -26,12 +26,16 @@ function retentionError() {
 }
 
 /**
- * Native codes and the public error each stands for. The native message is kept (it
- * already reads like the public class's), so each builder only picks the class and code.
+ * Native codes and the public error each stands for, built from the error's `path` and
+ * message. The native message is kept (it already reads like the public class's).
  */
 const FROM_CODE = {
   NOT_READY: () => new SandboxNotReadyError(''),
-  ISOLATION_UNAVAILABLE: () => new IsolationUnavailableError('', ''),
+  ISOLATION_UNAVAILABLE: (_path, message) => {
+    // The native message names both (see crates/core/src/error.rs); the fields carry them too.
+    const [, backend = '', reason = message] = /^Isolation backend '([^']*)' is not available: ([\s\S]*)$/.exec(message) ?? []
+    return new IsolationUnavailableError(backend, reason)
+  },
   INVALID_OPTION: () => new SandboxOptionError(''),
   READ_ONLY: () => new WorkspaceReadOnlyError(''),
   FILE_NOT_FOUND: (path) => new FileNotFoundError(path),
@@ -62,7 +66,7 @@ function fromNative(err) {
   const own = err instanceof SandboxError || err instanceof WorkspaceError || err instanceof FilesystemError
   if (!(err instanceof Error) || typeof err.code !== 'string' || own) return err
   if (err.code === 'INVALID_RETENTION') return retentionError()
-  const typed = FROM_CODE[err.code]?.(err.path) ?? new SandboxError('', err.code)
+  const typed = FROM_CODE[err.code]?.(err.path, err.message) ?? new SandboxError('', err.code)
   typed.message = typed.code === 'INTERNAL' ? `Internal error in native-workspace: ${err.message}` : err.message
   typed.cause = err
   return typed

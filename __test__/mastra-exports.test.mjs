@@ -550,6 +550,45 @@ describe('SandboxProcessManager', () => {
     await expect(manager.list()).rejects.toThrow('Empty must implement list()')
   })
 
+  it('a MastraSandbox given one as `processes` owns it and runs executeCommand through it (args quoted, env merged)', async () => {
+    // A manager that really runs commands: /bin/sh, synchronously, with the env it is given.
+    class ShellManager extends ours.SandboxProcessManager {
+      released = []
+      async spawn(command, options) {
+        const run = spawnSync('/bin/sh', ['-c', command], { env: { PATH: process.env.PATH, ...options.env }, encoding: 'utf8' })
+        const result = { success: run.status === 0, exitCode: run.status, stdout: run.stdout, stderr: run.stderr, executionTimeMs: 0 }
+        const handle = { pid: String(this._tracked.size + 1), exitCode: run.status, wait: async () => result, kill: async () => false }
+        this._tracked.set(handle.pid, handle)
+        return handle
+      }
+      async list() {
+        return []
+      }
+      release(pid) {
+        this.released.push(pid)
+        super.release(pid)
+      }
+    }
+    class Remote extends ours.MastraSandbox {
+      id = 'remote-1'
+      provider = 'remote'
+      started = 0
+      async start() {
+        this.started++
+      }
+    }
+    const processes = new ShellManager()
+    const sandbox = new Remote({ processes, env: { GREETING: 'hello' } })
+    expect(sandbox.processes).toBe(processes)
+    expect(processes.sandbox).toBe(sandbox)
+    const result = await sandbox.executeCommand('printf "%s|" "$GREETING"', ['a b', "it's", ''])
+    expect(result.stdout).toBe("hello|a b|it's||")
+    expect(result.command).toBe(`printf "%s|" "$GREETING" 'a b' 'it'\\''s' ''`)
+    expect([sandbox.started, sandbox.status, processes.released]).toEqual([1, 'running', ['1']])
+    expect(await processes.get('1')).toBeUndefined()
+    expect(() => new Remote({ processes: {} })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining('processes') }))
+  })
+
   it('LocalSandbox’s process manager is one', () => {
     const sandbox = new ours.LocalSandbox({ workingDirectory: tempDir() })
     expect(sandbox.processes).toBeInstanceOf(ours.SandboxProcessManager)

@@ -797,6 +797,9 @@ export interface MastraSandboxOptions {
   onStart?: (event: { sandbox: MastraSandbox; outcome: 'created' | 'connected' }) => void | Promise<void>
   onStop?: (event: { sandbox: MastraSandbox }) => void | Promise<void>
   onDestroy?: (event: { sandbox: MastraSandbox }) => void | Promise<void>
+  /** The sandbox's process manager (it becomes `processes`, with `sandbox` set); without an
+   *  `executeCommand` of its own the sandbox runs commands through it. */
+  processes?: SandboxProcessManager<any>
 }
 
 /** Base class for sandbox backends written in JavaScript: implement `start`, `stop`,
@@ -804,6 +807,8 @@ export interface MastraSandboxOptions {
  *  come from here. */
 export declare abstract class MastraSandbox {
   constructor(options?: MastraSandboxOptions)
+  /** The process manager given as `options.processes`, if any. */
+  readonly processes?: SandboxProcessManager<any>
   abstract readonly id: string
   abstract readonly provider: string
   readonly name: string

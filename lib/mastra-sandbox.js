@@ -5,6 +5,9 @@ const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
 
+/** `arg` as one shell word: as it is when every character is safe, else single-quoted. */
+const shellWord = (arg) => (/^[a-zA-Z0-9._\-/=:@]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`)
+
 /**
  * Base class for sandbox backends written in JavaScript (a remote provider, a container
  * service…). A subclass implements only its own `start()`, `stop()`, `destroy()` and
@@ -12,7 +15,9 @@ const { packageLogger } = require('./logging')
  * coalesced and idempotent, the `onStart`/`onStop`/`onDestroy` hooks, and a lazy start
  * on the first command — the same native lifecycle `LocalSandbox` runs on. A subclass that
  * implements `mount(filesystem, mountPath)` gets a mount manager as `mounts`, whose pending
- * mounts (a Workspace's) are made at each start, before `onStart`.
+ * mounts (a Workspace's) are made at each start, before `onStart`. One given a
+ * `SandboxProcessManager` as `options.processes` has it as `processes`, and runs
+ * `executeCommand` through it unless it implements its own.
  */
 class MastraSandbox {
   #native
@@ -40,6 +45,27 @@ class MastraSandbox {
       this.executeCommand = async (...args) => {
         await this.ensureRunning()
         return execute.apply(this, args)
+      }
+    }
+    if (options.processes !== undefined) this.#useProcesses(options.processes)
+  }
+
+  /**
+   * `options.processes` (a `SandboxProcessManager`) becomes `this.processes`, run for this
+   * sandbox; without an `executeCommand` of its own, the sandbox runs commands through it.
+   */
+  #useProcesses(manager) {
+    check.withMethods(manager, 'processes', 'a process manager', ['spawn', 'get', 'list', 'kill', 'release'])
+    manager.sandbox = this
+    this.processes = manager
+    if (typeof this.executeCommand === 'function') return
+    this.executeCommand = async (command, args = [], options = {}) => {
+      const full = args.length > 0 ? `${command} ${args.map(shellWord).join(' ')}` : command
+      const handle = await manager.spawn(full, { ...options, maxRetainedBytes: options?.maxRetainedBytes ?? Infinity, stdinMode: 'ignore' })
+      try {
+        return { ...(await handle.wait()), command: full }
+      } finally {
+        manager.release(handle.pid)
       }
     }
   }

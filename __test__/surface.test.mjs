@@ -41,6 +41,7 @@ describe('surface of @mastra/core/workspace', () => {
     expect(mastra.classes.LocalFilesystem).toEqual(expect.arrayContaining(['readFile', '_init', 'isTextFile']))
     expect(mastra.classes.LocalFilesystem).not.toContain('ensureReady') // protected
     expect(mastra.classes.LocalSandbox).not.toContain('logger') // protected in MastraBase
+    expect(mastra.classes.LocalSandbox).toContain('static detectIsolation')
   })
 
   it('names not yet here are names of Mastra, each counted once', () => {

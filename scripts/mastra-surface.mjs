@@ -61,7 +61,8 @@ const ts = () => (typescript ??= require('typescript'))
 /**
  * Mastra's public surface: `exports`, the names of the module's value exports (classes,
  * functions, constants; not types), and `classes`, for each of CLASSES the names of its
- * instances' public members (private, protected and `#private` ones left out).
+ * instances' public members (private, protected and `#private` ones left out) and, as
+ * `static name`, of the class's own.
  */
 export function mastraSurface() {
   surface ??= readSurface()
@@ -90,24 +91,24 @@ export function ourTypedExports() {
 function readSurface() {
   const { program, checker, names: exports } = valueExports(path.join(typingsDir, 'index.d.ts'))
 
-  const classSymbols = new Map()
+  const classNodes = new Map()
   for (const file of program.getSourceFiles()) {
     if (!file.fileName.startsWith(typingsDir)) continue
     ts().forEachChild(file, (node) => {
-      if (ts().isClassDeclaration(node) && node.name && CLASSES.includes(node.name.text)) {
-        classSymbols.set(node.name.text, checker.getSymbolAtLocation(node.name))
-      }
+      if (ts().isClassDeclaration(node) && node.name && CLASSES.includes(node.name.text)) classNodes.set(node.name.text, node)
     })
   }
+  const isPublic = (member) => !member.name.includes('#') && !member.name.startsWith('__@') && !isHidden(member)
   const classes = {}
   for (const name of CLASSES) {
-    const symbol = classSymbols.get(name)
-    if (!symbol) throw new Error(`class ${name} not found in ${typingsDir}`)
-    classes[name] = checker
-      .getPropertiesOfType(checker.getDeclaredTypeOfSymbol(symbol))
-      .filter((member) => !member.name.includes('#') && !member.name.startsWith('__@') && !isHidden(member))
-      .map((member) => member.name)
-      .sort()
+    const node = classNodes.get(name)
+    if (!node) throw new Error(`class ${name} not found in ${typingsDir}`)
+    const symbol = checker.getSymbolAtLocation(node.name)
+    const members = checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(symbol)).filter(isPublic)
+    const statics = checker
+      .getPropertiesOfType(checker.getTypeOfSymbolAtLocation(symbol, node))
+      .filter((member) => member.name !== 'prototype' && isPublic(member))
+    classes[name] = [...members.map((m) => m.name), ...statics.map((m) => `static ${m.name}`)].sort()
   }
   return { exports, classes }
 }
@@ -171,7 +172,12 @@ export async function compare() {
   group('module exports', mastra.exports, (name) => exported(cjs, name) && exported(esm, name) && typed.has(name))
   const { instances, close } = await ourInstances(cjs)
   try {
-    for (const name of CLASSES) group(name, mastra.classes[name], (member) => has(instances[name], member))
+    for (const name of CLASSES) {
+      const instance = instances[name]
+      group(name, mastra.classes[name], (member) =>
+        member.startsWith('static ') ? has(instance?.constructor, member.slice(7)) : has(instance, member),
+      )
+    }
   } finally {
     await close()
   }

@@ -26,10 +26,10 @@ export function tableText(groups, version = mastraVersion()) {
   })
   return [
     START,
-    `Public names of \`@mastra/core/workspace\` ${version} (value exports, and the public members of each class`,
-    `with those of its base classes), as its typings declare them, and which of them this package has —`,
-    `from \`require\` and \`import\` alike. Written by \`node scripts/compat-table.mjs\` from the lists the parity`,
-    `test checks.`,
+    `Public names of \`@mastra/core/workspace\` ${version} as its typings declare them (value exports; each`,
+    `class's public members, those of its base classes and its static ones included), and which of them`,
+    `this package has: exports from \`require\`, \`import\` and the typings alike. Written by`,
+    `\`node scripts/compat-table.mjs\` from the lists the parity test (\`__test__/surface.test.mjs\`) checks.`,
     '',
     '| Surface | Here | Not here |',
     '|---|---|---|',

@@ -363,6 +363,20 @@ describe('standalone tools (readFileTool … executeCommandTool)', () => {
     expect(fs.readdirSync(dir)).toEqual([])
   })
 
+  it('follow the context workspace’s tools config (maxOutputTokens) without calling its enabled functions', async () => {
+    const dir = tempDir()
+    fs.writeFileSync(path.join(dir, 'big.txt'), 'word '.repeat(5000))
+    const enabled = vi.fn(() => true)
+    const READ = WORKSPACE_TOOLS.FILESYSTEM.READ_FILE
+    const limited = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), tools: { [READ]: { maxOutputTokens: 100, enabled } } })
+    const unlimited = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }) })
+    enabled.mockClear()
+    const short = await ours.readFileTool.execute({ path: 'big.txt' }, { workspace: limited })
+    const long = await ours.readFileTool.execute({ path: 'big.txt' }, { workspace: unlimited })
+    expect(short.length).toBeLessThan(long.length / 4)
+    expect(enabled).not.toHaveBeenCalled()
+  })
+
   it('a context that cannot be read is a WorkspaceError INVALID_INPUT', async () => {
     const { proxy, revoke } = Proxy.revocable({}, {})
     revoke()

@@ -277,9 +277,12 @@ async function resolveToolConfig(toolsConfig, toolName, context) {
   }
 }
 
-/** What a tool of `workspace` runs with: its resolved config, its name, its background-process callbacks. */
-async function toolSettings(toolsConfig, name, workspace) {
-  const resolved = await resolveToolConfig(toolsConfig, name, { requestContext: {}, workspace })
+/**
+ * What tool `name` runs with: its resolved config, its name, its background-process
+ * callbacks. Without `context`, a function `enabled` is not called (and reads false).
+ */
+async function toolSettings(toolsConfig, name, context) {
+  const resolved = await resolveToolConfig(toolsConfig, name, context)
   return { ...resolved, name: resolved.name ?? name, backgroundProcesses: toolsConfig?.[name]?.backgroundProcesses }
 }
 
@@ -375,12 +378,13 @@ function requireSandbox(context) {
 /**
  * A tool on its own, for an agent's `tools`: each call works in the workspace of its
  * context (`context.workspace`, which a Mastra `Agent` with a workspace provides), with
- * that workspace's tools config.
+ * that workspace's tools config (`maxOutputTokens`…; whether the workspace would offer the
+ * tool does not matter to a tool given explicitly).
  */
 function standaloneTool(name) {
   return buildTool(name, name, false, async (context) => {
     const workspace = requireWorkspace(context)
-    return { workspace, settings: await toolSettings(workspace.getToolsConfig?.(), name, workspace) }
+    return { workspace, settings: await toolSettings(workspace.getToolsConfig?.(), name) }
   })
 }
 
@@ -417,7 +421,7 @@ async function createWorkspaceTools(workspace) {
   const withBackground = dynamic || Boolean(sandbox?.processes)
 
   for (const name of offered) {
-    const settings = await toolSettings(toolsConfig, name, workspace)
+    const settings = await toolSettings(toolsConfig, name, { requestContext: {}, workspace })
     if (!settings.enabled) continue
     const background = name === EXECUTE_COMMAND && withBackground
     const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }))

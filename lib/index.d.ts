@@ -571,7 +571,11 @@ export interface WorkspaceConfig {
   mounts?: Record<string, object>
   /** Runs before each mount of `mounts` is made by the sandbox (see `MountManager`). */
   onMount?: OnMountHook
+  /** Checked here (and by `setToolsConfig`): an unknown tool or option, or a bad value, is a
+   *  `WorkspaceError` `INVALID_CONFIG` naming its key. */
   tools?: WorkspaceToolsConfig
+  /** A CLI browser provider (`providerType: 'cli'`), closed by `stop()` and `destroy()`. */
+  browser?: { providerType: 'cli'; close(): Promise<void> | void }
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
   lsp?: boolean | object
 }
@@ -600,11 +604,23 @@ export declare class Workspace {
   getSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
   resolveFilesystem(args?: { requestContext?: unknown }): Promise<object | undefined>
   clearSandboxCache(cacheKey?: string): void
+  readonly browser: WorkspaceConfig['browser'] | undefined
   init(): Promise<void>
+  /** Stops the static sandbox (its processes end, files stay; the next command restarts it)
+   *  and closes the browser; the workspace stays usable. What `Mastra.shutdown()` calls. */
+  stop(): Promise<void>
   destroy(): Promise<void>
   getInfo(options?: { requestContext?: unknown }): Promise<Record<string, unknown>>
   getInstructions(options?: { requestContext?: unknown }): string
   getInstructionsAsync(options?: { requestContext?: unknown }): Promise<string>
+  /** @deprecated use `getInstructions()` */
+  getPathContext(): PathContext
+}
+
+export interface PathContext {
+  filesystem?: { provider: string; basePath?: string }
+  sandbox?: { provider: string; workingDirectory?: string }
+  instructions: string
 }
 
 export interface WorkspaceTool<Input = Record<string, unknown>> {

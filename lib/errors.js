@@ -29,6 +29,21 @@ class SandboxNotReadyError extends SandboxError {
   }
 }
 
+/** An operation this sandbox cannot do (the caller may fall back to another way). */
+class SandboxUnsupportedFeatureError extends SandboxError {
+  constructor(message, details) {
+    super(message, 'UNSUPPORTED_FEATURE', details)
+  }
+}
+
+/** An operation stopped by its AbortSignal; `cause` is the signal's reason. */
+class SandboxAbortError extends SandboxError {
+  constructor(operation = 'operation', reason) {
+    super(`Sandbox operation aborted: ${operation}`, 'ABORTED', { operation, reason })
+    this.cause = reason
+  }
+}
+
 class IsolationUnavailableError extends SandboxError {
   constructor(backend, reason) {
     super(`Isolation backend '${backend}' is not available: ${reason}`, 'ISOLATION_UNAVAILABLE')
@@ -179,6 +194,8 @@ module.exports = {
   SandboxExecutionError,
   SandboxTimeoutError,
   SandboxNotReadyError,
+  SandboxUnsupportedFeatureError,
+  SandboxAbortError,
   IsolationUnavailableError,
   MountError,
   MountNotSupportedError,

@@ -107,6 +107,9 @@ export declare class ProcessHandle {
   readonly stdoutDroppedBytes: number
   readonly stderrDroppedBytes: number
   readonly killedByAbort: boolean
+  /** When the process started, in ms since the epoch (for what a foreground command left
+   *  running, when that command started); undefined if not known. */
+  readonly startTime: number | undefined
   /**
    * stdout as a Node stream, whenever it is first asked for (even after the exit): the
    * retained stdout (from the oldest byte kept when older output was dropped), then what
@@ -119,6 +122,10 @@ export declare class ProcessHandle {
   kill(): Promise<boolean>
   sendStdin(data: string | Uint8Array): Promise<void>
   closeStdin(): Promise<void>
+  /** The output is what the process writes: always a `SandboxUnsupportedFeatureError`. */
+  emitStdout(data: string): never
+  /** The output is what the process writes: always a `SandboxUnsupportedFeatureError`. */
+  emitStderr(data: string): never
 }
 
 export declare class LocalProcessManager {
@@ -369,6 +376,17 @@ export interface SandboxDetectionResult {
   }
 }
 
+export interface SandboxFileInput {
+  /** Relative to the working directory, or absolute inside it. */
+  path: string
+  content: string | Uint8Array
+  /** Not supported by LocalSandbox (refused). */
+  mode?: number
+}
+export interface WriteFilesOptions {
+  abortSignal?: AbortSignal
+}
+
 export declare class LocalSandbox {
   constructor(options?: LocalSandboxOptions)
   readonly id: string
@@ -418,6 +436,16 @@ export declare class LocalSandbox {
   setOnStart(update: (previous: LocalSandboxOptions['onStart']) => LocalSandboxOptions['onStart']): void
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
+  /** The env a command given `additionalEnv` gets: host PATH, `env`, the `setEnv` overlay, `additionalEnv`. */
+  buildEnv(additionalEnv?: Record<string, string | undefined>): Record<string, string>
+  /** Only before the first start (and with nothing mounted); else a `SandboxError` `INVALID_STATE`. */
+  setWorkingDirectory(dir: string): void
+  /** `{ command, args: [] }` without isolation; an isolated sandbox does not wrap commands
+   *  (`SandboxUnsupportedFeatureError`). */
+  wrapCommandForIsolation(command: string): { command: string; args: string[] }
+  /** Writes files under the working directory (never outside it, symlinks included); `mode`
+   *  is refused, `abortSignal` stops the writes not yet begun. */
+  writeFiles(files: SandboxFileInput[], options?: WriteFilesOptions): Promise<void>
   /** Routes the native diagnostics to `logger` (Mastra calls this with its logger). */
   __setLogger(logger: DiagnosticsLogger | null): void
   static detectIsolation(): SandboxDetectionResult
@@ -468,6 +496,12 @@ export declare class SandboxTimeoutError extends SandboxError {
 }
 export declare class SandboxNotReadyError extends SandboxError {
   constructor(idOrStatus: string)
+}
+export declare class SandboxUnsupportedFeatureError extends SandboxError {
+  constructor(message: string, details?: Record<string, unknown>)
+}
+export declare class SandboxAbortError extends SandboxError {
+  constructor(operation?: string, reason?: unknown)
 }
 export declare class IsolationUnavailableError extends SandboxError {
   constructor(backend: string, reason: string)
@@ -725,6 +759,8 @@ export declare abstract class MastraSandbox {
   ensureRunning(): Promise<void>
   /** @deprecated use `status === 'running'` */
   isReady(): boolean
+  /** For a backend that learns its working directory late. */
+  setWorkingDirectory(dir: string): void
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
   setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void

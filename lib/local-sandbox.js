@@ -2,10 +2,10 @@
 const os = require('node:os')
 const path = require('node:path')
 const native = require('../index.js')
-const { SandboxOptionError } = require('./errors')
+const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
-const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
+const { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager, LocalMounter, mountedAt } = require('./mounts')
@@ -59,6 +59,24 @@ function limitsConfig(limits) {
   return out
 }
 
+/** Files written at once by `writeFiles`. */
+const WRITE_CONCURRENCY = 8
+
+/** The files given to `writeFiles`, each checked (a bad one is named by its index). */
+function fileInputs(files) {
+  return readingOptions('files', () => {
+    if (!Array.isArray(files)) throw new SandboxOptionError(`files must be an array of { path, content }, got ${describe(files)}`)
+    return files.map((file, i) => {
+      check.requiredObject(file, `files[${i}]`)
+      const { path: filePath, content, mode } = file
+      if (typeof filePath !== 'string' || filePath === '') {
+        throw new SandboxOptionError(`files[${i}].path must be a non-empty string, got ${describe(filePath)}`)
+      }
+      return { path: filePath, content: check.content(content, `files[${i}].content`), mode }
+    })
+  })
+}
+
 /**
  * Runs commands on this machine, each under a native supervisor that owns its whole
  * process tree. Starts lazily on the first command.
@@ -70,6 +88,9 @@ class LocalSandbox {
   #nativeSandbox
   #protectedPaths
   #mounter
+  /** What the native sandbox was built from, and the `env` option (for `buildEnv`). */
+  #nativeOptions
+  #env
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -85,24 +106,22 @@ class LocalSandbox {
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
       this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
-      this.#native = translatingSync(
-        () =>
-          new native.NativeLocalSandbox({
-            id,
-            workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-            env: check.env(options.env, 'env'),
-            timeout: check.duration(options.timeout, 'timeout'),
-            isolation,
-            nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
-            packageFiles: PACKAGE_FILES,
-            ...this.#lifecycle.nativeHooks(),
-          }),
-      )
-      this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
+      this.#env = check.env(options.env, 'env')
+      this.#nativeOptions = {
+        id,
+        workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
+        env: this.#env,
+        timeout: check.duration(options.timeout, 'timeout'),
+        isolation,
+        nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+        packageFiles: PACKAGE_FILES,
+        ...this.#lifecycle.nativeHooks(),
+      }
+      this.#build(this.#nativeOptions)
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
-    this.processes = new LocalProcessManager(this, this.#native)
+    this.processes = new LocalProcessManager(this, () => this.#native)
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
     this.#mounter = new LocalMounter(
@@ -110,6 +129,11 @@ class LocalSandbox {
       () => this.workingDirectory,
       this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
     )
+  }
+
+  #build(nativeOptions) {
+    this.#native = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
+    this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
   }
 
   get id() {
@@ -230,7 +254,10 @@ class LocalSandbox {
       const nativeOptions = commandOptions(options, token)
       // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
       if (this.status !== 'running') await this.ensureRunning()
-      return toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
+      const startTime = Date.now()
+      const result = toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
+      if (result.leftRunning) this.processes[noteStart](result.leftRunning.pid, startTime)
+      return result
     } finally {
       detach()
     }
@@ -241,6 +268,105 @@ class LocalSandbox {
     check.object(options, 'spawn options')
     const { command, ...rest } = options ?? {}
     return this.processes.spawn(command, rest)
+  }
+
+  /**
+   * The environment a command gets when given `additionalEnv`: the host's PATH, then the
+   * `env` option, then the `setEnv` overlay, then `additionalEnv` (later keys win; nothing
+   * else of the host's environment).
+   */
+  buildEnv(additionalEnv) {
+    const hostPath = process.env.PATH === undefined ? {} : { PATH: process.env.PATH }
+    return { ...hostPath, ...this.#env, ...this.getEnv(), ...check.env(additionalEnv, 'additionalEnv') }
+  }
+
+  /**
+   * Moves the sandbox to another working directory, only before its first start: its
+   * isolation, protected paths and mounts are built around the directory, and a started
+   * sandbox's processes run in it. Later (or with a mount made) it is a `SandboxError`
+   * `INVALID_STATE`; make another sandbox instead.
+   */
+  setWorkingDirectory(dir) {
+    check.requiredString(dir, 'dir')
+    const fixedBy =
+      this.status !== 'pending'
+        ? `it has started (status: ${this.status})`
+        : [...this.mounts.entries.values()].some((entry) => entry.state === 'mounted' || entry.state === 'mounting')
+          ? 'filesystems are mounted in it'
+          : undefined
+    if (fixedBy) {
+      throw new SandboxError(
+        `Cannot change the working directory of LocalSandbox ${this.id}: ${fixedBy}. Make another sandbox for ${dir}.`,
+        'INVALID_STATE',
+        { status: this.status, workingDirectory: this.workingDirectory },
+      )
+    }
+    const nativeOptions = { ...this.#nativeOptions, workingDirectory: dir }
+    this.#build(nativeOptions)
+    this.#nativeOptions = nativeOptions
+  }
+
+  /**
+   * Without isolation a command runs as given, through the shell (`{ command, args: [] }`).
+   * An isolated sandbox does not wrap commands one by one, they run inside its one
+   * long-lived sandbox: that is a `SandboxUnsupportedFeatureError`.
+   */
+  wrapCommandForIsolation(command) {
+    checkCommand(command)
+    if (this.isolation === 'none') return { command, args: [] }
+    throw new SandboxUnsupportedFeatureError(
+      `LocalSandbox with isolation '${this.isolation}' does not wrap commands: they run inside its one long-lived sandbox. Run them with executeCommand() or processes.spawn().`,
+      { provider: this.provider, isolation: this.isolation },
+    )
+  }
+
+  /**
+   * Writes `files` (`[{ path, content }]`, content a string, Buffer or Uint8Array) under the
+   * working directory, starting the sandbox first; parent directories are created and
+   * existing files replaced. A relative path is taken from the working directory, an
+   * absolute one must lie inside it: every path is checked before the first write, and
+   * each write is held inside the directory by the kernel (a symlink leading out is
+   * refused, a `PermissionError`), as are an isolated sandbox's protected paths. A `mode`
+   * is refused (`SandboxUnsupportedFeatureError`) rather than ignored. `abortSignal` stops
+   * the writes not yet begun (`SandboxAbortError`); the ones done stay.
+   */
+  async writeFiles(files, options = {}) {
+    const list = fileInputs(files)
+    const signal = readingOptions('options', () => check.abortSignal(check.object(options, 'options').abortSignal, 'abortSignal'))
+    if (list.some((file) => file.mode !== undefined)) {
+      throw new SandboxUnsupportedFeatureError(
+        `LocalSandbox does not support per-file permission modes in writeFiles(). Omit 'mode' to use the default (0644 less the umask).`,
+        { provider: this.provider },
+      )
+    }
+    const aborted = () => signal?.aborted && new SandboxAbortError('writeFiles', signal.reason)
+    if (aborted()) throw aborted()
+    if (this.status !== 'running') await this.ensureRunning()
+    const root = this.workingDirectory
+    for (const { path: filePath } of list) {
+      const inside = path.relative(root, path.resolve(root, filePath))
+      if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside)) {
+        throw new PermissionError(filePath, `write outside the working directory ${root}`)
+      }
+    }
+    const protectedPaths = this.isolation === 'none' ? [] : [...this.protectedPaths]
+    const writer = translatingSync(() => new native.NativeLocalFs(root, false, protectedPaths))
+    let next = 0
+    let failed = false
+    const writeNext = async () => {
+      while (!failed && next < list.length) {
+        const { path: filePath, content } = list[next++]
+        try {
+          if (aborted()) throw aborted()
+          const data = typeof content === 'string' ? content : Buffer.from(content.buffer, content.byteOffset, content.byteLength)
+          await translating(() => writer.writeFile(filePath, data, true, true, false))
+        } catch (err) {
+          failed = true
+          throw err
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, list.length) }, writeNext))
   }
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */

@@ -98,6 +98,11 @@ class MastraSandbox {
     return this.status === 'running'
   }
 
+  /** For a backend that learns its working directory late (a default, a probe once running). */
+  setWorkingDirectory(dir) {
+    this.workingDirectory = check.string(dir, 'dir')
+  }
+
   setEnv(update) {
     if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
     this.#env = { ...check.env(update({ ...this.#env }), 'setEnv result') }

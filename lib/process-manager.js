@@ -65,6 +65,8 @@ function checkCommand(command) {
   }
 }
 
+const noteStart = Symbol('noteStart')
+
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
 
@@ -75,13 +77,20 @@ const FORGET_EVERY = 16
  * (`nativeSandbox.limits.exitedProcesses`, `exitedOutputBytes`).
  */
 class LocalProcessManager {
-  #native
+  #nativeOf
   #handles = new Map()
+  /** Start times (ms since the epoch) of the processes reachable here, by pid. */
+  #startTimes = new Map()
   #spawnsUntilForget = FORGET_EVERY
 
-  constructor(sandbox, native) {
+  /** `nativeOf()` gives the sandbox's native side (rebuilt if its working directory changes before it starts). */
+  constructor(sandbox, nativeOf) {
     this.sandbox = sandbox
-    this.#native = native
+    this.#nativeOf = nativeOf
+  }
+
+  get #native() {
+    return this.#nativeOf()
   }
 
   /** Starts `command` and returns its handle at once. */
@@ -91,6 +100,7 @@ class LocalProcessManager {
     const { token, detach } = abortToken(signal)
     let native
     let release
+    const startTime = Date.now()
     try {
       const nativeOptions = commandOptions(options, token)
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
@@ -100,7 +110,8 @@ class LocalProcessManager {
       throw err
     }
     if (signal) native.wait().finally(detach)
-    const handle = new ProcessHandle(native, release())
+    const handle = new ProcessHandle(native, release(), startTime)
+    this.#startTimes.set(handle.pid, startTime)
     this.#handles.set(handle.pid, handle)
     if (--this.#spawnsUntilForget === 0) this.#forgetUntracked()
     return handle
@@ -115,6 +126,7 @@ class LocalProcessManager {
     this.#spawnsUntilForget = FORGET_EVERY
     const tracked = new Set(this.#native.list().map(({ pid }) => pid))
     for (const pid of this.#handles.keys()) if (!tracked.has(pid)) this.#letGo(pid)
+    for (const pid of this.#startTimes.keys()) if (!tracked.has(pid)) this.#startTimes.delete(pid)
   }
 
   /** Every tracked process, oldest first. */
@@ -135,7 +147,7 @@ class LocalProcessManager {
     }
     let handle = this.#handles.get(key)
     if (!handle) {
-      handle = new ProcessHandle(native)
+      handle = new ProcessHandle(native, undefined, this.#startTimes.get(key))
       this.#handles.set(key, handle)
     }
     return handle
@@ -168,7 +180,16 @@ class LocalProcessManager {
   #letGo(pid) {
     this.#handles.get(pid)?.[letGo]()
     this.#handles.delete(pid)
+    this.#startTimes.delete(pid)
+  }
+
+  /**
+   * Notes when the command that left `pid` running (a foreground command's leftover, which
+   * `get(pid)` reaches) started: the closest start time known for that process.
+   */
+  [noteStart](pid, startTime) {
+    this.#startTimes.set(String(pid), startTime)
   }
 }
 
-module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand }
+module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart }

@@ -3,6 +3,7 @@
 // wherever tools are built, LocalFilesystem's allowed paths, realpath and text detection,
 // ProcessHandle.startTime, LocalSandbox's writeFiles/buildEnv/setWorkingDirectory.
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { Mastra } from '@mastra/core'
 import { Agent } from '@mastra/core/agent'
@@ -349,5 +350,156 @@ describe.skipIf(!isIsolationAvailable('bwrap'))('an isolated LocalSandbox', () =
     expect(() => isolated.sandbox().wrapCommandForIsolation('ls')).toThrow(
       expect.objectContaining({ code: 'UNSUPPORTED_FEATURE', message: expect.stringContaining("isolation 'bwrap'") }),
     )
+  })
+})
+
+describe('LocalFilesystem: allowed paths, realpath, text files, lifecycle', () => {
+  const made = []
+  afterEach(() => made.splice(0).forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })))
+  /** base/ (the workspace), shared/ (to allow), host/secret.txt (never to reach). */
+  function layout() {
+    const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-members-lfs-'))
+    made.push(top)
+    const dirs = { top, base: path.join(top, 'base'), shared: path.join(top, 'shared'), host: path.join(top, 'host') }
+    for (const dir of [dirs.base, dirs.shared, dirs.host]) fs.mkdirSync(dir)
+    fs.writeFileSync(path.join(dirs.shared, 'doc.txt'), 'shared doc')
+    fs.writeFileSync(path.join(dirs.host, 'secret.txt'), 'host secret')
+    return dirs
+  }
+  const codeOf = (promise) => promise.then(() => 'resolved', (err) => err.code)
+
+  it('allowedPaths widen the reach to those directories, by absolute or relative path, and no further', async () => {
+    const { base, shared, host } = layout()
+    const lfs = new LocalFilesystem({ basePath: base, allowedPaths: [shared] })
+    expect(lfs.allowedPaths).toEqual([shared])
+    expect(await lfs.readFile(path.join(shared, 'doc.txt'), { encoding: 'utf-8' })).toBe('shared doc')
+    expect(await lfs.readFile('../shared/doc.txt', { encoding: 'utf-8' })).toBe('shared doc')
+    await lfs.writeFile(path.join(shared, 'new/note.txt'), 'written')
+    expect(fs.readFileSync(path.join(shared, 'new/note.txt'), 'utf8')).toBe('written')
+    expect((await lfs.readdir('../shared')).map((e) => e.name)).toEqual(['doc.txt', 'new'])
+    expect(await lfs.exists('../shared/doc.txt')).toBe(true)
+    expect((await lfs.stat(path.join(shared, 'doc.txt'))).type).toBe('file')
+    // Moving between basePath and an allowed path: the file arrives, the source goes.
+    await lfs.moveFile('../shared/new/note.txt', 'moved.txt')
+    expect(fs.readFileSync(path.join(base, 'moved.txt'), 'utf8')).toBe('written')
+    expect(fs.existsSync(path.join(shared, 'new/note.txt'))).toBe(false)
+
+    for (const outside of [path.join(host, 'secret.txt'), '../host/secret.txt', `${shared}-sibling/x`]) {
+      expect(await codeOf(lfs.readFile(outside)), outside).toBe('EACCES')
+      expect(await codeOf(lfs.writeFile(outside, 'x')), outside).toBe('EACCES')
+    }
+    expect(fs.existsSync(`${shared}-sibling`)).toBe(false)
+    expect(lfs.getInfo().metadata).toEqual({ basePath: base, contained: true, allowedPaths: [shared] })
+    expect(lfs.getInstructions()).toContain(shared)
+  })
+
+  it('symlinks leading out of an allowed path (or into it from basePath) are refused; the host is untouched', async () => {
+    const { base, shared, host } = layout()
+    const lfs = new LocalFilesystem({ basePath: base, allowedPaths: [shared] })
+    fs.symlinkSync(host, path.join(shared, 'to-host'))
+    fs.symlinkSync(shared, path.join(base, 'to-shared'))
+    expect(await codeOf(lfs.readFile('../shared/to-host/secret.txt'))).toBe('EACCES')
+    expect(await codeOf(lfs.writeFile('../shared/to-host/planted.txt', 'x'))).toBe('EACCES')
+    expect(await codeOf(lfs.readFile('to-shared/doc.txt'))).toBe('EACCES')
+    expect(fs.readdirSync(host)).toEqual(['secret.txt'])
+    expect(lfs.resolveAbsolutePath('../shared/to-host/secret.txt')).toBeUndefined()
+    expect(await codeOf(lfs.realpath('../shared/to-host/secret.txt'))).toBe('EACCES')
+  })
+
+  it('a missing allowed path reads as missing and is not created by reading; a write creates it', async () => {
+    const { base, top } = layout()
+    const later = path.join(top, 'later')
+    const lfs = new LocalFilesystem({ basePath: base, allowedPaths: [later] })
+    expect(await codeOf(lfs.readFile(path.join(later, 'a.txt')))).toBe('ENOENT')
+    expect(await lfs.exists(path.join(later, 'a.txt'))).toBe(false)
+    expect(await codeOf(lfs.readdir(later))).toBe('ENOENT')
+    await lfs.deleteFile(path.join(later, 'a.txt'), { force: true })
+    expect(fs.existsSync(later)).toBe(false)
+    await lfs.writeFile(path.join(later, 'a.txt'), 'now')
+    expect(fs.readFileSync(path.join(later, 'a.txt'), 'utf8')).toBe('now')
+  })
+
+  it('protected paths of basePath stay protected when reached through an allowed path around it', async () => {
+    const { base, top } = layout()
+    fs.mkdirSync(path.join(base, '.git/hooks'), { recursive: true })
+    const lfs = new LocalFilesystem({ basePath: base, allowedPaths: [top], protectedPaths: ['.git/hooks'] })
+    fs.symlinkSync(path.join(base, '.git'), path.join(top, 'git-link'))
+    expect(await codeOf(lfs.writeFile(path.join(top, 'git-link/hooks/pre-commit'), 'x'))).toBe('EACCES')
+    expect(await codeOf(lfs.writeFile(path.join(top, 'base/.git/hooks/pre-commit'), 'x'))).toBe('EACCES')
+    expect(fs.readdirSync(path.join(base, '.git/hooks'))).toEqual([])
+  })
+
+  it('setAllowedPaths replaces the list (or updates it); a path taken away is refused again', async () => {
+    const { base, shared, top } = layout()
+    const lfs = new LocalFilesystem({ basePath: base })
+    expect(lfs.allowedPaths).toEqual([])
+    expect(await codeOf(lfs.readFile('../shared/doc.txt'))).toBe('EACCES')
+    lfs.setAllowedPaths(['../shared'])
+    expect(lfs.allowedPaths).toEqual([shared])
+    expect(await lfs.readFile('../shared/doc.txt', { encoding: 'utf-8' })).toBe('shared doc')
+    lfs.setAllowedPaths((current) => [...current, path.join(top, 'other')])
+    expect(lfs.allowedPaths).toEqual([shared, path.join(top, 'other')])
+    lfs.setAllowedPaths([])
+    expect(await codeOf(lfs.readFile('../shared/doc.txt'))).toBe('EACCES')
+    expect(() => lfs.setAllowedPaths([3])).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining('allowedPaths[0]') }))
+  })
+
+  it('resolveAbsolutePath and realpath', async () => {
+    const { base, shared, host } = layout()
+    const lfs = new LocalFilesystem({ basePath: base, allowedPaths: [shared] })
+    await lfs.writeFile('dir/file.txt', 'x')
+    fs.symlinkSync('dir/file.txt', path.join(base, 'alias'))
+    fs.symlinkSync(host, path.join(base, 'escape'))
+    expect(lfs.resolveAbsolutePath('dir/file.txt')).toBe(path.join(base, 'dir/file.txt'))
+    expect(lfs.resolveAbsolutePath('not/yet/there.txt')).toBe(path.join(base, 'not/yet/there.txt'))
+    expect(lfs.resolveAbsolutePath('../shared/doc.txt')).toBe(path.join(shared, 'doc.txt'))
+    expect(lfs.resolveAbsolutePath('../host/secret.txt')).toBeUndefined()
+    expect(lfs.resolveAbsolutePath('escape/secret.txt')).toBeUndefined()
+    expect(lfs.resolveAbsolutePath('escape/new.txt')).toBeUndefined()
+
+    expect(await lfs.realpath('alias')).toBe('dir/file.txt')
+    expect(await lfs.realpath('dir/../alias')).toBe('dir/file.txt')
+    expect(await lfs.realpath(path.join(shared, 'doc.txt'))).toBe('../shared/doc.txt')
+    expect(await codeOf(lfs.realpath('missing.txt'))).toBe('ENOENT')
+    expect(await codeOf(lfs.realpath('escape/secret.txt'))).toBe('EACCES')
+    expect(await codeOf(lfs.realpath('../host/secret.txt'))).toBe('EACCES')
+  })
+
+  it('isTextFile: the usual text extensions and those of textExtensions', () => {
+    const lfs = new LocalFilesystem({ basePath: '/tmp/nw-members-unused', textExtensions: ['SAS7', '.cob'] })
+    expect(lfs.isTextFile('a/b/readme.MD')).toBe(true)
+    expect(lfs.isTextFile('data.jsonl')).toBe(true)
+    expect(lfs.isTextFile('program.cob')).toBe(true)
+    expect(lfs.isTextFile('x.sas7')).toBe(true)
+    expect(lfs.isTextFile('photo.png')).toBe(false)
+    expect(lfs.isTextFile('Makefile')).toBe(false)
+    expect(new LocalFilesystem({ basePath: '/tmp/nw-members-unused' }).isTextFile('program.cob')).toBe(false)
+  })
+
+  it('_init/_destroy run the hooks once, with status and error', async () => {
+    const { base, top } = layout()
+    const calls = []
+    const lfs = new LocalFilesystem({
+      basePath: path.join(base, 'made-at-init'),
+      onInit: ({ filesystem }) => calls.push(['init', filesystem.status]),
+      onDestroy: ({ filesystem }) => calls.push(['destroy', filesystem.status]),
+    })
+    await Promise.all([lfs._init(), lfs._init()])
+    expect(lfs.status).toBe('ready')
+    expect(fs.existsSync(path.join(base, 'made-at-init'))).toBe(true)
+    await lfs._destroy()
+    await lfs._destroy()
+    expect(lfs.status).toBe('destroyed')
+    expect(calls).toEqual([
+      ['init', 'ready'],
+      ['destroy', 'destroying'],
+    ])
+
+    fs.writeFileSync(path.join(top, 'a-file'), '')
+    const failing = new LocalFilesystem({ basePath: path.join(top, 'a-file', 'below') })
+    await expect(failing._init()).rejects.toThrow()
+    expect(failing.status).toBe('error')
+    expect(failing.error).toMatch(/a-file/)
+    expect(failing.getInfo().error).toBe(failing.error)
   })
 })

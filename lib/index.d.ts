@@ -812,6 +812,17 @@ export interface LocalFilesystemOptions {
    * `protectedPaths`.
    */
   protectedPaths?: string[]
+  /**
+   * Directories besides `basePath` the filesystem may reach, by absolute path or relative
+   * to `basePath` (`~` expanded). Each is held as `basePath` is: a symlink leading out of
+   * the directory it lies in is refused, even one into `basePath` or another allowed path.
+   */
+  allowedPaths?: string[]
+  /** Extensions `isTextFile` counts as text besides the usual ones (`'sas'` or `'.sas'`). */
+  textExtensions?: string[]
+  /** Run by `_init()` once ready (a failure is logged), and by `_destroy()` first. */
+  onInit?: (args: { filesystem: LocalFilesystem }) => void | Promise<void>
+  onDestroy?: (args: { filesystem: LocalFilesystem }) => void | Promise<void>
 }
 
 export interface FileEntry {
@@ -840,9 +851,24 @@ export declare class LocalFilesystem {
   readonly basePath: string
   readonly contained: true
   readonly protectedPaths: readonly string[]
-  status: 'pending' | 'ready' | 'destroyed'
+  status: 'pending' | 'initializing' | 'ready' | 'destroying' | 'destroyed' | 'error'
+  /** Why the last `_init()`/`_destroy()` failed, while `status` is `'error'`. */
+  error: string | undefined
+  /** Absolute paths, in the order given. */
+  readonly allowedPaths: readonly string[]
+  setAllowedPaths(pathsOrUpdater: string[] | ((current: readonly string[]) => string[])): void
+  /** The absolute path `path` names if the filesystem may reach it, else `undefined`. */
+  resolveAbsolutePath(path: string): string | undefined
+  /** The canonical path (symlinks resolved), relative to `basePath`. */
+  realpath(path: string): Promise<string>
+  isTextFile(filename: string): boolean
   init(): Promise<void>
   destroy(): Promise<void>
+  /** `init()` with status, `error` and `onInit`; concurrent calls share one. */
+  _init(): Promise<void>
+  /** `onDestroy` then `destroy()`, once. */
+  _destroy(): Promise<void>
+  __setLogger(logger: DiagnosticsLogger): void
   /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
   readFile(path: string): Promise<Buffer>
   readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>

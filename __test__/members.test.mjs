@@ -346,6 +346,19 @@ describe.skipIf(!isIsolationAvailable('bwrap'))('an isolated LocalSandbox', () =
     expect(fs.existsSync(path.join(sandbox.workingDirectory, '.git/hooks/pre-commit'))).toBe(false)
   })
 
+  it('mastra.shutdown() stops it: its commands and its bubblewrap are gone', async () => {
+    const marker = uniqueMarker()
+    const sandbox = isolated.sandbox()
+    const mastra = new Mastra({ workspace: track(new Workspace({ sandbox })), logger: false })
+    await spawnTree(sandbox, marker)
+    const ownBwrap = () => processesWith(sandbox.workingDirectory).filter((p) => path.basename(p.cmdline.split(' ')[0]) === 'bwrap')
+    expect(ownBwrap().length).toBeGreaterThan(0)
+    await mastra.shutdown()
+    expect(sandbox.status).toBe('stopped')
+    expect(await survivors([marker])).toEqual([])
+    await waitFor(() => ownBwrap().length === 0)
+  })
+
   it('wrapCommandForIsolation says its commands are not wrapped one by one', () => {
     expect(() => isolated.sandbox().wrapCommandForIsolation('ls')).toThrow(
       expect.objectContaining({ code: 'UNSUPPORTED_FEATURE', message: expect.stringContaining("isolation 'bwrap'") }),

@@ -123,7 +123,7 @@ class Workspace {
       this[state].dynamicSandboxInstructions = dynamic ?? 'placeholder'
       this.setToolsConfig(config.tools)
       if (config.browser) {
-        // The workspace only closes it with the sandbox; a browser the model drives belongs to the Agent.
+        // Only a CLI browser (driven through the sandbox's commands) is a workspace's; an SDK one is an Agent's.
         if (config.browser.providerType !== 'cli') {
           throw new WorkspaceError(
             `Workspace.browser requires a CLI provider (providerType: 'cli'), got ${describe(config.browser.providerType)}`,

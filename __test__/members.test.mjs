@@ -516,3 +516,21 @@ describe('LocalFilesystem: allowed paths, realpath, text files, lifecycle', () =
     expect(failing.getInfo().error).toBe(failing.error)
   })
 })
+
+describe('Mastra component members', () => {
+  it('component, toRawConfig and __setRawConfig, on the sandbox and the filesystem', async () => {
+    const { MastraSandbox } = await import('../lib/index.mjs')
+    class Remote extends MastraSandbox {
+      id = 'remote'
+      provider = 'remote'
+    }
+    for (const component of [makeSandbox(), new LocalFilesystem({ basePath: '/tmp/nw-members-unused' }), new Remote()]) {
+      expect(component.component).toBe('WORKSPACE')
+      expect(component.toRawConfig()).toBeUndefined()
+      const raw = { stored: true }
+      component.__setRawConfig(raw)
+      expect(component.toRawConfig()).toBe(raw)
+    }
+    expect(new LocalFilesystem({ basePath: '/tmp/nw-members-unused' }).toRawConfig()).toBeUndefined()
+  })
+})

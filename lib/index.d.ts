@@ -450,6 +450,14 @@ export declare class LocalSandbox {
   __setLogger(logger: DiagnosticsLogger | null): void
   static detectIsolation(): SandboxDetectionResult
 }
+/** What every Mastra component has (Mastra's `MastraBase`). */
+export interface MastraComponent {
+  readonly component: 'WORKSPACE'
+  /** The stored configuration it was made from; `undefined` when made from code. */
+  toRawConfig(): Record<string, unknown> | undefined
+  __setRawConfig(rawConfig: Record<string, unknown>): void
+}
+export interface LocalSandbox extends MastraComponent {}
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 /**
@@ -770,6 +778,7 @@ export declare abstract class MastraSandbox {
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
 }
+export interface MastraSandbox extends MastraComponent {}
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code: string, workspaceId?: string)
@@ -888,6 +897,7 @@ export declare class LocalFilesystem {
   getInfo(): Record<string, unknown>
   getInstructions(options?: { requestContext?: unknown }): string
 }
+export interface LocalFilesystem extends MastraComponent {}
 
 /**
  * The filesystem of a `Workspace` with `mounts`: each filesystem at its mount path, the

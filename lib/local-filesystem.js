@@ -16,6 +16,7 @@ const {
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
 const { logTo } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
 
 let mastraErrors
 
@@ -514,5 +515,7 @@ class LocalFilesystem {
     return instructionsText(this.#instructions, auto, options?.requestContext)
   }
 }
+
+asMastraComponent(LocalFilesystem)
 
 module.exports = { LocalFilesystem, adoptProtection, readText }

@@ -10,6 +10,7 @@ const { toResult } = require('./process-handle')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager, LocalMounter, mountedAt } = require('./mounts')
 const { setLogger, packageLogger } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -430,5 +431,7 @@ function mountedList(mounts) {
     .filter(([, entry]) => entry.state === 'mounted')
     .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
 }
+
+asMastraComponent(LocalSandbox)
 
 module.exports = { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig }

@@ -4,6 +4,7 @@ const { check } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
 
 /**
  * Base class for sandbox backends written in JavaScript (a remote provider, a container
@@ -128,5 +129,7 @@ class MastraSandbox {
   /** Backends without checkpoints have nothing to snapshot. */
   async snapshot() {}
 }
+
+asMastraComponent(MastraSandbox)
 
 module.exports = { MastraSandbox }

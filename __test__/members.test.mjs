@@ -508,6 +508,14 @@ describe('LocalFilesystem: allowed paths, realpath, text files, lifecycle', () =
       ['destroy', 'destroying'],
     ])
 
+    // As with Mastra's filesystems, the first operation initialises (and after _destroy(), again).
+    const lazy = new LocalFilesystem({ basePath: path.join(base, 'lazy'), onInit: () => calls.push(['lazy-init']) })
+    await lfs.writeFile('again.txt', 'x')
+    await lazy.writeFile('a.txt', 'x')
+    await lazy.exists('a.txt')
+    expect(lfs.status).toBe('ready')
+    expect(calls.slice(2)).toEqual([['init', 'ready'], ['lazy-init']])
+
     fs.writeFileSync(path.join(top, 'a-file'), '')
     const failing = new LocalFilesystem({ basePath: path.join(top, 'a-file', 'below') })
     await expect(failing._init()).rejects.toThrow()

@@ -214,17 +214,27 @@ class LocalFilesystem {
       const protectedPaths = within(this.basePath, root) ? this.protectedPaths.map((p) => path.join(inside, p)) : []
       native = translatingSync(() => new NativeLocalFs(root, this.readOnly, protectedPaths))
       this.#allowedRoots.set(root, native)
-      this.#fs()
     }
     return { fs: native, target: absolute }
   }
 
-  /** Runs `op(native, target)` on the native filesystem of `input`. */
-  #on(input, options, op) {
+  /** Runs `op(native, target)` on the native filesystem of `input`, once ready. */
+  async #on(input, options, op) {
+    await this.#ready()
     return call(() => {
       const { fs, target } = this.#route(input, options)
       return op(fs, target)
     })
+  }
+
+  /** As Mastra's filesystems do, the first operation (or the first after `_destroy()`) initialises. */
+  async #ready() {
+    if (this.status === 'ready') return
+    try {
+      await this._init()
+    } catch (err) {
+      throw await mastraTwin(err)
+    }
   }
 
   /**
@@ -251,8 +261,8 @@ class LocalFilesystem {
     const absolute = path.resolve(this.basePath, input)
     const root = input.includes('\0') ? undefined : this.#rootOf(absolute)
     // Refused as the other operations refuse it, with the same words.
+    await this.#ready()
     if (!root) return call(() => this.#fs().stat(input))
-    this.#fs()
     const fsp = fsSync.promises
     let canonical
     let realRoot
@@ -416,6 +426,7 @@ class LocalFilesystem {
     check.requiredString(dest, 'dest')
     this.#refuseIntoItself('move', src, dest, false)
     const { overwrite } = flags(options, { overwrite: true })
+    await this.#ready()
     const [from, to] = await call(() => [this.#route(src), this.#route(dest, { writing: true })])
     if (from.fs === to.fs) return call(() => from.fs.rename(from.target, to.target, overwrite))
     // Between two directories held apart (basePath, allowed paths): a copy, then the removal.

@@ -291,6 +291,10 @@ describe('LocalSandbox.writeFiles()', () => {
     expect(fs.readFileSync(path.join(root, 'buf.txt'), 'utf8')).toBe('buffer')
     await sandbox.writeFiles([{ path: 'a/b/c.txt', content: 'again' }])
     expect((await sandbox.executeCommand('cat a/b/c.txt')).stdout).toBe('again')
+    // Of two entries for one file, the later one wins (the writes run several at once).
+    const many = Array.from({ length: 40 }, (_, i) => ({ path: i % 2 ? 'same.txt' : `./x/../same.txt`, content: `v${i}` }))
+    await sandbox.writeFiles(many)
+    expect(fs.readFileSync(path.join(root, 'same.txt'), 'utf8')).toBe('v39')
     await sandbox.writeFiles([])
   })
 

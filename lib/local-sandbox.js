@@ -332,7 +332,7 @@ class LocalSandbox {
    * the writes not yet begun (`SandboxAbortError`); the ones done stay.
    */
   async writeFiles(files, options = {}) {
-    const list = fileInputs(files)
+    let list = fileInputs(files)
     const signal = readingOptions('options', () => check.abortSignal(check.object(options, 'options').abortSignal, 'abortSignal'))
     if (list.some((file) => file.mode !== undefined)) {
       throw new SandboxUnsupportedFeatureError(
@@ -352,6 +352,9 @@ class LocalSandbox {
     }
     const protectedPaths = this.isolation === 'none' ? [] : [...this.protectedPaths]
     const writer = translatingSync(() => new native.NativeLocalFs(root, false, protectedPaths))
+    // Files are written several at once: of two entries for one file, the later one is kept.
+    const lastOfEach = new Map(list.map((file) => [path.resolve(root, file.path), file]))
+    list = [...lastOfEach.values()]
     let next = 0
     let failed = false
     const writeNext = async () => {

@@ -187,6 +187,37 @@ describe('the tools config through a Mastra Agent', () => {
     expect(fs.existsSync(path.join(sandbox.workingDirectory, 'approved.txt'))).toBe(false)
   })
 
+  it('enabled and requireApproval given as functions decide per workspace and per call', async () => {
+    const sandbox = makeSandbox()
+    const decisions = []
+    const ws = track(
+      new Workspace({
+        sandbox,
+        tools: {
+          [KILL]: { enabled: ({ workspace }) => workspace !== ws },
+          [EXEC]: { requireApproval: ({ args }) => (decisions.push(args.command), args.command.startsWith('rm ')) },
+        },
+      }),
+    )
+    const run = async (command) => {
+      const { model, turns } = mockModel(command)
+      const output = await agentWith(model, ws).stream('go')
+      const types = []
+      for await (const chunk of output.fullStream) types.push(chunk.type)
+      return { types, turns }
+    }
+    fs.mkdirSync(sandbox.workingDirectory, { recursive: true })
+    fs.writeFileSync(path.join(sandbox.workingDirectory, 'keep.txt'), 'kept')
+    const allowed = await run('touch made.txt')
+    expect(allowed.turns[0].tools).toEqual([EXEC, OUTPUT])
+    expect(allowed.types).not.toContain('tool-call-approval')
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'made.txt'))).toBe(true)
+    const held = await run('rm keep.txt')
+    expect(held.types).toContain('tool-call-approval')
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'keep.txt'))).toBe(true)
+    expect(decisions).toEqual(['touch made.txt', 'rm keep.txt'])
+  })
+
   it('maxOutputTokens bounds the output the model gets', async () => {
     const ws = track(new Workspace({ sandbox: makeSandbox(), tools: { [EXEC]: { maxOutputTokens: 20 } } }))
     const { model, turns } = mockModel('seq 1 2000')

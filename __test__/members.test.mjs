@@ -347,7 +347,26 @@ describe('LocalSandbox.writeFiles()', () => {
     expect(fs.existsSync(path.join(root, 'ok.txt'))).toBe(false)
   })
 
-  it('bad input is a typed error naming the entry; a mode is refused, an aborted signal writes nothing', async () => {
+  it('mode gives a file exactly those permission bits, new or existing, whatever the umask', async () => {
+    const sandbox = makeSandbox()
+    const root = sandbox.workingDirectory
+    const previous = process.umask(0o077)
+    try {
+      await sandbox.writeFiles([
+        { path: 'run.sh', content: '#!/bin/sh\necho ran\n', mode: 0o755 },
+        { path: 'plain.txt', content: 'x' },
+      ])
+    } finally {
+      process.umask(previous)
+    }
+    expect(fs.statSync(path.join(root, 'run.sh')).mode & 0o7777).toBe(0o755)
+    expect((await sandbox.executeCommand('./run.sh')).stdout).toBe('ran\n')
+    await sandbox.writeFiles([{ path: 'run.sh', content: 'secret', mode: 0o600 }])
+    expect(fs.statSync(path.join(root, 'run.sh')).mode & 0o7777).toBe(0o600)
+    expect(fs.readFileSync(path.join(root, 'run.sh'), 'utf8')).toBe('secret')
+  })
+
+  it('bad input is a typed error naming the entry; a bad mode or an aborted signal writes nothing', async () => {
     const sandbox = makeSandbox()
     const cases = [
       [undefined, 'files'],
@@ -358,7 +377,13 @@ describe('LocalSandbox.writeFiles()', () => {
     for (const [files, name] of cases) {
       await expect(sandbox.writeFiles(files)).rejects.toMatchObject({ code: 'INVALID_OPTION', message: expect.stringContaining(name) })
     }
-    await expect(sandbox.writeFiles([{ path: 'm.sh', content: 'x', mode: 0o755 }])).rejects.toMatchObject({ code: 'UNSUPPORTED_FEATURE' })
+    for (const mode of [0, 0o1000, 0o4755, 1.5, '755', -1]) {
+      await expect(sandbox.writeFiles([{ path: 'ok.sh', content: 'x' }, { path: 'm.sh', content: 'x', mode }])).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('files[1]'),
+      })
+    }
+    expect(fs.existsSync(path.join(sandbox.workingDirectory, 'ok.sh'))).toBe(false)
     const controller = new AbortController()
     controller.abort(new Error('stop'))
     await expect(sandbox.writeFiles([{ path: 'never.txt', content: 'x' }], { abortSignal: controller.signal })).rejects.toMatchObject({

@@ -380,7 +380,7 @@ export interface SandboxFileInput {
   /** Relative to the working directory, or absolute inside it. */
   path: string
   content: string | Uint8Array
-  /** Not supported by LocalSandbox (refused). */
+  /** Permission bits (0o001–0o777) the file gets exactly, whatever the umask; else 0644 less the umask. */
   mode?: number
 }
 export interface WriteFilesOptions {
@@ -443,8 +443,9 @@ export declare class LocalSandbox {
   /** `{ command, args: [] }` without isolation; an isolated sandbox does not wrap commands
    *  (`SandboxUnsupportedFeatureError`). */
   wrapCommandForIsolation(command: string): { command: string; args: string[] }
-  /** Writes files under the working directory (never outside it, symlinks included); `mode`
-   *  is refused, `abortSignal` stops the writes not yet begun. */
+  /** Writes files under the working directory (never outside it, symlinks included), each
+   *  with its `mode` if given; `abortSignal` stops the writes not yet begun. A bad mode is a
+   *  `SandboxError` `INVALID_ARGUMENT`, before anything is written. */
   writeFiles(files: SandboxFileInput[], options?: WriteFilesOptions): Promise<void>
   /** Routes the native diagnostics to `logger` (Mastra calls this with its logger). */
   __setLogger(logger: DiagnosticsLogger | null): void

@@ -378,13 +378,13 @@ class LocalFilesystem {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
     const { overwrite, recursive } = flags(options, { overwrite: true, recursive: true })
-    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, overwrite, recursive, false))
+    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
   }
 
   async appendFile(filePath, content) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
-    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, true, true, true))
+    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
   }
 
   async deleteFile(filePath, options = {}) {

@@ -63,6 +63,9 @@ function limitsConfig(limits) {
 /** Files written at once by `writeFiles`. */
 const WRITE_CONCURRENCY = 8
 
+/** Permission bits a file written by `writeFiles` may be given (no setuid, setgid or sticky bit). */
+const isSandboxFileMode = (mode) => Number.isInteger(mode) && mode >= 0o1 && mode <= 0o777
+
 /** The files given to `writeFiles`, each checked (a bad one is named by its index). */
 function fileInputs(files) {
   return readingOptions('files', () => {
@@ -72,6 +75,13 @@ function fileInputs(files) {
       const { path: filePath, content, mode } = file
       if (typeof filePath !== 'string' || filePath === '') {
         throw new SandboxOptionError(`files[${i}].path must be a non-empty string, got ${describe(filePath)}`)
+      }
+      if (mode !== undefined && !isSandboxFileMode(mode)) {
+        throw new SandboxError(
+          `Invalid file mode ${describe(mode)} for files[${i}]: must be an integer between 0o001 (1) and 0o777 (511).`,
+          'INVALID_ARGUMENT',
+          { mode, index: i },
+        )
       }
       return { path: filePath, content: check.content(content, `files[${i}].content`), mode }
     })
@@ -322,24 +332,19 @@ class LocalSandbox {
   }
 
   /**
-   * Writes `files` (`[{ path, content }]`, content a string, Buffer or Uint8Array) under the
+   * Writes `files` (`[{ path, content, mode? }]`, content a string, Buffer or Uint8Array) under the
    * working directory, starting the sandbox first; parent directories are created and
    * existing files replaced. A relative path is taken from the working directory, an
    * absolute one must lie inside it: every path is checked before the first write, and
    * each write is held inside the directory by the kernel (a symlink leading out is
-   * refused, a `PermissionError`), as are an isolated sandbox's protected paths. A `mode`
-   * is refused (`SandboxUnsupportedFeatureError`) rather than ignored. `abortSignal` stops
-   * the writes not yet begun (`SandboxAbortError`); the ones done stay.
+   * refused, a `PermissionError`), as are an isolated sandbox's protected paths. `mode`
+   * (permission bits, 0o001–0o777) is given to the file exactly, whatever the umask;
+   * without it a new file is 0644 less the umask. `abortSignal` stops the writes not yet
+   * begun (`SandboxAbortError`); the ones done stay.
    */
   async writeFiles(files, options = {}) {
     let list = fileInputs(files)
     const signal = readingOptions('options', () => check.abortSignal(check.object(options, 'options').abortSignal, 'abortSignal'))
-    if (list.some((file) => file.mode !== undefined)) {
-      throw new SandboxUnsupportedFeatureError(
-        `LocalSandbox does not support per-file permission modes in writeFiles(). Omit 'mode' to use the default (0644 less the umask).`,
-        { provider: this.provider },
-      )
-    }
     const aborted = () => signal?.aborted && new SandboxAbortError('writeFiles', signal.reason)
     if (aborted()) throw aborted()
     if (this.status !== 'running') await this.ensureRunning()
@@ -359,11 +364,11 @@ class LocalSandbox {
     let failed = false
     const writeNext = async () => {
       while (!failed && next < list.length) {
-        const { path: filePath, content } = list[next++]
+        const { path: filePath, content, mode } = list[next++]
         try {
           if (aborted()) throw aborted()
           const data = typeof content === 'string' ? content : Buffer.from(content.buffer, content.byteOffset, content.byteLength)
-          await translating(() => writer.writeFile(filePath, data, true, true, false))
+          await translating(() => writer.writeFile(filePath, data, { overwrite: true, recursive: true, append: false, mode }))
         } catch (err) {
           failed = true
           throw err

@@ -345,8 +345,11 @@ class LocalSandbox {
   async writeFiles(files, options = {}) {
     let list = fileInputs(files)
     const signal = readingOptions('options', () => check.abortSignal(check.object(options, 'options').abortSignal, 'abortSignal'))
-    const aborted = () => signal?.aborted && new SandboxAbortError('writeFiles', signal.reason)
-    if (aborted()) throw aborted()
+    const refuseIfAborted = () => {
+      if (signal?.aborted) throw new SandboxAbortError('writeFiles', signal.reason)
+    }
+    refuseIfAborted()
+    if (list.length === 0) return
     if (this.status !== 'running') await this.ensureRunning()
     const root = this.workingDirectory
     for (const { path: filePath } of list) {
@@ -366,7 +369,7 @@ class LocalSandbox {
       while (!failed && next < list.length) {
         const { path: filePath, content, mode } = list[next++]
         try {
-          if (aborted()) throw aborted()
+          refuseIfAborted()
           const data = typeof content === 'string' ? content : Buffer.from(content.buffer, content.byteOffset, content.byteLength)
           await translating(() => writer.writeFile(filePath, data, { overwrite: true, recursive: true, append: false, mode }))
         } catch (err) {

@@ -309,6 +309,10 @@ describe('LocalSandbox.wrapCommandForIsolation()', () => {
 
 describe('LocalSandbox.writeFiles()', () => {
   it('writes strings and bytes under the working directory, creating parents and replacing files', async () => {
+    const idle = makeSandbox()
+    await idle.writeFiles([])
+    expect(idle.status).toBe('pending')
+    expect(fs.existsSync(idle.workingDirectory)).toBe(false)
     const sandbox = makeSandbox()
     const root = sandbox.workingDirectory
     const bytes = new Uint8Array([0, 255, 1, 2]).subarray(1, 3)
@@ -326,7 +330,6 @@ describe('LocalSandbox.writeFiles()', () => {
     const many = Array.from({ length: 40 }, (_, i) => ({ path: i % 2 ? 'same.txt' : `./x/../same.txt`, content: `v${i}` }))
     await sandbox.writeFiles(many)
     expect(fs.readFileSync(path.join(root, 'same.txt'), 'utf8')).toBe('v39')
-    await sandbox.writeFiles([])
   })
 
   it('writes nothing outside the working directory: .., other absolute paths, symlinks out', async () => {

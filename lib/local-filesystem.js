@@ -145,7 +145,7 @@ class LocalFilesystem {
       this.status = 'pending'
       /** Why the last `_init()`/`_destroy()` failed, while `status` is `'error'`. */
       this.error = undefined
-      this.#allowedPaths = this.#resolveAllowed(check.stringArray(options.allowedPaths, 'allowedPaths'), 'allowedPaths')
+      this.#allowedPaths = this.#resolveAllowed(check.stringArray(options.allowedPaths, 'allowedPaths'))
       this.#textExtensions = new Set(check.stringArray(options.textExtensions, 'textExtensions').map(textExtension))
       this.#onInit = check.function(options.onInit, 'onInit')
       this.#onDestroy = check.function(options.onDestroy, 'onDestroy')
@@ -169,14 +169,14 @@ class LocalFilesystem {
   /** Replaces the allowed paths: a list, or `(current) => list`. */
   setAllowedPaths(pathsOrUpdater) {
     const given = typeof pathsOrUpdater === 'function' ? pathsOrUpdater(this.#allowedPaths) : pathsOrUpdater
-    this.#allowedPaths = this.#resolveAllowed(check.stringArray(given ?? null, 'allowedPaths'), 'allowedPaths')
+    this.#allowedPaths = this.#resolveAllowed(check.stringArray(given ?? null, 'allowedPaths'))
     for (const root of this.#allowedRoots.keys()) if (!this.#allowedPaths.includes(root)) this.#allowedRoots.delete(root)
   }
 
-  #resolveAllowed(paths, name) {
+  #resolveAllowed(paths) {
     return Object.freeze(
       paths.map((p, i) => {
-        if (p === '' || p.includes('\0')) throw new SandboxOptionError(`${name}[${i}] must be a non-empty path without NUL characters`)
+        if (p === '' || p.includes('\0')) throw new SandboxOptionError(`allowedPaths[${i}] must be a non-empty path without NUL characters`)
         return path.resolve(this.basePath, expandHome(p))
       }),
     )
@@ -260,8 +260,8 @@ class LocalFilesystem {
     check.requiredString(input, 'path')
     const absolute = path.resolve(this.basePath, input)
     const root = input.includes('\0') ? undefined : this.#rootOf(absolute)
-    // Refused as the other operations refuse it, with the same words.
     await this.#ready()
+    // Refused as the other operations refuse it, with the same words.
     if (!root) return call(() => this.#fs().stat(input))
     const fsp = fsSync.promises
     let canonical

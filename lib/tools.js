@@ -14,7 +14,7 @@ const {
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 const { logTo } = require('./logging')
-const { check } = require('./options')
+const { check, describe } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
@@ -286,19 +286,83 @@ async function toolSettings(toolsConfig, name, context) {
   return { ...resolved, name: resolved.name ?? name, backgroundProcesses: toolsConfig?.[name]?.backgroundProcesses }
 }
 
+/** Options of Mastra's tools config that these tools do not implement (refused, never ignored). */
+const UNSUPPORTED = {
+  hooks: 'tool hooks are not supported',
+  writeLockTimeoutMs: 'the file tools take no write lock to time out',
+  requireReadBeforeWrite: 'read-before-write tracking is not supported',
+  background: 'background tasks are not supported',
+  mediaTypes: 'read_file returns images as binary files, not media parts',
+  maxMediaBytes: 'read_file returns images as binary files, not media parts',
+  screenshotAfterAction: 'the computer tools are not supported',
+  screenshotDelayMs: 'the computer tools are not supported',
+}
+
+const toolsConfigError = (message) => new WorkspaceError(message, 'INVALID_CONFIG')
+
+/** `enabled`/`requireApproval`: a boolean or a function deciding per call. */
+function checkSwitch(value, name) {
+  if (value !== undefined && typeof value !== 'boolean' && typeof value !== 'function') {
+    throw toolsConfigError(`${name} must be a boolean or a function, got ${describe(value)}`)
+  }
+}
+
+function checkToolEntry(tool, entry) {
+  const at = `tools.${tool}`
+  if (entry === undefined) return
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) {
+    throw toolsConfigError(`${at} must be an object, got ${describe(entry)}`)
+  }
+  for (const [option, value] of Object.entries(entry)) {
+    const name = `${at}.${option}`
+    if (UNSUPPORTED[option]) throw toolsConfigError(`${name} is not supported: ${UNSUPPORTED[option]}`)
+    if (!TOOL_KEYS.has(option)) throw toolsConfigError(`${name} is not an option of a workspace tool (one of ${[...TOOL_KEYS].join(', ')})`)
+    if (option === 'enabled' || option === 'requireApproval') checkSwitch(value, name)
+    if (option === 'name' && value !== undefined && (typeof value !== 'string' || value === '')) {
+      throw toolsConfigError(`${name} must be a non-empty string, got ${describe(value)}`)
+    }
+    if (option === 'maxOutputTokens' && value !== undefined && !(typeof value === 'number' && value > 0)) {
+      throw toolsConfigError(`${name} must be a positive number, got ${describe(value)}`)
+    }
+    if (option === 'backgroundProcesses') checkBackgroundProcesses(tool, value, name)
+  }
+}
+
+function checkBackgroundProcesses(tool, value, name) {
+  if (value === undefined) return
+  if (tool !== EXECUTE_COMMAND) throw toolsConfigError(`${name} is an option of ${EXECUTE_COMMAND} only`)
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw toolsConfigError(`${name} must be an object, got ${describe(value)}`)
+  }
+  for (const [key, callback] of Object.entries(value)) {
+    if (key === 'abortSignal') {
+      if (callback !== undefined && callback !== null && callback !== false && typeof callback?.addEventListener !== 'function') {
+        throw toolsConfigError(`${name}.abortSignal must be an AbortSignal, null or false, got ${describe(callback)}`)
+      }
+    } else if (!['onStdout', 'onStderr', 'onExit'].includes(key)) {
+      throw toolsConfigError(`${name}.${key} is not an option of backgroundProcesses (onStdout, onStderr, onExit, abortSignal)`)
+    } else if (callback !== undefined && typeof callback !== 'function') {
+      throw toolsConfigError(`${name}.${key} must be a function, got ${describe(callback)}`)
+    }
+  }
+}
+
+/**
+ * Checks a workspace's tools config, the one rule for every way tools are built: this
+ * package's `createWorkspaceTools` and a Mastra `Agent` (which builds its own tools from
+ * `getToolsConfig()`, so the config is checked where the workspace takes it). A bad entry
+ * is a `WorkspaceError` `INVALID_CONFIG` naming its key.
+ */
 function checkToolsConfig(toolsConfig) {
-  if (toolsConfig === undefined) return
-  if (toolsConfig === null || typeof toolsConfig !== 'object') {
-    throw new WorkspaceError('tools config must be an object', 'INVALID_CONFIG')
+  if (toolsConfig === undefined || toolsConfig === null) return
+  if (typeof toolsConfig !== 'object' || Array.isArray(toolsConfig)) {
+    throw toolsConfigError(`tools must be an object, got ${describe(toolsConfig)}`)
   }
   for (const [key, value] of Object.entries(toolsConfig)) {
-    if (TOP_LEVEL_KEYS.has(key)) continue
-    if (!KNOWN_TOOLS.has(key)) throw new WorkspaceError(`Unknown workspace tool "${key}" in the tools config`, 'INVALID_CONFIG')
-    for (const option of Object.keys(value ?? {})) {
-      if (!TOOL_KEYS.has(option)) {
-        throw new WorkspaceError(`The tools config option "${option}" (of "${key}") is not supported`, 'INVALID_CONFIG')
-      }
-    }
+    if (UNSUPPORTED[key]) throw toolsConfigError(`tools.${key} is not supported: ${UNSUPPORTED[key]}`)
+    if (TOP_LEVEL_KEYS.has(key)) checkSwitch(value, `tools.${key}`)
+    else if (KNOWN_TOOLS.has(key)) checkToolEntry(key, value)
+    else throw toolsConfigError(`Unknown workspace tool "${key}" in the tools config (tools.${key})`)
   }
 }
 
@@ -448,6 +512,7 @@ async function createWorkspaceTools(workspace) {
 
 module.exports = {
   createWorkspaceTools,
+  checkToolsConfig,
   resolveToolConfig,
   requireWorkspace,
   requireFilesystem,

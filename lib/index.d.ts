@@ -418,6 +418,10 @@ export declare class LocalSandbox {
   readonly error: string | undefined
   readonly workingDirectory: string
   readonly isolation: IsolationBackend
+  /** No port URLs yet: `supportsNetworking(sandbox)` is false. */
+  readonly networking: undefined
+  /** No desktop: `supportsComputer(sandbox)` is false. */
+  readonly computer: undefined
   /**
    * Workspace paths kept read-only for commands under isolation: `nativeSandbox.protectedPaths`,
    * or the defaults for this workspace (without the shell start-up files unless it is a home

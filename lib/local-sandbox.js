@@ -125,6 +125,10 @@ class LocalSandbox {
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
+    // Capabilities of Mastra's sandbox interface this one does not offer: present, undefined,
+    // so `supportsNetworking()` / `supportsComputer()` say no (as for Mastra's LocalSandbox).
+    this.networking = undefined
+    this.computer = undefined
     this.processes = new LocalProcessManager(this, () => this.#native)
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })

@@ -1,8 +1,8 @@
 'use strict'
 // What a sandbox can do beyond commands, and the checks of `writeFiles` file modes, with
 // the names and meanings of `@mastra/core/workspace`.
-const { SandboxError, SandboxUnsupportedFeatureError } = require('./errors')
-const { describe } = require('./options')
+const { SandboxError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
+const { describe, readingOptions } = require('./options')
 
 /** The largest `mode` a file written into a sandbox may ask for: permission bits only (0o777). */
 const MAX_SANDBOX_FILE_MODE = 0o777
@@ -25,7 +25,11 @@ function validateSandboxFileMode(mode, where) {
  * (`SandboxUnsupportedFeatureError`) rather than dropping it silently.
  */
 function assertModesUnsupported(files, provider) {
-  if (files.some((file) => file.mode !== undefined)) {
+  const asksForMode = readingOptions('files', () => {
+    if (!Array.isArray(files)) throw new SandboxOptionError(`files must be an array of { path, content, mode? }, got ${describe(files)}`)
+    return files.some((file) => file?.mode !== undefined)
+  })
+  if (asksForMode) {
     throw new SandboxUnsupportedFeatureError(
       `The ${provider} sandbox does not support per-file permission modes in writeFiles(). Omit 'mode' to use the provider default.`,
       { provider },

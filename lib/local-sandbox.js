@@ -69,6 +69,8 @@ class LocalSandbox {
   #instructions
   #nativeSandbox
   #protectedPaths
+  /** What a clone inherits that the native sandbox does not give back. */
+  #inherited
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -82,16 +84,24 @@ class LocalSandbox {
       }
       this.#instructions = instructions
       this.#lifecycle = new SandboxLifecycle(this, options)
+      const env = check.env(options.env, 'env')
+      const timeout = check.duration(options.timeout, 'timeout')
+      const checkpointName = check.string(options.checkpointName, 'checkpointName')
+      const seedCheckpointName = check.string(options.seedCheckpointName, 'seedCheckpointName')
+      this.#inherited = { env, timeout, checkpointName, seedCheckpointName }
       this.#native = translatingSync(
         () =>
           new native.NativeLocalSandbox({
             id,
             workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-            env: check.env(options.env, 'env'),
-            timeout: check.duration(options.timeout, 'timeout'),
+            env,
+            timeout,
             isolation,
             nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
             packageFiles: PACKAGE_FILES,
+            checkpointName,
+            seedCheckpointName,
+            checkpointsDirectory: check.string(options.checkpointsDirectory, 'checkpointsDirectory'),
             ...this.#lifecycle.nativeHooks(),
           }),
       )
@@ -99,6 +109,8 @@ class LocalSandbox {
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
+    /** `snapshot()` persists the working directory as the named checkpoint. */
+    this.supportsCheckpoints = true
     this.processes = new LocalProcessManager(this, this.#native)
     /** Mounted filesystems: `entries` maps a mount path to `{ filesystem, state, error? }`. */
     this.mounts = new LocalMounts(
@@ -183,6 +195,48 @@ class LocalSandbox {
   /** Removes a mount (its link or bind only; the filesystem's files stay). */
   unmount(mountPath) {
     return this.mounts.unmount(mountPath)
+  }
+
+  /**
+   * Persists the working directory as the checkpoint `checkpointName` (nothing without
+   * one), copied natively and swapped in at once: a sandbox seeding from it meanwhile gets
+   * the previous checkpoint or this one, whole. Works in any status, even destroyed.
+   */
+  async snapshot() {
+    await translating(() => this.#native.snapshot())
+  }
+
+  /**
+   * A new, independent sandbox with this one's configuration (isolation, `nativeSandbox`
+   * with its own paths, not those mounts added, instructions, timeout, checkpoints
+   * directory and names), and with what `options` overrides: `id`, `workingDirectory`,
+   * `env`, `checkpointName`, `seedCheckpointName`. Nothing is created until its start;
+   * hooks and mounts are not carried over.
+   */
+  clone(options = {}) {
+    const overrides = readingOptions('clone options', () => {
+      check.object(options, 'clone options')
+      return {
+        id: check.string(options?.id, 'id'),
+        workingDirectory: check.string(options?.workingDirectory, 'workingDirectory'),
+        env: options?.env === undefined ? undefined : check.env(options.env, 'env'),
+        checkpointName: check.string(options?.checkpointName, 'checkpointName'),
+        seedCheckpointName: check.string(options?.seedCheckpointName, 'seedCheckpointName'),
+      }
+    })
+    const inherited = this.#inherited
+    return new LocalSandbox({
+      ...(overrides.id !== undefined && { id: overrides.id }),
+      workingDirectory: overrides.workingDirectory ?? this.workingDirectory,
+      env: overrides.env ?? inherited.env,
+      timeout: inherited.timeout,
+      isolation: this.isolation,
+      nativeSandbox: this.#nativeSandbox,
+      ...(this.#instructions !== undefined && { instructions: this.#instructions }),
+      checkpointName: overrides.checkpointName ?? inherited.checkpointName,
+      seedCheckpointName: overrides.seedCheckpointName ?? inherited.seedCheckpointName,
+      checkpointsDirectory: this.#native.checkpointsDirectory,
+    })
   }
 
   _start() {

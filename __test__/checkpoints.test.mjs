@@ -6,7 +6,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
+import { LocalSandbox, MastraSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, gone, isAlive, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
 
 const sandbox = useSandboxes()
@@ -160,6 +160,30 @@ describe('snapshot() and checkpointName', () => {
     expect((await sb.executeCommand('mkfifo pipe && echo x > file')).exitCode).toBe(0)
     await sb.snapshot()
     expect(fs.readdirSync(path.join(checkpointsOf(sb), 'special'))).toEqual(['file'])
+  })
+})
+
+describe('MastraSandbox (the base of JavaScript backends)', () => {
+  it('has no checkpoints unless a subclass says so: supportsCheckpoints false, snapshot() a no-op', async () => {
+    class Plain extends MastraSandbox {
+      id = 'plain'
+      provider = 'test'
+      async start() {}
+    }
+    class WithCheckpoints extends Plain {
+      supportsCheckpoints = true
+      snapshots = 0
+      async snapshot() {
+        this.snapshots++
+      }
+    }
+    const plain = new Plain({ name: 'plain' })
+    expect(plain.supportsCheckpoints).toBe(false)
+    expect(await plain.snapshot()).toBeUndefined()
+    const own = new WithCheckpoints({ name: 'own' })
+    expect(own.supportsCheckpoints).toBe(true)
+    await own.snapshot()
+    expect(own.snapshots).toBe(1)
   })
 })
 

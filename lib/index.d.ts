@@ -664,7 +664,10 @@ export declare abstract class MastraSandbox {
   setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
+  /** Nothing here; a subclass with checkpoints overrides it and `supportsCheckpoints`. */
   snapshot(): Promise<void>
+  /** False unless a subclass says otherwise. */
+  supportsCheckpoints: boolean
 }
 
 export declare class WorkspaceError extends Error {

@@ -5,7 +5,7 @@ import { spawn as spawnChild } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, gone, isAlive, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
 
@@ -41,6 +41,19 @@ function treeOf(root) {
   return lines.sort()
 }
 
+/**
+ * Directories holding read-only ones the tests made (and their copies): every directory in
+ * them is made writable again, so that the clean-up can remove them also as non-root.
+ */
+const withReadOnlyDirs = new Set()
+afterAll(() => {
+  const openUp = (dir) => {
+    fs.chmodSync(dir, 0o755)
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) openUp(path.join(dir, entry.name))
+  }
+  for (const top of withReadOnlyDirs) if (fs.existsSync(top)) openUp(top)
+})
+
 /** Fills a working directory with every kind of entry a checkpoint keeps. */
 function fillTree(dir) {
   fs.mkdirSync(path.join(dir, 'src/deep'), { recursive: true })
@@ -56,6 +69,7 @@ function fillTree(dir) {
   fs.symlinkSync('/etc/hostname', path.join(dir, 'absolute-link'))
   fs.symlinkSync('missing-target', path.join(dir, 'dangling-link'))
   fs.chmodSync(path.join(dir, 'src/deep'), 0o555)
+  withReadOnlyDirs.add(path.dirname(dir))
 }
 
 const checkpointsOf = (sb) => path.join(path.dirname(sb.workingDirectory), '.checkpoints')
@@ -72,8 +86,11 @@ describe('snapshot() and checkpointName', () => {
     expect((await first.executeCommand('mkdir -p made/by && echo cmd > made/by/command && chmod 640 made/by/command')).exitCode).toBe(0)
     const before = treeOf(first.workingDirectory)
     await first.snapshot()
+    // Again, over the first checkpoint: its copy, read-only directory and all, is removed.
+    await first.snapshot()
     await first.destroy()
     expect(treeOf(path.join(checkpointsOf(first), 'main'))).toEqual(before)
+    expect(fs.readdirSync(checkpointsOf(first))).toEqual(['main'])
 
     const next = new LocalSandbox({ workingDirectory: besides(first, 'next'), checkpointName: 'main' })
     try {

@@ -147,7 +147,7 @@ impl Checkpoints {
       };
       if let Err(e) = copy_tree(&source, &destination, owner) {
         // What was copied goes, so that the next start seeds afresh.
-        empty_directory(working_directory);
+        empty_directory(&destination);
         return Err(CoreError::io(
           format!(
             "Cannot seed the working directory {} from checkpoint '{name}'",
@@ -745,13 +745,15 @@ fn is_empty(directory: &OwnedFd) -> io::Result<bool> {
   )
 }
 
-/// Removes what is in `directory` (best effort: it is a clean-up after a failure).
-fn empty_directory(directory: &Path) {
-  let Ok(entries) = std::fs::read_dir(directory) else {
+/// Removes what is in the directory `root` (best effort: it is a clean-up after a failure).
+fn empty_directory(root: &OwnedFd) {
+  open_up(root);
+  let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", root.as_raw_fd())) else {
     return;
   };
   for entry in entries.flatten() {
     let path = entry.path();
+    // std's removal opens each directory without following links (no escape through one).
     let removed = match entry.file_type() {
       Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
       _ => std::fs::remove_file(&path),
@@ -764,11 +766,41 @@ fn empty_directory(directory: &Path) {
 
 /// Removes the tree `name` of `parent` (best effort: a leftover is only disk space).
 fn remove_entry(parent: &OwnedFd, name: &CStr) {
+  if let Ok(tree) = open_at(parent, name, libc::O_RDONLY | libc::O_DIRECTORY) {
+    open_up(&tree);
+  }
   let path = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd()))
     .join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-  // std's removal opens each directory without following links (no escape through one).
   if let Err(e) = std::fs::remove_dir_all(&path) {
     tracing::warn!(name = ?name, error = %e, "cannot remove a checkpoint's old copy");
+  }
+}
+
+/// Makes each directory below `root`, of a tree this process copied, writable by it: a
+/// copy keeps read-only directories, whose entries a process other than root could not
+/// remove otherwise. (Every directory copied was readable: its listing was copied.)
+fn open_up(root: &OwnedFd) {
+  let mut pending = vec![PathBuf::new()];
+  while let Some(rel) = pending.pop() {
+    let dir = if rel.as_os_str().is_empty() {
+      root.try_clone()
+    } else {
+      let c_rel = cstring(rel.as_os_str().as_bytes());
+      open_beneath(root, &c_rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+    };
+    let Ok(dir) = dir else { continue };
+    if !rel.as_os_str().is_empty() {
+      // SAFETY: fchmod of a descriptor we own.
+      unsafe { libc::fchmod(dir.as_raw_fd(), 0o700) };
+    }
+    let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+      continue;
+    };
+    for entry in entries.flatten() {
+      if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+        pending.push(rel.join(entry.file_name()));
+      }
+    }
   }
 }
 

@@ -6,7 +6,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LocalSandbox, MastraSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
+import { LocalSandbox, MastraSandbox, SandboxError, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, gone, isAlive, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
 
 const sandbox = useSandboxes()
@@ -169,6 +169,35 @@ describe('snapshot() and checkpointName', () => {
     await seeded.start()
     expect(treeOf(seeded.workingDirectory)).toEqual(treeOf(stored))
     expect(fs.readdirSync(host)).toEqual(['host-secret'])
+  })
+
+  it('a snapshot of a missing working directory rejects with a typed error and leaves nothing', async () => {
+    const sb = sandbox({ checkpointName: 'nothing' })
+    const error = await sb.snapshot().catch((e) => e)
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('IO_ERROR')
+    expect(error.message).toContain(`Cannot capture the working directory ${sb.workingDirectory} as checkpoint`)
+    expect(fs.existsSync(checkpointsOf(sb))).toBe(false)
+  })
+
+  it('the copy runs off the JavaScript thread: the event loop turns while it goes on', async () => {
+    const sb = sandbox({ checkpointName: 'busy' })
+    fs.mkdirSync(sb.workingDirectory, { recursive: true })
+    for (let d = 0; d < 20; d++) {
+      fs.mkdirSync(path.join(sb.workingDirectory, `d${d}`))
+      for (let f = 0; f < 100; f++) fs.writeFileSync(path.join(sb.workingDirectory, `d${d}`, `f${f}`), 'x'.repeat(4096))
+    }
+    let turns = 0
+    let done = false
+    const turn = () => {
+      turns++
+      if (!done) setImmediate(turn)
+    }
+    setImmediate(turn)
+    await sb.snapshot().finally(() => (done = true))
+    // A copy of 2,000 files on the JavaScript thread would have let it turn once or twice.
+    expect(turns).toBeGreaterThan(5)
+    expect(fs.readdirSync(path.join(checkpointsOf(sb), 'busy')).length).toBe(20)
   })
 
   it('a socket or FIFO in the working directory is skipped, not a failure', async () => {

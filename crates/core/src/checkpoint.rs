@@ -1054,6 +1054,108 @@ mod tests {
     assert_eq!(std::fs::read(top.join("longer-len")).unwrap(), content);
   }
 
+  /// An XFS filesystem with reflinks on a loop device, where this host can make one (root,
+  /// `mkfs.xfs`, loop devices); unmounted and removed when dropped.
+  struct ReflinkFs {
+    image: PathBuf,
+    mount: PathBuf,
+  }
+
+  impl ReflinkFs {
+    fn make(name: &str) -> Option<ReflinkFs> {
+      // SAFETY: geteuid has no preconditions.
+      if unsafe { libc::geteuid() } != 0 {
+        return None;
+      }
+      let top = scratch(name);
+      let (image, mount) = (top.join("xfs.img"), top.join("mnt"));
+      File::create(&image).ok()?.set_len(400 << 20).ok()?;
+      std::fs::create_dir_all(&mount).ok()?;
+      let run = |program: &str, args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(program)
+          .args(args)
+          .output()
+          .is_ok_and(|out| out.status.success())
+      };
+      let made = run(
+        "mkfs.xfs",
+        &[
+          "-q".as_ref(),
+          "-m".as_ref(),
+          "reflink=1".as_ref(),
+          image.as_os_str(),
+        ],
+      ) && run(
+        "mount",
+        &[
+          "-o".as_ref(),
+          "loop".as_ref(),
+          image.as_os_str(),
+          mount.as_os_str(),
+        ],
+      );
+      made.then_some(ReflinkFs { image, mount })
+    }
+
+    fn used_bytes(&self) -> u64 {
+      let path = cstring(self.mount.as_os_str().as_bytes());
+      // SAFETY: statvfs fills the struct.
+      let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+      assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+      (st.f_blocks - st.f_bfree) * st.f_frsize
+    }
+  }
+
+  impl Drop for ReflinkFs {
+    fn drop(&mut self) {
+      let _ = std::process::Command::new("umount")
+        .arg(&self.mount)
+        .output();
+      let _ = std::fs::remove_file(&self.image);
+    }
+  }
+
+  #[test]
+  fn on_a_filesystem_with_reflinks_a_checkpoint_shares_the_files_extents() {
+    let Some(xfs) = ReflinkFs::make("reflink") else {
+      eprintln!("skipped: no XFS with reflinks can be made here (root, mkfs.xfs, loop devices)");
+      return;
+    };
+    let work = xfs.mount.join("work");
+    std::fs::create_dir_all(work.join("data")).unwrap();
+    let content: Vec<u8> = (0..64u32 << 20).map(|i| (i % 253) as u8).collect();
+    std::fs::write(work.join("data/big"), &content).unwrap();
+    std::fs::write(work.join("small"), "small").unwrap();
+    let how = Cloning::default();
+    let from = File::open(work.join("small")).unwrap();
+    let to = OwnedFd::from(File::create(xfs.mount.join("small-copy")).unwrap());
+    how.copy(&from, &to, 5).unwrap();
+    assert_eq!(
+      how.ways(),
+      (true, true),
+      "the first file was cloned: cloning stays the way"
+    );
+    // SAFETY: sync has no preconditions (the space used is counted once data is on disk).
+    unsafe { libc::sync() };
+    let before = xfs.used_bytes();
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    assert!(checkpoints.capture(&work).unwrap());
+    let seeded = xfs.mount.join("seeded");
+    std::fs::create_dir_all(&seeded).unwrap();
+    assert_eq!(checkpoints.seed(&seeded).unwrap().as_deref(), Some("main"));
+    unsafe { libc::sync() };
+    let grown = xfs.used_bytes() - before;
+    assert!(
+      grown < 4 << 20,
+      "two copies of 64 MiB took {grown} bytes more: the extents were not shared"
+    );
+    assert_eq!(std::fs::read(seeded.join("data/big")).unwrap(), content);
+    assert_eq!(
+      std::fs::read(xfs.mount.join(".checkpoints/main/data/big")).unwrap(),
+      content
+    );
+  }
+
   #[test]
   fn capture_then_seed_gives_the_same_tree_and_seeds_only_an_empty_directory() {
     let top = scratch("capture-seed");

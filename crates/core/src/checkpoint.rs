@@ -37,6 +37,10 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 /// Threads copying file contents at most (the copy is mostly the kernel's work).
 const MOST_COPY_THREADS: usize = 8;
 
+/// Files, and bytes, past which a directory's files are copied by more than one thread.
+const BATCH_FILES: usize = 1024;
+const BATCH_BYTES: u64 = 32 << 20;
+
 /// Attempts at opening a checkpoint that keeps being replaced while a seed opens it.
 const SEED_ATTEMPTS: usize = 64;
 
@@ -307,9 +311,19 @@ pub struct CopyStats {
   pub skipped: usize,
 }
 
-/// A regular file to copy, by its path relative to both roots.
-struct FileJob {
-  rel: CString,
+/// What the walk leaves to do once it is over.
+#[derive(Default)]
+struct Plan {
+  /// Regular files by their path relative to both roots, a directory's together.
+  files: Vec<CString>,
+  /// Runs of `files`, each copied by one thread: of one directory, since creations in a
+  /// directory take its lock in turn (threads in one would wait on each other), cut past
+  /// `BATCH_FILES` or `BATCH_BYTES`.
+  batches: Vec<std::ops::Range<usize>>,
+  /// Hard links to make once the files are: a path, and the path of its first name.
+  links: Vec<(CString, CString)>,
+  /// The directories made, parents first.
+  dirs: Vec<DirJob>,
 }
 
 /// A directory made by the copy, whose mode and times are set once it is filled.
@@ -328,15 +342,17 @@ pub fn copy_tree(
   owner: Option<(u32, u32)>,
 ) -> io::Result<CopyStats> {
   let mut stats = CopyStats::default();
-  let (files, links, dirs) = plan(source, destination, owner, &mut stats)?;
+  let plan = plan(source, destination, owner, &mut stats)?;
   let skipped = AtomicUsize::new(0);
   let how = Cloning::default();
-  parallel(files.len(), |i| {
-    copy_file(source, destination, &files[i].rel, owner, &how, &skipped)
+  parallel(plan.batches.len(), |batch| {
+    plan.files[plan.batches[batch].clone()]
+      .iter()
+      .try_for_each(|rel| copy_file(source, destination, rel, owner, &how, &skipped))
   })?;
-  stats.files = files.len() - skipped.load(Ordering::Relaxed);
+  stats.files = plan.files.len() - skipped.load(Ordering::Relaxed);
   stats.skipped += skipped.load(Ordering::Relaxed);
-  for (rel, first) in &links {
+  for (rel, first) in &plan.links {
     let (to_parent, to_name) = in_parent(destination, rel)?;
     let (from_parent, from_name) = in_parent(destination, first)?;
     // SAFETY: linkat between names of directories we hold, following nothing.
@@ -357,28 +373,25 @@ pub fn copy_tree(
     }
   }
   // Deepest first: filling or finishing a directory changes its parent's times.
-  for dir in dirs.iter().rev() {
+  for dir in plan.dirs.iter().rev() {
     let made = open_beneath(destination, &dir.rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
     finish(&made, dir.mode, &dir.times, owner)?;
   }
-  stats.directories = dirs.len();
+  stats.directories = plan.dirs.len();
   Ok(stats)
 }
 
 /// Walks `source` (one directory open at a time), making each directory and symbolic link
 /// in `destination` as it goes; lists the files to copy, the hard links to make once they
 /// are, and the directories to finish.
-#[allow(clippy::type_complexity)]
 fn plan(
   source: &OwnedFd,
   destination: &OwnedFd,
   owner: Option<(u32, u32)>,
   stats: &mut CopyStats,
-) -> io::Result<(Vec<FileJob>, Vec<(CString, CString)>, Vec<DirJob>)> {
+) -> io::Result<Plan> {
   let into = File::from(destination.try_clone()?).metadata()?;
-  let mut files = Vec::new();
-  let mut links = Vec::new();
-  let mut dirs: Vec<DirJob> = Vec::new();
+  let mut plan = Plan::default();
   let mut first_names: HashMap<(u64, u64), CString> = HashMap::new();
   let mut pending: Vec<PathBuf> = vec![PathBuf::new()];
   while let Some(rel) = pending.pop() {
@@ -395,6 +408,7 @@ fn plan(
         Err(e) => return Err(e),
       }
     };
+    let (mut batch_start, mut batch_bytes) = (plan.files.len(), 0u64);
     for entry in std::fs::read_dir(format!("/proc/self/fd/{}", from.as_raw_fd()))? {
       let entry = entry?;
       let meta = match entry.metadata() {
@@ -414,7 +428,7 @@ fn plan(
         }
         // SAFETY: mkdirat of a new name in a directory we hold; 0700 until it is filled.
         check(unsafe { libc::mkdirat(to.as_raw_fd(), name.as_ptr(), 0o700) })?;
-        dirs.push(DirJob {
+        plan.dirs.push(DirJob {
           rel: c_child,
           mode: meta.mode(),
           times: times(&meta),
@@ -442,19 +456,27 @@ fn plan(
       } else if kind.is_file() {
         if meta.nlink() > 1 {
           if let Some(first) = first_names.get(&(meta.dev(), meta.ino())) {
-            links.push((c_child, first.clone()));
+            plan.links.push((c_child, first.clone()));
             continue;
           }
           first_names.insert((meta.dev(), meta.ino()), c_child.clone());
         }
-        files.push(FileJob { rel: c_child });
+        plan.files.push(c_child);
+        batch_bytes += meta.len();
+        if plan.files.len() - batch_start >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
+          plan.batches.push(batch_start..plan.files.len());
+          (batch_start, batch_bytes) = (plan.files.len(), 0);
+        }
       } else {
         // A socket, FIFO or device: nothing a copy could carry.
         stats.skipped += 1;
       }
     }
+    if batch_start < plan.files.len() {
+      plan.batches.push(batch_start..plan.files.len());
+    }
   }
-  Ok((files, links, dirs))
+  Ok(plan)
 }
 
 /// Copies one file: contents, then owner, mode and times. A file gone, or no longer a

@@ -436,4 +436,25 @@ describe.skipIf(!isIsolationAvailable('bwrap'))("isolation: 'bwrap'", () => {
       for (const rel of ['a', 'a/b/f', 'a/rel']) expect(fs.lstatSync(path.join(dir, rel)).uid).toBe(1234)
     }
   })
+
+  it('a clone of an isolated sandbox is isolated too, with its own namespace and files', async () => {
+    const parent = isolated.sandbox({ nativeSandbox: { allowNetwork: false } })
+    const child = parent.clone({ workingDirectory: isolated.fresh('clone') })
+    try {
+      expect(child.isolation).toBe('bwrap')
+      const [a, b] = await Promise.all([
+        parent.executeCommand('echo parent > mine && readlink /proc/self/ns/pid && ls'),
+        child.executeCommand('echo child > mine && readlink /proc/self/ns/pid && ls'),
+      ])
+      expect(a.stdout).toMatch(/^pid:\[\d+\]\nmine\n$/)
+      expect(b.stdout).toMatch(/^pid:\[\d+\]\nmine\n$/)
+      expect(a.stdout).not.toBe(b.stdout)
+      expect(fs.readFileSync(path.join(parent.workingDirectory, 'mine'), 'utf8')).toBe('parent\n')
+      expect(fs.readFileSync(path.join(child.workingDirectory, 'mine'), 'utf8')).toBe('child\n')
+      // The host's own pid namespace is not the sandbox's.
+      expect(a.stdout.split('\n')[0]).not.toBe(fs.readlinkSync('/proc/self/ns/pid'))
+    } finally {
+      await child.destroy()
+    }
+  })
 })

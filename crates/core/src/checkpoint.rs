@@ -12,10 +12,13 @@
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: a symbolic link planted by a command is copied
 //! as a link (its target text unchanged) and never followed, on either side. Contents are
 //! cloned (`FICLONE`) where the filesystem shares extents, else copied in the kernel
-//! (`copy_file_range`), else read and written, by a few threads over the list of files.
-//! Modes (without set-user-ID and set-group-ID), timestamps, empty directories, names of
-//! any bytes, and hard links within the tree are kept; sockets, FIFOs and devices are
-//! skipped.
+//! (`copy_file_range`), else read and written, by a few threads (one per core, from 2
+//! to 8), each taking a batch of one directory's files. Modes (without set-user-ID and
+//! set-group-ID), timestamps, empty directories, names of any bytes, and hard links within
+//! the tree are kept; sockets, FIFOs and devices are skipped. A seed made by root gives
+//! the files to the working directory's owner. What a command changes in the working
+//! directory while it is captured may be in the checkpoint or not (a file is copied as it
+//! is when opened, up to its size then); a file gone meanwhile is left out.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};

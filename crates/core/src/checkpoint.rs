@@ -871,15 +871,41 @@ mod tests {
   use super::*;
   use std::os::unix::fs::{PermissionsExt, symlink};
 
-  /// A fresh directory for one test, under `base` (the temporary directory by default).
-  fn scratch_in(base: &Path, name: &str) -> PathBuf {
+  /// A fresh directory for one test, removed with what is in it when dropped.
+  struct Scratch(PathBuf);
+
+  impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+      &self.0
+    }
+  }
+
+  impl Drop for Scratch {
+    fn drop(&mut self) {
+      // Its read-only directories first (a process other than root could not empty them).
+      let mut pending = vec![self.0.clone()];
+      while let Some(dir) = pending.pop() {
+        let _ = std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700));
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+          if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            pending.push(entry.path());
+          }
+        }
+      }
+      let _ = std::fs::remove_dir_all(&self.0);
+    }
+  }
+
+  /// Under `base` (the temporary directory by default).
+  fn scratch_in(base: &Path, name: &str) -> Scratch {
     let dir = base.join(format!("nw-ckpt-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
   }
 
-  fn scratch(name: &str) -> PathBuf {
+  fn scratch(name: &str) -> Scratch {
     scratch_in(&std::env::temp_dir(), name)
   }
 
@@ -1067,7 +1093,6 @@ mod tests {
       let how = Cloning::default();
       copy_with(&how, &other.join("across"));
       assert_eq!(how.ways(), (false, false));
-      std::fs::remove_dir_all(other).unwrap();
     }
     copy_with(&Cloning::without_kernel_copies(), &top.join("plain"));
     // A file shorter than it was when opened (a command truncating it) copies what is left.
@@ -1084,6 +1109,8 @@ mod tests {
   struct ReflinkFs {
     image: PathBuf,
     mount: PathBuf,
+    /// Holds both; removed once the filesystem is unmounted (fields drop after `drop`).
+    _top: Scratch,
   }
 
   impl ReflinkFs {
@@ -1119,7 +1146,11 @@ mod tests {
           mount.as_os_str(),
         ],
       );
-      made.then_some(ReflinkFs { image, mount })
+      made.then_some(ReflinkFs {
+        image,
+        mount,
+        _top: top,
+      })
     }
 
     fn used_bytes(&self) -> u64 {

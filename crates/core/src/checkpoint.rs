@@ -1051,6 +1051,31 @@ mod tests {
   }
 
   #[test]
+  fn a_large_directory_is_copied_in_several_batches_whole() {
+    let top = scratch("batches");
+    let (from, to) = (top.join("from"), top.join("to"));
+    std::fs::create_dir_all(from.join("many")).unwrap();
+    std::fs::create_dir_all(&to).unwrap();
+    let count = BATCH_FILES * 2 + 7;
+    for i in 0..count {
+      std::fs::write(from.join(format!("many/{i}")), i.to_string()).unwrap();
+    }
+    let (source, destination) = (open_directory(&from).unwrap(), open_directory(&to).unwrap());
+    let mut stats = CopyStats::default();
+    let planned = plan(&source, &destination, None, &mut stats).unwrap();
+    let sizes: Vec<usize> = planned.batches.iter().map(|b| b.len()).collect();
+    assert_eq!(sizes, [BATCH_FILES, BATCH_FILES, 7]);
+    std::fs::remove_dir(to.join("many")).unwrap();
+    assert_eq!(copy_tree(&source, &destination, None).unwrap().files, count);
+    for i in 0..count {
+      assert_eq!(
+        std::fs::read_to_string(to.join(format!("many/{i}"))).unwrap(),
+        i.to_string()
+      );
+    }
+  }
+
+  #[test]
   fn a_destination_inside_the_source_is_not_copied_into_itself() {
     let top = scratch("into-itself");
     std::fs::write(top.join("a"), "a").unwrap();

@@ -643,6 +643,17 @@ export interface WorkspaceSandbox {
   getInfo?(): SandboxInfo | Promise<SandboxInfo>
   getInstructions?(options?: { requestContext?: unknown }): string
   executeCommand?(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
+  /** Persists the sandbox's state where it has checkpoints; nothing elsewhere. */
+  snapshot?(): Promise<void>
+  readonly supportsCheckpoints?: boolean
+  /** A sibling sandbox with the same configuration; nothing is created until it starts. */
+  clone?(options?: SandboxCloneOptions): WorkspaceSandbox
+  writeFiles?(files: SandboxFileInput[], options?: WriteFilesOptions): Promise<void>
+  setEnv?(update: (env: Record<string, string | undefined>) => Record<string, string | undefined>): void
+  readonly networking?: { getPortUrl(port: number, options?: Record<string, unknown>): Promise<string | null> }
+  mounts?: MountManager
+  mount?(filesystem: unknown, mountPath: string): Promise<MountResult>
+  unmount?(mountPath: string): Promise<void>
   processes?: {
     spawn(command: string, options?: SpawnProcessOptions): Promise<ProcessHandle | unknown>
     list(): Promise<ProcessInfo[]>

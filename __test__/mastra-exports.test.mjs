@@ -144,9 +144,21 @@ describe('glob helpers', () => {
     }
   })
 
-  it('an empty pattern is refused, as by Mastra', () => {
+  it('an empty pattern is refused, as by Mastra, with a typed error naming what was wrong', () => {
     expect(() => mastra.matchGlob('a', '')).toThrow(TypeError)
-    expect(() => ours.matchGlob('a', '')).toThrow(TypeError)
+    expect(() => ours.matchGlob('a', '')).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: 'pattern must be a non-empty string, got ""' }))
+  })
+
+  it('the glob helpers refuse what is not a string (or options that are not an object) with a SandboxOptionError', () => {
+    const refused = [
+      [() => ours.extractGlobBase({}), 'pattern must be a string, got an object'],
+      [() => ours.isGlobPattern(5), 'input must be a string, got 5'],
+      [() => ours.matchGlob(5, '*'), 'path must be a string, got 5'],
+      [() => ours.matchGlob('a', 5), 'pattern must be a non-empty string, got 5'],
+      [() => ours.createGlobMatcher('*', { dot: 'yes' }), 'dot must be a boolean, got string'],
+    ]
+    for (const [call, message] of refused) expect(call).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message }))
+    expect(ours.createGlobMatcher(['*.ts'], null)('a.ts')).toBe(true)
   })
 
   it('a pattern with many stars against a long name answers at once (no backtracking blow-up)', () => {

@@ -5,16 +5,25 @@
 // `\` escaping. Wildcards skip names starting with `.` unless `dot` is set; `.` and `..`
 // are never matched by one. The list_files and grep tools use the same matchers.
 
+const { SandboxOptionError } = require('./errors')
+const { check, describe, readingOptions } = require('./options')
+
 const GLOB_CHARS = /[*?{}[\]]/
+
+/** `value` if it is a string, else a `SandboxOptionError` naming `name`. */
+function text(value, name) {
+  if (typeof value !== 'string') throw new SandboxOptionError(`${name} must be a string, got ${describe(value)}`)
+  return value
+}
 
 /** Whether `input` holds a glob metacharacter (then it is a pattern, not a path). */
 function isGlobPattern(input) {
-  return GLOB_CHARS.test(input)
+  return GLOB_CHARS.test(text(input, 'input'))
 }
 
 /** The directory before the first metacharacter (`docs/**\/*.md` → `docs`, `*.md` → `.`). */
 function extractGlobBase(pattern) {
-  const firstMeta = pattern.search(GLOB_CHARS)
+  const firstMeta = text(pattern, 'pattern').search(GLOB_CHARS)
   if (firstMeta === -1) return pattern
   const lastSlash = pattern.slice(0, firstMeta).lastIndexOf('/')
   return lastSlash <= 0 ? '.' : pattern.slice(0, lastSlash)
@@ -264,7 +273,7 @@ const isDotName = (name) => name === '.' || name === '..'
 
 /** One pattern as a test of a normalised path. */
 function compile(pattern, dot) {
-  if (typeof pattern !== 'string' || pattern === '') throw new TypeError('Expected pattern to be a non-empty string')
+  if (typeof pattern !== 'string' || pattern === '') throw new SandboxOptionError(`pattern must be a non-empty string, got ${describe(pattern)}`)
   const negated = pattern.startsWith('!') && pattern[1] !== '('
   const glob = normalizeForMatch(negated ? pattern.slice(1) : pattern)
   // A path may end in `/` where the pattern ends in a star; `.` and `..` are matched only
@@ -280,10 +289,10 @@ function compile(pattern, dot) {
  * them does). `options.dot` lets wildcards match hidden names.
  */
 function createGlobMatcher(patterns, options) {
-  const dot = options?.dot ?? false
+  const dot = readingOptions('options', () => check.boolean(check.object(options ?? undefined, 'options')?.dot, 'dot') ?? false)
   const tests = (Array.isArray(patterns) ? patterns : [patterns]).map((pattern) => compile(pattern, dot))
   return (path) => {
-    const normalized = normalizeForMatch(path)
+    const normalized = normalizeForMatch(text(path, 'path'))
     return normalized !== '' && tests.some((test) => test(normalized))
   }
 }

@@ -1,8 +1,11 @@
 'use strict'
 const path = require('node:path')
 const os = require('node:os')
+const fsp = require('node:fs/promises')
+const { constants: fsConstants } = require('node:fs')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
-const { FilesystemError, IsDirectoryError, SandboxOptionError } = require('./errors')
+const { FilesystemError, IsDirectoryError, PermissionError, SandboxOptionError, StaleFileError } = require('./errors')
+const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
@@ -17,6 +20,13 @@ const adoptProtection = Symbol('adoptProtection')
  * file (see file-tools.js).
  */
 const readText = Symbol('readText')
+/**
+ * `[readBytes](path, maxBytes)`: the file's bytes (a Buffer), or `{ tooLarge: size }` when
+ * it holds more than `maxBytes`; never more than `maxBytes + 1` bytes are read.
+ */
+const readBytes = Symbol('readBytes')
+/** Bytes read at a time by `[readBytes]`. */
+const READ_CHUNK_BYTES = 64 * 1024
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -29,7 +39,10 @@ async function mastraTwin(err) {
   mastraErrors ??= import('@mastra/core/workspace').catch(() => null)
   const Twin = (await mastraErrors)?.[err.name]
   if (typeof Twin !== 'function') return err
-  const twin = new Twin(err.path, err.operation ?? 'access')
+  const twin =
+    err instanceof StaleFileError
+      ? new Twin(err.path, err.expectedMtime, err.actualMtime)
+      : new Twin(err.path, err.operation ?? 'access')
   twin.message = err.message
   twin.cause = err.cause
   Object.defineProperty(twin, STANDS_FOR, { value: err.constructor })
@@ -141,10 +154,60 @@ class LocalFilesystem extends MastraFilesystem {
     return call(() => this.#fs().readFileText(filePath, shown, options))
   }
 
+  async [readBytes](filePath, maxBytes) {
+    // The native stat names a missing or outside path as every other call does.
+    const stat = await this.stat(filePath)
+    if (stat.type === 'directory') throw await mastraTwin(new IsDirectoryError(filePath))
+    let handle
+    try {
+      handle = await fsp.open(path.resolve(this.basePath, filePath), fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY)
+    } catch (err) {
+      throw Object.assign(await mastraTwin(new PermissionError(filePath, 'access')), { cause: err })
+    }
+    try {
+      // What was opened is judged, not the path: a symlink swapped in since the stat
+      // cannot lead the read out of the workspace.
+      const [opened, base] = await Promise.all([fsp.readlink(`/proc/self/fd/${handle.fd}`), fsp.realpath(this.basePath)])
+      const info = await handle.stat()
+      if (!(opened === base || opened.startsWith(`${base}/`)) || !info.isFile()) {
+        throw await mastraTwin(new PermissionError(filePath, 'access'))
+      }
+      const chunks = []
+      let total = 0
+      for (;;) {
+        const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - total))
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, null)
+        if (bytesRead === 0) return Buffer.concat(chunks, total)
+        chunks.push(chunk.subarray(0, bytesRead))
+        total += bytesRead
+        if (total > maxBytes) return { tooLarge: Math.max(total, (await handle.stat()).size) }
+      }
+    } finally {
+      await handle.close()
+    }
+  }
+
+  /**
+   * With `options.expectedMtime` (a Date), an existing file whose modification time is
+   * another is left as it is: a `StaleFileError` (someone else changed it since it was read).
+   */
   async writeFile(filePath, content, options = {}) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
     const { overwrite, recursive } = flags(options, { overwrite: true, recursive: true })
+    const expectedMtime = options?.expectedMtime
+    if (expectedMtime !== undefined && !(expectedMtime instanceof Date && !Number.isNaN(expectedMtime.getTime()))) {
+      throw new SandboxOptionError(`options.expectedMtime must be a valid Date, got ${String(expectedMtime)}`)
+    }
+    if (expectedMtime) {
+      const current = await this.stat(filePath).catch((err) => {
+        if (err?.code === 'ENOENT') return undefined
+        throw err
+      })
+      if (current && current.modifiedAt.getTime() !== expectedMtime.getTime()) {
+        throw await mastraTwin(new StaleFileError(filePath, expectedMtime, current.modifiedAt))
+      }
+    }
     return call(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
   }
 
@@ -248,6 +311,7 @@ class LocalFilesystem extends MastraFilesystem {
       size: s.size,
       createdAt: new Date(s.createdAt),
       modifiedAt: new Date(s.modifiedAt),
+      mimeType: s.type === 'file' ? mimeTypeOf(filePath) : undefined,
     }
   }
 
@@ -274,4 +338,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection, readText }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes }

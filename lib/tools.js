@@ -11,15 +11,31 @@ const {
   SandboxNotAvailableError,
   SandboxFeatureNotSupportedError,
   FilesystemNotAvailableError,
+  FileNotFoundError,
+  FileReadRequiredError,
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
+const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
+const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { logTo } = require('./logging')
 const { check } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
+const { FILESYSTEM } = WORKSPACE_TOOLS
+const { READ_FILE, WRITE_FILE, EDIT_FILE, DELETE } = FILESYSTEM
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
-const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval'])
-const TOOL_KEYS = new Set(['enabled', 'requireApproval', 'name', 'maxOutputTokens', 'backgroundProcesses'])
+const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval', 'hooks', 'writeLockTimeoutMs'])
+const TOOL_KEYS = new Set([
+  'enabled',
+  'requireApproval',
+  'name',
+  'maxOutputTokens',
+  'backgroundProcesses',
+  'background',
+  'requireReadBeforeWrite',
+  'mediaTypes',
+  'maxMediaBytes',
+])
 /** Output kept per stream while a foreground command runs, for the text of a failure. */
 const ERROR_CONTEXT_BYTES = 1048576
 
@@ -63,9 +79,30 @@ function inputSchemas() {
   return schemas
 }
 
-/** The model sees tool output without terminal colour codes. */
+const isMediaResult = (output) =>
+  typeof output === 'object' &&
+  output !== null &&
+  output.__workspaceMedia === true &&
+  typeof output.text === 'string' &&
+  typeof output.mediaType === 'string' &&
+  typeof output.data === 'string'
+
+/**
+ * The model sees tool output without terminal colour codes, and a file read as media
+ * (read_file's `mediaTypes`) as its header and a file part.
+ */
 function toModelOutput(output) {
-  return typeof output === 'string' ? { type: 'text', value: native.stripAnsi(output) } : output
+  if (typeof output === 'string') return { type: 'text', value: native.stripAnsi(output) }
+  if (isMediaResult(output)) {
+    return {
+      type: 'content',
+      value: [
+        { type: 'text', text: output.text },
+        { type: 'media', data: output.data, mediaType: output.mediaType },
+      ],
+    }
+  }
+  return output
 }
 
 /** Keeps about the newest ERROR_CONTEXT_BYTES characters of what it is given. */
@@ -109,14 +146,19 @@ async function callContext(workspace, context, toolName) {
   return { sandbox, emit, toolCallId, abortSignal: context?.abortSignal }
 }
 
-/** Runs a file tool on the request's filesystem. */
-async function runFileTool(name, workspace, settings, input, context) {
+/** The filesystem of a tool call: the workspace's, or the one its resolver gives the request. */
+async function filesystemOf(workspace, requestContext) {
+  return workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
+}
+
+/** Runs a file tool on the request's filesystem; `guarded` is what the write guards give the call. */
+async function runFileTool(name, workspace, settings, input, context, guarded) {
   workspace.lastAccessedAt = new Date()
   const requestContext = requestContextOf(context)
-  const filesystem = workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
+  const filesystem = await filesystemOf(workspace, requestContext)
   if (!filesystem) throw new FilesystemNotAvailableError()
   await emitMetadata(workspace, context, name, requestContext)
-  return FILE_TOOLS[name].run(filesystem, input, settings)
+  return FILE_TOOLS[name].run(filesystem, input, settings, guarded)
 }
 
 function processesOf(sandbox) {
@@ -283,7 +325,36 @@ async function resolveToolConfig(toolsConfig, toolName, context) {
  */
 async function toolSettings(toolsConfig, name, context) {
   const resolved = await resolveToolConfig(toolsConfig, name, context)
-  return { ...resolved, name: resolved.name ?? name, backgroundProcesses: toolsConfig?.[name]?.backgroundProcesses }
+  const own = toolsConfig?.[name] || {}
+  const media = name === READ_FILE && {
+    mediaTypeMatches: mediaTypeCheck(own.mediaTypes),
+    maxMediaBytes: maxMediaBytesOf(own.maxMediaBytes),
+  }
+  return { ...resolved, ...media, name: resolved.name ?? name, backgroundProcesses: own.backgroundProcesses }
+}
+
+const invalidConfig = (message) => new WorkspaceError(message, 'INVALID_CONFIG')
+
+/** The tools config's `hooks`, checked: an object of the two hook functions, each optional. */
+function checkedHooks(hooks) {
+  if (hooks === undefined) return undefined
+  if (hooks === null || typeof hooks !== 'object') throw invalidConfig('The tools config option "hooks" must be an object')
+  for (const hook of ['beforeToolCall', 'afterToolCall']) {
+    if (hooks[hook] !== undefined && typeof hooks[hook] !== 'function') {
+      throw invalidConfig(`The tools config option "hooks.${hook}" must be a function`)
+    }
+  }
+  return hooks
+}
+
+/** The tools config's `writeLockTimeoutMs`, checked: a positive number of milliseconds. */
+function writeLockTimeoutOf(toolsConfig) {
+  const timeout = toolsConfig?.writeLockTimeoutMs
+  if (timeout === undefined) return undefined
+  if (typeof timeout !== 'number' || !(timeout > 0)) {
+    throw invalidConfig(`The tools config option "writeLockTimeoutMs" must be a positive number, got ${String(timeout)}`)
+  }
+  return timeout
 }
 
 function checkToolsConfig(toolsConfig) {
@@ -335,18 +406,19 @@ function readableContext(context, toolName) {
  * workspace a call works in and the tool's settings (`context` as readableContext reads it). The schemas are read on first use, so
  * that zod is loaded only by code that uses tools.
  */
-function buildTool(name, id, background, bind) {
+function buildTool(name, id, background, bind, guard) {
   const definition = DEFINITIONS[name]
   const schemaName = definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')
+  const valid = (input) => validInput(inputSchemas()[schemaName], input, id)
+  const run = async (input, context, guarded) => {
+    const readable = readableContext(context, id)
+    const { workspace, settings } = await bind(readable)
+    return definition.run(workspace, settings, valid(input), readable, guarded)
+  }
   const tool = {
     id,
     description: definition.description + (background ? definition.backgroundDescription : ''),
-    execute: async (input, context) => {
-      const valid = validInput(inputSchemas()[schemaName], input, id)
-      const readable = readableContext(context, id)
-      const { workspace, settings } = await bind(readable)
-      return definition.run(workspace, settings, valid, readable)
-    },
+    execute: guard ? guard(run, valid) : (input, context) => run(input, context),
     toModelOutput,
   }
   return Object.defineProperties(tool, {
@@ -388,7 +460,76 @@ function standaloneTool(name) {
   })
 }
 
-const { FILESYSTEM } = WORKSPACE_TOOLS
+/** What guards each file tool in createWorkspaceTools: read records taken or checked, the per-path write lock. */
+const GUARDS = {
+  [READ_FILE]: { reads: 'record' },
+  [WRITE_FILE]: { reads: 'check', lock: true },
+  [EDIT_FILE]: { reads: 'check', lock: true },
+  [DELETE]: { lock: true },
+}
+
+/**
+ * Read-before-write: a read records the file's modification time; a write to a file
+ * read in the same filesystem expects that time (a `StaleFileError` if the file changed
+ * since), and with `requireReadBeforeWrite` a file not read, or changed since, is a
+ * `FileReadRequiredError` before anything is written. A new file needs no read.
+ */
+function trackingReads(run, mode, { workspace, settings, readTracker }) {
+  return async (input, context, guarded) => {
+    const requestContext = requestContextOf(context)
+    const filesystem = await filesystemOf(workspace, requestContext)
+    const scope = filesystem ? readScope(filesystem) : undefined
+    if (mode === 'check' && filesystem) {
+      const record = await readTracker.getReadRecord(input.path)
+      const expectedMtime = record && record.scope === scope ? record.modifiedAtRead : undefined
+      try {
+        const stat = await filesystem.stat(input.path)
+        if (settings.requireReadBeforeWrite !== undefined) {
+          const decide = { args: input, requestContext: requestContext ?? {}, workspace }
+          if (await resolveDynamicValue(settings.requireReadBeforeWrite, decide, true, workspace.logger)) {
+            const check = await readTracker.needsReRead(input.path, stat.modifiedAt, scope)
+            if (check.needsReRead) throw new FileReadRequiredError(input.path, check.reason)
+          }
+        }
+      } catch (err) {
+        if (!(err instanceof FileNotFoundError)) throw err
+      }
+      const output = await run(input, context, { ...guarded, expectedMtime })
+      await readTracker.clearReadRecord(input.path)
+      return output
+    }
+    const output = await run(input, context, guarded)
+    if (filesystem) {
+      // A file that vanished since the read simply leaves no record.
+      const stat = await filesystem.stat(input.path).catch(() => undefined)
+      if (stat) await readTracker.recordRead(input.path, stat.modifiedAt, scope)
+    }
+    return output
+  }
+}
+
+/**
+ * The tools config's `hooks` around a call: `beforeToolCall` may answer instead of the
+ * tool (`{ proceed: false, output }`); `afterToolCall` sees the output or the error.
+ * Either hook's throw is the call's.
+ */
+function withHooks(run, hooks, toolName, workspaceToolName) {
+  return async (input, context, guarded) => {
+    const hookContext = { toolName, workspaceToolName, input, context: context ?? {} }
+    const before = await hooks.beforeToolCall?.(hookContext)
+    if (before?.proceed === false) return before.output
+    let output
+    try {
+      output = await run(input, context, guarded)
+    } catch (error) {
+      await hooks.afterToolCall?.({ ...hookContext, output, error })
+      throw error
+    }
+    await hooks.afterToolCall?.({ ...hookContext, output })
+    return output
+  }
+}
+
 const readFileTool = standaloneTool(FILESYSTEM.READ_FILE)
 const writeFileTool = standaloneTool(FILESYSTEM.WRITE_FILE)
 const editFileTool = standaloneTool(FILESYSTEM.EDIT_FILE)
@@ -404,10 +545,13 @@ const executeCommandTool = standaloneTool(EXECUTE_COMMAND)
  * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model
  * sees. They work in a Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
  */
-async function createWorkspaceTools(workspace) {
+async function createWorkspaceTools(workspace, configContext) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
   checkToolsConfig(toolsConfig)
+  const hooks = checkedHooks(toolsConfig?.hooks)
+  const writeLock = new FileWriteLock({ timeoutMs: writeLockTimeoutOf(toolsConfig) })
+  const readTracker = configContext?.readTracker ?? new FileReadTracker()
   const tools = {}
   const sandbox = workspace.sandbox
   const dynamic = !sandbox && workspace.hasSandboxResolver?.()
@@ -424,7 +568,16 @@ async function createWorkspaceTools(workspace) {
     const settings = await toolSettings(toolsConfig, name, { requestContext: {}, workspace })
     if (!settings.enabled) continue
     const background = name === EXECUTE_COMMAND && withBackground
-    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }))
+    const guards = GUARDS[name] ?? {}
+    const guard = (run, valid) => {
+      let guarded = guards.reads ? trackingReads(run, guards.reads, { workspace, settings, readTracker }) : run
+      if (hooks) guarded = withHooks(guarded, hooks, settings.name, name)
+      // Checked before the lock is taken, so that a call without a usable path is refused at once.
+      if (guards.lock) return (input, context) => writeLock.withLock(valid(input).path, () => guarded(input, context))
+      return (input, context) => guarded(input, context)
+    }
+    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard)
+    if (settings.background) tool.background = settings.background
     tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'
     if (typeof settings.requireApproval === 'function') {
       const decide = settings.requireApproval

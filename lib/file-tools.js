@@ -417,6 +417,7 @@ function fileSchemas(z) {
 const FILE_TOOLS = {
   [FS.READ_FILE]: {
     run: readFile,
+    outputSchema: 'mediaOutput',
     description:
       'Read a file. Text comes back with line numbers (`offset` and `limit` pick a range of lines); images and PDFs come back as media you can see; other binary files are only described, unless you pass an `encoding` such as `base64`.',
   },

@@ -74,6 +74,11 @@ function inputSchemas() {
     }),
     killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
     output: z.string(),
+    /** read_file's output: text, or a file read as media (see toModelOutput). */
+    mediaOutput: z.union([
+      z.string(),
+      z.object({ __workspaceMedia: z.literal(true), text: z.string(), mediaType: z.string(), data: z.string() }),
+    ]),
     ...fileSchemas(z),
   }
   return schemas
@@ -423,7 +428,7 @@ function buildTool(name, id, background, bind, guard) {
   }
   return Object.defineProperties(tool, {
     inputSchema: { get: () => inputSchemas()[schemaName], enumerable: true },
-    outputSchema: { get: () => inputSchemas().output, enumerable: true },
+    outputSchema: { get: () => inputSchemas()[definition.outputSchema ?? 'output'], enumerable: true },
   })
 }
 

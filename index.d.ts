@@ -33,7 +33,7 @@ export declare class NativeLocalFs {
    * bounded buffer and token budget; `null` for a binary file.
    */
   readFileText(path: string, shown: string, options: NativeReadOptions): Promise<string | null>
-  writeFile(path: string, data: string | Buffer, overwrite: boolean, recursive: boolean, append: boolean): Promise<void>
+  writeFile(path: string, data: string | Buffer, options: NativeWriteOptions): Promise<void>
   deleteFile(path: string, force: boolean): Promise<void>
   mkdir(path: string, recursive: boolean): Promise<void>
   rmdir(path: string, recursive: boolean, force: boolean): Promise<void>
@@ -354,6 +354,18 @@ export interface NativeSandboxOptions {
   onStart?: (outcome: string) => Promise<void>
   onStop?: (unused: string) => Promise<void>
   onDestroy?: (unused: string) => Promise<void>
+}
+
+/** How `writeFile` writes. */
+export interface NativeWriteOptions {
+  /** Replace an existing file (else it is a `FileExists` error). */
+  overwrite: boolean
+  /** Create the missing parent directories. */
+  recursive: boolean
+  /** Add to the end of the file instead. */
+  append: boolean
+  /** Permission bits the file gets exactly, whatever the umask. */
+  mode?: number
 }
 
 /** Text of `get_process_output`; `exitCode` is undefined while the process runs. */

@@ -126,7 +126,7 @@ describe('LocalFilesystem', () => {
 
   it('rejects options it cannot honour instead of ignoring them', () => {
     expect(() => new LocalFilesystem({ basePath: '/tmp/x', contained: false })).toThrow(/contained/)
-    expect(() => new LocalFilesystem({ basePath: '/tmp/x', allowedPaths: ['/etc'] })).toThrow(/allowedPaths/)
+    expect(() => new LocalFilesystem({ basePath: '/tmp/x', allowedPaths: '/etc' })).toThrow(/allowedPaths/)
     expect(() => new LocalFilesystem({})).toThrow(/basePath/)
   })
 })

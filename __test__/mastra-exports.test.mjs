@@ -222,6 +222,13 @@ describe('sandbox file modes and capabilities', () => {
     )
   })
 
+  it('assertModesUnsupported refuses what is not a list of files with a SandboxOptionError naming files', () => {
+    for (const files of ['echo hi', null, { length: 1 }]) {
+      expect(() => ours.assertModesUnsupported(files, 'remote')).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/^files /) }))
+    }
+    expect(() => ours.assertModesUnsupported([null, { path: 'a' }], 'remote')).not.toThrow()
+  })
+
   it('supportsNetworking and supportsComputer decide as Mastra’s', () => {
     const fn = () => {}
     const computer = Object.fromEntries(

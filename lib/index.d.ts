@@ -107,6 +107,9 @@ export declare class ProcessHandle {
   readonly stdoutDroppedBytes: number
   readonly stderrDroppedBytes: number
   readonly killedByAbort: boolean
+  /** When the process started, in ms since the epoch (for what a foreground command left
+   *  running, when that command started); undefined if not known. */
+  readonly startTime: number | undefined
   /**
    * stdout as a Node stream, whenever it is first asked for (even after the exit): the
    * retained stdout (from the oldest byte kept when older output was dropped), then what
@@ -119,6 +122,10 @@ export declare class ProcessHandle {
   kill(): Promise<boolean>
   sendStdin(data: string | Uint8Array): Promise<void>
   closeStdin(): Promise<void>
+  /** The output is what the process writes: always a `SandboxUnsupportedFeatureError`. */
+  emitStdout(data: string): never
+  /** The output is what the process writes: always a `SandboxUnsupportedFeatureError`. */
+  emitStderr(data: string): never
 }
 
 /**
@@ -391,6 +398,17 @@ export interface SandboxDetectionResult {
   }
 }
 
+export interface SandboxFileInput {
+  /** Relative to the working directory, or absolute inside it. */
+  path: string
+  content: string | Uint8Array
+  /** Permission bits (0o001–0o777) the file gets exactly, whatever the umask; else 0644 less the umask. */
+  mode?: number
+}
+export interface WriteFilesOptions {
+  abortSignal?: AbortSignal
+}
+
 export declare class LocalSandbox {
   constructor(options?: LocalSandboxOptions)
   readonly id: string
@@ -400,6 +418,10 @@ export declare class LocalSandbox {
   readonly error: string | undefined
   readonly workingDirectory: string
   readonly isolation: IsolationBackend
+  /** No port URLs yet: `supportsNetworking(sandbox)` is false. */
+  readonly networking: undefined
+  /** No desktop: `supportsComputer(sandbox)` is false. */
+  readonly computer: undefined
   /**
    * Workspace paths kept read-only for commands under isolation: `nativeSandbox.protectedPaths`,
    * or the defaults for this workspace (without the shell start-up files unless it is a home
@@ -440,10 +462,29 @@ export declare class LocalSandbox {
   setOnStart(update: (previous: LocalSandboxOptions['onStart']) => LocalSandboxOptions['onStart']): void
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
+  /** The env a command given `additionalEnv` gets: host PATH, `env`, the `setEnv` overlay, `additionalEnv`. */
+  buildEnv(additionalEnv?: Record<string, string | undefined>): Record<string, string>
+  /** Only before the first start (and with nothing mounted); else a `SandboxError` `INVALID_STATE`. */
+  setWorkingDirectory(dir: string): void
+  /** `{ command, args: [] }` without isolation; an isolated sandbox does not wrap commands
+   *  (`SandboxUnsupportedFeatureError`). */
+  wrapCommandForIsolation(command: string): { command: string; args: string[] }
+  /** Writes files under the working directory (never outside it, symlinks included), each
+   *  with its `mode` if given; `abortSignal` stops the writes not yet begun. A bad mode is a
+   *  `SandboxError` `INVALID_ARGUMENT`, before anything is written. */
+  writeFiles(files: SandboxFileInput[], options?: WriteFilesOptions): Promise<void>
   /** Routes the native diagnostics to `logger` (Mastra calls this with its logger). */
   __setLogger(logger: DiagnosticsLogger | null): void
   static detectIsolation(): SandboxDetectionResult
 }
+/** What every Mastra component has (Mastra's `MastraBase`). */
+export interface MastraComponent {
+  readonly component: 'WORKSPACE'
+  /** The stored configuration it was made from; `undefined` when made from code. */
+  toRawConfig(): Record<string, unknown> | undefined
+  __setRawConfig(rawConfig: Record<string, unknown>): void
+}
+export interface LocalSandbox extends MastraComponent {}
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 /**
@@ -622,7 +663,11 @@ export interface WorkspaceConfig {
   mounts?: Record<string, object>
   /** Runs before each mount of `mounts` is made by the sandbox (see `MountManager`). */
   onMount?: OnMountHook
+  /** Checked here (and by `setToolsConfig`): an unknown tool or option, or a bad value, is a
+   *  `WorkspaceError` `INVALID_CONFIG` naming its key. */
   tools?: WorkspaceToolsConfig
+  /** A CLI browser provider (`providerType: 'cli'`), closed by `stop()` and `destroy()`. */
+  browser?: { providerType: 'cli'; close(): Promise<void> | void }
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
   lsp?: boolean | object
 }
@@ -651,11 +696,23 @@ export declare class Workspace {
   getSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
   resolveFilesystem(args?: { requestContext?: unknown }): Promise<object | undefined>
   clearSandboxCache(cacheKey?: string): void
+  readonly browser: WorkspaceConfig['browser'] | undefined
   init(): Promise<void>
+  /** Stops the static sandbox (its processes end, files stay; the next command restarts it)
+   *  and closes the browser; the workspace stays usable. What `Mastra.shutdown()` calls. */
+  stop(): Promise<void>
   destroy(): Promise<void>
   getInfo(options?: { requestContext?: unknown }): Promise<Record<string, unknown>>
   getInstructions(options?: { requestContext?: unknown }): string
   getInstructionsAsync(options?: { requestContext?: unknown }): Promise<string>
+  /** @deprecated use `getInstructions()` */
+  getPathContext(): PathContext
+}
+
+export interface PathContext {
+  filesystem?: { provider: string; basePath?: string }
+  sandbox?: { provider: string; workingDirectory?: string }
+  instructions: string
 }
 
 export interface WorkspaceTool<Input = Record<string, unknown>> {
@@ -829,6 +886,8 @@ export declare abstract class MastraSandbox {
   ensureRunning(): Promise<void>
   /** @deprecated use `status === 'running'` */
   isReady(): boolean
+  /** For a backend that learns its working directory late. */
+  setWorkingDirectory(dir: string): void
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
   setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void
@@ -838,6 +897,7 @@ export declare abstract class MastraSandbox {
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
 }
+export interface MastraSandbox extends MastraComponent {}
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code: string, workspaceId?: string)
@@ -923,6 +983,12 @@ export interface LocalFilesystemOptions extends MastraFilesystemOptions {
    * `protectedPaths`.
    */
   protectedPaths?: string[]
+  /**
+   * Directories besides `basePath` the filesystem may reach, by absolute path or relative
+   * to `basePath` (`~` expanded). Each is held as `basePath` is: a symlink leading out of
+   * the directory it lies in is refused, even one into `basePath` or another allowed path.
+   */
+  allowedPaths?: string[]
 }
 
 export interface FileEntry {
@@ -952,6 +1018,13 @@ export declare class LocalFilesystem extends MastraFilesystem {
   readonly contained: true
   readonly protectedPaths: readonly string[]
   status: ProviderStatus
+  /** Absolute paths, in the order given. */
+  readonly allowedPaths: readonly string[]
+  setAllowedPaths(pathsOrUpdater: string[] | ((current: readonly string[]) => string[])): void
+  /** The absolute path `path` names if the filesystem may reach it, else `undefined`. */
+  resolveAbsolutePath(path: string): string | undefined
+  /** The canonical path (symlinks resolved), relative to `basePath`. */
+  realpath(path: string): Promise<string>
   init(): Promise<void>
   destroy(): Promise<void>
   /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
@@ -973,6 +1046,7 @@ export declare class LocalFilesystem extends MastraFilesystem {
   getInfo(): Record<string, unknown>
   getInstructions(options?: { requestContext?: unknown }): string
 }
+export interface LocalFilesystem extends MastraComponent {}
 
 /**
  * The filesystem of a `Workspace` with `mounts`: each filesystem at its mount path, the

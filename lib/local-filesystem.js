@@ -1,10 +1,19 @@
 'use strict'
 const path = require('node:path')
 const os = require('node:os')
+const fsSync = require('node:fs')
 const fsp = require('node:fs/promises')
-const { constants: fsConstants } = require('node:fs')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
-const { FilesystemError, IsDirectoryError, PermissionError, SandboxOptionError, StaleFileError } = require('./errors')
+const {
+  DirectoryNotFoundError,
+  FileExistsError,
+  FileNotFoundError,
+  FilesystemError,
+  IsDirectoryError,
+  PermissionError,
+  SandboxOptionError,
+  StaleFileError,
+} = require('./errors')
 const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
@@ -49,6 +58,12 @@ async function mastraTwin(err) {
   return twin
 }
 
+/** With `force`, a missing file or directory is no error (a missing allowed path included). */
+const forgiven = (force) => (err) => {
+  if (force && (err instanceof FileNotFoundError || err instanceof DirectoryNotFoundError)) return undefined
+  throw err
+}
+
 /** Runs a native operation; errors come out as the public classes (or their Mastra twins). */
 async function call(fn) {
   try {
@@ -75,6 +90,24 @@ function flags(options, defaults) {
 
 const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
 
+/** Whether absolute path `p` is `root` or lies below it (judged on the paths as written). */
+const within = (p, root) => p === root || p.startsWith(root.endsWith('/') ? root : `${root}/`)
+
+/**
+ * The real path of `p` (symlinks resolved) as far as it exists, the rest appended; for a
+ * path that does not exist yet, where it would be created. `undefined` if unreadable.
+ */
+function realPathSoFar(p) {
+  for (let known = p; ; known = path.dirname(known)) {
+    try {
+      return path.join(fsSync.realpathSync(known), path.relative(known, p))
+    } catch (err) {
+      if (err?.code !== 'ENOENT' && err?.code !== 'ENOTDIR') return undefined
+      if (path.dirname(known) === known) return undefined
+    }
+  }
+}
+
 /**
  * Files of a workspace, kept inside `basePath`: `..`, absolute paths elsewhere and
  * symlinks pointing out are refused with a `PermissionError`, by the kernel, at the moment
@@ -85,6 +118,9 @@ class LocalFilesystem extends MastraFilesystem {
   #instructions
   /** Whether `protectedPaths` was given (then a workspace's sandbox does not set it). */
   #protectedGiven
+  #allowedPaths
+  /** The native filesystems of the allowed paths in use, by path. */
+  #allowedRoots = new Map()
 
   constructor(options = {}) {
     super(
@@ -100,9 +136,6 @@ class LocalFilesystem extends MastraFilesystem {
       if (options.contained === false) {
         throw new SandboxOptionError('contained: false is not supported: a LocalFilesystem always stays inside basePath')
       }
-      if (check.stringArray(options.allowedPaths, 'allowedPaths').length > 0) {
-        throw new SandboxOptionError('allowedPaths is not supported: a LocalFilesystem reaches only basePath')
-      }
       this.id = check.string(options.id, 'id') ?? randomId('local-fs')
       this.name = 'LocalFilesystem'
       this.provider = 'local'
@@ -110,12 +143,129 @@ class LocalFilesystem extends MastraFilesystem {
       this.basePath = path.resolve(expandHome(basePath))
       this.contained = true
       this.status = 'pending'
+      /** Why the last `_init()`/`_destroy()` failed, while `status` is `'error'`. */
+      this.error = undefined
+      this.#allowedPaths = this.#resolveAllowed(check.stringArray(options.allowedPaths, 'allowedPaths'))
       this.#instructions = options.instructions
       this.#protectedGiven = options.protectedPaths !== undefined
       this.protectedPaths = Object.freeze(
         translatingSync(() => checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
       )
     })
+  }
+
+  /**
+   * Directories besides `basePath` this filesystem may reach (absolute; given relative, from
+   * `basePath`; `~` expanded). Each is held like `basePath`: a symlink leading out of the
+   * directory it is in is refused, even into `basePath` or another allowed path.
+   */
+  get allowedPaths() {
+    return this.#allowedPaths
+  }
+
+  /** Replaces the allowed paths: a list, or `(current) => list`. */
+  setAllowedPaths(pathsOrUpdater) {
+    const given = typeof pathsOrUpdater === 'function' ? pathsOrUpdater(this.#allowedPaths) : pathsOrUpdater
+    this.#allowedPaths = this.#resolveAllowed(check.stringArray(given ?? null, 'allowedPaths'))
+    for (const root of this.#allowedRoots.keys()) if (!this.#allowedPaths.includes(root)) this.#allowedRoots.delete(root)
+  }
+
+  #resolveAllowed(paths) {
+    return Object.freeze(
+      paths.map((p, i) => {
+        if (p === '' || p.includes('\0')) throw new SandboxOptionError(`allowedPaths[${i}] must be a non-empty path without NUL characters`)
+        return path.resolve(this.basePath, expandHome(p))
+      }),
+    )
+  }
+
+  /** The directory `absolute` lies in: `basePath`, else the innermost allowed path holding it. */
+  #rootOf(absolute) {
+    if (within(absolute, this.basePath)) return this.basePath
+    let found
+    for (const root of this.#allowedPaths) if (within(absolute, root) && (!found || root.length > found.length)) found = root
+    return found
+  }
+
+  /**
+   * The native filesystem for `input` and the path to give it. What lies in `basePath`,
+   * or in no allowed path (refused there, with its words), goes to `basePath`'s. An allowed
+   * path is opened on first use, created then only for a write (a missing one reads as
+   * `missing`, a class of error).
+   */
+  #route(input, { writing = false, missing = FileNotFoundError } = {}) {
+    const absolute = path.resolve(this.basePath, input)
+    const root = this.#allowedPaths.length > 0 && !input.includes('\0') ? this.#rootOf(absolute) : undefined
+    if (!root || root === this.basePath) return { fs: this.#fs(), target: input }
+    let native = this.#allowedRoots.get(root)
+    if (!native) {
+      if (!writing && !fsSync.existsSync(root)) throw new missing(input)
+      // Protected paths of basePath stay protected when reached from an allowed path around it.
+      const inside = path.relative(root, this.basePath)
+      const protectedPaths = within(this.basePath, root) ? this.protectedPaths.map((p) => path.join(inside, p)) : []
+      native = translatingSync(() => new NativeLocalFs(root, this.readOnly, protectedPaths))
+      this.#allowedRoots.set(root, native)
+    }
+    return { fs: native, target: absolute }
+  }
+
+  /** Runs `op(native, target)` on the native filesystem of `input`, once ready. */
+  async #on(input, options, op) {
+    await this.#ready()
+    return call(() => {
+      const { fs, target } = this.#route(input, options)
+      return op(fs, target)
+    })
+  }
+
+  /** As Mastra's filesystems do, the first operation (or the first after `_destroy()`) initialises. */
+  async #ready() {
+    if (this.status === 'ready') return
+    try {
+      await this._init()
+    } catch (err) {
+      throw await mastraTwin(err)
+    }
+  }
+
+  /**
+   * The absolute path `input` names, if this filesystem may reach it (in `basePath` or an
+   * allowed path, and not through a symlink leading out of it); else `undefined`.
+   */
+  resolveAbsolutePath(input) {
+    if (typeof input !== 'string' || input.includes('\0')) return undefined
+    const absolute = path.resolve(this.basePath, input)
+    const root = this.#rootOf(absolute)
+    if (!root) return undefined
+    const real = realPathSoFar(absolute)
+    const realRoot = realPathSoFar(root)
+    return real !== undefined && realRoot !== undefined && within(real, realRoot) ? absolute : undefined
+  }
+
+  /**
+   * The canonical path of `input` (symlinks resolved), relative to `basePath`. One that
+   * does not exist is a `FileNotFoundError`; one leading out of its directory, or outside
+   * every directory this filesystem may reach, a `PermissionError`.
+   */
+  async realpath(input) {
+    check.requiredString(input, 'path')
+    const absolute = path.resolve(this.basePath, input)
+    const root = input.includes('\0') ? undefined : this.#rootOf(absolute)
+    await this.#ready()
+    // Refused as the other operations refuse it, with the same words.
+    if (!root) return call(() => this.#fs().stat(input))
+    const fsp = fsSync.promises
+    let canonical
+    let realRoot
+    try {
+      canonical = await fsp.realpath(absolute)
+      realRoot = await fsp.realpath(root)
+    } catch (err) {
+      if (err?.code === 'ENOENT' || err?.code === 'ENOTDIR') throw await mastraTwin(new FileNotFoundError(input))
+      throw err
+    }
+    if (!within(canonical, realRoot)) throw await mastraTwin(new PermissionError(input, 'access'))
+    return path.relative(this.basePath, path.join(root, path.relative(realRoot, canonical)))
   }
 
   /**
@@ -126,6 +276,7 @@ class LocalFilesystem extends MastraFilesystem {
     if (this.#protectedGiven || sandbox.isolation === 'none' || sandbox.workingDirectory !== this.basePath) return
     this.protectedPaths = sandbox.protectedPaths
     this.#native = undefined
+    this.#allowedRoots.clear()
   }
 
   /** Opened on first use: the base directory is created then (unless read-only). */
@@ -146,30 +297,32 @@ class LocalFilesystem extends MastraFilesystem {
   /** Contents as a Buffer, or as a string in `encoding`. */
   async readFile(filePath, options = {}) {
     check.requiredString(filePath, 'path')
-    const bytes = await call(() => this.#fs().readFile(filePath))
+    const bytes = await this.#on(filePath, {}, (fs, target) => fs.readFile(target))
     return options?.encoding ? bytes.toString(options.encoding) : bytes
   }
 
   async [readText](filePath, shown, options) {
-    return call(() => this.#fs().readFileText(filePath, shown, options))
+    return this.#on(filePath, {}, (fs, target) => fs.readFileText(target, shown, options))
   }
 
   async [readBytes](filePath, maxBytes) {
     // The native stat names a missing or outside path as every other call does.
     const stat = await this.stat(filePath)
     if (stat.type === 'directory') throw await mastraTwin(new IsDirectoryError(filePath))
+    const absolute = path.resolve(this.basePath, filePath)
+    const root = this.#rootOf(absolute) ?? this.basePath
     let handle
     try {
-      handle = await fsp.open(path.resolve(this.basePath, filePath), fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY)
+      handle = await fsp.open(absolute, fsSync.constants.O_RDONLY | fsSync.constants.O_NONBLOCK | fsSync.constants.O_NOCTTY)
     } catch (err) {
       throw Object.assign(await mastraTwin(new PermissionError(filePath, 'access')), { cause: err })
     }
     try {
       // What was opened is judged, not the path: a symlink swapped in since the stat
       // cannot lead the read out of the workspace.
-      const [opened, base] = await Promise.all([fsp.readlink(`/proc/self/fd/${handle.fd}`), fsp.realpath(this.basePath)])
+      const [opened, realRoot] = await Promise.all([fsp.readlink(`/proc/self/fd/${handle.fd}`), fsp.realpath(root)])
       const info = await handle.stat()
-      if (!(opened === base || opened.startsWith(`${base}/`)) || !info.isFile()) {
+      if (!within(opened, realRoot) || !info.isFile()) {
         throw await mastraTwin(new PermissionError(filePath, 'access'))
       }
       const chunks = []
@@ -208,19 +361,19 @@ class LocalFilesystem extends MastraFilesystem {
         throw await mastraTwin(new StaleFileError(filePath, expectedMtime, current.modifiedAt))
       }
     }
-    return call(() => this.#fs().writeFile(filePath, data, overwrite, recursive, false))
+    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
   }
 
   async appendFile(filePath, content) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
-    return call(() => this.#fs().writeFile(filePath, data, true, true, true))
+    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
   }
 
   async deleteFile(filePath, options = {}) {
     check.requiredString(filePath, 'path')
     const { force } = flags(options, { force: false })
-    return call(() => this.#fs().deleteFile(filePath, force))
+    return this.#on(filePath, {}, (fs, target) => fs.deleteFile(target, force)).catch(forgiven(force))
   }
 
   /**
@@ -256,19 +409,29 @@ class LocalFilesystem extends MastraFilesystem {
     check.requiredString(dest, 'dest')
     this.#refuseIntoItself('move', src, dest, false)
     const { overwrite } = flags(options, { overwrite: true })
-    return call(() => this.#fs().rename(src, dest, overwrite))
+    await this.#ready()
+    const [from, to] = await call(() => [this.#route(src), this.#route(dest, { writing: true })])
+    if (from.fs === to.fs) return call(() => from.fs.rename(from.target, to.target, overwrite))
+    // Between two directories held apart (basePath, allowed paths): a copy, then the removal.
+    if (!overwrite && (await this.exists(dest))) throw await mastraTwin(new FileExistsError(dest))
+    const stat = await this.stat(src)
+    await this.copyFile(src, dest, { recursive: true, overwrite })
+    if (stat.type === 'directory') await this.rmdir(src, { recursive: true })
+    else await this.deleteFile(src)
   }
 
   async mkdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
     const { recursive } = flags(options, { recursive: true })
-    return call(() => this.#fs().mkdir(dirPath, recursive))
+    return this.#on(dirPath, { writing: true }, (fs, target) => fs.mkdir(target, recursive))
   }
 
   async rmdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
     const { recursive, force } = flags(options, { recursive: false, force: false })
-    return call(() => this.#fs().rmdir(dirPath, recursive, force))
+    return this.#on(dirPath, { missing: DirectoryNotFoundError }, (fs, target) => fs.rmdir(target, recursive, force)).catch(
+      forgiven(force),
+    )
   }
 
   /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */
@@ -280,7 +443,7 @@ class LocalFilesystem extends MastraFilesystem {
     })
     // Any count is a depth: a negative one lists the directory only, Infinity everything.
     const depth = recursive ? Math.min(Math.max(Math.floor(maxDepth ?? 100), 0), 2 ** 32 - 1) : undefined
-    const entries = await call(() => this.#fs().readdir(dirPath, depth))
+    const entries = await this.#on(dirPath, { missing: DirectoryNotFoundError }, (fs, target) => fs.readdir(target, depth))
     const extensions = extension === undefined ? undefined : [extension].flat()
     return entries
       .filter((e) => {
@@ -298,12 +461,15 @@ class LocalFilesystem extends MastraFilesystem {
 
   async exists(filePath) {
     check.requiredString(filePath, 'path')
-    return call(() => this.#fs().exists(filePath))
+    return this.#on(filePath, {}, (fs, target) => fs.exists(target)).catch((err) => {
+      if (err instanceof FileNotFoundError) return false
+      throw err
+    })
   }
 
   async stat(filePath) {
     check.requiredString(filePath, 'path')
-    const s = await call(() => this.#fs().stat(filePath))
+    const s = await this.#on(filePath, {}, (fs, target) => fs.stat(target))
     return {
       name: path.basename(filePath),
       path: filePath,
@@ -327,12 +493,19 @@ class LocalFilesystem extends MastraFilesystem {
       provider: this.provider,
       readOnly: this.readOnly,
       status: this.status,
-      metadata: { basePath: this.basePath },
+      error: this.error,
+      metadata: {
+        basePath: this.basePath,
+        contained: this.contained,
+        ...(this.#allowedPaths.length > 0 && { allowedPaths: [...this.#allowedPaths] }),
+      },
     }
   }
 
   getInstructions(options = {}) {
-    const access = this.readOnly ? 'It is read-only.' : 'Nothing outside it can be reached.'
+    const allowed = this.#allowedPaths.length > 0 ? `only it and these paths (${this.#allowedPaths.join(', ')})` : undefined
+    const reach = allowed ? `Nothing but ${allowed} can be reached.` : 'Nothing outside it can be reached.'
+    const access = this.readOnly ? `It is read-only.${allowed ? ` ${reach}` : ''}` : reach
     const auto = `Local filesystem at "${this.basePath}". Use paths relative to it. ${access}`
     return instructionsText(this.#instructions, auto, options?.requestContext)
   }

@@ -2,14 +2,16 @@
 const os = require('node:os')
 const path = require('node:path')
 const native = require('../index.js')
-const { SandboxOptionError } = require('./errors')
+const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
-const { LocalProcessManager, abortToken, commandOptions, checkCommand } = require('./process-manager')
+const { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart } = require('./process-manager')
 const { toResult } = require('./process-handle')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager, LocalMounter, mountedAt } = require('./mounts')
 const { setLogger, packageLogger } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
+const { validateSandboxFileMode } = require('./sandbox-capabilities')
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -59,6 +61,26 @@ function limitsConfig(limits) {
   return out
 }
 
+/** Files written at once by `writeFiles`. */
+const WRITE_CONCURRENCY = 8
+
+/** Permission bits a file written by `writeFiles` may be given (no setuid, setgid or sticky bit). */
+/** The files given to `writeFiles`, each checked (a bad one is named by its index). */
+function fileInputs(files) {
+  return readingOptions('files', () => {
+    if (!Array.isArray(files)) throw new SandboxOptionError(`files must be an array of { path, content }, got ${describe(files)}`)
+    return files.map((file, i) => {
+      check.requiredObject(file, `files[${i}]`)
+      const { path: filePath, content, mode } = file
+      if (typeof filePath !== 'string' || filePath === '') {
+        throw new SandboxOptionError(`files[${i}].path must be a non-empty string, got ${describe(filePath)}`)
+      }
+      if (mode !== undefined) validateSandboxFileMode(mode, `files[${i}]`)
+      return { path: filePath, content: check.content(content, `files[${i}].content`), mode }
+    })
+  })
+}
+
 /**
  * Runs commands on this machine, each under a native supervisor that owns its whole
  * process tree. Starts lazily on the first command.
@@ -70,6 +92,9 @@ class LocalSandbox {
   #nativeSandbox
   #protectedPaths
   #mounter
+  /** What the native sandbox was built from, and the `env` option (for `buildEnv`). */
+  #nativeOptions
+  #env
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -85,24 +110,26 @@ class LocalSandbox {
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
       this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
-      this.#native = translatingSync(
-        () =>
-          new native.NativeLocalSandbox({
-            id,
-            workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-            env: check.env(options.env, 'env'),
-            timeout: check.duration(options.timeout, 'timeout'),
-            isolation,
-            nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
-            packageFiles: PACKAGE_FILES,
-            ...this.#lifecycle.nativeHooks(),
-          }),
-      )
-      this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
+      this.#env = check.env(options.env, 'env')
+      this.#nativeOptions = {
+        id,
+        workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
+        env: this.#env,
+        timeout: check.duration(options.timeout, 'timeout'),
+        isolation,
+        nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+        packageFiles: PACKAGE_FILES,
+        ...this.#lifecycle.nativeHooks(),
+      }
+      this.#build(this.#nativeOptions)
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
-    this.processes = new LocalProcessManager(this, this.#native)
+    // Capabilities of Mastra's sandbox interface this one does not offer: present, undefined,
+    // so `supportsNetworking()` / `supportsComputer()` say no (as for Mastra's LocalSandbox).
+    this.networking = undefined
+    this.computer = undefined
+    this.processes = new LocalProcessManager(this, () => this.#native)
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
     this.#mounter = new LocalMounter(
@@ -110,6 +137,11 @@ class LocalSandbox {
       () => this.workingDirectory,
       this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
     )
+  }
+
+  #build(nativeOptions) {
+    this.#native = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
+    this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
   }
 
   get id() {
@@ -230,7 +262,10 @@ class LocalSandbox {
       const nativeOptions = commandOptions(options, token)
       // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
       if (this.status !== 'running') await this.ensureRunning()
-      return toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
+      const startTime = Date.now()
+      const result = toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
+      if (result.leftRunning) this.processes[noteStart](result.leftRunning.pid, startTime)
+      return result
     } finally {
       detach()
     }
@@ -241,6 +276,106 @@ class LocalSandbox {
     check.object(options, 'spawn options')
     const { command, ...rest } = options ?? {}
     return this.processes.spawn(command, rest)
+  }
+
+  /**
+   * The environment a command gets when given `additionalEnv`: the host's PATH, then the
+   * `env` option, then the `setEnv` overlay, then `additionalEnv` (later keys win; nothing
+   * else of the host's environment).
+   */
+  buildEnv(additionalEnv) {
+    const hostPath = process.env.PATH === undefined ? {} : { PATH: process.env.PATH }
+    return { ...hostPath, ...this.#env, ...this.getEnv(), ...check.env(additionalEnv, 'additionalEnv') }
+  }
+
+  /**
+   * Moves the sandbox to another working directory, only before its first start: its
+   * isolation, protected paths and mounts are built around the directory, and a started
+   * sandbox's processes run in it. Later (or with a mount made) it is a `SandboxError`
+   * `INVALID_STATE`; make another sandbox instead.
+   */
+  setWorkingDirectory(dir) {
+    check.requiredString(dir, 'dir')
+    const fixedBy =
+      this.status !== 'pending'
+        ? `it has started (status: ${this.status})`
+        : [...this.mounts.entries.values()].some((entry) => entry.state === 'mounted' || entry.state === 'mounting')
+          ? 'filesystems are mounted in it'
+          : undefined
+    if (fixedBy) {
+      throw new SandboxError(
+        `Cannot change the working directory of LocalSandbox ${this.id}: ${fixedBy}. Make another sandbox for ${dir}.`,
+        'INVALID_STATE',
+        { status: this.status, workingDirectory: this.workingDirectory },
+      )
+    }
+    const nativeOptions = { ...this.#nativeOptions, workingDirectory: dir }
+    this.#build(nativeOptions)
+    this.#nativeOptions = nativeOptions
+  }
+
+  /**
+   * Without isolation a command runs as given, through the shell (`{ command, args: [] }`).
+   * An isolated sandbox does not wrap commands one by one, they run inside its one
+   * long-lived sandbox: that is a `SandboxUnsupportedFeatureError`.
+   */
+  wrapCommandForIsolation(command) {
+    checkCommand(command)
+    if (this.isolation === 'none') return { command, args: [] }
+    throw new SandboxUnsupportedFeatureError(
+      `LocalSandbox with isolation '${this.isolation}' does not wrap commands: they run inside its one long-lived sandbox. Run them with executeCommand() or processes.spawn().`,
+      { provider: this.provider, isolation: this.isolation },
+    )
+  }
+
+  /**
+   * Writes `files` (`[{ path, content, mode? }]`, content a string, Buffer or Uint8Array) under the
+   * working directory, starting the sandbox first; parent directories are created and
+   * existing files replaced. A relative path is taken from the working directory, an
+   * absolute one must lie inside it: every path is checked before the first write, and
+   * each write is held inside the directory by the kernel (a symlink leading out is
+   * refused, a `PermissionError`), as are an isolated sandbox's protected paths. `mode`
+   * (permission bits, 0o001–0o777) is given to the file exactly, whatever the umask;
+   * without it a new file is 0644 less the umask. `abortSignal` stops the writes not yet
+   * begun (`SandboxAbortError`); the ones done stay.
+   */
+  async writeFiles(files, options = {}) {
+    let list = fileInputs(files)
+    const signal = readingOptions('options', () => check.abortSignal(check.object(options, 'options').abortSignal, 'abortSignal'))
+    const refuseIfAborted = () => {
+      if (signal?.aborted) throw new SandboxAbortError('writeFiles', signal.reason)
+    }
+    refuseIfAborted()
+    if (list.length === 0) return
+    if (this.status !== 'running') await this.ensureRunning()
+    const root = this.workingDirectory
+    for (const { path: filePath } of list) {
+      const inside = path.relative(root, path.resolve(root, filePath))
+      if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside)) {
+        throw new PermissionError(filePath, `write outside the working directory ${root}`)
+      }
+    }
+    const protectedPaths = this.isolation === 'none' ? [] : [...this.protectedPaths]
+    const writer = translatingSync(() => new native.NativeLocalFs(root, false, protectedPaths))
+    // Files are written several at once: of two entries for one file, the later one is kept.
+    const lastOfEach = new Map(list.map((file) => [path.resolve(root, file.path), file]))
+    list = [...lastOfEach.values()]
+    let next = 0
+    let failed = false
+    const writeNext = async () => {
+      while (!failed && next < list.length) {
+        const { path: filePath, content, mode } = list[next++]
+        try {
+          refuseIfAborted()
+          const data = typeof content === 'string' ? content : Buffer.from(content.buffer, content.byteOffset, content.byteLength)
+          await translating(() => writer.writeFile(filePath, data, { overwrite: true, recursive: true, append: false, mode }))
+        } catch (err) {
+          failed = true
+          throw err
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, list.length) }, writeNext))
   }
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
@@ -304,5 +439,7 @@ function mountedList(mounts) {
     .filter(([, entry]) => entry.state === 'mounted')
     .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
 }
+
+asMastraComponent(LocalSandbox)
 
 module.exports = { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig }

@@ -3,6 +3,7 @@ const path = require('node:path')
 const { FilesystemNotReadyError } = require('./errors')
 const { check, readingOptions } = require('./options')
 const { logTo } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
 
 /** Extensions read as text whatever a filesystem's `textExtensions` add (those of `@mastra/core`). */
 const TEXT_EXTENSIONS = new Set(
@@ -32,7 +33,6 @@ class MastraFilesystem {
   #onDestroy
   #initializing
   #destroying
-  #rawConfig
 
   constructor(options) {
     readingOptions('options', () => {
@@ -43,13 +43,12 @@ class MastraFilesystem {
       const extensions = check.stringArray(options.textExtensions, 'textExtensions')
       this._textExtensions = new Set(extensions.map(normalizeExtension))
     })
-    this.component = 'WORKSPACE'
     this.error = undefined
   }
 
   /** Whether `filename` is text by its extension (the built-in ones and `textExtensions`). */
   isTextFile(filename) {
-    const extension = path.extname(filename).toLowerCase()
+    const extension = path.extname(check.requiredString(filename, 'filename')).toLowerCase()
     return TEXT_EXTENSIONS.has(extension) || this._textExtensions.has(extension)
   }
 
@@ -114,6 +113,7 @@ class MastraFilesystem {
       this.status = 'destroyed'
     } catch (err) {
       this.status = 'error'
+      this.error = err instanceof Error ? err.message : String(err)
       logTo(this.logger, 'error', 'Failed to destroy filesystem', { error: err, id: this.id })
       throw err
     }
@@ -122,17 +122,12 @@ class MastraFilesystem {
   /** A subclass's own clean-up. */
   async destroy() {}
 
-  /** The configuration this filesystem was registered with (set by `__setRawConfig`), if any. */
-  toRawConfig() {
-    return this.#rawConfig
-  }
-  __setRawConfig(rawConfig) {
-    this.#rawConfig = rawConfig
-  }
   /** Where this filesystem reports failures (a Mastra logger or anything with error/warn…). */
   __setLogger(logger) {
     this.logger = logger
   }
 }
+
+asMastraComponent(MastraFilesystem)
 
 module.exports = { MastraFilesystem }

@@ -4,6 +4,7 @@ const { check } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
 
 /** `arg` as one shell word: as it is when every character is safe, else single-quoted. */
 const shellWord = (arg) => (/^[a-zA-Z0-9._\-/=:@]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`)
@@ -124,6 +125,11 @@ class MastraSandbox {
     return this.status === 'running'
   }
 
+  /** For a backend that learns its working directory late (a default, a probe once running). */
+  setWorkingDirectory(dir) {
+    this.workingDirectory = check.string(dir, 'dir')
+  }
+
   setEnv(update) {
     if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
     this.#env = { ...check.env(update({ ...this.#env }), 'setEnv result') }
@@ -149,5 +155,7 @@ class MastraSandbox {
   /** Backends without checkpoints have nothing to snapshot. */
   async snapshot() {}
 }
+
+asMastraComponent(MastraSandbox)
 
 module.exports = { MastraSandbox }

@@ -4,6 +4,7 @@
 // (`FileStat.mimeType`), so both packages describe a file alike.
 const path = require('node:path')
 const { WorkspaceError } = require('./errors')
+const { describe } = require('./options')
 
 const MIME_TYPES = Object.freeze({
   __proto__: null,
@@ -67,14 +68,14 @@ const invalidConfig = (message) => new WorkspaceError(message, 'INVALID_CONFIG')
 /**
  * The predicate of read_file's `mediaTypes` setting (patterns such as `image/*`, a
  * function, or `false` for none), checked now: a bad pattern is a `WorkspaceError`
- * `INVALID_CONFIG` that quotes it.
+ * `INVALID_CONFIG` that quotes it (in Mastra's words); `name` names the setting.
  */
-function mediaTypeCheck(setting) {
+function mediaTypeCheck(setting, name) {
   if (setting === false) return () => false
   if (typeof setting === 'function') return (mimeType) => (mimeType ? Boolean(setting(mimeType)) : false)
   const patterns = setting ?? DEFAULT_MEDIA_TYPES
   if (!Array.isArray(patterns)) {
-    throw invalidConfig('The read_file option `mediaTypes` must be an array of mime type patterns, a function or false')
+    throw invalidConfig(`${name} must be an array of mime type patterns, a function or false, got ${describe(patterns)}`)
   }
   for (const pattern of patterns) {
     if (typeof pattern !== 'string' || !MEDIA_TYPE_PATTERN.test(pattern)) {
@@ -89,11 +90,11 @@ function mediaTypeCheck(setting) {
     copy.some((p) => p === '*' || p === '*/*' || (p.endsWith('/*') ? mimeType.startsWith(p.slice(0, -1)) : mimeType === p))
 }
 
-/** read_file's `maxMediaBytes` setting, checked: a non-negative number of bytes (Infinity for no cap). */
-function maxMediaBytesOf(setting) {
+/** read_file's `maxMediaBytes` setting (`name`), checked: a non-negative number of bytes (Infinity for no cap). */
+function maxMediaBytesOf(setting, name) {
   if (setting === undefined) return DEFAULT_MAX_MEDIA_BYTES
   if (typeof setting !== 'number' || Number.isNaN(setting) || setting < 0) {
-    throw invalidConfig(`The read_file option \`maxMediaBytes\` must be a non-negative number, got ${String(setting)}`)
+    throw invalidConfig(`${name} must be a non-negative number of bytes, got ${describe(setting)}`)
   }
   return setting
 }

@@ -1,6 +1,6 @@
 'use strict'
 const { Readable, Writable } = require('node:stream')
-const { SandboxOptionError, UnsupportedStdinCloseError } = require('./errors')
+const { SandboxOptionError, SandboxUnsupportedFeatureError, UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
 const { check, describe } = require('./options')
 const { catchRejection } = require('./thenable')
@@ -42,6 +42,12 @@ function outputCallback(onStdout, onStderr) {
   }
 }
 
+const emitUnsupported = (stream) =>
+  new SandboxUnsupportedFeatureError(
+    `A LocalSandbox process handle's ${stream} is what the process writes; it cannot be fed from JavaScript`,
+    { stream },
+  )
+
 /** What the process manager calls on a handle it lets go of (see `NativeProcess.weighOutput`). */
 const letGo = Symbol('letGo')
 
@@ -63,9 +69,11 @@ class ProcessHandle {
   /** Settles once the spawn's own callbacks have had the output held for them. */
   #earlyOutput
 
-  constructor(native, earlyOutput) {
+  constructor(native, earlyOutput, startTime) {
     this.#native = native
     this.#earlyOutput = earlyOutput
+    /** When the process was started (ms since the epoch); see `LocalProcessManager.spawn`. */
+    this.startTime = startTime
     /**
      * Pid of the command's supervisor: signalling it signals the whole process tree. For
      * what a foreground command left running, the pid of the first process it left.
@@ -132,6 +140,18 @@ class ProcessHandle {
       if (subscription !== undefined) this.#native.unsubscribe(subscription)
       signal?.removeEventListener('abort', onAbort)
     }
+  }
+
+  /**
+   * Mastra's process handles written in JavaScript feed their output through these; here
+   * the output is what the process itself writes, read natively, so another source is a
+   * `SandboxUnsupportedFeatureError`.
+   */
+  emitStdout() {
+    throw emitUnsupported('stdout')
+  }
+  emitStderr() {
+    throw emitUnsupported('stderr')
   }
 
   /** Has V8 weigh the output this handle holds, for when nothing else does any more. */

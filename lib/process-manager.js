@@ -66,6 +66,8 @@ function checkCommand(command) {
   }
 }
 
+const noteStart = Symbol('noteStart')
+
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
 
@@ -76,15 +78,22 @@ const FORGET_EVERY = 16
  * (`nativeSandbox.limits.exitedProcesses`, `exitedOutputBytes`).
  */
 class LocalProcessManager extends SandboxProcessManager {
-  #native
+  #nativeOf
   #handles = new Map()
+  /** Start times (ms since the epoch) of the processes reachable here, by pid. */
+  #startTimes = new Map()
   #spawnsUntilForget = FORGET_EVERY
 
-  constructor(sandbox, native) {
+  /** `nativeOf()` gives the sandbox's native side (rebuilt if its working directory changes before it starts). */
+  constructor(sandbox, nativeOf) {
     // The native manager starts the sandbox, merges its env and honours abort signals itself.
     super({ [STEPS_OF_ITS_OWN]: true })
     this.sandbox = sandbox
-    this.#native = native
+    this.#nativeOf = nativeOf
+  }
+
+  get #native() {
+    return this.#nativeOf()
   }
 
   /** Starts `command` and returns its handle at once. */
@@ -94,6 +103,7 @@ class LocalProcessManager extends SandboxProcessManager {
     const { token, detach } = abortToken(signal)
     let native
     let release
+    const startTime = Date.now()
     try {
       const nativeOptions = commandOptions(options, token)
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
@@ -103,7 +113,8 @@ class LocalProcessManager extends SandboxProcessManager {
       throw err
     }
     if (signal) native.wait().finally(detach)
-    const handle = new ProcessHandle(native, release())
+    const handle = new ProcessHandle(native, release(), startTime)
+    this.#startTimes.set(handle.pid, startTime)
     this.#handles.set(handle.pid, handle)
     if (--this.#spawnsUntilForget === 0) this.#forgetUntracked()
     return handle
@@ -118,6 +129,7 @@ class LocalProcessManager extends SandboxProcessManager {
     this.#spawnsUntilForget = FORGET_EVERY
     const tracked = new Set(this.#native.list().map(({ pid }) => pid))
     for (const pid of this.#handles.keys()) if (!tracked.has(pid)) this.#letGo(pid)
+    for (const pid of this.#startTimes.keys()) if (!tracked.has(pid)) this.#startTimes.delete(pid)
   }
 
   /** Every tracked process, oldest first. */
@@ -138,7 +150,7 @@ class LocalProcessManager extends SandboxProcessManager {
     }
     let handle = this.#handles.get(key)
     if (!handle) {
-      handle = new ProcessHandle(native)
+      handle = new ProcessHandle(native, undefined, this.#startTimes.get(key))
       this.#handles.set(key, handle)
     }
     return handle
@@ -171,7 +183,16 @@ class LocalProcessManager extends SandboxProcessManager {
   #letGo(pid) {
     this.#handles.get(pid)?.[letGo]()
     this.#handles.delete(pid)
+    this.#startTimes.delete(pid)
+  }
+
+  /**
+   * Notes when the command that left `pid` running (a foreground command's leftover, which
+   * `get(pid)` reaches) started: the closest start time known for that process.
+   */
+  [noteStart](pid, startTime) {
+    this.#startTimes.set(String(pid), startTime)
   }
 }
 
-module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand }
+module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart }

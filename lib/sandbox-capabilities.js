@@ -1,15 +1,20 @@
 'use strict'
 // What a sandbox can do beyond commands, and the checks of `writeFiles` file modes, with
 // the names and meanings of `@mastra/core/workspace`.
-const { SandboxError, SandboxUnsupportedFeatureError } = require('./errors')
+const { SandboxError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
+const { describe, readingOptions } = require('./options')
 
 /** The largest `mode` a file written into a sandbox may ask for: permission bits only (0o777). */
 const MAX_SANDBOX_FILE_MODE = 0o777
 
 /** Refuses a `mode` that is not an integer from 0o001 to 0o777 (`SandboxError` `INVALID_ARGUMENT`). */
-function validateSandboxFileMode(mode) {
+function validateSandboxFileMode(mode, where) {
   if (!Number.isInteger(mode) || mode < 1 || mode > MAX_SANDBOX_FILE_MODE) {
-    throw new SandboxError(`Invalid file mode ${mode}: must be an integer between 0o001 (1) and 0o777 (511).`, 'INVALID_ARGUMENT', {
+    // `where` (this package's own callers) names the input that carried the mode.
+    const of = where === undefined ? '' : ` for ${where}`
+    // A primitive as Mastra prints it; an object by its kind (its own toString may throw).
+    const shown = mode !== null && (typeof mode === 'object' || typeof mode === 'function') ? describe(mode) : String(mode)
+    throw new SandboxError(`Invalid file mode ${shown}${of}: must be an integer between 0o001 (1) and 0o777 (511).`, 'INVALID_ARGUMENT', {
       mode,
     })
   }
@@ -20,7 +25,11 @@ function validateSandboxFileMode(mode) {
  * (`SandboxUnsupportedFeatureError`) rather than dropping it silently.
  */
 function assertModesUnsupported(files, provider) {
-  if (files.some((file) => file.mode !== undefined)) {
+  const asksForMode = readingOptions('files', () => {
+    if (!Array.isArray(files)) throw new SandboxOptionError(`files must be an array of { path, content, mode? }, got ${describe(files)}`)
+    return files.some((file) => file?.mode !== undefined)
+  })
+  if (asksForMode) {
     throw new SandboxUnsupportedFeatureError(
       `The ${provider} sandbox does not support per-file permission modes in writeFiles(). Omit 'mode' to use the provider default.`,
       { provider },

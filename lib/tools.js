@@ -18,7 +18,7 @@ const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
 const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { logTo } = require('./logging')
-const { check } = require('./options')
+const { check, describe } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS
@@ -332,49 +332,113 @@ async function toolSettings(toolsConfig, name, context) {
   const resolved = await resolveToolConfig(toolsConfig, name, context)
   const own = toolsConfig?.[name] || {}
   const media = name === READ_FILE && {
-    mediaTypeMatches: mediaTypeCheck(own.mediaTypes),
-    maxMediaBytes: maxMediaBytesOf(own.maxMediaBytes),
+    mediaTypeMatches: mediaTypeCheck(own.mediaTypes, `tools.${READ_FILE}.mediaTypes`),
+    maxMediaBytes: maxMediaBytesOf(own.maxMediaBytes, `tools.${READ_FILE}.maxMediaBytes`),
   }
   return { ...resolved, ...media, name: resolved.name ?? name, backgroundProcesses: own.backgroundProcesses }
 }
 
-const invalidConfig = (message) => new WorkspaceError(message, 'INVALID_CONFIG')
 
-/** The tools config's `hooks`, checked: an object of the two hook functions, each optional. */
-function checkedHooks(hooks) {
-  if (hooks === undefined) return undefined
-  if (hooks === null || typeof hooks !== 'object') throw invalidConfig('The tools config option "hooks" must be an object')
+/** Options of Mastra's tools config that these tools do not implement (refused, never ignored). */
+const UNSUPPORTED = {
+  screenshotAfterAction: 'the computer tools are not supported',
+  screenshotDelayMs: 'the computer tools are not supported',
+}
+
+const toolsConfigError = (message) => new WorkspaceError(message, 'INVALID_CONFIG')
+
+/** `enabled`/`requireApproval`: a boolean or a function deciding per call. */
+function checkSwitch(value, name) {
+  if (value !== undefined && typeof value !== 'boolean' && typeof value !== 'function') {
+    throw toolsConfigError(`${name} must be a boolean or a function, got ${describe(value)}`)
+  }
+}
+
+/** `hooks`: an object of the two hook functions, each optional. */
+function checkHooks(hooks) {
+  if (hooks === undefined) return
+  if (hooks === null || typeof hooks !== 'object' || Array.isArray(hooks)) {
+    throw toolsConfigError(`tools.hooks must be an object, got ${describe(hooks)}`)
+  }
   for (const hook of ['beforeToolCall', 'afterToolCall']) {
     if (hooks[hook] !== undefined && typeof hooks[hook] !== 'function') {
-      throw invalidConfig(`The tools config option "hooks.${hook}" must be a function`)
+      throw toolsConfigError(`tools.hooks.${hook} must be a function, got ${describe(hooks[hook])}`)
     }
   }
-  return hooks
 }
 
-/** The tools config's `writeLockTimeoutMs`, checked: a positive number of milliseconds. */
-function writeLockTimeoutOf(toolsConfig) {
-  const timeout = toolsConfig?.writeLockTimeoutMs
-  if (timeout === undefined) return undefined
-  if (typeof timeout !== 'number' || !(timeout > 0)) {
-    throw invalidConfig(`The tools config option "writeLockTimeoutMs" must be a positive number, got ${String(timeout)}`)
+/** The top-level options: the two switches, `hooks` and `writeLockTimeoutMs`. */
+function checkTopLevel(key, value) {
+  const name = `tools.${key}`
+  if (key === 'hooks') checkHooks(value)
+  else if (key === 'writeLockTimeoutMs') {
+    if (value !== undefined && !(typeof value === 'number' && value > 0)) {
+      throw toolsConfigError(`${name} must be a positive number of milliseconds, got ${describe(value)}`)
+    }
+  } else checkSwitch(value, name)
+}
+
+function checkToolEntry(tool, entry) {
+  const at = `tools.${tool}`
+  if (entry === undefined) return
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) {
+    throw toolsConfigError(`${at} must be an object, got ${describe(entry)}`)
   }
-  return timeout
+  for (const [option, value] of Object.entries(entry)) {
+    const name = `${at}.${option}`
+    if (UNSUPPORTED[option]) throw toolsConfigError(`${name} is not supported: ${UNSUPPORTED[option]}`)
+    if (!TOOL_KEYS.has(option)) throw toolsConfigError(`${name} is not an option of a workspace tool (one of ${[...TOOL_KEYS].join(', ')})`)
+    if (option === 'enabled' || option === 'requireApproval' || option === 'requireReadBeforeWrite') checkSwitch(value, name)
+    if ((option === 'mediaTypes' || option === 'maxMediaBytes') && value !== undefined && tool !== READ_FILE) {
+      throw toolsConfigError(`${name} is an option of ${READ_FILE} only`)
+    }
+    if (option === 'mediaTypes') mediaTypeCheck(value, name)
+    if (option === 'maxMediaBytes') maxMediaBytesOf(value, name)
+    if (option === 'name' && value !== undefined && (typeof value !== 'string' || value === '')) {
+      throw toolsConfigError(`${name} must be a non-empty string, got ${describe(value)}`)
+    }
+    if (option === 'maxOutputTokens' && value !== undefined && !(typeof value === 'number' && value > 0)) {
+      throw toolsConfigError(`${name} must be a positive number, got ${describe(value)}`)
+    }
+    if (option === 'backgroundProcesses') checkBackgroundProcesses(tool, value, name)
+  }
 }
 
+function checkBackgroundProcesses(tool, value, name) {
+  if (value === undefined) return
+  if (tool !== EXECUTE_COMMAND) throw toolsConfigError(`${name} is an option of ${EXECUTE_COMMAND} only`)
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw toolsConfigError(`${name} must be an object, got ${describe(value)}`)
+  }
+  for (const [key, callback] of Object.entries(value)) {
+    if (key === 'abortSignal') {
+      if (callback !== undefined && callback !== null && callback !== false && typeof callback?.addEventListener !== 'function') {
+        throw toolsConfigError(`${name}.abortSignal must be an AbortSignal, null or false, got ${describe(callback)}`)
+      }
+    } else if (!['onStdout', 'onStderr', 'onExit'].includes(key)) {
+      throw toolsConfigError(`${name}.${key} is not an option of backgroundProcesses (onStdout, onStderr, onExit, abortSignal)`)
+    } else if (callback !== undefined && typeof callback !== 'function') {
+      throw toolsConfigError(`${name}.${key} must be a function, got ${describe(callback)}`)
+    }
+  }
+}
+
+/**
+ * Checks a workspace's tools config, the one rule for every way tools are built: this
+ * package's `createWorkspaceTools` and a Mastra `Agent` (which builds its own tools from
+ * `getToolsConfig()`, so the config is checked where the workspace takes it). A bad entry
+ * is a `WorkspaceError` `INVALID_CONFIG` naming its key.
+ */
 function checkToolsConfig(toolsConfig) {
-  if (toolsConfig === undefined) return
-  if (toolsConfig === null || typeof toolsConfig !== 'object') {
-    throw new WorkspaceError('tools config must be an object', 'INVALID_CONFIG')
+  if (toolsConfig === undefined || toolsConfig === null) return
+  if (typeof toolsConfig !== 'object' || Array.isArray(toolsConfig)) {
+    throw toolsConfigError(`tools must be an object, got ${describe(toolsConfig)}`)
   }
   for (const [key, value] of Object.entries(toolsConfig)) {
-    if (TOP_LEVEL_KEYS.has(key)) continue
-    if (!KNOWN_TOOLS.has(key)) throw new WorkspaceError(`Unknown workspace tool "${key}" in the tools config`, 'INVALID_CONFIG')
-    for (const option of Object.keys(value ?? {})) {
-      if (!TOOL_KEYS.has(option)) {
-        throw new WorkspaceError(`The tools config option "${option}" (of "${key}") is not supported`, 'INVALID_CONFIG')
-      }
-    }
+    if (UNSUPPORTED[key]) throw toolsConfigError(`tools.${key} is not supported: ${UNSUPPORTED[key]}`)
+    if (TOP_LEVEL_KEYS.has(key)) checkTopLevel(key, value)
+    else if (KNOWN_TOOLS.has(key)) checkToolEntry(key, value)
+    else throw toolsConfigError(`Unknown workspace tool "${key}" in the tools config (tools.${key})`)
   }
 }
 
@@ -554,8 +618,8 @@ async function createWorkspaceTools(workspace, configContext) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
   checkToolsConfig(toolsConfig)
-  const hooks = checkedHooks(toolsConfig?.hooks)
-  const writeLock = new FileWriteLock({ timeoutMs: writeLockTimeoutOf(toolsConfig) })
+  const hooks = toolsConfig?.hooks
+  const writeLock = new FileWriteLock({ timeoutMs: toolsConfig?.writeLockTimeoutMs })
   const readTracker = configContext?.readTracker ?? new FileReadTracker()
   const tools = {}
   const sandbox = workspace.sandbox
@@ -606,6 +670,7 @@ async function createWorkspaceTools(workspace, configContext) {
 
 module.exports = {
   createWorkspaceTools,
+  checkToolsConfig,
   resolveToolConfig,
   requireWorkspace,
   requireFilesystem,

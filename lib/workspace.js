@@ -1,12 +1,14 @@
 'use strict'
 const { NativeResolverCache } = require('../index.js')
 const { WorkspaceError } = require('./errors')
-const { check, isClass, readingOptions } = require('./options')
+const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
 const { mountedAt } = require('./mounts')
 const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
+const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
+const { checkToolsConfig } = require('./tools')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -119,7 +121,18 @@ class Workspace {
         check.oneOf(dynamic, 'instructions.dynamicSandbox', ['placeholder', 'resolve'])
       }
       this[state].dynamicSandboxInstructions = dynamic ?? 'placeholder'
-      this[state].toolsConfig = config.tools
+      this.setToolsConfig(config.tools)
+      if (config.browser) {
+        // Only a CLI browser (driven through the sandbox's commands) is a workspace's; an SDK one is an Agent's.
+        if (config.browser.providerType !== 'cli') {
+          throw new WorkspaceError(
+            `Workspace.browser requires a CLI provider (providerType: 'cli'), got ${describe(config.browser.providerType)}`,
+            'INVALID_CONFIG',
+            this.id,
+          )
+        }
+        this[state].browser = config.browser
+      }
 
       if (config.lsp) {
         const reason = this[state].sandboxResolver
@@ -138,6 +151,10 @@ class Workspace {
   /** The static sandbox; `undefined` when sandboxes come from a resolver. */
   get sandbox() {
     return this[state].sandbox
+  }
+  /** The browser given as `browser` (a CLI provider), closed by `stop()` and `destroy()`. */
+  get browser() {
+    return this[state].browser
   }
   /** The static filesystem; `undefined` when it comes from a resolver. */
   get filesystem() {
@@ -160,7 +177,9 @@ class Workspace {
   getToolsConfig() {
     return this[state].toolsConfig
   }
+  /** Replaces the tools config (checked as the constructor checks it). */
   setToolsConfig(config) {
+    checkToolsConfig(config)
     this[state].toolsConfig = config
   }
 
@@ -250,6 +269,25 @@ class Workspace {
     }
   }
 
+  /**
+   * Stops the static sandbox (its processes end; its files stay, and the next command
+   * starts it again) and leaves the workspace usable: what `Mastra.shutdown()` calls.
+   * Concurrent calls share one stop; after `destroy()` has begun it does nothing.
+   */
+  async stop() {
+    if (this[state].teardownStarted || this.status === 'destroyed') return
+    refuseInsideSandboxStep(this, 'stop')
+    this[state].stopping ??= (async () => {
+      try {
+        await closeBrowser(this)
+        await callLifecycle(this[state].sandbox, 'stop')
+      } finally {
+        this[state].stopping = undefined
+      }
+    })()
+    return this[state].stopping
+  }
+
   /** Destroys the static providers and forgets resolved ones (which are not destroyed). */
   destroy() {
     if (this.status === 'destroyed') return Promise.resolve()
@@ -258,9 +296,13 @@ class Workspace {
     } catch (err) {
       return Promise.reject(err)
     }
+    this[state].teardownStarted = true
     this[state].destroying ??= (async () => {
       this.status = 'destroying'
       try {
+        // A stop under way finishes first (its failure is the stop's caller's to see).
+        await this[state].stopping?.catch(() => {})
+        await closeBrowser(this)
         await callLifecycle(this[state].sandbox, 'destroy')
         await callLifecycle(this[state].filesystem, 'destroy')
         this.clearSandboxCache()
@@ -313,6 +355,20 @@ class Workspace {
   getInstructions(options) {
     const sandbox = this[state].sandbox
     return joinInstructions([sandbox?.getInstructions?.(options), ...filesystemInstructions(this[state].filesystem, sandbox, options)])
+  }
+
+  /**
+   * How the static providers' paths relate: `{ filesystem?: { provider, basePath },
+   * sandbox?: { provider, workingDirectory }, instructions }` (Mastra deprecates it for
+   * `getInstructions()`).
+   */
+  getPathContext() {
+    const { filesystem, sandbox } = this[state]
+    return {
+      filesystem: filesystem ? { provider: filesystem.provider, basePath: filesystem.basePath } : undefined,
+      sandbox: sandbox ? { provider: sandbox.provider, workingDirectory: sandbox.workingDirectory } : undefined,
+      instructions: [filesystem?.getInstructions?.(), sandbox?.getInstructions?.()].filter(Boolean).join(' '),
+    }
   }
 
   /** Like `getInstructions`, but able to describe (or resolve) request-scoped providers. */
@@ -421,6 +477,15 @@ function filesystemInstructions(filesystem, sandbox, options) {
 }
 
 const joinInstructions = (parts) => parts.filter((part) => typeof part === 'string' && part !== '').join('\n\n')
+
+/** Closes the workspace's browser, if any; a failure to close does not keep the sandbox running. */
+async function closeBrowser(workspace) {
+  try {
+    await workspace[state].browser?.close?.()
+  } catch (err) {
+    logTo(workspace[state].logger, 'warn', 'Closing the workspace browser failed', { error: err })
+  }
+}
 
 /** Memoizes `resolve()` per request-context object; a rejection is forgotten. */
 function memoizeByContext(memo, requestContext, resolve) {

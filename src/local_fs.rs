@@ -48,6 +48,19 @@ pub struct NativeReadOptions {
   pub max_tokens: Option<f64>,
 }
 
+/// How `writeFile` writes.
+#[napi(object)]
+pub struct NativeWriteOptions {
+  /// Replace an existing file (else it is a `FileExists` error).
+  pub overwrite: bool,
+  /// Create the missing parent directories.
+  pub recursive: bool,
+  /// Add to the end of the file instead.
+  pub append: bool,
+  /// Permission bits the file gets exactly, whatever the umask.
+  pub mode: Option<u32>,
+}
+
 #[napi]
 pub struct NativeLocalFs {
   inner: Arc<LocalFs>,
@@ -151,16 +164,20 @@ impl NativeLocalFs {
     env: &'env Env,
     path: String,
     data: Either<String, Buffer>,
-    overwrite: bool,
-    recursive: bool,
-    append: bool,
+    options: NativeWriteOptions,
   ) -> napi::Result<PromiseRaw<'env, ()>> {
     let bytes: Vec<u8> = match data {
       Either::A(text) => text.into_bytes(),
       Either::B(buffer) => buffer.to_vec(),
     };
+    let NativeWriteOptions {
+      overwrite,
+      recursive,
+      append,
+      mode,
+    } = options;
     blocking(env, &self.inner, move |fs| {
-      fs.write(&path, &bytes, overwrite, recursive, append)
+      fs.write_with_mode(&path, &bytes, overwrite, recursive, append, mode)
     })
   }
 

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -285,6 +286,20 @@ impl LocalFs {
     recursive: bool,
     append: bool,
   ) -> Result<()> {
+    self.write_with_mode(input, bytes, overwrite, recursive, append, None)
+  }
+
+  /// [`LocalFs::write`], and with `permissions` the file gets exactly those bits (set on
+  /// the open file: whatever the umask, also when it existed; setuid and the like dropped).
+  pub fn write_with_mode(
+    &self,
+    input: &str,
+    bytes: &[u8],
+    overwrite: bool,
+    recursive: bool,
+    append: bool,
+    permissions: Option<u32>,
+  ) -> Result<()> {
     self.writable(if append { "appendFile" } else { "writeFile" })?;
     let t = self.target(input)?;
     let (parent, name) = t.parent_and_name()?;
@@ -313,7 +328,13 @@ impl LocalFs {
         Some(libc::ENOENT) => CoreError::DirectoryNotFound(parent_display(input)),
         _ => self.fail(&t, e, CoreError::FileNotFound),
       })?;
-    regular_file(fd, input, "write")?
+    let mut file = regular_file(fd, input, "write")?;
+    if let Some(bits) = permissions {
+      file
+        .set_permissions(std::fs::Permissions::from_mode(bits & 0o777))
+        .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    }
+    file
       .write_all(bytes)
       .map_err(|e| CoreError::io(input.to_owned(), e))
   }

@@ -297,3 +297,27 @@ fn a_file_over_the_read_limit_is_refused_with_its_size() {
   assert!(matches!(fs.open_file("."), Err(CoreError::IsDirectory(_))));
   std::fs::remove_dir_all(base.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn a_mode_is_given_exactly_to_new_and_existing_files() {
+  use std::os::unix::fs::PermissionsExt;
+  let (fs, base, _) = setup("mode");
+  let mode_of = |name: &str| {
+    std::fs::metadata(base.join(name))
+      .unwrap()
+      .permissions()
+      .mode()
+      & 0o7777
+  };
+  fs.write_with_mode("run.sh", b"#!/bin/sh\n", true, true, false, Some(0o755))
+    .unwrap();
+  assert_eq!(mode_of("run.sh"), 0o755);
+  fs.write_with_mode("run.sh", b"secret", true, true, false, Some(0o600))
+    .unwrap();
+  assert_eq!(mode_of("run.sh"), 0o600);
+  assert_eq!(std::fs::read(base.join("run.sh")).unwrap(), b"secret");
+  // Permission bits only: no setuid, whatever is asked.
+  fs.write_with_mode("suid", b"x", true, true, false, Some(0o4755))
+    .unwrap();
+  assert_eq!(mode_of("suid"), 0o755);
+}

@@ -14,7 +14,14 @@ import {
   createWorkspaceTools as mastraCreateWorkspaceTools,
 } from '@mastra/core/workspace'
 import { describe, expect, it } from 'vitest'
-import { LocalFilesystem, Workspace, WorkspaceError, createWorkspaceTools, WORKSPACE_TOOLS } from '../lib/index.mjs'
+import {
+  LocalFilesystem,
+  Workspace,
+  WorkspaceError,
+  createWorkspaceTools,
+  readFileTool,
+  WORKSPACE_TOOLS,
+} from '../lib/index.mjs'
 import { tempDir, withDeadline } from './helpers.mjs'
 import { mockModel } from './mock-model.mjs'
 
@@ -192,6 +199,39 @@ describe('read_file: text, media or binary by mime type', () => {
       `huge.png (${64 * 1024 ** 3} bytes, image/png) — exceeds maxMediaBytes (1024). Returning metadata only; configure \`maxMediaBytes\` on the read_file tool to raise this cap.`,
     )
     expect(await filesystem[readBytes]('huge.png', 4)).toEqual({ tooLarge: 64 * 1024 ** 3 })
+  })
+
+  it('through a mount: the header names the path inside the mount, as Mastra’s does', async () => {
+    const top = tempDir()
+    const results = {}
+    for (const [side, create, Fs, W] of [
+      ['ours', createWorkspaceTools, LocalFilesystem, Workspace],
+      ['mastra', mastraCreateWorkspaceTools, MastraLocalFilesystem, MastraWorkspace],
+    ]) {
+      const dir = path.join(top, side)
+      fs.mkdirSync(dir)
+      fs.writeFileSync(path.join(dir, 'pic.png'), PNG)
+      fs.writeFileSync(path.join(dir, 'blob.bin'), Buffer.from([0, 1]))
+      const tools = await create(new W({ mounts: { '/data': new Fs({ basePath: dir }) } }))
+      results[side] = [
+        await tools[READ].execute({ path: '/data/pic.png' }, {}),
+        await tools[READ].execute({ path: '/data/blob.bin' }, {}),
+      ]
+    }
+    expect(results.ours).toEqual(results.mastra)
+    expect(results.ours[0]).toMatchObject({ __workspaceMedia: true, text: `pic.png (${PNG.length} bytes, image/png)` })
+  })
+
+  it('the standalone readFileTool takes mediaTypes from its context’s workspace', async () => {
+    const dir = tempDir()
+    fs.writeFileSync(path.join(dir, 'anim.gif'), Buffer.from('GIF89a'))
+    const workspace = new Workspace({ filesystem: new LocalFilesystem({ basePath: dir }), tools: { [READ]: { mediaTypes: ['image/gif'] } } })
+    expect(await readFileTool.execute({ path: 'anim.gif' }, { workspace })).toEqual({
+      __workspaceMedia: true,
+      text: 'anim.gif (6 bytes, image/gif)',
+      mediaType: 'image/gif',
+      data: Buffer.from('GIF89a').toString('base64'),
+    })
   })
 
   it('a media read through a symlink leading out of the workspace is refused', async () => {

@@ -52,6 +52,8 @@ export declare class NativeLocalSandbox {
   get status(): 'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'
   get error(): string | null
   get workingDirectory(): string
+  /** Where its checkpoints are (given, or beside the working directory). */
+  get checkpointsDirectory(): string
   /** The memory limit of the running sandbox (asked for, or the default under isolation). */
   get memoryLimitBytes(): number | null
   get timeout(): number | null
@@ -61,6 +63,8 @@ export declare class NativeLocalSandbox {
   start(): Promise<'created' | 'connected'>
   stop(): Promise<void>
   destroy(): Promise<void>
+  /** Captures the working directory as the checkpoint (nothing without a checkpoint name). */
+  snapshot(): Promise<void>
   ensureRunning(): Promise<void>
   /**
    * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
@@ -354,6 +358,11 @@ export interface NativeSandboxOptions {
   onStart?: (outcome: string) => Promise<void>
   onStop?: (unused: string) => Promise<void>
   onDestroy?: (unused: string) => Promise<void>
+  /** Seeds an empty working directory at a start, and is what `snapshot()` writes. */
+  checkpointName?: string
+  /** Seeds an empty working directory when `checkpointName` has no checkpoint yet. */
+  seedCheckpointName?: string
+  checkpointsDirectory?: string
 }
 
 /** How `writeFile` writes. */

@@ -3,6 +3,8 @@
 // metrics. `metrics` describes the rows of the final table (better: 'lower' | 'higher' |
 // undefined for plain counts); `targets` the goals of native-workspace, as ratios.
 // `params(quick)` gives the sizes (smaller with --quick), `title(params)` the row label.
+import fs from 'node:fs'
+import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { MB, MiB, descendantsOf, liveProcessesMatching, killQuietly, median, now, percentile, pssKiB, sleep } from './util.mjs'
 
@@ -336,6 +338,75 @@ const BASE_CASES = [
   },
 ]
 
+/**
+ * A tree of `files` files and `bytes` bytes in all, 100 files to a directory, sizes from
+ * 1/20 to twice the mean (untimed set-up of the checkpoint case).
+ */
+function writeTree(root, { files, bytes }) {
+  const mean = bytes / files
+  const pool = Buffer.alloc(Math.ceil(mean * 2) + 64)
+  for (let i = 0; i < pool.length; i++) pool[i] = (i * 7919) % 251
+  let written = 0
+  const made = new Set()
+  for (let i = 0; i < files; i++) {
+    const dir = path.join(root, `pkg-${Math.floor(i / 100)}`, i % 3 ? 'lib' : 'src')
+    if (!made.has(dir)) fs.mkdirSync(dir, { recursive: true })
+    made.add(dir)
+    const size = i === files - 1 ? bytes - written : Math.round((mean * (1 + (i % 20) * 2)) / 20)
+    fs.writeFileSync(path.join(dir, `file-${i}.js`), pool.subarray(i % 64, (i % 64) + size))
+    written += size
+  }
+}
+
+/** Files under `root` (to check that a seeded tree is whole). */
+function countFiles(root) {
+  return fs.readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length
+}
+
+/** Case (checkpoint): `snapshot()` of a large working directory, and a start seeded from it. */
+const CHECKPOINT_CASE = {
+  id: 'checkpoint',
+  title: (p) => `(checkpoint) ${p.files.toLocaleString('en-US')} files / ${p.bytes / MB} MB: snapshot() and a seeded start`,
+  impls: ['ours', 'mastra'],
+  runs: 3,
+  params: (quick) => (quick ? { files: 2000, bytes: 20 * MB } : { files: 20_000, bytes: 200 * MB }),
+  metrics: [
+    { key: 'snapshot_ms', label: 'first snapshot() ms', better: 'lower' },
+    { key: 'resnapshot_ms', label: 'snapshot() over an existing checkpoint ms', better: 'lower' },
+    { key: 'seeded_start_ms', label: 'start() seeded from it ms', better: 'lower' },
+  ],
+  targets: [
+    { key: 'snapshot_ms', vsMastra: 0.2 },
+    { key: 'resnapshot_ms', vsMastra: 0.2 },
+    { key: 'seeded_start_ms', vsMastra: 0.2 },
+  ],
+  async run({ sb, params }) {
+    // Everything in a directory of the runner's (removed after the run): the working
+    // directory, the default checkpoints directory beside it, the seeded one.
+    const top = sb.workingDirectory
+    const work = path.join(top, 'work')
+    writeTree(work, params)
+    const source = sb.localSandbox({ workingDirectory: work, checkpointName: 'bench' })
+    const seeded = sb.localSandbox({ workingDirectory: path.join(top, 'seeded'), checkpointName: 'bench' })
+    try {
+      let t0 = now()
+      await source.snapshot()
+      const snapshot = now() - t0
+      t0 = now()
+      await source.snapshot()
+      const resnapshot = now() - t0
+      t0 = now()
+      await seeded.start()
+      const seededStart = now() - t0
+      const found = countFiles(seeded.workingDirectory)
+      if (found !== params.files) throw new Error(`the seeded start has ${found} files, not ${params.files}`)
+      return { snapshot_ms: snapshot, resnapshot_ms: resnapshot, seeded_start_ms: seededStart }
+    } finally {
+      await Promise.all([source.destroy(), seeded.destroy()])
+    }
+  },
+}
+
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
 const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import'])
 const withBwrap = (c) => ({
@@ -345,7 +416,7 @@ const withBwrap = (c) => ({
   title: (p) => `${c.title(p).replace(/^\((\w+)\)/, '($1, bwrap)')} with isolation 'bwrap'`,
   targets: undefined,
 })
-export const CASES = BASE_CASES.flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c]))
+export const CASES = [...BASE_CASES.flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])), CHECKPOINT_CASE]
 
 /** Accepts `a`, `a'`, `a′`, `a_tool`, `import`. */
 export function findCase(name) {

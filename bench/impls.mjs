@@ -7,6 +7,8 @@
 //   const bg = await sb.spawn(cmd) → { pid, output(): { retained, dropped } }   (stdout bytes)
 //   await sb.kill(bg)
 //   await sb.destroy()            → kills whatever is left
+//   sb.workingDirectory
+//   sb.localSandbox(options)      → another LocalSandbox of the package (ours and Mastra only)
 //
 // ours and Mastra share one adapter: native-workspace exposes Mastra's API.
 
@@ -45,6 +47,11 @@ class MastraApiSandbox {
   constructor(mod, workingDirectory, isolation) {
     this.#mod = mod
     this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation })
+    this.workingDirectory = workingDirectory
+  }
+
+  localSandbox(options) {
+    return new this.#mod.LocalSandbox(options)
   }
 
   async exec(cmd) {
@@ -88,6 +95,7 @@ class RawSandbox {
   constructor(childProcess, workingDirectory, isolation) {
     this.#cp = childProcess
     this.#cwd = workingDirectory
+    this.workingDirectory = workingDirectory
     // With isolation, a fresh bubblewrap around each command (as the baseline measured it).
     const w = workingDirectory
     this.#prefix =

@@ -268,6 +268,20 @@ export interface LocalSandboxOptions {
   nativeSandbox?: NativeSandboxConfig
   instructions?: string | ((context: InstructionsContext) => string)
   /**
+   * Named checkpoint: an empty or missing working directory is filled from it at each start
+   * (before any command runs), and `snapshot()` writes it. One missing yet means an empty
+   * start. A name starts with a letter or digit and has only letters, digits, `.`, `_` and
+   * `-`, without `..`; another is refused with a `SandboxOptionError`.
+   */
+  checkpointName?: string
+  /** Fills an empty working directory when `checkpointName` has no checkpoint yet; never written. */
+  seedCheckpointName?: string
+  /**
+   * Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
+   * directory. Neither may hold the other.
+   */
+  checkpointsDirectory?: string
+  /**
    * Runs once the sandbox is running and its pending mounts are made: it may run commands
    * (and see the mounts). Hooks run inside their step, so
    * `start()`, `stop()` or `destroy()` of the same sandbox called from a hook rejects at once
@@ -408,6 +422,17 @@ export interface SandboxFileInput {
 export interface WriteFilesOptions {
   abortSignal?: AbortSignal
 }
+/** What `clone()` changes of the sandbox it copies; `sandboxId`, `idleTimeoutMinutes` and `actingUserId` mean nothing locally. */
+export interface SandboxCloneOptions {
+  id?: string
+  sandboxId?: string
+  env?: Record<string, string | undefined>
+  workingDirectory?: string
+  idleTimeoutMinutes?: number
+  checkpointName?: string
+  seedCheckpointName?: string
+  actingUserId?: string
+}
 
 export declare class LocalSandbox {
   constructor(options?: LocalSandboxOptions)
@@ -430,6 +455,8 @@ export declare class LocalSandbox {
   readonly protectedPaths: readonly string[]
   readonly timeout: number | undefined
   readonly createdAt: Date
+  /** `snapshot()` persists the working directory as the named checkpoint. */
+  readonly supportsCheckpoints: true
   readonly processes: LocalProcessManager
   /**
    * Its mounts. Pending ones are made at each start, before `onStart`; a stop takes the
@@ -453,6 +480,21 @@ export declare class LocalSandbox {
   _stop(): Promise<void>
   _destroy(): Promise<void>
   ensureRunning(): Promise<void>
+  /**
+   * Persists the working directory as the checkpoint `checkpointName` (nothing without one):
+   * a native copy (shared extents where the filesystem allows) swapped in at once, so a
+   * sandbox seeding meanwhile gets the previous checkpoint or this one, whole. Links are
+   * copied as links, modes and timestamps kept (not set-user/group-ID bits); sockets,
+   * FIFOs and devices are skipped.
+   */
+  snapshot(): Promise<void>
+  /**
+   * A new, independent sandbox with this one's isolation, `nativeSandbox` (its own paths,
+   * not mounts'), instructions, timeout, checkpoints directory and names, and `env` and
+   * `workingDirectory` unless overridden. Nothing is created until its start; hooks and
+   * mounts are not carried over.
+   */
+  clone(options?: SandboxCloneOptions): LocalSandbox
   /** @deprecated use `status === 'running'` */
   isReady(): boolean
   executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
@@ -969,9 +1011,12 @@ export declare abstract class MastraSandbox {
   setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void
   getInfo(): SandboxInfo
   getInstructions(options?: { requestContext?: unknown }): string
+  /** Nothing here; a subclass with checkpoints overrides it and `supportsCheckpoints`. */
   snapshot(): Promise<void>
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
+  /** False unless a subclass says otherwise. */
+  supportsCheckpoints: boolean
 }
 export interface MastraSandbox extends MastraComponent {}
 

@@ -92,9 +92,8 @@ class LocalSandbox {
   #nativeSandbox
   #protectedPaths
   #mounter
-  /** What the native sandbox was built from, and the `env` option (for `buildEnv`). */
+  /** What the native sandbox was built from (rebuilt by `setWorkingDirectory`, copied by `clone`). */
   #nativeOptions
-  #env
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -110,21 +109,25 @@ class LocalSandbox {
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
       this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
-      this.#env = check.env(options.env, 'env')
       this.#nativeOptions = {
         id,
         workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
-        env: this.#env,
+        env: check.env(options.env, 'env'),
         timeout: check.duration(options.timeout, 'timeout'),
         isolation,
         nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
         packageFiles: PACKAGE_FILES,
+        checkpointName: check.string(options.checkpointName, 'checkpointName'),
+        seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
+        checkpointsDirectory: check.string(options.checkpointsDirectory, 'checkpointsDirectory'),
         ...this.#lifecycle.nativeHooks(),
       }
       this.#build(this.#nativeOptions)
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
+    /** `snapshot()` persists the working directory as the named checkpoint. */
+    this.supportsCheckpoints = true
     // Capabilities of Mastra's sandbox interface this one does not offer: present, undefined,
     // so `supportsNetworking()` / `supportsComputer()` say no (as for Mastra's LocalSandbox).
     this.networking = undefined
@@ -230,6 +233,48 @@ class LocalSandbox {
     return this.#mounter.commandPath(mountPath)
   }
 
+  /**
+   * Persists the working directory as the checkpoint `checkpointName` (nothing without
+   * one), copied natively and swapped in at once: a sandbox seeding from it meanwhile gets
+   * the previous checkpoint or this one, whole. Works in any status, even destroyed.
+   */
+  async snapshot() {
+    await translating(() => this.#native.snapshot())
+  }
+
+  /**
+   * A new, independent sandbox with this one's configuration (isolation, `nativeSandbox`
+   * with its own paths, not those mounts added, instructions, timeout, checkpoints
+   * directory and names), and with what `options` overrides: `id`, `workingDirectory`,
+   * `env`, `checkpointName`, `seedCheckpointName`. Nothing is created until its start;
+   * hooks and mounts are not carried over.
+   */
+  clone(options = {}) {
+    const overrides = readingOptions('clone options', () => {
+      check.object(options, 'clone options')
+      return {
+        id: check.string(options?.id, 'id'),
+        workingDirectory: check.string(options?.workingDirectory, 'workingDirectory'),
+        env: options?.env === undefined ? undefined : check.env(options.env, 'env'),
+        checkpointName: check.string(options?.checkpointName, 'checkpointName'),
+        seedCheckpointName: check.string(options?.seedCheckpointName, 'seedCheckpointName'),
+      }
+    })
+    const inherited = this.#nativeOptions
+    return new LocalSandbox({
+      ...(overrides.id !== undefined && { id: overrides.id }),
+      workingDirectory: overrides.workingDirectory ?? this.workingDirectory,
+      env: overrides.env ?? inherited.env,
+      timeout: inherited.timeout,
+      isolation: this.isolation,
+      nativeSandbox: this.#nativeSandbox,
+      ...(this.#instructions !== undefined && { instructions: this.#instructions }),
+      checkpointName: overrides.checkpointName ?? inherited.checkpointName,
+      seedCheckpointName: overrides.seedCheckpointName ?? inherited.seedCheckpointName,
+      checkpointsDirectory: this.#native.checkpointsDirectory,
+    })
+  }
+
   _start() {
     return this.start()
   }
@@ -285,7 +330,7 @@ class LocalSandbox {
    */
   buildEnv(additionalEnv) {
     const hostPath = process.env.PATH === undefined ? {} : { PATH: process.env.PATH }
-    return { ...hostPath, ...this.#env, ...this.getEnv(), ...check.env(additionalEnv, 'additionalEnv') }
+    return { ...hostPath, ...this.#nativeOptions.env, ...this.getEnv(), ...check.env(additionalEnv, 'additionalEnv') }
   }
 
   /**

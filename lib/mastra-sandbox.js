@@ -30,6 +30,8 @@ class MastraSandbox {
     check.object(options, 'options')
     this.name = check.string(options.name, 'name') ?? new.target.name
     this.createdAt = new Date()
+    /** Whether `snapshot()` persists checkpoints: a subclass that implements it says true. */
+    this.supportsCheckpoints = false
     this.#env = { ...check.env(options.env, 'env') }
     this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts?.processPending() })
     if (typeof this.mount === 'function') {

@@ -30,6 +30,7 @@ const files = [
   '__test__/isolation-git.test.mjs',
   '__test__/late-reader.test.mjs',
   '__test__/isolation-mounts.test.mjs',
+  '__test__/checkpoints.test.mjs',
 ]
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
 const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']

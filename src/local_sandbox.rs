@@ -6,6 +6,7 @@ use std::sync::Arc;
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
+use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
@@ -39,6 +40,11 @@ pub struct NativeSandboxOptions {
   pub on_stop: Option<JsHook>,
   #[napi(ts_type = "(unused: string) => Promise<void>")]
   pub on_destroy: Option<JsHook>,
+  /// Seeds an empty working directory at a start, and is what `snapshot()` writes.
+  pub checkpoint_name: Option<String>,
+  /// Seeds an empty working directory when `checkpointName` has no checkpoint yet.
+  pub seed_checkpoint_name: Option<String>,
+  pub checkpoints_directory: Option<String>,
 }
 
 /// What a bubblewrap sandbox may see and do.
@@ -290,6 +296,13 @@ impl NativeLocalSandbox {
     let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
     let working_directory =
       resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
+    let checkpoints = Checkpoints::new(
+      options.checkpoints_directory.as_deref(),
+      options.checkpoint_name,
+      options.seed_checkpoint_name,
+      &working_directory,
+    )
+    .map_err(sync_error)?;
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
@@ -313,6 +326,7 @@ impl NativeLocalSandbox {
       keeper: keeper_path(),
       own_files: own_files(options.package_files.unwrap_or_default()),
       hooks,
+      checkpoints,
     })
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {
@@ -353,6 +367,13 @@ impl NativeLocalSandbox {
       .working_directory()
       .to_string_lossy()
       .into_owned()
+  }
+
+  /// Where its checkpoints are (given, or beside the working directory).
+  #[napi(getter, catch_unwind)]
+  pub fn checkpoints_directory(&self) -> String {
+    let checkpoints = self.inner.checkpoints();
+    checkpoints.directory().to_string_lossy().into_owned()
   }
 
   /// The memory limit of the running sandbox (asked for, or the default under isolation).
@@ -398,6 +419,13 @@ impl NativeLocalSandbox {
   pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.destroy().await })
+  }
+
+  /// Captures the working directory as the checkpoint (nothing without a checkpoint name).
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
+  pub fn snapshot<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.snapshot().await })
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]

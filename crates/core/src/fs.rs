@@ -703,6 +703,24 @@ fn regular_file(fd: OwnedFd, input: &str, operation: &str) -> Result<File> {
 }
 
 fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {
+  openat2(
+    root,
+    rel,
+    flags,
+    mode,
+    libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+  )
+}
+
+/// `openat2(2)` of `rel` from `root` with the `resolve` rules, retried while the kernel
+/// asks to (EAGAIN, EINTR); always close-on-exec.
+pub(crate) fn openat2(
+  root: RawFd,
+  rel: &std::ffi::CStr,
+  flags: i32,
+  mode: u32,
+  resolve: u64,
+) -> std::io::Result<OwnedFd> {
   // SAFETY: open_how is plain data; zero is valid for every field.
   let mut how: libc::open_how = unsafe { std::mem::zeroed() };
   how.flags = (flags | libc::O_CLOEXEC) as u64;
@@ -711,7 +729,7 @@ fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::R
   } else {
     0
   };
-  how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+  how.resolve = resolve;
   loop {
     // SAFETY: openat2 with a valid open_how; the result is a fresh descriptor we own.
     let fd = unsafe {

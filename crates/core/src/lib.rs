@@ -4,6 +4,7 @@
 
 pub mod abort;
 pub mod cgroup;
+pub mod checkpoint;
 pub mod disk;
 pub mod error;
 pub mod fs;

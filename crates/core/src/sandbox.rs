@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
+use crate::checkpoint::Checkpoints;
 use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
@@ -70,6 +71,8 @@ pub struct SandboxOptions {
   /// This package's own files (addon, keeper, JS): never writable from inside a sandbox.
   pub own_files: Vec<PathBuf>,
   pub hooks: Hooks,
+  /// Where its working directory is seeded from at a start, and captured to.
+  pub checkpoints: Checkpoints,
 }
 
 /// What a caller may set per spawn or per command.
@@ -133,6 +136,7 @@ pub struct Sandbox {
   limits: Limits,
   keeper: PathBuf,
   own_files: Vec<PathBuf>,
+  checkpoints: Arc<Checkpoints>,
   created_at: SystemTime,
   lifecycle: Lifecycle,
   /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
@@ -178,6 +182,7 @@ impl Sandbox {
       limits: options.limits,
       keeper: options.keeper,
       own_files: options.own_files,
+      checkpoints: Arc::new(options.checkpoints),
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
       processes: Arc::new(Mutex::new(HashMap::new())),
@@ -218,6 +223,21 @@ impl Sandbox {
   /// The message of the last lifecycle failure, while the status is `error`.
   pub fn error(&self) -> Option<String> {
     self.lifecycle.error()
+  }
+
+  pub fn checkpoints(&self) -> &Checkpoints {
+    &self.checkpoints
+  }
+
+  /// Captures the working directory as its checkpoint (nothing without a checkpoint
+  /// name), whatever the sandbox's status; see [`crate::checkpoint`].
+  pub async fn snapshot(&self) -> Result<()> {
+    if self.checkpoints.name().is_none() {
+      return Ok(());
+    }
+    let (checkpoints, dir) = (self.checkpoints.clone(), self.working_directory.clone());
+    blocking(move || checkpoints.capture(&dir)).await?;
+    Ok(())
   }
 
   pub fn set_env(&self, env: BTreeMap<String, String>) {
@@ -880,6 +900,9 @@ impl Provider for Sandbox {
       isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     }
     let outcome = prepare_directory(&self.working_directory)?;
+    // Before the init: nothing runs in the directory while it is filled.
+    let (checkpoints, dir) = (self.checkpoints.clone(), self.working_directory.clone());
+    blocking(move || checkpoints.seed(&dir)).await?;
     self.restart_init(&self.replacing_init.lock().await).await?;
     Ok(outcome)
   }
@@ -922,6 +945,20 @@ impl Drop for Sandbox {
         .unwrap_or_else(|e| e.into_inner())
         .take(),
     );
+  }
+}
+
+/// Runs a copy on the runtime's blocking threads, off the ones that poll futures (and the
+/// JavaScript thread); its panic goes on as a panic of the caller.
+async fn blocking<T: Send + 'static>(
+  job: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+  match tokio::task::spawn_blocking(job).await {
+    Ok(result) => result,
+    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+    Err(_) => Err(CoreError::ProviderFailed(
+      "the copy was cancelled: the runtime is shutting down".into(),
+    )),
   }
 }
 

@@ -473,7 +473,9 @@ function readableContext(context, toolName) {
 /**
  * The tool object of `name`, as the model sees it under `id`. `bind(context)` gives the
  * workspace a call works in and the tool's settings (`context` as readableContext reads it). The schemas are read on first use, so
- * that zod is loaded only by code that uses tools.
+ * that zod is loaded only by code that uses tools. `guard(run, valid)`, when given, makes
+ * `execute` from `run(input, context, guarded)` (guarded: what the write guards pass the
+ * tool, `{ expectedMtime }`) and `valid(input)` (the input checked, or a typed error).
  */
 function buildTool(name, id, background, bind, guard) {
   const definition = DEFINITIONS[name]

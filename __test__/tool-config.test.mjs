@@ -129,6 +129,17 @@ describe('read_file: text, media or binary by mime type', () => {
     expect(seen.ours[5].output).toBe('noext (6 bytes)\n     1→a\0b\n     2→c\n     3→')
   })
 
+  it('headers name the path relative to the workspace, however it was written', async () => {
+    const pair = await twins(undefined, { 'dir/notes.md': 'x\n', 'dir/pic.png': PNG, 'dir/blob.bin': Buffer.from([0]) })
+    const steps = []
+    for (const name of ['notes.md', 'pic.png', 'blob.bin']) {
+      for (const written of [`dir/${name}`, `./dir/${name}`, `dir/../dir/${name}`, `dir//${name}`]) steps.push(['call', READ, { path: written }])
+    }
+    const seen = await sideBySide(pair, steps)
+    expect(seen.ours).toEqual(seen.mastra)
+    expect(seen.ours[1]).toEqual({ output: 'dir/notes.md (2 bytes)\n     1→x\n     2→' })
+  })
+
   it('the model gets a media result as its header and a file part, as from Mastra', async () => {
     const pair = await twins(undefined, files)
     const [ours, mastra] = [await pair.ours[READ].execute({ path: 'pic.png' }, {}), await pair.mastra[READ].execute({ path: 'pic.png' }, {})]
@@ -220,6 +231,25 @@ describe('read_file: text, media or binary by mime type', () => {
     }
     expect(results.ours).toEqual(results.mastra)
     expect(results.ours[0]).toMatchObject({ __workspaceMedia: true, text: `pic.png (${PNG.length} bytes, image/png)` })
+  })
+
+  it('in an allowed path outside basePath, as Mastra’s', async () => {
+    const top = tempDir()
+    const results = {}
+    for (const [side, create, Fs, W] of [
+      ['ours', createWorkspaceTools, LocalFilesystem, Workspace],
+      ['mastra', mastraCreateWorkspaceTools, MastraLocalFilesystem, MastraWorkspace],
+    ]) {
+      const [base, shared] = [path.join(top, side, 'base'), path.join(top, side, 'shared')]
+      fs.mkdirSync(base, { recursive: true })
+      fs.mkdirSync(shared)
+      fs.writeFileSync(path.join(shared, 'pic.png'), PNG)
+      const tools = await create(new W({ filesystem: new Fs({ basePath: base, allowedPaths: [shared] }) }))
+      const media = await tools[READ].execute({ path: path.join(shared, 'pic.png') }, {})
+      results[side] = { ...media, text: media.text.replaceAll(path.join(top, side), '<top>') }
+    }
+    expect(results.ours).toEqual(results.mastra)
+    expect(results.ours).toMatchObject({ __workspaceMedia: true, mediaType: 'image/png', data: PNG.toString('base64') })
   })
 
   it('the standalone readFileTool takes mediaTypes from its context’s workspace', async () => {

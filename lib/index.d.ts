@@ -1122,6 +1122,7 @@ export interface FileEntry {
 
 export interface FileStat {
   name: string
+  /** Relative to the filesystem's base (`../x` for an allowed path beside it), as Mastra's; read_file's headers name it. */
   path: string
   type: 'file' | 'directory'
   size: number

@@ -470,9 +470,11 @@ class LocalFilesystem extends MastraFilesystem {
   async stat(filePath) {
     check.requiredString(filePath, 'path')
     const s = await this.#on(filePath, {}, (fs, target) => fs.stat(target))
+    // Named as Mastra's filesystem names it: the path relative to basePath (`../x` for an allowed path beside it).
+    const absolute = path.resolve(this.basePath, filePath)
     return {
-      name: path.basename(filePath),
-      path: filePath,
+      name: path.basename(absolute),
+      path: path.relative(this.basePath, absolute),
       type: s.type,
       size: s.size,
       createdAt: new Date(s.createdAt),

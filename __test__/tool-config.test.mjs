@@ -27,7 +27,7 @@ import { mockModel } from './mock-model.mjs'
 
 const require = createRequire(import.meta.url)
 const { readBytes } = require('../lib/local-filesystem.js')
-const { FileReadTracker } = require('../lib/tool-guards.js')
+const { FileReadTracker, FileWriteLock } = require('../lib/tool-guards.js')
 
 const { READ_FILE: READ, WRITE_FILE: WRITE, EDIT_FILE: EDIT, DELETE } = WORKSPACE_TOOLS.FILESYSTEM
 
@@ -556,6 +556,38 @@ describe('the write lock', () => {
       const err = await twins({ writeLockTimeoutMs }).catch((e) => e)
       expect(err).toMatchObject({ code: 'INVALID_CONFIG', message: expect.stringContaining('writeLockTimeoutMs') })
     }
+  })
+})
+
+describe('FileWriteLock', () => {
+  it('keeps nothing once calls settle; a timed-out holder no longer counts as holding', async () => {
+    const lock = new FileWriteLock({ timeoutMs: 50 })
+    const order = []
+    let resume
+    const resumed = new Promise((resolve) => (resume = resolve))
+    let stuckDone
+    const stuck = lock.withLock('a', async () => {
+      await resumed
+      order.push('stuck resumes')
+      // Its turn ended with the timeout: calling in again waits for the holder of now.
+      stuckDone = lock.withLock('a', async () => order.push('stuck calls again'))
+    })
+    await expect(stuck).rejects.toThrow('write-lock timeout on "a" after 50ms')
+    let release
+    const next = lock.withLock('a', async () => {
+      order.push('next holds')
+      await new Promise((resolve) => (release = resolve))
+      order.push('next done')
+    })
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    resume()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    release()
+    await next
+    await stuckDone
+    expect(order).toEqual(['next holds', 'stuck resumes', 'next done', 'stuck calls again'])
+    await Promise.all(Array.from({ length: 100 }, (_, i) => lock.withLock(`p${i % 7}`, async () => i)))
+    expect(lock.size).toBe(0)
   })
 })
 

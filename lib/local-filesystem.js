@@ -315,14 +315,18 @@ class LocalFilesystem extends MastraFilesystem {
     try {
       handle = await fsp.open(absolute, fsSync.constants.O_RDONLY | fsSync.constants.O_NONBLOCK | fsSync.constants.O_NOCTTY)
     } catch (err) {
-      throw Object.assign(await mastraTwin(new PermissionError(filePath, 'access')), { cause: err })
+      const refusal = err?.code === 'ENOENT' ? new FileNotFoundError(filePath) : new PermissionError(filePath, 'access')
+      throw Object.assign(await mastraTwin(refusal), { cause: err })
     }
     try {
-      // What was opened is judged, not the path: a symlink swapped in since the stat
-      // cannot lead the read out of the workspace.
-      const [opened, realRoot] = await Promise.all([fsp.readlink(`/proc/self/fd/${handle.fd}`), fsp.realpath(root)])
-      const info = await handle.stat()
-      if (!within(opened, realRoot) || !info.isFile()) {
+      // What was opened is judged, not the path alone: it must be the very file (device and
+      // inode) now found at the path's real location inside the root, so a symlink swapped
+      // in before or after the open cannot lead the read out of the workspace.
+      // A path that vanishes meanwhile is refused the same way.
+      const gone = () => undefined
+      const [real, realRoot, info] = await Promise.all([fsp.realpath(absolute).catch(gone), fsp.realpath(root).catch(gone), handle.stat()])
+      const there = real && (await fsp.stat(real).catch(gone))
+      if (!there || !realRoot || !within(real, realRoot) || !info.isFile() || there.dev !== info.dev || there.ino !== info.ino) {
         throw await mastraTwin(new PermissionError(filePath, 'access'))
       }
       const chunks = []

@@ -4,6 +4,7 @@
 // side by side with @mastra/core's createWorkspaceTools over its own LocalFilesystem, on twin
 // directories: outputs, errors and hook call sequences must be identical. Then through a real
 // Mastra Agent, with this package's tools and with this package's Workspace.
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
@@ -262,6 +263,13 @@ describe('read_file: text, media or binary by mime type', () => {
       mediaType: 'image/gif',
       data: Buffer.from('GIF89a').toString('base64'),
     })
+  })
+
+  it('a FIFO named like an image is refused at once, not waited on', async () => {
+    const dir = tempDir()
+    execFileSync('mkfifo', [path.join(dir, 'pipe.png')])
+    const tools = await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath: dir }) }))
+    await expect(withDeadline(tools[READ].execute({ path: 'pipe.png' }, {}), 5000, 'reading a FIFO')).rejects.toMatchObject({ code: 'EACCES' })
   })
 
   it('a media read through a symlink leading out of the workspace is refused', async () => {

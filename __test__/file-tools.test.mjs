@@ -123,7 +123,9 @@ describe('file tools over this package only', () => {
   it('a binary file is described, not dumped, unless an encoding is asked for', async () => {
     fs.writeFileSync(path.join(oursDir, 'blob.bin'), Buffer.from([0, 1, 2, 255]))
     const text = await ours.mastra_workspace_read_file.execute({ path: 'blob.bin' }, {})
-    expect(text).toMatch(/^blob\.bin \(4 bytes, unknown\) — binary file not readable as text/)
+    expect(text).toBe(
+      'blob.bin (4 bytes, application/x-binary) — binary file not readable as text. Pass an explicit `encoding` (e.g. `base64`) to read the raw bytes, or configure `mediaTypes` on the read_file tool to surface it as a media part.',
+    )
     expect(await ours.mastra_workspace_read_file.execute({ path: 'blob.bin', encoding: 'hex' }, {})).toBe('blob.bin (4 bytes, hex)\n000102ff')
   })
 })

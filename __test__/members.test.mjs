@@ -114,10 +114,13 @@ describe('the tools config is checked by the Workspace', () => {
   it('an unknown tool, an unsupported option or a bad value is a WorkspaceError naming the key', () => {
     const cases = [
       [{ mastra_workspace_execute_comand: { name: 'typo' } }, 'tools.mastra_workspace_execute_comand'],
-      [{ [WRITE]: { requireReadBeforeWrite: true } }, `tools.${WRITE}.requireReadBeforeWrite`],
-      [{ hooks: { beforeToolCall: () => {} } }, 'tools.hooks'],
-      [{ writeLockTimeoutMs: 10 }, 'tools.writeLockTimeoutMs'],
-      [{ mastra_workspace_read_file: { mediaTypes: false } }, 'tools.mastra_workspace_read_file.mediaTypes'],
+      [{ [WRITE]: { requireReadBeforeWrite: 'yes' } }, `tools.${WRITE}.requireReadBeforeWrite`],
+      [{ hooks: { beforeToolCall: 'log' } }, 'tools.hooks.beforeToolCall'],
+      [{ hooks: [] }, 'tools.hooks'],
+      [{ writeLockTimeoutMs: 0 }, 'tools.writeLockTimeoutMs'],
+      [{ mastra_workspace_read_file: { mediaTypes: 'image/*' } }, 'tools.mastra_workspace_read_file.mediaTypes'],
+      [{ mastra_workspace_read_file: { maxMediaBytes: -1 } }, 'tools.mastra_workspace_read_file.maxMediaBytes'],
+      [{ [WRITE]: { mediaTypes: ['image/*'] } }, `tools.${WRITE}.mediaTypes`],
       [{ [EXEC]: { enabled: 'yes' } }, `tools.${EXEC}.enabled`],
       [{ [EXEC]: { name: 3 } }, `tools.${EXEC}.name`],
       [{ [EXEC]: { maxOutputTokens: -1 } }, `tools.${EXEC}.maxOutputTokens`],
@@ -148,6 +151,10 @@ describe('the tools config is checked by the Workspace', () => {
       requireApproval: false,
       [EXEC]: { name: 'bash', maxOutputTokens: 500, backgroundProcesses: { onExit: () => {}, abortSignal: false } },
       [KILL]: { enabled: () => true, requireApproval: () => false },
+      hooks: { beforeToolCall: () => {}, afterToolCall: async () => {} },
+      writeLockTimeoutMs: 10_000,
+      [WRITE]: { requireReadBeforeWrite: ({ args }) => args.path !== 'scratch.txt', background: { enabled: false } },
+      mastra_workspace_read_file: { mediaTypes: ['image/*'], maxMediaBytes: 1024 },
     }
     expect(new Workspace({ sandbox: makeSandbox(), tools }).getToolsConfig()).toBe(tools)
     const foreign = { getToolsConfig: () => ({ bogus: {} }), hasFilesystemConfig: () => false }

@@ -5,7 +5,7 @@
 const posix = require('node:path/posix')
 const { FileNotFoundError, PermissionError, WorkspaceError } = require('./errors')
 const { normalizeMountPath } = require('./mounts')
-const { readText } = require('./local-filesystem')
+const { readText, readBytes } = require('./local-filesystem')
 const { check, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
 
@@ -116,6 +116,11 @@ class CompositeFilesystem {
   async [readText](p, _shown, options) {
     const { fs, inner } = this.#reading(p)
     return fs[readText]?.(inner, inner, options)
+  }
+  /** The mounted filesystem's bounded read of bytes, or undefined when it has none. */
+  async [readBytes](p, maxBytes) {
+    const { fs, inner } = this.#reading(p)
+    return fs[readBytes]?.(inner, maxBytes)
   }
   async writeFile(p, content, options) {
     const { fs, inner } = this.#writing(p, 'write')

@@ -5,7 +5,8 @@
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
-const { readText } = require('./local-filesystem')
+const { readText, readBytes } = require('./local-filesystem')
+const { isTextLikeMimeType } = require('./mime')
 const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
@@ -33,29 +34,52 @@ function numbered(lines, start) {
 }
 
 const binaryText = (shown, stat) =>
-  `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes.`
+  `${shown} (${stat.size} bytes, ${stat.mimeType ?? 'unknown'}) — binary file not readable as text. Pass an explicit \`encoding\` (e.g. \`base64\`) to read the raw bytes, or configure \`mediaTypes\` on the read_file tool to surface it as a media part.`
+const tooLargeText = (shown, size, mimeType, maxMediaBytes) =>
+  `${shown} (${size} bytes, ${mimeType}) — exceeds maxMediaBytes (${maxMediaBytes}). Returning metadata only; configure \`maxMediaBytes\` on the read_file tool to raise this cap.`
 
+/** The file's bytes if they are at most `maxBytes`, else `{ tooLarge: size }`; read no further than the cap where the filesystem allows. */
+async function mediaBytes(filesystem, path, maxBytes) {
+  const bounded = await filesystem[readBytes]?.(path, maxBytes)
+  if (bounded !== undefined) return bounded
+  const raw = await filesystem.readFile(path)
+  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
+  return bytes.length > maxBytes ? { tooLarge: bytes.length } : bytes
+}
+
+/**
+ * A file of a media type the settings name comes back as `{ __workspaceMedia, text,
+ * mediaType, data }` (base64), which the tool's `toModelOutput` gives the model as a file
+ * part; a known binary type is described; anything else is read as text (natively, with
+ * a bounded buffer, where the filesystem can).
+ */
 async function readFile(filesystem, input, settings) {
   const { path, offset, limit, encoding } = input
+  const stat = await filesystem.stat(path)
+  const shown = stat.path ?? path
+  if (settings.mediaTypeMatches(stat.mimeType)) {
+    const { maxMediaBytes } = settings
+    if (stat.size <= maxMediaBytes) {
+      const bytes = await mediaBytes(filesystem, path, maxMediaBytes)
+      if (Buffer.isBuffer(bytes)) {
+        return { __workspaceMedia: true, text: `${shown} (${bytes.length} bytes, ${stat.mimeType})`, mediaType: stat.mimeType, data: bytes.toString('base64') }
+      }
+      if (!encoding) return tooLargeText(shown, bytes.tooLarge, stat.mimeType, maxMediaBytes)
+    } else if (!encoding) return tooLargeText(shown, stat.size, stat.mimeType, maxMediaBytes)
+  }
+  if (!encoding && !isTextLikeMimeType(stat.mimeType)) return binaryText(shown, stat)
   if (typeof filesystem[readText] === 'function') {
     // This package's filesystems read natively: a bounded buffer and the token budget
     // applied while reading, so the size of the file does not matter.
-    const options = { offset, limit, lineNumbers: input.showLineNumbers !== false, encoding, maxTokens: settings.maxOutputTokens }
-    const text = await filesystem[readText](path, path, options)
+    const options = { offset, limit, lineNumbers: input.showLineNumbers !== false, encoding: encoding ?? 'utf-8', maxTokens: settings.maxOutputTokens }
+    const text = await filesystem[readText](path, shown, options)
     if (typeof text === 'string') return text
-    if (text === null) {
-      const stat = await filesystem.stat(path)
-      return binaryText(stat.path ?? path, stat)
-    }
   }
-  const stat = await filesystem.stat(path)
-  const shown = stat.path ?? path
   const raw = await filesystem.readFile(path)
   const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
   if (encoding && encoding !== 'utf-8' && encoding !== 'utf8') {
     return native.limitTokensKeepStart(`${shown} (${stat.size} bytes, ${encoding})\n${bytes.toString(encoding)}`, settings.maxOutputTokens)
   }
-  if (!encoding && looksBinary(bytes)) return binaryText(shown, stat)
   const lines = bytes.toString('utf8').split('\n')
   const first = Math.max(1, offset ?? 1)
   const last = Math.min(lines.length, limit ? first + limit - 1 : lines.length)
@@ -68,9 +92,9 @@ async function readFile(filesystem, input, settings) {
   return native.limitTokensKeepStart(`${header}\n${body}`, settings.maxOutputTokens)
 }
 
-async function writeFile(filesystem, { path, content, overwrite }) {
+async function writeFile(filesystem, { path, content, overwrite }, _settings, { expectedMtime } = {}) {
   writable(filesystem, 'write_file')
-  await filesystem.writeFile(path, content, { overwrite })
+  await filesystem.writeFile(path, content, { overwrite, expectedMtime })
   return `Wrote ${Buffer.byteLength(content, 'utf8')} bytes to ${path}`
 }
 
@@ -102,7 +126,7 @@ function editedLines(content, oldString, newString, all) {
   return ranges.length ? ` (lines ${ranges.join(', ')})` : ''
 }
 
-async function editFile(filesystem, { path, old_string: oldString, new_string: newString, replace_all: all }) {
+async function editFile(filesystem, { path, old_string: oldString, new_string: newString, replace_all: all }, _settings, { expectedMtime } = {}) {
   writable(filesystem, 'edit_file')
   const content = await filesystem.readFile(path, { encoding: 'utf-8' })
   if (typeof content !== 'string') return 'Cannot edit binary files. Use the write file tool instead.'
@@ -113,7 +137,7 @@ async function editFile(filesystem, { path, old_string: oldString, new_string: n
   }
   const lines = editedLines(content, oldString, newString, all)
   const updated = all ? content.replaceAll(oldString, () => newString) : content.replace(oldString, () => newString)
-  await filesystem.writeFile(path, updated, { overwrite: true })
+  await filesystem.writeFile(path, updated, { overwrite: true, expectedMtime })
   const replaced = all ? count : 1
   return `Replaced ${replaced} occurrence${replaced === 1 ? '' : 's'} in ${path}${lines}`
 }
@@ -391,7 +415,12 @@ function fileSchemas(z) {
 
 /** The file tools: what each does and whether it writes. */
 const FILE_TOOLS = {
-  [FS.READ_FILE]: { run: readFile, description: 'Read a text file, with line numbers; `offset` and `limit` pick a range of lines.' },
+  [FS.READ_FILE]: {
+    run: readFile,
+    outputSchema: 'mediaOutput',
+    description:
+      'Read a file. Text comes back with line numbers (`offset` and `limit` pick a range of lines); images and PDFs come back as media you can see; other binary files are only described, unless you pass an `encoding` such as `base64`.',
+  },
   [FS.WRITE_FILE]: { run: writeFile, writes: true, description: 'Create or replace a file with the given content.' },
   [FS.EDIT_FILE]: {
     run: editFile,

@@ -695,12 +695,78 @@ export interface WorkspaceToolConfig {
     /** `undefined`: the agent run's signal; `null` or `false`: the process outlives the run. */
     abortSignal?: AbortSignal | null | false
   }
+  /** Background-task settings, put on the tool object as `background` (for a Mastra Agent's background tasks). */
+  background?: { enabled?: boolean; defaultDisposition?: 'foreground' | 'deferred'; timeoutMs?: number; maxRetries?: number; waitTimeoutMs?: number }
+  /**
+   * write_file and edit_file: an existing file must have been read (read_file) since it
+   * last changed, else the call fails with a `FileReadRequiredError` and writes nothing.
+   * A function decides per call. Without it, a write to a file read earlier still fails
+   * with a `StaleFileError` when the file changed since that read.
+   */
+  requireReadBeforeWrite?: DynamicToolConfigValue<{ args: Record<string, unknown>; requestContext: unknown; workspace: Workspace }>
+  /**
+   * read_file only: which mime types come back as media (`WorkspaceMediaResult`, a file
+   * part for the model): patterns (`image/*`, `application/pdf`, `*`), a predicate, or
+   * `false`. Default: `image/png`, `image/jpeg`, `image/webp`, `application/pdf`.
+   */
+  mediaTypes?: string[] | ((mimeType: string) => boolean) | false
+  /** read_file only: larger media files are described, not returned (default 10 MiB); never more is read. */
+  maxMediaBytes?: number
+}
+
+export interface WorkspaceToolHookContext {
+  /** The name the model sees (after a `name` remap). */
+  toolName: string
+  /** The tool's `mastra_workspace_*` name. */
+  workspaceToolName: string
+  input: unknown
+  context: unknown
+}
+export interface WorkspaceToolAfterHookContext extends WorkspaceToolHookContext {
+  /** The tool's output; undefined when it failed. */
+  output?: unknown
+  /** What the tool threw, when it failed. */
+  error?: unknown
+}
+export interface WorkspaceToolHooks {
+  /** Runs before each call; `{ proceed: false, output }` answers instead of the tool. A throw fails the call. */
+  beforeToolCall?: (context: WorkspaceToolHookContext) => void | { proceed: false; output: unknown } | Promise<void | { proceed: false; output: unknown }>
+  /** Runs after each call that ran, with its output or error. A throw fails the call. */
+  afterToolCall?: (context: WorkspaceToolAfterHookContext) => void | Promise<void>
 }
 
 export type WorkspaceToolsConfig = {
-  enabled?: boolean
-  requireApproval?: boolean
-} & { [toolName: string]: WorkspaceToolConfig | boolean | undefined }
+  enabled?: DynamicToolConfigValue<{ requestContext: Record<string, unknown>; workspace: Workspace }>
+  requireApproval?: DynamicToolConfigValue<{ args: unknown; requestContext: unknown; workspace: Workspace }>
+  /** Around every tool call (inside the write lock of write_file, edit_file and delete). */
+  hooks?: WorkspaceToolHooks
+  /**
+   * Calls of write_file, edit_file and delete on one path run one at a time; one that
+   * holds the path longer than this fails with `Error('write-lock timeout on "<path>" after <ms>ms')`
+   * and the next goes (default 30 000). A call made from inside a call holding the path
+   * (a hook writing the same file) does not wait for it.
+   */
+  writeLockTimeoutMs?: number
+} & { [toolName: string]: WorkspaceToolConfig | WorkspaceToolHooks | number | boolean | Function | undefined }
+
+/** read_file's result for a file of a `mediaTypes` type: the model gets `text` and a file part. */
+export interface WorkspaceMediaResult {
+  __workspaceMedia: true
+  /** `<path> (<size> bytes, <mime type>)` */
+  text: string
+  mediaType: string
+  /** The file's bytes, base64. */
+  data: string
+}
+
+/** What the write tools of one `createWorkspaceTools` call remember of reads (Mastra's `FileReadTracker`). */
+export interface FileReadTracker {
+  recordRead(path: string, modifiedAt: Date, scope?: string): void | Promise<void>
+  getReadRecord(path: string): { path: string; readAt: Date; modifiedAtRead: Date; scope?: string } | undefined | Promise<{ path: string; readAt: Date; modifiedAtRead: Date; scope?: string } | undefined>
+  needsReRead(path: string, currentModifiedAt: Date, scope?: string): { needsReRead: boolean; reason?: string } | Promise<{ needsReRead: boolean; reason?: string }>
+  clearReadRecord(path: string): void | Promise<void>
+  clear(): void | Promise<void>
+}
 
 export interface WorkspaceConfig {
   id?: string
@@ -773,14 +839,24 @@ export interface WorkspaceTool<Input = Record<string, unknown>> {
   description: string
   inputSchema: unknown
   outputSchema: unknown
-  execute(input: Input, context?: Record<string, unknown>): Promise<string>
+  /** read_file resolves to a `WorkspaceMediaResult` for a media file; every other result is text. */
+  execute(input: Input, context?: Record<string, unknown>): Promise<string | WorkspaceMediaResult>
   toModelOutput(output: unknown): unknown
   requireApproval: boolean
+  /** The tool's `background` setting, when it has one. */
+  background?: WorkspaceToolConfig['background']
   needsApprovalFn?: (args: unknown, context?: { requestContext?: unknown }) => Promise<boolean>
 }
 
 /** The file tools (when the workspace has a filesystem) and the sandbox tools, keyed by the names the model sees. */
-export declare function createWorkspaceTools(workspace: Workspace): Promise<Record<string, WorkspaceTool>>
+export declare function createWorkspaceTools(
+  workspace: Workspace,
+  /**
+   * `readTracker`: where the tools record reads (default: one of their own, keeping the
+   * 10 000 most recently used paths; past that, a file must be read again).
+   */
+  configContext?: { readTracker?: FileReadTracker },
+): Promise<Record<string, WorkspaceTool>>
 
 /** The effective settings of one tool: `enabled` decided, the per-call ones as configured. */
 export interface ResolvedToolConfig {
@@ -1057,11 +1133,14 @@ export interface FileEntry {
 
 export interface FileStat {
   name: string
+  /** Relative to the filesystem's base (`../x` for an allowed path beside it), as Mastra's; read_file's headers name it. */
   path: string
   type: 'file' | 'directory'
   size: number
   createdAt: Date
   modifiedAt: Date
+  /** A file's mime type from its extension (`application/octet-stream` when unknown), as Mastra's; undefined for a directory. */
+  mimeType?: string
 }
 
 export declare class LocalFilesystem extends MastraFilesystem {
@@ -1086,7 +1165,8 @@ export declare class LocalFilesystem extends MastraFilesystem {
   /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
   readFile(path: string): Promise<Buffer>
   readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
-  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean }): Promise<void>
+  /** With `expectedMtime`, an existing file modified at another time is left untouched: a `StaleFileError`. */
+  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean; expectedMtime?: Date }): Promise<void>
   appendFile(path: string, content: string | Uint8Array): Promise<void>
   deleteFile(path: string, options?: { force?: boolean }): Promise<void>
   /** A directory copied to itself or below itself is refused (`FilesystemError`, code `EINVAL`) before anything is created. */
@@ -1127,7 +1207,8 @@ export declare class CompositeFilesystem {
   destroy(): Promise<void>
   readFile(path: string): Promise<Buffer>
   readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
-  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean }): Promise<void>
+  /** With `expectedMtime`, an existing file modified at another time is left untouched: a `StaleFileError`. */
+  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean; expectedMtime?: Date }): Promise<void>
   appendFile(path: string, content: string | Uint8Array): Promise<void>
   deleteFile(path: string, options?: { force?: boolean }): Promise<void>
   copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>

@@ -2,6 +2,7 @@
 const path = require('node:path')
 const os = require('node:os')
 const fsSync = require('node:fs')
+const fsp = require('node:fs/promises')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const {
   DirectoryNotFoundError,
@@ -11,7 +12,9 @@ const {
   IsDirectoryError,
   PermissionError,
   SandboxOptionError,
+  StaleFileError,
 } = require('./errors')
+const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
@@ -26,6 +29,13 @@ const adoptProtection = Symbol('adoptProtection')
  * file (see file-tools.js).
  */
 const readText = Symbol('readText')
+/**
+ * `[readBytes](path, maxBytes)`: the file's bytes (a Buffer), or `{ tooLarge: size }` when
+ * it holds more than `maxBytes`; never more than `maxBytes + 1` bytes are read.
+ */
+const readBytes = Symbol('readBytes')
+/** Bytes read at a time by `[readBytes]`. */
+const READ_CHUNK_BYTES = 64 * 1024
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -38,7 +48,10 @@ async function mastraTwin(err) {
   mastraErrors ??= import('@mastra/core/workspace').catch(() => null)
   const Twin = (await mastraErrors)?.[err.name]
   if (typeof Twin !== 'function') return err
-  const twin = new Twin(err.path, err.operation ?? 'access')
+  const twin =
+    err instanceof StaleFileError
+      ? new Twin(err.path, err.expectedMtime, err.actualMtime)
+      : new Twin(err.path, err.operation ?? 'access')
   twin.message = err.message
   twin.cause = err.cause
   Object.defineProperty(twin, STANDS_FOR, { value: err.constructor })
@@ -292,10 +305,66 @@ class LocalFilesystem extends MastraFilesystem {
     return this.#on(filePath, {}, (fs, target) => fs.readFileText(target, shown, options))
   }
 
+  async [readBytes](filePath, maxBytes) {
+    // The native stat names a missing or outside path as every other call does.
+    const stat = await this.stat(filePath)
+    if (stat.type === 'directory') throw await mastraTwin(new IsDirectoryError(filePath))
+    const absolute = path.resolve(this.basePath, filePath)
+    const root = this.#rootOf(absolute) ?? this.basePath
+    let handle
+    try {
+      handle = await fsp.open(absolute, fsSync.constants.O_RDONLY | fsSync.constants.O_NONBLOCK | fsSync.constants.O_NOCTTY)
+    } catch (err) {
+      const refusal = err?.code === 'ENOENT' ? new FileNotFoundError(filePath) : new PermissionError(filePath, 'access')
+      throw Object.assign(await mastraTwin(refusal), { cause: err })
+    }
+    try {
+      // What was opened is judged, not the path alone: it must be the very file (device and
+      // inode) now found at the path's real location inside the root, so a symlink swapped
+      // in before or after the open cannot lead the read out of the workspace.
+      // A path that vanishes meanwhile is refused the same way.
+      const gone = () => undefined
+      const [real, realRoot, info] = await Promise.all([fsp.realpath(absolute).catch(gone), fsp.realpath(root).catch(gone), handle.stat()])
+      const there = real && (await fsp.stat(real).catch(gone))
+      if (!there || !realRoot || !within(real, realRoot) || !info.isFile() || there.dev !== info.dev || there.ino !== info.ino) {
+        throw await mastraTwin(new PermissionError(filePath, 'access'))
+      }
+      const chunks = []
+      let total = 0
+      for (;;) {
+        const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - total))
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, null)
+        if (bytesRead === 0) return Buffer.concat(chunks, total)
+        chunks.push(chunk.subarray(0, bytesRead))
+        total += bytesRead
+        if (total > maxBytes) return { tooLarge: Math.max(total, (await handle.stat()).size) }
+      }
+    } finally {
+      await handle.close()
+    }
+  }
+
+  /**
+   * With `options.expectedMtime` (a Date), an existing file whose modification time is
+   * another is left as it is: a `StaleFileError` (someone else changed it since it was read).
+   */
   async writeFile(filePath, content, options = {}) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
     const { overwrite, recursive } = flags(options, { overwrite: true, recursive: true })
+    const expectedMtime = options?.expectedMtime
+    if (expectedMtime !== undefined && !(expectedMtime instanceof Date && !Number.isNaN(expectedMtime.getTime()))) {
+      throw new SandboxOptionError(`options.expectedMtime must be a valid Date, got ${String(expectedMtime)}`)
+    }
+    if (expectedMtime) {
+      const current = await this.stat(filePath).catch((err) => {
+        if (err?.code === 'ENOENT') return undefined
+        throw err
+      })
+      if (current && current.modifiedAt.getTime() !== expectedMtime.getTime()) {
+        throw await mastraTwin(new StaleFileError(filePath, expectedMtime, current.modifiedAt))
+      }
+    }
     return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
   }
 
@@ -405,13 +474,16 @@ class LocalFilesystem extends MastraFilesystem {
   async stat(filePath) {
     check.requiredString(filePath, 'path')
     const s = await this.#on(filePath, {}, (fs, target) => fs.stat(target))
+    // Named as Mastra's filesystem names it: the path relative to basePath (`../x` for an allowed path beside it).
+    const absolute = path.resolve(this.basePath, filePath)
     return {
-      name: path.basename(filePath),
-      path: filePath,
+      name: path.basename(absolute),
+      path: path.relative(this.basePath, absolute),
       type: s.type,
       size: s.size,
       createdAt: new Date(s.createdAt),
       modifiedAt: new Date(s.modifiedAt),
+      mimeType: s.type === 'file' ? mimeTypeOf(filePath) : undefined,
     }
   }
 
@@ -445,5 +517,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-
-module.exports = { LocalFilesystem, adoptProtection, readText }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes }

@@ -11,15 +11,31 @@ const {
   SandboxNotAvailableError,
   SandboxFeatureNotSupportedError,
   FilesystemNotAvailableError,
+  FileNotFoundError,
+  FileReadRequiredError,
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
+const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
+const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { logTo } = require('./logging')
 const { check, describe } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
+const { FILESYSTEM } = WORKSPACE_TOOLS
+const { READ_FILE, WRITE_FILE, EDIT_FILE, DELETE } = FILESYSTEM
 const KNOWN_TOOLS = new Set(Object.values(WORKSPACE_TOOLS).flatMap(Object.values))
-const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval'])
-const TOOL_KEYS = new Set(['enabled', 'requireApproval', 'name', 'maxOutputTokens', 'backgroundProcesses'])
+const TOP_LEVEL_KEYS = new Set(['enabled', 'requireApproval', 'hooks', 'writeLockTimeoutMs'])
+const TOOL_KEYS = new Set([
+  'enabled',
+  'requireApproval',
+  'name',
+  'maxOutputTokens',
+  'backgroundProcesses',
+  'background',
+  'requireReadBeforeWrite',
+  'mediaTypes',
+  'maxMediaBytes',
+])
 /** Output kept per stream while a foreground command runs, for the text of a failure. */
 const ERROR_CONTEXT_BYTES = 1048576
 
@@ -58,14 +74,40 @@ function inputSchemas() {
     }),
     killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
     output: z.string(),
+    /** read_file's output: text, or a file read as media (see toModelOutput). */
+    mediaOutput: z.union([
+      z.string(),
+      z.object({ __workspaceMedia: z.literal(true), text: z.string(), mediaType: z.string(), data: z.string() }),
+    ]),
     ...fileSchemas(z),
   }
   return schemas
 }
 
-/** The model sees tool output without terminal colour codes. */
+const isMediaResult = (output) =>
+  typeof output === 'object' &&
+  output !== null &&
+  output.__workspaceMedia === true &&
+  typeof output.text === 'string' &&
+  typeof output.mediaType === 'string' &&
+  typeof output.data === 'string'
+
+/**
+ * The model sees tool output without terminal colour codes, and a file read as media
+ * (read_file's `mediaTypes`) as its header and a file part.
+ */
 function toModelOutput(output) {
-  return typeof output === 'string' ? { type: 'text', value: native.stripAnsi(output) } : output
+  if (typeof output === 'string') return { type: 'text', value: native.stripAnsi(output) }
+  if (isMediaResult(output)) {
+    return {
+      type: 'content',
+      value: [
+        { type: 'text', text: output.text },
+        { type: 'media', data: output.data, mediaType: output.mediaType },
+      ],
+    }
+  }
+  return output
 }
 
 /** Keeps about the newest ERROR_CONTEXT_BYTES characters of what it is given. */
@@ -109,14 +151,19 @@ async function callContext(workspace, context, toolName) {
   return { sandbox, emit, toolCallId, abortSignal: context?.abortSignal }
 }
 
-/** Runs a file tool on the request's filesystem. */
-async function runFileTool(name, workspace, settings, input, context) {
+/** The filesystem of a tool call: the workspace's, or the one its resolver gives the request. */
+async function filesystemOf(workspace, requestContext) {
+  return workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
+}
+
+/** Runs a file tool on the request's filesystem; `guarded` is what the write guards give the call. */
+async function runFileTool(name, workspace, settings, input, context, guarded) {
   workspace.lastAccessedAt = new Date()
   const requestContext = requestContextOf(context)
-  const filesystem = workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
+  const filesystem = await filesystemOf(workspace, requestContext)
   if (!filesystem) throw new FilesystemNotAvailableError()
   await emitMetadata(workspace, context, name, requestContext)
-  return FILE_TOOLS[name].run(filesystem, input, settings)
+  return FILE_TOOLS[name].run(filesystem, input, settings, guarded)
 }
 
 function processesOf(sandbox) {
@@ -283,17 +330,17 @@ async function resolveToolConfig(toolsConfig, toolName, context) {
  */
 async function toolSettings(toolsConfig, name, context) {
   const resolved = await resolveToolConfig(toolsConfig, name, context)
-  return { ...resolved, name: resolved.name ?? name, backgroundProcesses: toolsConfig?.[name]?.backgroundProcesses }
+  const own = toolsConfig?.[name] || {}
+  const media = name === READ_FILE && {
+    mediaTypeMatches: mediaTypeCheck(own.mediaTypes, `tools.${READ_FILE}.mediaTypes`),
+    maxMediaBytes: maxMediaBytesOf(own.maxMediaBytes, `tools.${READ_FILE}.maxMediaBytes`),
+  }
+  return { ...resolved, ...media, name: resolved.name ?? name, backgroundProcesses: own.backgroundProcesses }
 }
+
 
 /** Options of Mastra's tools config that these tools do not implement (refused, never ignored). */
 const UNSUPPORTED = {
-  hooks: 'tool hooks are not supported',
-  writeLockTimeoutMs: 'the file tools take no write lock to time out',
-  requireReadBeforeWrite: 'read-before-write tracking is not supported',
-  background: 'background tasks are not supported',
-  mediaTypes: 'read_file returns images as binary files, not media parts',
-  maxMediaBytes: 'read_file returns images as binary files, not media parts',
   screenshotAfterAction: 'the computer tools are not supported',
   screenshotDelayMs: 'the computer tools are not supported',
 }
@@ -307,6 +354,30 @@ function checkSwitch(value, name) {
   }
 }
 
+/** `hooks`: an object of the two hook functions, each optional. */
+function checkHooks(hooks) {
+  if (hooks === undefined) return
+  if (hooks === null || typeof hooks !== 'object' || Array.isArray(hooks)) {
+    throw toolsConfigError(`tools.hooks must be an object, got ${describe(hooks)}`)
+  }
+  for (const hook of ['beforeToolCall', 'afterToolCall']) {
+    if (hooks[hook] !== undefined && typeof hooks[hook] !== 'function') {
+      throw toolsConfigError(`tools.hooks.${hook} must be a function, got ${describe(hooks[hook])}`)
+    }
+  }
+}
+
+/** The top-level options: the two switches, `hooks` and `writeLockTimeoutMs`. */
+function checkTopLevel(key, value) {
+  const name = `tools.${key}`
+  if (key === 'hooks') checkHooks(value)
+  else if (key === 'writeLockTimeoutMs') {
+    if (value !== undefined && !(typeof value === 'number' && value > 0)) {
+      throw toolsConfigError(`${name} must be a positive number of milliseconds, got ${describe(value)}`)
+    }
+  } else checkSwitch(value, name)
+}
+
 function checkToolEntry(tool, entry) {
   const at = `tools.${tool}`
   if (entry === undefined) return
@@ -317,7 +388,12 @@ function checkToolEntry(tool, entry) {
     const name = `${at}.${option}`
     if (UNSUPPORTED[option]) throw toolsConfigError(`${name} is not supported: ${UNSUPPORTED[option]}`)
     if (!TOOL_KEYS.has(option)) throw toolsConfigError(`${name} is not an option of a workspace tool (one of ${[...TOOL_KEYS].join(', ')})`)
-    if (option === 'enabled' || option === 'requireApproval') checkSwitch(value, name)
+    if (option === 'enabled' || option === 'requireApproval' || option === 'requireReadBeforeWrite') checkSwitch(value, name)
+    if ((option === 'mediaTypes' || option === 'maxMediaBytes') && value !== undefined && tool !== READ_FILE) {
+      throw toolsConfigError(`${name} is an option of ${READ_FILE} only`)
+    }
+    if (option === 'mediaTypes') mediaTypeCheck(value, name)
+    if (option === 'maxMediaBytes') maxMediaBytesOf(value, name)
     if (option === 'name' && value !== undefined && (typeof value !== 'string' || value === '')) {
       throw toolsConfigError(`${name} must be a non-empty string, got ${describe(value)}`)
     }
@@ -360,7 +436,7 @@ function checkToolsConfig(toolsConfig) {
   }
   for (const [key, value] of Object.entries(toolsConfig)) {
     if (UNSUPPORTED[key]) throw toolsConfigError(`tools.${key} is not supported: ${UNSUPPORTED[key]}`)
-    if (TOP_LEVEL_KEYS.has(key)) checkSwitch(value, `tools.${key}`)
+    if (TOP_LEVEL_KEYS.has(key)) checkTopLevel(key, value)
     else if (KNOWN_TOOLS.has(key)) checkToolEntry(key, value)
     else throw toolsConfigError(`Unknown workspace tool "${key}" in the tools config (tools.${key})`)
   }
@@ -397,25 +473,28 @@ function readableContext(context, toolName) {
 /**
  * The tool object of `name`, as the model sees it under `id`. `bind(context)` gives the
  * workspace a call works in and the tool's settings (`context` as readableContext reads it). The schemas are read on first use, so
- * that zod is loaded only by code that uses tools.
+ * that zod is loaded only by code that uses tools. `guard(run, valid)`, when given, makes
+ * `execute` from `run(input, context, guarded)` (guarded: what the write guards pass the
+ * tool, `{ expectedMtime }`) and `valid(input)` (the input checked, or a typed error).
  */
-function buildTool(name, id, background, bind) {
+function buildTool(name, id, background, bind, guard) {
   const definition = DEFINITIONS[name]
   const schemaName = definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')
+  const valid = (input) => validInput(inputSchemas()[schemaName], input, id)
+  const run = async (input, context, guarded) => {
+    const readable = readableContext(context, id)
+    const { workspace, settings } = await bind(readable)
+    return definition.run(workspace, settings, valid(input), readable, guarded)
+  }
   const tool = {
     id,
     description: definition.description + (background ? definition.backgroundDescription : ''),
-    execute: async (input, context) => {
-      const valid = validInput(inputSchemas()[schemaName], input, id)
-      const readable = readableContext(context, id)
-      const { workspace, settings } = await bind(readable)
-      return definition.run(workspace, settings, valid, readable)
-    },
+    execute: guard ? guard(run, valid) : (input, context) => run(input, context),
     toModelOutput,
   }
   return Object.defineProperties(tool, {
     inputSchema: { get: () => inputSchemas()[schemaName], enumerable: true },
-    outputSchema: { get: () => inputSchemas().output, enumerable: true },
+    outputSchema: { get: () => inputSchemas()[definition.outputSchema ?? 'output'], enumerable: true },
   })
 }
 
@@ -452,7 +531,76 @@ function standaloneTool(name) {
   })
 }
 
-const { FILESYSTEM } = WORKSPACE_TOOLS
+/** What guards each file tool in createWorkspaceTools: read records taken or checked, the per-path write lock. */
+const GUARDS = {
+  [READ_FILE]: { reads: 'record' },
+  [WRITE_FILE]: { reads: 'check', lock: true },
+  [EDIT_FILE]: { reads: 'check', lock: true },
+  [DELETE]: { lock: true },
+}
+
+/**
+ * Read-before-write: a read records the file's modification time; a write to a file
+ * read in the same filesystem expects that time (a `StaleFileError` if the file changed
+ * since), and with `requireReadBeforeWrite` a file not read, or changed since, is a
+ * `FileReadRequiredError` before anything is written. A new file needs no read.
+ */
+function trackingReads(run, mode, { workspace, settings, readTracker }) {
+  return async (input, context, guarded) => {
+    const requestContext = requestContextOf(context)
+    const filesystem = await filesystemOf(workspace, requestContext)
+    const scope = filesystem ? readScope(filesystem) : undefined
+    if (mode === 'check' && filesystem) {
+      const record = await readTracker.getReadRecord(input.path)
+      const expectedMtime = record && record.scope === scope ? record.modifiedAtRead : undefined
+      try {
+        const stat = await filesystem.stat(input.path)
+        if (settings.requireReadBeforeWrite !== undefined) {
+          const decide = { args: input, requestContext: requestContext ?? {}, workspace }
+          if (await resolveDynamicValue(settings.requireReadBeforeWrite, decide, true, workspace.logger)) {
+            const check = await readTracker.needsReRead(input.path, stat.modifiedAt, scope)
+            if (check.needsReRead) throw new FileReadRequiredError(input.path, check.reason)
+          }
+        }
+      } catch (err) {
+        if (!(err instanceof FileNotFoundError)) throw err
+      }
+      const output = await run(input, context, { ...guarded, expectedMtime })
+      await readTracker.clearReadRecord(input.path)
+      return output
+    }
+    const output = await run(input, context, guarded)
+    if (filesystem) {
+      // A file that vanished since the read simply leaves no record.
+      const stat = await filesystem.stat(input.path).catch(() => undefined)
+      if (stat) await readTracker.recordRead(input.path, stat.modifiedAt, scope)
+    }
+    return output
+  }
+}
+
+/**
+ * The tools config's `hooks` around a call: `beforeToolCall` may answer instead of the
+ * tool (`{ proceed: false, output }`); `afterToolCall` sees the output or the error.
+ * Either hook's throw is the call's.
+ */
+function withHooks(run, hooks, toolName, workspaceToolName) {
+  return async (input, context, guarded) => {
+    const hookContext = { toolName, workspaceToolName, input, context: context ?? {} }
+    const before = await hooks.beforeToolCall?.(hookContext)
+    if (before?.proceed === false) return before.output
+    let output
+    try {
+      output = await run(input, context, guarded)
+    } catch (error) {
+      await hooks.afterToolCall?.({ ...hookContext, output, error })
+      throw error
+    }
+    await hooks.afterToolCall?.({ ...hookContext, output })
+    return output
+  }
+}
+
 const readFileTool = standaloneTool(FILESYSTEM.READ_FILE)
 const writeFileTool = standaloneTool(FILESYSTEM.WRITE_FILE)
 const editFileTool = standaloneTool(FILESYSTEM.EDIT_FILE)
@@ -468,10 +616,13 @@ const executeCommandTool = standaloneTool(EXECUTE_COMMAND)
  * when it is read-only; sandbox tools when it has a sandbox), keyed by the names the model
  * sees. They work in a Mastra `Agent`'s `tools` and in the AI SDK's `generateText({ tools })`.
  */
-async function createWorkspaceTools(workspace) {
+async function createWorkspaceTools(workspace, configContext) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
   checkToolsConfig(toolsConfig)
+  const hooks = toolsConfig?.hooks
+  const writeLock = new FileWriteLock({ timeoutMs: toolsConfig?.writeLockTimeoutMs })
+  const readTracker = configContext?.readTracker ?? new FileReadTracker()
   const tools = {}
   const sandbox = workspace.sandbox
   const dynamic = !sandbox && workspace.hasSandboxResolver?.()
@@ -488,7 +639,16 @@ async function createWorkspaceTools(workspace) {
     const settings = await toolSettings(toolsConfig, name, { requestContext: {}, workspace })
     if (!settings.enabled) continue
     const background = name === EXECUTE_COMMAND && withBackground
-    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }))
+    const guards = GUARDS[name] ?? {}
+    const guard = (run, valid) => {
+      let guarded = guards.reads ? trackingReads(run, guards.reads, { workspace, settings, readTracker }) : run
+      if (hooks) guarded = withHooks(guarded, hooks, settings.name, name)
+      // Checked before the lock is taken, so that a call without a usable path is refused at once.
+      if (guards.lock) return (input, context) => writeLock.withLock(valid(input).path, () => guarded(input, context))
+      return (input, context) => guarded(input, context)
+    }
+    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard)
+    if (settings.background) tool.background = settings.background
     tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'
     if (typeof settings.requireApproval === 'function') {
       const decide = settings.requireApproval

@@ -27,7 +27,11 @@ export declare class NativeLifecycle {
 export declare class NativeLocalFs {
   /** Opens `basePath`, creating it unless `readOnly`; `protectedPaths` are left alone. */
   constructor(basePath: string, readOnly: boolean, protectedPaths: Array<string>)
-  readFile(path: string): Promise<Buffer>
+  /**
+   * The whole file; with `maxBytes`, only its first `maxBytes + 1` bytes at most (a
+   * longer result says the file holds more).
+   */
+  readFile(path: string, maxBytes?: number | undefined | null): Promise<Buffer>
   /**
    * The text `read_file` returns for `path` (named `shown` in its header), read with a
    * bounded buffer and token budget; `null` for a binary file.

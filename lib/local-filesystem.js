@@ -2,7 +2,6 @@
 const path = require('node:path')
 const os = require('node:os')
 const fsSync = require('node:fs')
-const fsp = require('node:fs/promises')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const {
   DirectoryNotFoundError,
@@ -34,8 +33,6 @@ const readText = Symbol('readText')
  * it holds more than `maxBytes`; never more than `maxBytes + 1` bytes are read.
  */
 const readBytes = Symbol('readBytes')
-/** Bytes read at a time by `[readBytes]`. */
-const READ_CHUNK_BYTES = 64 * 1024
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -306,42 +303,14 @@ class LocalFilesystem extends MastraFilesystem {
   }
 
   async [readBytes](filePath, maxBytes) {
-    // The native stat names a missing or outside path as every other call does.
-    const stat = await this.stat(filePath)
-    if (stat.type === 'directory') throw await mastraTwin(new IsDirectoryError(filePath))
-    const absolute = path.resolve(this.basePath, filePath)
-    const root = this.#rootOf(absolute) ?? this.basePath
-    let handle
-    try {
-      handle = await fsp.open(absolute, fsSync.constants.O_RDONLY | fsSync.constants.O_NONBLOCK | fsSync.constants.O_NOCTTY)
-    } catch (err) {
-      const refusal = err?.code === 'ENOENT' ? new FileNotFoundError(filePath) : new PermissionError(filePath, 'access')
-      throw Object.assign(await mastraTwin(refusal), { cause: err })
-    }
-    try {
-      // What was opened is judged, not the path alone: it must be the very file (device and
-      // inode) now found at the path's real location inside the root, so a symlink swapped
-      // in before or after the open cannot lead the read out of the workspace.
-      // A path that vanishes meanwhile is refused the same way.
-      const gone = () => undefined
-      const [real, realRoot, info] = await Promise.all([fsp.realpath(absolute).catch(gone), fsp.realpath(root).catch(gone), handle.stat()])
-      const there = real && (await fsp.stat(real).catch(gone))
-      if (!there || !realRoot || !within(real, realRoot) || !info.isFile() || there.dev !== info.dev || there.ino !== info.ino) {
-        throw await mastraTwin(new PermissionError(filePath, 'access'))
-      }
-      const chunks = []
-      let total = 0
-      for (;;) {
-        const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes + 1 - total))
-        const { bytesRead } = await handle.read(chunk, 0, chunk.length, null)
-        if (bytesRead === 0) return Buffer.concat(chunks, total)
-        chunks.push(chunk.subarray(0, bytesRead))
-        total += bytesRead
-        if (total > maxBytes) return { tooLarge: Math.max(total, (await handle.stat()).size) }
-      }
-    } finally {
-      await handle.close()
-    }
+    check.requiredString(filePath, 'path')
+    // Read natively like every other operation (kernel-contained, no link followed out),
+    // and never past the cap: one byte more than `maxBytes` says the file is larger.
+    const bytes = await this.#on(filePath, {}, (fs, target) => fs.readFile(target, maxBytes))
+    if (bytes.length <= maxBytes) return bytes
+    // The file's own size now (not a subclass's idea of it): it may have grown since.
+    const { size } = await this.#on(filePath, {}, (fs, target) => fs.stat(target))
+    return { tooLarge: Math.max(size, bytes.length) }
   }
 
   /**

@@ -107,13 +107,23 @@ impl NativeLocalFs {
     })
   }
 
+  /// The whole file; with `maxBytes`, only its first `maxBytes + 1` bytes at most (a
+  /// longer result says the file holds more).
   #[napi(ts_return_type = "Promise<Buffer>", catch_unwind)]
   pub fn read_file<'env>(
     &self,
     env: &'env Env,
     path: String,
+    max_bytes: Option<f64>,
   ) -> napi::Result<PromiseRaw<'env, Buffer>> {
-    blocking(env, &self.inner, move |fs| fs.read(&path).map(Buffer::from))
+    blocking(env, &self.inner, move |fs| {
+      match max_bytes {
+        // Whole and finite from the caller; a negative or fractional count reads the least.
+        Some(max) => fs.read_prefix(&path, max.max(0.0) as u64),
+        None => fs.read(&path),
+      }
+      .map(Buffer::from)
+    })
   }
 
   /// The text `read_file` returns for `path` (named `shown` in its header), read with a

@@ -254,6 +254,20 @@ impl LocalFs {
     self.read_at_most(input, MAX_READ_BYTES)
   }
 
+  /// The start of a file: at most `max_bytes + 1` bytes (`max_bytes` capped at
+  /// [`MAX_READ_BYTES`]), so a caller can tell a file longer than `max_bytes` without
+  /// reading it, even one that grew since it was looked at.
+  pub fn read_prefix(&self, input: &str, max_bytes: u64) -> Result<Vec<u8>> {
+    let (file, size) = self.open_file(input)?;
+    let limit = max_bytes.min(MAX_READ_BYTES).saturating_add(1);
+    let mut bytes = Vec::with_capacity(size.min(limit) as usize);
+    file
+      .take(limit)
+      .read_to_end(&mut bytes)
+      .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    Ok(bytes)
+  }
+
   /// The whole content of a file of at most `max_bytes` bytes; a larger one (even one
   /// that grows while it is read) is refused with [`CoreError::FileTooLarge`].
   pub fn read_at_most(&self, input: &str, max_bytes: u64) -> Result<Vec<u8>> {

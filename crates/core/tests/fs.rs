@@ -321,3 +321,20 @@ fn a_mode_is_given_exactly_to_new_and_existing_files() {
     .unwrap();
   assert_eq!(mode_of("suid"), 0o755);
 }
+
+#[test]
+fn a_prefix_read_stops_one_byte_past_its_cap_and_stays_inside() {
+  let (fs, base, host) = setup("prefix");
+  std::fs::create_dir_all(&base).unwrap();
+  std::fs::write(base.join("ten.bin"), b"0123456789").unwrap();
+  assert_eq!(fs.read_prefix("ten.bin", 4).unwrap(), b"01234");
+  assert_eq!(fs.read_prefix("ten.bin", 10).unwrap(), b"0123456789");
+  assert_eq!(fs.read_prefix("ten.bin", u64::MAX).unwrap(), b"0123456789");
+  // A sparse file far larger than the cap costs the cap, not its size.
+  let sparse = std::fs::File::create(base.join("sparse.png")).unwrap();
+  sparse.set_len(1 << 40).unwrap();
+  assert_eq!(fs.read_prefix("sparse.png", 1024).unwrap().len(), 1025);
+  symlink(host.join("secret.txt"), base.join("out.png")).unwrap();
+  assert_denied(fs.read_prefix("out.png", 1024));
+  std::fs::remove_dir_all(base.parent().unwrap()).unwrap();
+}

@@ -1143,6 +1143,30 @@ export interface FileStat {
   mimeType?: string
 }
 
+/**
+ * The file operations of this package's filesystems (`LocalFilesystem`, and
+ * `CompositeFilesystem` over its mounts, where a mount point or a directory above mount
+ * points is a directory whether or not its filesystem answers).
+ */
+export interface FileOperations {
+  /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
+  readFile(path: string): Promise<Buffer>
+  readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
+  /** With `expectedMtime`, an existing file modified at another time is left untouched: a `StaleFileError`. */
+  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean; expectedMtime?: Date }): Promise<void>
+  appendFile(path: string, content: string | Uint8Array): Promise<void>
+  deleteFile(path: string, options?: { force?: boolean }): Promise<void>
+  /** A directory copied to itself or below itself is refused (`FilesystemError`, code `EINVAL`) before anything is created. */
+  copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
+  /** A directory moved below itself is refused (`FilesystemError`, code `EINVAL`). */
+  moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
+  mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
+  rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>
+  readdir(path: string, options?: { recursive?: boolean; extension?: string | string[]; maxDepth?: number }): Promise<FileEntry[]>
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<FileStat>
+}
+
 export declare class LocalFilesystem extends MastraFilesystem {
   constructor(options: LocalFilesystemOptions)
   readonly id: string
@@ -1162,27 +1186,11 @@ export declare class LocalFilesystem extends MastraFilesystem {
   realpath(path: string): Promise<string>
   init(): Promise<void>
   destroy(): Promise<void>
-  /** Rejects with a `FilesystemError` of code `FILE_TOO_LARGE` for a file over 2^29 - 24 bytes (V8's longest string). */
-  readFile(path: string): Promise<Buffer>
-  readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
-  /** With `expectedMtime`, an existing file modified at another time is left untouched: a `StaleFileError`. */
-  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean; expectedMtime?: Date }): Promise<void>
-  appendFile(path: string, content: string | Uint8Array): Promise<void>
-  deleteFile(path: string, options?: { force?: boolean }): Promise<void>
-  /** A directory copied to itself or below itself is refused (`FilesystemError`, code `EINVAL`) before anything is created. */
-  copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
-  /** A directory moved below itself is refused (`FilesystemError`, code `EINVAL`). */
-  moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
-  mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
-  rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>
-  readdir(path: string, options?: { recursive?: boolean; extension?: string | string[]; maxDepth?: number }): Promise<FileEntry[]>
-  exists(path: string): Promise<boolean>
-  stat(path: string): Promise<FileStat>
   getMountConfig(): { type: 'local'; basePath: string }
   getInfo(): Record<string, unknown>
   getInstructions(options?: { requestContext?: unknown }): string
 }
-export interface LocalFilesystem extends MastraComponent {}
+export interface LocalFilesystem extends MastraComponent, FileOperations {}
 
 /**
  * The filesystem of a `Workspace` with `mounts`: each filesystem at its mount path, the
@@ -1205,20 +1213,6 @@ export declare class CompositeFilesystem {
   init(): Promise<void>
   /** Destroys every mounted filesystem; failures are thrown together (`AggregateError`). */
   destroy(): Promise<void>
-  readFile(path: string): Promise<Buffer>
-  readFile(path: string, options: { encoding: BufferEncoding }): Promise<string>
-  /** With `expectedMtime`, an existing file modified at another time is left untouched: a `StaleFileError`. */
-  writeFile(path: string, content: string | Uint8Array, options?: { recursive?: boolean; overwrite?: boolean; expectedMtime?: Date }): Promise<void>
-  appendFile(path: string, content: string | Uint8Array): Promise<void>
-  deleteFile(path: string, options?: { force?: boolean }): Promise<void>
-  copyFile(src: string, dest: string, options?: { overwrite?: boolean; recursive?: boolean }): Promise<void>
-  moveFile(src: string, dest: string, options?: { overwrite?: boolean }): Promise<void>
-  mkdir(path: string, options?: { recursive?: boolean }): Promise<void>
-  rmdir(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>
-  readdir(path: string, options?: { recursive?: boolean; extension?: string | string[]; maxDepth?: number }): Promise<FileEntry[]>
-  exists(path: string): Promise<boolean>
-  /** A mount point, or a directory above mount points, is a directory whether or not its filesystem answers. */
-  stat(path: string): Promise<FileStat>
   isFile(path: string): Promise<boolean>
   isDirectory(path: string): Promise<boolean>
   getInfo(): Promise<{ id: string; name: string; provider: string; readOnly: boolean; status: ProviderStatus; metadata: { mounts: Record<string, unknown> } }>
@@ -1226,6 +1220,7 @@ export declare class CompositeFilesystem {
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
 }
+export interface CompositeFilesystem extends FileOperations {}
 
 export declare class FilesystemError extends Error {
   constructor(message: string, code: string, path: string)

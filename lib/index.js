@@ -14,21 +14,6 @@ const { CompositeFilesystem } = require('./composite-filesystem')
 const { MastraFilesystem } = require('./mastra-filesystem')
 const { SandboxProcessManager } = require('./sandbox-process-manager')
 const { MountManager } = require('./mounts')
-const {
-  createWorkspaceTools,
-  resolveToolConfig,
-  requireWorkspace,
-  requireFilesystem,
-  requireSandbox,
-  readFileTool,
-  writeFileTool,
-  editFileTool,
-  listFilesTool,
-  deleteFileTool,
-  fileStatTool,
-  mkdirTool,
-  executeCommandTool,
-} = require('./tools')
 const { createTool } = require('./create-tool')
 const { translatingSync } = require('./translate')
 const { check } = require('./options')
@@ -54,20 +39,8 @@ module.exports = {
   ...require('./errors'),
   ...require('./glob'),
   ...require('./sandbox-capabilities'),
+  ...require('./tools'),
   Workspace,
-  createWorkspaceTools,
-  resolveToolConfig,
-  requireWorkspace,
-  requireFilesystem,
-  requireSandbox,
-  readFileTool,
-  writeFileTool,
-  editFileTool,
-  listFilesTool,
-  deleteFileTool,
-  fileStatTool,
-  mkdirTool,
-  executeCommandTool,
   createTool,
   callLifecycle,
   WORKSPACE_TOOLS,

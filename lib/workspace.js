@@ -8,7 +8,7 @@ const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
-const { checkToolsConfig } = require('./tools')
+const { checkToolsConfig } = require('./tools-config')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 

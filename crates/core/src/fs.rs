@@ -259,13 +259,7 @@ impl LocalFs {
   /// reading it, even one that grew since it was looked at.
   pub fn read_prefix(&self, input: &str, max_bytes: u64) -> Result<Vec<u8>> {
     let (file, size) = self.open_file(input)?;
-    let limit = max_bytes.min(MAX_READ_BYTES).saturating_add(1);
-    let mut bytes = Vec::with_capacity(size.min(limit) as usize);
-    file
-      .take(limit)
-      .read_to_end(&mut bytes)
-      .map_err(|e| CoreError::io(input.to_owned(), e))?;
-    Ok(bytes)
+    read_up_to(file, size, max_bytes.min(MAX_READ_BYTES), input)
   }
 
   /// The whole content of a file of at most `max_bytes` bytes; a larger one (even one
@@ -280,11 +274,7 @@ impl LocalFs {
     if size > max_bytes {
       return Err(too_large(size));
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file
-      .take(max_bytes.saturating_add(1))
-      .read_to_end(&mut bytes)
-      .map_err(|e| CoreError::io(input.to_owned(), e))?;
+    let bytes = read_up_to(file, size, max_bytes, input)?;
     if bytes.len() as u64 > max_bytes {
       return Err(too_large(bytes.len() as u64));
     }
@@ -714,6 +704,18 @@ fn regular_file(fd: OwnedFd, input: &str, operation: &str) -> Result<File> {
     });
   }
   Ok(file)
+}
+
+/// At most `max_bytes + 1` bytes of `file` (whose size was `size` when opened): one byte
+/// more than allowed tells a caller the file holds more.
+fn read_up_to(file: File, size: u64, max_bytes: u64, input: &str) -> Result<Vec<u8>> {
+  let limit = max_bytes.saturating_add(1);
+  let mut bytes = Vec::with_capacity(size.min(limit) as usize);
+  file
+    .take(limit)
+    .read_to_end(&mut bytes)
+    .map_err(|e| CoreError::io(input.to_owned(), e))?;
+  Ok(bytes)
 }
 
 fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::Result<OwnedFd> {

@@ -31,6 +31,8 @@ const files = [
   '__test__/late-reader.test.mjs',
   '__test__/isolation-mounts.test.mjs',
   '__test__/checkpoints.test.mjs',
+  // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.
+  '__test__/members.test.mjs',
 ]
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
 const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']

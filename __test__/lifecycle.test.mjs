@@ -26,13 +26,15 @@ describe('start', () => {
   it('starts lazily on the first command and creates the working directory', async () => {
     const sb = makeSandbox()
     expect(sb.status).toBe('pending')
-    expect(sb.isReady()).toBe(false)
+    // Deprecated, and a promise as Mastra's is.
+    expect(sb.isReady()).toBeInstanceOf(Promise)
+    expect(await sb.isReady()).toBe(false)
     expect(fs.existsSync(sb.workingDirectory)).toBe(false)
 
     const result = await sb.executeCommand('pwd')
     expect(result.stdout).toBe(`${sb.workingDirectory}\n`)
     expect(sb.status).toBe('running')
-    expect(sb.isReady()).toBe(true)
+    expect(await sb.isReady()).toBe(true)
     expect(fs.statSync(sb.workingDirectory).isDirectory()).toBe(true)
   })
 
@@ -171,7 +173,7 @@ describe('stop', () => {
 
     await sb.stop()
     expect(sb.status).toBe('stopped')
-    expect(sb.isReady()).toBe(false)
+    expect(await sb.isReady()).toBe(false)
     expect(await gone(handle.pid)).toBe(true)
     expect(await survivors([marker], 0)).toEqual([])
     expect(handle.exitCode).toBe(137)

@@ -496,7 +496,7 @@ export declare class LocalSandbox {
    */
   clone(options?: SandboxCloneOptions): LocalSandbox
   /** @deprecated use `status === 'running'` */
-  isReady(): boolean
+  isReady(): Promise<boolean>
   executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
@@ -1014,7 +1014,7 @@ export declare abstract class MastraSandbox {
   _destroy(): Promise<void>
   ensureRunning(): Promise<void>
   /** @deprecated use `status === 'running'` */
-  isReady(): boolean
+  isReady(): Promise<boolean>
   /** For a backend that learns its working directory late. */
   setWorkingDirectory(dir: string): void
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void

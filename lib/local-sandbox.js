@@ -289,8 +289,8 @@ class LocalSandbox {
     return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
   }
 
-  /** @deprecated use `status === 'running'` */
-  isReady() {
+  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
+  async isReady() {
     return this.status === 'running'
   }
 

@@ -122,8 +122,8 @@ class MastraSandbox {
   ensureRunning() {
     return this.#lifecycle.call('ensureRunning', () => this.#lifecycleOf().ensureRunning())
   }
-  /** @deprecated use `status === 'running'` */
-  isReady() {
+  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
+  async isReady() {
     return this.status === 'running'
   }
 

@@ -502,6 +502,21 @@ describe('LocalFilesystem: allowed paths, realpath, text files, lifecycle', () =
     expect(fs.readFileSync(path.join(later, 'a.txt'), 'utf8')).toBe('now')
   })
 
+  it('a read-only filesystem refuses a write under a missing allowed path as read-only, and creates nothing', async () => {
+    const { base, top } = layout()
+    const later = path.join(top, 'later-ro')
+    const lfs = new LocalFilesystem({ basePath: base, readOnly: true, allowedPaths: [later] })
+    for (const [write, operation] of [
+      [() => lfs.writeFile(path.join(later, 'a.txt'), 'x'), 'writeFile'],
+      [() => lfs.appendFile(path.join(later, 'a.txt'), 'x'), 'appendFile'],
+      [() => lfs.mkdir(path.join(later, 'd')), 'mkdir'],
+    ]) {
+      const err = await write().catch((e) => e)
+      expect([err.name, err.code, err.message]).toEqual(['WorkspaceReadOnlyError', 'READ_ONLY', `Workspace is in read-only mode. Cannot perform: ${operation}`])
+    }
+    expect(fs.existsSync(later)).toBe(false)
+  })
+
   it('protected paths of basePath stay protected when reached through an allowed path around it', async () => {
     const { base, top } = layout()
     fs.mkdirSync(path.join(base, '.git/hooks'), { recursive: true })

@@ -12,6 +12,7 @@ const {
   PermissionError,
   SandboxOptionError,
   StaleFileError,
+  WorkspaceReadOnlyError,
 } = require('./errors')
 const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
@@ -190,13 +191,17 @@ class LocalFilesystem extends MastraFilesystem {
    * path is opened on first use, created then only for a write (a missing one reads as
    * `missing`, a class of error).
    */
-  #route(input, { writing = false, missing = FileNotFoundError } = {}) {
+  #route(input, { writing, missing = FileNotFoundError } = {}) {
     const absolute = path.resolve(this.basePath, input)
     const root = this.#allowedPaths.length > 0 && !input.includes('\0') ? this.#rootOf(absolute) : undefined
     if (!root || root === this.basePath) return { fs: this.#fs(), target: input }
     let native = this.#allowedRoots.get(root)
     if (!native) {
-      if (!writing && !fsSync.existsSync(root)) throw new missing(input)
+      if (!fsSync.existsSync(root)) {
+        // Only a write creates a missing allowed path, and a read-only filesystem never does.
+        if (!writing) throw new missing(input)
+        if (this.readOnly) throw new WorkspaceReadOnlyError(writing)
+      }
       // Protected paths of basePath stay protected when reached from an allowed path around it.
       const inside = path.relative(root, this.basePath)
       const protectedPaths = within(this.basePath, root) ? this.protectedPaths.map((p) => path.join(inside, p)) : []
@@ -334,13 +339,13 @@ class LocalFilesystem extends MastraFilesystem {
         throw await mastraTwin(new StaleFileError(filePath, expectedMtime, current.modifiedAt))
       }
     }
-    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
+    return this.#on(filePath, { writing: 'writeFile' }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
   }
 
   async appendFile(filePath, content) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
-    return this.#on(filePath, { writing: true }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
+    return this.#on(filePath, { writing: 'appendFile' }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
   }
 
   async deleteFile(filePath, options = {}) {
@@ -383,7 +388,7 @@ class LocalFilesystem extends MastraFilesystem {
     this.#refuseIntoItself('move', src, dest, false)
     const { overwrite } = flags(options, { overwrite: true })
     await this.#ready()
-    const [from, to] = await call(() => [this.#route(src), this.#route(dest, { writing: true })])
+    const [from, to] = await call(() => [this.#route(src), this.#route(dest, { writing: 'moveFile' })])
     if (from.fs === to.fs) return call(() => from.fs.rename(from.target, to.target, overwrite))
     // Between two directories held apart (basePath, allowed paths): a copy, then the removal.
     if (!overwrite && (await this.exists(dest))) throw await mastraTwin(new FileExistsError(dest))
@@ -396,7 +401,7 @@ class LocalFilesystem extends MastraFilesystem {
   async mkdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
     const { recursive } = flags(options, { recursive: true })
-    return this.#on(dirPath, { writing: true }, (fs, target) => fs.mkdir(target, recursive))
+    return this.#on(dirPath, { writing: 'mkdir' }, (fs, target) => fs.mkdir(target, recursive))
   }
 
   async rmdir(dirPath, options = {}) {

@@ -418,6 +418,54 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
   })
 })
 
+describe('a callback called synchronously that returns a promise', () => {
+  // Nothing waits for these results: a promise is refused with a typed error, and its
+  // rejection is caught, so it never reaches the host as an unhandled rejection.
+  const rejecting = () => Promise.reject(new Error('callback rejected'))
+  const cases = [
+    ['LocalSandbox.setEnv', () => new LocalSandbox({ workingDirectory: tempDir() }).setEnv(rejecting), 'setEnv result'],
+    ['MastraSandbox.setEnv', () => new (class extends MastraSandbox {})({ name: 'm' }).setEnv(rejecting), 'setEnv result'],
+    ['setOnStart', () => new LocalSandbox({ workingDirectory: tempDir() }).setOnStart(rejecting), 'setOnStart result'],
+    ['LocalFilesystem.setAllowedPaths', () => new LocalFilesystem({ basePath: tempDir() }).setAllowedPaths(rejecting), 'setAllowedPaths result'],
+    [
+      'a sandboxCacheKey',
+      () => new Workspace({ sandbox: () => new LocalSandbox({ workingDirectory: tempDir() }), sandboxCacheKey: rejecting }).resolveSandbox({}),
+      'sandboxCacheKey result',
+    ],
+  ]
+  it.each(cases)('%s: a SandboxOptionError naming the result, and no unhandled rejection', async (_, call, name) => {
+    const unhandled = []
+    const record = (reason) => unhandled.push(reason)
+    process.on('unhandledRejection', record)
+    try {
+      const err = await thrown(call)
+      expectOptionError(err, `${name} must be returned as it is, not as a promise`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', record)
+    }
+  })
+
+  it('MastraSandbox.setEnv of something that is not a function is a SandboxOptionError naming it', async () => {
+    expectOptionError(await thrown(() => new (class extends MastraSandbox {})({ name: 'm' }).setEnv('x')), 'setEnv(update): update must be a function')
+  })
+})
+
+describe('a mount path that is not a string', () => {
+  it.each([
+    ['a symbol', Symbol('x'), 'a symbol'],
+    ['a number', 5, '5'],
+  ])('%s is a MountError that describes it', async (_, mountPath, shown) => {
+    const sandbox = new LocalSandbox({ workingDirectory: tempDir() })
+    const err = await thrown(() => sandbox.mount(new LocalFilesystem({ basePath: tempDir() }), mountPath))
+    expect([err.name, err.message]).toEqual([
+      'MountError',
+      `Invalid mount path: ${shown}. Must be an absolute path with alphanumeric, dash, dot, underscore, or slash characters only.`,
+    ])
+  })
+})
+
 describe('a grep whose context is larger than the file', () => {
   it('costs what the file costs: contextLines 1e9 and 1e308 give the text of contextLines as long as the file', async () => {
     const dir = tempDir()

@@ -83,7 +83,7 @@ class SandboxLifecycle {
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
     const compose = check.requiredFunction(update, 'setOnStart(update): update')
-    this.hooks.onStart = check.function(compose(this.hooks.onStart), 'onStart')
+    this.hooks.onStart = check.function(check.returned(compose(this.hooks.onStart), 'setOnStart result'), 'onStart')
   }
 
   /**

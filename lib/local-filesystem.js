@@ -163,7 +163,7 @@ class LocalFilesystem extends MastraFilesystem {
 
   /** Replaces the allowed paths: a list, or `(current) => list`. */
   setAllowedPaths(pathsOrUpdater) {
-    const given = typeof pathsOrUpdater === 'function' ? pathsOrUpdater(this.#allowedPaths) : pathsOrUpdater
+    const given = typeof pathsOrUpdater === 'function' ? check.returned(pathsOrUpdater(this.#allowedPaths), 'setAllowedPaths result') : pathsOrUpdater
     this.#allowedPaths = this.#resolveAllowed(check.stringArray(given ?? null, 'allowedPaths'))
     for (const root of this.#allowedRoots.keys()) if (!this.#allowedPaths.includes(root)) this.#allowedRoots.delete(root)
   }

@@ -426,7 +426,7 @@ class LocalSandbox {
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
   setEnv(update) {
     if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
-    this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
+    this.#native.setEnv(check.env(check.returned(update(this.getEnv()), 'setEnv result'), 'setEnv result'))
   }
 
   getEnv() {

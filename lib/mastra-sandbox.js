@@ -133,8 +133,8 @@ class MastraSandbox {
   }
 
   setEnv(update) {
-    if (typeof update !== 'function') throw new TypeError('setEnv expects a function (env) => env')
-    this.#env = { ...check.env(update({ ...this.#env }), 'setEnv result') }
+    check.requiredFunction(update, 'setEnv(update): update')
+    this.#env = { ...check.env(check.returned(update({ ...this.#env }), 'setEnv result'), 'setEnv result') }
   }
   getEnv() {
     return { ...this.#env }

@@ -9,7 +9,7 @@ const { createHash } = require('node:crypto')
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const { MountError, SandboxError } = require('./errors')
-const { check, readingOptions } = require('./options')
+const { check, describe, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
 const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
 
@@ -18,9 +18,11 @@ const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 /** Checks and normalises a mount path (`//data/` → `/data`); throws MountError. */
 function normalizeMountPath(mountPath) {
   if (typeof mountPath !== 'string' || !MOUNT_PATH.test(mountPath)) {
+    // A string as Mastra prints it; anything else by its kind (a symbol cannot be printed).
+    const shown = typeof mountPath === 'string' ? mountPath : describe(mountPath)
     throw new MountError(
-      `Invalid mount path: ${mountPath}. Must be an absolute path with alphanumeric, dash, dot, underscore, or slash characters only.`,
-      String(mountPath),
+      `Invalid mount path: ${shown}. Must be an absolute path with alphanumeric, dash, dot, underscore, or slash characters only.`,
+      shown,
     )
   }
   const segments = mountPath.split('/').filter(Boolean)

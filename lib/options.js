@@ -3,6 +3,7 @@
 // value rules (ranges, enumerations) are checked by the native side.
 const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
 const { retentionError } = require('./translate')
+const { catchRejection } = require('./thenable')
 
 /** `Array.isArray`, false for a revoked Proxy (where it throws). */
 function isArray(value) {
@@ -81,6 +82,27 @@ function readingOptions(name, read) {
 }
 
 const check = {
+  /**
+   * What a callback this package calls synchronously returned. A promise (or any
+   * thenable) is refused, since nothing waits for it, and its rejection is caught so that
+   * it cannot become an unhandled rejection of the host.
+   */
+  returned(value, name) {
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return value
+    let then
+    try {
+      then = value.then
+    } catch (err) {
+      throw new SandboxOptionError(`${name} could not be read: ${err?.message ?? err}`, { cause: err })
+    }
+    if (typeof then !== 'function') return value
+    try {
+      catchRejection(value, () => {})
+    } catch {
+      // A `then` that throws when called has nothing left to reject.
+    }
+    throw new SandboxOptionError(`${name} must be returned as it is, not as a promise: this callback is not awaited`)
+  },
   object(value, name) {
     if (value !== undefined && (value === null || typeof value !== 'object' || isArray(value))) fail(name, 'an object', value)
     return value ?? {}

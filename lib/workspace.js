@@ -192,7 +192,7 @@ class Workspace {
     const requestContext = requestContextOf(args, 'resolveSandbox(args)')
     const resolver = this[state].sandboxResolver
     if (!resolver) return this[state].sandbox
-    const key = this[state].sandboxCacheKey?.({ requestContext })
+    const key = check.returned(this[state].sandboxCacheKey?.({ requestContext }), 'sandboxCacheKey result')
     const keyed = key !== undefined && key !== null
     // What the resolution is shared by: its cache key, or else its request context.
     const target = keyed ? String(key) : requestContext

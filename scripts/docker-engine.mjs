@@ -250,6 +250,17 @@ export async function startEngines({ report = () => {} } = {}) {
   return results
 }
 
+/** Mount points at or below `dir`, deepest first (octal escapes of mountinfo decoded). */
+function mountsUnder(dir) {
+  const decode = (field) => field.replace(/\\([0-7]{3})/g, (_, octal) => String.fromCharCode(parseInt(octal, 8)))
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => decode(line.split(' ')[4] ?? ''))
+    .filter((mountPoint) => mountPoint === dir || mountPoint.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length)
+}
+
 /** Stops both engines (SIGTERM, bounded wait) and removes their bridges; data stays. */
 export async function stopEngines({ report = () => {} } = {}) {
   for (const engine of ENGINES) {
@@ -261,6 +272,9 @@ export async function stopEngines({ report = () => {} } = {}) {
       if (pidAlive(pid)) throw new Error(`the ${engine.name} Docker engine (pid ${pid}) did not stop within 30 s; see ${log(engine)}`)
       report(`${engine.name}: stopped`)
     }
+    // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
+    // the same run: a start that failed midway leaves the mount to the next stop.
+    for (const mountPoint of mountsUnder(path.join(STATE_DIR, engine.name))) execFileSync('umount', [mountPoint])
     if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
     fs.rmSync(path.join(RUN_DIR, engine.name), { recursive: true, force: true })
   }

@@ -34,6 +34,7 @@ export const ENGINES = [
 
 const log = (engine) => path.join(STATE_DIR, engine.name, 'dockerd.log')
 const pidFile = (engine) => path.join(RUN_DIR, engine.name, 'dockerd.pid')
+const configFile = (engine) => path.join(STATE_DIR, engine.name, 'daemon.json')
 
 /** How clients reach an engine: `{ socketPath }` or `{ host, port }`, plus its `DOCKER_HOST` form. */
 export function endpointOf(engine) {
@@ -122,6 +123,7 @@ function dockerdArgs(engine) {
     `--data-root=${path.join(STATE_DIR, engine.name, 'data')}`,
     `--exec-root=${path.join(run, 'exec')}`,
     `--pidfile=${pidFile(engine)}`,
+    `--config-file=${configFile(engine)}`,
     `--host=${endpointOf(engine).dockerHost}`,
     '--shutdown-timeout=2',
   ]
@@ -154,6 +156,9 @@ async function startEngine(engine, { waitMs = 60_000 } = {}) {
   ensureBridge(engine)
   fs.mkdirSync(path.join(STATE_DIR, engine.name), { recursive: true, mode: 0o700 })
   fs.mkdirSync(path.join(RUN_DIR, engine.name), { recursive: true, mode: 0o700 })
+  // Its own configuration, not /etc/docker's (a machine's Docker), with its own identity key
+  // (dockerd 20.10 would write /etc/docker/key.json; the key has no flag).
+  fs.writeFileSync(configFile(engine), `${JSON.stringify({ 'deprecated-key-path': path.join(STATE_DIR, engine.name, 'key.json') })}\n`)
   // A dockerd still starting (or hung) holds the pid file: wait for it rather than start a twin.
   const running = readPid(engine)
   let child

@@ -4,9 +4,9 @@
 // started (no root, no docker.io) the suites built with `describeDocker` are skipped with
 // the reason; under CI=true that is a failure instead: CI must run them.
 import { describe } from 'vitest'
-import { engineJson, engineRequest, startEngines, TEST_IMAGE } from '../scripts/docker-engine.mjs'
+import { engineJson, engineRequest, restartEngine, startEngines, TEST_IMAGE } from '../scripts/docker-engine.mjs'
 
-export { engineJson, engineRequest, TEST_IMAGE }
+export { engineJson, engineRequest, restartEngine, TEST_IMAGE }
 
 /** The label every object a test creates carries, so a sweep can find what it left. */
 export const TEST_LABEL = 'native-workspace.test'

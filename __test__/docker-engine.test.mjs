@@ -3,7 +3,18 @@
 // loopback that reach a server in a container; nothing a test labels is left afterwards.
 import http from 'node:http'
 import { afterAll, describe, expect, it } from 'vitest'
-import { demuxLogs, describeDocker, dockerEngines, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import {
+  demuxLogs,
+  describeDocker,
+  dockerEngines,
+  engineJson,
+  engineRequest,
+  labelledLeftovers,
+  removeLabelled,
+  restartEngine,
+  TEST_IMAGE,
+  TEST_LABEL,
+} from './docker-engine.mjs'
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const RUN = `docker-engine-${process.pid}`
@@ -80,4 +91,25 @@ describeDocker('Docker engines for the DockerSandbox suites', () => {
       })
     })
   }
+
+  it('restartEngine restarts the local engine under a running container, which is stopped and kept', async () => {
+    const local = dockerEngines.local
+    const { Id } = await engineJson(local, 'POST', '/containers/create', {
+      json: { Image: TEST_IMAGE, Labels: { [TEST_LABEL]: RUN }, Cmd: ['sleep', '300'] },
+    })
+    try {
+      await engineJson(local, 'POST', `/containers/${Id}/start`)
+      const before = await engineJson(local, 'GET', `/containers/${Id}/json`)
+      expect(before.State.Running).toBe(true)
+      await restartEngine('local')
+      expect((await engineRequest(local, 'GET', '/_ping')).status).toBe(200)
+      const after = await engineJson(local, 'GET', `/containers/${Id}/json`)
+      expect(after.State.Running).toBe(false)
+      // Its process is gone from the host, not merely reported stopped.
+      expect(() => process.kill(before.State.Pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }))
+    } finally {
+      await engineRequest(local, 'DELETE', `/containers/${Id}?force=1`)
+    }
+    expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+  })
 })

@@ -16,9 +16,9 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 /** Where the engines' images, containers and logs live (kept across stops: the image cache). */
-export const STATE_DIR = '/var/lib/native-workspace-docker'
+const STATE_DIR = '/var/lib/native-workspace-docker'
 /** Their sockets, pid files and runtime state (short paths: containerd nests sockets here). */
-export const RUN_DIR = '/run/native-workspace-docker'
+const RUN_DIR = '/run/native-workspace-docker'
 
 export const TEST_IMAGE = 'native-workspace-test/busybox:1'
 const BUSYBOX = '/bin/busybox'
@@ -27,7 +27,7 @@ const BUSYBOX = '/bin/busybox'
  * The two engines. Each has a bridge of its own, made here with its address (dockerd makes
  * only `docker0` itself, which a machine's own Docker may hold), on a /24 unlikely to be in use.
  */
-export const ENGINES = [
+const ENGINES = [
   { name: 'local', bridge: 'nwd-local', address: '172.29.213.1/24', socketPath: `${RUN_DIR}/local/docker.sock` },
   { name: 'remote', bridge: 'nwd-remote', address: '172.29.214.1/24', tcp: { host: '127.0.0.1', port: 23750 } },
 ]
@@ -37,7 +37,7 @@ const pidFile = (engine) => path.join(RUN_DIR, engine.name, 'dockerd.pid')
 const configFile = (engine) => path.join(STATE_DIR, engine.name, 'daemon.json')
 
 /** How clients reach an engine: `{ socketPath }` or `{ host, port }`, plus its `DOCKER_HOST` form. */
-export function endpointOf(engine) {
+function endpointOf(engine) {
   return engine.tcp
     ? { host: engine.tcp.host, port: engine.tcp.port, dockerHost: `tcp://${engine.tcp.host}:${engine.tcp.port}` }
     : { socketPath: engine.socketPath, dockerHost: `unix://${engine.socketPath}` }
@@ -75,7 +75,7 @@ export async function engineJson(endpoint, method, urlPath, options) {
 }
 
 /** True when the engine answers its ping. */
-export async function isUp(engine) {
+async function isUp(engine) {
   try {
     const res = await engineRequest(endpointOf(engine), 'GET', '/_ping', { timeoutMs: 2_000 })
     return res.status === 200
@@ -85,7 +85,7 @@ export async function isUp(engine) {
 }
 
 /** Why engines cannot be started here, or null when they can be. */
-export function cannotStartReason() {
+function cannotStartReason() {
   if (process.platform !== 'linux') return `no Docker engine can be started on ${process.platform}`
   if (process.getuid() !== 0) return 'starting dockerd needs root'
   for (const tool of ['dockerd', 'ip']) {
@@ -113,19 +113,21 @@ function ensureBridge(engine) {
   execFileSync('ip', ['link', 'set', engine.bridge, 'up'])
 }
 
-/** The flags every engine gets (see README, Development, for why each). */
 function dockerdArgs(engine) {
   const run = path.join(RUN_DIR, engine.name)
   return [
+    // The host's firewall and sysctls stay as they are: published ports go through Docker's
+    // userland proxy (the host reaches its own bridges without forwarding); containers reach
+    // no outside network, which the tests never need.
     '--iptables=false',
     '--ip-forward=false',
     `--bridge=${engine.bridge}`,
+    // Everything else of its own, so two engines (and a machine's Docker) run side by side.
     `--data-root=${path.join(STATE_DIR, engine.name, 'data')}`,
     `--exec-root=${path.join(run, 'exec')}`,
     `--pidfile=${pidFile(engine)}`,
     `--config-file=${configFile(engine)}`,
     `--host=${endpointOf(engine).dockerHost}`,
-    '--shutdown-timeout=2',
   ]
 }
 
@@ -220,7 +222,7 @@ function testImageTar() {
 }
 
 /** Imports the test image into the engine unless it has it already. */
-export async function ensureTestImage(engine) {
+async function ensureTestImage(engine) {
   const endpoint = endpointOf(engine)
   const present = await engineRequest(endpoint, 'GET', `/images/${TEST_IMAGE}/json`)
   if (present.status === 200) return { built: false }
@@ -266,29 +268,52 @@ function mountsUnder(dir) {
     .sort((a, b) => b.length - a.length)
 }
 
-/** Stops both engines (SIGTERM, bounded wait) and removes their bridges; data stays. */
-export async function stopEngines({ report = () => {} } = {}) {
-  for (const engine of ENGINES) {
-    const pid = readPid(engine)
-    if (pid && pidAlive(pid)) {
-      process.kill(pid, 'SIGTERM')
-      const deadline = Date.now() + 30_000
-      while (pidAlive(pid) && Date.now() < deadline) await sleep(100)
-      if (pidAlive(pid)) throw new Error(`the ${engine.name} Docker engine (pid ${pid}) did not stop within 30 s; see ${log(engine)}`)
-      report(`${engine.name}: stopped`)
-    }
-    // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
-    // the same run: a start that failed midway leaves the mount to the next stop.
-    for (const mountPoint of mountsUnder(path.join(STATE_DIR, engine.name))) execFileSync('umount', [mountPoint])
-    if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
-    fs.rmSync(path.join(RUN_DIR, engine.name), { recursive: true, force: true })
+async function killContainers(engine) {
+  const endpoint = endpointOf(engine)
+  const running = await engineJson(endpoint, 'GET', '/containers/json', { timeoutMs: 5_000 })
+  await Promise.all(running.map(({ Id }) => engineRequest(endpoint, 'POST', `/containers/${Id}/kill`, { timeoutMs: 5_000 })))
+}
+
+/** Stops one engine (SIGTERM, bounded wait) and removes its bridge and runtime state; data stays. */
+async function stopEngine(engine, report) {
+  const pid = readPid(engine)
+  if (pid && pidAlive(pid)) {
+    // dockerd would give each running container 10 s to heed SIGTERM, which a shell as PID 1
+    // ignores: kill them first.
+    await killContainers(engine).catch(() => {})
+    process.kill(pid, 'SIGTERM')
+    const deadline = Date.now() + 30_000
+    while (pidAlive(pid) && Date.now() < deadline) await sleep(100)
+    if (pidAlive(pid)) throw new Error(`the ${engine.name} Docker engine (pid ${pid}) did not stop within 30 s; see ${log(engine)}`)
+    report(`${engine.name}: stopped`)
   }
+  // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
+  // the same run: a start that failed midway leaves the mount to the next stop.
+  for (const mountPoint of mountsUnder(path.join(STATE_DIR, engine.name))) execFileSync('umount', [mountPoint])
+  if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
+  fs.rmSync(path.join(RUN_DIR, engine.name), { recursive: true, force: true })
+}
+
+/** Stops both engines and removes their bridges; data stays. */
+export async function stopEngines({ report = () => {} } = {}) {
+  await Promise.all(ENGINES.map((engine) => stopEngine(engine, report)))
   // Directories dockerd and containerd make at fixed places; removed only when left empty.
   for (const dir of [RUN_DIR, '/run/docker/plugins', '/run/docker', '/run/containerd/s', '/run/containerd']) {
     try {
       fs.rmdirSync(dir)
     } catch {}
   }
+}
+
+/**
+ * Stops the engine named `name` ('local' or 'remote') and starts it again: what its
+ * containers and clients see when an engine restarts under them (its containers stop).
+ */
+export async function restartEngine(name) {
+  const engine = ENGINES.find((candidate) => candidate.name === name)
+  if (!engine) throw new Error(`no Docker engine named ${name}`)
+  await stopEngine(engine, () => {})
+  await startEngine(engine)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -204,7 +204,12 @@ function testImageTar() {
   if (!isStaticElf(BUSYBOX)) throw new Error(`${BUSYBOX} is not statically linked: install busybox-static (it replaces busybox)`)
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-image-'))
   try {
-    for (const dir of ['bin', 'sbin', 'usr/bin', 'usr/sbin', 'etc', 'root', 'tmp']) fs.mkdirSync(path.join(root, dir), { recursive: true, mode: 0o755 })
+    // Modes set explicitly: a umask such as 077 must not make the image unusable to non-root users.
+    for (const dir of ['bin', 'sbin', 'usr', 'usr/bin', 'usr/sbin', 'etc', 'root', 'tmp']) {
+      fs.mkdirSync(path.join(root, dir), { recursive: true })
+      fs.chmodSync(path.join(root, dir), 0o755)
+    }
+    fs.chmodSync(root, 0o755)
     fs.chmodSync(path.join(root, 'tmp'), 0o1777)
     fs.chmodSync(path.join(root, 'root'), 0o700)
     fs.copyFileSync(BUSYBOX, path.join(root, 'bin/busybox'))
@@ -213,6 +218,7 @@ function testImageTar() {
     for (const applet of applets) if (applet !== 'bin/busybox') fs.symlinkSync('/bin/busybox', path.join(root, applet))
     fs.writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n')
     fs.writeFileSync(path.join(root, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n')
+    for (const file of ['etc/passwd', 'etc/group']) fs.chmodSync(path.join(root, file), 0o644)
     return execFileSync('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '-C', root, '-cf', '-', '.'], {
       maxBuffer: 64 * 1024 * 1024,
     })

@@ -314,6 +314,20 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
     expectOptionError(await thrown(() => createTool(options)), message)
   })
 
+  it.each(['resolveSandbox', 'getSandbox', 'resolveFilesystem', 'getInstructionsAsync'])(
+    'Workspace.%s with an unreadable argument rejects with a SandboxOptionError; null and no argument read as none',
+    async (method) => {
+      const workspace = new Workspace({ sandbox: () => ({ id: 's', name: 's', provider: 'p', executeCommand: async () => ({}) }), filesystem: () => undefined })
+      for (const args of [revoked(), getterThrows('requestContext')]) {
+        const err = await thrown(() => workspace[method](args))
+        expectOptionError(err, 'could not be read')
+        expect(err.message).toMatch(new RegExp(`^${method === 'getSandbox' ? 'resolveSandbox' : method}\\(args\\)`))
+      }
+      await expect(workspace[method](null)).resolves.not.toThrow()
+      await expect(workspace[method]()).resolves.not.toThrow()
+    },
+  )
+
   it('LocalFilesystem: a switch of the wrong type is named and nothing is changed', async () => {
     const basePath = tempDir()
     const filesystem = new LocalFilesystem({ basePath })

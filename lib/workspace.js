@@ -188,7 +188,8 @@ class Workspace {
    * the resolver runs once per key (concurrent first requests share it; failures are not
    * kept); without it, once per `requestContext` object.
    */
-  async resolveSandbox({ requestContext } = {}) {
+  async resolveSandbox(args) {
+    const requestContext = requestContextOf(args, 'resolveSandbox(args)')
     const resolver = this[state].sandboxResolver
     if (!resolver) return this[state].sandbox
     const key = this[state].sandboxCacheKey?.({ requestContext })
@@ -220,11 +221,12 @@ class Workspace {
   }
 
   /** The live sandbox of a request, for tools and workflow steps. */
-  getSandbox({ requestContext } = {}) {
-    return this.resolveSandbox({ requestContext })
+  getSandbox(args) {
+    return this.resolveSandbox(args)
   }
 
-  async resolveFilesystem({ requestContext } = {}) {
+  async resolveFilesystem(args) {
+    const requestContext = requestContextOf(args, 'resolveFilesystem(args)')
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
     const resolveOnce = resolution(this, 'filesystem', requestContext, 'the same request context', async () =>
@@ -372,7 +374,8 @@ class Workspace {
   }
 
   /** Like `getInstructions`, but able to describe (or resolve) request-scoped providers. */
-  async getInstructionsAsync({ requestContext } = {}) {
+  async getInstructionsAsync(args) {
+    const requestContext = requestContextOf(args, 'getInstructionsAsync(args)')
     const parts = []
     // The sandbox whose mounts the instructions describe: none that is left unresolved.
     let sandbox = this[state].sandbox
@@ -488,6 +491,9 @@ async function closeBrowser(workspace) {
 }
 
 /** Memoizes `resolve()` per request-context object; a rejection is forgotten. */
+/** The `requestContext` of a `{ requestContext }` argument; one that cannot be read is a `SandboxOptionError`. */
+const requestContextOf = (args, name) => readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext))
+
 function memoizeByContext(memo, requestContext, resolve) {
   if (requestContext === null || typeof requestContext !== 'object') return resolve()
   let pending = memo.get(requestContext)

@@ -327,6 +327,7 @@ impl NativeLocalSandbox {
       own_files: own_files(options.package_files.unwrap_or_default()),
       hooks,
       checkpoints,
+      container: None,
     })
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {

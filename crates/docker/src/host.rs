@@ -321,7 +321,7 @@ impl DockerHost {
         && let Some(why) = self.not_running(docker, &started.id).await
       {
         return Err(CoreError::Engine(format!(
-          "The sandbox's container {} did not start its supervisor: {why}",
+          "The supervisor in the sandbox's container {} cannot be reached: {why}",
           started.id
         )));
       }
@@ -380,18 +380,15 @@ impl DockerHost {
     }
   }
 
+  /// Removes the container this sandbox started or found. One that never got that far
+  /// has nothing of its own to remove (and needs no engine to say so).
   async fn destroy_now(&self) -> Result<()> {
-    let docker = self.docker().await?;
-    let started = self.started.locked().take();
-    let started = match started {
-      Some(started) => started,
-      // Never started by this object: its container may still exist (same id).
-      None => match self.find(docker).await? {
-        Some(id) => self.existing(docker, &id).await?.0,
-        None => return Ok(()),
-      },
+    let Some(started) = self.started.locked().clone() else {
+      return Ok(());
     };
-    remove_container(&self.connection, docker, &started.id).await?;
+    // On failure it stays: a later destroy() tries again.
+    remove_container(&self.connection, self.docker().await?, &started.id).await?;
+    *self.started.locked() = None;
     let _ = std::fs::remove_dir_all(&started.socket_dir);
     Ok(())
   }

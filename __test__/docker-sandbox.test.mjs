@@ -3,7 +3,9 @@
 // the container, destroy removes it; a missing image and an unreachable engine are typed
 // errors, not hangs; the container of a Node process that died is swept.
 import { spawn as spawnChild } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js'
 import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
@@ -195,6 +197,33 @@ describeDocker('DockerSandbox on the local engine', () => {
       expect((await box.executeCommand('grep NoNewPrivs /proc/self/status')).stdout).toBe('NoNewPrivs:\t1\n')
     } finally {
       await box.destroy()
+    }
+  })
+
+  it("applies @mastra/docker's container options: volumes, limits, read-only root, tmpfs, ulimits, env, workingDir", async () => {
+    const hostDir = mkdtempSync(path.join(os.tmpdir(), 'docker-sandbox-volume-'))
+    const box = sandbox({
+      volumes: { [hostDir]: '/data' },
+      workingDir: '/data',
+      readonlyRootfs: true,
+      memory: 64 * 1024 * 1024,
+      pidsLimit: 32,
+      tmpfs: { '/scratch': 'size=1m' },
+      ulimits: [{ name: 'nofile', soft: 100, hard: 200 }],
+      env: { FROM_ENV: 'yes' },
+    })
+    try {
+      const result = await box.executeCommand(
+        // cgroup v2 or v1, whichever the engine's host has.
+        'cg() { cat /sys/fs/cgroup/$1 2>/dev/null || cat /sys/fs/cgroup/$2; }; ' +
+          'echo written > f; pwd; cg memory.max memory/memory.limit_in_bytes; cg pids.max pids/pids.max; ulimit -n; ulimit -Hn; echo $FROM_ENV; df -k /scratch | tail -1 | tr -s " " | cut -d" " -f2; touch /rootfile',
+      )
+      expect(result.stdout).toBe(`/data\n${64 * 1024 * 1024}\n32\n100\n200\nyes\n1024\n`)
+      expect(result.stderr).toBe('touch: /rootfile: Read-only file system\n')
+      expect(readFileSync(path.join(hostDir, 'f'), 'utf8')).toBe('written\n')
+    } finally {
+      await box.destroy()
+      rmSync(hostDir, { recursive: true, force: true })
     }
   })
 

@@ -88,6 +88,25 @@ pub async fn call<T>(
   }
 }
 
+/// [`call`] for a request whose refusal, when `done` says so of its status and message,
+/// means what it asks for is already the case (a container already stopped, or gone).
+pub async fn call_unless_done(
+  connection: &Connection,
+  what: &str,
+  done: impl Fn(u16, &str) -> bool,
+  request: impl Future<Output = std::result::Result<(), bollard::errors::Error>>,
+) -> Result<()> {
+  let tolerant = async move {
+    match request.await {
+      Err(error) if refusal(&error).is_some_and(|(status, message)| done(status, message)) => {
+        Ok(())
+      }
+      other => other,
+    }
+  };
+  call(connection, what, tolerant).await
+}
+
 /// The engine's status code and message, when it answered with an error.
 pub fn refusal(error: &bollard::errors::Error) -> Option<(u16, &str)> {
   match error {

@@ -19,7 +19,7 @@ use native_workspace_core::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
-use crate::engine::{Connection, call, refusal};
+use crate::engine::{Connection, call, call_unless_done};
 use crate::{OWNER_LABEL, SANDBOX_LABEL};
 
 /// Where the host directory holding the keeper's socket is mounted in the container.
@@ -270,10 +270,14 @@ impl DockerHost {
 
   async fn start_container(&self, docker: &Docker, id: &str) -> Result<()> {
     let started = docker.start_container(id, None::<StartContainerOptions>);
-    match call(&self.connection, "starting the container", started).await {
-      Err(CoreError::Engine(message)) if message.contains("already started") => Ok(()),
-      other => other,
-    }
+    // 304: already started.
+    call_unless_done(
+      &self.connection,
+      "starting the container",
+      |status, _| status == 304,
+      started,
+    )
+    .await
   }
 
   /// Why the container's keeper does not answer, if the container says: it is not running.
@@ -343,6 +347,11 @@ impl DockerHost {
         (started, StartOutcome::Connected)
       }
       None => {
+        // One removed from outside leaves its socket directory behind.
+        let previous = self.started.locked().take();
+        if let Some(previous) = previous {
+          let _ = std::fs::remove_dir_all(&previous.socket_dir);
+        }
         let started = self.create(docker).await?;
         if let Err(error) = self.start_container(docker, &started.id).await {
           self.remove(docker, &started).await;
@@ -363,21 +372,15 @@ impl DockerHost {
     let options = StopContainerOptionsBuilder::default()
       .t(STOP_GRACE_SECONDS)
       .build();
-    match call(
+    // 304: already stopped; 404: removed from outside. Either way nothing runs in it.
+    let stopped = docker.stop_container(&started.id, Some(options));
+    call_unless_done(
       &self.connection,
       "stopping the container",
-      docker.stop_container(&started.id, Some(options)),
+      |status, _| matches!(status, 304 | 404),
+      stopped,
     )
     .await
-    {
-      // Already stopped, or removed from outside: either way nothing runs in it.
-      Err(CoreError::Engine(message))
-        if message.contains("No such container") || message.contains("not running") =>
-      {
-        Ok(())
-      }
-      other => other,
-    }
   }
 
   /// Removes the container this sandbox started or found. One that never got that far
@@ -413,21 +416,8 @@ pub(crate) async fn remove_container(
     .v(true)
     .build();
   let removed = docker.remove_container(id, Some(options));
-  match tokio::time::timeout(crate::engine::CALL_TIMEOUT, removed).await {
-    Ok(Err(error))
-      if refusal(&error).is_some_and(|(status, message)| {
-        status == 404 || message.contains("is already in progress")
-      }) =>
-    {
-      Ok(())
-    }
-    other => {
-      call(connection, "removing the container", async move {
-        other.unwrap_or_else(|_| Err(bollard::errors::Error::RequestTimeoutError))
-      })
-      .await
-    }
-  }
+  let gone = |status, message: &str| status == 404 || message.contains("is already in progress");
+  call_unless_done(connection, "removing the container", gone, removed).await
 }
 
 impl ContainerHost for DockerHost {

@@ -149,6 +149,46 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
+  it('a container stopped from outside fails the next command with a typed error; the one after starts it again', async () => {
+    const box = sandbox()
+    try {
+      await box.executeCommand('echo kept > /tmp/kept')
+      const container = await containerOf(box)
+      await engineJson(local, 'POST', `/containers/${container.Id}/stop?t=5`)
+      const started = Date.now()
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.code).toBe('ENGINE_ERROR')
+      expect(error.message).toContain(`The supervisor in the sandbox's container ${container.Id} cannot be reached: the container is exited`)
+      expect(box.status).toBe('error')
+      expect((await box.executeCommand('cat /tmp/kept')).stdout).toBe('kept\n')
+      expect(box.status).toBe('running')
+      expect((await containerOf(box)).Id).toBe(container.Id)
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a container removed from outside is detected; a later start makes a new one', async () => {
+    const box = sandbox()
+    try {
+      await box.start()
+      const container = await containerOf(box)
+      const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
+      await engineJson(local, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(error.code).toBe('ENGINE_ERROR')
+      expect(error.message).toContain('No such container')
+      expect(await box.start()).toEqual({ outcome: 'created' })
+      expect((await containerOf(box)).Id).not.toBe(container.Id)
+      expect(existsSync(socketDir)).toBe(false)
+      expect((await box.executeCommand('echo new')).stdout).toBe('new\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
   it('a second sandbox with the same id reaches the same container', async () => {
     const first = sandbox()
     const second = sandbox({ id: first.id })
@@ -249,6 +289,9 @@ describeDocker('DockerSandbox on the local engine', () => {
     expect(error).toBeInstanceOf(SandboxError)
     expect(error.code).toBe('ENGINE_UNREACHABLE')
     expect(error.message).toContain('Cannot reach the Docker engine at unix:///run/native-workspace-docker/no-such-engine.sock')
+    // Nothing was made: destroying needs no engine.
+    await box.destroy()
+    expect(box.status).toBe('destroyed')
   })
 
   it("sweeps the container of a Node process that was SIGKILLed at another process's first start", async () => {

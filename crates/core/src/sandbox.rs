@@ -664,7 +664,16 @@ impl Sandbox {
     if self.status() != Status::Running {
       return Err(not_ready());
     }
-    let init = self.restart_init(&one).await?;
+    let init = match self.restart_init(&one).await {
+      Ok(init) => init,
+      Err(error) => {
+        if self.container.is_some() {
+          // Stopped or removed from outside (or its engine restarted): not running any more.
+          self.lifecycle.lost(&error);
+        }
+        return Err(error);
+      }
+    };
     // A stop or destroy that began meanwhile has not seen this init: it goes now.
     if self.status() != Status::Running {
       self.shutdown_init().await;

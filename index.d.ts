@@ -265,6 +265,8 @@ export interface NativeDockerOptions {
   socketPath?: string
   /** `DOCKER_HOST` as the process had it. */
   dockerHost?: string
+  /** `dockerOptions.timeout`: milliseconds one engine call may take. */
+  engineTimeout?: number
   onStart?: (outcome: string) => Promise<void>
   onStop?: (unused: string) => Promise<void>
   onDestroy?: (unused: string) => Promise<void>

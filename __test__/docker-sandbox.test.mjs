@@ -4,6 +4,7 @@
 // errors, not hangs; the container of a Node process that died is swept.
 import { spawn as spawnChild } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -294,6 +295,26 @@ describeDocker('DockerSandbox on the local engine', () => {
     expect(box.status).toBe('destroyed')
   })
 
+  it('an engine that does not answer is ENGINE_UNREACHABLE once dockerOptions.timeout has passed, not a hang', async () => {
+    const socketPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'silent-engine-')), 'docker.sock')
+    const held = []
+    const silent = net.createServer((connection) => held.push(connection))
+    await new Promise((resolve) => silent.listen(socketPath, resolve))
+    try {
+      const box = sandbox({ dockerOptions: { socketPath, timeout: 300 } })
+      const started = Date.now()
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(error.code).toBe('ENGINE_UNREACHABLE')
+      expect(error.message).toBe(`The Docker engine at unix://${socketPath} did not answer the version negotiation within 300 ms`)
+      expect(held.length).toBeGreaterThan(0)
+    } finally {
+      for (const connection of held) connection.destroy()
+      await new Promise((resolve) => silent.close(resolve))
+      rmSync(path.dirname(socketPath), { recursive: true, force: true })
+    }
+  })
+
   it("sweeps the container of a Node process that was SIGKILLed at another process's first start", async () => {
     const script = (id) => `
       const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
@@ -346,6 +367,7 @@ describe('DockerSandbox options', () => {
       [{ timeout: -1 }, 'timeout'],
       [{ dockerOptions: { host: '10.0.0.1', port: 2375 } }, 'dockerOptions.host'],
       [{ dockerOptions: { socketPath: 7 } }, 'dockerOptions.socketPath'],
+      [{ dockerOptions: { timeout: 'soon' } }, 'dockerOptions.timeout'],
     ]
     for (const [options, name] of bad) {
       let error

@@ -74,7 +74,7 @@ function fail(name) {
 
 /**
  * `dockerOptions` (dockerode's connection settings): a local engine's `socketPath`, else
- * `DOCKER_HOST`, else the default socket. Remote engines (`host`, `protocol`, TLS) are not
+ * `DOCKER_HOST`, else the default socket; `timeout` bounds each engine call. Remote engines (`host`, `protocol`, TLS) are not
  * supported yet, and are refused rather than ignored.
  */
 function connectionOf(dockerOptions) {
@@ -86,7 +86,12 @@ function connectionOf(dockerOptions) {
       )
     }
   }
-  return { socketPath: check.string(d.socketPath, 'dockerOptions.socketPath'), dockerHost: process.env.DOCKER_HOST }
+  return {
+    socketPath: check.string(d.socketPath, 'dockerOptions.socketPath'),
+    dockerHost: process.env.DOCKER_HOST,
+    // Per engine call, as dockerode's per request (default 30 s here, none in dockerode).
+    engineTimeout: check.duration(d.timeout, 'dockerOptions.timeout'),
+  }
 }
 
 /** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */

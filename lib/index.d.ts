@@ -532,6 +532,8 @@ export interface LocalSandbox extends MastraComponent {}
 export interface DockerConnectionOptions {
   /** The engine's unix socket; else `DOCKER_HOST` (`unix://…`), else `/var/run/docker.sock`. */
   socketPath?: string
+  /** Milliseconds each engine call may take (default 30000); past it, `ENGINE_UNREACHABLE`. */
+  timeout?: number
   [option: string]: unknown
 }
 

@@ -47,6 +47,8 @@ pub struct NativeDockerOptions {
   pub socket_path: Option<String>,
   /// `DOCKER_HOST` as the process had it.
   pub docker_host: Option<String>,
+  /// `dockerOptions.timeout`: milliseconds one engine call may take.
+  pub engine_timeout: Option<f64>,
   #[napi(ts_type = "(outcome: string) => Promise<void>")]
   pub on_start: Option<JsHook>,
   #[napi(ts_type = "(unused: string) => Promise<void>")]
@@ -64,10 +66,13 @@ pub struct NativeUlimit {
 
 /// The core sandbox of a `DockerSandbox`: nothing is created until its start.
 pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
-  let connection = Connection::from_settings(
+  let mut connection = Connection::from_settings(
     options.socket_path.as_deref(),
     options.docker_host.as_deref(),
   )?;
+  if let Some(limit) = timeout(options.engine_timeout, "dockerOptions.timeout")? {
+    connection.timeout = limit;
+  }
   let working_directory = PathBuf::from(&options.working_dir);
   let spec = ContainerSpec {
     id: options.id.clone(),

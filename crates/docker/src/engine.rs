@@ -7,14 +7,16 @@ use std::time::Duration;
 use bollard::Docker;
 use native_workspace_core::{CoreError, Result};
 
-/// How long one engine call may take (a container start included) before it is an error.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one engine call may take (a container start included) unless told otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the engine listens. Only a local engine on a unix socket for now: the keeper's
 /// socket must be a file both this process and the container see.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Connection {
   pub socket: PathBuf,
+  /// How long one engine call may take before it is an error.
+  pub timeout: Duration,
 }
 
 impl Connection {
@@ -28,18 +30,12 @@ impl Connection {
           "dockerOptions.socketPath must be a non-empty path".into(),
         ));
       }
-      return Ok(Connection {
-        socket: PathBuf::from(path),
-      });
+      return Ok(Connection::at(path));
     }
     match docker_host.filter(|h| !h.is_empty()) {
-      None => Ok(Connection {
-        socket: PathBuf::from("/var/run/docker.sock"),
-      }),
+      None => Ok(Connection::at("/var/run/docker.sock")),
       Some(host) => match host.strip_prefix("unix://") {
-        Some(path) if !path.is_empty() => Ok(Connection {
-          socket: PathBuf::from(path),
-        }),
+        Some(path) if !path.is_empty() => Ok(Connection::at(path)),
         _ => Err(CoreError::InvalidOption(format!(
           "DOCKER_HOST {host:?} is not supported: DockerSandbox reaches only a local engine on a unix socket (unix:///path)"
         ))),
@@ -47,11 +43,19 @@ impl Connection {
     }
   }
 
+  fn at(socket: &str) -> Connection {
+    Connection {
+      socket: PathBuf::from(socket),
+      timeout: DEFAULT_CALL_TIMEOUT,
+    }
+  }
+
   /// A client of the engine, at the API version both speak.
   pub async fn client(&self) -> Result<Docker> {
     let docker = Docker::connect_with_unix(
       &self.socket.to_string_lossy(),
-      CALL_TIMEOUT.as_secs(),
+      // Whole seconds here; `call` holds each request to the exact deadline.
+      self.timeout.as_secs().max(1),
       bollard::API_DEFAULT_VERSION,
     )
     .map_err(|e| self.unreachable(&e))?;
@@ -67,18 +71,18 @@ impl Connection {
   }
 }
 
-/// Runs one engine call within [`CALL_TIMEOUT`]. The engine's refusals keep its message;
+/// Runs one engine call within the connection's timeout. The engine's refusals keep its message;
 /// a failure to talk to it at all is `EngineUnreachable`.
 pub async fn call<T>(
   connection: &Connection,
   what: &str,
   request: impl Future<Output = std::result::Result<T, bollard::errors::Error>>,
 ) -> Result<T> {
-  match tokio::time::timeout(CALL_TIMEOUT, request).await {
+  match tokio::time::timeout(connection.timeout, request).await {
     Err(_) => Err(CoreError::EngineUnreachable(format!(
-      "The Docker engine at unix://{} did not answer {what} within {} s",
+      "The Docker engine at unix://{} did not answer {what} within {} ms",
       connection.socket.display(),
-      CALL_TIMEOUT.as_secs()
+      connection.timeout.as_millis()
     ))),
     Ok(Ok(value)) => Ok(value),
     Ok(Err(error)) => Err(match refusal(&error) {

@@ -8,7 +8,9 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js'
+import { createRequire } from 'node:module'
+import { createWorkspaceTools, DockerSandbox, SandboxError, SandboxOptionError, Workspace } from '../lib/index.js'
+import * as esm from '../lib/index.mjs'
 import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 
 const RUN = `docker-sandbox-${process.pid}`
@@ -346,6 +348,20 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
+  it("is a Workspace's sandbox: the execute_command tool runs in the container", async () => {
+    const box = sandbox()
+    const workspace = new Workspace({ sandbox: box })
+    try {
+      const tools = await createWorkspaceTools(workspace)
+      const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-the-tool; tr "\\0" " " < /proc/1/cmdline' }, {})
+      expect(text).toContain('from-the-tool')
+      expect(text).toContain('/.native-workspace-keeper --listen')
+    } finally {
+      await workspace.destroy()
+    }
+    expect(box.status).toBe('destroyed')
+  })
+
   it('leaves nothing labelled behind', async () => {
     expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
   })
@@ -379,6 +395,12 @@ describe('DockerSandbox options', () => {
       expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
       expect(error.message, JSON.stringify(options)).toContain(name)
     }
+  })
+
+  it('is exported from the package, CommonJS and ESM alike', () => {
+    const cjs = createRequire(import.meta.url)('../lib/index.js')
+    expect(cjs.DockerSandbox).toBe(DockerSandbox)
+    expect(esm.DockerSandbox).toBe(DockerSandbox)
   })
 
   it("has @mastra/docker's defaults and shape", () => {

@@ -108,7 +108,12 @@ fn listen(path: &str) -> RawFd {
     for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
       *dst = src as libc::c_char;
     }
-    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    // Non-blocking: a client gone between the poll and the accept must not hold PID 1.
+    let fd = libc::socket(
+      libc::AF_UNIX,
+      libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+      0,
+    );
     if fd < 0 {
       fail("create a socket for");
     }

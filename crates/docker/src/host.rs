@@ -473,6 +473,14 @@ fn new_socket_dir() -> Result<PathBuf> {
   // SAFETY: getrandom fills the buffer it is given.
   unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
   let dir = root.join(seed.iter().map(|b| format!("{b:02x}")).collect::<String>());
+  // A unix socket's path has room for 107 bytes.
+  let socket = dir.join(SOCKET_NAME);
+  if socket.as_os_str().len() > 107 {
+    return Err(CoreError::InvalidOption(format!(
+      "The keeper's socket path {} is longer than a unix socket allows (107 bytes): set a shorter XDG_RUNTIME_DIR or TMPDIR",
+      socket.display()
+    )));
+  }
   std::fs::create_dir(&dir)
     .map_err(|e| CoreError::io(format!("Cannot create {}", dir.display()), e))?;
   open_to_container(&dir)?;

@@ -131,6 +131,36 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
+  it('an abort kills the tree; output is bounded; stdin reaches a spawned process; leftovers are tracked', async () => {
+    const box = sandbox()
+    try {
+      const container = await containerOf(await box.start().then(() => box))
+      const controller = new AbortController()
+      setTimeout(() => controller.abort(), 200)
+      const aborted = await box.executeCommand('sleep 303 & sleep 304', [], { abortSignal: controller.signal })
+      expect(aborted).toMatchObject({ success: false, killed: true })
+      const sleeping = async () => (await processesIn(container)).filter((p) => /^sleep 30[34]$/.test(p))
+      expect(await eventually(async () => (await sleeping()).length === 0)).toBe(true)
+
+      const bounded = await box.executeCommand('yes | head -c 100000', [], { maxRetainedBytes: 1000 })
+      expect(bounded.stdout.length).toBe(1000)
+      expect(bounded).toMatchObject({ exitCode: 0, stdoutTruncated: true, stdoutDroppedBytes: 99_000 })
+
+      const cat = await box.processes.spawn('cat')
+      await cat.sendStdin('through the pipe\n')
+      await cat.closeStdin()
+      expect(await cat.wait()).toMatchObject({ exitCode: 0, stdout: 'through the pipe\n' })
+
+      const left = await box.executeCommand('sleep 305 &')
+      expect(left.exitCode).toBe(0)
+      expect(left.leftRunning.command).toMatch(/^sleep 305 .*\(left running by: sleep 305 &\)$/)
+      expect(await box.processes.kill(left.leftRunning.pid)).toBe(true)
+      expect(await eventually(async () => !(await processesIn(container)).includes('sleep 305'))).toBe(true)
+    } finally {
+      await box.destroy()
+    }
+  })
+
   it('stop stops the container (its processes die); a command or start() brings it back', async () => {
     const box = sandbox()
     try {

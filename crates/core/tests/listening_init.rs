@@ -1,6 +1,7 @@
 //! The keeper as a container's init (`--listen`): it serves each connection with the same
 //! protocol, a connection that closes takes only its own commands along, the init lives on
-//! for the next one, and a SIGTERM (a container stop) ends it and everything it runs.
+//! for the next one, a SIGTERM (a container stop) ends it and everything it runs, and its
+//! own commands cannot connect to it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -185,4 +186,19 @@ async fn a_stale_socket_from_a_previous_run_is_replaced() {
   };
   let init = keeper.connect().await;
   assert_eq!(run(&init, "echo fresh").await, "fresh\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_drive_its_own_init() {
+  let keeper = Listening::start("own-tree");
+  let init = keeper.connect().await;
+  // A command of the init connects to the init's socket: it is closed on it, unanswered.
+  let client = r#"const s = require("net").connect(process.argv[1]); let got = ""; s.on("data", (d) => (got += d)); s.on("close", () => console.log("got[" + got + "]")); s.on("error", (e) => console.log("error " + e.code)); setTimeout(() => { console.log("got[" + got + "] and still open"); process.exit() }, 3000).unref()"#;
+  let socket = keeper.dir.join("sock");
+  let command = format!("node -e '{client}' {}", socket.display());
+  assert_eq!(run(&init, &command).await, "got[]\n");
+  // The host still can, and its connection still works.
+  let again = keeper.connect().await;
+  assert_eq!(run(&again, "echo still served").await, "still served\n");
+  assert_eq!(run(&init, "echo first too").await, "first too\n");
 }

@@ -31,8 +31,8 @@
 //! container (its PID 1). It listens on a unix socket (in a directory the host shares with
 //! the container) and serves each connection as above, `R` first: a connection closing
 //! kills the trees of its own commands only, and the init goes on serving the next one, so
-//! a host can reattach. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and
-//! end it.
+//! a host can reattach. A connection from one of its own descendants (a command) is closed
+//! unanswered. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
 
 use std::ffi::CString;
 use std::io;
@@ -248,12 +248,79 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
           libc::SOCK_CLOEXEC,
         )
       };
-      if fd >= 0 {
+      if fd >= 0 && !from_own_tree(fd) {
+        bound_reads(fd);
         write_all(fd, &[native_workspace_core::init::READY]);
         connections.push(Connection::new(fd));
+      } else if fd >= 0 {
+        close(fd);
       }
     }
   }
+}
+
+/// Whether the process at the other end of `socket` is one of the init's own descendants
+/// (a command, or something it started). The socket is reachable from inside the
+/// container; commands must not drive their own init. The host is outside the container's
+/// pid namespace, where the kernel gives its pid as 0.
+fn from_own_tree(socket: RawFd) -> bool {
+  // SAFETY: ucred is plain data.
+  let mut cred: libc::ucred = unsafe { mem::zeroed() };
+  let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+  // SAFETY: SO_PEERCRED fills a ucred of the given size.
+  let got = unsafe {
+    libc::getsockopt(
+      socket,
+      libc::SOL_SOCKET,
+      libc::SO_PEERCRED,
+      (&mut cred as *mut libc::ucred).cast(),
+      &mut len,
+    )
+  };
+  if got != 0 {
+    return true; // unknown: refused
+  }
+  let me = std::process::id() as libc::pid_t;
+  let mut pid = cred.pid;
+  // Up the parents; a process's parent has existed at least as long as it has.
+  for _ in 0..4096 {
+    if pid == me {
+      return true;
+    }
+    if pid <= 1 {
+      return false;
+    }
+    let Some(parent) = parent_of(pid) else {
+      return false;
+    };
+    pid = parent;
+  }
+  true
+}
+
+fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  // After the command name, which may hold spaces and parentheses: state, then ppid.
+  stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+/// A request, once it begins, arrives whole within seconds: a client that stalls midway
+/// must not hold the init, which serves everyone from one thread.
+fn bound_reads(socket: RawFd) {
+  let limit = libc::timeval {
+    tv_sec: 5,
+    tv_usec: 0,
+  };
+  // SAFETY: setting a socket option from a valid struct.
+  unsafe {
+    libc::setsockopt(
+      socket,
+      libc::SOL_SOCKET,
+      libc::SO_RCVTIMEO,
+      (&limit as *const libc::timeval).cast(),
+      mem::size_of::<libc::timeval>() as libc::socklen_t,
+    )
+  };
 }
 
 /// The init's own descriptors, which a supervisor closes.

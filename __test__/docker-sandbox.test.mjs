@@ -406,6 +406,7 @@ describe('DockerSandbox options', () => {
       [{ pidsLimit: 'many' }, 'pidsLimit'],
       [{ privileged: 'yes' }, 'privileged'],
       [{ capDrop: 'ALL' }, 'capDrop'],
+      [{ command: 'sleep infinity' }, 'command'],
       [{ labels: { a: 1 } }, 'labels.a'],
       [{ volumes: { '/host': 'relative' } }, "volumes['/host']"],
       [{ ulimits: [{ name: 'nofile', soft: 1 }] }, 'ulimits[0].hard'],

@@ -9,7 +9,6 @@ const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 
 const DEFAULT_IMAGE = 'node:22-slim'
-const DEFAULT_COMMAND = Object.freeze(['sleep', 'infinity'])
 const DEFAULT_TIMEOUT = 300_000
 const DEFAULT_WORKING_DIR = '/workspace'
 /** Processes of a container unless `pidsLimit` says otherwise (a fork bomb stops there). */
@@ -111,13 +110,14 @@ function containerOptions(options) {
     absolutePath(host, 'a host path of volumes')
     absolutePath(inside, `volumes['${host}']`)
   }
+  // `command` kept the container running; the supervisor, its PID 1, does that here.
+  check.stringArray(options.command, 'command')
   const image = check.string(options.image, 'image') ?? DEFAULT_IMAGE
   if (image === '') throw new SandboxOptionError('image must be a non-empty image reference')
   return {
     id,
     name: containerName(check.string(options.name, 'name') ?? id),
     image,
-    command: options.command === undefined ? DEFAULT_COMMAND : Object.freeze([...check.stringArray(options.command, 'command')]),
     env: check.env(options.env, 'env'),
     workingDir,
     labels: stringMap(options.labels, 'labels') ?? {},
@@ -164,8 +164,7 @@ class DockerSandbox {
       }
       this.#instructions = instructions
       this.#lifecycle = new SandboxLifecycle(this, options)
-      const { command, ...nativeOptions } = this.#options
-      this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...nativeOptions, ...this.#lifecycle.nativeHooks() }))
+      this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...this.#options, ...this.#lifecycle.nativeHooks() }))
     })
     this.name = 'DockerSandbox'
     this.provider = 'docker'

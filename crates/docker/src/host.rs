@@ -93,15 +93,6 @@ impl DockerHost {
     }
   }
 
-  pub fn connection(&self) -> &Connection {
-    &self.connection
-  }
-
-  /// The container's id once the sandbox has started.
-  pub fn container_id(&self) -> Option<String> {
-    self.started.locked().as_ref().map(|s| s.id.clone())
-  }
-
   async fn docker(&self) -> Result<&Docker> {
     self
       .docker

@@ -3,7 +3,7 @@
 // the container, destroy removes it; a missing image and an unreachable engine are typed
 // errors, not hangs; the container of a Node process that died is swept.
 import { spawn as spawnChild } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -50,6 +50,13 @@ async function eventually(check) {
   }
   return value
 }
+
+/** The host directories of keeper sockets (one per container), see crates/docker/src/host.rs. */
+const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
+  ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
+  : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)
+const socketDirs = () => (existsSync(SOCKET_ROOT) ? readdirSync(SOCKET_ROOT) : [])
+const socketDirsBefore = socketDirs()
 
 describeDocker('DockerSandbox on the local engine', () => {
   afterAll(async () => {
@@ -352,6 +359,7 @@ describeDocker('DockerSandbox on the local engine', () => {
       const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
       const box = new DockerSandbox(${JSON.stringify({ id, image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })})
       box.start().then(() => console.log('started'), (e) => { console.error(e); process.exit(1) })
+      process.on('SIGTERM', () => box.destroy().then(() => process.exit(0)))
       setInterval(() => {}, 1000)`
     const runChild = (id, untilStarted) =>
       new Promise((resolve, reject) => {
@@ -373,7 +381,10 @@ describeDocker('DockerSandbox on the local engine', () => {
     try {
       expect(await containerOf({ id: dead })).toBeUndefined()
     } finally {
-      next.kill('SIGKILL')
+      const exited = new Promise((resolve) => next.on('exit', resolve))
+      next.kill('SIGTERM')
+      expect(await exited).toBe(0)
+      expect(await labelledLeftovers(local, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
       await removeLabelled(local, SWEPT)
     }
   })
@@ -392,8 +403,9 @@ describeDocker('DockerSandbox on the local engine', () => {
     expect(box.status).toBe('destroyed')
   })
 
-  it('leaves nothing labelled behind', async () => {
+  it('leaves nothing labelled behind, and no socket directory on the host', async () => {
     expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+    expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
   })
 })
 

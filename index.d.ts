@@ -50,6 +50,11 @@ export declare class NativeLocalFs {
 
 export declare class NativeLocalSandbox {
   constructor(options: NativeSandboxOptions)
+  /**
+   * A sandbox in a Docker container (see `crate::docker_sandbox`): the same engine, its
+   * init the container's PID 1.
+   */
+  static docker(options: NativeDockerOptions): NativeLocalSandbox
   /** Workspace paths kept read-only for commands under isolation. */
   get protectedPaths(): Array<string>
   get id(): string
@@ -232,6 +237,41 @@ export interface NativeCommandOptions {
   abort?: NativeAbortToken
 }
 
+export interface NativeDockerOptions {
+  id: string
+  name: string
+  image: string
+  env: Record<string, string>
+  workingDir: string
+  labels: Record<string, string>
+  volumes: Record<string, string>
+  network?: string
+  privileged: boolean
+  memory?: number
+  memorySwap?: number
+  cpuShares?: number
+  cpuQuota?: number
+  cpuPeriod?: number
+  pidsLimit?: number
+  readonlyRootfs?: boolean
+  capDrop?: Array<string>
+  capAdd?: Array<string>
+  securityOpt?: Array<string>
+  ulimits?: Array<NativeUlimit>
+  tmpfs?: Record<string, string>
+  /** Default timeout of `executeCommand`, in milliseconds. */
+  timeout?: number
+  /** `dockerOptions.socketPath`. */
+  socketPath?: string
+  /** `DOCKER_HOST` as the process had it. */
+  dockerHost?: string
+  /** `dockerOptions.timeout`: milliseconds one engine call may take. */
+  engineTimeout?: number
+  onStart?: (outcome: string) => Promise<void>
+  onStop?: (unused: string) => Promise<void>
+  onDestroy?: (unused: string) => Promise<void>
+}
+
 export interface NativeExecutionResult {
   success: boolean
   exitCode: number
@@ -367,6 +407,12 @@ export interface NativeSandboxOptions {
   /** Seeds an empty working directory when `checkpointName` has no checkpoint yet. */
   seedCheckpointName?: string
   checkpointsDirectory?: string
+}
+
+export interface NativeUlimit {
+  name: string
+  soft: number
+  hard: number
 }
 
 /** How `writeFile` writes. */

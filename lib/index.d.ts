@@ -528,6 +528,103 @@ export interface MastraComponent {
 }
 export interface LocalSandbox extends MastraComponent {}
 
+/** `dockerOptions`: a local engine's socket (remote engines are refused for now). */
+export interface DockerConnectionOptions {
+  /** The engine's unix socket; else `DOCKER_HOST` (`unix://…`), else `/var/run/docker.sock`. */
+  socketPath?: string
+  /** Milliseconds each engine call may take (default 30000); past it, `ENGINE_UNREACHABLE`. */
+  timeout?: number
+  [option: string]: unknown
+}
+
+/** The options of `@mastra/docker`'s `DockerSandbox` (0.3.0). */
+export interface DockerSandboxOptions {
+  /** Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`. */
+  id?: string
+  /** The container's name (made valid for Docker); default the id. */
+  name?: string
+  /** Default `node:22-slim`. It is not pulled: it must be on the engine. */
+  image?: string
+  /** Accepted for compatibility: the container's PID 1 is this package's supervisor, which keeps it running. */
+  command?: string[]
+  env?: Record<string, string | undefined>
+  /** Host path → container path (bind mounts). */
+  volumes?: Record<string, string>
+  network?: string
+  privileged?: boolean
+  memory?: number
+  memorySwap?: number
+  cpuShares?: number
+  cpuQuota?: number
+  cpuPeriod?: number
+  /** Default 4096. */
+  pidsLimit?: number
+  readonlyRootfs?: boolean
+  /** Default `['ALL']` (with `capAdd` the capabilities a shell needs) unless `capDrop` or `capAdd` is given. */
+  capDrop?: string[]
+  capAdd?: string[]
+  /** Default `['no-new-privileges']` (none when privileged). */
+  securityOpt?: string[]
+  ulimits?: { name: string; soft: number; hard: number }[]
+  tmpfs?: Record<string, string>
+  /** Default timeout of `executeCommand` in ms (default 300000). */
+  timeout?: number
+  /** Default `/workspace`. */
+  workingDir?: string
+  /** Wins over `workingDir`. */
+  workingDirectory?: string
+  labels?: Record<string, string>
+  dockerOptions?: DockerConnectionOptions
+  instructions?: string | ((context: InstructionsContext) => string)
+  onStart?: (event: { sandbox: DockerSandbox; outcome: 'created' | 'connected' }) => void | Promise<void>
+  onStop?: (event: { sandbox: DockerSandbox }) => void | Promise<void>
+  onDestroy?: (event: { sandbox: DockerSandbox }) => void | Promise<void>
+}
+
+/**
+ * Runs commands in a Docker container whose PID 1 is this package's supervisor: a command
+ * is a fork in the container, its process tree dies on kill, timeout, abort or stop, and its
+ * output is bounded. An unreachable engine is a `SandboxError` `ENGINE_UNREACHABLE`, a
+ * missing image `IMAGE_NOT_FOUND`, another refusal of the engine `ENGINE_ERROR`.
+ */
+export declare class DockerSandbox {
+  constructor(options?: DockerSandboxOptions)
+  readonly id: string
+  readonly name: 'DockerSandbox'
+  readonly provider: 'docker'
+  readonly status: ProviderStatus
+  readonly error: string | undefined
+  readonly image: string
+  readonly workingDirectory: string
+  readonly timeout: number | undefined
+  readonly createdAt: Date
+  readonly supportsCheckpoints: false
+  readonly networking: undefined
+  readonly computer: undefined
+  readonly processes: SandboxProcessManager<DockerSandbox>
+  /** Creates the container (or finds it again by its label), starts it, reaches its supervisor. */
+  start(): Promise<{ outcome: 'created' | 'connected' }>
+  /** Kills every process and stops the container. */
+  stop(): Promise<void>
+  /** Kills every process and removes the container with its anonymous volumes. */
+  destroy(): Promise<void>
+  _start(): Promise<{ outcome: 'created' | 'connected' }>
+  _stop(): Promise<void>
+  _destroy(): Promise<void>
+  ensureRunning(): Promise<void>
+  /** @deprecated use `status === 'running'` */
+  isReady(): boolean
+  executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
+  spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
+  setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
+  getEnv(): Record<string, string>
+  setOnStart(update: (previous: DockerSandboxOptions['onStart']) => DockerSandboxOptions['onStart']): void
+  getInfo(): SandboxInfo
+  getInstructions(options?: { requestContext?: unknown }): string
+  __setLogger(logger: DiagnosticsLogger | null): void
+}
+export interface DockerSandbox extends MastraComponent {}
+
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`

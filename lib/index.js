@@ -6,6 +6,7 @@
 const native = require('./native')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')
+const { DockerSandbox } = require('./docker-sandbox')
 const { ProcessHandle } = require('./process-handle')
 const { Workspace, callLifecycle } = require('./workspace')
 const { MastraSandbox } = require('./mastra-sandbox')
@@ -46,6 +47,7 @@ module.exports = {
   WORKSPACE_TOOLS,
   WORKSPACE_TOOLS_PREFIX,
   LocalSandbox,
+  DockerSandbox,
   LocalFilesystem,
   CompositeFilesystem,
   MastraFilesystem,

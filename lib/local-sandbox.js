@@ -5,8 +5,7 @@ const native = require('../index.js')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
-const { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart } = require('./process-manager')
-const { toResult } = require('./process-handle')
+const { LocalProcessManager, checkCommand, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager, LocalMounter, mountedAt } = require('./mounts')
 const { setLogger, packageLogger } = require('./logging')
@@ -298,22 +297,8 @@ class LocalSandbox {
    * Runs `command` (a shell string; `args` are quoted and appended) to completion with
    * stdin closed, and resolves with its result. A failing command resolves too.
    */
-  async executeCommand(command, args = [], options = {}) {
-    checkCommand(command)
-    check.stringArray(args, 'args')
-    const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
-    const { token, detach } = abortToken(signal)
-    try {
-      const nativeOptions = commandOptions(options, token)
-      // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
-      if (this.status !== 'running') await this.ensureRunning()
-      const startTime = Date.now()
-      const result = toResult(await translating(() => this.#native.executeCommand(command, args, nativeOptions)))
-      if (result.leftRunning) this.processes[noteStart](result.leftRunning.pid, startTime)
-      return result
-    } finally {
-      detach()
-    }
+  executeCommand(command, args = [], options = {}) {
+    return executeNative(this, () => this.#native, command, args, options)
   }
 
   /** Starts a long-running process (a server, watcher or worker) and returns its handle. */

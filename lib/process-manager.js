@@ -3,7 +3,7 @@ const { NativeAbortToken } = require('../index.js')
 const { translating } = require('./translate')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
-const { ProcessHandle, letGo, outputCallback } = require('./process-handle')
+const { ProcessHandle, letGo, outputCallback, toResult } = require('./process-handle')
 const { SandboxProcessManager, STEPS_OF_ITS_OWN } = require('./sandbox-process-manager')
 
 /**
@@ -195,4 +195,28 @@ class LocalProcessManager extends SandboxProcessManager {
   }
 }
 
-module.exports = { LocalProcessManager, abortToken, commandOptions, checkCommand, noteStart }
+/**
+ * `executeCommand` of a sandbox on the native engine (`LocalSandbox`, `DockerSandbox`):
+ * runs `command` (a shell string; `args` are quoted and appended) to completion with stdin
+ * closed, and resolves with its result; a failing command resolves too. `nativeOf()` gives
+ * the sandbox's native side, read once the sandbox runs.
+ */
+async function executeNative(sandbox, nativeOf, command, args, options) {
+  checkCommand(command)
+  check.stringArray(args, 'args')
+  const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
+  const { token, detach } = abortToken(signal)
+  try {
+    const nativeOptions = commandOptions(options, token)
+    // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
+    if (sandbox.status !== 'running') await sandbox.ensureRunning()
+    const startTime = Date.now()
+    const result = toResult(await translating(() => nativeOf().executeCommand(command, args, nativeOptions)))
+    if (result.leftRunning) sandbox.processes[noteStart](result.leftRunning.pid, startTime)
+    return result
+  } finally {
+    detach()
+  }
+}
+
+module.exports = { LocalProcessManager, checkCommand, executeNative }

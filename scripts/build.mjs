@@ -1,5 +1,6 @@
 // Builds the addon (napi) and the keeper binary, and puts the keeper next to the .node
-// file, where the addon looks for it. `--release` for an optimised build.
+// file, where the addon looks for it and from where containers get it. `--release` for
+// an optimised build.
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, chmodSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -10,7 +11,12 @@ const release = process.argv.includes('--release')
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' })
 
 run(join(root, 'node_modules', '.bin', 'napi'), ['build', '--platform', '--no-const-enum', ...(release ? ['--release'] : [])])
-run('cargo', ['build', '-p', 'native-workspace-core', '--bin', 'native-workspace-keeper', ...(release ? ['--release'] : [])])
+// Linked statically: the same binary is the init of containers, whose images may have no
+// C library at all (busybox, distroless), or another one (musl).
+run('cargo', [
+  'rustc', '-p', 'native-workspace-core', '--bin', 'native-workspace-keeper', ...(release ? ['--release'] : []),
+  '--', '-C', 'target-feature=+crt-static',
+])
 const keeper = join(root, 'target', release ? 'release' : 'debug', 'native-workspace-keeper')
 copyFileSync(keeper, join(root, 'native-workspace-keeper'))
 chmodSync(join(root, 'native-workspace-keeper'), 0o755)

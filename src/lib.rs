@@ -6,6 +6,7 @@
 //! lives in the core.
 
 mod abort_token;
+mod docker_sandbox;
 mod errors;
 mod isolation;
 mod js_callback;

@@ -1,4 +1,5 @@
-//! `NativeLocalSandbox`: the engine behind the exported `LocalSandbox` (lib/local-sandbox.js).
+//! `NativeLocalSandbox`: the engine behind the exported `LocalSandbox` (lib/local-sandbox.js)
+//! and, made by its `docker` factory, behind `DockerSandbox` (lib/docker-sandbox.js).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -327,11 +328,25 @@ impl NativeLocalSandbox {
       own_files: own_files(options.package_files.unwrap_or_default()),
       hooks,
       checkpoints,
+      container: None,
     })
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {
       inner: Arc::new(inner),
       protected_paths,
+    })
+  }
+
+  /// A sandbox in a Docker container (see `crate::docker_sandbox`): the same engine, its
+  /// init the container's PID 1.
+  #[napi(factory, catch_unwind)]
+  pub fn docker(
+    options: crate::docker_sandbox::NativeDockerOptions,
+  ) -> napi::Result<Self, ErrorCode> {
+    let inner = crate::docker_sandbox::docker_sandbox(options).map_err(sync_error)?;
+    Ok(NativeLocalSandbox {
+      inner: Arc::new(inner),
+      protected_paths: Vec::new(),
     })
   }
 

@@ -24,6 +24,14 @@ pub enum CoreError {
   /// A provider's own start, stop or destroy failed (its message).
   #[error("{0}")]
   ProviderFailed(String),
+  /// The container engine cannot be reached (the engine's or the system's message).
+  #[error("{0}")]
+  EngineUnreachable(String),
+  /// The container engine refused or failed a call (its message).
+  #[error("{0}")]
+  Engine(String),
+  #[error("Docker image '{image}' is not available: {message}")]
+  ImageNotFound { image: String, message: String },
   #[error("Isolation backend '{backend}' is not available: {reason}")]
   IsolationUnavailable { backend: String, reason: String },
   #[error("Working directory does not exist: {}", .0.display())]
@@ -71,6 +79,9 @@ impl CoreError {
       CoreError::NotReady(_) | CoreError::Destroyed => "NOT_READY",
       CoreError::HookFailed { .. } => "HOOK_FAILED",
       CoreError::ProviderFailed(_) => "PROVIDER_FAILED",
+      CoreError::EngineUnreachable(_) => "ENGINE_UNREACHABLE",
+      CoreError::Engine(_) => "ENGINE_ERROR",
+      CoreError::ImageNotFound { .. } => "IMAGE_NOT_FOUND",
       CoreError::IsolationUnavailable { .. } => "ISOLATION_UNAVAILABLE",
       CoreError::CwdNotFound(_) => "CWD_NOT_FOUND",
       CoreError::CwdNotDirectory(_) => "CWD_NOT_DIRECTORY",

@@ -37,7 +37,11 @@ const START_MESSAGE_BYTES: usize = 4096;
 
 pub struct Init {
   requests: Mutex<UnixStream>,
+  /// The init this process started; `None` for one reached through its socket (a
+  /// container's), or once shut down.
   child: Mutex<Option<tokio::process::Child>>,
+  /// Reached through its socket: alive while the socket is open and not shut down.
+  connected: Option<std::sync::atomic::AtomicBool>,
   kills: Arc<LimitKills>,
   /// Where a dropped init is reaped (see `Drop`).
   runtime: tokio::runtime::Handle,
@@ -223,10 +227,49 @@ impl Init {
     Ok(Init {
       requests: Mutex::new(ours),
       child: Mutex::new(Some(child)),
+      connected: None,
       kills,
       runtime: tokio::runtime::Handle::current(),
       _confinement: confinement,
     })
+  }
+
+  /// Reaches an init listening on `socket` (a container's PID 1, `--listen`) and waits
+  /// until it says it is ready. Its commands are killed when this connection closes; the
+  /// init itself lives on, and ends with its container.
+  pub async fn connect(socket: &Path) -> Result<Init> {
+    let stream = tokio::net::UnixStream::connect(socket)
+      .await
+      .and_then(|s| s.into_std())
+      .map_err(|e| {
+        CoreError::io(
+          format!(
+            "Cannot reach the sandbox supervisor at {}",
+            socket.display()
+          ),
+          e,
+        )
+      })?;
+    let (stream, ready) = wait_ready(stream).await;
+    if let Err(why) = ready {
+      return Err(CoreError::Spawn(io::Error::other(format!(
+        "the sandbox supervisor at {} did not answer: {why}",
+        socket.display()
+      ))));
+    }
+    Ok(Init {
+      requests: Mutex::new(stream),
+      child: Mutex::new(None),
+      connected: Some(std::sync::atomic::AtomicBool::new(true)),
+      kills: Arc::new(LimitKills::new(None)),
+      runtime: tokio::runtime::Handle::current(),
+      _confinement: Confinement::None,
+    })
+  }
+
+  /// Whether its commands see this host's files at the same paths (not a container's).
+  pub fn sees_host_files(&self) -> bool {
+    self.connected.is_none()
   }
 
   /// Kills made by the sandbox's limits (and its cgroup, when they need one).
@@ -235,6 +278,9 @@ impl Init {
   }
 
   pub fn is_alive(&self) -> bool {
+    if let Some(open) = &self.connected {
+      return open.load(std::sync::atomic::Ordering::Acquire) && peer_open(&self.requests.locked());
+    }
     match self.child.locked().as_mut() {
       Some(child) => matches!(child.try_wait(), Ok(None)),
       None => false,
@@ -245,6 +291,9 @@ impl Init {
   /// is left of its commands and exit; if it does not, it is killed.
   pub async fn shutdown(&self) {
     let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
+    if let Some(open) = &self.connected {
+      open.store(false, std::sync::atomic::Ordering::Release);
+    }
     let Some(child) = self.child.locked().take() else {
       return;
     };
@@ -348,6 +397,22 @@ async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), 
     )),
   };
   (socket, outcome)
+}
+
+/// Whether the other end of `socket` is still there (it sends nothing unasked: readable
+/// means closed).
+fn peer_open(socket: &UnixStream) -> bool {
+  let mut byte = 0u8;
+  // SAFETY: a one-byte peek into a local.
+  let n = unsafe {
+    libc::recv(
+      socket.as_raw_fd(),
+      (&mut byte as *mut u8).cast(),
+      1,
+      libc::MSG_PEEK | libc::MSG_DONTWAIT,
+    )
+  };
+  n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
 }
 
 /// Reads `stderr` to its end, keeping the last [`START_MESSAGE_BYTES`].

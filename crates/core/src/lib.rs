@@ -5,6 +5,7 @@
 pub mod abort;
 pub mod cgroup;
 pub mod checkpoint;
+pub mod container;
 pub mod disk;
 pub mod error;
 pub mod fs;

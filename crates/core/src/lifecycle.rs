@@ -143,6 +143,20 @@ impl Lifecycle {
     Err(err)
   }
 
+  /// A running provider lost what it runs on (its container was stopped or removed from
+  /// outside): the status becomes `error` with the reason, so the next start, or the lazy
+  /// start of the next command, makes it run again. In any other status the lifecycle is
+  /// already moving, and is left to it.
+  pub fn lost(&self, err: &CoreError) {
+    self.state.send_if_modified(|state| {
+      let running = state.0 == Status::Running;
+      if running {
+        *state = (Status::Error, Some(err.to_string()));
+      }
+      running
+    });
+  }
+
   fn hooks(&self) -> Hooks {
     self.hooks.locked().clone()
   }

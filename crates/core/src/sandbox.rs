@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::checkpoint::Checkpoints;
+use crate::container::ContainerHost;
 use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
@@ -73,6 +74,9 @@ pub struct SandboxOptions {
   pub hooks: Hooks,
   /// Where its working directory is seeded from at a start, and captured to.
   pub checkpoints: Checkpoints,
+  /// Set for a sandbox in a container: its init is the container's, its paths and
+  /// environment are the container's, and the host's files are not touched.
+  pub container: Option<Arc<dyn ContainerHost>>,
 }
 
 /// What a caller may set per spawn or per command.
@@ -137,6 +141,7 @@ pub struct Sandbox {
   keeper: PathBuf,
   own_files: Vec<PathBuf>,
   checkpoints: Arc<Checkpoints>,
+  container: Option<Arc<dyn ContainerHost>>,
   created_at: SystemTime,
   lifecycle: Lifecycle,
   /// Shared with the disk watchdog, which kills them all when the sandbox overuses the disk.
@@ -183,6 +188,7 @@ impl Sandbox {
       keeper: options.keeper,
       own_files: options.own_files,
       checkpoints: Arc::new(options.checkpoints),
+      container: options.container,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
       processes: Arc::new(Mutex::new(HashMap::new())),
@@ -658,7 +664,16 @@ impl Sandbox {
     if self.status() != Status::Running {
       return Err(not_ready());
     }
-    let init = self.restart_init(&one).await?;
+    let init = match self.restart_init(&one).await {
+      Ok(init) => init,
+      Err(error) => {
+        if self.container.is_some() {
+          // Stopped or removed from outside (or its engine restarted): not running any more.
+          self.lifecycle.lost(&error);
+        }
+        return Err(error);
+      }
+    };
     // A stop or destroy that began meanwhile has not seen this init: it goes now.
     if self.status() != Status::Running {
       self.shutdown_init().await;
@@ -673,6 +688,12 @@ impl Sandbox {
     // are made: removing one later would take the mount over it away in the new sandbox
     // too. (A live one, replaced to bind new mounts, has no process left.)
     self.shutdown_init().await;
+    if let Some(container) = &self.container {
+      // A container's init outlives a connection: reaching it again is enough.
+      let init = Arc::new(container.connect().await?);
+      *self.init.locked() = Some(init.clone());
+      return Ok(init);
+    }
     let init = Arc::new(
       Init::start(
         &self.keeper,
@@ -767,7 +788,8 @@ impl Sandbox {
     defaults: EntryDefaults,
   ) -> SpawnRequest {
     let mut env = BTreeMap::new();
-    if let Ok(path) = std::env::var("PATH") {
+    // A container's commands get its image's PATH from its init instead.
+    if let (None, Ok(path)) = (&self.container, std::env::var("PATH")) {
       env.insert("PATH".to_owned(), path);
     }
     env.extend(self.base_env.clone());
@@ -796,7 +818,8 @@ impl Sandbox {
     if path.is_absolute() {
       return path.to_owned();
     }
-    if let Ok(host_cwd) = std::env::current_dir() {
+    // The host's current directory means nothing inside a container.
+    if let (None, Ok(host_cwd)) = (&self.container, std::env::current_dir()) {
       let from_host = normalize(&host_cwd.join(path));
       if from_host.starts_with(&self.working_directory) {
         return from_host;
@@ -895,6 +918,11 @@ fn release_first_exited(tracked: &mut Tracked, exited: &mut Exited, count: u64, 
 /// around it (status, hooks, coalescing) is [`Lifecycle`]'s.
 impl Provider for Sandbox {
   async fn start(&self) -> Result<StartOutcome> {
+    if let Some(container) = &self.container {
+      let outcome = container.start().await?;
+      self.restart_init(&self.replacing_init.lock().await).await?;
+      return Ok(outcome);
+    }
     if self.isolation != Isolation::None {
       // Before anything is created: a symbolic link on the way may lead into the system.
       isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
@@ -910,6 +938,9 @@ impl Provider for Sandbox {
   async fn stop(&self) -> Result<()> {
     self.kill_all().await;
     self.shutdown_init().await;
+    if let Some(container) = &self.container {
+      container.stop().await?;
+    }
     Ok(())
   }
 
@@ -919,6 +950,9 @@ impl Provider for Sandbox {
     // Its `/tmp` and mounts outlive a stop, not a destroy.
     drop(self.private_tmp.locked().take());
     self.mounts.locked().clear();
+    if let Some(container) = &self.container {
+      container.destroy().await?;
+    }
     Ok(())
   }
 
@@ -926,6 +960,11 @@ impl Provider for Sandbox {
   async fn abandon(&self) {
     self.kill_all().await;
     self.shutdown_init().await;
+    if let Some(container) = &self.container
+      && let Err(error) = container.stop().await
+    {
+      tracing::warn!(%error, "the container of an abandoned start was not stopped");
+    }
   }
 }
 

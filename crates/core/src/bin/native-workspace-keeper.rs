@@ -26,6 +26,13 @@
 //! When the host's end of the request socket closes, the init kills every supervisor's tree
 //! and exits. The init is a subreaper too: a process orphaned by a supervisor that was
 //! killed from outside lands here and is killed.
+//!
+//! `native-workspace-keeper --listen <socket path> [name=value ...]`: the init of a
+//! container (its PID 1). It listens on a unix socket (in a directory the host shares with
+//! the container) and serves each connection as above, `R` first: a connection closing
+//! kills the trees of its own commands only, and the init goes on serving the next one, so
+//! a host can reattach. A connection from one of its own descendants (a command) is closed
+//! unanswered. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
 
 use std::ffi::CString;
 use std::io;
@@ -33,14 +40,28 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::ptr;
 
+/// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;
 const MAX_FDS: usize = 4;
 
 fn main() {
-  let host: libc::pid_t = std::env::args()
-    .nth(1)
-    .and_then(|s| s.parse().ok())
-    .unwrap_or(0);
+  let args: Vec<String> = std::env::args().collect();
+  if args.get(1).map(String::as_str) == Some("--listen") {
+    let Some(path) = args.get(2) else {
+      eprintln!("native-workspace-keeper: --listen needs a socket path");
+      std::process::exit(2);
+    };
+    // SAFETY: process attribute syscall on this single-threaded process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    apply_limits(args.iter().skip(3).cloned());
+    // Before the socket exists: as PID 1 an unhandled SIGTERM would be ignored, and a
+    // container stop would wait for its SIGKILL.
+    let signals = SignalFd::new(&SIGNALS);
+    let listener = listen(path);
+    close_fds_from(3, &[signals.fd, listener]);
+    run_init(&signals, Some(listener), Vec::new())
+  }
+  let host: libc::pid_t = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
   // SAFETY: process attribute syscalls on this single-threaded process.
   unsafe {
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -49,17 +70,65 @@ fn main() {
       std::process::exit(1); // the host died before the death signal was armed
     }
   }
-  apply_limits(std::env::args().skip(2));
-  let signals = SignalFd::new(&[
-    libc::SIGCHLD,
-    libc::SIGTERM,
-    libc::SIGINT,
-    libc::SIGHUP,
-    libc::SIGPIPE,
-  ]);
+  apply_limits(args.iter().skip(2).cloned());
+  let signals = SignalFd::new(&SIGNALS);
   close_fds_from(3, &[signals.fd]);
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
-  run_init(&signals)
+  run_init(&signals, None, vec![Connection::new(REQUEST_FD)])
+}
+
+const SIGNALS: [libc::c_int; 5] = [
+  libc::SIGCHLD,
+  libc::SIGTERM,
+  libc::SIGINT,
+  libc::SIGHUP,
+  libc::SIGPIPE,
+];
+
+/// A listening unix socket at `path` (a stale one from a previous run of the container is
+/// replaced), which any user of the container may connect to: the host's directory around
+/// it is what keeps others out.
+fn listen(path: &str) -> RawFd {
+  let fail = |what: &str| -> ! {
+    eprintln!(
+      "native-workspace-keeper: cannot {what} {path}: {}",
+      io::Error::last_os_error()
+    );
+    std::process::exit(1)
+  };
+  // SAFETY: a sockaddr_un filled within its bounds, and socket calls on our own fd.
+  unsafe {
+    let mut addr: libc::sockaddr_un = mem::zeroed();
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+      eprintln!("native-workspace-keeper: socket path too long: {path}");
+      std::process::exit(1);
+    }
+    for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
+      *dst = src as libc::c_char;
+    }
+    // Non-blocking: a client gone between the poll and the accept must not hold PID 1.
+    let fd = libc::socket(
+      libc::AF_UNIX,
+      libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+      0,
+    );
+    if fd < 0 {
+      fail("create a socket for");
+    }
+    let c_path = CString::new(path).unwrap_or_default();
+    libc::unlink(c_path.as_ptr());
+    let len = mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    if libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0 {
+      fail("bind");
+    }
+    libc::chmod(c_path.as_ptr(), 0o666);
+    if libc::listen(fd, 16) != 0 {
+      fail("listen on");
+    }
+    fd
+  }
 }
 
 /// `name=value` rlimits (soft and hard), inherited by every command.
@@ -103,42 +172,168 @@ fn apply_limits(args: impl Iterator<Item = String>) {
 // ---------------------------------------------------------------------------------------
 // init
 
-fn run_init(signals: &SignalFd) -> ! {
-  let mut supervisors: Vec<libc::pid_t> = Vec::new();
+/// A request socket and the supervisors of the commands it asked for.
+struct Connection {
+  fd: RawFd,
+  supervisors: Vec<libc::pid_t>,
+}
+
+impl Connection {
+  fn new(fd: RawFd) -> Self {
+    Connection {
+      fd,
+      supervisors: Vec::new(),
+    }
+  }
+}
+
+/// Serves `connections`, and those `listener` accepts. Without a listener the init ends with
+/// its one connection; with one, a connection ending takes only its own commands along.
+fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Connection>) -> ! {
   loop {
-    let mut fds = [pollfd(REQUEST_FD), pollfd(signals.fd)];
+    let mut fds = vec![pollfd(signals.fd), pollfd(listener.unwrap_or(-1))];
+    fds.extend(connections.iter().map(|c| pollfd(c.fd)));
     if !poll(&mut fds) {
       continue;
     }
-    if fds[1].revents != 0 {
+    if fds[0].revents != 0 {
       for sig in signals.drain() {
         if sig == libc::SIGCHLD {
-          reap_supervisors(&mut supervisors);
+          reap_supervisors(&mut connections);
         } else if sig != libc::SIGPIPE {
-          shutdown(&supervisors);
+          shutdown(&connections);
         }
       }
     }
-    if fds[0].revents != 0 {
-      match read_request() {
+    let mut ended = Vec::new();
+    for (i, poll) in fds[2..].iter().enumerate() {
+      if poll.revents == 0 {
+        continue;
+      }
+      let open: Vec<RawFd> = open_fds(listener, &connections);
+      let connection = &mut connections[i];
+      match read_request(connection.fd) {
         Ok(Some(request)) => {
-          if let Some(pid) = fork_supervisor(request, signals) {
-            supervisors.push(pid);
+          if let Some(pid) = fork_supervisor(request, signals, &open) {
+            connection.supervisors.push(pid);
           }
         }
-        Ok(None) => shutdown(&supervisors),
+        Ok(None) => ended.push(i),
         Err(err) => {
           eprintln!("native-workspace-keeper: bad request: {err}");
-          shutdown(&supervisors);
+          ended.push(i);
         }
+      }
+    }
+    if !ended.is_empty() && listener.is_none() {
+      shutdown(&connections);
+    }
+    for i in ended.into_iter().rev() {
+      let connection = connections.remove(i);
+      // Each supervisor kills its tree and exits; the SIGCHLD reaps it.
+      for &pid in &connection.supervisors {
+        kill(pid, libc::SIGUSR1);
+      }
+      close(connection.fd);
+    }
+    if let Some(listener) = listener
+      && fds[1].revents != 0
+    {
+      // SAFETY: accept on our listening socket; the new descriptor is ours.
+      let fd = unsafe {
+        libc::accept4(
+          listener,
+          ptr::null_mut(),
+          ptr::null_mut(),
+          libc::SOCK_CLOEXEC,
+        )
+      };
+      if fd >= 0 && !from_own_tree(fd) {
+        bound_reads(fd);
+        write_all(fd, &[native_workspace_core::init::READY]);
+        connections.push(Connection::new(fd));
+      } else if fd >= 0 {
+        close(fd);
       }
     }
   }
 }
 
+/// Whether the process at the other end of `socket` is one of the init's own descendants
+/// (a command, or something it started). The socket is reachable from inside the
+/// container; commands must not drive their own init. The host is outside the container's
+/// pid namespace, where the kernel gives its pid as 0.
+fn from_own_tree(socket: RawFd) -> bool {
+  // SAFETY: ucred is plain data.
+  let mut cred: libc::ucred = unsafe { mem::zeroed() };
+  let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+  // SAFETY: SO_PEERCRED fills a ucred of the given size.
+  let got = unsafe {
+    libc::getsockopt(
+      socket,
+      libc::SOL_SOCKET,
+      libc::SO_PEERCRED,
+      (&mut cred as *mut libc::ucred).cast(),
+      &mut len,
+    )
+  };
+  if got != 0 {
+    return true; // unknown: refused
+  }
+  let me = std::process::id() as libc::pid_t;
+  let mut pid = cred.pid;
+  // Up the parents; a process's parent has existed at least as long as it has.
+  for _ in 0..4096 {
+    if pid == me {
+      return true;
+    }
+    if pid <= 1 {
+      return false;
+    }
+    let Some(parent) = parent_of(pid) else {
+      return false;
+    };
+    pid = parent;
+  }
+  true
+}
+
+fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  // After the command name, which may hold spaces and parentheses: state, then ppid.
+  stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+/// A request, once it begins, arrives whole within seconds: a client that stalls midway
+/// must not hold the init, which serves everyone from one thread.
+fn bound_reads(socket: RawFd) {
+  let limit = libc::timeval {
+    tv_sec: 5,
+    tv_usec: 0,
+  };
+  // SAFETY: setting a socket option from a valid struct.
+  unsafe {
+    libc::setsockopt(
+      socket,
+      libc::SOL_SOCKET,
+      libc::SO_RCVTIMEO,
+      (&limit as *const libc::timeval).cast(),
+      mem::size_of::<libc::timeval>() as libc::socklen_t,
+    )
+  };
+}
+
+/// The init's own descriptors, which a supervisor closes.
+fn open_fds(listener: Option<RawFd>, connections: &[Connection]) -> Vec<RawFd> {
+  listener
+    .into_iter()
+    .chain(connections.iter().map(|c| c.fd))
+    .collect()
+}
+
 /// Reaps exited supervisors, then kills any other child: an orphan re-parented here
 /// because its supervisor was killed from outside.
-fn reap_supervisors(supervisors: &mut Vec<libc::pid_t>) {
+fn reap_supervisors(connections: &mut [Connection]) {
   loop {
     let mut status = 0;
     // SAFETY: non-blocking reap of any child.
@@ -146,17 +341,19 @@ fn reap_supervisors(supervisors: &mut Vec<libc::pid_t>) {
     if pid <= 0 {
       break;
     }
-    supervisors.retain(|&s| s != pid);
+    for connection in connections.iter_mut() {
+      connection.supervisors.retain(|&s| s != pid);
+    }
   }
   for pid in children_of(std::process::id() as libc::pid_t) {
-    if !supervisors.contains(&pid) {
+    if !connections.iter().any(|c| c.supervisors.contains(&pid)) {
       kill(pid, libc::SIGKILL);
     }
   }
 }
 
-fn shutdown(supervisors: &[libc::pid_t]) -> ! {
-  for &pid in supervisors {
+fn shutdown(connections: &[Connection]) -> ! {
+  for &pid in connections.iter().flat_map(|c| &c.supervisors) {
     kill(pid, libc::SIGUSR1);
   }
   kill_tree_until_empty();
@@ -173,16 +370,16 @@ struct Request {
 
 /// Reads one request: `u32` payload length (little endian) with the descriptors attached,
 /// then the payload `cwd \0 command \0 (KEY=VALUE \0)*`.
-fn read_request() -> io::Result<Option<Request>> {
+fn read_request(socket: RawFd) -> io::Result<Option<Request>> {
   let mut header = [0u8; 4];
-  let (n, fds) = recv_with_fds(REQUEST_FD, &mut header)?;
+  let (n, fds) = recv_with_fds(socket, &mut header)?;
   if n == 0 {
     return Ok(None);
   }
-  read_exact(REQUEST_FD, &mut header[n..])?;
+  read_exact(socket, &mut header[n..])?;
   let len = u32::from_le_bytes(header) as usize;
   let mut payload = vec![0u8; len];
-  read_exact(REQUEST_FD, &mut payload)?;
+  read_exact(socket, &mut payload)?;
   if fds.len() < 3 {
     fds.iter().for_each(|&fd| close(fd));
     return Err(io::Error::other("a request needs at least 3 descriptors"));
@@ -227,10 +424,16 @@ fn inherited_env(request_env: &[CString]) -> Vec<CString> {
     .collect()
 }
 
-fn fork_supervisor(request: Request, signals: &SignalFd) -> Option<libc::pid_t> {
+/// `init_fds`: the init's own sockets, which the supervisor does not keep.
+fn fork_supervisor(
+  request: Request,
+  signals: &SignalFd,
+  init_fds: &[RawFd],
+) -> Option<libc::pid_t> {
   // SAFETY: single-threaded; the child continues as the supervisor.
   let pid = unsafe { libc::fork() };
   if pid == 0 {
+    init_fds.iter().for_each(|&fd| close(fd));
     run_supervisor(request, signals);
   }
   if pid < 0 {
@@ -256,7 +459,6 @@ fn fork_failure(what: &str) -> String {
 // supervisor
 
 fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
-  close(REQUEST_FD);
   let ctl = request.fds[0];
   // SAFETY: see main.
   unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };

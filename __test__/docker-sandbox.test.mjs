@@ -1,0 +1,465 @@
+// DockerSandbox against the local test engine (unix socket): the container's PID 1 is the
+// keeper, each command a fork in it, its process tree dies on kill and timeout; stop stops
+// the container, destroy removes it; a missing image and an unreachable engine are typed
+// errors, not hangs; the container of a Node process that died is swept.
+import { spawn as spawnChild } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { createRequire } from 'node:module'
+import { createWorkspaceTools, DockerSandbox, SandboxError, SandboxOptionError, Workspace } from '../lib/index.js'
+import * as esm from '../lib/index.mjs'
+import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+
+const RUN = `docker-sandbox-${process.pid}`
+const local = dockerEngines?.local
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+function sandbox(options = {}) {
+  return new DockerSandbox({
+    image: TEST_IMAGE,
+    dockerOptions: { socketPath: local.socketPath },
+    labels: { [TEST_LABEL]: RUN },
+    ...options,
+  })
+}
+
+/** The sandbox's container as the engine lists it (by its id label), or undefined. */
+async function containerOf(sandbox) {
+  const filters = encodeURIComponent(JSON.stringify({ label: [`mastra.sandbox.id=${sandbox.id}`] }))
+  const [container] = await engineJson(local, 'GET', `/containers/json?all=1&filters=${filters}`)
+  return container
+}
+
+/** The command lines of the processes in a running container (`docker top`, seen from the host). */
+async function processesIn(container) {
+  const top = await engineJson(local, 'GET', `/containers/${container.Id}/top`)
+  const command = top.Titles.indexOf('CMD')
+  return top.Processes.map((row) => row[command])
+}
+
+/** Waits (a few seconds at most) until `check` holds; resolves its last value. */
+async function eventually(check) {
+  let value
+  for (let i = 0; i < 100; i++) {
+    value = await check()
+    if (value) return value
+    await sleep(50)
+  }
+  return value
+}
+
+/** The host directories of keeper sockets (one per container), see crates/docker/src/host.rs. */
+const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
+  ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
+  : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)
+const socketDirs = () => (existsSync(SOCKET_ROOT) ? readdirSync(SOCKET_ROOT) : [])
+const socketDirsBefore = socketDirs()
+
+describeDocker('DockerSandbox on the local engine', () => {
+  afterAll(async () => {
+    await removeLabelled(local, RUN)
+  })
+
+  it('runs a command as a fork of the keeper, PID 1 of a labelled container', async () => {
+    const box = sandbox()
+    try {
+      expect(box.provider).toBe('docker')
+      expect(box.status).toBe('pending')
+      expect(await box.start()).toEqual({ outcome: 'created' })
+      expect(box.status).toBe('running')
+      const result = await box.executeCommand('echo hi')
+      expect(result).toMatchObject({ success: true, exitCode: 0, stdout: 'hi\n', stderr: '', command: 'echo hi' })
+      const where = await box.executeCommand('pwd; tr "\\0" " " < /proc/1/cmdline')
+      expect(where.stdout).toBe('/workspace\n/.native-workspace-keeper --listen /.native-workspace/keeper.sock ')
+      const container = await containerOf(box)
+      expect(container.State).toBe('running')
+      expect(container.Labels).toMatchObject({ 'mastra.sandbox': 'true', [TEST_LABEL]: RUN })
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('gives exit codes, stderr, args and env as LocalSandbox does', async () => {
+    const box = sandbox({ env: { FROM_OPTIONS: 'a' } })
+    try {
+      const failed = await box.executeCommand('echo oops >&2; exit 3')
+      expect(failed).toMatchObject({ success: false, exitCode: 3, stdout: '', stderr: 'oops\n' })
+      expect((await box.executeCommand('no-such-command-here')).exitCode).toBe(127)
+      const quoted = await box.executeCommand('printf "%s|" "$@"; echo "$FROM_OPTIONS$PER_CALL"', [], { env: { PER_CALL: 'b' } })
+      expect(quoted.stdout).toBe('|ab\n')
+      expect((await box.executeCommand('echo', ['a b', "it's"])).stdout).toBe("a b it's\n")
+      box.setEnv(() => ({ OVERLAY: 'c' }))
+      expect((await box.executeCommand('echo $OVERLAY')).stdout).toBe('c\n')
+      // The image's PATH, not the host's.
+      expect((await box.executeCommand('echo $PATH')).stdout).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n')
+      const cwd = await box.executeCommand('pwd', [], { cwd: '/tmp' })
+      expect(cwd.stdout).toBe('/tmp\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a timeout kills the whole tree of the command in the container', async () => {
+    const box = sandbox()
+    try {
+      const result = await box.executeCommand('sleep 301 & sleep 302; echo never', [], { timeout: 300 })
+      expect(result).toMatchObject({ success: false, exitCode: 124, timedOut: true, stdout: '' })
+      expect(result.stderr).toContain('Process timed out after 300ms')
+      const container = await containerOf(box)
+      const left = await eventually(async () => {
+        const list = await processesIn(container)
+        return list.some((p) => /sleep 30[12]/.test(p)) ? undefined : list
+      })
+      expect(left).toEqual(['/.native-workspace-keeper --listen /.native-workspace/keeper.sock'])
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('processes.spawn then kill() leaves no sleep in the container', async () => {
+    const box = sandbox()
+    try {
+      const handle = await box.processes.spawn('sh -c "sleep 30 & sleep 31"')
+      const container = await containerOf(box)
+      const running = await eventually(async () => {
+        const list = await processesIn(container)
+        return list.filter((p) => /^sleep 3[01]$/.test(p)).length === 2 ? list : undefined
+      })
+      expect(running).toBeDefined()
+      expect(await handle.kill()).toBe(true)
+      expect(await handle.wait()).toMatchObject({ success: false })
+      expect((await processesIn(container)).filter((p) => p.startsWith('sleep'))).toEqual([])
+      expect((await box.processes.list()).map((p) => p.running)).toEqual([false])
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('an abort kills the tree; output is bounded; stdin reaches a spawned process; leftovers are tracked', async () => {
+    const box = sandbox()
+    try {
+      const container = await containerOf(await box.start().then(() => box))
+      const controller = new AbortController()
+      setTimeout(() => controller.abort(), 200)
+      const aborted = await box.executeCommand('sleep 303 & sleep 304', [], { abortSignal: controller.signal })
+      expect(aborted).toMatchObject({ success: false, killed: true })
+      const sleeping = async () => (await processesIn(container)).filter((p) => /^sleep 30[34]$/.test(p))
+      expect(await eventually(async () => (await sleeping()).length === 0)).toBe(true)
+
+      const bounded = await box.executeCommand('yes | head -c 100000', [], { maxRetainedBytes: 1000 })
+      expect(bounded.stdout.length).toBe(1000)
+      expect(bounded).toMatchObject({ exitCode: 0, stdoutTruncated: true, stdoutDroppedBytes: 99_000 })
+
+      const cat = await box.processes.spawn('cat')
+      await cat.sendStdin('through the pipe\n')
+      await cat.closeStdin()
+      expect(await cat.wait()).toMatchObject({ exitCode: 0, stdout: 'through the pipe\n' })
+
+      const left = await box.executeCommand('sleep 305 &')
+      expect(left.exitCode).toBe(0)
+      expect(left.leftRunning.command).toMatch(/^sleep 305 .*\(left running by: sleep 305 &\)$/)
+      expect(await box.processes.kill(left.leftRunning.pid)).toBe(true)
+      expect(await eventually(async () => !(await processesIn(container)).includes('sleep 305'))).toBe(true)
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('stop stops the container (its processes die); a command or start() brings it back', async () => {
+    const box = sandbox()
+    try {
+      await box.start()
+      const background = await box.processes.spawn('sleep 1000')
+      await box.stop()
+      expect(box.status).toBe('stopped')
+      expect((await containerOf(box)).State).toBe('exited')
+      expect(background.exitCode).toBeDefined()
+      // A command starts it again, in the same container.
+      const again = await box.executeCommand('echo back')
+      expect(again.stdout).toBe('back\n')
+      expect((await containerOf(box)).State).toBe('running')
+      await box.stop()
+      expect(await box.start()).toEqual({ outcome: 'connected' })
+      expect((await box.executeCommand('echo once more')).stdout).toBe('once more\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a container stopped from outside fails the next command with a typed error; the one after starts it again', async () => {
+    const box = sandbox()
+    try {
+      await box.executeCommand('echo kept > /tmp/kept')
+      const container = await containerOf(box)
+      await engineJson(local, 'POST', `/containers/${container.Id}/stop?t=5`)
+      const started = Date.now()
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.code).toBe('ENGINE_ERROR')
+      expect(error.message).toContain(`The supervisor in the sandbox's container ${container.Id} cannot be reached: the container is exited`)
+      expect(box.status).toBe('error')
+      expect((await box.executeCommand('cat /tmp/kept')).stdout).toBe('kept\n')
+      expect(box.status).toBe('running')
+      expect((await containerOf(box)).Id).toBe(container.Id)
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a container removed from outside is detected; a later start makes a new one', async () => {
+    const box = sandbox()
+    try {
+      await box.start()
+      const container = await containerOf(box)
+      const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
+      await engineJson(local, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(error.code).toBe('ENGINE_ERROR')
+      expect(error.message).toContain('No such container')
+      expect(await box.start()).toEqual({ outcome: 'created' })
+      expect((await containerOf(box)).Id).not.toBe(container.Id)
+      expect(existsSync(socketDir)).toBe(false)
+      expect((await box.executeCommand('echo new')).stdout).toBe('new\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a second sandbox with the same id reaches the same container', async () => {
+    const first = sandbox()
+    const second = sandbox({ id: first.id })
+    try {
+      await first.executeCommand('echo mark > /tmp/mark')
+      expect(await second.start()).toEqual({ outcome: 'connected' })
+      expect((await second.executeCommand('cat /tmp/mark')).stdout).toBe('mark\n')
+      // Each has its own connection: closing one leaves the other's commands alone.
+      const survivor = await second.processes.spawn('sleep 500')
+      await first.destroy()
+      expect(await containerOf(second)).toBeUndefined()
+      expect(await eventually(() => survivor.exitCode !== undefined)).toBe(true)
+    } finally {
+      await first.destroy()
+      await second.destroy()
+    }
+  })
+
+  it('destroy removes the container and its socket directory; nothing labelled is left', async () => {
+    const box = sandbox()
+    await box.start()
+    const container = await containerOf(box)
+    const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
+    expect(existsSync(`${socketDir}/keeper.sock`)).toBe(true)
+    await box.destroy()
+    expect(box.status).toBe('destroyed')
+    expect(await containerOf(box)).toBeUndefined()
+    expect(existsSync(socketDir)).toBe(false)
+    const volumes = await engineJson(local, 'GET', '/volumes')
+    expect((volumes.Volumes ?? []).filter((v) => v.Mountpoint.includes(container.Id))).toEqual([])
+    await expect(box.executeCommand('true')).rejects.toMatchObject({ code: 'NOT_READY' })
+  })
+
+  it('hardens the container by default: capabilities a shell needs, no new privileges, a pids limit', async () => {
+    const box = sandbox()
+    try {
+      await box.start()
+      const inspected = await engineJson(local, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
+      expect(inspected.HostConfig).toMatchObject({
+        CapDrop: ['ALL'],
+        CapAdd: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'],
+        SecurityOpt: ['no-new-privileges'],
+        PidsLimit: 4096,
+        Privileged: false,
+      })
+      expect((await box.executeCommand('grep NoNewPrivs /proc/self/status')).stdout).toBe('NoNewPrivs:\t1\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it("applies @mastra/docker's container options: volumes, limits, read-only root, tmpfs, ulimits, env, workingDir", async () => {
+    const hostDir = mkdtempSync(path.join(os.tmpdir(), 'docker-sandbox-volume-'))
+    const box = sandbox({
+      volumes: { [hostDir]: '/data' },
+      workingDir: '/data',
+      readonlyRootfs: true,
+      memory: 64 * 1024 * 1024,
+      pidsLimit: 32,
+      tmpfs: { '/scratch': 'size=1m' },
+      ulimits: [{ name: 'nofile', soft: 100, hard: 200 }],
+      env: { FROM_ENV: 'yes' },
+    })
+    try {
+      const result = await box.executeCommand(
+        // cgroup v2 or v1, whichever the engine's host has.
+        'cg() { cat /sys/fs/cgroup/$1 2>/dev/null || cat /sys/fs/cgroup/$2; }; ' +
+          'echo written > f; pwd; cg memory.max memory/memory.limit_in_bytes; cg pids.max pids/pids.max; ulimit -n; ulimit -Hn; echo $FROM_ENV; df -k /scratch | tail -1 | tr -s " " | cut -d" " -f2; touch /rootfile',
+      )
+      expect(result.stdout).toBe(`/data\n${64 * 1024 * 1024}\n32\n100\n200\nyes\n1024\n`)
+      expect(result.stderr).toBe('touch: /rootfile: Read-only file system\n')
+      expect(readFileSync(path.join(hostDir, 'f'), 'utf8')).toBe('written\n')
+    } finally {
+      await box.destroy()
+      rmSync(hostDir, { recursive: true, force: true })
+    }
+  })
+
+  it('a missing image is IMAGE_NOT_FOUND with the engine message, at once, and leaves nothing', async () => {
+    const box = sandbox({ image: 'native-workspace-test/no-such-image:1' })
+    const started = Date.now()
+    const error = await box.start().catch((e) => e)
+    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('IMAGE_NOT_FOUND')
+    expect(error.message).toContain("Docker image 'native-workspace-test/no-such-image:1' is not available")
+    expect(error.message).toContain('No such image: native-workspace-test/no-such-image:1')
+    expect(box.status).toBe('error')
+    expect(await containerOf(box)).toBeUndefined()
+    await box.destroy()
+  })
+
+  it('an unreachable engine is ENGINE_UNREACHABLE with the reason, at once', async () => {
+    const box = sandbox({ dockerOptions: { socketPath: '/run/native-workspace-docker/no-such-engine.sock' } })
+    const started = Date.now()
+    const error = await box.executeCommand('true').catch((e) => e)
+    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(error).toBeInstanceOf(SandboxError)
+    expect(error.code).toBe('ENGINE_UNREACHABLE')
+    expect(error.message).toContain('Cannot reach the Docker engine at unix:///run/native-workspace-docker/no-such-engine.sock')
+    // Nothing was made: destroying needs no engine.
+    await box.destroy()
+    expect(box.status).toBe('destroyed')
+  })
+
+  it('an engine that does not answer is ENGINE_UNREACHABLE once dockerOptions.timeout has passed, not a hang', async () => {
+    const socketPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'silent-engine-')), 'docker.sock')
+    const held = []
+    const silent = net.createServer((connection) => held.push(connection))
+    await new Promise((resolve) => silent.listen(socketPath, resolve))
+    try {
+      const box = sandbox({ dockerOptions: { socketPath, timeout: 300 } })
+      const started = Date.now()
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(error.code).toBe('ENGINE_UNREACHABLE')
+      expect(error.message).toBe(`The Docker engine at unix://${socketPath} did not answer the version negotiation within 300 ms`)
+      expect(held.length).toBeGreaterThan(0)
+    } finally {
+      for (const connection of held) connection.destroy()
+      await new Promise((resolve) => silent.close(resolve))
+      rmSync(path.dirname(socketPath), { recursive: true, force: true })
+    }
+  })
+
+  it("sweeps the container of a Node process that was SIGKILLed at another process's first start", async () => {
+    const script = (id) => `
+      const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
+      const box = new DockerSandbox(${JSON.stringify({ id, image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })})
+      box.start().then(() => console.log('started'), (e) => { console.error(e); process.exit(1) })
+      process.on('SIGTERM', () => box.destroy().then(() => process.exit(0)))
+      setInterval(() => {}, 1000)`
+    const runChild = (id, untilStarted) =>
+      new Promise((resolve, reject) => {
+        const child = spawnChild(process.execPath, ['-e', script(id)], { stdio: ['ignore', 'pipe', 'inherit'] })
+        child.stdout.on('data', () => {
+          untilStarted(child)
+          resolve(child)
+        })
+        child.on('exit', (code) => reject(new Error(`child exited with ${code}`)))
+      })
+    const SWEPT = `${RUN}-sweep`
+    const dead = `${RUN}-killed`
+    const killed = await runChild(dead, (child) => child.kill('SIGKILL'))
+    await new Promise((resolve) => (killed.exitCode !== null || killed.signalCode ? resolve() : killed.on('exit', resolve)))
+    const orphan = await containerOf({ id: dead })
+    expect(orphan?.State).toBe('running')
+    // Another process reaching the same engine removes it at its first start.
+    const next = await runChild(`${RUN}-next`, () => {})
+    try {
+      expect(await containerOf({ id: dead })).toBeUndefined()
+    } finally {
+      const exited = new Promise((resolve) => next.on('exit', resolve))
+      next.kill('SIGTERM')
+      expect(await exited).toBe(0)
+      expect(await labelledLeftovers(local, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
+      await removeLabelled(local, SWEPT)
+    }
+  })
+
+  it("is a Workspace's sandbox: the execute_command tool runs in the container", async () => {
+    const box = sandbox()
+    const workspace = new Workspace({ sandbox: box })
+    try {
+      const tools = await createWorkspaceTools(workspace)
+      const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-the-tool; tr "\\0" " " < /proc/1/cmdline' }, {})
+      expect(text).toContain('from-the-tool')
+      expect(text).toContain('/.native-workspace-keeper --listen')
+    } finally {
+      await workspace.destroy()
+    }
+    expect(box.status).toBe('destroyed')
+  })
+
+  it('leaves nothing labelled behind, and no socket directory on the host', async () => {
+    expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+    expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
+  })
+})
+
+describe('DockerSandbox options', () => {
+  it('names a bad option in a SandboxOptionError', () => {
+    const bad = [
+      [{ image: 5 }, 'image'],
+      [{ memory: -1 }, 'memory'],
+      [{ memory: 1.5 }, 'memory'],
+      [{ pidsLimit: 'many' }, 'pidsLimit'],
+      [{ privileged: 'yes' }, 'privileged'],
+      [{ capDrop: 'ALL' }, 'capDrop'],
+      [{ command: 'sleep infinity' }, 'command'],
+      [{ labels: { a: 1 } }, 'labels.a'],
+      [{ volumes: { '/host': 'relative' } }, "volumes['/host']"],
+      [{ ulimits: [{ name: 'nofile', soft: 1 }] }, 'ulimits[0].hard'],
+      [{ workingDir: 'relative' }, 'workingDir'],
+      [{ timeout: -1 }, 'timeout'],
+      [{ dockerOptions: { host: '10.0.0.1', port: 2375 } }, 'dockerOptions.host'],
+      [{ dockerOptions: { socketPath: 7 } }, 'dockerOptions.socketPath'],
+      [{ dockerOptions: { timeout: 'soon' } }, 'dockerOptions.timeout'],
+    ]
+    for (const [options, name] of bad) {
+      let error
+      try {
+        new DockerSandbox(options)
+      } catch (e) {
+        error = e
+      }
+      expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
+      expect(error.message, JSON.stringify(options)).toContain(name)
+    }
+  })
+
+  it('is exported from the package, CommonJS and ESM alike', () => {
+    const cjs = createRequire(import.meta.url)('../lib/index.js')
+    expect(cjs.DockerSandbox).toBe(DockerSandbox)
+    expect(esm.DockerSandbox).toBe(DockerSandbox)
+  })
+
+  it("has @mastra/docker's defaults and shape", () => {
+    const box = new DockerSandbox({ id: '-a b/c' })
+    expect(box).toMatchObject({ id: '-a b/c', name: 'DockerSandbox', provider: 'docker', status: 'pending', image: 'node:22-slim' })
+    expect(box.timeout).toBe(300_000)
+    expect(box.workingDirectory).toBe('/workspace')
+    expect(box.getInfo()).toMatchObject({ provider: 'docker', metadata: { image: 'node:22-slim', workingDir: '/workspace' } })
+    expect(box.getInstructions()).toBe(
+      [
+        'You are working inside a Docker container (image: node:22-slim).',
+        'The working directory is /workspace.',
+        'You can execute shell commands using executeCommand().',
+        'You can spawn background processes using processes.spawn().',
+      ].join('\n'),
+    )
+    expect(new DockerSandbox({ instructions: 'mine' }).getInstructions()).toBe('mine')
+  })
+})

@@ -1,0 +1,25 @@
+//! A sandbox whose init is not a child of this process but a container's PID 1, reached
+//! through its socket. Making, starting and removing the container is a [`ContainerHost`]'s
+//! job; commands, their supervision, output and tracking are the [`crate::sandbox::Sandbox`]'s,
+//! exactly as for a local sandbox.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::error::Result;
+use crate::init::Init;
+use crate::lifecycle::StartOutcome;
+
+pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+pub trait ContainerHost: Send + Sync {
+  /// Finds the sandbox's container or creates it, and starts it: `Created` when it was made
+  /// now, `Connected` when it existed.
+  fn start(&self) -> HostFuture<'_, StartOutcome>;
+  /// Reaches the init of the started container.
+  fn connect(&self) -> HostFuture<'_, Init>;
+  /// Stops the container: every process in it ends.
+  fn stop(&self) -> HostFuture<'_, ()>;
+  /// Removes the container and what it alone used.
+  fn destroy(&self) -> HostFuture<'_, ()>;
+}

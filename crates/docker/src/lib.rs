@@ -1,0 +1,22 @@
+//! The engine side of `DockerSandbox`: a labelled container whose PID 1 is this package's
+//! keeper (`--listen`), on a Docker Engine reached through its unix socket. The keeper's
+//! socket is in a host directory bind-mounted into the container, so the sandbox reaches
+//! it directly and every command costs a fork in the container, not a `docker exec`; the
+//! commands themselves are the core sandbox's (see `native_workspace_core::container`).
+//!
+//! Every engine call has a deadline. An engine that cannot be reached, a missing image, and
+//! any other refusal are typed errors carrying the engine's own message.
+
+mod engine;
+mod host;
+mod sweep;
+
+pub use engine::Connection;
+pub use host::{ContainerSpec, DockerHost, Ulimit};
+
+/// Label every container of this package carries: the sandbox's id. `mastra.sandbox.id`
+/// (as `@mastra/docker` sets it) is what a sandbox finds its container by.
+pub const SANDBOX_LABEL: &str = "mastra.sandbox.id";
+/// Label of the Node process that created the container (boot id, pid and start time), by
+/// which containers left by a process that died are swept.
+pub const OWNER_LABEL: &str = "native-workspace.owner";

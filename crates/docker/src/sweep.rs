@@ -1,0 +1,114 @@
+//! Containers left behind by a Node process that died (SIGKILL, a crash) are removed the
+//! next time this package reaches the same engine: each container names its creator in
+//! [`OWNER_LABEL`], and one whose creator is gone is nobody's.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+
+use bollard::Docker;
+use bollard::query_parameters::ListContainersOptionsBuilder;
+use native_workspace_core::sync::Lock;
+
+use crate::OWNER_LABEL;
+use crate::engine::Connection;
+
+/// This process as [`OWNER_LABEL`] names it: boot id, pid and start time (in clock ticks
+/// since boot), so neither a reused pid nor a reboot makes a dead owner look alive.
+pub fn this_process() -> String {
+  owner_of(std::process::id()).unwrap_or_default()
+}
+
+fn owner_of(pid: u32) -> Option<String> {
+  let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+  // The command name may hold spaces and parentheses: fields are counted after its end.
+  let after_name = &stat[stat.rfind(')')? + 2..];
+  let start_time = after_name.split(' ').nth(19)?;
+  Some(format!("{}/{pid}/{start_time}", boot.trim()))
+}
+
+fn is_alive(owner: &str) -> bool {
+  let Some(pid) = owner.split('/').nth(1).and_then(|p| p.parse::<u32>().ok()) else {
+    return true; // not ours to judge
+  };
+  owner_of(pid).as_deref() == Some(owner)
+}
+
+/// Sweeps an engine once per process (later sandboxes on it have nothing to find).
+pub async fn once(connection: &Connection, docker: &Docker) {
+  static SWEPT: OnceLock<Mutex<HashSet<std::path::PathBuf>>> = OnceLock::new();
+  let first = SWEPT
+    .get_or_init(Default::default)
+    .locked()
+    .insert(connection.socket.clone());
+  if first && let Err(error) = sweep(connection, docker).await {
+    tracing::warn!(%error, "containers of dead processes were not swept");
+  }
+}
+
+/// Removes every container (and its anonymous volumes, and its socket directory) whose
+/// creator is dead. Returns how many.
+pub async fn sweep(
+  connection: &Connection,
+  docker: &Docker,
+) -> native_workspace_core::Result<usize> {
+  let filters = HashMap::from([("label".to_owned(), vec![OWNER_LABEL.to_owned()])]);
+  let options = ListContainersOptionsBuilder::default()
+    .all(true)
+    .filters(&filters)
+    .build();
+  let listed = crate::engine::call(
+    connection,
+    "listing containers",
+    docker.list_containers(Some(options)),
+  )
+  .await?;
+  let mut removed = 0;
+  for container in listed {
+    let owner = container
+      .labels
+      .as_ref()
+      .and_then(|l| l.get(OWNER_LABEL))
+      .cloned()
+      .unwrap_or_default();
+    let Some(id) = container.id.filter(|_| !is_alive(&owner)) else {
+      continue;
+    };
+    let socket_dirs: Vec<String> = container
+      .mounts
+      .unwrap_or_default()
+      .into_iter()
+      .filter(|m| m.destination.as_deref() == Some(crate::host::SOCKET_DIR_INSIDE))
+      .filter_map(|m| m.source)
+      .collect();
+    crate::host::remove_container(connection, docker, &id).await?;
+    for dir in socket_dirs {
+      let _ = std::fs::remove_dir_all(dir);
+    }
+    removed += 1;
+  }
+  Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn this_process_is_alive_and_a_dead_or_reused_pid_is_not() {
+    let me = this_process();
+    assert_eq!(me.split('/').count(), 3, "{me}");
+    assert!(is_alive(&me));
+    let (boot, rest) = me.split_once('/').unwrap();
+    let pid = rest.split('/').next().unwrap();
+    assert!(
+      !is_alive(&format!("{boot}/{pid}/1")),
+      "same pid, other start time"
+    );
+    assert!(!is_alive(&format!("{boot}/4194305/1")), "no such pid");
+    assert!(
+      is_alive("not-an-owner"),
+      "a label it did not write is left alone"
+    );
+  }
+}

@@ -1,0 +1,303 @@
+'use strict'
+const native = require('../index.js')
+const { SandboxOptionError } = require('./errors')
+const { translatingSync } = require('./translate')
+const { check, describe, instructionsText, readingOptions } = require('./options')
+const { LocalProcessManager, executeNative } = require('./process-manager')
+const { SandboxLifecycle } = require('./hooks')
+const { setLogger } = require('./logging')
+const { asMastraComponent } = require('./mastra-base')
+
+const DEFAULT_IMAGE = 'node:22-slim'
+const DEFAULT_TIMEOUT = 300_000
+const DEFAULT_WORKING_DIR = '/workspace'
+/** Processes of a container unless `pidsLimit` says otherwise (a fork bomb stops there). */
+const DEFAULT_PIDS_LIMIT = 4096
+/**
+ * What a shell and its usual tools need as root in a container (files of other users,
+ * `chown`, dropping to another user, signals): every other capability is dropped unless
+ * `capDrop` or `capAdd` is given (or the container is privileged).
+ */
+const SHELL_CAPABILITIES = Object.freeze(['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'])
+
+const randomId = () => `docker-sandbox-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+
+/** A container name Docker accepts, made from `name` as `@mastra/docker` makes it. */
+function containerName(name) {
+  let out = name.replace(/[^a-zA-Z0-9_.-]/g, '-')
+  if (!/^[a-zA-Z0-9]/.test(out)) out = `s-${out}`
+  if (out.length < 2) out = `${out}-sandbox`
+  return out
+}
+
+/** A whole number of at least `least`, or undefined. */
+function wholeNumber(value, name, least) {
+  if (value === undefined) return undefined
+  if (!Number.isSafeInteger(value) || value < least) {
+    throw new SandboxOptionError(`${name} must be a whole number of at least ${least}, got ${describe(value)}`)
+  }
+  return value
+}
+
+/** A map of string values (`labels`, `tmpfs`, `volumes`), or undefined. */
+function stringMap(value, name) {
+  if (value === undefined) return undefined
+  check.requiredObject(value, name)
+  for (const [key, v] of Object.entries(value)) {
+    if (typeof v !== 'string') throw new SandboxOptionError(`${name}.${key} must be a string, got ${describe(v)}`)
+  }
+  return { ...value }
+}
+
+function absolutePath(value, name) {
+  if (!value.startsWith('/')) throw new SandboxOptionError(`${name} must be an absolute path in the container, got ${describe(value)}`)
+  return value
+}
+
+function ulimitsOf(value) {
+  if (value === undefined) return undefined
+  if (!Array.isArray(value)) throw new SandboxOptionError(`ulimits must be an array of { name, soft, hard }, got ${describe(value)}`)
+  return value.map((u, i) => {
+    check.requiredObject(u, `ulimits[${i}]`)
+    return {
+      name: check.requiredString(u.name, `ulimits[${i}].name`),
+      soft: wholeNumber(u.soft, `ulimits[${i}].soft`, -1) ?? fail(`ulimits[${i}].soft`),
+      hard: wholeNumber(u.hard, `ulimits[${i}].hard`, -1) ?? fail(`ulimits[${i}].hard`),
+    }
+  })
+}
+
+function fail(name) {
+  throw new SandboxOptionError(`${name} must be given`)
+}
+
+/**
+ * `dockerOptions` (dockerode's connection settings): a local engine's `socketPath`, else
+ * `DOCKER_HOST`, else the default socket; `timeout` bounds each engine call. Remote engines (`host`, `protocol`, TLS) are not
+ * supported yet, and are refused rather than ignored.
+ */
+function connectionOf(dockerOptions) {
+  const d = check.object(dockerOptions, 'dockerOptions')
+  for (const key of ['host', 'port', 'protocol', 'ca', 'cert', 'key', 'sshOptions']) {
+    if (d[key] !== undefined) {
+      throw new SandboxOptionError(
+        `dockerOptions.${key}: DockerSandbox reaches only a local engine on a unix socket for now (dockerOptions.socketPath or DOCKER_HOST=unix://…)`,
+      )
+    }
+  }
+  return {
+    socketPath: check.string(d.socketPath, 'dockerOptions.socketPath'),
+    dockerHost: process.env.DOCKER_HOST,
+    // Per engine call, as dockerode's per request (default 30 s here, none in dockerode).
+    engineTimeout: check.duration(d.timeout, 'dockerOptions.timeout'),
+  }
+}
+
+/** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */
+function containerOptions(options) {
+  const id = check.string(options.id, 'id') ?? randomId()
+  const privileged = check.boolean(options.privileged, 'privileged') ?? false
+  const capDrop = options.capDrop === undefined ? undefined : [...check.stringArray(options.capDrop, 'capDrop')]
+  const capAdd = options.capAdd === undefined ? undefined : [...check.stringArray(options.capAdd, 'capAdd')]
+  const securityOpt = options.securityOpt === undefined ? undefined : [...check.stringArray(options.securityOpt, 'securityOpt')]
+  const hardened = !privileged && capDrop === undefined && capAdd === undefined
+  const workingDir = absolutePath(
+    check.string(options.workingDirectory, 'workingDirectory') ?? check.string(options.workingDir, 'workingDir') ?? DEFAULT_WORKING_DIR,
+    options.workingDirectory === undefined ? 'workingDir' : 'workingDirectory',
+  )
+  const volumes = stringMap(options.volumes, 'volumes') ?? {}
+  for (const [host, inside] of Object.entries(volumes)) {
+    absolutePath(host, 'a host path of volumes')
+    absolutePath(inside, `volumes['${host}']`)
+  }
+  // `command` kept the container running; the supervisor, its PID 1, does that here.
+  check.stringArray(options.command, 'command')
+  const image = check.string(options.image, 'image') ?? DEFAULT_IMAGE
+  if (image === '') throw new SandboxOptionError('image must be a non-empty image reference')
+  return {
+    id,
+    name: containerName(check.string(options.name, 'name') ?? id),
+    image,
+    env: check.env(options.env, 'env'),
+    workingDir,
+    labels: stringMap(options.labels, 'labels') ?? {},
+    volumes,
+    network: check.string(options.network, 'network'),
+    privileged,
+    memory: wholeNumber(options.memory, 'memory', 1),
+    memorySwap: wholeNumber(options.memorySwap, 'memorySwap', -1),
+    cpuShares: wholeNumber(options.cpuShares, 'cpuShares', 0),
+    cpuQuota: wholeNumber(options.cpuQuota, 'cpuQuota', -1),
+    cpuPeriod: wholeNumber(options.cpuPeriod, 'cpuPeriod', 0),
+    pidsLimit: wholeNumber(options.pidsLimit, 'pidsLimit', -1) ?? DEFAULT_PIDS_LIMIT,
+    readonlyRootfs: check.boolean(options.readonlyRootfs, 'readonlyRootfs'),
+    capDrop: hardened ? ['ALL'] : capDrop,
+    capAdd: hardened ? [...SHELL_CAPABILITIES] : capAdd,
+    securityOpt: securityOpt ?? (privileged ? undefined : ['no-new-privileges']),
+    ulimits: ulimitsOf(options.ulimits),
+    tmpfs: stringMap(options.tmpfs, 'tmpfs'),
+    timeout: check.duration(options.timeout, 'timeout') ?? DEFAULT_TIMEOUT,
+    ...connectionOf(options.dockerOptions),
+  }
+}
+
+/**
+ * Runs commands in a Docker container whose PID 1 is this package's supervisor: each
+ * command is a fork in the container, its whole process tree dies on kill, timeout, abort
+ * or stop, and its output is bounded as `LocalSandbox`'s. The container is created (or
+ * found again by its `mastra.sandbox.id` label) at the first start; stop stops it, destroy
+ * removes it with its anonymous volumes.
+ */
+class DockerSandbox {
+  #native
+  #lifecycle
+  #instructions
+  #options
+
+  constructor(options = {}) {
+    readingOptions('options', () => {
+      check.object(options, 'options')
+      this.#options = containerOptions(options)
+      const instructions = options.instructions
+      if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
+        check.string(instructions, 'instructions')
+      }
+      this.#instructions = instructions
+      this.#lifecycle = new SandboxLifecycle(this, options)
+      this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...this.#options, ...this.#lifecycle.nativeHooks() }))
+    })
+    this.name = 'DockerSandbox'
+    this.provider = 'docker'
+    this.supportsCheckpoints = false
+    this.networking = undefined
+    this.computer = undefined
+    this.processes = new LocalProcessManager(this, () => this.#native)
+  }
+
+  get id() {
+    return this.#native.id
+  }
+  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
+  get status() {
+    return this.#native.status
+  }
+  /** Why the last lifecycle step failed, while `status` is `'error'`. */
+  get error() {
+    return this.#native.error ?? undefined
+  }
+  /** The image the container is made from. */
+  get image() {
+    return this.#options.image
+  }
+  /** Where commands run in the container. */
+  get workingDirectory() {
+    return this.#options.workingDir
+  }
+  /** Default timeout of `executeCommand` in ms. */
+  get timeout() {
+    return this.#native.timeout ?? undefined
+  }
+  get createdAt() {
+    return new Date(this.#native.createdAt)
+  }
+
+  /** Creates (or finds again) the container, starts it and reaches its supervisor; runs `onStart`. */
+  async start() {
+    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
+    return { outcome }
+  }
+
+  /** Runs `onStop`, kills every process, and stops the container; the next command restarts it. */
+  stop() {
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop()))
+  }
+
+  /** Runs `onDestroy`, kills every process, and removes the container with its anonymous volumes. */
+  destroy() {
+    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
+  }
+
+  async #tearDown(transition) {
+    try {
+      await transition
+    } finally {
+      this.processes._forgetAll()
+    }
+  }
+
+  _start() {
+    return this.start()
+  }
+  _stop() {
+    return this.stop()
+  }
+  _destroy() {
+    return this.destroy()
+  }
+
+  ensureRunning() {
+    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
+  }
+
+  /** @deprecated use `status === 'running'` */
+  isReady() {
+    return this.status === 'running'
+  }
+
+  executeCommand(command, args = [], options = {}) {
+    return executeNative(this, () => this.#native, command, args, options)
+  }
+
+  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
+  async spawn(options) {
+    check.object(options, 'spawn options')
+    const { command, ...rest } = options ?? {}
+    return this.processes.spawn(command, rest)
+  }
+
+  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
+  setEnv(update) {
+    if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
+    this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
+  }
+
+  getEnv() {
+    return { ...this.#native.getEnv() }
+  }
+
+  /** Composes the start hook: `update` gets the current hook and returns the new one. */
+  setOnStart(update) {
+    this.#lifecycle.setOnStart(update)
+  }
+
+  getInfo() {
+    const { image, workingDir, labels } = this.#options
+    return {
+      id: this.id,
+      name: this.name,
+      provider: this.provider,
+      status: this.status,
+      createdAt: this.createdAt,
+      metadata: { image, workingDir, labels: { ...labels } },
+    }
+  }
+
+  getInstructions(options = {}) {
+    const auto = [
+      `You are working inside a Docker container (image: ${this.#options.image}).`,
+      `The working directory is ${this.#options.workingDir}.`,
+      'You can execute shell commands using executeCommand().',
+      'You can spawn background processes using processes.spawn().',
+    ].join('\n')
+    return instructionsText(this.#instructions, auto, options?.requestContext)
+  }
+
+  /** Mastra hands its logger to components; the native diagnostics go to it (it filters by level). */
+  __setLogger(logger) {
+    setLogger(logger, { level: 'debug' })
+  }
+}
+
+asMastraComponent(DockerSandbox)
+
+module.exports = { DockerSandbox }

@@ -1,0 +1,126 @@
+//! The options of a `DockerSandbox` (lib/docker-sandbox.js, which checks them) into the
+//! core's sandbox with a container host; the sandbox itself is a `NativeLocalSandbox`'s
+//! engine, the same for both.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use napi_derive::napi;
+use native_workspace_core::Result;
+use native_workspace_core::checkpoint::Checkpoints;
+use native_workspace_core::isolation::Isolation;
+use native_workspace_core::limits::Limits;
+use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
+use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Ulimit};
+
+use crate::js_callback::{JsHook, lifecycle_hooks};
+use crate::keeper::keeper_path;
+use crate::options::timeout;
+
+#[napi(object, object_to_js = false)]
+pub struct NativeDockerOptions {
+  pub id: String,
+  pub name: String,
+  pub image: String,
+  pub env: HashMap<String, String>,
+  pub working_dir: String,
+  pub labels: HashMap<String, String>,
+  pub volumes: HashMap<String, String>,
+  pub network: Option<String>,
+  pub privileged: bool,
+  pub memory: Option<i64>,
+  pub memory_swap: Option<i64>,
+  pub cpu_shares: Option<i64>,
+  pub cpu_quota: Option<i64>,
+  pub cpu_period: Option<i64>,
+  pub pids_limit: Option<i64>,
+  pub readonly_rootfs: Option<bool>,
+  pub cap_drop: Option<Vec<String>>,
+  pub cap_add: Option<Vec<String>>,
+  pub security_opt: Option<Vec<String>>,
+  pub ulimits: Option<Vec<NativeUlimit>>,
+  pub tmpfs: Option<HashMap<String, String>>,
+  /// Default timeout of `executeCommand`, in milliseconds.
+  pub timeout: Option<f64>,
+  /// `dockerOptions.socketPath`.
+  pub socket_path: Option<String>,
+  /// `DOCKER_HOST` as the process had it.
+  pub docker_host: Option<String>,
+  /// `dockerOptions.timeout`: milliseconds one engine call may take.
+  pub engine_timeout: Option<f64>,
+  #[napi(ts_type = "(outcome: string) => Promise<void>")]
+  pub on_start: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_stop: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_destroy: Option<JsHook>,
+}
+
+#[napi(object)]
+pub struct NativeUlimit {
+  pub name: String,
+  pub soft: i64,
+  pub hard: i64,
+}
+
+/// The core sandbox of a `DockerSandbox`: nothing is created until its start.
+pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
+  let mut connection = Connection::from_settings(
+    options.socket_path.as_deref(),
+    options.docker_host.as_deref(),
+  )?;
+  if let Some(limit) = timeout(options.engine_timeout, "dockerOptions.timeout")? {
+    connection.timeout = limit;
+  }
+  let working_directory = PathBuf::from(&options.working_dir);
+  let spec = ContainerSpec {
+    id: options.id.clone(),
+    name: options.name,
+    image: options.image,
+    env: options.env.into_iter().collect(),
+    working_dir: options.working_dir,
+    labels: options.labels.into_iter().collect(),
+    volumes: options.volumes.into_iter().collect(),
+    network: options.network,
+    privileged: options.privileged,
+    memory: options.memory,
+    memory_swap: options.memory_swap,
+    cpu_shares: options.cpu_shares,
+    cpu_quota: options.cpu_quota,
+    cpu_period: options.cpu_period,
+    pids_limit: options.pids_limit,
+    readonly_rootfs: options.readonly_rootfs,
+    cap_drop: options.cap_drop,
+    cap_add: options.cap_add,
+    security_opt: options.security_opt,
+    ulimits: options.ulimits.map(|list| {
+      list
+        .into_iter()
+        .map(|u| Ulimit {
+          name: u.name,
+          soft: u.soft,
+          hard: u.hard,
+        })
+        .collect()
+    }),
+    tmpfs: options.tmpfs.map(|t| t.into_iter().collect()),
+    keeper: keeper_path(),
+  };
+  Sandbox::new(SandboxOptions {
+    id: options.id,
+    checkpoints: Checkpoints::new(None, None, None, &working_directory)?,
+    working_directory,
+    // The container's own environment (its image's and `env`) reaches every command
+    // through its init; the sandbox adds only `setEnv` and per-command variables.
+    env: Default::default(),
+    timeout: timeout(options.timeout, "timeout")?,
+    isolation: Isolation::None,
+    policy: None,
+    limits: Limits::default(),
+    keeper: keeper_path(),
+    own_files: Vec::new(),
+    hooks: lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy),
+    container: Some(Arc::new(DockerHost::new(connection, spec))),
+  })
+}

@@ -1,7 +1,7 @@
 'use strict'
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
-const { translatingSync } = require('./translate')
+const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
 const { LocalProcessManager, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
@@ -65,6 +65,22 @@ function ulimitsOf(value) {
       hard: wholeNumber(u.hard, `ulimits[${i}].hard`, -1) ?? fail(`ulimits[${i}].hard`),
     }
   })
+}
+
+/** The container TCP ports to publish (`ports`), without repeats. */
+function portsOf(value) {
+  if (value === undefined) return []
+  if (!Array.isArray(value)) throw new SandboxOptionError(`ports must be an array of container TCP ports, got ${describe(value)}`)
+  return [
+    ...new Set(
+      value.map((port, i) => {
+        if (!Number.isInteger(port) || port < 1 || port > 65535) {
+          throw new SandboxOptionError(`ports[${i}] must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
+        }
+        return port
+      }),
+    ),
+  ]
 }
 
 function fail(name) {
@@ -136,6 +152,7 @@ function containerOptions(options) {
     securityOpt: securityOpt ?? (privileged ? undefined : ['no-new-privileges']),
     ulimits: ulimitsOf(options.ulimits),
     tmpfs: stringMap(options.tmpfs, 'tmpfs'),
+    ports: portsOf(options.ports),
     timeout: check.duration(options.timeout, 'timeout') ?? DEFAULT_TIMEOUT,
     ...connectionOf(options.dockerOptions),
   }
@@ -169,7 +186,8 @@ class DockerSandbox {
     this.name = 'DockerSandbox'
     this.provider = 'docker'
     this.supportsCheckpoints = false
-    this.networking = undefined
+    // Published on the host's loopback, so the URLs reach the container from this host only.
+    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
     this.processes = new LocalProcessManager(this, () => this.#native)
   }
@@ -253,6 +271,14 @@ class DockerSandbox {
     check.object(options, 'spawn options')
     const { command, ...rest } = options ?? {}
     return this.processes.spawn(command, rest)
+  }
+
+  /** `http://127.0.0.1:<host port>` for a port in `ports` while the container runs, else null. */
+  async #portUrl(port) {
+    if (!Number.isInteger(port)) throw new SandboxOptionError(`getPortUrl: port must be a whole number, got ${describe(port)}`)
+    if (!this.#options.ports.includes(port)) return null
+    const hostPort = await translating(() => this.#native.publishedPort(port))
+    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */

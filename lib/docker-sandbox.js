@@ -170,6 +170,8 @@ class DockerSandbox {
   #lifecycle
   #instructions
   #options
+  /** The options as given (their own properties), which a clone starts from. */
+  #given
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -181,6 +183,7 @@ class DockerSandbox {
       }
       this.#instructions = instructions
       this.#lifecycle = new SandboxLifecycle(this, options)
+      this.#given = { ...options }
       this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...this.#options, ...this.#lifecycle.nativeHooks() }))
     })
     this.name = 'DockerSandbox'
@@ -279,6 +282,31 @@ class DockerSandbox {
     if (!this.#options.ports.includes(port)) return null
     const hostPort = await translating(() => this.#native.publishedPort(port))
     return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
+  }
+
+  /**
+   * A new, independent sandbox with this one's options (as given to the constructor) and
+   * `id`, `env`, `workingDirectory` replaced when given. It has its own container, made at
+   * its start, unless `sandboxId` names an existing sandbox: it then reattaches to that
+   * sandbox's container (found by its id label, as a start finds its own).
+   */
+  clone(options = {}) {
+    const { id, sandboxId, env, workingDirectory } = readingOptions('clone options', () => {
+      const o = check.object(options, 'clone options')
+      return { id: check.string(o.id, 'id'), sandboxId: check.string(o.sandboxId, 'sandboxId'), env: o.env, workingDirectory: o.workingDirectory }
+    })
+    if (id !== undefined && sandboxId !== undefined && id !== sandboxId) {
+      throw new SandboxOptionError(`clone: id ${describe(id)} and sandboxId ${describe(sandboxId)} differ, but a DockerSandbox's id is what finds its container`)
+    }
+    const given = { ...this.#given }
+    // A container name is unique on an engine: the clone's comes from its own id.
+    delete given.name
+    return new DockerSandbox({
+      ...given,
+      id: sandboxId ?? id ?? randomId(),
+      ...(env !== undefined && { env }),
+      ...(workingDirectory !== undefined && { workingDirectory }),
+    })
   }
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */

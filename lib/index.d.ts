@@ -627,6 +627,12 @@ export declare class DockerSandbox {
   isReady(): boolean
   executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
+  /**
+   * A new, independent sandbox with this one's constructor options (its own id and container,
+   * created at its start) and `id`, `env`, `workingDirectory` replaced when given; with
+   * `sandboxId` (an existing sandbox's id) it reattaches to that sandbox's container instead.
+   */
+  clone(options?: { id?: string; sandboxId?: string; env?: Record<string, string | undefined>; workingDirectory?: string }): DockerSandbox
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
   setOnStart(update: (previous: DockerSandboxOptions['onStart']) => DockerSandboxOptions['onStart']): void

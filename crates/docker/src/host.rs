@@ -554,3 +554,47 @@ fn open_to_container(dir: &Path) -> Result<()> {
   std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
     .map_err(|e| CoreError::io(format!("Cannot open {} to the container", dir.display()), e))
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn ports_are_exposed_and_published_on_loopback_with_an_engine_chosen_host_port() {
+    let spec = ContainerSpec {
+      ports: vec![8080, 53],
+      ..Default::default()
+    };
+    let host = DockerHost::new(
+      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      spec,
+    );
+    let body = host.body(Path::new("/tmp/socket-dir"));
+    assert_eq!(
+      body.exposed_ports,
+      Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
+    );
+    let bindings = body.host_config.unwrap().port_bindings.unwrap();
+    assert_eq!(bindings.len(), 2);
+    for key in ["8080/tcp", "53/tcp"] {
+      assert_eq!(
+        bindings[key],
+        Some(vec![PortBinding {
+          host_ip: Some("127.0.0.1".into()),
+          host_port: Some(String::new()),
+        }])
+      );
+    }
+  }
+
+  #[test]
+  fn no_ports_publishes_nothing() {
+    let host = DockerHost::new(
+      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      ContainerSpec::default(),
+    );
+    let body = host.body(Path::new("/tmp/socket-dir"));
+    assert_eq!(body.exposed_ports, None);
+    assert_eq!(body.host_config.unwrap().port_bindings, None);
+  }
+}

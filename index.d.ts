@@ -75,6 +75,8 @@ export declare class NativeLocalSandbox {
   /** Captures the working directory as the checkpoint (nothing without a checkpoint name). */
   snapshot(): Promise<void>
   ensureRunning(): Promise<void>
+  /** The host port a Docker sandbox's container port is published on while it runs. */
+  publishedPort(port: number): Promise<number | null>
   /**
    * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
    * resolves to the pids of the processes that keep a running sandbox from binding them
@@ -259,6 +261,8 @@ export interface NativeDockerOptions {
   securityOpt?: Array<string>
   ulimits?: Array<NativeUlimit>
   tmpfs?: Record<string, string>
+  /** Container TCP ports to publish on the host's loopback (checked: 1–65535). */
+  ports: Array<number>
   /** Default timeout of `executeCommand`, in milliseconds. */
   timeout?: number
   /** `dockerOptions.socketPath`. */

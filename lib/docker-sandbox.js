@@ -1,7 +1,7 @@
 'use strict'
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
-const { translatingSync } = require('./translate')
+const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
 const { LocalProcessManager, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
@@ -65,6 +65,22 @@ function ulimitsOf(value) {
       hard: wholeNumber(u.hard, `ulimits[${i}].hard`, -1) ?? fail(`ulimits[${i}].hard`),
     }
   })
+}
+
+/** The container TCP ports to publish (`ports`), without repeats. */
+function portsOf(value) {
+  if (value === undefined) return []
+  if (!Array.isArray(value)) throw new SandboxOptionError(`ports must be an array of container TCP ports, got ${describe(value)}`)
+  return [
+    ...new Set(
+      value.map((port, i) => {
+        if (!Number.isInteger(port) || port < 1 || port > 65535) {
+          throw new SandboxOptionError(`ports[${i}] must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
+        }
+        return port
+      }),
+    ),
+  ]
 }
 
 function fail(name) {
@@ -136,6 +152,7 @@ function containerOptions(options) {
     securityOpt: securityOpt ?? (privileged ? undefined : ['no-new-privileges']),
     ulimits: ulimitsOf(options.ulimits),
     tmpfs: stringMap(options.tmpfs, 'tmpfs'),
+    ports: portsOf(options.ports),
     timeout: check.duration(options.timeout, 'timeout') ?? DEFAULT_TIMEOUT,
     ...connectionOf(options.dockerOptions),
   }
@@ -153,6 +170,8 @@ class DockerSandbox {
   #lifecycle
   #instructions
   #options
+  /** The options as given (their own properties), which a clone starts from. */
+  #given
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -164,12 +183,14 @@ class DockerSandbox {
       }
       this.#instructions = instructions
       this.#lifecycle = new SandboxLifecycle(this, options)
+      this.#given = { ...options }
       this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...this.#options, ...this.#lifecycle.nativeHooks() }))
     })
     this.name = 'DockerSandbox'
     this.provider = 'docker'
     this.supportsCheckpoints = false
-    this.networking = undefined
+    // Published on the host's loopback, so the URLs reach the container from this host only.
+    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
     this.processes = new LocalProcessManager(this, () => this.#native)
   }
@@ -253,6 +274,39 @@ class DockerSandbox {
     check.object(options, 'spawn options')
     const { command, ...rest } = options ?? {}
     return this.processes.spawn(command, rest)
+  }
+
+  /** `http://127.0.0.1:<host port>` for a port in `ports` while the container runs, else null. */
+  async #portUrl(port) {
+    if (!Number.isInteger(port)) throw new SandboxOptionError(`getPortUrl: port must be a whole number, got ${describe(port)}`)
+    if (!this.#options.ports.includes(port)) return null
+    const hostPort = await translating(() => this.#native.publishedPort(port))
+    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
+  }
+
+  /**
+   * A new, independent sandbox with this one's options (as given to the constructor) and
+   * `id`, `env`, `workingDirectory` replaced when given. It has its own container, made at
+   * its start, unless `sandboxId` names an existing sandbox: it then reattaches to that
+   * sandbox's container (found by its id label, as a start finds its own).
+   */
+  clone(options = {}) {
+    const { id, sandboxId, env, workingDirectory } = readingOptions('clone options', () => {
+      const o = check.object(options, 'clone options')
+      return { id: check.string(o.id, 'id'), sandboxId: check.string(o.sandboxId, 'sandboxId'), env: o.env, workingDirectory: o.workingDirectory }
+    })
+    if (id !== undefined && sandboxId !== undefined && id !== sandboxId) {
+      throw new SandboxOptionError(`clone: id ${describe(id)} and sandboxId ${describe(sandboxId)} differ, but a DockerSandbox's id is what finds its container`)
+    }
+    const given = { ...this.#given }
+    // A container name is unique on an engine: the clone's comes from its own id.
+    delete given.name
+    return new DockerSandbox({
+      ...given,
+      id: sandboxId ?? id ?? randomId(),
+      ...(env !== undefined && { env }),
+      ...(workingDirectory !== undefined && { workingDirectory }),
+    })
   }
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */

@@ -567,6 +567,11 @@ export interface DockerSandboxOptions {
   securityOpt?: string[]
   ulimits?: { name: string; soft: number; hard: number }[]
   tmpfs?: Record<string, string>
+  /**
+   * Container TCP ports (1–65535) published on the host's 127.0.0.1, each on a host port the
+   * engine picks; `networking.getPortUrl(port)` gives the URL.
+   */
+  ports?: number[]
   /** Default timeout of `executeCommand` in ms (default 300000). */
   timeout?: number
   /** Default `/workspace`. */
@@ -599,7 +604,13 @@ export declare class DockerSandbox {
   readonly timeout: number | undefined
   readonly createdAt: Date
   readonly supportsCheckpoints: false
-  readonly networking: undefined
+  readonly networking: {
+    /**
+     * `http://127.0.0.1:<host port>` reaching a port of `ports` in the running container;
+     * null for a port not in `ports` or while the sandbox is not running.
+     */
+    getPortUrl(port: number): Promise<string | null>
+  }
   readonly computer: undefined
   readonly processes: SandboxProcessManager<DockerSandbox>
   /** Creates the container (or finds it again by its label), starts it, reaches its supervisor. */
@@ -616,6 +627,12 @@ export declare class DockerSandbox {
   isReady(): boolean
   executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
+  /**
+   * A new, independent sandbox with this one's constructor options (its own id and container,
+   * created at its start) and `id`, `env`, `workingDirectory` replaced when given; with
+   * `sandboxId` (an existing sandbox's id) it reattaches to that sandbox's container instead.
+   */
+  clone(options?: { id?: string; sandboxId?: string; env?: Record<string, string | undefined>; workingDirectory?: string }): DockerSandbox
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
   setOnStart(update: (previous: DockerSandboxOptions['onStart']) => DockerSandboxOptions['onStart']): void

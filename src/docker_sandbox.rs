@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use napi_derive::napi;
-use native_workspace_core::Result;
 use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
+use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Ulimit};
 
 use crate::js_callback::{JsHook, lifecycle_hooks};
@@ -41,6 +41,8 @@ pub struct NativeDockerOptions {
   pub security_opt: Option<Vec<String>>,
   pub ulimits: Option<Vec<NativeUlimit>>,
   pub tmpfs: Option<HashMap<String, String>>,
+  /// Container TCP ports to publish on the host's loopback (checked: 1–65535).
+  pub ports: Vec<u32>,
   /// Default timeout of `executeCommand`, in milliseconds.
   pub timeout: Option<f64>,
   /// `dockerOptions.socketPath`.
@@ -105,6 +107,11 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
         .collect()
     }),
     tmpfs: options.tmpfs.map(|t| t.into_iter().collect()),
+    ports: options
+      .ports
+      .into_iter()
+      .map(container_port)
+      .collect::<Result<_>>()?,
     keeper: keeper_path(),
   };
   Sandbox::new(SandboxOptions {
@@ -123,4 +130,12 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     hooks: lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
   })
+}
+
+/// A container port as the engine takes it (JavaScript has checked the range already).
+pub fn container_port(port: u32) -> Result<u16> {
+  u16::try_from(port)
+    .ok()
+    .filter(|p| *p > 0)
+    .ok_or_else(|| CoreError::InvalidOption(format!("port must be 1–65535, got {port}")))
 }

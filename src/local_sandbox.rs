@@ -449,6 +449,20 @@ impl NativeLocalSandbox {
     settle(env, async move { inner.ensure_running().await })
   }
 
+  /// The host port a Docker sandbox's container port is published on while it runs.
+  #[napi(ts_return_type = "Promise<number | null>", catch_unwind)]
+  pub fn published_port<'env>(
+    &self,
+    env: &'env Env,
+    port: u32,
+  ) -> napi::Result<PromiseRaw<'env, Option<u32>>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      let port = crate::docker_sandbox::container_port(port)?;
+      Ok(inner.published_port(port).await?.map(u32::from))
+    })
+  }
+
   /// Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
   /// resolves to the pids of the processes that keep a running sandbox from binding them
   /// now (none: they are in effect, or will be from the start).

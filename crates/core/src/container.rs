@@ -22,4 +22,7 @@ pub trait ContainerHost: Send + Sync {
   fn stop(&self) -> HostFuture<'_, ()>;
   /// Removes the container and what it alone used.
   fn destroy(&self) -> HostFuture<'_, ()>;
+  /// The host port a container TCP port is published on while the container runs; `None`
+  /// for a port not published or a container not running.
+  fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>>;
 }

@@ -231,6 +231,15 @@ impl Sandbox {
     self.lifecycle.error()
   }
 
+  /// The host port a container TCP port is published on: `None` outside a container, for
+  /// a port not published, or while the sandbox is not running.
+  pub async fn published_port(&self, port: u16) -> Result<Option<u16>> {
+    match &self.container {
+      Some(container) if self.status() == Status::Running => container.published_port(port).await,
+      _ => Ok(None),
+    }
+  }
+
   pub fn checkpoints(&self) -> &Checkpoints {
     &self.checkpoints
   }

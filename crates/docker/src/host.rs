@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, ResourcesUlimits};
+use bollard::models::{
+  ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, ResourcesUlimits,
+};
 use bollard::query_parameters::{
   CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
   RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
@@ -31,6 +33,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a stop lets the keeper end its commands (it needs milliseconds) before the
 /// engine kills the container.
 const STOP_GRACE_SECONDS: i32 = 5;
+/// Where published ports listen on the host: reachable from this host only.
+const LOOPBACK: &str = "127.0.0.1";
+
+/// The engine's name of a container TCP port.
+fn port_key(port: u16) -> String {
+  format!("{port}/tcp")
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ulimit {
@@ -65,6 +74,8 @@ pub struct ContainerSpec {
   pub security_opt: Option<Vec<String>>,
   pub ulimits: Option<Vec<Ulimit>>,
   pub tmpfs: Option<BTreeMap<String, String>>,
+  /// Container TCP ports published on the host's loopback, each on a port the engine picks.
+  pub ports: Vec<u16>,
   /// The keeper binary on this host (statically linked: it runs in any image).
   pub keeper: PathBuf,
 }
@@ -191,7 +202,21 @@ impl DockerHost {
       labels: Some(labels),
       tty: Some(false),
       open_stdin: Some(false),
+      exposed_ports: (!spec.ports.is_empty())
+        .then(|| spec.ports.iter().map(|p| port_key(*p)).collect()),
       host_config: Some(HostConfig {
+        port_bindings: (!spec.ports.is_empty()).then(|| {
+          let loopback = PortBinding {
+            host_ip: Some(LOOPBACK.to_owned()),
+            // Empty: the engine picks a free host port.
+            host_port: Some(String::new()),
+          };
+          spec
+            .ports
+            .iter()
+            .map(|p| (port_key(*p), Some(vec![loopback.clone()])))
+            .collect()
+        }),
         mounts: Some(vec![
           bind(&spec.keeper, KEEPER_INSIDE, true),
           bind(socket_dir, SOCKET_DIR_INSIDE, false),
@@ -387,6 +412,37 @@ impl DockerHost {
     Ok(())
   }
 
+  /// The host port `port` is published on, as the running container's inspect says.
+  async fn published_port_now(&self, port: u16) -> Result<Option<u16>> {
+    if !self.spec.ports.contains(&port) {
+      return Ok(None);
+    }
+    let Some(started) = self.started.locked().clone() else {
+      return Ok(None);
+    };
+    let docker = self.docker().await?;
+    let inspected = call(
+      &self.connection,
+      "inspecting the container",
+      docker.inspect_container(&started.id, None::<InspectContainerOptions>),
+    )
+    .await?;
+    if inspected.state.and_then(|s| s.running) != Some(true) {
+      return Ok(None);
+    }
+    let bindings = inspected
+      .network_settings
+      .and_then(|n| n.ports)
+      .and_then(|mut ports| ports.remove(&port_key(port)))
+      .flatten()
+      .unwrap_or_default();
+    Ok(bindings.into_iter().find_map(|b| {
+      (b.host_ip.as_deref() == Some(LOOPBACK))
+        .then_some(b.host_port?.parse().ok())
+        .flatten()
+    }))
+  }
+
   /// Removes a container this start made and could not start.
   async fn remove(&self, docker: &Docker, started: &Started) {
     if let Err(error) = remove_container(&self.connection, docker, &started.id).await {
@@ -426,6 +482,10 @@ impl ContainerHost for DockerHost {
 
   fn destroy(&self) -> HostFuture<'_, ()> {
     Box::pin(self.destroy_now())
+  }
+
+  fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>> {
+    Box::pin(self.published_port_now(port))
   }
 }
 
@@ -493,4 +553,48 @@ fn ensure_socket_dir(dir: &Path) -> Result<()> {
 fn open_to_container(dir: &Path) -> Result<()> {
   std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
     .map_err(|e| CoreError::io(format!("Cannot open {} to the container", dir.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn ports_are_exposed_and_published_on_loopback_with_an_engine_chosen_host_port() {
+    let spec = ContainerSpec {
+      ports: vec![8080, 53],
+      ..Default::default()
+    };
+    let host = DockerHost::new(
+      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      spec,
+    );
+    let body = host.body(Path::new("/tmp/socket-dir"));
+    assert_eq!(
+      body.exposed_ports,
+      Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
+    );
+    let bindings = body.host_config.unwrap().port_bindings.unwrap();
+    assert_eq!(bindings.len(), 2);
+    for key in ["8080/tcp", "53/tcp"] {
+      assert_eq!(
+        bindings[key],
+        Some(vec![PortBinding {
+          host_ip: Some("127.0.0.1".into()),
+          host_port: Some(String::new()),
+        }])
+      );
+    }
+  }
+
+  #[test]
+  fn no_ports_publishes_nothing() {
+    let host = DockerHost::new(
+      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      ContainerSpec::default(),
+    );
+    let body = host.body(Path::new("/tmp/socket-dir"));
+    assert_eq!(body.exposed_ports, None);
+    assert_eq!(body.host_config.unwrap().port_bindings, None);
+  }
 }

@@ -403,6 +403,22 @@ describeDocker('DockerSandbox on the local engine', () => {
     expect(box.status).toBe('destroyed')
   })
 
+  it("is the sandbox of Mastra's own Workspace: Mastra's execute_command tool runs in the container", async () => {
+    const { Workspace: MastraWorkspace, createWorkspaceTools: mastraTools } = await import('@mastra/core/workspace')
+    const box = sandbox()
+    const workspace = new MastraWorkspace({ sandbox: box })
+    try {
+      await workspace.init()
+      const tools = await mastraTools(workspace)
+      const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-mastra; tr "\\0" " " < /proc/1/cmdline' }, {})
+      expect(text).toContain('from-mastra')
+      expect(text).toContain('/.native-workspace-keeper --listen')
+    } finally {
+      await workspace.destroy()
+    }
+    expect(box.status).toBe('destroyed')
+  })
+
   it('leaves nothing labelled behind, and no socket directory on the host', async () => {
     expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
     expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])

@@ -58,7 +58,12 @@ function installMastraDocker() {
     { cwd: DEPS_DIR, encoding: 'utf8', timeout: INSTALL_TIMEOUT_MS },
   )
   if (npm.error || npm.status !== 0) {
-    const why = npm.error?.message ?? npm.stderr.trim().split('\n').filter(Boolean).pop() ?? `exit ${npm.status}`
+    // npm's own error lines, without the pointer to its log file.
+    const errors = npm.stderr
+      .split('\n')
+      .filter((line) => line.startsWith('npm error') && !/complete log|^npm error\s*$/.test(line))
+      .map((line) => line.replace(/^npm error\s*/, ''))
+    const why = npm.error?.message ?? (errors.slice(0, 4).join('; ').slice(0, 240) || `exit ${npm.status}`)
     return `npm install ${MASTRA_DOCKER}@${MASTRA_DOCKER_VERSION} failed: ${why}`
   }
   return undefined

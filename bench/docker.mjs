@@ -172,6 +172,18 @@ function collector() {
 }
 
 /**
+ * An ended exec's exit code. The engine may close the stream a moment before it records
+ * the code, so a null code is asked again (for up to a second).
+ */
+async function exitCodeOf(exec) {
+  for (let attempt = 0; ; attempt++) {
+    const { ExitCode, Running } = await exec.inspect()
+    if ((ExitCode !== null && !Running) || attempt === 200) return ExitCode
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+/**
  * The floor through the Engine API: what `docker exec` does, per command. Background
  * commands print their pid first (`echo $$; exec …`), since an exec cannot be signalled
  * through the API: kill is a second exec, `kill -9 <pid>`, then the first one's end.
@@ -198,7 +210,7 @@ class RawDockerSandbox {
     const exec = await this.#container.exec({ Cmd: ['sh', '-c', cmd], AttachStdout: true, AttachStderr: true })
     const stream = await exec.start({ hijack: true, stdin: false })
     const ended = new Promise((resolve, reject) => {
-      stream.on('end', () => exec.inspect().then((info) => resolve(info.ExitCode), reject))
+      stream.on('end', () => exitCodeOf(exec).then(resolve, reject))
       stream.on('error', reject)
     })
     this.#docker.modem.demuxStream(stream, stdout, collector().stream)

@@ -416,7 +416,70 @@ const withBwrap = (c) => ({
   title: (p) => `${c.title(p).replace(/^\((\w+)\)/, '($1, bwrap)')} with isolation 'bwrap'`,
   targets: undefined,
 })
-export const CASES = [...BASE_CASES.flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])), CHECKPOINT_CASE]
+
+/** Filled in by the runner after each Docker run: what its sweep by label had to remove. */
+const CONTAINERS_LEFT = { key: 'containers_left', label: 'containers left after destroy', better: 'lower' }
+
+/**
+ * A base case measured again in a container of the local Docker engine (implementations:
+ * docker.mjs); the sandbox is started before the case runs (the start is `docker_start`'s).
+ */
+const inDocker = (c, { targets, params = c.params }) => ({
+  ...c,
+  id: `docker_${c.id}`,
+  docker: true,
+  title: (p) => c.title(p).replace(/^\((\w+)\)/, '(docker $1)'),
+  params,
+  metrics: [...c.metrics, CONTAINERS_LEFT],
+  targets,
+  async run(args) {
+    await args.sb.start()
+    return c.run(args)
+  },
+})
+const baseCase = (id) => BASE_CASES.find((c) => c.id === id)
+
+/** Start of a sandbox (a container), its first command, and its removal. */
+const DOCKER_START_CASE = {
+  id: 'docker_start',
+  docker: true,
+  title: () => '(docker start) start() of a sandbox, its first `true`, destroy()',
+  impls: ALL,
+  runs: 3,
+  params: () => ({}),
+  metrics: [
+    { key: 'start_ms', label: 'start() ms', better: 'lower' },
+    { key: 'first_command_ms', label: 'first `true` ms', better: 'lower' },
+    { key: 'destroy_ms', label: 'destroy() ms', better: 'lower' },
+    CONTAINERS_LEFT,
+  ],
+  async run({ sb }) {
+    let t0 = now()
+    await sb.start()
+    const start = now() - t0
+    t0 = now()
+    await warmUp(sb)
+    const first = now() - t0
+    t0 = now()
+    await sb.destroy()
+    return { start_ms: start, first_command_ms: first, destroy_ms: now() - t0 }
+  },
+}
+
+/** Targets against a local engine: a command ≤ 0.1× `@mastra/docker`'s; output and memory as LocalSandbox's (c). */
+const DOCKER_CASES = [
+  inDocker(baseCase('a'), { targets: [{ key: 'median_ms', vsMastra: 0.1 }] }),
+  inDocker(baseCase('b'), { targets: [{ key: 'total_ms', vsMastra: 0.7 }] }),
+  inDocker(baseCase('c'), { targets: baseCase('c').targets }),
+  inDocker(baseCase('e'), { targets: [{ key: 'median_cycle_ms', vsMastra: 0.1 }], params: (quick) => ({ count: quick ? 20 : 50 }) }),
+  DOCKER_START_CASE,
+]
+
+export const CASES = [
+  ...BASE_CASES.flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
+  CHECKPOINT_CASE,
+  ...DOCKER_CASES,
+]
 
 /** Accepts `a`, `a'`, `a′`, `a_tool`, `import`. */
 export function findCase(name) {

@@ -3,6 +3,7 @@
 // (the runner creates the working directory and removes it afterwards, also on a timeout).
 // The implementation's module is imported (and timed) before the case does anything, so
 // its import time and memory belong to this process alone. Prints one line `RESULT <json>`.
+import { loadDockerImpl } from './docker.mjs'
 import { loadImpl } from './impls.mjs'
 import { findCase } from './cases.mjs'
 import { RESULT_PREFIX } from './util.mjs'
@@ -11,11 +12,13 @@ async function main() {
   const [caseId, implName, paramsJson, workingDirectory] = process.argv.slice(2)
   const benchCase = findCase(caseId)
   if (!benchCase) throw new Error(`unknown case "${caseId}"`)
-  const impl = await loadImpl(implName)
+  const params = JSON.parse(paramsJson)
+  // A Docker case gets the runner's engine, image and label as `params.docker`.
+  const impl = benchCase.docker ? await loadDockerImpl(implName, params.docker) : await loadImpl(implName)
   const sb = impl.open(workingDirectory, { isolation: benchCase.isolation ?? 'none' })
   let metrics
   try {
-    metrics = await benchCase.run({ sb, impl, params: JSON.parse(paramsJson) })
+    metrics = await benchCase.run({ sb, impl, params })
   } finally {
     await sb.destroy()
   }

@@ -5,13 +5,14 @@
 // Every (case, implementation) run is a fresh `node --expose-gc bench/child.mjs` process,
 // so peak RSS belongs to that run; implementations alternate (ours, mastra, raw, ours, …);
 // a figure is the median of its runs. Cases: a, a′ (a_tool), b, c, c′ (c_tool), d, e, import,
-// checkpoint.
+// checkpoint; x_bwrap for a..e and import; docker_a, docker_b, docker_c, docker_e, docker_start.
 import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CASES, findCase } from './cases.mjs'
+import { DOCKER_LABELS, prepareDocker, sweepContainers } from './docker.mjs'
 import { IMPLS, LABELS } from './impls.mjs'
 import { RESULT_PREFIX, descendantsOf, fmt, killQuietly, median } from './util.mjs'
 
@@ -28,13 +29,18 @@ function parseArgs(argv) {
     }
     if (arg === '--quick') args.quick = true
     else if (arg === '--case' || arg === '--cases') {
+      // `docker` stands for every Docker case.
       args.cases = value()
         .split(',')
-        .map((name) => findCase(name) ?? fail(`unknown case "${name}"; cases: ${CASES.map((c) => c.id).join(', ')}`))
+        .flatMap((name) =>
+          name.trim() === 'docker'
+            ? CASES.filter((c) => c.docker)
+            : [findCase(name) ?? fail(`unknown case "${name}"; cases: ${CASES.map((c) => c.id).join(', ')}, docker`)],
+        )
     } else if (arg === '--json') args.json = value()
     else if (arg === '--timeout') args.timeoutS = Number(value())
     else if (arg === '--help' || arg === '-h') {
-      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,checkpoint; x_bwrap for a..e] [--json out.json] [--timeout s]')
+      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,checkpoint; x_bwrap for a..e; docker_a,docker_b,docker_c,docker_e,docker_start or docker for all five] [--json out.json] [--timeout s]')
       process.exit(0)
     } else fail(`unknown argument "${arg}"`)
   }
@@ -68,6 +74,7 @@ function bwrapUnavailable() {
 // ---- children ----
 
 let current // the running child, for SIGINT
+let docker // { context } when Docker cases run: their containers are swept after each child
 
 /** SIGSTOP the child and every descendant (so none can fork more), then SIGKILL them all. */
 function killTree(pid) {
@@ -115,11 +122,12 @@ function runChild(benchCase, impl, params, timeoutS) {
   })
 }
 
-process.on('SIGINT', () => {
+process.on('SIGINT', async () => {
   if (current) {
     killTree(current.pid)
     rmSync(current.workingDirectory, { recursive: true, force: true })
   }
+  if (docker) await sweepContainers(docker.context.socketPath, docker.context.run).catch(() => {})
   process.exit(130)
 })
 
@@ -128,9 +136,9 @@ process.on('SIGINT', () => {
 const ratio = (a, b) => (a === undefined || b === undefined || b === 0 ? undefined : a / b)
 const ratioText = (a, b) => (a === 0 && b === 0 ? '—' : fmt(ratio(a, b)))
 
-function markdownTable(cases, results, titles) {
+function markdownTable(cases, results, titles, labels) {
   const lines = [
-    `| case / metric | ${LABELS.ours} | ${LABELS.mastra} | ${LABELS.raw} | ours/Mastra | ours/raw |`,
+    `| case / metric | ${labels.ours} | ${labels.mastra} | ${labels.raw} | ours/Mastra | ours/raw |`,
     '|---|---:|---:|---:|---:|---:|',
   ]
   for (const c of cases) {
@@ -193,17 +201,34 @@ async function main() {
   console.log(`${info.cpu}, ${info.cores} cores, ${info.memGB} GB, ${info.os}, Node ${info.node}, ${info.date}`)
   console.log(`load average at start: ${info.loadavgAtStart.join(' ')}`)
   if (bwrap) console.log(`Isolation (bwrap) cases skipped: ${bwrap}.\n`)
+  let dockerSkipped
+  if (args.cases.some((c) => c.docker)) {
+    const prepared = await prepareDocker()
+    if (prepared.reason) {
+      dockerSkipped = prepared.reason
+      args.cases = args.cases.filter((c) => !c.docker)
+      console.log(`Docker cases skipped: ${dockerSkipped}.\n`)
+    } else {
+      docker = prepared
+      const stale = await sweepContainers(docker.context.socketPath)
+      if (stale) console.log(`Removed ${stale} benchmark container(s) an interrupted run left.`)
+    }
+  }
 
   const results = {}
   const titles = {}
   for (const c of args.cases) {
     const runs = args.quick ? 1 : c.runs
-    const params = c.params(args.quick)
+    const params = c.docker ? { ...c.params(args.quick), docker: docker.context } : c.params(args.quick)
     titles[c.id] = c.title(params)
     results[c.id] = Object.fromEntries(c.impls.map((impl) => [impl, { runs: [], errors: [] }]))
     for (let run = 1; run <= runs; run++) {
       for (const impl of c.impls) {
         const r = await runChild(c, impl, params, args.timeoutS)
+        // Whatever the run left (the implementation's destroy() missed it, or the child
+        // failed or timed out) is removed here, and counted.
+        const left = c.docker ? await sweepContainers(docker.context.socketPath, docker.context.run) : 0
+        if (r.metrics && c.docker) r.metrics.containers_left = left
         const head = `${c.id.padEnd(7)} ${impl.padEnd(6)} ${run}/${runs}`
         if (r.error) {
           results[c.id][impl].errors.push(r.error)
@@ -222,7 +247,14 @@ async function main() {
   }
 
   const totalS = (performance.now() - t0) / 1000
-  const table = markdownTable(args.cases, results, titles)
+  const localCases = args.cases.filter((c) => !c.docker)
+  const dockerCases = args.cases.filter((c) => c.docker)
+  const table = [
+    localCases.length ? markdownTable(localCases, results, titles, LABELS) : '',
+    dockerCases.length ? markdownTable(dockerCases, results, titles, DOCKER_LABELS) : '',
+  ]
+    .filter(Boolean)
+    .join('\n\n')
   const targets = evaluateTargets(args.cases, results, titles)
   console.log(`\n## Results (median of ${args.quick ? '1 run' : '3 runs; c′ and d: 2 runs'}, each a fresh Node process)\n`)
   console.log(`Machine: ${info.cpu}, ${info.cores} cores, Node ${info.node}; ${info.date}`)
@@ -230,13 +262,14 @@ async function main() {
   console.log('Event-loop delay: monitorEventLoopDelay at 1 ms resolution, minus that resolution.\n')
   console.log(table)
   if (bwrap) console.log(`\nIsolation (bwrap) cases skipped: ${bwrap}.`)
+  if (dockerSkipped) console.log(`\nDocker cases skipped: ${dockerSkipped}.`)
   console.log('\n### Targets (ours vs Mastra)\n')
   for (const t of targets) console.log(`- ${t.pass ? 'PASS' : 'MISS'}  ${t.text} — measured ${fmt(t.value)}`)
   console.log(`\nload average at end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
   console.log(`Total runtime: ${totalS.toFixed(1)} s`)
 
   if (args.json) {
-    const report = { machine: info, quick: args.quick, bwrap, totalSeconds: totalS, titles, results, targets, table }
+    const report = { machine: info, quick: args.quick, bwrap, dockerSkipped, totalSeconds: totalS, titles, results, targets, table }
     writeFileSync(args.json, JSON.stringify(report, null, 2))
     console.log(`JSON written to ${args.json}`)
   }

@@ -6,6 +6,7 @@ import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
 import {
+  DockerSandbox,
   LocalFilesystem,
   LocalSandbox,
   MastraSandbox,
@@ -425,6 +426,7 @@ describe('a callback called synchronously that returns a promise', () => {
   const cases = [
     ['LocalSandbox.setEnv', () => new LocalSandbox({ workingDirectory: tempDir() }).setEnv(rejecting), 'setEnv result'],
     ['MastraSandbox.setEnv', () => new (class extends MastraSandbox {})({ name: 'm' }).setEnv(rejecting), 'setEnv result'],
+    ['DockerSandbox.setEnv', () => new DockerSandbox({ dockerOptions: { socketPath: '/nonexistent/docker.sock' } }).setEnv(rejecting), 'setEnv result'],
     ['setOnStart', () => new LocalSandbox({ workingDirectory: tempDir() }).setOnStart(rejecting), 'setOnStart result'],
     ['LocalFilesystem.setAllowedPaths', () => new LocalFilesystem({ basePath: tempDir() }).setAllowedPaths(rejecting), 'setAllowedPaths result'],
     [

@@ -2,7 +2,7 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions } = require('./options')
+const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { setLogger } = require('./logging')
@@ -260,8 +260,8 @@ class DockerSandbox {
     return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
   }
 
-  /** @deprecated use `status === 'running'` */
-  isReady() {
+  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
+  async isReady() {
     return this.status === 'running'
   }
 
@@ -311,8 +311,7 @@ class DockerSandbox {
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
   setEnv(update) {
-    if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
-    this.#native.setEnv(check.env(update(this.getEnv()), 'setEnv result'))
+    this.#native.setEnv(updatedEnv(update, this.getEnv()))
   }
 
   getEnv() {

@@ -624,7 +624,7 @@ export declare class DockerSandbox {
   _destroy(): Promise<void>
   ensureRunning(): Promise<void>
   /** @deprecated use `status === 'running'` */
-  isReady(): boolean
+  isReady(): Promise<boolean>
   executeCommand(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
   /**

@@ -4,7 +4,7 @@ const path = require('node:path')
 const native = require('../index.js')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions } = require('./options')
+const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
 const { LocalProcessManager, checkCommand, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager, LocalMounter, mountedAt } = require('./mounts')
@@ -410,8 +410,7 @@ class LocalSandbox {
 
   /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
   setEnv(update) {
-    if (typeof update !== 'function') throw new SandboxOptionError(`setEnv expects a function (env) => env, got ${describe(update)}`)
-    this.#native.setEnv(check.env(check.returned(update(this.getEnv()), 'setEnv result'), 'setEnv result'))
+    this.#native.setEnv(updatedEnv(update, this.getEnv()))
   }
 
   getEnv() {

@@ -1,6 +1,6 @@
 'use strict'
 const { NativeLifecycle } = require('../index.js')
-const { check } = require('./options')
+const { check, updatedEnv } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
@@ -133,8 +133,7 @@ class MastraSandbox {
   }
 
   setEnv(update) {
-    check.requiredFunction(update, 'setEnv(update): update')
-    this.#env = { ...check.env(check.returned(update({ ...this.#env }), 'setEnv result'), 'setEnv result') }
+    this.#env = updatedEnv(update, this.#env)
   }
   getEnv() {
     return { ...this.#env }

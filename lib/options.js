@@ -203,4 +203,13 @@ function instructionsText(custom, auto, requestContext) {
   return custom({ auto, defaultInstructions: auto, requestContext })
 }
 
-module.exports = { check, describe, isClass, readingOptions, instructionsText }
+/**
+ * The environment `update(current)` returns, checked: the one rule of every sandbox's
+ * `setEnv` (a copy goes in; a promise or a map of non-strings is refused, naming it).
+ */
+function updatedEnv(update, current) {
+  check.requiredFunction(update, 'setEnv(update): update')
+  return { ...check.env(check.returned(update({ ...current }), 'setEnv result'), 'setEnv result') }
+}
+
+module.exports = { check, describe, isClass, readingOptions, instructionsText, updatedEnv }

@@ -1,0 +1,44 @@
+//! The egress proxy behind a sandbox's `allowedDomains`.
+//!
+//! A sandbox with an allowlist has no route out: its only way to the network is an HTTP proxy
+//! (`HTTP_PROXY`/`HTTPS_PROXY`). This crate is that proxy. It judges every request on the host's
+//! side, outside the sandbox:
+//! - `CONNECT host:port` by the CONNECT host against the [`Policy`], then by the TLS ClientHello
+//!   that opens the tunnel: its server name (SNI) must be present and name the same host, or the
+//!   tunnel is closed before the destination sees a byte (no fronting an allowed name);
+//! - plain HTTP (`GET http://host/path`) by the URL's host, which the `Host` header must agree
+//!   with; the request is forwarded alone, in origin form, with `Connection: close`;
+//! - IP literals are refused in every spelling; names are resolved here, once, and only public
+//!   addresses are dialled unless [`ProxyConfig::allow_private_destinations`] says otherwise.
+//!
+//! Refusals get `403 Forbidden` with a text naming the destination and the reason, a `tracing`
+//! record (target [`LOG_TARGET`]: sandbox id, destination, reason), and an entry in the proxy's
+//! bounded record ([`Proxy::take_blocked`]) so a command's result can name what was blocked.
+//!
+//! # Wiring into sandboxes
+//! The proxy serves connections accepted elsewhere, so it can sit outside the sandbox's network
+//! namespace while the sandbox reaches it on its own loopback:
+//! - bwrap `LocalSandbox`: the sandbox runs in a network namespace holding only loopback. Its
+//!   keeper listens on `127.0.0.1:<port>` inside it, the commands get
+//!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://127.0.0.1:<port>`, and the
+//!   keeper passes each accepted socket to the host over its request socket (`SCM_RIGHTS`). The
+//!   host makes it a `tokio::net::TcpStream` (`from_std` after `set_nonblocking`) and calls
+//!   [`Proxy::spawn`]. One [`Proxy`] per sandbox, built from its `allowedDomains` and id.
+//! - `DockerSandbox`: the container gets network mode `none` (loopback only) and the same
+//!   keeper relay over the keeper's bind-mounted socket.
+//! - A sandbox without a namespace, and tests: [`Proxy::run`] on a `TcpListener`.
+//! - After each command, [`Proxy::take_blocked`] gives the destinations refused meanwhile.
+//!
+//! DNS from inside the sandbox has nowhere to go (no resolver is reachable in the namespace),
+//! nor has UDP or IPv6: only the proxy's TCP endpoint exists.
+
+mod http;
+mod policy;
+mod proxy;
+mod resolve;
+mod tls;
+
+pub use policy::{Denial, EntryProblem, HostError, Policy, PolicyError, WEB_PORTS, normalize_host};
+pub use proxy::{Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
+pub use resolve::{BoxFuture, Resolve, StaticResolver, SystemResolver, is_public};
+pub use tls::MAX_CLIENT_HELLO;

@@ -355,23 +355,26 @@ impl Proxy {
     }
   }
 
-  /// Normalizes and judges a host; the refusal names the destination as requested.
+  /// Normalizes and judges a host; a refusal names the destination normalized when it can be.
   fn judge(&self, host: &str, port: u16) -> Result<String, Refusal> {
-    let block = |denial| Refusal::Block {
-      destination: destination_text(host, port),
+    let block = |destination: &str, denial| Refusal::Block {
+      destination: destination_text(destination, port),
       reason: Reason::Policy(denial),
     };
     let normalized = normalize_host(host).map_err(|error| {
-      block(match error {
-        crate::policy::HostError::IpLiteral => Denial::IpLiteral,
-        other => Denial::BadHost(other),
-      })
+      block(
+        host,
+        match error {
+          crate::policy::HostError::IpLiteral => Denial::IpLiteral,
+          other => Denial::BadHost(other),
+        },
+      )
     })?;
     self
       .inner
       .policy
       .check_normalized(&normalized, port)
-      .map_err(block)?;
+      .map_err(|denial| block(&normalized, denial))?;
     Ok(normalized)
   }
 

@@ -790,3 +790,58 @@ proptest! {
     })?;
   }
 }
+
+/// Keeps the events of one target as `field=value` lines.
+struct Capture {
+  target: &'static str,
+  lines: Arc<Mutex<Vec<String>>>,
+}
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+  fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+    self.0.push_str(&format!(" {}={:?}", field.name(), value));
+  }
+  fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+    self.0.push_str(&format!(" {}={}", field.name(), value));
+  }
+}
+
+impl tracing::Subscriber for Capture {
+  fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.target() == self.target
+  }
+  fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+    tracing::span::Id::from_u64(1)
+  }
+  fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+  fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+  fn event(&self, event: &tracing::Event<'_>) {
+    let mut fields = Fields(event.metadata().level().to_string());
+    event.record(&mut fields);
+    self.lines.lock().unwrap().push(fields.0);
+  }
+  fn enter(&self, _: &tracing::span::Id) {}
+  fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test]
+async fn a_refusal_is_logged_with_the_sandbox_destination_and_reason() {
+  let lines = Arc::new(Mutex::new(Vec::new()));
+  let _guard = tracing::subscriber::set_default(Capture {
+    target: native_workspace_egress::LOG_TARGET,
+    lines: lines.clone(),
+  });
+  let (port, seen) = echo_destination().await;
+  let (_proxy, address) = start(&[format!("allowed.test:{port}")], test_config()).await;
+  let (head, _stream) = connect(address, &format!("denied.test:{port}")).await;
+  assert!(head.starts_with("HTTP/1.1 403 "), "{head}");
+  assert_eq!(seen.connections(), 0);
+  assert_eq!(
+    *lines.lock().unwrap(),
+    [format!(
+      "WARN message=egress blocked sandbox=sandbox-under-test destination=denied.test:{port} reason=the host is not in allowedDomains"
+    )]
+  );
+}

@@ -34,6 +34,8 @@ const RELAY_BUFFER: usize = 8 * 1024;
 const MAX_CHUNK_LINE: u64 = 4096;
 /// Most trailer lines after the last chunk of a request body.
 const MAX_TRAILERS: usize = 64;
+/// Most input read and discarded after a refusal, so the refusal is not lost to a reset.
+const MAX_DRAIN: usize = 64 * 1024;
 /// Longest destination text kept in a record or echoed in an answer.
 const MAX_DESTINATION_TEXT: usize = 270;
 
@@ -133,6 +135,17 @@ pub struct Blocked {
   pub reason: Reason,
   /// Refusals of this destination for this reason since the records were last taken.
   pub count: u64,
+}
+
+impl fmt::Display for Blocked {
+  /// `host:port: reason`, as a command's result can show it.
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{}: {}", self.destination, self.reason)?;
+    if self.count > 1 {
+      write!(f, " ({} times)", self.count)?;
+    }
+    Ok(())
+  }
 }
 
 /// The egress proxy of one sandbox. Cloning shares it.
@@ -316,7 +329,18 @@ impl Proxy {
     if answerable {
       let _ = timeout(ANSWER_TIMEOUT, async {
         client.write_all(&answer(status, &message)).await?;
-        client.shutdown().await
+        client.shutdown().await?;
+        // Closing with unread input (a refused upload's body) resets the connection, and the
+        // client may see the reset instead of the answer: read a bounded amount first.
+        let mut sink = [0u8; 2048];
+        let mut drained = 0;
+        while drained < MAX_DRAIN {
+          match client.read(&mut sink).await? {
+            0 => break,
+            read => drained += read,
+          }
+        }
+        io::Result::Ok(())
       })
       .await;
     }

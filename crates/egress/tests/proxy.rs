@@ -366,6 +366,36 @@ async fn a_denied_name_is_answered_403_and_never_dialled() {
 }
 
 #[tokio::test]
+async fn a_refused_upload_still_gets_its_answer() {
+  let (port, seen) = echo_destination().await;
+  let (proxy, address) = start(&[format!("allowed.test:{port}")], test_config()).await;
+  let mut stream = TcpStream::connect(address).await.unwrap();
+  let length = 32 * 1024;
+  let head = format!(
+    "POST http://denied.test:{port}/ HTTP/1.1\r\nHost: denied.test:{port}\r\nContent-Length: {length}\r\n\r\n"
+  );
+  stream.write_all(head.as_bytes()).await.unwrap();
+  // The answer comes before the body is sent, as for a client that streams its upload.
+  let answer = timeout(SETTLE, read_head(&mut stream)).await.unwrap();
+  assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+  for _ in 0..length / 1024 {
+    stream
+      .write_all(&[b'x'; 1024])
+      .await
+      .expect("the upload was cut off by a reset");
+    tokio::task::yield_now().await;
+  }
+  stream.shutdown().await.unwrap();
+  let body = read_all(&mut stream).await;
+  assert!(body.contains("denied.test"), "{body}");
+  assert_eq!(seen.connections(), 0);
+  assert_eq!(
+    proxy.take_blocked()[0].to_string(),
+    format!("denied.test:{port}: the host is not in allowedDomains")
+  );
+}
+
+#[tokio::test]
 async fn an_empty_allowlist_refuses_everything() {
   let (port, seen) = echo_destination().await;
   let (_proxy, address) = start(&[], test_config()).await;

@@ -22,8 +22,9 @@
 //!   keeper listens on `127.0.0.1:<port>` inside it, the commands get
 //!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://127.0.0.1:<port>`, and the
 //!   keeper passes each accepted socket to the host over its request socket (`SCM_RIGHTS`). The
-//!   host makes it a `tokio::net::TcpStream` (`from_std` after `set_nonblocking`) and calls
-//!   [`Proxy::spawn`]. One [`Proxy`] per sandbox, built from its `allowedDomains` and id.
+//!   host hands it to [`Proxy::spawn_std`] (`std::net::TcpStream::from(owned_fd)`). One
+//!   [`Proxy`] per sandbox, built from its `allowedDomains` ([`Policy::parse`], whose error
+//!   names the bad entry) and its id.
 //! - `DockerSandbox`: the container gets network mode `none` (loopback only) and the same
 //!   keeper relay over the keeper's bind-mounted socket.
 //! - A sandbox without a namespace, and tests: [`Proxy::run`] on a `TcpListener`.

@@ -111,10 +111,7 @@ impl Policy {
 
   /// Judges a destination. `host` is a raw host as a client sent it (normalized here).
   pub fn check(&self, host: &str, port: u16) -> Result<(), Denial> {
-    let host = normalize_host(host).map_err(|error| match error {
-      HostError::IpLiteral => Denial::IpLiteral,
-      other => Denial::BadHost(other),
-    })?;
+    let host = normalize_host(host).map_err(Denial::from)?;
     self.check_normalized(&host, port)
   }
 
@@ -157,18 +154,26 @@ pub enum Denial {
   BadHost(HostError),
 }
 
+impl From<HostError> for Denial {
+  fn from(error: HostError) -> Denial {
+    match error {
+      HostError::IpLiteral => Denial::IpLiteral,
+      other => Denial::BadHost(other),
+    }
+  }
+}
+
 impl fmt::Display for Denial {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match self {
-            Denial::NotAllowed => f.write_str("the host is not in allowedDomains"),
-            Denial::PortNotAllowed => f.write_str(
-                "the host is allowed on other ports only (an entry without a port allows 80 and 443; add \"host:port\" or \"host:*\")",
-            ),
-            Denial::IpLiteral => {
-                f.write_str("IP addresses are refused; only allowed domain names can be reached")
-            }
-            Denial::BadHost(error) => write!(f, "the host is not a valid domain name: {error}"),
-        }
+    f.write_str(match self {
+      Denial::NotAllowed => "the host is not in allowedDomains",
+      Denial::PortNotAllowed => {
+        "the host is allowed on other ports only (an entry without a port allows 80 and 443; \
+         add \"host:port\" or \"host:*\")"
+      }
+      Denial::IpLiteral => "IP addresses are refused; only allowed domain names can be reached",
+      Denial::BadHost(error) => return write!(f, "the host is not a valid domain name: {error}"),
+    })
   }
 }
 

@@ -104,26 +104,26 @@ pub enum Reason {
 impl fmt::Display for Reason {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match self {
-            Reason::Policy(denial) => denial.fmt(f),
-            Reason::HostMismatch { host_header } => write!(
-                f,
-                "the Host header ({host_header}) does not name the URL's host and port"
-            ),
-            Reason::MissingServerName => {
-                f.write_str("the TLS ClientHello names no server (SNI), so the tunnel cannot be checked")
-            }
-            Reason::ServerNameMismatch { server_name } => write!(
-                f,
-                "the TLS ClientHello names {server_name} (SNI), not the CONNECT host"
-            ),
-            Reason::NotTls => f.write_str(
-                "only TLS is tunnelled through CONNECT, and the stream did not start with a TLS ClientHello",
-            ),
-            Reason::PrivateAddress { address } => write!(
-                f,
-                "the name resolves to {address}, a loopback, private or link-local address"
-            ),
-        }
+      Reason::Policy(denial) => denial.fmt(f),
+      Reason::HostMismatch { host_header } => write!(
+        f,
+        "the Host header ({host_header}) does not name the URL's host and port"
+      ),
+      Reason::MissingServerName => {
+        f.write_str("the TLS ClientHello names no server (SNI), so the tunnel cannot be checked")
+      }
+      Reason::ServerNameMismatch { server_name } => write!(
+        f,
+        "the TLS ClientHello names {server_name} (SNI), not the CONNECT host"
+      ),
+      Reason::NotTls => f.write_str(
+        "only TLS is tunnelled through CONNECT, and the stream did not start with a ClientHello",
+      ),
+      Reason::PrivateAddress { address } => write!(
+        f,
+        "the name resolves to {address}, a loopback, private or link-local address"
+      ),
+    }
   }
 }
 
@@ -219,6 +219,9 @@ fn answer(status: Status, message: &str) -> Vec<u8> {
 }
 
 const OVER_CAPACITY: &str = "too many connections through this sandbox's proxy at once";
+const NOT_ABSOLUTE: &str =
+  "this is a proxy: send requests in absolute form (GET http://host/path), or CONNECT host:port";
+const NOT_HTTP: &str = "only http:// requests are forwarded; https goes through CONNECT";
 
 impl Proxy {
   /// A proxy resolving names with the host's resolver.
@@ -272,6 +275,14 @@ impl Proxy {
     }
   }
 
+  /// Serves a connection accepted outside tokio, such as a socket received over `SCM_RIGHTS`
+  /// (`std::net::TcpStream::from(owned_fd)`), as [`Proxy::spawn`] does.
+  pub fn spawn_std(&self, stream: std::net::TcpStream) -> io::Result<()> {
+    stream.set_nonblocking(true)?;
+    self.spawn(TcpStream::from_std(stream)?);
+    Ok(())
+  }
+
   /// Accepts connections on `listener` and serves each (for a sandbox without a network
   /// namespace, and for tests). Runs until the task is dropped.
   pub async fn run(&self, listener: TcpListener) {
@@ -280,7 +291,8 @@ impl Proxy {
         Ok((stream, _)) => self.spawn(stream),
         Err(error) => {
           // Out of descriptors, or a connection reset while queued: pause, go on.
-          tracing::warn!(target: LOG_TARGET, sandbox = %self.inner.config.sandbox_id, %error, "egress proxy accept failed");
+          let sandbox = &self.inner.config.sandbox_id;
+          tracing::warn!(target: LOG_TARGET, %sandbox, %error, "egress proxy accept failed");
           tokio::time::sleep(Duration::from_millis(100)).await;
         }
       }
@@ -385,15 +397,7 @@ impl Proxy {
       destination: destination_text(destination, port),
       reason: Reason::Policy(denial),
     };
-    let normalized = normalize_host(host).map_err(|error| {
-      block(
-        host,
-        match error {
-          crate::policy::HostError::IpLiteral => Denial::IpLiteral,
-          other => Denial::BadHost(other),
-        },
-      )
-    })?;
+    let normalized = normalize_host(host).map_err(|error| block(host, error.into()))?;
     self
       .inner
       .policy
@@ -524,11 +528,15 @@ impl Proxy {
       Hello::Incomplete => return Err(Refusal::Close),
     }
 
-    let server = self.connect(&addresses).await.map_err(|error| {
-            tracing::debug!(target: LOG_TARGET, sandbox = %self.inner.config.sandbox_id, %destination, %error, "egress connect failed");
-            Refusal::Close
-        })?;
-    tracing::debug!(target: LOG_TARGET, sandbox = %self.inner.config.sandbox_id, %destination, "egress tunnel");
+    let sandbox = &self.inner.config.sandbox_id;
+    let server = match self.connect(&addresses).await {
+      Ok(server) => server,
+      Err(error) => {
+        tracing::debug!(target: LOG_TARGET, %sandbox, %destination, %error, "egress connect failed");
+        return Err(Refusal::Close);
+      }
+    };
+    tracing::debug!(target: LOG_TARGET, %sandbox, %destination, "egress tunnel");
     let mut server = Watched::new(server, activity.clone());
     let relay = async {
       server.write_all(&rest).await?;
@@ -551,22 +559,16 @@ impl Proxy {
     S: AsyncRead + AsyncWrite + Unpin + Send,
   {
     let target = http::parse_absolute_http(&head.target).map_err(|error| match error {
-            TargetError::NotAbsolute => Refusal::Answer(
-                Status::BadRequest,
-                "this is a proxy: send requests in absolute form (GET http://host/path), or CONNECT host:port".into(),
-            ),
-            TargetError::Scheme => Refusal::Answer(
-                Status::BadRequest,
-                "only http:// requests are forwarded; https goes through CONNECT".into(),
-            ),
-            TargetError::Authority(AuthorityError::IpLiteral) => Refusal::Block {
-                destination: sanitize(&head.target),
-                reason: Reason::Policy(Denial::IpLiteral),
-            },
-            TargetError::Authority(AuthorityError::Malformed(problem)) => {
-                Refusal::Answer(Status::BadRequest, format!("request URL: {problem}"))
-            }
-        })?;
+      TargetError::NotAbsolute => Refusal::Answer(Status::BadRequest, NOT_ABSOLUTE.into()),
+      TargetError::Scheme => Refusal::Answer(Status::BadRequest, NOT_HTTP.into()),
+      TargetError::Authority(AuthorityError::IpLiteral) => Refusal::Block {
+        destination: sanitize(&head.target),
+        reason: Reason::Policy(Denial::IpLiteral),
+      },
+      TargetError::Authority(AuthorityError::Malformed(problem)) => {
+        Refusal::Answer(Status::BadRequest, format!("request URL: {problem}"))
+      }
+    })?;
     let port = target.authority.port.unwrap_or(80);
     let host = self.judge(&target.authority.host, port)?;
     let destination = format!("{host}:{port}");
@@ -599,7 +601,8 @@ impl Proxy {
         format!("connecting to {destination} failed: {error}"),
       )
     })?;
-    tracing::debug!(target: LOG_TARGET, sandbox = %self.inner.config.sandbox_id, %destination, "egress request");
+    let sandbox = &self.inner.config.sandbox_id;
+    tracing::debug!(target: LOG_TARGET, %sandbox, %destination, "egress request");
 
     let mut server = Watched::new(server, activity.clone());
     let request_head = origin_form_head(&head, &target.path);

@@ -396,6 +396,42 @@ async fn a_refused_upload_still_gets_its_answer() {
 }
 
 #[tokio::test]
+async fn a_socket_accepted_elsewhere_is_served() {
+  let (port, seen) = http_destination().await;
+  let proxy = Proxy::with_resolver(
+    Policy::parse(&[format!("allowed.test:{port}")]).unwrap(),
+    test_config(),
+    resolver(),
+  );
+  // A blocking accept on another thread, as the keeper accepts inside the sandbox.
+  let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+  let address = listener.local_addr().unwrap();
+  let acceptor = std::thread::spawn(move || {
+    (0..2)
+      .map(|_| listener.accept().unwrap().0)
+      .collect::<Vec<_>>()
+  });
+  let mut allowed = TcpStream::connect(address).await.unwrap();
+  let mut denied = TcpStream::connect(address).await.unwrap();
+  for accepted in acceptor.join().unwrap() {
+    proxy.spawn_std(accepted).unwrap();
+  }
+  let request =
+    |host: &str| format!("GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n");
+  allowed
+    .write_all(request("allowed.test").as_bytes())
+    .await
+    .unwrap();
+  denied
+    .write_all(request("denied.test").as_bytes())
+    .await
+    .unwrap();
+  assert!(read_all(&mut allowed).await.ends_with("hello over http"));
+  assert!(read_all(&mut denied).await.starts_with("HTTP/1.1 403 "));
+  assert_eq!(seen.connections(), 1);
+}
+
+#[tokio::test]
 async fn an_empty_allowlist_refuses_everything() {
   let (port, seen) = echo_destination().await;
   let (_proxy, address) = start(&[], test_config()).await;

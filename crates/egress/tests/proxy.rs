@@ -647,9 +647,32 @@ async fn names_resolving_to_private_addresses_are_refused_by_default() {
   );
 }
 
+/// Raises the soft limit on open descriptors to `needed`, within the hard limit.
+fn raise_descriptor_limit(needed: u64) {
+  let mut limit = libc::rlimit {
+    rlim_cur: 0,
+    rlim_max: 0,
+  };
+  // SAFETY: getrlimit and setrlimit read and write the struct given, nothing else.
+  unsafe {
+    assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+    assert!(
+      limit.rlim_max >= needed,
+      "this test needs {needed} open descriptors; the hard limit is {}",
+      limit.rlim_max
+    );
+    if limit.rlim_cur < needed {
+      limit.rlim_cur = needed;
+      assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+  }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_tunnels_are_served() {
   const CLIENTS: usize = 1000;
+  // Each tunnel holds four descriptors here: client, proxy's two sides, destination.
+  raise_descriptor_limit(4 * CLIENTS as u64 + 256);
   let pki = pki();
   let hello = Arc::new(client_hello(&pki, "allowed.test"));
   let (port, seen) = echo_destination().await;

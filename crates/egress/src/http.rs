@@ -188,12 +188,12 @@ mod tests {
   }
 
   proptest! {
-      #[test]
-      fn arbitrary_heads_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
-          if let Ok(head) = parse_head(&bytes) {
-              let _ = parse_absolute_http(&head.target);
-              let _ = parse_authority(&head.target);
-          }
+    #[test]
+    fn arbitrary_heads_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+      if let Ok(head) = parse_head(&bytes) {
+        let _ = parse_absolute_http(&head.target);
+        let _ = parse_authority(&head.target);
       }
+    }
   }
 }

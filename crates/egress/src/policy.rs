@@ -411,18 +411,27 @@ mod tests {
     }
   }
 
-  /// The reference model: labels compared from the right.
-  fn model_allows(entries: &[(bool, String)], host: &str) -> bool {
+  /// An entry of the reference model: wildcard or not, name, port (`None`: web ports, `0`: any).
+  type ModelEntry = (bool, String, Option<u16>);
+
+  /// The reference model: labels compared from the right, ports listed plainly.
+  fn model_allows(entries: &[ModelEntry], host: &str, port: u16) -> bool {
     let host_labels: Vec<&str> = host.split('.').rev().collect();
-    entries.iter().any(|(subdomains, name)| {
+    entries.iter().any(|(subdomains, name, entry_port)| {
       let name_labels: Vec<&str> = name.split('.').rev().collect();
       let prefix = host_labels.len() >= name_labels.len()
         && host_labels[..name_labels.len()] == name_labels[..];
-      if *subdomains {
+      let name_matches = if *subdomains {
         prefix && host_labels.len() > name_labels.len()
       } else {
         prefix && host_labels.len() == name_labels.len()
-      }
+      };
+      let port_matches = match entry_port {
+        None => port == 80 || port == 443,
+        Some(0) => true,
+        Some(only) => *only == port,
+      };
+      name_matches && port_matches
     })
   }
 
@@ -448,34 +457,40 @@ mod tests {
   }
 
   proptest! {
-      #[test]
-      fn matcher_agrees_with_the_reference_model(
-          entries in prop::collection::vec((any::<bool>(), name()), 0..4),
-          host in name(),
-          upper in prop::collection::vec(any::<bool>(), 1..8),
-          trailing_dot in any::<bool>(),
-          entry_upper in prop::collection::vec(any::<bool>(), 1..8),
-      ) {
-          let written: Vec<String> = entries
-              .iter()
-              .map(|(sub, name)| {
-                  let name = respell(name, &entry_upper, false);
-                  if *sub { format!("*.{name}") } else { name }
-              })
-              .collect();
-          let policy = Policy::parse(&written).unwrap();
-          let spelled = respell(&host, &upper, trailing_dot);
-          let expected = model_allows(&entries, &host);
-          prop_assert_eq!(policy.check(&spelled, 443).is_ok(), expected);
-          prop_assert_eq!(policy.check(&spelled, 80).is_ok(), expected);
-          prop_assert!(policy.check(&spelled, 8080).is_err());
-      }
-
-      #[test]
-      fn normalize_never_panics_and_is_idempotent(raw in "\\PC{0,40}") {
-          if let Ok(host) = normalize_host(&raw) {
-              prop_assert_eq!(normalize_host(&host), Ok(host.clone()));
+    #[test]
+    fn matcher_agrees_with_the_reference_model(
+      entries in prop::collection::vec(
+        (any::<bool>(), name(), prop::option::of(prop::sample::select(vec![0u16, 80, 8443]))),
+        0..4,
+      ),
+      host in name(),
+      port in prop::sample::select(vec![80u16, 443, 8443, 9000]),
+      upper in prop::collection::vec(any::<bool>(), 1..8),
+      trailing_dot in any::<bool>(),
+      entry_upper in prop::collection::vec(any::<bool>(), 1..8),
+    ) {
+      let written: Vec<String> = entries
+        .iter()
+        .map(|(sub, name, port)| {
+          let name = respell(name, &entry_upper, false);
+          let name = if *sub { format!("*.{name}") } else { name };
+          match port {
+            None => name,
+            Some(0) => format!("{name}:*"),
+            Some(port) => format!("{name}:{port}"),
           }
+        })
+        .collect();
+      let policy = Policy::parse(&written).unwrap();
+      let spelled = respell(&host, &upper, trailing_dot);
+      prop_assert_eq!(policy.check(&spelled, port).is_ok(), model_allows(&entries, &host, port));
+    }
+
+    #[test]
+    fn normalize_never_panics_and_is_idempotent(raw in "\\PC{0,40}") {
+      if let Ok(host) = normalize_host(&raw) {
+        prop_assert_eq!(normalize_host(&host), Ok(host.clone()));
       }
+    }
   }
 }

@@ -275,23 +275,23 @@ pub(crate) mod tests {
   }
 
   proptest! {
-      #[test]
-      fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
-          let _ = parse_client_hello(&bytes);
-      }
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+      let _ = parse_client_hello(&bytes);
+    }
 
-      #[test]
-      fn mutated_hellos_never_panic(
-          name in "[a-z]{1,20}",
-          flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
-          record_size in 1usize..100,
-      ) {
-          let mut hello = client_hello(&[&name], record_size);
-          for (index, byte) in flips {
-              let at = index.index(hello.len());
-              hello[at] = byte;
-          }
-          let _ = parse_client_hello(&hello);
+    #[test]
+    fn mutated_hellos_never_panic(
+      name in "[a-z]{1,20}",
+      flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+      record_size in 1usize..100,
+    ) {
+      let mut hello = client_hello(&[&name], record_size);
+      for (index, byte) in flips {
+        let at = index.index(hello.len());
+        hello[at] = byte;
       }
+      let _ = parse_client_hello(&hello);
+    }
   }
 }

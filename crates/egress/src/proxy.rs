@@ -637,13 +637,8 @@ impl Proxy {
   }
 
   fn record(&self, destination: String, reason: Reason) {
-    tracing::warn!(
-        target: LOG_TARGET,
-        sandbox = %self.inner.config.sandbox_id,
-        %destination,
-        %reason,
-        "egress blocked"
-    );
+    let sandbox = &self.inner.config.sandbox_id;
+    tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %reason, "egress blocked");
     let capacity = self.inner.config.max_blocked_records;
     if capacity == 0 {
       return;

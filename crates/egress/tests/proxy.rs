@@ -54,6 +54,7 @@ impl Seen {
 struct Pki {
   server: Arc<rustls::ServerConfig>,
   client: Arc<rustls::ClientConfig>,
+  ca_pem: String,
 }
 
 /// A CA made for the test, and a server certificate for every test name.
@@ -62,12 +63,17 @@ fn pki() -> Pki {
   let ca_key = rcgen::KeyPair::generate().unwrap();
   let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
   ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+  // Distinct names, or OpenSSL's clients take the leaf for a self-signed certificate.
+  ca_params
+    .distinguished_name
+    .push(rcgen::DnType::CommonName, "egress test CA");
   let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
   let leaf_key = rcgen::KeyPair::generate().unwrap();
-  let leaf = rcgen::CertificateParams::new(NAMES.map(String::from).to_vec())
-    .unwrap()
-    .signed_by(&leaf_key, &ca)
-    .unwrap();
+  let mut leaf_params = rcgen::CertificateParams::new(NAMES.map(String::from).to_vec()).unwrap();
+  leaf_params
+    .distinguished_name
+    .push(rcgen::DnType::CommonName, "egress test server");
+  let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
 
   let mut roots = rustls::RootCertStore::empty();
   roots.add(ca.der().clone()).unwrap();
@@ -88,6 +94,7 @@ fn pki() -> Pki {
   Pki {
     server: Arc::new(server),
     client: Arc::new(client),
+    ca_pem: ca.pem(),
   }
 }
 
@@ -330,6 +337,78 @@ async fn an_allowed_name_reaches_its_https_server_through_connect() {
       .starts_with("GET /file HTTP/1.1\r\n")
   );
   assert!(proxy.take_blocked().is_empty());
+}
+
+/// Runs curl through the proxy, trusting the test CA; returns (success, stdout, stderr).
+async fn curl(proxy: SocketAddr, ca_file: &std::path::Path, url: &str) -> (bool, String, String) {
+  let output = tokio::process::Command::new("curl")
+    .args(["--silent", "--show-error", "--max-time", "10", "--cacert"])
+    .arg(ca_file)
+    .args(["--proxy", &format!("http://{proxy}"), url])
+    .env_remove("NO_PROXY")
+    .env_remove("no_proxy")
+    .output()
+    .await
+    .expect("curl, the client these tests drive as users do, is not installed");
+  (
+    output.status.success(),
+    String::from_utf8_lossy(&output.stdout).into_owned(),
+    String::from_utf8_lossy(&output.stderr).into_owned(),
+  )
+}
+
+#[tokio::test]
+async fn curl_reaches_an_allowed_name_and_is_told_why_another_is_blocked() {
+  let pki = pki();
+  let (port, seen) = tls_destination(&pki).await;
+  let (proxy, address) = start(&[format!("allowed.test:{port}")], test_config()).await;
+  let ca_file =
+    std::env::temp_dir().join(format!("egress-test-ca-{}-{port}.pem", std::process::id()));
+  std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+
+  let allowed = curl(
+    address,
+    &ca_file,
+    &format!("https://allowed.test:{port}/file"),
+  )
+  .await;
+  let denied = curl(
+    address,
+    &ca_file,
+    &format!("https://denied.test:{port}/file"),
+  )
+  .await;
+  let plain = curl(
+    address,
+    &ca_file,
+    &format!("http://denied.test:{port}/file"),
+  )
+  .await;
+  std::fs::remove_file(&ca_file).unwrap();
+
+  assert_eq!(
+    allowed,
+    (
+      true,
+      "hello over tls from allowed.test".into(),
+      String::new()
+    )
+  );
+  assert!(!denied.0 && denied.2.contains("403"), "{denied:?}");
+  assert_eq!(
+    plain.1,
+    format!(
+      "native-workspace egress proxy: denied.test:{port} is blocked: the host is not in allowedDomains\n"
+    )
+  );
+  assert_eq!(seen.connections(), 1);
+  assert_eq!(
+    reasons(&proxy.take_blocked()),
+    [(
+      format!("denied.test:{port}"),
+      Reason::Policy(Denial::NotAllowed)
+    )]
+  );
 }
 
 #[tokio::test]

@@ -906,6 +906,18 @@ async fn idle_tunnels_are_closed_and_half_closes_pass_through() {
   assert!(rest.is_empty());
 }
 
+#[tokio::test]
+async fn a_tunnel_that_never_sends_its_client_hello_is_closed() {
+  let (port, seen) = echo_destination().await;
+  let (proxy, address) = start(&[format!("allowed.test:{port}")], test_config()).await;
+  let (head, mut stream) = connect(address, &format!("allowed.test:{port}")).await;
+  assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+  stream.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+  assert_eq!(read_all(&mut stream).await, "");
+  assert_eq!(seen.connections(), 0);
+  assert_eq!(proxy.active_connections(), 0);
+}
+
 fn fuzz_proxy() -> Proxy {
   let resolver = StaticResolver::new().with("a.test", Ipv4Addr::LOCALHOST.into());
   let config = ProxyConfig {

@@ -19,14 +19,14 @@
 //! The proxy serves connections accepted elsewhere, so it can sit outside the sandbox's network
 //! namespace while the sandbox reaches it on its own loopback:
 //! - bwrap `LocalSandbox`: the sandbox runs in a network namespace holding only loopback. Its
-//!   keeper listens on `127.0.0.1:<port>` inside it, the commands get
-//!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://127.0.0.1:<port>`, and the
-//!   keeper passes each accepted socket to the host over its request socket (`SCM_RIGHTS`). The
-//!   host hands it to [`Proxy::spawn_std`] (`std::net::TcpStream::from(owned_fd)`). One
+//!   keeper creates a TCP socket in that namespace and passes it to the host (`SCM_RIGHTS`,
+//!   see the core's `init::socket`); the host binds it to `127.0.0.1:<port>`, listens, and
+//!   serves what it accepts with [`Proxy::run`]. The commands get
+//!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://127.0.0.1:<port>`. One
 //!   [`Proxy`] per sandbox, built from its `allowedDomains` ([`Policy::parse`], whose error
-//!   names the bad entry) and its id.
+//!   names the bad entry) and its id (the core's `net` module).
 //! - `DockerSandbox`: the container gets network mode `none` (loopback only) and the same
-//!   keeper relay over the keeper's bind-mounted socket.
+//!   socket request to its keeper.
 //! - A sandbox without a namespace, and tests: [`Proxy::run`] on a `TcpListener`.
 //! - After each command, [`Proxy::take_blocked`] gives the destinations refused meanwhile.
 //!
@@ -41,5 +41,5 @@ mod tls;
 
 pub use policy::{Denial, EntryProblem, HostError, Policy, PolicyError, WEB_PORTS, normalize_host};
 pub use proxy::{Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
-pub use resolve::{BoxFuture, Resolve, StaticResolver, SystemResolver, is_public};
+pub use resolve::{BoxFuture, PinnedResolver, Resolve, StaticResolver, SystemResolver, is_public};
 pub use tls::MAX_CLIENT_HELLO;

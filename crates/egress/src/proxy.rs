@@ -428,7 +428,7 @@ impl Proxy {
       }
       Ok(Ok(found)) => found,
     };
-    if config.allow_private_destinations {
+    if config.allow_private_destinations || self.inner.resolver.pins(host) {
       return nonempty(found, host);
     }
     let (public, private): (Vec<_>, Vec<_>) = found

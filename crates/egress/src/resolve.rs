@@ -12,6 +12,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// dials only what this returned, so a name cannot be re-resolved elsewhere after the check.
 pub trait Resolve: Send + Sync + 'static {
   fn resolve<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, io::Result<Vec<SocketAddr>>>;
+
+  /// Whether `host`'s addresses were given by the user rather than looked up: those may be
+  /// dialled even when private or loopback (no lookup, so no rebinding).
+  fn pins(&self, _host: &str) -> bool {
+    false
+  }
 }
 
 /// The host's own resolver (`getaddrinfo`, through `tokio::net::lookup_host`).
@@ -57,6 +63,39 @@ impl Resolve for StaticResolver {
     Box::pin(
       async move { found.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such name")) },
     )
+  }
+}
+
+/// Names pinned to given addresses (`egressHosts`: an internal registry, a local server),
+/// any other name through the host's resolver. Pinned addresses may be private.
+#[derive(Debug, Clone, Default)]
+pub struct PinnedResolver {
+  pinned: StaticResolver,
+}
+
+impl PinnedResolver {
+  /// `pins`: (name, address) pairs; names already normalized ([`crate::normalize_host`]).
+  pub fn new(pins: impl IntoIterator<Item = (String, IpAddr)>) -> Self {
+    let pinned = pins
+      .into_iter()
+      .fold(StaticResolver::new(), |table, (name, ip)| {
+        table.with(&name, ip)
+      });
+    PinnedResolver { pinned }
+  }
+}
+
+impl Resolve for PinnedResolver {
+  fn resolve<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, io::Result<Vec<SocketAddr>>> {
+    if self.pins(host) {
+      self.pinned.resolve(host, port)
+    } else {
+      SystemResolver.resolve(host, port)
+    }
+  }
+
+  fn pins(&self, host: &str) -> bool {
+    self.pinned.table.contains_key(host)
   }
 }
 

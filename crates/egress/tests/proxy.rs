@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use native_workspace_egress::{
-  Blocked, Denial, Policy, Proxy, ProxyConfig, Reason, StaticResolver,
+  Blocked, Denial, PinnedResolver, Policy, Proxy, ProxyConfig, Reason, StaticResolver,
 };
 use proptest::prelude::*;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
@@ -724,6 +724,45 @@ async fn names_resolving_to_private_addresses_are_refused_by_default() {
       }
     )]
   );
+}
+
+#[tokio::test]
+async fn a_pinned_name_may_be_private_while_a_looked_up_one_may_not() {
+  let (port, seen) = http_destination().await;
+  let config = ProxyConfig {
+    allow_private_destinations: false,
+    ..test_config()
+  };
+  // `localhost` is looked up (the system resolver gives loopback); `allowed.test` is pinned.
+  let resolver = Arc::new(PinnedResolver::new([(
+    "allowed.test".to_owned(),
+    Ipv4Addr::LOCALHOST.into(),
+  )]));
+  let entries = [format!("allowed.test:{port}"), format!("localhost:{port}")];
+  let proxy = Proxy::with_resolver(Policy::parse(&entries).unwrap(), config, resolver);
+  let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+  let address = listener.local_addr().unwrap();
+  let runner = proxy.clone();
+  tokio::spawn(async move { runner.run(listener).await });
+
+  let looked_up = exchange(
+    address,
+    &format!("GET http://localhost:{port}/ HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n"),
+  )
+  .await;
+  assert!(looked_up.starts_with("HTTP/1.1 403 "), "{looked_up}");
+  assert_eq!(seen.connections(), 0);
+  let pinned = exchange(
+    address,
+    &format!("GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: allowed.test:{port}\r\n\r\n"),
+  )
+  .await;
+  assert!(pinned.ends_with("hello over http"), "{pinned}");
+  assert_eq!(seen.connections(), 1);
+  assert!(matches!(
+    &reasons(&proxy.take_blocked())[..],
+    [(destination, Reason::PrivateAddress { .. })] if *destination == format!("localhost:{port}")
+  ));
 }
 
 /// Raises the soft limit on open descriptors to `needed`, within the hard limit.

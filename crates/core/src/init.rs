@@ -149,7 +149,7 @@ impl Init {
           stage.register(&mut cmd);
         }
         isolation::run_as_sandbox_user(&mut cmd);
-        let filter = seccomp_pipe(policy.allow_network)?;
+        let filter = seccomp_pipe()?;
         let fd = filter.as_raw_fd();
         // SAFETY: fcntl is async-signal-safe; the descriptor stays open until spawn returns.
         unsafe {
@@ -500,8 +500,8 @@ fn check_exec_limits(request: &LaunchRequest) -> Result<()> {
 }
 
 /// A pipe holding the compiled seccomp filter; returns its read end (close-on-exec).
-fn seccomp_pipe(allow_network: bool) -> Result<OwnedFd> {
-  let program = crate::seccomp::program(allow_network);
+fn seccomp_pipe() -> Result<OwnedFd> {
+  let program = crate::seccomp::program();
   let (read_end, write_end) =
     pipe_pair().map_err(|e| CoreError::io("Creating the seccomp pipe failed", e))?;
   // A few hundred bytes: far below the pipe's buffer, so this write cannot block.

@@ -1,8 +1,10 @@
 //! The seccomp filter of a bubblewrap sandbox, compiled here to classic BPF and handed to
 //! bubblewrap (`--seccomp FD`). Denied calls fail with EPERM rather than killing the
 //! process, so tools fail legibly. It allows only:
-//! - sockets of the UNIX family and stream type (and INET/INET6 when the network is
-//!   allowed); `socketpair` of UNIX stream only;
+//! - sockets of the UNIX family and stream type, and of INET/INET6: where those reach is the
+//!   network namespace's to decide (without `allowNetwork`, the sandbox's own, holding
+//!   only its loopback: servers of the sandbox, forwarded ports and the egress proxy's
+//!   endpoint); `socketpair` of UNIX stream only;
 //! - no io_uring, keyrings, ptrace or cross-process memory, bpf, perf events,
 //!   userfaultfd, mount family, setns/unshare, or TIOCSTI/TIOCLINUX ioctls;
 //! - no setuid or setgid bit on a file (chmod, open or mknod with one; openat2, whose mode
@@ -102,10 +104,9 @@ enum Op {
 }
 
 /// The filter as bytes for `bwrap --seccomp`.
-pub fn program(allow_network: bool) -> Vec<u8> {
+pub fn program() -> Vec<u8> {
   use Target::*;
   let deny = SECCOMP_RET_ERRNO | libc::EPERM as u32;
-  let inet = if allow_network { Allow } else { Deny };
   let mut ops = vec![
     Op::Load(ARCH),
     Op::Jeq(AUDIT_ARCH, Next, Deny),
@@ -134,8 +135,8 @@ pub fn program(allow_network: bool) -> Vec<u8> {
     Op::Label("socket"),
     Op::Load(ARG0),
     Op::Jeq(libc::AF_UNIX as u32, Label("stream"), Next),
-    Op::Jeq(libc::AF_INET as u32, inet, Next),
-    Op::Jeq(libc::AF_INET6 as u32, inet, Deny),
+    Op::Jeq(libc::AF_INET as u32, Allow, Next),
+    Op::Jeq(libc::AF_INET6 as u32, Allow, Deny),
     Op::Label("socketpair"),
     Op::Load(ARG0),
     Op::Jeq(libc::AF_UNIX as u32, Label("stream"), Deny),
@@ -224,18 +225,13 @@ mod tests {
 
   #[test]
   fn program_is_whole_instructions_and_ends_with_allow_then_deny() {
-    let bytes = program(false);
+    let bytes = program();
     assert_eq!(bytes.len() % 8, 0);
     let last = &bytes[bytes.len() - 8..];
     assert_eq!(u16::from_ne_bytes([last[0], last[1]]), RET_K);
     assert_eq!(
       u32::from_ne_bytes(last[4..8].try_into().unwrap()),
       SECCOMP_RET_ERRNO | libc::EPERM as u32
-    );
-    assert_ne!(
-      program(true),
-      program(false),
-      "the network rule changes the program"
     );
   }
 }

@@ -22,6 +22,8 @@ use crate::process::StdinMode;
 use crate::protect::Protection;
 use crate::sync::Lock;
 
+pub mod socket;
+
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 

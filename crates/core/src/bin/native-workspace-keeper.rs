@@ -20,6 +20,9 @@
 //! - it reads `T` (SIGTERM the tree) and `K` (SIGKILL the tree); end of file (the host
 //!   closed its end, or died) kills the tree too.
 //!
+//! A request may instead ask for a TCP socket of the init's network namespace, which the
+//! init creates and passes back unbound (see `init::socket`); the host does the rest.
+//!
 //! Signalling the supervisor works as well: SIGTERM/SIGINT/SIGHUP terminate the tree,
 //! SIGUSR1 kills it.
 //!
@@ -37,8 +40,10 @@
 use std::ffi::CString;
 use std::io;
 use std::mem;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr;
+
+use native_workspace_core::init::socket;
 
 /// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;
@@ -213,10 +218,13 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       let open: Vec<RawFd> = open_fds(listener, &connections);
       let connection = &mut connections[i];
       match read_request(connection.fd) {
-        Ok(Some(request)) => {
+        Ok(Some(Incoming::Command(request))) => {
           if let Some(pid) = fork_supervisor(request, signals, &open) {
             connection.supervisors.push(pid);
           }
+        }
+        Ok(Some(Incoming::Socket { family, reply })) => {
+          socket::answer_socket_request(family, reply);
         }
         Ok(None) => ended.push(i),
         Err(err) => {
@@ -368,9 +376,19 @@ struct Request {
   fds: Vec<RawFd>,
 }
 
+/// What a request asks for.
+enum Incoming {
+  Command(Request),
+  /// A TCP socket of this namespace, for the host (see `init::socket`).
+  Socket {
+    family: libc::c_int,
+    reply: OwnedFd,
+  },
+}
+
 /// Reads one request: `u32` payload length (little endian) with the descriptors attached,
-/// then the payload `cwd \0 command \0 (KEY=VALUE \0)*`.
-fn read_request(socket: RawFd) -> io::Result<Option<Request>> {
+/// then the payload `cwd \0 command \0 (KEY=VALUE \0)*`, or a socket request.
+fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let mut header = [0u8; 4];
   let (n, fds) = recv_with_fds(socket, &mut header)?;
   if n == 0 {
@@ -380,6 +398,11 @@ fn read_request(socket: RawFd) -> io::Result<Option<Request>> {
   let len = u32::from_le_bytes(header) as usize;
   let mut payload = vec![0u8; len];
   read_exact(socket, &mut payload)?;
+  if let (Some(family), [reply]) = (socket::requested_family(&payload), &fds[..]) {
+    // SAFETY: a descriptor just received, owned by nobody else.
+    let reply = unsafe { OwnedFd::from_raw_fd(*reply) };
+    return Ok(Some(Incoming::Socket { family, reply }));
+  }
   if fds.len() < 3 {
     fds.iter().for_each(|&fd| close(fd));
     return Err(io::Error::other("a request needs at least 3 descriptors"));
@@ -395,12 +418,12 @@ fn read_request(socket: RawFd) -> io::Result<Option<Request>> {
     .ok_or_else(|| io::Error::other("missing command"))?;
   let mut env: Vec<CString> = parts.filter(|p| !p.as_bytes().is_empty()).collect();
   env.extend(inherited_env(&env));
-  Ok(Some(Request {
+  Ok(Some(Incoming::Command(Request {
     command,
     cwd,
     env,
     fds,
-  }))
+  })))
 }
 
 /// The init's own environment, under the request's: empty but for what the sandbox was

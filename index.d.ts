@@ -78,6 +78,11 @@ export declare class NativeLocalSandbox {
   /** The host port a Docker sandbox's container port is published on while it runs. */
   publishedPort(port: number): Promise<number | null>
   /**
+   * The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
+   * (forwarded into an isolated sandbox's network namespace), or null.
+   */
+  portOnHost(port: number): Promise<number | null>
+  /**
    * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
    * resolves to the pids of the processes that keep a running sandbox from binding them
    * now (none: they are in effect, or will be from the start).
@@ -391,6 +396,13 @@ export interface NativeSandboxConfig {
   /** Block the creation of protected paths missing at the start, with placeholders. */
   protectMissingPaths?: boolean
   limits?: NativeLimits
+  /** The only destinations commands may reach, through the sandbox's egress proxy. */
+  allowedDomains?: Array<string>
+  /**
+   * Names the egress proxy resolves to these addresses instead of asking DNS (which may
+   * then be private or loopback).
+   */
+  egressHosts?: Record<string, string>
 }
 
 export interface NativeSandboxOptions {

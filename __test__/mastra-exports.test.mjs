@@ -262,7 +262,8 @@ describe('sandbox file modes and capabilities', () => {
       expect(ours.supportsNetworking(sandbox)).toBe(mastra.supportsNetworking(sandbox))
       expect(ours.supportsComputer(sandbox)).toBe(mastra.supportsComputer(sandbox))
     }
-    expect(sandboxes.map(ours.supportsNetworking)).toEqual([false, false, true, false, false, false])
+    // LocalSandbox gives URLs of its ports (Mastra's own LocalSandbox does not).
+    expect(sandboxes.map(ours.supportsNetworking)).toEqual([false, false, true, false, false, true])
     expect(sandboxes.map(ours.supportsComputer)).toEqual([false, false, false, true, false, false])
   })
 })

@@ -160,7 +160,34 @@ export declare class LocalProcessManager extends SandboxProcessManager<LocalSand
 }
 
 export interface NativeSandboxConfig {
+  /**
+   * Share the host's network. Without it an isolated sandbox has a network namespace of its
+   * own holding only its loopback: its servers work there (and `networking.getPortUrl`
+   * reaches them), nothing outside is reachable.
+   */
   allowNetwork?: boolean
+  /**
+   * The only destinations commands may reach (`isolation: 'bwrap'` only; not with
+   * `allowNetwork: true`, which a `SandboxOptionError` says): `registry.npmjs.org` (ports 80
+   * and 443), `*.github.com` (every name below github.com, not github.com itself),
+   * `host:8443`, `host:*`. Enforced by an egress proxy on the host, the sandbox's only way
+   * out: commands get `HTTP_PROXY`/`HTTPS_PROXY` (and `http_proxy`/`https_proxy`, with
+   * `NO_PROXY` for loopback) pointing at its endpoint on the sandbox's loopback. HTTPS is
+   * allowed by CONNECT host and TLS SNI together, plain HTTP by URL and `Host`; the proxy
+   * resolves names (DNS from inside leads nowhere) and dials only public addresses; IP
+   * addresses, UDP and clients ignoring the proxy get nowhere. A refusal is answered
+   * `403 Forbidden` with the reason, logged (target `native_workspace::egress`), and named at
+   * the end of the next `executeCommand` result's stderr (`native-workspace: blocked by
+   * nativeSandbox.allowedDomains: host:port: reason`). `[]`: no network at all.
+   */
+  allowedDomains?: string[]
+  /**
+   * Names the egress proxy resolves to the given addresses instead of asking DNS, as
+   * `{ 'registry.internal': '10.0.0.5' }`: such an address may be private or loopback (an
+   * internal registry, a local server), which resolved names may not. The names must still
+   * be allowed by `allowedDomains`, which this needs.
+   */
+  egressHosts?: Record<string, string>
   readOnlyPaths?: string[]
   readWritePaths?: string[]
   allowSystemBinaries?: boolean
@@ -443,8 +470,16 @@ export declare class LocalSandbox {
   readonly error: string | undefined
   readonly workingDirectory: string
   readonly isolation: IsolationBackend
-  /** No port URLs yet: `supportsNetworking(sandbox)` is false. */
-  readonly networking: undefined
+  readonly networking: {
+    /**
+     * `http://127.0.0.1:<host port>` reaching `port` of the sandbox while it runs, null
+     * otherwise: without isolation (or with `allowNetwork`) the port itself; under
+     * isolation a host port forwarded into the sandbox's network namespace, closed when the
+     * sandbox stops. A connection while nothing listens at `port` inside is reset. A port
+     * that is not a whole number from 1 to 65535 is a `SandboxOptionError`.
+     */
+    getPortUrl(port: number): Promise<string | null>
+  }
   /** No desktop: `supportsComputer(sandbox)` is false. */
   readonly computer: undefined
   /**

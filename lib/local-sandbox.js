@@ -38,6 +38,8 @@ function nativeSandboxConfig(config) {
       c.protectedPaths === undefined ? undefined : [...check.stringArray(c.protectedPaths, 'nativeSandbox.protectedPaths')],
     protectMissingPaths: check.boolean(c.protectMissingPaths, 'nativeSandbox.protectMissingPaths') ?? false,
     limits: limitsConfig(c.limits),
+    allowedDomains: c.allowedDomains === undefined ? undefined : [...check.stringArray(c.allowedDomains, 'nativeSandbox.allowedDomains')],
+    egressHosts: c.egressHosts === undefined ? undefined : check.env(c.egressHosts, 'nativeSandbox.egressHosts'),
   }
 }
 
@@ -127,9 +129,9 @@ class LocalSandbox {
     this.provider = 'local'
     /** `snapshot()` persists the working directory as the named checkpoint. */
     this.supportsCheckpoints = true
-    // Capabilities of Mastra's sandbox interface this one does not offer: present, undefined,
-    // so `supportsNetworking()` / `supportsComputer()` say no (as for Mastra's LocalSandbox).
-    this.networking = undefined
+    // On the host's loopback: the URLs reach the sandbox from this host only.
+    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
+    // Not offered: present, undefined, so `supportsComputer()` says no (as for Mastra's LocalSandbox).
     this.computer = undefined
     this.processes = new LocalProcessManager(this, () => this.#native)
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
@@ -225,6 +227,20 @@ class LocalSandbox {
   /** Removes a mount (its link or bind only; the filesystem's files stay) and its entry. */
   unmount(mountPath) {
     return this.#mounter.unmount(mountPath)
+  }
+
+  /**
+   * `http://127.0.0.1:<host port>` where the sandbox's `port` answers, while it runs (else
+   * null): the port itself without isolation (or with `allowNetwork`), else a host port
+   * forwarded into the sandbox's own network namespace, open until the sandbox stops. A
+   * connection to it while nothing listens at `port` inside is reset, as a closed port's.
+   */
+  async #portUrl(port) {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new SandboxOptionError(`getPortUrl: port must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
+    }
+    const hostPort = await translating(() => this.#native.portOnHost(port))
+    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
   /** Where commands see a mount path: itself under isolation, else below the working directory. */
@@ -424,7 +440,7 @@ class LocalSandbox {
 
   getInfo() {
     const isolation = this.isolation
-    const { allowNetwork, readOnlyPaths, readWritePaths } = this.#nativeSandbox
+    const { allowNetwork, readOnlyPaths, readWritePaths, allowedDomains } = this.#nativeSandbox
     return {
       id: this.id,
       name: this.name,
@@ -441,7 +457,9 @@ class LocalSandbox {
         platform: process.platform,
         nodeVersion: process.version,
         isolation,
-        ...(isolation !== 'none' && { isolationConfig: { allowNetwork, readOnlyPaths, readWritePaths } }),
+        ...(isolation !== 'none' && {
+          isolationConfig: { allowNetwork, readOnlyPaths, readWritePaths, ...(allowedDomains && { allowedDomains: [...allowedDomains] }) },
+        }),
       },
     }
   }

@@ -129,6 +129,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     own_files: Vec::new(),
     hooks: lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
+    egress: None,
   })
 }
 

@@ -11,6 +11,7 @@ use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
+use native_workspace_core::net::EgressOptions;
 use native_workspace_core::protect::default_protected_paths;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use native_workspace_core::{CoreError, Result};
@@ -64,6 +65,11 @@ pub struct NativeSandboxConfig {
   /// Block the creation of protected paths missing at the start, with placeholders.
   pub protect_missing_paths: Option<bool>,
   pub limits: Option<NativeLimits>,
+  /// The only destinations commands may reach, through the sandbox's egress proxy.
+  pub allowed_domains: Option<Vec<String>>,
+  /// Names the egress proxy resolves to these addresses instead of asking DNS (which may
+  /// then be private or loopback).
+  pub egress_hosts: Option<HashMap<String, String>>,
 }
 
 /// Resource limits; each unset one is the host's.
@@ -306,6 +312,19 @@ impl NativeLocalSandbox {
     .map_err(sync_error)?;
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
+    let egress_hosts = config.egress_hosts.take();
+    let egress = match config.allowed_domains.take() {
+      Some(allowed_domains) => Some(EgressOptions {
+        allowed_domains,
+        hosts: egress_hosts.unwrap_or_default().into_iter().collect(),
+      }),
+      None if egress_hosts.is_some_and(|hosts| !hosts.is_empty()) => {
+        return Err(sync_error(CoreError::InvalidOption(
+          "nativeSandbox.egressHosts needs nativeSandbox.allowedDomains: it tells the egress proxy where allowed names are".into(),
+        )));
+      }
+      None => None,
+    };
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
     if let Some(bytes) = tmp_bytes {
@@ -329,6 +348,7 @@ impl NativeLocalSandbox {
       hooks,
       checkpoints,
       container: None,
+      egress,
     })
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {
@@ -460,6 +480,21 @@ impl NativeLocalSandbox {
     settle(env, async move {
       let port = crate::docker_sandbox::container_port(port)?;
       Ok(inner.published_port(port).await?.map(u32::from))
+    })
+  }
+
+  /// The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
+  /// (forwarded into an isolated sandbox's network namespace), or null.
+  #[napi(ts_return_type = "Promise<number | null>", catch_unwind)]
+  pub fn port_on_host<'env>(
+    &self,
+    env: &'env Env,
+    port: u32,
+  ) -> napi::Result<PromiseRaw<'env, Option<u32>>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      let port = crate::docker_sandbox::container_port(port)?;
+      Ok(inner.port_on_host(port).await?.map(u32::from))
     })
   }
 

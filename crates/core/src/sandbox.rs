@@ -18,6 +18,7 @@ use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
+use crate::net::{Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
 use crate::private_tmp::PrivateTmp;
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
@@ -77,6 +78,8 @@ pub struct SandboxOptions {
   /// Set for a sandbox in a container: its init is the container's, its paths and
   /// environment are the container's, and the host's files are not touched.
   pub container: Option<Arc<dyn ContainerHost>>,
+  /// `allowedDomains`: the network only through an egress proxy (needs isolation).
+  pub egress: Option<EgressOptions>,
 }
 
 /// What a caller may set per spawn or per command.
@@ -149,7 +152,11 @@ pub struct Sandbox {
   exited: Arc<Mutex<Exited>>,
   spawn_seq: AtomicU64,
   /// The running sandbox's init, which forks every command.
-  init: Mutex<Option<Arc<Init>>>,
+  init: Arc<InitSlot>,
+  /// The proxy of its `allowedDomains`, if it has one.
+  egress: Option<Egress>,
+  /// Host ports forwarded into its network namespace.
+  ports: Ports,
   /// Under isolation, what holds its `/tmp` from its first start to its destruction.
   private_tmp: Mutex<Option<PrivateTmp>>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
@@ -176,6 +183,13 @@ impl Sandbox {
     if options.isolation != Isolation::None {
       isolation::check_workspace(&options.working_directory).map_err(CoreError::InvalidOption)?;
     }
+    let egress = match options.egress {
+      None => None,
+      Some(egress) => {
+        check_egress_setting(options.isolation, options.policy.as_ref())?;
+        Some(Egress::new(&options.id, egress)?)
+      }
+    };
     Ok(Sandbox {
       id: options.id.clone(),
       working_directory: options.working_directory,
@@ -194,7 +208,9 @@ impl Sandbox {
       processes: Arc::new(Mutex::new(HashMap::new())),
       exited: Arc::new(Mutex::new(VecDeque::new())),
       spawn_seq: AtomicU64::new(0),
-      init: Mutex::new(None),
+      init: Arc::new(Mutex::new(None)),
+      egress,
+      ports: Ports::default(),
       private_tmp: Mutex::new(None),
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
@@ -238,6 +254,28 @@ impl Sandbox {
       Some(container) if self.status() == Status::Running => container.published_port(port).await,
       _ => Ok(None),
     }
+  }
+
+  /// The host port (on `127.0.0.1`) where `port` of the sandbox is reached while it runs
+  /// (`None` otherwise): the port itself without isolation, a forwarded one into its own
+  /// network namespace, the published one of a container.
+  pub async fn port_on_host(&self, port: u16) -> Result<Option<u16>> {
+    if self.status() != Status::Running {
+      return Ok(None);
+    }
+    if self.container.is_some() {
+      return self.published_port(port).await;
+    }
+    if self.isolation == Isolation::None || self.policy.as_ref().is_some_and(|p| p.allow_network) {
+      return Ok(Some(port));
+    }
+    let host_port = self.ports.forward(port, Arc::downgrade(&self.init)).await?;
+    if self.status() != Status::Running {
+      // Stopped meanwhile, maybe before this forward was made: it goes too.
+      self.ports.close_all();
+      return Ok(None);
+    }
+    Ok(Some(host_port))
   }
 
   pub fn checkpoints(&self) -> &Checkpoints {
@@ -360,7 +398,15 @@ impl Sandbox {
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
     };
     let process = self.start_tracked(&full, options, defaults).await?;
-    let outcome = process.into_outcome().await;
+    let mut outcome = process.into_outcome().await;
+    // What the proxy refused meanwhile (for this command or another): named where an
+    // agent reads why its download failed.
+    if let Some(note) = self.egress.as_ref().and_then(Egress::blocked_note) {
+      if !outcome.stderr.is_empty() && !outcome.stderr.ends_with('\n') {
+        outcome.stderr.push('\n');
+      }
+      outcome.stderr.push_str(&note);
+    }
     self.release(&process.pid().to_string());
     let left_running = process.take_leftovers().map(|adopted| {
       self.track(&adopted);
@@ -651,6 +697,9 @@ impl Sandbox {
   }
 
   async fn shutdown_init(&self) {
+    if let Some(egress) = &self.egress {
+      egress.close();
+    }
     let init = self.init.locked().take();
     if let Some(init) = init {
       init.shutdown().await;
@@ -712,6 +761,12 @@ impl Sandbox {
       )
       .await?,
     );
+    if let Some(egress) = &self.egress
+      && let Err(error) = egress.serve(&init).await
+    {
+      init.shutdown().await;
+      return Err(error);
+    }
     *self.init.locked() = Some(init.clone());
     self.watch_disk(&init);
     Ok(init)
@@ -804,6 +859,10 @@ impl Sandbox {
     env.extend(self.base_env.clone());
     env.extend(self.env_overlay());
     env.extend(options.env);
+    // Last: the proxy is the only way out, whatever the command's own settings say.
+    if let Some(egress) = &self.egress {
+      env.extend(egress.env());
+    }
     SpawnRequest {
       command: command.to_owned(),
       env,
@@ -896,6 +955,24 @@ impl Sandbox {
   }
 }
 
+/// `allowedDomains` is enforced by the sandbox's own network namespace, whose only way out
+/// is the proxy: without one (no isolation, or the host's network shared) it would be a
+/// promise the sandbox does not keep.
+fn check_egress_setting(isolation: Isolation, policy: Option<&SandboxPolicy>) -> Result<()> {
+  if isolation != Isolation::Bwrap {
+    return Err(CoreError::InvalidOption(format!(
+      "nativeSandbox.allowedDomains needs isolation 'bwrap' (this sandbox has '{}'): without a network namespace of its own, commands reach the network directly and an allowlist cannot be enforced",
+      isolation.as_str()
+    )));
+  }
+  if policy.is_some_and(|p| p.allow_network) {
+    return Err(CoreError::InvalidOption(
+      "nativeSandbox.allowedDomains and nativeSandbox.allowNetwork: true contradict each other: allowNetwork shares the host's whole network; give one or the other".into(),
+    ));
+  }
+  Ok(())
+}
+
 /// Releases the processes of `exited` that exited first until at most `count` of them,
 /// retaining at most `bytes` of output together, are left tracked; the last one always is.
 fn release_first_exited(tracked: &mut Tracked, exited: &mut Exited, count: u64, bytes: u64) {
@@ -945,6 +1022,7 @@ impl Provider for Sandbox {
   }
 
   async fn stop(&self) -> Result<()> {
+    self.ports.close_all();
     self.kill_all().await;
     self.shutdown_init().await;
     if let Some(container) = &self.container {
@@ -954,6 +1032,7 @@ impl Provider for Sandbox {
   }
 
   async fn destroy(&self) -> Result<()> {
+    self.ports.close_all();
     self.kill_all().await;
     self.shutdown_init().await;
     // Its `/tmp` and mounts outlive a stop, not a destroy.
@@ -967,6 +1046,7 @@ impl Provider for Sandbox {
 
   /// A start whose `onStart` failed leaves nothing running: the next start begins afresh.
   async fn abandon(&self) {
+    self.ports.close_all();
     self.kill_all().await;
     self.shutdown_init().await;
     if let Some(container) = &self.container
@@ -986,13 +1066,7 @@ impl Drop for Sandbox {
     for (_, process) in tracked.values() {
       process.kill();
     }
-    drop(
-      self
-        .init
-        .get_mut()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(),
-    );
+    drop(self.init.lock().unwrap_or_else(|e| e.into_inner()).take());
   }
 }
 

@@ -1,0 +1,242 @@
+//! A sandbox's network beyond its own namespace: the egress proxy that enforces its
+//! `allowedDomains`, and host ports forwarded to its ports (`networking.getPortUrl`).
+//!
+//! Both rest on sockets its init creates in the sandbox's network namespace and passes to
+//! the host ([`Init::namespace_socket`]); everything else happens here, on the host:
+//! - egress: a listener on the sandbox's `127.0.0.1:<port>`, served by the proxy of
+//!   `native_workspace_egress`, which resolves and dials from the host. The commands get
+//!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it; the namespace
+//!   has no other way out, so DNS, UDP, raw addresses and IPv6 lead nowhere;
+//! - ports: a listener on the host's `127.0.0.1:<ephemeral>`; each connection it accepts
+//!   is spliced to a socket connected to `127.0.0.1:<port>` (or `[::1]:<port>`) inside.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use native_workspace_egress::{PinnedResolver, Policy, Proxy, ProxyConfig, normalize_host};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use crate::error::{CoreError, Result};
+use crate::init::Init;
+use crate::sync::Lock;
+
+/// The running init of a sandbox, shared with what outlives one (its forwarded ports).
+pub type InitSlot = Mutex<Option<Arc<Init>>>;
+
+/// What `nativeSandbox.allowedDomains` and `nativeSandbox.egressHosts` say, as given.
+#[derive(Debug, Clone, Default)]
+pub struct EgressOptions {
+  pub allowed_domains: Vec<String>,
+  /// Names pinned to addresses: (name, address) as given.
+  pub hosts: Vec<(String, String)>,
+}
+
+/// Ends a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+  fn drop(&mut self) {
+    self.0.abort();
+  }
+}
+
+/// The egress proxy of one sandbox and its endpoint in the running init's namespace.
+pub struct Egress {
+  proxy: Proxy,
+  /// The endpoint's port on the sandbox's loopback: chosen by the first init, kept by the
+  /// next ones (a new namespace has it free), so the commands' settings stay right.
+  port: AtomicU16,
+  serving: Mutex<Option<AbortOnDrop>>,
+}
+
+impl Egress {
+  /// Checks the options, naming the bad one.
+  pub fn new(sandbox_id: &str, options: EgressOptions) -> Result<Egress> {
+    let policy = Policy::parse(&options.allowed_domains)
+      .map_err(|e| CoreError::InvalidOption(format!("nativeSandbox.{e}")))?;
+    let mut pins = Vec::with_capacity(options.hosts.len());
+    for (name, address) in options.hosts {
+      let option = format!("nativeSandbox.egressHosts[{name:?}]");
+      let normalized = normalize_host(&name).map_err(|e| {
+        CoreError::InvalidOption(format!("{option}: the name is not a domain name: {e}"))
+      })?;
+      let ip: IpAddr = address.parse().map_err(|_| {
+        CoreError::InvalidOption(format!(
+          "{option} must be an IPv4 or IPv6 address, got {address:?}"
+        ))
+      })?;
+      pins.push((normalized, ip));
+    }
+    let config = ProxyConfig {
+      sandbox_id: sandbox_id.to_owned(),
+      ..ProxyConfig::default()
+    };
+    let resolver = Arc::new(PinnedResolver::new(pins));
+    Ok(Egress {
+      proxy: Proxy::with_resolver(policy, config, resolver),
+      port: AtomicU16::new(0),
+      serving: Mutex::new(None),
+    })
+  }
+
+  /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until
+  /// [`Egress::close`] (or the next `serve`).
+  pub async fn serve(&self, init: &Init) -> Result<()> {
+    let failed = |e| {
+      CoreError::io(
+        "Opening the egress proxy's endpoint inside the sandbox failed",
+        e,
+      )
+    };
+    let socket =
+      tcp_socket(init.namespace_socket(Ipv4Addr::LOCALHOST.into()).await?).map_err(failed)?;
+    let port = self.port.load(Ordering::Acquire);
+    socket
+      .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+      .map_err(failed)?;
+    let listener = socket.listen(1024).map_err(failed)?;
+    let port = listener.local_addr().map_err(failed)?.port();
+    self.port.store(port, Ordering::Release);
+    let proxy = self.proxy.clone();
+    let task = tokio::spawn(async move { proxy.run(listener).await });
+    *self.serving.locked() = Some(AbortOnDrop(task.abort_handle()));
+    Ok(())
+  }
+
+  /// Closes the endpoint (the init it was in has ended).
+  pub fn close(&self) {
+    self.serving.locked().take();
+  }
+
+  /// The variables that send the commands' HTTP clients through the proxy: both spellings,
+  /// as clients read one or the other; loopback stays direct (the sandbox's own servers).
+  pub fn env(&self) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{}", self.port.load(Ordering::Acquire));
+    let direct = "localhost,127.0.0.1,::1".to_owned();
+    vec![
+      ("HTTP_PROXY".into(), url.clone()),
+      ("HTTPS_PROXY".into(), url.clone()),
+      ("http_proxy".into(), url.clone()),
+      ("https_proxy".into(), url),
+      ("NO_PROXY".into(), direct.clone()),
+      ("no_proxy".into(), direct),
+    ]
+  }
+
+  /// What the proxy refused since the last call, as lines for a command's stderr.
+  pub fn blocked_note(&self) -> Option<String> {
+    let blocked = self.proxy.take_blocked();
+    if blocked.is_empty() {
+      return None;
+    }
+    let lines: Vec<String> = blocked
+      .iter()
+      .map(|entry| format!("native-workspace: blocked by nativeSandbox.allowedDomains: {entry}\n"))
+      .collect();
+    Some(lines.concat())
+  }
+}
+
+/// Host ports forwarded to the sandbox's ports, while it runs.
+#[derive(Default)]
+pub struct Ports {
+  forwards: Mutex<HashMap<u16, Forward>>,
+}
+
+struct Forward {
+  host_port: u16,
+  _accepting: AbortOnDrop,
+}
+
+impl Ports {
+  /// The host port (on `127.0.0.1`) forwarded to `port` inside the sandbox, opened on the
+  /// first call. Each connection reaches the sandbox's init of the moment (in `init`); with
+  /// none, or nothing listening at `port` inside, it is reset.
+  pub async fn forward(&self, port: u16, init: Weak<InitSlot>) -> Result<u16> {
+    if let Some(forward) = self.forwards.locked().get(&port) {
+      return Ok(forward.host_port);
+    }
+    let failed = |e| CoreError::io(format!("Opening a host port for port {port} failed"), e);
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+      .await
+      .map_err(failed)?;
+    let host_port = listener.local_addr().map_err(failed)?.port();
+    let task = tokio::spawn(accept(listener, port, init));
+    let mut forwards = self.forwards.locked();
+    // Of two concurrent first calls, the one that got here first is kept.
+    let forward = forwards.entry(port).or_insert(Forward {
+      host_port,
+      _accepting: AbortOnDrop(task.abort_handle()),
+    });
+    Ok(forward.host_port)
+  }
+
+  /// Closes every forwarded port: their URLs refuse from now on.
+  pub fn close_all(&self) {
+    self.forwards.locked().clear();
+  }
+}
+
+async fn accept(listener: TcpListener, port: u16, init: Weak<InitSlot>) {
+  loop {
+    match listener.accept().await {
+      Ok((client, _)) => {
+        tokio::spawn(relay(client, port, init.clone()));
+      }
+      // Out of descriptors, or a connection reset while queued: pause, go on.
+      Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+    }
+  }
+}
+
+/// Splices `client` to `port` inside the sandbox, or resets it as a closed port would.
+async fn relay(mut client: TcpStream, port: u16, init: Weak<InitSlot>) {
+  let init = init
+    .upgrade()
+    .and_then(|slot| slot.locked().clone())
+    .filter(|init| init.is_alive());
+  let inside = match init {
+    Some(init) => connect_inside(&init, port).await,
+    None => Err(io::ErrorKind::NotConnected.into()),
+  };
+  match inside {
+    Ok(mut inside) => {
+      let _ = tokio::io::copy_bidirectional(&mut client, &mut inside).await;
+    }
+    Err(_) => {
+      // A reset rather than an accepted-then-closed connection: clients report it as the
+      // refusal it stands for.
+      let _ = client.set_zero_linger();
+    }
+  }
+}
+
+/// A connection to a server of the sandbox at `port`: on `127.0.0.1`, else on `::1`.
+async fn connect_inside(init: &Init, port: u16) -> io::Result<TcpStream> {
+  let mut refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+  for ip in [
+    IpAddr::from(Ipv4Addr::LOCALHOST),
+    Ipv6Addr::LOCALHOST.into(),
+  ] {
+    let socket = init
+      .namespace_socket(ip)
+      .await
+      .map_err(|e| io::Error::other(e.to_string()))?;
+    match tcp_socket(socket)?.connect((ip, port).into()).await {
+      Ok(stream) => return Ok(stream),
+      Err(e) => refused = e,
+    }
+  }
+  Err(refused)
+}
+
+/// A socket from the init, for tokio.
+fn tcp_socket(socket: OwnedFd) -> io::Result<TcpSocket> {
+  let stream = std::net::TcpStream::from(socket);
+  stream.set_nonblocking(true)?;
+  Ok(TcpSocket::from_std_stream(stream))
+}

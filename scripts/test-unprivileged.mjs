@@ -33,6 +33,9 @@ const files = [
   '__test__/checkpoints.test.mjs',
   // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.
   '__test__/members.test.mjs',
+  // The egress proxy and forwarded ports, served from the sandbox's namespace.
+  '__test__/network-allowlist.test.mjs',
+  '__test__/network-ports.test.mjs',
 ]
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
 const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']

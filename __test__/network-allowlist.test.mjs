@@ -274,6 +274,47 @@ for family, address in ((socket.AF_INET, ('127.0.0.1', ${ports.udp})), (socket.A
     expect(seen.requests).toHaveLength(51)
   })
 
+  it('serves 1,000 concurrent requests of one sandbox while another holds hundreds of trickling connections', async () => {
+    reset()
+    const [slow, busy] = [allowing(['allowed.test:*']), allowing(['allowed.test:*'])]
+    // Slowloris: 300 connections that never finish their request head.
+    const held = await slow.spawn({
+      command: `/usr/bin/python3 -c "
+import os, socket, time
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+held = []
+for _ in range(300):
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(b'GET http://allowed.test:${ports.http}/ HTTP/1.1\\r\\nHost: allowed.test')
+    held.append(s)
+print('holding', flush=True)
+time.sleep(60)
+"`,
+    })
+    await waitFor(() => held.stdout.includes('holding'), { timeout: 20_000 })
+    const r = await busy.executeCommand(
+      `/usr/bin/python3 -c "
+import asyncio, os
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+async def one(i):
+    reader, writer = await asyncio.open_connection('127.0.0.1', port)
+    writer.write(b'GET http://allowed.test:${ports.http}/%d HTTP/1.1\\r\\nHost: allowed.test:${ports.http}\\r\\n\\r\\n' % i)
+    answer = await reader.read()
+    writer.close()
+    return answer.split(b' ')[1]
+async def main():
+    codes = await asyncio.gather(*(one(i) for i in range(1000)))
+    print(sorted(set(codes)), len(codes))
+asyncio.run(main())
+"`,
+      [],
+      { timeout: 60_000 },
+    )
+    expect(r.stdout).toBe("[b'200'] 1000\n")
+    expect(seen.requests).toHaveLength(1000)
+    await slow.processes.kill(held.pid)
+  })
+
   it('generated: random allowlists against every test name, judged by what the server saw', async () => {
     // A seeded generator: a failure names its seed and case.
     let seed = Number(process.env.NW_EGRESS_SEED ?? 20261130)

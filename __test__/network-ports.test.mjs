@@ -107,6 +107,16 @@ describe.skipIf(!available)('getPortUrl under isolation', () => {
     expect(await fetchWhenUp(`${again}/index.html`)).toEqual({ status: 200, body: 'served from the namespace\n' })
   })
 
+  it('is the port itself for a sandbox sharing the host’s network (allowNetwork)', async () => {
+    const sb = isolated({ nativeSandbox: { allowNetwork: true } })
+    fs.writeFileSync(path.join(prepareWorkspace(sb), 'index.html'), 'served on the host network\n')
+    await sb.start()
+    const port = await freePort()
+    await serve(sb, port)
+    expect(await sb.networking.getPortUrl(port)).toBe(`http://127.0.0.1:${port}`)
+    expect(await fetchWhenUp(`http://127.0.0.1:${port}/index.html`)).toEqual({ status: 200, body: 'served on the host network\n' })
+  })
+
   it('resets a connection while nothing listens at the port, and reaches a server on ::1 too', async () => {
     const sb = isolated()
     prepareWorkspace(sb)

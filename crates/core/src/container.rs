@@ -25,4 +25,8 @@ pub trait ContainerHost: Send + Sync {
   /// The host port a container TCP port is published on while the container runs; `None`
   /// for a port not published or a container not running.
   fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>>;
+  /// Captures the container as the sandbox's checkpoint (nothing without one).
+  fn snapshot(&self) -> HostFuture<'_, ()>;
+  /// The engine's description of the started container as JSON; `None` before a start.
+  fn inspect(&self) -> HostFuture<'_, Option<String>>;
 }

@@ -240,6 +240,14 @@ impl Sandbox {
     }
   }
 
+  /// The engine's description of a container sandbox's container (JSON), once started.
+  pub async fn container_details(&self) -> Result<Option<String>> {
+    match &self.container {
+      Some(container) => container.inspect().await,
+      None => Ok(None),
+    }
+  }
+
   pub fn checkpoints(&self) -> &Checkpoints {
     &self.checkpoints
   }
@@ -247,6 +255,9 @@ impl Sandbox {
   /// Captures the working directory as its checkpoint (nothing without a checkpoint
   /// name), whatever the sandbox's status; see [`crate::checkpoint`].
   pub async fn snapshot(&self) -> Result<()> {
+    if let Some(container) = &self.container {
+      return container.snapshot().await;
+    }
     if self.checkpoints.name().is_none() {
       return Ok(());
     }

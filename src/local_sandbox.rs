@@ -465,7 +465,10 @@ impl NativeLocalSandbox {
 
   /// The engine's inspection of a Docker sandbox's container (JSON) once it was started, else null.
   #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
-  pub fn container_details<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<String>>> {
+  pub fn container_details<'env>(
+    &self,
+    env: &'env Env,
+  ) -> napi::Result<PromiseRaw<'env, Option<String>>> {
     let inner = self.inner.clone();
     settle(env, async move { inner.container_details().await })
   }

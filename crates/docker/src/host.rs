@@ -12,10 +12,10 @@ use bollard::models::{
   ResourcesUlimits, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
-  CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
-  CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
-  ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder,
-  RemoveImageOptions, RemoveVolumeOptions, StartContainerOptions, StopContainerOptionsBuilder,
+  CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
+  CreateImageOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+  ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptions,
+  RemoveVolumeOptions, StartContainerOptions, StopContainerOptionsBuilder,
   UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
@@ -355,7 +355,9 @@ impl DockerHost {
       "label".to_owned(),
       vec![format!("{SANDBOX_LABEL}={}", self.spec.id)],
     )]);
-    let options = ListVolumesOptionsBuilder::default().filters(&filters).build();
+    let options = ListVolumesOptionsBuilder::default()
+      .filters(&filters)
+      .build();
     let listed = call(
       &self.connection,
       "listing volumes",
@@ -409,12 +411,17 @@ impl DockerHost {
     if missing.is_empty() {
       return Ok(());
     }
-    let tar = directories_tar(&missing)?;
-    let options = UploadToContainerOptionsBuilder::default()
-      .path(&existing.to_string_lossy())
-      .copy_uidgid("1")
-      .build();
-    let uploaded = docker.upload_to_container(id, Some(options), bollard::body_full(tar.into()));
+    let user = self.spec.user.as_deref().unwrap_or("");
+    // Numeric ids go in the archive; a name is the engine's to resolve in the image (Engine
+    // 20.10 resolves a lone name only, not `name:group` nor `uid:gid`).
+    let numeric = numeric_user(user);
+    let tar = directories_tar(&missing, numeric.unwrap_or((0, 0)))?;
+    let mut options = UploadToContainerOptionsBuilder::default().path(&existing.to_string_lossy());
+    if numeric.is_none() {
+      options = options.copy_uidgid("1");
+    }
+    let uploaded =
+      docker.upload_to_container(id, Some(options.build()), bollard::body_full(tar.into()));
     call(&self.connection, "making the working directory", uploaded).await
   }
 
@@ -716,7 +723,13 @@ impl DockerHost {
     .await?;
     if let Some(previous) = previous.filter(|p| *p != committed.id) {
       let removed = docker.remove_image(&previous, None::<RemoveImageOptions>, None);
-      if let Err(error) = call(&self.connection, "removing the previous checkpoint", removed).await {
+      if let Err(error) = call(
+        &self.connection,
+        "removing the previous checkpoint",
+        removed,
+      )
+      .await
+      {
         tracing::debug!(%error, "the previous image of a checkpoint stays");
       }
     }
@@ -846,8 +859,19 @@ fn pull_reference(image: &str) -> (String, String) {
   }
 }
 
-/// A tar of the nested directories `names[0]/names[1]/…` (mode 0755), for an upload.
-fn directories_tar(names: &[String]) -> Result<Vec<u8>> {
+/// `uid[:gid]` of a numeric user (gid 0 when not given, as the engine has it for a uid
+/// the image does not name), or `None` for a user given by name (or ids past what a
+/// plain tar header holds).
+fn numeric_user(user: &str) -> Option<(u32, u32)> {
+  const TAR_ID_MAX: u32 = 0o7_777_777;
+  let (uid, gid) = user.split_once(':').unwrap_or((user, "0"));
+  let (uid, gid) = (uid.parse().ok()?, gid.parse().ok()?);
+  (uid <= TAR_ID_MAX && gid <= TAR_ID_MAX).then_some((uid, gid))
+}
+
+/// A tar of the nested directories `names[0]/names[1]/…` (mode 0755, owned by `owner`),
+/// for an upload.
+fn directories_tar(names: &[String], owner: (u32, u32)) -> Result<Vec<u8>> {
   let mut tar = Vec::new();
   let mut path = String::new();
   let now = std::time::SystemTime::now()
@@ -865,8 +889,8 @@ fn directories_tar(names: &[String]) -> Result<Vec<u8>> {
     let mut header = [0u8; 512];
     header[..path.len()].copy_from_slice(path.as_bytes());
     header[100..108].copy_from_slice(b"0000755\0");
-    header[108..116].copy_from_slice(b"0000000\0");
-    header[116..124].copy_from_slice(b"0000000\0");
+    header[108..116].copy_from_slice(format!("{:07o}\0", owner.0).as_bytes());
+    header[116..124].copy_from_slice(format!("{:07o}\0", owner.1).as_bytes());
     header[124..136].copy_from_slice(b"00000000000\0");
     header[136..148].copy_from_slice(format!("{now:011o}\0").as_bytes());
     header[156] = b'5';
@@ -977,6 +1001,51 @@ mod tests {
         }])
       );
     }
+  }
+
+  #[test]
+  fn a_pull_names_a_tag_as_docker_pull_does() {
+    let pull = |image| {
+      let (from, tag) = pull_reference(image);
+      format!("{from} {tag}")
+    };
+    assert_eq!(pull("node"), "node latest");
+    assert_eq!(pull("node:22-slim"), "node 22-slim");
+    assert_eq!(
+      pull("localhost:5000/team/app"),
+      "localhost:5000/team/app latest"
+    );
+    assert_eq!(
+      pull("localhost:5000/team/app:v1"),
+      "localhost:5000/team/app v1"
+    );
+    assert_eq!(pull("app@sha256:abc"), "app@sha256:abc ");
+  }
+
+  #[test]
+  fn numeric_users_go_in_the_archive_and_names_to_the_engine() {
+    assert_eq!(numeric_user("1000"), Some((1000, 0)));
+    assert_eq!(numeric_user("1000:100"), Some((1000, 100)));
+    assert_eq!(numeric_user("nobody"), None);
+    assert_eq!(numeric_user("1000:staff"), None);
+    assert_eq!(numeric_user("4294967295"), None);
+  }
+
+  #[test]
+  fn the_working_directory_archive_is_a_valid_ustar_of_nested_directories() {
+    let tar = directories_tar(&["home".into(), "agent".into()], (1000, 100)).unwrap();
+    assert_eq!(tar.len(), 512 * 2 + 1024);
+    let second = &tar[512..1024];
+    assert!(second.starts_with(b"home/agent/\0"));
+    assert_eq!(&second[108..116], b"0001750\0");
+    assert_eq!(&second[116..124], b"0000144\0");
+    assert_eq!(second[156], b'5');
+    let stored = std::str::from_utf8(&second[148..154]).unwrap();
+    let mut blank = second.to_vec();
+    blank[148..156].fill(b' ');
+    let sum: u32 = blank.iter().map(|b| u32::from(*b)).sum();
+    assert_eq!(u32::from_str_radix(stored, 8).unwrap(), sum);
+    assert!(directories_tar(&["x".repeat(120)], (0, 0)).is_err());
   }
 
   #[test]

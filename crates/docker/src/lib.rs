@@ -11,8 +11,8 @@ mod engine;
 mod host;
 mod sweep;
 
-pub use engine::Connection;
 pub use bollard::models::Mount;
+pub use engine::Connection;
 pub use host::{ContainerSpec, DockerHost, Ulimit, checkpoint_image};
 
 /// Label every container of this package carries: the sandbox's id. `mastra.sandbox.id`

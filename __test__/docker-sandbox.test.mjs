@@ -357,7 +357,10 @@ describeDocker('DockerSandbox on the local engine', () => {
     // Generated ids: a sandbox whose id was given is left for a later process to find.
     const script = () => `
       const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
-      const box = new DockerSandbox(${JSON.stringify({ image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })})
+      const box = new DockerSandbox({
+        ...${JSON.stringify({ image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })},
+        mounts: [{ Type: 'volume', Source: '${SWEPT}-' + process.pid, Target: '/data' }],
+      })
       box.start().then(() => console.log(box.id), (e) => { console.error(e); process.exit(1) })
       process.on('SIGTERM', () => box.destroy().then(() => process.exit(0)))
       setInterval(() => {}, 1000)`
@@ -377,10 +380,13 @@ describeDocker('DockerSandbox on the local engine', () => {
     await new Promise((resolve) => (killed.exitCode !== null || killed.signalCode ? resolve() : killed.on('exit', resolve)))
     const orphan = await containerOf({ id: dead })
     expect(orphan?.State).toBe('running')
+    const orphanVolume = `${SWEPT}-${killed.pid}`
+    expect((await engineJson(local, 'GET', `/volumes/${orphanVolume}`)).Name).toBe(orphanVolume)
     // Another process reaching the same engine removes it at its first start.
     const next = await runChild(() => {})
     try {
       expect(await containerOf({ id: dead })).toBeUndefined()
+      expect(await engineJson(local, 'GET', `/volumes/${orphanVolume}`).catch((e) => e.message)).toMatch(/: 404 /)
     } finally {
       const exited = new Promise((resolve) => next.on('exit', resolve))
       next.kill('SIGTERM')

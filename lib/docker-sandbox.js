@@ -7,6 +7,7 @@ const { LocalProcessManager, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
+const { MountManager, LocalMounter, mountedAt } = require('./mounts')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -297,6 +298,7 @@ class DockerSandbox {
   #given
   /** Where the warnings of `@mastra/docker` go: Mastra's logger once it hands it over. */
   #logger = packageLogger
+  #mounter
 
   constructor(options = {}) {
     readingOptions('options', () => {
@@ -321,6 +323,17 @@ class DockerSandbox {
     this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
     this.processes = new LocalProcessManager(this, () => this.#native)
+    /**
+     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
+     * bound at its mount path when the container is created; one added later is refused,
+     * as a container's mounts are fixed then.
+     */
+    this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
+    this.#mounter = new LocalMounter(
+      this.mounts,
+      () => this.workingDirectory,
+      (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
+    )
   }
 
   get id() {
@@ -350,28 +363,51 @@ class DockerSandbox {
     return new Date(this.#native.createdAt)
   }
 
-  /** Creates (or finds again) the container, starts it and reaches its supervisor; runs `onStart`. */
+  /**
+   * Creates (or finds again) the container, with the pending mounts bound, starts it and
+   * reaches its supervisor; runs `onStart`.
+   */
   async start() {
+    await this.mounts.processPending()
     const outcome = await this.#lifecycle.call('start', () => this.#native.start())
     return { outcome }
   }
 
   /** Runs `onStop`, kills every process, and stops the container; the next command restarts it. */
   stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop()))
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
   }
 
   /** Runs `onDestroy`, kills every process, and removes the container with its anonymous volumes. */
   destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
+    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
   }
 
-  async #tearDown(transition) {
+  async #tearDown(transition, unmount) {
     try {
       await transition
     } finally {
       this.processes._forgetAll()
+      await unmount()
     }
+  }
+
+  /**
+   * Binds `filesystem` (one with a local directory) at `mountPath` in the container, from
+   * its creation; refused once the container exists. Resolves to `{ success, mountPath, error? }`.
+   */
+  mount(filesystem, mountPath) {
+    return this.#mounter.mount(filesystem, mountPath)
+  }
+
+  /** Removes a mount that is not in a container yet, and its entry. */
+  unmount(mountPath) {
+    return this.#mounter.unmount(mountPath)
+  }
+
+  /** Where commands see a mount path: itself. */
+  [mountedAt](mountPath) {
+    return this.#mounter.commandPath(mountPath)
   }
 
   _start() {
@@ -508,6 +544,8 @@ class DockerSandbox {
 
   /** After each start, the warnings `@mastra/docker` gives about its container's settings. */
   async #checkStarted(outcome) {
+    // Mounts added since start() began: refused now, each entry saying why.
+    await this.mounts.processPending()
     const privileged = this.#options.privileged
     if (outcome !== 'connected') {
       this.#warnIfPrivilegedHardening(privileged)
@@ -518,6 +556,18 @@ class DockerSandbox {
     if (!hostConfig) return
     this.#warnIfPrivilegedHardening(hostConfig.Privileged ?? privileged)
     this.#warnIfReconnectedDiffers(inspected.Id, hostConfig)
+    this.#markMountsMissingFrom(inspected)
+  }
+
+  /** A container found again has the binds of its creation: a mount it lacks is an error. */
+  #markMountsMissingFrom(inspected) {
+    const targets = new Set((inspected.Mounts ?? []).map((m) => m.Destination))
+    for (const [mountPath, entry] of this.mounts.entries) {
+      if (entry.state !== 'mounted' || targets.has(mountPath)) continue
+      const error = `The sandbox's container ${inspected.Id} existed before this mount and does not have it: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
+      this.mounts.set(mountPath, { state: 'error', error })
+      logTo(this.#logger, 'warn', `[DockerSandbox] Mount of ${mountPath} failed: ${error}`, { path: mountPath, containerId: inspected.Id })
+    }
   }
 
   /** A privileged container ignores the hardening options the user gave. */
@@ -583,6 +633,7 @@ class DockerSandbox {
   __setLogger(logger) {
     setLogger(logger, { level: 'debug' })
     this.#logger = logger ?? packageLogger
+    this.mounts.__setLogger(logger)
   }
 }
 

@@ -662,6 +662,14 @@ export declare class DockerSandbox {
   readonly computer: undefined
   readonly processes: SandboxProcessManager<DockerSandbox>
   /**
+   * A `Workspace`'s mounts: a filesystem with a local directory is bound at its mount path
+   * when the container is created; one added once the container exists is refused (its
+   * entry's `error` says why).
+   */
+  readonly mounts: MountManager
+  mount(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
+  unmount(mountPath: string): Promise<void>
+  /**
    * Creates the container (from the checkpoint, else the seed checkpoint, else the image) or
    * finds it again by its label, starts it, reaches its supervisor.
    */

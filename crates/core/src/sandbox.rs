@@ -512,6 +512,11 @@ impl Sandbox {
   /// which a restart would kill. Then the pids of those processes are returned, and the
   /// mounts are left as they were (`if_idle`) or take effect at the next start.
   pub async fn set_mounts(&self, mounts: Vec<BindMount>, if_idle: bool) -> Result<Vec<String>> {
+    // A container's mounts are its engine's, fixed when it is created.
+    if let Some(container) = &self.container {
+      container.set_binds(mounts)?;
+      return Ok(Vec::new());
+    }
     let policy = match (&self.policy, self.isolation) {
       (Some(policy), Isolation::Bwrap) => policy,
       _ => {

@@ -21,7 +21,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use native_workspace_core::container::{ContainerHost, HostFuture};
 use native_workspace_core::init::Init;
-use native_workspace_core::isolation::KEEPER_INSIDE;
+use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
 use native_workspace_core::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
@@ -116,6 +116,8 @@ pub struct DockerHost {
   spec: ContainerSpec,
   docker: tokio::sync::OnceCell<Docker>,
   started: std::sync::Mutex<Option<Started>>,
+  /// A workspace's filesystems, bound at the container's creation.
+  binds: std::sync::Mutex<Vec<BindMount>>,
 }
 
 impl DockerHost {
@@ -125,6 +127,7 @@ impl DockerHost {
       spec,
       docker: tokio::sync::OnceCell::new(),
       started: std::sync::Mutex::new(None),
+      binds: std::sync::Mutex::new(Vec::new()),
     }
   }
 
@@ -454,6 +457,13 @@ impl DockerHost {
       bind(socket_dir, SOCKET_DIR_INSIDE, false),
     ];
     mounts.extend(spec.mounts.iter().cloned());
+    for workspace in self.binds.locked().iter() {
+      mounts.push(bind(
+        &workspace.source,
+        &workspace.destination.to_string_lossy(),
+        workspace.read_only,
+      ));
+    }
     let binds: Vec<String> = spec
       .volumes
       .iter()
@@ -831,6 +841,21 @@ impl ContainerHost for DockerHost {
 
   fn snapshot(&self) -> HostFuture<'_, ()> {
     Box::pin(self.snapshot_now())
+  }
+
+  fn set_binds(&self, binds: Vec<BindMount>) -> Result<()> {
+    let mut current = self.binds.locked();
+    if *current == binds {
+      return Ok(());
+    }
+    if let Some(started) = self.started.locked().as_ref() {
+      return Err(CoreError::InvalidOption(format!(
+        "The sandbox's container {} exists already, and a container's mounts are fixed when it is created: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to change them.",
+        started.id
+      )));
+    }
+    *current = binds;
+    Ok(())
   }
 
   fn inspect(&self) -> HostFuture<'_, Option<String>> {

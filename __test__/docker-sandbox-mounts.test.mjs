@@ -42,6 +42,10 @@ describeDocker("A Workspace's mounts in a DockerSandbox", () => {
     try {
       await workspace.init()
       expect(box.mounts.get('/data').state).toBe('mounted')
+      expect((await box.getInfo()).mounts).toEqual([
+        { path: '/data', filesystem: 'LocalFilesystem' },
+        { path: '/docs', filesystem: 'LocalFilesystem' },
+      ])
       const result = await box.executeCommand('cat /data/given /docs/readme; echo made > /data/made; echo no > /docs/no')
       expect(result.stdout).toBe('from the host\nread me\n')
       expect(result.stderr).toContain('Read-only file system')

@@ -200,7 +200,11 @@ describeDocker('DockerSandbox options on the local engine', () => {
     try {
       const before = await box.getInfo()
       expect(before).toMatchObject({ id: box.id, name: 'DockerSandbox', provider: 'docker', status: 'pending' })
-      expect(before.metadata).toEqual({ image: TEST_IMAGE, workingDir: '/workspace', labels: { [TEST_LABEL]: RUN } })
+      expect(before.metadata).toEqual({
+        image: TEST_IMAGE,
+        workingDir: '/workspace',
+        labels: { [TEST_LABEL]: RUN, 'mastra.sandbox': 'true', 'mastra.sandbox.id': box.id },
+      })
       await box.start()
       const inspected = await inspectedOf(box)
       const info = await box.getInfo()

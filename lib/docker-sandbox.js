@@ -7,7 +7,7 @@ const { LocalProcessManager, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
-const { MountManager, LocalMounter, mountedAt } = require('./mounts')
+const { MountManager, LocalMounter, mountedAt, mountedList } = require('./mounts')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -285,9 +285,12 @@ const sameSetting = (field, actual, requested) => JSON.stringify(comparable(fiel
 /**
  * Runs commands in a Docker container whose PID 1 is this package's supervisor: each
  * command is a fork in the container, its whole process tree dies on kill, timeout, abort
- * or stop, and its output is bounded as `LocalSandbox`'s. The container is created (or
- * found again by its `mastra.sandbox.id` label) at the first start; stop stops it, destroy
- * removes it with its anonymous volumes.
+ * or stop, and its output is bounded as `LocalSandbox`'s. The container is created (from
+ * the checkpoint, the seed checkpoint or the image, pulled when missing) or found again by
+ * its `mastra.sandbox.id` label at the first start; stop stops it, destroy removes it with
+ * its anonymous volumes and the named volumes its `mounts` made (unless `keepVolumes`).
+ * With a given `id` the container outlives this process, for a later one to find; with a
+ * generated one it is swept once this process is dead.
  */
 class DockerSandbox {
   #native
@@ -512,7 +515,9 @@ class DockerSandbox {
       provider: this.provider,
       status: this.status,
       createdAt: this.createdAt,
-      metadata: { image, workingDir, labels: { ...labels } },
+      ...(this.mounts.entries.size > 0 && { mounts: mountedList(this.mounts) }),
+      // The container's labels, those that find it again included.
+      metadata: { image, workingDir, labels: { ...labels, 'mastra.sandbox': 'true', 'mastra.sandbox.id': this.id } },
     }
     const inspected = await this.#inspected()
     if (inspected) {

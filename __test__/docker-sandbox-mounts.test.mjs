@@ -62,6 +62,21 @@ describeDocker("A Workspace's mounts in a DockerSandbox", () => {
     expect(box.status).toBe('destroyed')
   })
 
+  it("works in Mastra's own Workspace with Mastra's LocalFilesystem", async () => {
+    const { Workspace: MastraWorkspace, LocalFilesystem: MastraLocalFilesystem } = await import('@mastra/core/workspace')
+    const data = hostDir('f', 'through mastra\n')
+    dirs.push(data)
+    const box = sandbox()
+    const workspace = new MastraWorkspace({ sandbox: box, mounts: { '/data': new MastraLocalFilesystem({ basePath: data }) } })
+    try {
+      await workspace.init()
+      expect(box.mounts.get('/data').state).toBe('mounted')
+      expect((await box.executeCommand('cat /data/f')).stdout).toBe('through mastra\n')
+    } finally {
+      await workspace.destroy()
+    }
+  })
+
   it('a mount added after a lazy start (the container made by a command) is refused', async () => {
     const data = hostDir('f', 'x\n')
     dirs.push(data)

@@ -104,7 +104,7 @@ describeDocker("A Workspace's mounts in a DockerSandbox", () => {
       const [container] = await engineJson(local, 'GET', `/containers/json?filters=${encodeURIComponent(JSON.stringify({ label: [`mastra.sandbox.id=${first.id}`] }))}`)
       expect(again.mounts.get('/data')).toMatchObject({
         state: 'error',
-        error: `The sandbox's container ${container.Id} existed before this mount and does not have it: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`,
+        error: `The sandbox's container ${container.Id} was made without this mount: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`,
       })
     } finally {
       await first.destroy()

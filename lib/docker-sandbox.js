@@ -552,24 +552,27 @@ class DockerSandbox {
     // Mounts added since start() began: refused now, each entry saying why.
     await this.mounts.processPending()
     const privileged = this.#options.privileged
-    if (outcome !== 'connected') {
-      this.#warnIfPrivilegedHardening(privileged)
-      return
-    }
+    const hasMounts = this.mounts.entries.size > 0
+    if (outcome !== 'connected') this.#warnIfPrivilegedHardening(privileged)
+    if (outcome !== 'connected' && !hasMounts) return
     const inspected = await this.#inspected()
-    const hostConfig = inspected?.HostConfig
-    if (!hostConfig) return
-    this.#warnIfPrivilegedHardening(hostConfig.Privileged ?? privileged)
-    this.#warnIfReconnectedDiffers(inspected.Id, hostConfig)
-    this.#markMountsMissingFrom(inspected)
+    if (!inspected?.HostConfig) return
+    if (outcome === 'connected') {
+      this.#warnIfPrivilegedHardening(inspected.HostConfig.Privileged ?? privileged)
+      this.#warnIfReconnectedDiffers(inspected.Id, inspected.HostConfig)
+    }
+    if (hasMounts) this.#markMountsMissingFrom(inspected)
   }
 
-  /** A container found again has the binds of its creation: a mount it lacks is an error. */
+  /**
+   * A container has the binds of its creation: a mount it lacks (added while it was made,
+   * or a container found again that was made without it) is an error.
+   */
   #markMountsMissingFrom(inspected) {
     const targets = new Set((inspected.Mounts ?? []).map((m) => m.Destination))
     for (const [mountPath, entry] of this.mounts.entries) {
       if (entry.state !== 'mounted' || targets.has(mountPath)) continue
-      const error = `The sandbox's container ${inspected.Id} existed before this mount and does not have it: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
+      const error = `The sandbox's container ${inspected.Id} was made without this mount: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
       this.mounts.set(mountPath, { state: 'error', error })
       logTo(this.#logger, 'warn', `[DockerSandbox] Mount of ${mountPath} failed: ${error}`, { path: mountPath, containerId: inspected.Id })
     }

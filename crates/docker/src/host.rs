@@ -584,7 +584,13 @@ impl DockerHost {
       "inspecting the container",
       docker.inspect_container(id, None::<InspectContainerOptions>),
     )
-    .await?;
+    .await;
+    let inspected = match inspected {
+      Ok(inspected) => inspected,
+      // Removed from outside, most likely: that is why.
+      Err(CoreError::Engine(refused)) => return Ok(Some(refused)),
+      Err(unreachable) => return Err(unreachable),
+    };
     let Some(state) = inspected.state else {
       return Ok(None);
     };

@@ -331,7 +331,7 @@ describeDocker('DockerSandbox options on the local engine', () => {
     }
   })
 
-  it('a sandbox with a given id is found again by a later Node process, with its files; destroy then removes it', async () => {
+  it('a sandbox with a given id is found again by a later Node process, with its files (and a snapshot before its start); destroy then removes it', async () => {
     const id = `${RUN}-reattach`
     const options = { id, image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: RUN } }
     const script = `
@@ -347,8 +347,14 @@ describeDocker('DockerSandbox options on the local engine', () => {
     const containerId = out.trim()
     expect(containerId).toMatch(/^[0-9a-f]{64}$/)
 
-    const again = new DockerSandbox(options)
+    // Its checkpoint can be taken before this process starts it.
+    const checkpoint = `c-${process.pid}-reattached`
+    images.push(`native-workspace-checkpoint:${checkpoint}`)
+    const again = new DockerSandbox({ ...options, checkpointName: checkpoint })
     try {
+      await again.snapshot()
+      expect(await imageOf(`native-workspace-checkpoint:${checkpoint}`)).toBeDefined()
+      expect(again.status).toBe('pending')
       expect(await again.start()).toEqual({ outcome: 'connected' })
       expect((await again.getInfo()).metadata.containerId).toBe(containerId)
       expect((await again.executeCommand('cat note')).stdout).toBe('left\n')

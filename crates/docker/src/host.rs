@@ -703,21 +703,26 @@ impl DockerHost {
   }
 
   /// Commits the container into the checkpoint's image (nothing without a checkpoint
-  /// name). The image the name held before goes, unless a container still uses it.
+  /// name; `NotReady` without a container). The image the name held before goes, unless a
+  /// container still uses it.
   async fn snapshot_now(&self) -> Result<()> {
     let Some(name) = self.spec.checkpoint.as_deref() else {
       return Ok(());
     };
-    let started = self
-      .started
-      .locked()
-      .clone()
-      .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?;
     let docker = self.docker().await?;
+    // Not started by this sandbox yet: the container its id finds (left by another process).
+    let started = self.started.locked().clone().map(|s| s.id);
+    let container = match started {
+      Some(id) => id,
+      None => self
+        .find(docker)
+        .await?
+        .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?,
+    };
     let image = checkpoint_image(name);
     let previous = self.image_id(docker, &image).await?;
     let options = CommitContainerOptionsBuilder::default()
-      .container(&started.id)
+      .container(&container)
       .repo(CHECKPOINT_REPOSITORY)
       .tag(name)
       .pause(true)

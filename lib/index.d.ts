@@ -704,7 +704,8 @@ export declare class DockerSandbox {
   }): DockerSandbox
   /**
    * Commits the container as the image of checkpoint `checkpointName` (nothing without one;
-   * `NOT_READY` while it has no container; one its id finds counts, started or not). Volumes, binds and tmpfs are not part of it.
+   * `NOT_READY` while there is no container: one its id finds counts, started or not).
+   * Volumes, binds and tmpfs are not part of it.
    */
   snapshot(): Promise<void>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void

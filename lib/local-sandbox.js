@@ -7,7 +7,7 @@ const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
 const { LocalProcessManager, checkCommand, executeNative } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
-const { MountManager, LocalMounter, mountedAt } = require('./mounts')
+const { MountManager, LocalMounter, mountedAt, mountedList } = require('./mounts')
 const { setLogger, packageLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
@@ -462,12 +462,6 @@ class LocalSandbox {
   }
 }
 
-/** `[{ path, filesystem }]` of the mounted entries, for `getInfo()`. */
-function mountedList(mounts) {
-  return [...mounts.entries]
-    .filter(([, entry]) => entry.state === 'mounted')
-    .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
-}
 
 asMastraComponent(LocalSandbox)
 

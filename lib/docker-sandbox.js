@@ -2,12 +2,12 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative } = require('./process-manager')
+const { check, describe, instructionsText, readingOptions } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
-const { MountManager, LocalMounter, mountedAt, mountedList } = require('./mounts')
+const { MountManager, LocalMounter, mountedList } = require('./mounts')
+const { NativeSandbox, attach, nativeOf } = require('./native-sandbox')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -291,19 +291,21 @@ const sameSetting = (field, actual, requested) => JSON.stringify(comparable(fiel
  * its anonymous volumes and the named volumes its `mounts` made (unless `keepVolumes`).
  * With a given `id` the container outlives this process, for a later one to find; with a
  * generated one it is swept once this process is dead.
+ *
+ * `snapshot()` commits the container as the image `native-workspace-checkpoint:<checkpointName>`
+ * (nothing without a `checkpointName`); volumes, binds and tmpfs are not in it. The
+ * checkpoint outlives the sandbox: remove the image to delete it.
  */
-class DockerSandbox {
-  #native
-  #lifecycle
+class DockerSandbox extends NativeSandbox {
   #instructions
   #options
   /** The options as given (their own properties), which a clone starts from. */
   #given
   /** Where the warnings of `@mastra/docker` go: Mastra's logger once it hands it over. */
   #logger = packageLogger
-  #mounter
 
   constructor(options = {}) {
+    super()
     readingOptions('options', () => {
       check.object(options, 'options')
       this.#options = containerOptions(options)
@@ -312,11 +314,12 @@ class DockerSandbox {
         check.string(instructions, 'instructions')
       }
       this.#instructions = instructions
-      this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
+      const lifecycle = new SandboxLifecycle(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
       this.#given = { ...options }
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
-      this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, ...this.#lifecycle.nativeHooks() }))
+      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, ...lifecycle.nativeHooks() }))
+      attach(this, { native: built, lifecycle })
     })
     this.name = 'DockerSandbox'
     this.provider = 'docker'
@@ -325,31 +328,20 @@ class DockerSandbox {
     // Published on the host's loopback, so the URLs reach the container from this host only.
     this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
-    this.processes = new LocalProcessManager(this, () => this.#native)
     /**
      * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
      * bound at its mount path when the container is created; one added later is refused,
      * as a container's mounts are fixed then.
      */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
-    this.#mounter = new LocalMounter(
+    const mounter = new LocalMounter(
       this.mounts,
       () => this.workingDirectory,
-      (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
+      (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
     )
+    attach(this, { native: nativeOf(this), mounter })
   }
 
-  get id() {
-    return this.#native.id
-  }
-  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
-  get status() {
-    return this.#native.status
-  }
-  /** Why the last lifecycle step failed, while `status` is `'error'`. */
-  get error() {
-    return this.#native.error ?? undefined
-  }
   /** The image the container is made from. */
   get image() {
     return this.#options.image
@@ -358,96 +350,20 @@ class DockerSandbox {
   get workingDirectory() {
     return this.#options.workingDir
   }
-  /** Default timeout of `executeCommand` in ms. */
-  get timeout() {
-    return this.#native.timeout ?? undefined
-  }
-  get createdAt() {
-    return new Date(this.#native.createdAt)
-  }
-
   /**
    * Creates (or finds again) the container, with the pending mounts bound, starts it and
    * reaches its supervisor; runs `onStart`.
    */
   async start() {
     await this.mounts.processPending()
-    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
-    return { outcome }
-  }
-
-  /** Runs `onStop`, kills every process, and stops the container; the next command restarts it. */
-  stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
-  }
-
-  /** Runs `onDestroy`, kills every process, and removes the container with its anonymous volumes. */
-  destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
-  }
-
-  async #tearDown(transition, unmount) {
-    try {
-      await transition
-    } finally {
-      this.processes._forgetAll()
-      await unmount()
-    }
-  }
-
-  /**
-   * Binds `filesystem` (one with a local directory) at `mountPath` in the container, from
-   * its creation; refused once the container exists. Resolves to `{ success, mountPath, error? }`.
-   */
-  mount(filesystem, mountPath) {
-    return this.#mounter.mount(filesystem, mountPath)
-  }
-
-  /** Removes a mount that is not in a container yet, and its entry. */
-  unmount(mountPath) {
-    return this.#mounter.unmount(mountPath)
-  }
-
-  /** Where commands see a mount path: itself. */
-  [mountedAt](mountPath) {
-    return this.#mounter.commandPath(mountPath)
-  }
-
-  _start() {
-    return this.start()
-  }
-  _stop() {
-    return this.stop()
-  }
-  _destroy() {
-    return this.destroy()
-  }
-
-  ensureRunning() {
-    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
-  }
-
-  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
-  async isReady() {
-    return this.status === 'running'
-  }
-
-  executeCommand(command, args = [], options = {}) {
-    return executeNative(this, () => this.#native, command, args, options)
-  }
-
-  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
-  async spawn(options) {
-    check.object(options, 'spawn options')
-    const { command, ...rest } = options ?? {}
-    return this.processes.spawn(command, rest)
+    return super.start()
   }
 
   /** `http://127.0.0.1:<host port>` for a port in `ports` while the container runs, else null. */
   async #portUrl(port) {
     if (!Number.isInteger(port)) throw new SandboxOptionError(`getPortUrl: port must be a whole number, got ${describe(port)}`)
     if (!this.#options.ports.includes(port)) return null
-    const hostPort = await translating(() => this.#native.publishedPort(port))
+    const hostPort = await translating(() => nativeOf(this).publishedPort(port))
     return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
@@ -488,20 +404,6 @@ class DockerSandbox {
     })
   }
 
-  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
-  setEnv(update) {
-    this.#native.setEnv(updatedEnv(update, this.getEnv()))
-  }
-
-  getEnv() {
-    return { ...this.#native.getEnv() }
-  }
-
-  /** Composes the start hook: `update` gets the current hook and returns the new one. */
-  setOnStart(update) {
-    this.#lifecycle.setOnStart(update)
-  }
-
   /**
    * Status and metadata; once the container was made, also its id, name and state and
    * its creation time, as the engine reports them (an engine that does not answer leaves
@@ -533,14 +435,11 @@ class DockerSandbox {
    * checkpoint (or this seed) starts from it. Volumes, binds and tmpfs are not in it.
    * The checkpoint outlives the sandbox; remove the image to delete it.
    */
-  async snapshot() {
-    await translating(() => this.#native.snapshot())
-  }
 
   /** The engine's inspection of the container, or undefined (none yet, or no answer). */
   async #inspected() {
     try {
-      const text = await this.#native.containerDetails()
+      const text = await nativeOf(this).containerDetails()
       return text ? JSON.parse(text) : undefined
     } catch {
       return undefined

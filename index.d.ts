@@ -82,6 +82,8 @@ export declare class NativeLocalSandbox {
    * (forwarded into an isolated sandbox's network namespace), or null.
    */
   portOnHost(port: number): Promise<number | null>
+  /** The engine's inspection of a Docker sandbox's container (JSON) once it was started, else null. */
+  containerDetails(): Promise<string | null>
   /**
    * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
    * resolves to the pids of the processes that keep a running sandbox from binding them
@@ -268,6 +270,15 @@ export interface NativeDockerOptions {
   tmpfs?: Record<string, string>
   /** Container TCP ports to publish on the host's loopback (checked: 1–65535). */
   ports: Array<number>
+  /** `mounts` (Docker's `HostConfig.Mounts` shape, checked) as JSON. */
+  mountsJson?: string
+  /** `Config.User`. */
+  user?: string
+  /** The id was generated: the container is this process's, swept once it is dead. */
+  ownedByProcess: boolean
+  keepVolumes: boolean
+  checkpointName?: string
+  seedCheckpointName?: string
   /** Default timeout of `executeCommand`, in milliseconds. */
   timeout?: number
   /** `dockerOptions.socketPath`. */

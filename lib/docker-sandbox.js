@@ -2,11 +2,12 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative } = require('./process-manager')
+const { check, describe, instructionsText, readingOptions } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
-const { setLogger } = require('./logging')
+const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
+const { MountManager, LocalMounter, mountedList } = require('./mounts')
+const { NativeSandbox, attach, nativeOf } = require('./native-sandbox')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -49,6 +50,11 @@ function stringMap(value, name) {
   return { ...value }
 }
 
+function nonEmpty(value, name, what) {
+  if (value === '') throw new SandboxOptionError(`${name} must be a non-empty string, ${what}`)
+  return value
+}
+
 function absolutePath(value, name) {
   if (!value.startsWith('/')) throw new SandboxOptionError(`${name} must be an absolute path in the container, got ${describe(value)}`)
   return value
@@ -85,6 +91,72 @@ function portsOf(value) {
 
 function fail(name) {
   throw new SandboxOptionError(`${name} must be given`)
+}
+
+/** `value`, an object with no field but `fields` (a misspelt one would be ignored by Docker). */
+function onlyFields(value, name, fields) {
+  check.requiredObject(value, name)
+  for (const key of Object.keys(value)) {
+    if (!fields.includes(key)) throw new SandboxOptionError(`${name}.${key} is not one of the fields ${fields.join(', ')}`)
+  }
+  return value
+}
+
+/** The options object of one mount type (`BindOptions` of a bind mount …), checked by `fields`. */
+function mountOptions(mount, name, key, type, fields) {
+  if (mount[key] === undefined) return undefined
+  if (mount.Type !== type) throw new SandboxOptionError(`${name}.${key} is for a ${type} mount, but ${name}.Type is '${mount.Type}'`)
+  const given = onlyFields(mount[key], `${name}.${key}`, Object.keys(fields))
+  return Object.fromEntries(Object.entries(fields).map(([field, checked]) => [field, checked(given[field], `${name}.${key}.${field}`)]))
+}
+
+const PROPAGATIONS = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave']
+
+/**
+ * `mounts`: Docker's `HostConfig.Mounts` entries as dockerode users write them —
+ * `{ Type: 'bind' | 'volume' | 'tmpfs', Source, Target, ReadOnly, BindOptions,
+ * VolumeOptions, TmpfsOptions }` — checked field by field.
+ */
+function mountsOf(value) {
+  if (value === undefined) return undefined
+  if (!Array.isArray(value)) throw new SandboxOptionError(`mounts must be an array of Docker mounts ({ Type, Source, Target, ReadOnly, … }), got ${describe(value)}`)
+  return value.map((mount, i) => {
+    const name = `mounts[${i}]`
+    onlyFields(mount, name, ['Type', 'Source', 'Target', 'ReadOnly', 'Consistency', 'BindOptions', 'VolumeOptions', 'TmpfsOptions'])
+    const type = check.oneOf(mount.Type, `${name}.Type`, ['bind', 'volume', 'tmpfs']) ?? fail(`${name}.Type`)
+    const target = absolutePath(check.requiredString(mount.Target, `${name}.Target`), `${name}.Target`)
+    const source = check.string(mount.Source, `${name}.Source`)
+    if (type === 'bind' && !source?.startsWith('/')) {
+      throw new SandboxOptionError(`${name}.Source must be an absolute path on the host for a bind mount, got ${describe(source)}`)
+    }
+    if (type === 'tmpfs' && source !== undefined) throw new SandboxOptionError(`${name}.Source must not be given for a tmpfs mount`)
+    const subpath = (value, option) => {
+      if (check.string(value, option)?.startsWith('/')) throw new SandboxOptionError(`${option} must be a path relative to the volume's root, got ${describe(value)}`)
+      return value
+    }
+    return {
+      Type: type,
+      Source: source,
+      Target: target,
+      ReadOnly: check.boolean(mount.ReadOnly, `${name}.ReadOnly`),
+      Consistency: check.string(mount.Consistency, `${name}.Consistency`),
+      BindOptions: mountOptions(mount, name, 'BindOptions', 'bind', {
+        Propagation: (v, option) => check.oneOf(v, option, PROPAGATIONS),
+        NonRecursive: check.boolean,
+      }),
+      VolumeOptions: mountOptions(mount, name, 'VolumeOptions', 'volume', {
+        NoCopy: check.boolean,
+        Labels: stringMap,
+        DriverConfig: (v, option) =>
+          v === undefined ? undefined : (onlyFields(v, option, ['Name', 'Options']), { Name: check.string(v.Name, `${option}.Name`), Options: stringMap(v.Options, `${option}.Options`) }),
+        Subpath: subpath,
+      }),
+      TmpfsOptions: mountOptions(mount, name, 'TmpfsOptions', 'tmpfs', {
+        SizeBytes: (v, option) => wholeNumber(v, option, 0),
+        Mode: (v, option) => wholeNumber(v, option, 0),
+      }),
+    }
+  })
 }
 
 /**
@@ -128,8 +200,7 @@ function containerOptions(options) {
   }
   // `command` kept the container running; the supervisor, its PID 1, does that here.
   check.stringArray(options.command, 'command')
-  const image = check.string(options.image, 'image') ?? DEFAULT_IMAGE
-  if (image === '') throw new SandboxOptionError('image must be a non-empty image reference')
+  const image = nonEmpty(check.string(options.image, 'image') ?? DEFAULT_IMAGE, 'image', 'an image reference')
   return {
     id,
     name: containerName(check.string(options.name, 'name') ?? id),
@@ -153,27 +224,88 @@ function containerOptions(options) {
     ulimits: ulimitsOf(options.ulimits),
     tmpfs: stringMap(options.tmpfs, 'tmpfs'),
     ports: portsOf(options.ports),
+    mounts: mountsOf(options.mounts),
+    user: nonEmpty(check.string(options.user, 'user'), 'user', "a user name or uid, optionally ':group'"),
+    // A generated id names nothing a later process could find the container by: it is
+    // this process's, and swept once the process is dead. A given id is left to be found.
+    ownedByProcess: options.id === undefined,
+    keepVolumes: check.boolean(options.keepVolumes, 'keepVolumes') ?? false,
+    checkpointName: check.string(options.checkpointName, 'checkpointName'),
+    seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
     timeout: check.duration(options.timeout, 'timeout') ?? DEFAULT_TIMEOUT,
     ...connectionOf(options.dockerOptions),
   }
 }
 
+/** The HostConfig fields a reconnection compares with the options, by option. */
+const OPTION_OF_FIELD = {
+  Privileged: 'privileged',
+  Memory: 'memory',
+  MemorySwap: 'memorySwap',
+  CpuShares: 'cpuShares',
+  CpuQuota: 'cpuQuota',
+  CpuPeriod: 'cpuPeriod',
+  PidsLimit: 'pidsLimit',
+  ReadonlyRootfs: 'readonlyRootfs',
+  CapDrop: 'capDrop',
+  CapAdd: 'capAdd',
+  SecurityOpt: 'securityOpt',
+  Ulimits: 'ulimits',
+  Tmpfs: 'tmpfs',
+}
+
+/** Whether an option asks for anything (an empty list or map asks for nothing). */
+function present(value) {
+  if (value === undefined || value === null) return false
+  if (typeof value === 'object') return Object.keys(value).length > 0
+  return true
+}
+
+/** A setting as the engine and the options may spell it alike, for comparing. */
+function comparable(field, value) {
+  if (!present(value)) return undefined
+  const sorted = (list) => [...list].sort()
+  switch (field) {
+    case 'CapAdd':
+    case 'CapDrop':
+      return sorted(value.map((cap) => String(cap).toUpperCase().replace(/^CAP_/, '')))
+    case 'SecurityOpt':
+      return sorted(value.map((opt) => String(opt).replace(/^no-new-privileges(?:[:=](.*))?$/i, (_, on) => `no-new-privileges=${on ?? 'true'}`)))
+    case 'Ulimits':
+      return sorted(value.map((u) => `${u.Name ?? u.name}=${u.Soft ?? u.soft}:${u.Hard ?? u.hard}`))
+    case 'Tmpfs':
+      return sorted(Object.entries(value).map(([path, opts]) => `${path} ${sorted(String(opts).split(',').map((o) => o.trim()).filter(Boolean))}`))
+    default:
+      return value
+  }
+}
+
+const sameSetting = (field, actual, requested) => JSON.stringify(comparable(field, actual)) === JSON.stringify(comparable(field, requested))
+
 /**
  * Runs commands in a Docker container whose PID 1 is this package's supervisor: each
  * command is a fork in the container, its whole process tree dies on kill, timeout, abort
- * or stop, and its output is bounded as `LocalSandbox`'s. The container is created (or
- * found again by its `mastra.sandbox.id` label) at the first start; stop stops it, destroy
- * removes it with its anonymous volumes.
+ * or stop, and its output is bounded as `LocalSandbox`'s. The container is created (from
+ * the checkpoint, the seed checkpoint or the image, pulled when missing) or found again by
+ * its `mastra.sandbox.id` label at the first start; stop stops it, destroy removes it with
+ * its anonymous volumes and the named volumes its `mounts` made (unless `keepVolumes`).
+ * With a given `id` the container outlives this process, for a later one to find; with a
+ * generated one it is swept once this process is dead.
+ *
+ * `snapshot()` commits the container as the image `native-workspace-checkpoint:<checkpointName>`
+ * (nothing without a `checkpointName`); volumes, binds and tmpfs are not in it. The
+ * checkpoint outlives the sandbox: remove the image to delete it.
  */
-class DockerSandbox {
-  #native
-  #lifecycle
+class DockerSandbox extends NativeSandbox {
   #instructions
   #options
   /** The options as given (their own properties), which a clone starts from. */
   #given
+  /** Where the warnings of `@mastra/docker` go: Mastra's logger once it hands it over. */
+  #logger = packageLogger
 
   constructor(options = {}) {
+    super()
     readingOptions('options', () => {
       check.object(options, 'options')
       this.#options = containerOptions(options)
@@ -182,30 +314,34 @@ class DockerSandbox {
         check.string(instructions, 'instructions')
       }
       this.#instructions = instructions
-      this.#lifecycle = new SandboxLifecycle(this, options)
+      const lifecycle = new SandboxLifecycle(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
       this.#given = { ...options }
-      this.#native = translatingSync(() => native.NativeLocalSandbox.docker({ ...this.#options, ...this.#lifecycle.nativeHooks() }))
+      const { mounts, ...rest } = this.#options
+      const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
+      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, ...lifecycle.nativeHooks() }))
+      attach(this, { native: built, lifecycle })
     })
     this.name = 'DockerSandbox'
     this.provider = 'docker'
-    this.supportsCheckpoints = false
+    /** `snapshot()` commits the container as the image of checkpoint `checkpointName`. */
+    this.supportsCheckpoints = true
     // Published on the host's loopback, so the URLs reach the container from this host only.
     this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
-    this.processes = new LocalProcessManager(this, () => this.#native)
+    /**
+     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
+     * bound at its mount path when the container is created; one added later is refused,
+     * as a container's mounts are fixed then.
+     */
+    this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
+    const mounter = new LocalMounter(
+      this.mounts,
+      () => this.workingDirectory,
+      (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
+    )
+    attach(this, { native: nativeOf(this), mounter })
   }
 
-  get id() {
-    return this.#native.id
-  }
-  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
-  get status() {
-    return this.#native.status
-  }
-  /** Why the last lifecycle step failed, while `status` is `'error'`. */
-  get error() {
-    return this.#native.error ?? undefined
-  }
   /** The image the container is made from. */
   get image() {
     return this.#options.image
@@ -214,73 +350,20 @@ class DockerSandbox {
   get workingDirectory() {
     return this.#options.workingDir
   }
-  /** Default timeout of `executeCommand` in ms. */
-  get timeout() {
-    return this.#native.timeout ?? undefined
-  }
-  get createdAt() {
-    return new Date(this.#native.createdAt)
-  }
-
-  /** Creates (or finds again) the container, starts it and reaches its supervisor; runs `onStart`. */
+  /**
+   * Creates (or finds again) the container, with the pending mounts bound, starts it and
+   * reaches its supervisor; runs `onStart`.
+   */
   async start() {
-    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
-    return { outcome }
-  }
-
-  /** Runs `onStop`, kills every process, and stops the container; the next command restarts it. */
-  stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop()))
-  }
-
-  /** Runs `onDestroy`, kills every process, and removes the container with its anonymous volumes. */
-  destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy()))
-  }
-
-  async #tearDown(transition) {
-    try {
-      await transition
-    } finally {
-      this.processes._forgetAll()
-    }
-  }
-
-  _start() {
-    return this.start()
-  }
-  _stop() {
-    return this.stop()
-  }
-  _destroy() {
-    return this.destroy()
-  }
-
-  ensureRunning() {
-    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
-  }
-
-  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
-  async isReady() {
-    return this.status === 'running'
-  }
-
-  executeCommand(command, args = [], options = {}) {
-    return executeNative(this, () => this.#native, command, args, options)
-  }
-
-  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
-  async spawn(options) {
-    check.object(options, 'spawn options')
-    const { command, ...rest } = options ?? {}
-    return this.processes.spawn(command, rest)
+    await this.mounts.processPending()
+    return super.start()
   }
 
   /** `http://127.0.0.1:<host port>` for a port in `ports` while the container runs, else null. */
   async #portUrl(port) {
     if (!Number.isInteger(port)) throw new SandboxOptionError(`getPortUrl: port must be a whole number, got ${describe(port)}`)
     if (!this.#options.ports.includes(port)) return null
-    const hostPort = await translating(() => this.#native.publishedPort(port))
+    const hostPort = await translating(() => nativeOf(this).publishedPort(port))
     return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
@@ -291,48 +374,153 @@ class DockerSandbox {
    * sandbox's container (found by its id label, as a start finds its own).
    */
   clone(options = {}) {
-    const { id, sandboxId, env, workingDirectory } = readingOptions('clone options', () => {
+    const { id, sandboxId, env, workingDirectory, checkpointName, seedCheckpointName } = readingOptions('clone options', () => {
       const o = check.object(options, 'clone options')
-      return { id: check.string(o.id, 'id'), sandboxId: check.string(o.sandboxId, 'sandboxId'), env: o.env, workingDirectory: o.workingDirectory }
+      return {
+        id: check.string(o.id, 'id'),
+        sandboxId: check.string(o.sandboxId, 'sandboxId'),
+        env: o.env,
+        workingDirectory: o.workingDirectory,
+        checkpointName: check.string(o.checkpointName, 'checkpointName'),
+        seedCheckpointName: check.string(o.seedCheckpointName, 'seedCheckpointName'),
+      }
     })
     if (id !== undefined && sandboxId !== undefined && id !== sandboxId) {
       throw new SandboxOptionError(`clone: id ${describe(id)} and sandboxId ${describe(sandboxId)} differ, but a DockerSandbox's id is what finds its container`)
     }
     const given = { ...this.#given }
-    // A container name is unique on an engine: the clone's comes from its own id.
+    // A container name is unique on an engine: the clone's comes from its own id (one
+    // left to the constructor is generated, and the clone's container is this process's).
     delete given.name
+    delete given.id
+    const cloneId = sandboxId ?? id
     return new DockerSandbox({
       ...given,
-      id: sandboxId ?? id ?? randomId(),
+      ...(cloneId !== undefined && { id: cloneId }),
       ...(env !== undefined && { env }),
       ...(workingDirectory !== undefined && { workingDirectory }),
+      ...(checkpointName !== undefined && { checkpointName }),
+      ...(seedCheckpointName !== undefined && { seedCheckpointName }),
     })
   }
 
-  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
-  setEnv(update) {
-    this.#native.setEnv(updatedEnv(update, this.getEnv()))
-  }
-
-  getEnv() {
-    return { ...this.#native.getEnv() }
-  }
-
-  /** Composes the start hook: `update` gets the current hook and returns the new one. */
-  setOnStart(update) {
-    this.#lifecycle.setOnStart(update)
-  }
-
-  getInfo() {
+  /**
+   * Status and metadata; once the container was made, also its id, name and state and
+   * its creation time, as the engine reports them (an engine that does not answer leaves
+   * them out).
+   */
+  async getInfo() {
     const { image, workingDir, labels } = this.#options
-    return {
+    const info = {
       id: this.id,
       name: this.name,
       provider: this.provider,
       status: this.status,
       createdAt: this.createdAt,
-      metadata: { image, workingDir, labels: { ...labels } },
+      ...(this.mounts.entries.size > 0 && { mounts: mountedList(this.mounts) }),
+      // The container's labels, those that find it again included.
+      metadata: { image, workingDir, labels: { ...labels, 'mastra.sandbox': 'true', 'mastra.sandbox.id': this.id } },
     }
+    const inspected = await this.#inspected()
+    if (inspected) {
+      info.createdAt = new Date(inspected.Created)
+      Object.assign(info.metadata, { containerId: inspected.Id, containerName: inspected.Name, state: inspected.State?.Status })
+    }
+    return info
+  }
+
+  /**
+   * Commits the container as the image `native-workspace-checkpoint:<checkpointName>`
+   * (nothing without a `checkpointName`): a container made later for a sandbox with this
+   * checkpoint (or this seed) starts from it. Volumes, binds and tmpfs are not in it.
+   * The checkpoint outlives the sandbox; remove the image to delete it.
+   */
+
+  /** The engine's inspection of the container, or undefined (none yet, or no answer). */
+  async #inspected() {
+    try {
+      const text = await nativeOf(this).containerDetails()
+      return text ? JSON.parse(text) : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  /** After each start, the warnings `@mastra/docker` gives about its container's settings. */
+  async #checkStarted(outcome) {
+    // Mounts added since start() began: refused now, each entry saying why.
+    await this.mounts.processPending()
+    const privileged = this.#options.privileged
+    const hasMounts = this.mounts.entries.size > 0
+    if (outcome !== 'connected') this.#warnIfPrivilegedHardening(privileged)
+    if (outcome !== 'connected' && !hasMounts) return
+    const inspected = await this.#inspected()
+    if (!inspected?.HostConfig) return
+    if (outcome === 'connected') {
+      this.#warnIfPrivilegedHardening(inspected.HostConfig.Privileged ?? privileged)
+      this.#warnIfReconnectedDiffers(inspected.Id, inspected.HostConfig)
+    }
+    if (hasMounts) this.#markMountsMissingFrom(inspected)
+  }
+
+  /**
+   * A container has the binds of its creation: a mount it lacks (added while it was made,
+   * or a container found again that was made without it) is an error.
+   */
+  #markMountsMissingFrom(inspected) {
+    const targets = new Set((inspected.Mounts ?? []).map((m) => m.Destination))
+    for (const [mountPath, entry] of this.mounts.entries) {
+      if (entry.state !== 'mounted' || targets.has(mountPath)) continue
+      const error = `The sandbox's container ${inspected.Id} was made without this mount: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
+      this.mounts.set(mountPath, { state: 'error', error })
+      logTo(this.#logger, 'warn', `[DockerSandbox] Mount of ${mountPath} failed: ${error}`, { path: mountPath, containerId: inspected.Id })
+    }
+  }
+
+  /** A privileged container ignores the hardening options the user gave. */
+  #warnIfPrivilegedHardening(privileged) {
+    if (!privileged) return
+    const given = this.#given
+    const hostConfigFields = [
+      ['CapDrop', given.capDrop],
+      ['CapAdd', given.capAdd],
+      ['SecurityOpt', given.securityOpt],
+    ]
+      .filter(([, value]) => Array.isArray(value) && value.length > 0)
+      .map(([field]) => field)
+    if (hostConfigFields.length === 0) return
+    const fields = hostConfigFields.map((field) => OPTION_OF_FIELD[field])
+    logTo(this.#logger, 'warn', `[DockerSandbox] Privileged containers can bypass some requested hardening controls: ${fields.join(', ')}`, {
+      fields,
+      hostConfigFields,
+    })
+  }
+
+  /** A container found again keeps its settings: those that differ from the options are named. */
+  #warnIfReconnectedDiffers(containerId, hostConfig) {
+    const privilegedGiven = this.#given.privileged !== undefined
+    const comparePrivileged = privilegedGiven || hostConfig.Privileged === true
+    const differing = Object.entries(OPTION_OF_FIELD)
+      .filter(([field]) => field !== 'Privileged' || comparePrivileged)
+      .filter(([field, option]) => present(this.#options[option]) && !sameSetting(field, hostConfig[field], this.#options[option]))
+      .map(([field]) => field)
+    if (!privilegedGiven && hostConfig.Privileged === true && differing.includes('Privileged')) {
+      logTo(
+        this.#logger,
+        'warn',
+        `[DockerSandbox] Reconnected to existing container ${containerId}; the existing container is privileged, but this DockerSandbox did not request privileged mode. Destroy and recreate the sandbox to apply the default non-privileged mode.`,
+        { containerId, fields: ['privileged'], hostConfigFields: ['Privileged'] },
+      )
+    }
+    const hostConfigFields = differing.filter((field) => field !== 'Privileged' || privilegedGiven)
+    if (hostConfigFields.length === 0) return
+    const fields = hostConfigFields.map((field) => OPTION_OF_FIELD[field])
+    logTo(
+      this.#logger,
+      'warn',
+      `[DockerSandbox] Reconnected to existing container ${containerId}; requested Docker option(s) ${fields.join(', ')} differ from inspected HostConfig field(s) ${hostConfigFields.join(', ')} and cannot be applied to the existing container. Destroy and recreate the sandbox to apply them.`,
+      { containerId, fields, hostConfigFields },
+    )
   }
 
   getInstructions(options = {}) {
@@ -345,9 +533,14 @@ class DockerSandbox {
     return instructionsText(this.#instructions, auto, options?.requestContext)
   }
 
-  /** Mastra hands its logger to components; the native diagnostics go to it (it filters by level). */
+  /**
+   * Mastra hands its logger to components; the sandbox's warnings and the native
+   * diagnostics go to it (it filters by level).
+   */
   __setLogger(logger) {
     setLogger(logger, { level: 'debug' })
+    this.#logger = logger ?? packageLogger
+    this.mounts.__setLogger(logger)
   }
 }
 

@@ -72,7 +72,8 @@ class SandboxLifecycle {
 
   /**
    * `prepareStart`, when given, runs at each start before the `onStart` hook, as part of
-   * it (the sandbox is running; calls from inside it go by the hook's rules).
+   * it (the sandbox is running; calls from inside it go by the hook's rules), and gets
+   * the start's outcome.
    */
   constructor(owner, options, { prepareStart } = {}) {
     this.#owner = owner
@@ -102,7 +103,7 @@ class SandboxLifecycle {
     if (!hook && !prepare) return
     const sandbox = this.#owner
     await this.runStep(name, async () => {
-      await prepare?.()
+      await prepare?.(outcome)
       await hook?.(name === 'onStart' ? { sandbox, outcome } : { sandbox })
     })
   }

@@ -572,13 +572,41 @@ export interface DockerConnectionOptions {
   [option: string]: unknown
 }
 
-/** The options of `@mastra/docker`'s `DockerSandbox` (0.3.0). */
+/**
+ * One entry of `mounts`: Docker's `HostConfig.Mounts` shape, as dockerode passes it. A field
+ * not listed here is refused (Docker would ignore it).
+ */
+export interface DockerMount {
+  Type: 'bind' | 'volume' | 'tmpfs'
+  /** bind: an absolute host path; volume: the volume's name (made when missing), or none for an anonymous one; tmpfs: none. */
+  Source?: string
+  /** An absolute path in the container. */
+  Target: string
+  ReadOnly?: boolean
+  Consistency?: string
+  BindOptions?: { Propagation?: 'private' | 'rprivate' | 'shared' | 'rshared' | 'slave' | 'rslave'; NonRecursive?: boolean }
+  VolumeOptions?: {
+    NoCopy?: boolean
+    Labels?: Record<string, string>
+    DriverConfig?: { Name?: string; Options?: Record<string, string> }
+    /** A directory of the volume to mount instead of its root: needs Engine API 1.45 (Engine 26); older engines refuse it with a `SandboxOptionError`. */
+    Subpath?: string
+  }
+  TmpfsOptions?: { SizeBytes?: number; Mode?: number }
+}
+
+/** The options of `@mastra/docker`'s `DockerSandbox` (0.3.0), and this package's additions. */
 export interface DockerSandboxOptions {
-  /** Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`. */
+  /**
+   * Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`.
+   * A sandbox with a given id is found again by it after this process ends (its container
+   * stays until `destroy()`); one with a generated id is removed by the next process that
+   * reaches the engine once this one is dead.
+   */
   id?: string
   /** The container's name (made valid for Docker); default the id. */
   name?: string
-  /** Default `node:22-slim`. It is not pulled: it must be on the engine. */
+  /** Default `node:22-slim`; pulled when the engine lacks it (a failed pull is `IMAGE_NOT_FOUND`). */
   image?: string
   /** Accepted for compatibility: the container's PID 1 is this package's supervisor, which keeps it running. */
   command?: string[]
@@ -607,6 +635,25 @@ export interface DockerSandboxOptions {
    * engine picks; `networking.getPortUrl(port)` gives the URL.
    */
   ports?: number[]
+  /** `HostConfig.Mounts`: binds, named or anonymous volumes, tmpfs (after `volumes`). */
+  mounts?: DockerMount[]
+  /**
+   * Destroy keeps the named volumes `mounts` made (default false: they are removed; a volume
+   * that existed before the sandbox is never removed).
+   */
+  keepVolumes?: boolean
+  /**
+   * The user the supervisor and every command run as (`Config.User`: `'1000'`, `'1000:1000'`,
+   * `'nobody'`). A working directory the image lacks is made for that user.
+   */
+  user?: string
+  /**
+   * The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
+   * new container starts from when it exists.
+   */
+  checkpointName?: string
+  /** The checkpoint a new container starts from while `checkpointName` has none. */
+  seedCheckpointName?: string
   /** Default timeout of `executeCommand` in ms (default 300000). */
   timeout?: number
   /** Default `/workspace`. */
@@ -638,7 +685,8 @@ export declare class DockerSandbox {
   readonly workingDirectory: string
   readonly timeout: number | undefined
   readonly createdAt: Date
-  readonly supportsCheckpoints: false
+  /** `snapshot()` commits the container as the checkpoint `checkpointName`. */
+  readonly supportsCheckpoints: true
   readonly networking: {
     /**
      * `http://127.0.0.1:<host port>` reaching a port of `ports` in the running container;
@@ -648,11 +696,25 @@ export declare class DockerSandbox {
   }
   readonly computer: undefined
   readonly processes: SandboxProcessManager<DockerSandbox>
-  /** Creates the container (or finds it again by its label), starts it, reaches its supervisor. */
+  /**
+   * A `Workspace`'s mounts: a filesystem with a local directory is bound at its mount path
+   * when the container is created; one added once the container exists is refused (its
+   * entry's `error` says why).
+   */
+  readonly mounts: MountManager
+  mount(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
+  unmount(mountPath: string): Promise<void>
+  /**
+   * Creates the container (from the checkpoint, else the seed checkpoint, else the image) or
+   * finds it again by its label, starts it, reaches its supervisor.
+   */
   start(): Promise<{ outcome: 'created' | 'connected' }>
   /** Kills every process and stops the container. */
   stop(): Promise<void>
-  /** Kills every process and removes the container with its anonymous volumes. */
+  /**
+   * Kills every process and removes the container with its anonymous volumes and the named
+   * volumes its `mounts` made (unless `keepVolumes`). Checkpoints stay.
+   */
   destroy(): Promise<void>
   _start(): Promise<{ outcome: 'created' | 'connected' }>
   _stop(): Promise<void>
@@ -667,11 +729,25 @@ export declare class DockerSandbox {
    * created at its start) and `id`, `env`, `workingDirectory` replaced when given; with
    * `sandboxId` (an existing sandbox's id) it reattaches to that sandbox's container instead.
    */
-  clone(options?: { id?: string; sandboxId?: string; env?: Record<string, string | undefined>; workingDirectory?: string }): DockerSandbox
+  clone(options?: {
+    id?: string
+    sandboxId?: string
+    env?: Record<string, string | undefined>
+    workingDirectory?: string
+    checkpointName?: string
+    seedCheckpointName?: string
+  }): DockerSandbox
+  /**
+   * Commits the container as the image of checkpoint `checkpointName` (nothing without one;
+   * `NOT_READY` while there is no container: one its id finds counts, started or not).
+   * Volumes, binds and tmpfs are not part of it.
+   */
+  snapshot(): Promise<void>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
   setOnStart(update: (previous: DockerSandboxOptions['onStart']) => DockerSandboxOptions['onStart']): void
-  getInfo(): SandboxInfo
+  /** Adds `metadata.containerId`, `containerName`, `state` and the container's `createdAt` once there is one. */
+  getInfo(): Promise<SandboxInfo>
   getInstructions(options?: { requestContext?: unknown }): string
   __setLogger(logger: DiagnosticsLogger | null): void
 }

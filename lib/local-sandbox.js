@@ -4,10 +4,11 @@ const path = require('node:path')
 const native = require('../index.js')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions, updatedEnv } = require('./options')
-const { LocalProcessManager, checkCommand, executeNative } = require('./process-manager')
+const { check, describe, instructionsText, readingOptions } = require('./options')
+const { checkCommand } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
-const { MountManager, LocalMounter, mountedAt } = require('./mounts')
+const { MountManager, LocalMounter, mountedList } = require('./mounts')
+const { NativeSandbox, attach, nativeOf } = require('./native-sandbox')
 const { setLogger, packageLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
@@ -84,19 +85,25 @@ function fileInputs(files) {
 
 /**
  * Runs commands on this machine, each under a native supervisor that owns its whole
- * process tree. Starts lazily on the first command.
+ * process tree. Starts lazily on the first command (creating the working directory and
+ * making the pending mounts before `onStart`); stop leaves the files in place.
+ *
+ * `mount()` makes a filesystem with a local base directory (e.g. a `LocalFilesystem`)
+ * visible to commands at `<workingDirectory><mountPath>`; under isolation at `<mountPath>`
+ * itself (read-only for a read-only filesystem), from now on if no process runs in it.
+ * `snapshot()` copies the working directory natively as the checkpoint `checkpointName`
+ * and swaps it in at once: a sandbox seeding from it meanwhile gets the previous
+ * checkpoint or this one, whole. It works in any status, even destroyed.
  */
-class LocalSandbox {
-  #native
-  #lifecycle
+class LocalSandbox extends NativeSandbox {
   #instructions
   #nativeSandbox
   #protectedPaths
-  #mounter
   /** What the native sandbox was built from (rebuilt by `setWorkingDirectory`, copied by `clone`). */
   #nativeOptions
 
   constructor(options = {}) {
+    super()
     readingOptions('options', () => {
       check.object(options, 'options')
       const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
@@ -109,7 +116,7 @@ class LocalSandbox {
       this.#instructions = instructions
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
-      this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
+      const lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
       this.#nativeOptions = {
         id,
         workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
@@ -121,9 +128,9 @@ class LocalSandbox {
         checkpointName: check.string(options.checkpointName, 'checkpointName'),
         seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
         checkpointsDirectory: check.string(options.checkpointsDirectory, 'checkpointsDirectory'),
-        ...this.#lifecycle.nativeHooks(),
+        ...lifecycle.nativeHooks(),
       }
-      this.#build(this.#nativeOptions)
+      this.#build(this.#nativeOptions, lifecycle)
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
@@ -133,102 +140,32 @@ class LocalSandbox {
     this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     // Not offered: present, undefined, so `supportsComputer()` says no (as for Mastra's LocalSandbox).
     this.computer = undefined
-    this.processes = new LocalProcessManager(this, () => this.#native)
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
-    this.#mounter = new LocalMounter(
+    const mounter = new LocalMounter(
       this.mounts,
       () => this.workingDirectory,
-      this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => this.#native.setMounts(mounts, ifIdle)),
+      this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
     )
+    attach(this, { native: nativeOf(this), mounter })
   }
 
-  #build(nativeOptions) {
-    this.#native = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
-    this.#protectedPaths = Object.freeze(this.#native.protectedPaths)
+  #build(nativeOptions, lifecycle) {
+    const built = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
+    attach(this, { native: built, lifecycle })
+    this.#protectedPaths = Object.freeze(built.protectedPaths)
   }
 
-  get id() {
-    return this.#native.id
-  }
-  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
-  get status() {
-    return this.#native.status
-  }
-  /** Why the last lifecycle step failed, while `status` is `'error'`. */
-  get error() {
-    return this.#native.error ?? undefined
-  }
   get workingDirectory() {
-    return this.#native.workingDirectory
+    return nativeOf(this).workingDirectory
   }
   get isolation() {
-    return this.#native.isolation
+    return nativeOf(this).isolation
   }
   /** Workspace paths kept read-only for commands under isolation. */
   get protectedPaths() {
     return this.#protectedPaths
   }
-  /** Default timeout of `executeCommand` in ms, or undefined for none. */
-  get timeout() {
-    return this.#native.timeout ?? undefined
-  }
-  get createdAt() {
-    return new Date(this.#native.createdAt)
-  }
-
-  /**
-   * Starts the sandbox (creates the working directory, makes the pending mounts, runs
-   * `onStart`). Concurrent calls share one start; on a running sandbox it makes the mounts
-   * added since it started.
-   */
-  async start() {
-    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
-    await this.mounts.processPending()
-    return { outcome }
-  }
-
-  /**
-   * Runs `onStop`, kills every process (also when the hook fails), and leaves the files in
-   * place; the next command restarts it.
-   */
-  stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
-  }
-
-  /**
-   * Runs `onDestroy` and kills every process (also when the hook fails); the sandbox cannot
-   * be used again.
-   */
-  destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
-  }
-
-  /** After a native stop or destroy, failed or not: its processes are gone, its mounts follow. */
-  async #tearDown(transition, unmount) {
-    try {
-      await transition
-    } finally {
-      this.processes._forgetAll()
-      await unmount()
-    }
-  }
-
-  /**
-   * Makes a filesystem with a local base directory (e.g. a `LocalFilesystem`) visible to
-   * commands at `<workingDirectory><mountPath>`; under isolation at `<mountPath>` itself
-   * (read-only for a read-only filesystem), from now on if no process runs in the sandbox.
-   * Resolves to `{ success, mountPath, error? }`; an invalid mount path throws a `MountError`.
-   */
-  mount(filesystem, mountPath) {
-    return this.#mounter.mount(filesystem, mountPath)
-  }
-
-  /** Removes a mount (its link or bind only; the filesystem's files stay) and its entry. */
-  unmount(mountPath) {
-    return this.#mounter.unmount(mountPath)
-  }
-
   /**
    * `http://127.0.0.1:<host port>` where the sandbox's `port` answers, while it runs (else
    * null): the port itself without isolation (or with `allowNetwork`), else a host port
@@ -239,22 +176,8 @@ class LocalSandbox {
     if (!Number.isInteger(port) || port < 1 || port > 65535) {
       throw new SandboxOptionError(`getPortUrl: port must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
     }
-    const hostPort = await translating(() => this.#native.portOnHost(port))
+    const hostPort = await translating(() => nativeOf(this).portOnHost(port))
     return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
-  }
-
-  /** Where commands see a mount path: itself under isolation, else below the working directory. */
-  [mountedAt](mountPath) {
-    return this.#mounter.commandPath(mountPath)
-  }
-
-  /**
-   * Persists the working directory as the checkpoint `checkpointName` (nothing without
-   * one), copied natively and swapped in at once: a sandbox seeding from it meanwhile gets
-   * the previous checkpoint or this one, whole. Works in any status, even destroyed.
-   */
-  async snapshot() {
-    await translating(() => this.#native.snapshot())
   }
 
   /**
@@ -286,42 +209,8 @@ class LocalSandbox {
       ...(this.#instructions !== undefined && { instructions: this.#instructions }),
       checkpointName: overrides.checkpointName ?? inherited.checkpointName,
       seedCheckpointName: overrides.seedCheckpointName ?? inherited.seedCheckpointName,
-      checkpointsDirectory: this.#native.checkpointsDirectory,
+      checkpointsDirectory: nativeOf(this).checkpointsDirectory,
     })
-  }
-
-  _start() {
-    return this.start()
-  }
-  _stop() {
-    return this.stop()
-  }
-  _destroy() {
-    return this.destroy()
-  }
-
-  ensureRunning() {
-    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
-  }
-
-  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
-  async isReady() {
-    return this.status === 'running'
-  }
-
-  /**
-   * Runs `command` (a shell string; `args` are quoted and appended) to completion with
-   * stdin closed, and resolves with its result. A failing command resolves too.
-   */
-  executeCommand(command, args = [], options = {}) {
-    return executeNative(this, () => this.#native, command, args, options)
-  }
-
-  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
-  async spawn(options) {
-    check.object(options, 'spawn options')
-    const { command, ...rest } = options ?? {}
-    return this.processes.spawn(command, rest)
   }
 
   /**
@@ -424,20 +313,6 @@ class LocalSandbox {
     await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, list.length) }, writeNext))
   }
 
-  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
-  setEnv(update) {
-    this.#native.setEnv(updatedEnv(update, this.getEnv()))
-  }
-
-  getEnv() {
-    return { ...this.#native.getEnv() }
-  }
-
-  /** Composes the start hook: `update` gets the current hook and returns the new one. */
-  setOnStart(update) {
-    this.#lifecycle.setOnStart(update)
-  }
-
   getInfo() {
     const isolation = this.isolation
     const { allowNetwork, readOnlyPaths, readWritePaths, allowedDomains } = this.#nativeSandbox
@@ -448,7 +323,7 @@ class LocalSandbox {
       status: this.status,
       createdAt: this.createdAt,
       resources: {
-        memoryMB: Math.round((this.#native.memoryLimitBytes ?? os.totalmem()) / 1048576),
+        memoryMB: Math.round((nativeOf(this).memoryLimitBytes ?? os.totalmem()) / 1048576),
         cpuCores: os.cpus().length,
       },
       ...(this.mounts.entries.size > 0 && { mounts: mountedList(this.mounts) }),
@@ -480,12 +355,6 @@ class LocalSandbox {
   }
 }
 
-/** `[{ path, filesystem }]` of the mounted entries, for `getInfo()`. */
-function mountedList(mounts) {
-  return [...mounts.entries]
-    .filter(([, entry]) => entry.state === 'mounted')
-    .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
-}
 
 asMastraComponent(LocalSandbox)
 

@@ -437,4 +437,11 @@ class LocalMounter {
   }
 }
 
-module.exports = { MountManager, LocalMounter, normalizeMountPath, mountedAt }
+/** `[{ path, filesystem }]` of the mounted entries, for `getInfo()`. */
+function mountedList(mounts) {
+  return [...mounts.entries]
+    .filter(([, entry]) => entry.state === 'mounted')
+    .map(([mountPath, entry]) => ({ path: mountPath, filesystem: entry.filesystem.name ?? entry.filesystem.provider }))
+}
+
+module.exports = { MountManager, LocalMounter, normalizeMountPath, mountedAt, mountedList }

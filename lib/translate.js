@@ -46,6 +46,11 @@ const FROM_CODE = {
   DIRECTORY_NOT_EMPTY: (path) => new DirectoryNotEmptyError(path),
   PERMISSION_DENIED: (path) => new PermissionError(path, 'access'),
   FILE_TOO_LARGE: (path) => new FilesystemError('', 'FILE_TOO_LARGE', path),
+  // A missing image that could not be pulled: the details `@mastra/docker` gives.
+  IMAGE_NOT_FOUND: (_path, message) => {
+    const [, image = ''] = /^Failed to pull Docker image '([^']*)'/.exec(message) ?? []
+    return new SandboxError('', 'IMAGE_NOT_FOUND', { image, reason: 'image_pull_failed' })
+  },
 }
 // napi's own codes: a value of the wrong type (which argument, napi does not say) …
 const NAPI_TYPE_CODES = [

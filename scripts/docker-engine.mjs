@@ -32,12 +32,24 @@ const ENGINES = [
   { name: 'remote', bridge: 'nwd-remote', address: '172.29.214.1/24', tcp: { host: '127.0.0.1', port: 23750 } },
 ]
 
-const log = (engine) => path.join(STATE_DIR, engine.name, 'dockerd.log')
-const pidFile = (engine) => path.join(RUN_DIR, engine.name, 'dockerd.pid')
-const configFile = (engine) => path.join(STATE_DIR, engine.name, 'daemon.json')
+/** An engine's data and logs, and its runtime state: its own `stateDir`/`runDir` when it has them. */
+const stateDir = (engine) => engine.stateDir ?? path.join(STATE_DIR, engine.name)
+const runDir = (engine) => engine.runDir ?? path.join(RUN_DIR, engine.name)
+const log = (engine) => path.join(stateDir(engine), 'dockerd.log')
+const pidFile = (engine) => path.join(runDir(engine), 'dockerd.pid')
+const configFile = (engine) => path.join(stateDir(engine), 'daemon.json')
+
+/**
+ * A throw-away engine of its own under `dir` (a short path: containerd nests sockets in
+ * it), on a unix socket there, with no bridge: for a test that stops and restarts an engine
+ * without disturbing the shared ones. Start it with `startEngine`, stop it with `stopEngine`.
+ */
+export function privateEngine(dir) {
+  return { name: `private-${path.basename(dir)}`, bridge: 'none', socketPath: path.join(dir, 'docker.sock'), stateDir: path.join(dir, 'state'), runDir: path.join(dir, 'run') }
+}
 
 /** How clients reach an engine: `{ socketPath }` or `{ host, port }`, plus its `DOCKER_HOST` form. */
-function endpointOf(engine) {
+export function endpointOf(engine) {
   return engine.tcp
     ? { host: engine.tcp.host, port: engine.tcp.port, dockerHost: `tcp://${engine.tcp.host}:${engine.tcp.port}` }
     : { socketPath: engine.socketPath, dockerHost: `unix://${engine.socketPath}` }
@@ -85,7 +97,7 @@ async function isUp(engine) {
 }
 
 /** Why engines cannot be started here, or null when they can be. */
-function cannotStartReason() {
+export function cannotStartReason() {
   if (process.platform !== 'linux') return `no Docker engine can be started on ${process.platform}`
   if (process.getuid() !== 0) return 'starting dockerd needs root'
   for (const tool of ['dockerd', 'ip']) {
@@ -100,6 +112,7 @@ function cannotStartReason() {
 }
 
 function ensureBridge(engine) {
+  if (engine.bridge === 'none') return
   const exists = () => fs.existsSync(`/sys/class/net/${engine.bridge}`)
   if (!exists()) {
     try {
@@ -114,7 +127,7 @@ function ensureBridge(engine) {
 }
 
 function dockerdArgs(engine) {
-  const run = path.join(RUN_DIR, engine.name)
+  const run = runDir(engine)
   return [
     // The host's firewall and sysctls stay as they are: published ports go through Docker's
     // userland proxy (the host reaches its own bridges without forwarding); containers reach
@@ -123,7 +136,7 @@ function dockerdArgs(engine) {
     '--ip-forward=false',
     `--bridge=${engine.bridge}`,
     // Everything else of its own, so two engines (and a machine's Docker) run side by side.
-    `--data-root=${path.join(STATE_DIR, engine.name, 'data')}`,
+    `--data-root=${path.join(stateDir(engine), 'data')}`,
     `--exec-root=${path.join(run, 'exec')}`,
     `--pidfile=${pidFile(engine)}`,
     `--config-file=${configFile(engine)}`,
@@ -152,15 +165,15 @@ function readPid(engine) {
 }
 
 /** Starts one engine unless it answers already; waits (bounded) until it does. */
-async function startEngine(engine, { waitMs = 60_000 } = {}) {
+export async function startEngine(engine, { waitMs = 60_000 } = {}) {
   if (await isUp(engine)) return { started: false }
   const began = Date.now()
   ensureBridge(engine)
-  fs.mkdirSync(path.join(STATE_DIR, engine.name), { recursive: true, mode: 0o700 })
-  fs.mkdirSync(path.join(RUN_DIR, engine.name), { recursive: true, mode: 0o700 })
+  fs.mkdirSync(stateDir(engine), { recursive: true, mode: 0o700 })
+  fs.mkdirSync(runDir(engine), { recursive: true, mode: 0o700 })
   // Its own configuration, not /etc/docker's (a machine's Docker), with its own identity key
   // (dockerd 20.10 would write /etc/docker/key.json; the key has no flag).
-  fs.writeFileSync(configFile(engine), `${JSON.stringify({ 'deprecated-key-path': path.join(STATE_DIR, engine.name, 'key.json') })}\n`)
+  fs.writeFileSync(configFile(engine), `${JSON.stringify({ 'deprecated-key-path': path.join(stateDir(engine), 'key.json') })}\n`)
   // A dockerd still starting (or hung) holds the pid file: wait for it rather than start a twin.
   const running = readPid(engine)
   let child
@@ -228,7 +241,7 @@ function testImageTar() {
 }
 
 /** Imports the test image into the engine unless it has it already. */
-async function ensureTestImage(engine) {
+export async function ensureTestImage(engine) {
   const endpoint = endpointOf(engine)
   const present = await engineRequest(endpoint, 'GET', `/images/${TEST_IMAGE}/json`)
   if (present.status === 200) return { built: false }
@@ -281,7 +294,7 @@ async function killContainers(engine) {
 }
 
 /** Stops one engine (SIGTERM, bounded wait) and removes its bridge and runtime state; data stays. */
-async function stopEngine(engine, report) {
+export async function stopEngine(engine, report = () => {}) {
   const pid = readPid(engine)
   if (pid && pidAlive(pid)) {
     // dockerd would give each running container 10 s to heed SIGTERM, which a shell as PID 1
@@ -295,9 +308,9 @@ async function stopEngine(engine, report) {
   }
   // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
   // the same run: a start that failed midway leaves the mount to the next stop.
-  for (const mountPoint of mountsUnder(path.join(STATE_DIR, engine.name))) execFileSync('umount', [mountPoint])
-  if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
-  fs.rmSync(path.join(RUN_DIR, engine.name), { recursive: true, force: true })
+  for (const mountPoint of mountsUnder(stateDir(engine))) execFileSync('umount', [mountPoint])
+  if (engine.bridge !== 'none' && fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
+  fs.rmSync(runDir(engine), { recursive: true, force: true })
 }
 
 /** Stops both engines and removes their bridges; data stays. */

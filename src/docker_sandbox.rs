@@ -43,6 +43,15 @@ pub struct NativeDockerOptions {
   pub tmpfs: Option<HashMap<String, String>>,
   /// Container TCP ports to publish on the host's loopback (checked: 1–65535).
   pub ports: Vec<u32>,
+  /// `mounts` (Docker's `HostConfig.Mounts` shape, checked) as JSON.
+  pub mounts_json: Option<String>,
+  /// `Config.User`.
+  pub user: Option<String>,
+  /// The id was generated: the container is this process's, swept once it is dead.
+  pub owned_by_process: bool,
+  pub keep_volumes: bool,
+  pub checkpoint_name: Option<String>,
+  pub seed_checkpoint_name: Option<String>,
   /// Default timeout of `executeCommand`, in milliseconds.
   pub timeout: Option<f64>,
   /// `dockerOptions.socketPath`.
@@ -112,6 +121,15 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
       .into_iter()
       .map(container_port)
       .collect::<Result<_>>()?,
+    mounts: match options.mounts_json.as_deref() {
+      Some(json) => native_workspace_docker::mounts_from_json(json)?,
+      None => Vec::new(),
+    },
+    user: options.user,
+    owned_by_process: options.owned_by_process,
+    keep_volumes: options.keep_volumes,
+    checkpoint: checkpoint_name(options.checkpoint_name, "checkpointName")?,
+    seed_checkpoint: checkpoint_name(options.seed_checkpoint_name, "seedCheckpointName")?,
     keeper: keeper_path(),
   };
   Sandbox::new(SandboxOptions {
@@ -139,4 +157,18 @@ pub fn container_port(port: u32) -> Result<u16> {
     .ok()
     .filter(|p| *p > 0)
     .ok_or_else(|| CoreError::InvalidOption(format!("port must be 1–65535, got {port}")))
+}
+
+/// A checkpoint name, which tags its image: the rules of LocalSandbox's checkpoint names,
+/// which Docker's tags (at most 128 characters) also follow.
+fn checkpoint_name(name: Option<String>, option: &str) -> Result<Option<String>> {
+  let Some(name) = name else {
+    return Ok(None);
+  };
+  let refusal = native_workspace_core::checkpoint::name_error(&name)
+    .or_else(|| (name.len() > 128).then(|| format!("{name:?} is longer than 128 characters")));
+  match refusal {
+    Some(why) => Err(CoreError::InvalidOption(format!("{option}: {why}"))),
+    None => Ok(Some(name)),
+  }
 }

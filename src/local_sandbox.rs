@@ -498,6 +498,16 @@ impl NativeLocalSandbox {
     })
   }
 
+  /// The engine's inspection of a Docker sandbox's container (JSON) once it was started, else null.
+  #[napi(ts_return_type = "Promise<string | null>", catch_unwind)]
+  pub fn container_details<'env>(
+    &self,
+    env: &'env Env,
+  ) -> napi::Result<PromiseRaw<'env, Option<String>>> {
+    let inner = self.inner.clone();
+    settle(env, async move { inner.container_details().await })
+  }
+
   /// Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
   /// resolves to the pids of the processes that keep a running sandbox from binding them
   /// now (none: they are in effect, or will be from the start).

@@ -8,6 +8,7 @@ use std::pin::Pin;
 
 use crate::error::Result;
 use crate::init::Init;
+use crate::isolation::BindMount;
 use crate::lifecycle::StartOutcome;
 
 pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -25,4 +26,11 @@ pub trait ContainerHost: Send + Sync {
   /// The host port a container TCP port is published on while the container runs; `None`
   /// for a port not published or a container not running.
   fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>>;
+  /// Captures the container as the sandbox's checkpoint (nothing without one).
+  fn snapshot(&self) -> HostFuture<'_, ()>;
+  /// Sets the host directories bound into the container when it is created (a
+  /// workspace's filesystems); refused once this sandbox's container exists with others.
+  fn set_binds(&self, binds: Vec<BindMount>) -> Result<()>;
+  /// The engine's description of the started container as JSON; `None` before a start.
+  fn inspect(&self) -> HostFuture<'_, Option<String>>;
 }

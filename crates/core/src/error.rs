@@ -30,8 +30,9 @@ pub enum CoreError {
   /// The container engine refused or failed a call (its message).
   #[error("{0}")]
   Engine(String),
-  #[error("Docker image '{image}' is not available: {message}")]
-  ImageNotFound { image: String, message: String },
+  /// The engine lacks the image and could not pull it (the engine's message).
+  #[error("Failed to pull Docker image '{image}': {message}")]
+  ImagePullFailed { image: String, message: String },
   #[error("Isolation backend '{backend}' is not available: {reason}")]
   IsolationUnavailable { backend: String, reason: String },
   #[error("Working directory does not exist: {}", .0.display())]
@@ -81,7 +82,7 @@ impl CoreError {
       CoreError::ProviderFailed(_) => "PROVIDER_FAILED",
       CoreError::EngineUnreachable(_) => "ENGINE_UNREACHABLE",
       CoreError::Engine(_) => "ENGINE_ERROR",
-      CoreError::ImageNotFound { .. } => "IMAGE_NOT_FOUND",
+      CoreError::ImagePullFailed { .. } => "IMAGE_NOT_FOUND",
       CoreError::IsolationUnavailable { .. } => "ISOLATION_UNAVAILABLE",
       CoreError::CwdNotFound(_) => "CWD_NOT_FOUND",
       CoreError::CwdNotDirectory(_) => "CWD_NOT_DIRECTORY",

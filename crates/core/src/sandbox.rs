@@ -278,6 +278,14 @@ impl Sandbox {
     Ok(Some(host_port))
   }
 
+  /// The engine's description of a container sandbox's container (JSON), once started.
+  pub async fn container_details(&self) -> Result<Option<String>> {
+    match &self.container {
+      Some(container) => container.inspect().await,
+      None => Ok(None),
+    }
+  }
+
   pub fn checkpoints(&self) -> &Checkpoints {
     &self.checkpoints
   }
@@ -285,6 +293,9 @@ impl Sandbox {
   /// Captures the working directory as its checkpoint (nothing without a checkpoint
   /// name), whatever the sandbox's status; see [`crate::checkpoint`].
   pub async fn snapshot(&self) -> Result<()> {
+    if let Some(container) = &self.container {
+      return container.snapshot().await;
+    }
     if self.checkpoints.name().is_none() {
       return Ok(());
     }
@@ -547,6 +558,11 @@ impl Sandbox {
   /// which a restart would kill. Then the pids of those processes are returned, and the
   /// mounts are left as they were (`if_idle`) or take effect at the next start.
   pub async fn set_mounts(&self, mounts: Vec<BindMount>, if_idle: bool) -> Result<Vec<String>> {
+    // A container's mounts are its engine's, fixed when it is created.
+    if let Some(container) = &self.container {
+      container.set_binds(mounts)?;
+      return Ok(Vec::new());
+    }
     let policy = match (&self.policy, self.isolation) {
       (Some(policy), Isolation::Bwrap) => policy,
       _ => {

@@ -8,21 +8,26 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-  ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, ResourcesUlimits,
+  ContainerConfig, ContainerCreateBody, HostConfig, Mount, MountType, PortBinding,
+  ResourcesUlimits, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
-  CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-  RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
+  CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
+  CreateImageOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+  ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptions,
+  RemoveVolumeOptions, StartContainerOptions, StopContainerOptionsBuilder,
+  UploadToContainerOptionsBuilder,
 };
+use futures_util::StreamExt;
 use native_workspace_core::container::{ContainerHost, HostFuture};
 use native_workspace_core::init::Init;
-use native_workspace_core::isolation::KEEPER_INSIDE;
+use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
 use native_workspace_core::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
-use crate::engine::{Connection, call, call_unless_done};
-use crate::{OWNER_LABEL, SANDBOX_LABEL};
+use crate::engine::{Connection, call, call_unless_done, refusal};
+use crate::{CHECKPOINT_REPOSITORY, OWNER_LABEL, SANDBOX_LABEL};
 
 /// Where the host directory holding the keeper's socket is mounted in the container.
 pub(crate) const SOCKET_DIR_INSIDE: &str = "/.native-workspace";
@@ -35,6 +40,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_GRACE_SECONDS: i32 = 5;
 /// Where published ports listen on the host: reachable from this host only.
 const LOOPBACK: &str = "127.0.0.1";
+/// How long pulling a missing image may take (at least; a longer engine call timeout
+/// counts). Layers of a large image take minutes on a slow link.
+const PULL_TIMEOUT: Duration = Duration::from_secs(300);
+/// The first Engine API version that knows `VolumeOptions.Subpath` (Engine 26); older
+/// engines ignore the field and would mount the whole volume.
+const SUBPATH_API: (usize, usize) = (1, 45);
 
 /// The engine's name of a container TCP port.
 fn port_key(port: u16) -> String {
@@ -76,6 +87,19 @@ pub struct ContainerSpec {
   pub tmpfs: Option<BTreeMap<String, String>>,
   /// Container TCP ports published on the host's loopback, each on a port the engine picks.
   pub ports: Vec<u16>,
+  /// `HostConfig.Mounts` as Docker takes them, after the keeper's own.
+  pub mounts: Vec<Mount>,
+  /// `Config.User`: the keeper, and so every command, runs as this user.
+  pub user: Option<String>,
+  /// The container belongs to this process: it is swept once the process is dead. A
+  /// sandbox whose id was given is left for a later process to find by that id.
+  pub owned_by_process: bool,
+  /// Named volumes the sandbox's `mounts` made outlive its destroy.
+  pub keep_volumes: bool,
+  /// The checkpoint `snapshot()` writes, and a new container starts from when it exists.
+  pub checkpoint: Option<String>,
+  /// The checkpoint a new container starts from when `checkpoint` does not exist yet.
+  pub seed_checkpoint: Option<String>,
   /// The keeper binary on this host (statically linked: it runs in any image).
   pub keeper: PathBuf,
 }
@@ -92,6 +116,8 @@ pub struct DockerHost {
   spec: ContainerSpec,
   docker: tokio::sync::OnceCell<Docker>,
   started: std::sync::Mutex<Option<Started>>,
+  /// A workspace's filesystems, bound at the container's creation.
+  binds: std::sync::Mutex<Vec<BindMount>>,
 }
 
 impl DockerHost {
@@ -101,6 +127,7 @@ impl DockerHost {
       spec,
       docker: tokio::sync::OnceCell::new(),
       started: std::sync::Mutex::new(None),
+      binds: std::sync::Mutex::new(Vec::new()),
     }
   }
 
@@ -134,47 +161,289 @@ impl DockerHost {
     Ok(found.into_iter().find_map(|c| c.id))
   }
 
+  /// Creates the container from the checkpoint, the seed checkpoint or the image (pulled
+  /// when the engine lacks it), with the named volumes its `mounts` need.
   async fn create(&self, docker: &Docker) -> Result<Started> {
+    self.check_mounts(docker)?;
+    let image = self.boot_image(docker).await?;
     let socket_dir = new_socket_dir()?;
-    let created = call(
-      &self.connection,
-      "creating the container",
-      docker.create_container(
-        Some(
-          CreateContainerOptionsBuilder::default()
-            .name(&self.spec.name)
-            .build(),
-        ),
-        self.body(&socket_dir),
-      ),
-    )
-    .await;
-    match created {
-      Ok(created) => Ok(Started {
-        id: created.id,
-        socket_dir,
-      }),
+    match self.create_from(docker, &image, &socket_dir).await {
+      Ok(id) => Ok(Started { id, socket_dir }),
       Err(error) => {
         let _ = std::fs::remove_dir_all(&socket_dir);
-        Err(match error {
-          CoreError::Engine(message) if message.contains("No such image") => {
-            CoreError::ImageNotFound {
-              image: self.spec.image.clone(),
-              message,
-            }
-          }
-          other => other,
-        })
+        if let Err(error) = self.remove_volumes(docker).await {
+          tracing::warn!(%error, "the volumes of a container that was not created were not removed");
+        }
+        Err(error)
       }
     }
   }
 
-  fn body(&self, socket_dir: &Path) -> ContainerCreateBody {
-    let spec = &self.spec;
-    let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
+  async fn create_from(&self, docker: &Docker, image: &str, socket_dir: &Path) -> Result<String> {
+    self.create_volumes(docker).await?;
+    let options = CreateContainerOptionsBuilder::default()
+      .name(&self.spec.name)
+      .build();
+    let body = self.body(image, socket_dir);
+    let created = call(
+      &self.connection,
+      "creating the container",
+      docker.create_container(Some(options), body),
+    )
+    .await?;
+    if self.makes_working_dir()
+      && let Err(error) = self.make_working_dir(docker, &created.id).await
+    {
+      let _ = remove_container(&self.connection, docker, &created.id).await;
+      return Err(error);
+    }
+    Ok(created.id)
+  }
+
+  /// The image a new container starts from: the checkpoint, else the seed checkpoint
+  /// (each only when it exists), else the sandbox's image, pulled when missing.
+  async fn boot_image(&self, docker: &Docker) -> Result<String> {
+    let checkpoints = [&self.spec.checkpoint, &self.spec.seed_checkpoint];
+    for name in checkpoints.into_iter().flatten() {
+      let image = checkpoint_image(name);
+      if self.image_id(docker, &image).await?.is_some() {
+        return Ok(image);
+      }
+    }
+    let image = &self.spec.image;
+    if self.image_id(docker, image).await?.is_none() {
+      self.pull(docker).await?;
+    }
+    Ok(image.clone())
+  }
+
+  /// The id of an image the engine has, or `None`.
+  async fn image_id(&self, docker: &Docker, image: &str) -> Result<Option<String>> {
+    let inspected = async {
+      match docker.inspect_image(image).await {
+        Ok(found) => Ok(Some(found.id.unwrap_or_default())),
+        Err(error) if refusal(&error).is_some_and(|(status, _)| status == 404) => Ok(None),
+        Err(error) => Err(error),
+      }
+    };
+    call(&self.connection, "inspecting the image", inspected).await
+  }
+
+  /// Pulls the sandbox's image, as `docker pull` would; its failure (no registry, no such
+  /// image, no access) is `ImagePullFailed` with the engine's message.
+  async fn pull(&self, docker: &Docker) -> Result<()> {
+    let image = &self.spec.image;
+    let (from_image, tag) = pull_reference(image);
+    let options = CreateImageOptionsBuilder::default()
+      .from_image(&from_image)
+      .tag(&tag)
+      .build();
+    let mut progress = docker.create_image(Some(options), None, None);
+    let pulled = async {
+      while let Some(step) = progress.next().await {
+        if let Some(detail) = step?.error_detail {
+          return Ok(Err(detail.message.unwrap_or_default()));
+        }
+      }
+      Ok(Ok(()))
+    };
+    let failed = |message: String| CoreError::ImagePullFailed {
+      image: image.clone(),
+      message,
+    };
+    let deadline = PULL_TIMEOUT.max(self.connection.timeout);
+    match tokio::time::timeout(deadline, pulled).await {
+      Err(_) => Err(failed(format!(
+        "the pull did not finish within {} s",
+        deadline.as_secs()
+      ))),
+      Ok(Ok(Ok(()))) => Ok(()),
+      Ok(Ok(Err(message))) => Err(failed(message)),
+      Ok(Err(error)) => Err(match &error {
+        bollard::errors::Error::DockerStreamError { error } => failed(error.clone()),
+        other => match refusal(other) {
+          Some((_, message)) => failed(message.to_owned()),
+          None => self.connection.unreachable(other),
+        },
+      }),
+    }
+  }
+
+  /// Refuses what the engine would silently get wrong: a volume subpath on an engine
+  /// older than the field.
+  fn check_mounts(&self, docker: &Docker) -> Result<()> {
+    let version = docker.client_version();
+    let speaks = (version.major_version, version.minor_version);
+    if speaks >= SUBPATH_API {
+      return Ok(());
+    }
+    let with_subpath = self.spec.mounts.iter().position(|m| {
+      m.volume_options
+        .as_ref()
+        .is_some_and(|o| o.subpath.is_some())
+    });
+    match with_subpath {
+      None => Ok(()),
+      Some(i) => Err(CoreError::InvalidOption(format!(
+        "mounts[{i}].VolumeOptions.Subpath needs Docker Engine API {}.{} (Engine 26) or later; this engine speaks API {}.{}",
+        SUBPATH_API.0, SUBPATH_API.1, speaks.0, speaks.1
+      ))),
+    }
+  }
+
+  /// Labels of the container: the user's, then those that find it again.
+  fn labels(&self) -> HashMap<String, String> {
+    let mut labels: HashMap<String, String> = self.spec.labels.clone().into_iter().collect();
     labels.insert("mastra.sandbox".into(), "true".into());
-    labels.insert(SANDBOX_LABEL.into(), spec.id.clone());
-    labels.insert(OWNER_LABEL.into(), crate::sweep::this_process());
+    labels.insert(SANDBOX_LABEL.into(), self.spec.id.clone());
+    // Always set, empty for a container no process owns: an owner label inherited from a
+    // checkpoint image must not get it swept.
+    let owner = if self.spec.owned_by_process {
+      crate::sweep::this_process()
+    } else {
+      String::new()
+    };
+    labels.insert(OWNER_LABEL.into(), owner);
+    labels
+  }
+
+  /// Makes the named volumes of `mounts` that do not exist yet, labelled as this sandbox's
+  /// (by which its destroy finds them). An existing volume keeps its labels: it stays.
+  async fn create_volumes(&self, docker: &Docker) -> Result<()> {
+    let named = self
+      .spec
+      .mounts
+      .iter()
+      .filter(|m| m.typ == Some(MountType::VOLUME))
+      .filter_map(|m| Some((m.source.clone().filter(|s| !s.is_empty())?, m)));
+    for (name, mount) in named {
+      let options = mount.volume_options.clone().unwrap_or_default();
+      let driver = options.driver_config.unwrap_or_default();
+      let mut labels = options.labels.unwrap_or_default();
+      labels.extend(self.spec.labels.clone());
+      labels.insert(SANDBOX_LABEL.into(), self.spec.id.clone());
+      // Swept with its container's process, unless it is to outlive the sandbox.
+      if self.spec.owned_by_process && !self.spec.keep_volumes {
+        labels.insert(OWNER_LABEL.into(), crate::sweep::this_process());
+      }
+      let request = VolumeCreateRequest {
+        name: Some(name),
+        driver: driver.name,
+        driver_opts: driver.options,
+        labels: Some(labels),
+        ..Default::default()
+      };
+      call(
+        &self.connection,
+        "creating a volume of mounts",
+        docker.create_volume(request),
+      )
+      .await?;
+    }
+    Ok(())
+  }
+
+  /// Removes the named volumes this sandbox's `mounts` made (unless `keep_volumes`). One
+  /// another container uses stays, with a warning.
+  async fn remove_volumes(&self, docker: &Docker) -> Result<()> {
+    let has_volumes = self
+      .spec
+      .mounts
+      .iter()
+      .any(|m| m.typ == Some(MountType::VOLUME));
+    if self.spec.keep_volumes || !has_volumes {
+      return Ok(());
+    }
+    let filters = HashMap::from([(
+      "label".to_owned(),
+      vec![format!("{SANDBOX_LABEL}={}", self.spec.id)],
+    )]);
+    let options = ListVolumesOptionsBuilder::default()
+      .filters(&filters)
+      .build();
+    let listed = call(
+      &self.connection,
+      "listing volumes",
+      docker.list_volumes(Some(options)),
+    )
+    .await?;
+    for volume in listed.volumes.unwrap_or_default() {
+      let removed = async {
+        match docker
+          .remove_volume(&volume.name, None::<RemoveVolumeOptions>)
+          .await
+        {
+          Err(error) => match refusal(&error) {
+            Some((404, _)) => Ok(()),
+            Some((409, message)) => {
+              tracing::warn!(volume = %volume.name, message, "a volume of the sandbox is in use and stays");
+              Ok(())
+            }
+            _ => Err(error),
+          },
+          removed => removed,
+        }
+      };
+      call(&self.connection, "removing a volume", removed).await?;
+    }
+    Ok(())
+  }
+
+  /// Whether commands need the working directory made for them: a user other than root
+  /// cannot write in the one the engine makes (root's), unless the root is read-only.
+  fn makes_working_dir(&self) -> bool {
+    let user = self.spec.user.as_deref().unwrap_or("");
+    let name = user.split(':').next().unwrap_or("");
+    let root = name.is_empty() || name == "root" || name == "0";
+    !root && self.spec.readonly_rootfs != Some(true)
+  }
+
+  /// Makes the missing part of the working directory, owned by the container's user (the
+  /// engine resolves a user name in the image); a directory the image has stays as it is.
+  async fn make_working_dir(&self, docker: &Docker, id: &str) -> Result<()> {
+    let mut existing = PathBuf::from("/");
+    let mut missing = Vec::new();
+    for part in Path::new(&self.spec.working_dir).components().skip(1) {
+      let next = existing.join(part);
+      if missing.is_empty() && self.exists_in(docker, id, &next).await? {
+        existing = next;
+      } else {
+        missing.push(part.as_os_str().to_string_lossy().into_owned());
+      }
+    }
+    if missing.is_empty() {
+      return Ok(());
+    }
+    let user = self.spec.user.as_deref().unwrap_or("");
+    // Numeric ids go in the archive; a name is the engine's to resolve in the image (Engine
+    // 20.10 resolves a lone name only, not `name:group` nor `uid:gid`).
+    let numeric = numeric_user(user);
+    let tar = directories_tar(&missing, numeric.unwrap_or((0, 0)))?;
+    let mut options = UploadToContainerOptionsBuilder::default().path(&existing.to_string_lossy());
+    if numeric.is_none() {
+      options = options.copy_uidgid("1");
+    }
+    let uploaded =
+      docker.upload_to_container(id, Some(options.build()), bollard::body_full(tar.into()));
+    call(&self.connection, "making the working directory", uploaded).await
+  }
+
+  async fn exists_in(&self, docker: &Docker, id: &str, path: &Path) -> Result<bool> {
+    let options = ContainerArchiveInfoOptionsBuilder::default()
+      .path(&path.to_string_lossy())
+      .build();
+    let stat = async {
+      match docker.get_container_archive_info(id, Some(options)).await {
+        Ok(_) => Ok(true),
+        Err(error) if refusal(&error).is_some_and(|(status, _)| status == 404) => Ok(false),
+        Err(error) => Err(error),
+      }
+    };
+    call(&self.connection, "looking for the working directory", stat).await
+  }
+
+  fn body(&self, image: &str, socket_dir: &Path) -> ContainerCreateBody {
+    let spec = &self.spec;
     let socket = format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}");
     let bind = |source: &Path, target: &str, read_only: bool| Mount {
       typ: Some(MountType::BIND),
@@ -183,13 +452,25 @@ impl DockerHost {
       read_only: Some(read_only),
       ..Default::default()
     };
+    let mut mounts = vec![
+      bind(&spec.keeper, KEEPER_INSIDE, true),
+      bind(socket_dir, SOCKET_DIR_INSIDE, false),
+    ];
+    mounts.extend(spec.mounts.iter().cloned());
+    for workspace in self.binds.locked().iter() {
+      mounts.push(bind(
+        &workspace.source,
+        &workspace.destination.to_string_lossy(),
+        workspace.read_only,
+      ));
+    }
     let binds: Vec<String> = spec
       .volumes
       .iter()
       .map(|(host, container)| format!("{host}:{container}"))
       .collect();
     ContainerCreateBody {
-      image: Some(spec.image.clone()),
+      image: Some(image.to_owned()),
       // The keeper replaces the image's entrypoint and command.
       entrypoint: Some(vec![
         KEEPER_INSIDE.to_owned(),
@@ -198,8 +479,10 @@ impl DockerHost {
       ]),
       cmd: Some(Vec::new()),
       env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-      working_dir: Some(spec.working_dir.clone()),
-      labels: Some(labels),
+      // Made after the creation instead when it must be the user's.
+      working_dir: (!self.makes_working_dir()).then(|| spec.working_dir.clone()),
+      user: spec.user.clone(),
+      labels: Some(self.labels()),
       tty: Some(false),
       open_stdin: Some(false),
       exposed_ports: (!spec.ports.is_empty())
@@ -217,10 +500,7 @@ impl DockerHost {
             .map(|p| (port_key(*p), Some(vec![loopback.clone()])))
             .collect()
         }),
-        mounts: Some(vec![
-          bind(&spec.keeper, KEEPER_INSIDE, true),
-          bind(socket_dir, SOCKET_DIR_INSIDE, false),
-        ]),
+        mounts: Some(mounts),
         binds: (!binds.is_empty()).then_some(binds),
         network_mode: spec.network.clone(),
         privileged: Some(spec.privileged),
@@ -296,17 +576,26 @@ impl DockerHost {
     .await
   }
 
-  /// Why the container's keeper does not answer, if the container says: it is not running.
-  async fn not_running(&self, docker: &Docker, id: &str) -> Option<String> {
-    let inspected = docker
-      .inspect_container(id, None::<InspectContainerOptions>)
-      .await;
-    let state = match inspected {
-      Ok(inspected) => inspected.state?,
-      Err(error) => return Some(error.to_string()),
+  /// Why the container's keeper does not answer, if the container says: it is not running
+  /// (or gone, or its engine cannot be reached: then that is the error).
+  async fn not_running(&self, docker: &Docker, id: &str) -> Result<Option<String>> {
+    let inspected = call(
+      &self.connection,
+      "inspecting the container",
+      docker.inspect_container(id, None::<InspectContainerOptions>),
+    )
+    .await;
+    let inspected = match inspected {
+      Ok(inspected) => inspected,
+      // Removed from outside, most likely: that is why.
+      Err(CoreError::Engine(refused)) => return Ok(Some(refused)),
+      Err(unreachable) => return Err(unreachable),
+    };
+    let Some(state) = inspected.state else {
+      return Ok(None);
     };
     if state.running == Some(true) {
-      return None;
+      return Ok(None);
     }
     let mut why = format!(
       "the container is {} (exit code {})",
@@ -317,7 +606,7 @@ impl DockerHost {
       why.push_str(": ");
       why.push_str(&error);
     }
-    Some(why)
+    Ok(Some(why))
   }
 
   async fn connect_init(&self) -> Result<Init> {
@@ -338,7 +627,7 @@ impl DockerHost {
       attempts += 1;
       // Until the keeper listens the socket is missing (or stale, from a previous run).
       if attempts.is_multiple_of(10)
-        && let Some(why) = self.not_running(docker, &started.id).await
+        && let Some(why) = self.not_running(docker, &started.id).await?
       {
         return Err(CoreError::Engine(format!(
           "The supervisor in the sandbox's container {} cannot be reached: {why}",
@@ -406,10 +695,83 @@ impl DockerHost {
       return Ok(());
     };
     // On failure it stays: a later destroy() tries again.
-    remove_container(&self.connection, self.docker().await?, &started.id).await?;
+    let docker = self.docker().await?;
+    remove_container(&self.connection, docker, &started.id).await?;
     *self.started.locked() = None;
     let _ = std::fs::remove_dir_all(&started.socket_dir);
+    self.remove_volumes(docker).await
+  }
+
+  /// Commits the container into the checkpoint's image (nothing without a checkpoint
+  /// name; `NotReady` without a container). The image the name held before goes, unless a
+  /// container still uses it.
+  async fn snapshot_now(&self) -> Result<()> {
+    let Some(name) = self.spec.checkpoint.as_deref() else {
+      return Ok(());
+    };
+    let docker = self.docker().await?;
+    // Not started by this sandbox yet: the container its id finds (left by another process).
+    let started = self.started.locked().clone().map(|s| s.id);
+    let container = match started {
+      Some(id) => id,
+      None => self
+        .find(docker)
+        .await?
+        .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?,
+    };
+    let image = checkpoint_image(name);
+    let previous = self.image_id(docker, &image).await?;
+    let options = CommitContainerOptionsBuilder::default()
+      .container(&container)
+      .repo(CHECKPOINT_REPOSITORY)
+      .tag(name)
+      .pause(true)
+      .build();
+    // The labels that find a container are emptied in the image, or a container made from
+    // it would carry this one's.
+    let config = ContainerConfig {
+      labels: Some(HashMap::from([
+        (SANDBOX_LABEL.to_owned(), String::new()),
+        (OWNER_LABEL.to_owned(), String::new()),
+      ])),
+      ..Default::default()
+    };
+    let committed = call(
+      &self.connection,
+      "committing the container",
+      docker.commit_container(options, config),
+    )
+    .await?;
+    if let Some(previous) = previous.filter(|p| *p != committed.id) {
+      let removed = docker.remove_image(&previous, None::<RemoveImageOptions>, None);
+      if let Err(error) = call(
+        &self.connection,
+        "removing the previous checkpoint",
+        removed,
+      )
+      .await
+      {
+        tracing::debug!(%error, "the previous image of a checkpoint stays");
+      }
+    }
     Ok(())
+  }
+
+  /// The engine's inspection of the sandbox's container as JSON, once it was started.
+  async fn inspect_now(&self) -> Result<Option<String>> {
+    let Some(started) = self.started.locked().clone() else {
+      return Ok(None);
+    };
+    let docker = self.docker().await?;
+    let inspected = call(
+      &self.connection,
+      "inspecting the container",
+      docker.inspect_container(&started.id, None::<InspectContainerOptions>),
+    )
+    .await?;
+    serde_json::to_string(&inspected)
+      .map(Some)
+      .map_err(|e| CoreError::Engine(format!("The container's inspection is not JSON: {e}")))
   }
 
   /// The host port `port` is published on, as the running container's inspect says.
@@ -487,6 +849,96 @@ impl ContainerHost for DockerHost {
   fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>> {
     Box::pin(self.published_port_now(port))
   }
+
+  fn snapshot(&self) -> HostFuture<'_, ()> {
+    Box::pin(self.snapshot_now())
+  }
+
+  fn set_binds(&self, binds: Vec<BindMount>) -> Result<()> {
+    let mut current = self.binds.locked();
+    if *current == binds {
+      return Ok(());
+    }
+    if let Some(started) = self.started.locked().as_ref() {
+      return Err(CoreError::InvalidOption(format!(
+        "The sandbox's container {} exists already, and a container's mounts are fixed when it is created: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to change them.",
+        started.id
+      )));
+    }
+    *current = binds;
+    Ok(())
+  }
+
+  fn inspect(&self) -> HostFuture<'_, Option<String>> {
+    Box::pin(self.inspect_now())
+  }
+}
+
+/// The image of a checkpoint: a local image of [`CHECKPOINT_REPOSITORY`] tagged with its name.
+pub fn checkpoint_image(name: &str) -> String {
+  format!("{CHECKPOINT_REPOSITORY}:{name}")
+}
+
+/// `fromImage` and `tag` of a pull. An image named without a tag is `latest`, as `docker
+/// pull` has it (an empty tag would pull every tag); a digest names one image already.
+fn pull_reference(image: &str) -> (String, String) {
+  if image.contains('@') {
+    return (image.to_owned(), String::new());
+  }
+  let name_at = image.rfind('/').map_or(0, |slash| slash + 1);
+  match image[name_at..].rfind(':') {
+    Some(colon) => (
+      image[..name_at + colon].to_owned(),
+      image[name_at + colon + 1..].to_owned(),
+    ),
+    None => (image.to_owned(), "latest".to_owned()),
+  }
+}
+
+/// `uid[:gid]` of a numeric user (gid 0 when not given, as the engine has it for a uid
+/// the image does not name), or `None` for a user given by name (or ids past what a
+/// plain tar header holds).
+fn numeric_user(user: &str) -> Option<(u32, u32)> {
+  const TAR_ID_MAX: u32 = 0o7_777_777;
+  let (uid, gid) = user.split_once(':').unwrap_or((user, "0"));
+  let (uid, gid) = (uid.parse().ok()?, gid.parse().ok()?);
+  (uid <= TAR_ID_MAX && gid <= TAR_ID_MAX).then_some((uid, gid))
+}
+
+/// A tar of the nested directories `names[0]/names[1]/…` (mode 0755, owned by `owner`),
+/// for an upload.
+fn directories_tar(names: &[String], owner: (u32, u32)) -> Result<Vec<u8>> {
+  let mut tar = Vec::new();
+  let mut path = String::new();
+  let now = std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map_or(0, |d| d.as_secs());
+  for name in names {
+    path.push_str(name);
+    path.push('/');
+    // A plain ustar name has room for 100 bytes.
+    if path.len() > 100 {
+      return Err(CoreError::InvalidOption(format!(
+        "workingDir: the part {path:?} the container lacks is longer than 100 bytes"
+      )));
+    }
+    let mut header = [0u8; 512];
+    header[..path.len()].copy_from_slice(path.as_bytes());
+    header[100..108].copy_from_slice(b"0000755\0");
+    header[108..116].copy_from_slice(format!("{:07o}\0", owner.0).as_bytes());
+    header[116..124].copy_from_slice(format!("{:07o}\0", owner.1).as_bytes());
+    header[124..136].copy_from_slice(b"00000000000\0");
+    header[136..148].copy_from_slice(format!("{now:011o}\0").as_bytes());
+    header[156] = b'5';
+    header[257..265].copy_from_slice(b"ustar\x0000");
+    // The checksum counts its own field as spaces.
+    header[148..156].fill(b' ');
+    let sum: u32 = header.iter().map(|b| u32::from(*b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    tar.extend_from_slice(&header);
+  }
+  tar.extend_from_slice(&[0u8; 1024]);
+  Ok(tar)
 }
 
 /// This user's directory of socket directories: private to the user (other host users
@@ -569,7 +1021,7 @@ mod tests {
       Connection::from_settings(Some("/x.sock"), None).unwrap(),
       spec,
     );
-    let body = host.body(Path::new("/tmp/socket-dir"));
+    let body = host.body("image", Path::new("/tmp/socket-dir"));
     assert_eq!(
       body.exposed_ports,
       Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
@@ -588,12 +1040,57 @@ mod tests {
   }
 
   #[test]
+  fn a_pull_names_a_tag_as_docker_pull_does() {
+    let pull = |image| {
+      let (from, tag) = pull_reference(image);
+      format!("{from} {tag}")
+    };
+    assert_eq!(pull("node"), "node latest");
+    assert_eq!(pull("node:22-slim"), "node 22-slim");
+    assert_eq!(
+      pull("localhost:5000/team/app"),
+      "localhost:5000/team/app latest"
+    );
+    assert_eq!(
+      pull("localhost:5000/team/app:v1"),
+      "localhost:5000/team/app v1"
+    );
+    assert_eq!(pull("app@sha256:abc"), "app@sha256:abc ");
+  }
+
+  #[test]
+  fn numeric_users_go_in_the_archive_and_names_to_the_engine() {
+    assert_eq!(numeric_user("1000"), Some((1000, 0)));
+    assert_eq!(numeric_user("1000:100"), Some((1000, 100)));
+    assert_eq!(numeric_user("nobody"), None);
+    assert_eq!(numeric_user("1000:staff"), None);
+    assert_eq!(numeric_user("4294967295"), None);
+  }
+
+  #[test]
+  fn the_working_directory_archive_is_a_valid_ustar_of_nested_directories() {
+    let tar = directories_tar(&["home".into(), "agent".into()], (1000, 100)).unwrap();
+    assert_eq!(tar.len(), 512 * 2 + 1024);
+    let second = &tar[512..1024];
+    assert!(second.starts_with(b"home/agent/\0"));
+    assert_eq!(&second[108..116], b"0001750\0");
+    assert_eq!(&second[116..124], b"0000144\0");
+    assert_eq!(second[156], b'5');
+    let stored = std::str::from_utf8(&second[148..154]).unwrap();
+    let mut blank = second.to_vec();
+    blank[148..156].fill(b' ');
+    let sum: u32 = blank.iter().map(|b| u32::from(*b)).sum();
+    assert_eq!(u32::from_str_radix(stored, 8).unwrap(), sum);
+    assert!(directories_tar(&["x".repeat(120)], (0, 0)).is_err());
+  }
+
+  #[test]
   fn no_ports_publishes_nothing() {
     let host = DockerHost::new(
       Connection::from_settings(Some("/x.sock"), None).unwrap(),
       ContainerSpec::default(),
     );
-    let body = host.body(Path::new("/tmp/socket-dir"));
+    let body = host.body("image", Path::new("/tmp/socket-dir"));
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
   }

@@ -11,8 +11,9 @@ mod engine;
 mod host;
 mod sweep;
 
+pub use bollard::models::Mount;
 pub use engine::Connection;
-pub use host::{ContainerSpec, DockerHost, Ulimit};
+pub use host::{ContainerSpec, DockerHost, Ulimit, checkpoint_image};
 
 /// Label every container of this package carries: the sandbox's id. `mastra.sandbox.id`
 /// (as `@mastra/docker` sets it) is what a sandbox finds its container by.
@@ -20,3 +21,12 @@ pub const SANDBOX_LABEL: &str = "mastra.sandbox.id";
 /// Label of the Node process that created the container (boot id, pid and start time), by
 /// which containers left by a process that died are swept.
 pub const OWNER_LABEL: &str = "native-workspace.owner";
+/// The repository of checkpoint images: `snapshot()` commits a container as
+/// `<repository>:<checkpoint name>`.
+pub const CHECKPOINT_REPOSITORY: &str = "native-workspace-checkpoint";
+
+/// `mounts` as JSON in Docker's shape (`HostConfig.Mounts`), checked by the caller.
+pub fn mounts_from_json(json: &str) -> native_workspace_core::Result<Vec<Mount>> {
+  serde_json::from_str(json)
+    .map_err(|e| native_workspace_core::CoreError::InvalidOption(format!("mounts: {e}")))
+}

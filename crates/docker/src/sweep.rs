@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use bollard::Docker;
-use bollard::query_parameters::ListContainersOptionsBuilder;
+use bollard::query_parameters::{
+  ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptions,
+};
 use native_workspace_core::sync::Lock;
 
 use crate::OWNER_LABEL;
@@ -47,7 +49,8 @@ pub async fn once(connection: &Connection, docker: &Docker) {
 }
 
 /// Removes every container (and its anonymous volumes, and its socket directory) whose
-/// creator is dead. Returns how many.
+/// creator is dead, and the named volumes such sandboxes made for their `mounts` (unless
+/// kept: those carry no owner). Returns how many containers.
 pub async fn sweep(
   connection: &Connection,
   docker: &Docker,
@@ -86,6 +89,26 @@ pub async fn sweep(
       let _ = std::fs::remove_dir_all(dir);
     }
     removed += 1;
+  }
+  let options = ListVolumesOptionsBuilder::default()
+    .filters(&filters)
+    .build();
+  let volumes = crate::engine::call(
+    connection,
+    "listing volumes",
+    docker.list_volumes(Some(options)),
+  )
+  .await?;
+  for volume in volumes.volumes.unwrap_or_default() {
+    let owner = volume.labels.get(OWNER_LABEL).map_or("", String::as_str);
+    if is_alive(owner) {
+      continue;
+    }
+    let removed = docker.remove_volume(&volume.name, None::<RemoveVolumeOptions>);
+    // One another container still uses stays (the engine refuses).
+    if let Err(error) = crate::engine::call(connection, "removing a volume", removed).await {
+      tracing::debug!(%error, volume = %volume.name, "a swept sandbox's volume stays");
+    }
   }
   Ok(removed)
 }

@@ -1,0 +1,151 @@
+'use strict'
+// What `LocalSandbox` and `DockerSandbox` share: each is the core's native sandbox (a local
+// init, or a container's) behind Mastra's sandbox interface. Lifecycle with hooks, commands,
+// processes, environment and mounts are the same code for both; a backend adds its options,
+// where its processes run, and what it tells about itself.
+const { check, updatedEnv } = require('./options')
+const { LocalProcessManager, executeNative } = require('./process-manager')
+const { mountedAt } = require('./mounts')
+const { translating } = require('./translate')
+
+/** A backend's access to the parts of its sandbox (defined below, where the fields are). */
+let nativeOf, attach
+
+class NativeSandbox {
+  #native
+  #lifecycle
+  #mounter
+
+  static {
+    nativeOf = (sandbox) => sandbox.#native
+    /** Gives a sandbox being made (or rebuilt) its native sandbox, lifecycle and mounter. */
+    attach = (sandbox, { native, lifecycle = sandbox.#lifecycle, mounter = sandbox.#mounter }) => {
+      sandbox.#native = native
+      sandbox.#lifecycle = lifecycle
+      sandbox.#mounter = mounter
+    }
+  }
+
+  constructor() {
+    this.processes = new LocalProcessManager(this, () => this.#native)
+  }
+
+  get id() {
+    return this.#native.id
+  }
+  /** `pending | starting | running | stopping | stopped | destroying | destroyed | error` */
+  get status() {
+    return this.#native.status
+  }
+  /** Why the last lifecycle step failed, while `status` is `'error'`. */
+  get error() {
+    return this.#native.error ?? undefined
+  }
+  /** Default timeout of `executeCommand` in ms, or undefined for none. */
+  get timeout() {
+    return this.#native.timeout ?? undefined
+  }
+  get createdAt() {
+    return new Date(this.#native.createdAt)
+  }
+
+  /**
+   * Starts the sandbox and runs `onStart`; concurrent calls share one start. On a running
+   * sandbox it makes the mounts added since it started.
+   */
+  async start() {
+    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
+    await this.mounts.processPending()
+    return { outcome }
+  }
+
+  /** Runs `onStop` and kills every process (also when the hook fails); the next command restarts it. */
+  stop() {
+    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
+  }
+
+  /** Runs `onDestroy` and kills every process (also when the hook fails); the sandbox cannot be used again. */
+  destroy() {
+    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
+  }
+
+  /** After a native stop or destroy, failed or not: its processes are gone, its mounts follow. */
+  async #tearDown(transition, unmount) {
+    try {
+      await transition
+    } finally {
+      this.processes._forgetAll()
+      await unmount()
+    }
+  }
+
+  _start() {
+    return this.start()
+  }
+  _stop() {
+    return this.stop()
+  }
+  _destroy() {
+    return this.destroy()
+  }
+
+  ensureRunning() {
+    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
+  }
+
+  /** @deprecated use `status === 'running'`. A promise, as Mastra's. */
+  async isReady() {
+    return this.status === 'running'
+  }
+
+  /** Resolves to `{ success, mountPath, error? }`; an invalid mount path throws a `MountError`. */
+  mount(filesystem, mountPath) {
+    return this.#mounter.mount(filesystem, mountPath)
+  }
+
+  /** Removes a mount (never the filesystem's files) and its entry. */
+  unmount(mountPath) {
+    return this.#mounter.unmount(mountPath)
+  }
+
+  /** Where commands see a mount path. */
+  [mountedAt](mountPath) {
+    return this.#mounter.commandPath(mountPath)
+  }
+
+  /**
+   * Runs `command` (a shell string; `args` are quoted and appended) to completion with
+   * stdin closed, and resolves with its result. A failing command resolves too.
+   */
+  executeCommand(command, args = [], options = {}) {
+    return executeNative(this, () => this.#native, command, args, options)
+  }
+
+  /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
+  async spawn(options) {
+    check.object(options, 'spawn options')
+    const { command, ...rest } = options ?? {}
+    return this.processes.spawn(command, rest)
+  }
+
+  /** Persists the sandbox as its checkpoint `checkpointName` (nothing without one). */
+  async snapshot() {
+    await translating(() => this.#native.snapshot())
+  }
+
+  /** Replaces the runtime environment overlay: `update` gets a copy and returns the new one. */
+  setEnv(update) {
+    this.#native.setEnv(updatedEnv(update, this.getEnv()))
+  }
+
+  getEnv() {
+    return { ...this.#native.getEnv() }
+  }
+
+  /** Composes the start hook: `update` gets the current hook and returns the new one. */
+  setOnStart(update) {
+    this.#lifecycle.setOnStart(update)
+  }
+}
+
+module.exports = { NativeSandbox, nativeOf, attach }

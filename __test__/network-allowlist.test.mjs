@@ -10,7 +10,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, isIsolationAvailable, setLogger } from '../lib/index.mjs'
+import { LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools, isIsolationAvailable, setLogger } from '../lib/index.mjs'
 import { prepareWorkspace, tempDir, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -156,6 +156,17 @@ describe.skipIf(!available)('allowedDomains: through the egress proxy', () => {
     } finally {
       setLogger(null)
     }
+  })
+
+  it("an agent's execute_command tool shows the 403 and the blocked destination", async () => {
+    reset()
+    const sb = allowing(['allowed.test:*'])
+    const tools = await createWorkspaceTools(new Workspace({ sandbox: sb }))
+    const text = await tools.mastra_workspace_execute_command.execute({ command: curl(`https://denied.test:${ports.https}/`) }, {})
+    expect(text).toContain('CONNECT tunnel failed, response 403')
+    expect(text).toContain(`native-workspace: blocked by nativeSandbox.allowedDomains: denied.test:${ports.https}: the host is not in allowedDomains`)
+    expect(text).toMatch(/Exit code: 56$/)
+    expect(seen).toEqual({ connections: 0, requests: [] })
   })
 
   it('wildcards allow the names below, not the apex nor a lookalike', async () => {

@@ -1,0 +1,106 @@
+//! Sockets of an init's network namespace, asked for on its request socket: from an init
+//! the host started and from a listening one (a container's), interleaved with commands,
+//! which keep working.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::limits::Limits;
+use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+
+fn tcp(socket: OwnedFd) -> tokio::net::TcpSocket {
+  let stream = std::net::TcpStream::from(socket);
+  stream.set_nonblocking(true).unwrap();
+  tokio::net::TcpSocket::from_std_stream(stream)
+}
+
+async fn echo(init: &Init) -> String {
+  let request = SpawnRequest {
+    command: "echo still serving".to_owned(),
+    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
+    cwd: std::env::temp_dir(),
+    timeout: None,
+    retention: None,
+    stdin: StdinMode::Ignore,
+    sinks: Vec::new(),
+    output_limit: None,
+    adopt_leftovers: None,
+  };
+  let process = Process::spawn(init, request).await.unwrap();
+  process.into_outcome().await.stdout
+}
+
+/// A listener on a socket from `init`, a client on another, one byte each way.
+async fn exercise(init: &Init) {
+  let listener = tcp(
+    init
+      .namespace_socket(Ipv4Addr::LOCALHOST.into())
+      .await
+      .unwrap(),
+  );
+  listener
+    .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+    .unwrap();
+  let listener = listener.listen(4).unwrap();
+  let address = listener.local_addr().unwrap();
+  assert_eq!(echo(init).await, "still serving\n");
+  let client = tcp(init.namespace_socket(address.ip()).await.unwrap());
+  let mut client = client.connect(address).await.unwrap();
+  let (mut served, _) = listener.accept().await.unwrap();
+  client.write_all(b"?").await.unwrap();
+  let mut byte = [0u8; 1];
+  served.read_exact(&mut byte).await.unwrap();
+  assert_eq!(&byte, b"?");
+  let v6 = init
+    .namespace_socket(IpAddr::from(std::net::Ipv6Addr::LOCALHOST))
+    .await
+    .unwrap();
+  assert!(tcp(v6).local_addr().is_ok());
+  assert_eq!(echo(init).await, "still serving\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_the_host_started_gives_sockets_between_commands() {
+  let init = Init::start(
+    std::path::Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    None,
+  )
+  .await
+  .unwrap();
+  exercise(&init).await;
+  init.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listening_init_gives_sockets_to_its_connection() {
+  let dir = std::env::temp_dir().join(format!("nw-nssocket-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&dir);
+  std::fs::create_dir_all(&dir).unwrap();
+  let path = dir.join("sock");
+  let mut child = std::process::Command::new(KEEPER)
+    .arg("--listen")
+    .arg(&path)
+    .spawn()
+    .unwrap();
+  let deadline = Instant::now() + Duration::from_secs(10);
+  let init = loop {
+    match Init::connect(&path).await {
+      Ok(init) => break init,
+      Err(e) if Instant::now() > deadline => panic!("never listened: {e}"),
+      Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+    }
+  };
+  exercise(&init).await;
+  init.shutdown().await;
+  let _ = child.kill();
+  let _ = child.wait();
+  let _ = std::fs::remove_dir_all(&dir);
+}

@@ -125,6 +125,7 @@ describe.skipIf(!available)('allowedDomains: through the egress proxy', () => {
     expect(viaWget).toMatchObject({ exitCode: 0, stdout: `hello from allowed.test:${ports.https} over https\n` })
     const plain = await sb.executeCommand(curl(`http://allowed.test:${ports.http}/plain`))
     expect(plain).toMatchObject({ exitCode: 0, stdout: `hello from allowed.test:${ports.http} over http\n` })
+    expect((await sb.getInfo()).metadata.isolationConfig).toMatchObject({ allowNetwork: false, allowedDomains: ['allowed.test:*'] })
     expect(seen.requests).toEqual([
       { scheme: 'https', host: `allowed.test:${ports.https}`, sni: 'allowed.test', url: '/curl' },
       { scheme: 'https', host: `allowed.test:${ports.https}`, sni: 'allowed.test', url: '/wget' },

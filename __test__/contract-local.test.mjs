@@ -1,0 +1,10 @@
+// The sandbox contract (sandbox-contract.mjs) on a LocalSandbox without isolation.
+import { LocalSandbox } from '../lib/index.mjs'
+import { freshWorkdir } from './helpers.mjs'
+import { sandboxContract } from './sandbox-contract.mjs'
+
+sandboxContract('LocalSandbox', (options) => new LocalSandbox({ workingDirectory: freshWorkdir(), ...options }), {
+  baseEnv: ['PATH'],
+  outputBoundEndsCommand: false,
+  defaultInstructions: (sb) => `Local command execution. Working directory: "${sb.workingDirectory}".`,
+})

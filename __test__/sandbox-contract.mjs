@@ -592,6 +592,11 @@ export function sandboxContract(label, factory, traits) {
         expect(await sb().processes.get(handle.pid)).toBe(handle)
       })
 
+      it('runs 50 commands at once, each with its own output', async () => {
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => sb().executeCommand(`sleep 0.1; echo out${i}; echo err${i} >&2; exit ${i % 3}`)))
+        expect(results.map((r) => [r.stdout, r.stderr, r.exitCode])).toEqual(Array.from({ length: 50 }, (_, i) => [`out${i}\n`, `err${i}\n`, i % 3]))
+      })
+
       it('gives concurrent spawns unique pids and independent output', async () => {
         const handles = await Promise.all(Array.from({ length: 10 }, (_, i) => sb().processes.spawn(`echo n${i}`)))
         expect(new Set(handles.map((h) => h.pid)).size).toBe(10)
@@ -1117,6 +1122,28 @@ export function sandboxContract(label, factory, traits) {
         expect(calls).toHaveLength(1)
         expect(calls[0]).toMatchObject({ auto: defaultInstructions(own), defaultInstructions: defaultInstructions(own) })
         expect(calls[0].requestContext).toBe(requestContext)
+      })
+    })
+
+    describe('clone and snapshot', () => {
+      it('clone() makes a new sandbox with the same settings, the given id and env, and no I/O', async () => {
+        const original = fresh({ env: { ORIGINAL: 'o' }, timeout: 5000 })
+        const id = uniqueId('clone')
+        const copy = original.clone({ id, env: { FROM_CLONE: 'yes' } })
+        live.push(copy)
+        expect(copy).toBeInstanceOf(original.constructor)
+        expect(copy).not.toBe(original)
+        expect(copy).toMatchObject({ id, provider: original.provider, status: 'pending', timeout: 5000, workingDirectory: original.workingDirectory })
+        expect(original.status).toBe('pending')
+        expect((await copy.executeCommand('echo "$FROM_CLONE[$ORIGINAL]"')).stdout).toBe('yes[]\n')
+        expect(original.status).toBe('pending')
+        expect((await original.executeCommand('echo "$FROM_CLONE[$ORIGINAL]"')).stdout).toBe('[o]\n')
+      })
+
+      it('snapshot() is there, as Mastra requires, and resolves; supportsCheckpoints says whether it persists', async () => {
+        expect(typeof sb().snapshot).toBe('function')
+        expect(typeof sb().supportsCheckpoints).toBe('boolean')
+        await expect(sb().snapshot()).resolves.toBeUndefined()
       })
     })
 

@@ -234,6 +234,24 @@ export function sandboxContract(label, factory, traits) {
       })
     })
 
+    describe('input a command cannot carry', () => {
+      it.each([
+        ['a NUL in an argument', ['echo', ['a\0b']], /NUL/],
+        ['a NUL in the command', ['echo a\0b'], /NUL/],
+        ['a NUL in an env value', ['echo', [], { env: { A: 'x\0y' } }], /env: .*"A"/],
+        ['an env name with =', ['echo', [], { env: { 'A=B': 'x' } }], /env: .*"A=B"/],
+        ['a command longer than the kernel runs', ['echo', ['x'.repeat(200_000)]], /command is too long/],
+      ])('%s is a SandboxOptionError naming it', async (_, args, message) => {
+        const error = await sb().executeCommand(...args).catch((e) => e)
+        expect(error).toBeInstanceOf(SandboxOptionError)
+        expect(error.message).toMatch(message)
+      })
+
+      it('an env value left undefined is left out', async () => {
+        expect((await sb().executeCommand('echo "[${U-unset}]"', [], { env: { U: undefined } })).stdout).toBe('[unset]\n')
+      })
+    })
+
     describe('environment', () => {
       it('gives a command only the base environment and its own variables, nothing of the host process', async () => {
         const own = fresh({ env: { FROM_OPTIONS: 'a' } })

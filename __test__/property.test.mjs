@@ -196,8 +196,9 @@ describeDocker('generated hostile use of DockerSandbox', () => {
       try {
         const docker = { socketPath: local.socketPath, image: TEST_IMAGE, label }
         const { runs, drivers, violations } = await property('lifecycle', DOCKER_BUDGET_MS, { docker, isolation: false })
-        expect(runs, `seed ${SEED}: the driver ran no scenario`).toBeGreaterThan(0)
+        // The violations first: a driver that died at its start ran no scenario, and says why.
         expect(distinct(violations), `seed ${SEED}, ${runs} scenarios in ${drivers} driver process(es)`).toEqual([])
+        expect(runs, `seed ${SEED}: the driver ran no scenario`).toBeGreaterThan(0)
         expect(await labelledLeftovers(local, label.value)).toEqual({ containers: [], volumes: [], networks: [] })
       } finally {
         await removeLabelled(local, label.value)

@@ -1122,17 +1122,22 @@ const result = await fc.check(
   }),
   { seed: cfg.seed, numRuns: cfg.replay ? 1 : cfg.numRuns, plugins: [fc.interruptAfterTimeLimit(cfg.budgetMs)] },
 )
-// A container outlives this process: the scenario the time limit cut off removes its own.
-if (cfg.docker && inFlight) {
-  progress({ call: 'destroy of the scenario cut off by the time limit' })
-  await deadline(inFlight.sb.destroy().catch(() => {}), CALL_MS)
-  await containersOf(inFlight.sb, { remove: true })
-}
-// Whatever a scenario started late (after its own check) shows here.
 if (cfg.docker) {
-  const { name, value } = cfg.docker.label
-  for (const left of await containersLabelled(`${name}=${value}`, { remove: true })) {
-    violation('leak-container', 'at the end of the run', left, scenarioOfSandbox.get(left.sandbox))
+  try {
+    // A container outlives this process: the scenario the time limit cut off removes its own.
+    if (inFlight) {
+      progress({ call: 'destroy of the scenario cut off by the time limit' })
+      await deadline(inFlight.sb.destroy().catch(() => {}), CALL_MS)
+      await containersOf(inFlight.sb, { remove: true })
+    }
+    // Whatever a scenario started late (after its own check) shows here.
+    const { name, value } = cfg.docker.label
+    for (const left of await containersLabelled(`${name}=${value}`, { remove: true })) {
+      violation('leak-container', 'at the end of the run', left, scenarioOfSandbox.get(left.sandbox))
+    }
+  } catch (err) {
+    // The report is written all the same: the engine's answer is the violation.
+    violation('driver-error', 'the containers left at the end', describeError(err))
   }
 }
 // (An interruption before the first run ends is reported as a failure without an error.)

@@ -11,6 +11,10 @@ describe.skipIf(!isIsolationAvailable('bwrap'))('isolated', () => {
   sandboxContract("LocalSandbox with isolation 'bwrap'", (options) => new LocalSandbox({ workingDirectory: fresh(), isolation: 'bwrap', ...options }), {
     baseEnv: ['PATH'],
     outputBoundEndsCommand: true,
+    sharedDirectory: () => {
+      const dir = fresh()
+      return { dir, options: { workingDirectory: dir } }
+    },
     defaultInstructions: (sb) => `Local command execution. Working directory: "${sb.workingDirectory}".`,
   })
 })

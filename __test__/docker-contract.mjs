@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest'
 import { DockerSandbox } from '../lib/index.mjs'
 import { describeDocker, dockerEngines, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { tempDir } from './helpers.mjs'
 import { sandboxContract } from './sandbox-contract.mjs'
 
 /**
@@ -22,6 +23,12 @@ export function dockerContract(engine, { dockerOptions, describe: describeSuite 
         // The container's environment: the image's PATH, and HOME and HOSTNAME from Docker.
         baseEnv: ['HOME', 'HOSTNAME', 'PATH'],
         outputBoundEndsCommand: false,
+        // A host directory reaches a container as a volume (on the engine's host: the tests'
+        // remote engine is this host too).
+        sharedDirectory: () => {
+          const dir = tempDir()
+          return { dir, options: { volumes: { [dir]: '/workspace' } } }
+        },
         defaultInstructions: (sb) =>
           [
             `You are working inside a Docker container (image: ${TEST_IMAGE}).`,

@@ -6,10 +6,12 @@
 // Processes are judged from inside the sandbox (its own /proc), so the same check holds for
 // a host process, a bubblewrap sandbox and a container. Tests share one started sandbox
 // unless they need options or a lifecycle of their own.
+import fs from 'node:fs'
+import path from 'node:path'
 import { Readable } from 'node:stream'
 import { Workspace as MastraWorkspace, createWorkspaceTools as mastraWorkspaceTools } from '@mastra/core/workspace'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, ProcessHandle, SandboxError, SandboxNotReadyError, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
+import { DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES, LocalFilesystem, ProcessHandle, SandboxError, SandboxNotReadyError, SandboxOptionError, Workspace, createWorkspaceTools } from '../lib/index.mjs'
 import { sleep, timed, uniqueMarker, waitFor, withDeadline, withoutTime } from './helpers.mjs'
 
 /** The fields of a spawned process's result (`wait()`); `executeCommand` adds `command`. */
@@ -102,9 +104,12 @@ const uniqueId = (what) => `contract-${what}-${process.pid}-${Date.now().toStrin
  * - `defaultInstructions(sandbox)`: its `getInstructions()` text without `instructions`.
  * - `outputBoundEndsCommand`: a foreground command flooding past the output bound is
  *   ended (`limitExceeded: 'output'`), as under isolation, rather than only trimmed.
+ * - `sharedDirectory()`: `{ dir, options }`, a new host directory (made or not) and the
+ *   factory options that make it where commands work: the working directory itself for a
+ *   local sandbox, a volume on the working directory for a container.
  */
 export function sandboxContract(label, factory, traits) {
-  const { baseEnv, defaultInstructions, outputBoundEndsCommand } = traits
+  const { baseEnv, defaultInstructions, outputBoundEndsCommand, sharedDirectory } = traits
 
   describe(label, () => {
     const live = []
@@ -1187,6 +1192,23 @@ export function sandboxContract(label, factory, traits) {
           await workspace.destroy()
         }
         expect(own.status).toBe('destroyed')
+      })
+
+      it("with a filesystem on the host directory its commands work in, the file tools and the commands see each other's files", async () => {
+        const { dir, options } = sharedDirectory()
+        fs.mkdirSync(dir, { recursive: true })
+        const own = fresh(options)
+        const workspace = new Workspace({ sandbox: own, filesystem: new LocalFilesystem({ basePath: dir }) })
+        try {
+          const tools = await createWorkspaceTools(workspace)
+          await tools.mastra_workspace_write_file.execute({ path: 'from-tool.txt', content: 'written by the tool\n' }, {})
+          const seen = await tools.mastra_workspace_execute_command.execute({ command: 'cat from-tool.txt; echo made by the command > from-command.txt' }, {})
+          expect(seen).toContain('written by the tool')
+          expect(await tools.mastra_workspace_read_file.execute({ path: 'from-command.txt' }, {})).toContain('made by the command')
+          expect(fs.readFileSync(path.join(dir, 'from-command.txt'), 'utf8')).toBe('made by the command\n')
+        } finally {
+          await workspace.destroy()
+        }
       })
 
       it("Mastra's own Workspace and execute_command tool run commands in it", async () => {

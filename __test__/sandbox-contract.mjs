@@ -1122,9 +1122,10 @@ export function sandboxContract(label, factory, traits) {
 
     describe('info and instructions', () => {
       it('getInfo() describes the sandbox and follows its status', async () => {
+        // A promise or not, as Mastra's contract allows: awaited as Mastra does.
         const own = fresh()
-        expect(own.getInfo()).toMatchObject({ id: own.id, name: own.name, provider: own.provider, status: 'pending' })
-        const info = sb().getInfo()
+        expect(await own.getInfo()).toMatchObject({ id: own.id, name: own.name, provider: own.provider, status: 'pending' })
+        const info = await sb().getInfo()
         expect(info).toMatchObject({ id: sb().id, name: sb().name, provider: sb().provider, status: 'running', metadata: expect.any(Object) })
         expect(info.createdAt).toBeInstanceOf(Date)
         expect(Math.abs(info.createdAt.getTime() - Date.now())).toBeLessThan(600_000)

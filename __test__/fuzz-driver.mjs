@@ -1125,10 +1125,12 @@ const result = await fc.check(
 if (cfg.docker) {
   try {
     // A container outlives this process: the scenario the time limit cut off removes its own.
-    if (inFlight) {
+    // (It runs on meanwhile, and may finish and clear `inFlight`.)
+    const cutOff = inFlight
+    if (cutOff) {
       progress({ call: 'destroy of the scenario cut off by the time limit' })
-      await deadline(inFlight.sb.destroy().catch(() => {}), CALL_MS)
-      await containersOf(inFlight.sb, { remove: true })
+      await deadline(cutOff.sb.destroy().catch(() => {}), CALL_MS)
+      await containersOf(cutOff.sb, { remove: true })
     }
     // Whatever a scenario started late (after its own check) shows here.
     const { name, value } = cfg.docker.label

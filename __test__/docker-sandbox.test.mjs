@@ -1,7 +1,9 @@
 // DockerSandbox against the local test engine (unix socket): the container's PID 1 is the
-// keeper, each command a fork in it, its process tree dies on kill and timeout; stop stops
-// the container, destroy removes it; a missing image and an unreachable engine are typed
-// errors, not hangs; the container of a Node process that died is swept.
+// keeper, each command a fork in it; stop stops the container, destroy removes it; a missing
+// image and an unreachable engine are typed errors, not hangs; the container of a Node
+// process that died is swept. What every sandbox does (process trees dying on kill, timeout
+// and abort, bounded output, stdin, leftovers, use by workspaces) is in sandbox-contract.mjs,
+// run on DockerSandbox by contract-docker.test.mjs.
 import { spawn as spawnChild } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
@@ -9,7 +11,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createRequire } from 'node:module'
-import { createWorkspaceTools, DockerSandbox, SandboxError, SandboxOptionError, Workspace } from '../lib/index.js'
+import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js'
 import * as esm from '../lib/index.mjs'
 import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 
@@ -31,13 +33,6 @@ async function containerOf(sandbox) {
   const filters = encodeURIComponent(JSON.stringify({ label: [`mastra.sandbox.id=${sandbox.id}`] }))
   const [container] = await engineJson(local, 'GET', `/containers/json?all=1&filters=${filters}`)
   return container
-}
-
-/** The command lines of the processes in a running container (`docker top`, seen from the host). */
-async function processesIn(container) {
-  const top = await engineJson(local, 'GET', `/containers/${container.Id}/top`)
-  const command = top.Titles.indexOf('CMD')
-  return top.Processes.map((row) => row[command])
 }
 
 /** Waits (a few seconds at most) until `check` holds; resolves its last value. */
@@ -82,87 +77,10 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
-  it('gives exit codes, stderr, args and env as LocalSandbox does', async () => {
-    const box = sandbox({ env: { FROM_OPTIONS: 'a' } })
+  it("gives commands the image's PATH, not the host's", async () => {
+    const box = sandbox()
     try {
-      const failed = await box.executeCommand('echo oops >&2; exit 3')
-      expect(failed).toMatchObject({ success: false, exitCode: 3, stdout: '', stderr: 'oops\n' })
-      expect((await box.executeCommand('no-such-command-here')).exitCode).toBe(127)
-      const quoted = await box.executeCommand('printf "%s|" "$@"; echo "$FROM_OPTIONS$PER_CALL"', [], { env: { PER_CALL: 'b' } })
-      expect(quoted.stdout).toBe('|ab\n')
-      expect((await box.executeCommand('echo', ['a b', "it's"])).stdout).toBe("a b it's\n")
-      box.setEnv(() => ({ OVERLAY: 'c' }))
-      expect((await box.executeCommand('echo $OVERLAY')).stdout).toBe('c\n')
-      // The image's PATH, not the host's.
       expect((await box.executeCommand('echo $PATH')).stdout).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n')
-      const cwd = await box.executeCommand('pwd', [], { cwd: '/tmp' })
-      expect(cwd.stdout).toBe('/tmp\n')
-    } finally {
-      await box.destroy()
-    }
-  })
-
-  it('a timeout kills the whole tree of the command in the container', async () => {
-    const box = sandbox()
-    try {
-      const result = await box.executeCommand('sleep 301 & sleep 302; echo never', [], { timeout: 300 })
-      expect(result).toMatchObject({ success: false, exitCode: 124, timedOut: true, stdout: '' })
-      expect(result.stderr).toContain('Process timed out after 300ms')
-      const container = await containerOf(box)
-      const left = await eventually(async () => {
-        const list = await processesIn(container)
-        return list.some((p) => /sleep 30[12]/.test(p)) ? undefined : list
-      })
-      expect(left).toEqual(['/.native-workspace-keeper --listen /.native-workspace/keeper.sock'])
-    } finally {
-      await box.destroy()
-    }
-  })
-
-  it('processes.spawn then kill() leaves no sleep in the container', async () => {
-    const box = sandbox()
-    try {
-      const handle = await box.processes.spawn('sh -c "sleep 30 & sleep 31"')
-      const container = await containerOf(box)
-      const running = await eventually(async () => {
-        const list = await processesIn(container)
-        return list.filter((p) => /^sleep 3[01]$/.test(p)).length === 2 ? list : undefined
-      })
-      expect(running).toBeDefined()
-      expect(await handle.kill()).toBe(true)
-      expect(await handle.wait()).toMatchObject({ success: false })
-      expect((await processesIn(container)).filter((p) => p.startsWith('sleep'))).toEqual([])
-      expect((await box.processes.list()).map((p) => p.running)).toEqual([false])
-    } finally {
-      await box.destroy()
-    }
-  })
-
-  it('an abort kills the tree; output is bounded; stdin reaches a spawned process; leftovers are tracked', async () => {
-    const box = sandbox()
-    try {
-      const container = await containerOf(await box.start().then(() => box))
-      const controller = new AbortController()
-      setTimeout(() => controller.abort(), 200)
-      const aborted = await box.executeCommand('sleep 303 & sleep 304', [], { abortSignal: controller.signal })
-      expect(aborted).toMatchObject({ success: false, killed: true })
-      const sleeping = async () => (await processesIn(container)).filter((p) => /^sleep 30[34]$/.test(p))
-      expect(await eventually(async () => (await sleeping()).length === 0)).toBe(true)
-
-      const bounded = await box.executeCommand('yes | head -c 100000', [], { maxRetainedBytes: 1000 })
-      expect(bounded.stdout.length).toBe(1000)
-      expect(bounded).toMatchObject({ exitCode: 0, stdoutTruncated: true, stdoutDroppedBytes: 99_000 })
-
-      const cat = await box.processes.spawn('cat')
-      await cat.sendStdin('through the pipe\n')
-      await cat.closeStdin()
-      expect(await cat.wait()).toMatchObject({ exitCode: 0, stdout: 'through the pipe\n' })
-
-      const left = await box.executeCommand('sleep 305 &')
-      expect(left.exitCode).toBe(0)
-      expect(left.leftRunning.command).toMatch(/^sleep 305 .*\(left running by: sleep 305 &\)$/)
-      expect(await box.processes.kill(left.leftRunning.pid)).toBe(true)
-      expect(await eventually(async () => !(await processesIn(container)).includes('sleep 305'))).toBe(true)
     } finally {
       await box.destroy()
     }
@@ -394,36 +312,6 @@ describeDocker('DockerSandbox on the local engine', () => {
       expect(await labelledLeftovers(local, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
       await removeLabelled(local, SWEPT)
     }
-  })
-
-  it("is a Workspace's sandbox: the execute_command tool runs in the container", async () => {
-    const box = sandbox()
-    const workspace = new Workspace({ sandbox: box })
-    try {
-      const tools = await createWorkspaceTools(workspace)
-      const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-the-tool; tr "\\0" " " < /proc/1/cmdline' }, {})
-      expect(text).toContain('from-the-tool')
-      expect(text).toContain('/.native-workspace-keeper --listen')
-    } finally {
-      await workspace.destroy()
-    }
-    expect(box.status).toBe('destroyed')
-  })
-
-  it("is the sandbox of Mastra's own Workspace: Mastra's execute_command tool runs in the container", async () => {
-    const { Workspace: MastraWorkspace, createWorkspaceTools: mastraTools } = await import('@mastra/core/workspace')
-    const box = sandbox()
-    const workspace = new MastraWorkspace({ sandbox: box })
-    try {
-      await workspace.init()
-      const tools = await mastraTools(workspace)
-      const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-mastra; tr "\\0" " " < /proc/1/cmdline' }, {})
-      expect(text).toContain('from-mastra')
-      expect(text).toContain('/.native-workspace-keeper --listen')
-    } finally {
-      await workspace.destroy()
-    }
-    expect(box.status).toBe('destroyed')
   })
 
   it('leaves nothing labelled behind, and no socket directory on the host', async () => {

@@ -4,9 +4,11 @@
 //
 // Configuration comes as JSON in NW_FUZZ: { mode: 'api' | 'lifecycle', seed, numRuns,
 // budgetMs, top, canary, canaryContent, canaryMtimeMs, progress, report, isolation, known,
-// replay }. Before each call the driver appends a line to `progress` (the parent names the
-// call in progress when the process dies or stalls); at the end it writes `{ runs,
-// violations, counterexample }` to `report`.
+// replay, docker }. With `docker` ({ socketPath, image, label }) the scenarios' sandbox is a
+// DockerSandbox on that engine, its containers labelled `label`. Before each call the
+// driver appends a line to `progress` (the parent names the call in progress when the
+// process dies or stalls); at the end it writes `{ runs, violations, counterexample }` to
+// `report`.
 //
 // Generated values are plain-data recipes (`{ k: 'num', v: '1e20' }`, `{ k: 'reenter',
 // op: 'destroy', wait: true }`), turned into values at call time, so that a violation can
@@ -621,6 +623,35 @@ function reenter({ op, wait }, world, callbackArgs) {
   return op === 'resolve' || callbackArgs.length === 0 ? world.sb : undefined
 }
 
+/** The scenario of each DockerSandbox, to name the one a container left at the end came from. */
+const scenarioOfSandbox = new Map()
+
+/** The options of a scenario's DockerSandbox: the engine, the image, the run's label. */
+function dockerOptions() {
+  const { socketPath, image, label } = cfg.docker
+  return { image, dockerOptions: { socketPath }, labels: { [label.name]: label.value } }
+}
+
+/**
+ * The containers of `sb` left on the engine (by its id label). A dropped sandbox leaves its
+ * container by design (a later process finds it again, or sweeps it): it is removed here.
+ */
+async function containersOf(sb, { remove = false } = {}) {
+  return containersLabelled(`mastra.sandbox.id=${sb.id}`, { remove })
+}
+
+/** The containers carrying `label` (`name=value`), removed when asked: `[{ id, sandbox, state }]`. */
+async function containersLabelled(label, { remove = false } = {}) {
+  const { engineJson, engineRequest } = await import('../scripts/docker-engine.mjs')
+  const endpoint = { socketPath: cfg.docker.socketPath }
+  const filters = encodeURIComponent(JSON.stringify({ label: [label] }))
+  // Not kept alive: a connection left open would count as a descriptor the scenario leaked.
+  const options = { headers: { Connection: 'close' } }
+  const found = await engineJson(endpoint, 'GET', `/containers/json?all=1&filters=${filters}`, options)
+  if (remove) await Promise.all(found.map((c) => engineRequest(endpoint, 'DELETE', `/containers/${c.Id}?force=1&v=1`, options)))
+  return found.map((c) => ({ id: c.Id.slice(0, 12), sandbox: c.Labels['mastra.sandbox.id'], state: c.State }))
+}
+
 function makeDir(dir, mode = 0o755) {
   fs.mkdirSync(dir, { recursive: true })
   fs.chmodSync(dir, mode)
@@ -645,8 +676,14 @@ async function makeWorld(scn) {
   const generated = scn.sandboxOptions ? materialize(scn.sandboxOptions, world) : {}
   const base = { workingDirectory: wd, isolation: scn.isolation ?? 'none' }
   const bwrapArgs = scn.isolation === 'bwrap' && scn.bwrapArgs ? { nativeSandbox: { bwrapArgs: scn.bwrapArgs } } : {}
-  world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
-  world.sb ??= new lib.LocalSandbox({ ...base, ...hooks })
+  if (cfg.docker) {
+    // Generated options are LocalSandbox's: a container's would reach the engine's host.
+    world.sb = new lib.DockerSandbox({ ...dockerOptions(), ...hooks })
+    scenarioOfSandbox.set(world.sb.id, scn)
+  } else {
+    world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
+    world.sb ??= new lib.LocalSandbox({ ...base, ...hooks })
+  }
   world.fs = new lib.LocalFilesystem({ basePath: wd })
   const steps = Object.fromEntries(Object.entries(scn.mastraSteps ?? {}).map(([k, r]) => [k, materialize(r, world)]))
   class FuzzSandbox extends lib.MastraSandbox {
@@ -939,9 +976,13 @@ const CHECKS = {
   },
 }
 
+/** The world of the scenario running now (the time limit may cut it off). */
+let inFlight
+
 async function runScenario(scn) {
   progress({ scenario: scn })
   const world = await makeWorld(scn)
+  inFlight = world
   wedged = false
   if (scn.check) await CHECKS[scn.check.check](world, scn)
   if (cfg.mode === 'lifecycle') {
@@ -960,6 +1001,12 @@ async function runScenario(scn) {
     if (after === 'resolved') violation('inconsistent-state', 'executeCommand after destroy()', 'resolved instead of rejecting', scn)
   }
   checkHost(world, scn)
+  if (cfg.docker) {
+    progress({ call: 'containers left (teardown)' })
+    const left = await containersOf(world.sb, { remove: scn.drop })
+    if (!scn.drop && left.length > 0) violation('leak-container', 'after destroy()', left, scn)
+  }
+  inFlight = undefined
   return world.n
 }
 
@@ -1024,6 +1071,11 @@ async function checkLeaks(scn, n) {
   await warm.executeCommand('true')
   await warm.spawn({ command: 'true' }).then((h) => h.wait())
   await warm.destroy()
+  if (cfg.docker) {
+    const container = new lib.DockerSandbox(dockerOptions())
+    await container.executeCommand('true')
+    await container.destroy()
+  }
   if (lib.isIsolationAvailable('bwrap')) {
     const isolated = new lib.LocalSandbox({ workingDirectory: path.join(cfg.top, 'warm-up-isolated'), isolation: 'bwrap' })
     await isolated.executeCommand('true')
@@ -1070,6 +1122,26 @@ const result = await fc.check(
   }),
   { seed: cfg.seed, numRuns: cfg.replay ? 1 : cfg.numRuns, plugins: [fc.interruptAfterTimeLimit(cfg.budgetMs)] },
 )
+if (cfg.docker) {
+  try {
+    // A container outlives this process: the scenario the time limit cut off removes its own.
+    // (It runs on meanwhile, and may finish and clear `inFlight`.)
+    const cutOff = inFlight
+    if (cutOff) {
+      progress({ call: 'destroy of the scenario cut off by the time limit' })
+      await deadline(cutOff.sb.destroy().catch(() => {}), CALL_MS)
+      await containersOf(cutOff.sb, { remove: true })
+    }
+    // Whatever a scenario started late (after its own check) shows here.
+    const { name, value } = cfg.docker.label
+    for (const left of await containersLabelled(`${name}=${value}`, { remove: true })) {
+      violation('leak-container', 'at the end of the run', left, scenarioOfSandbox.get(left.sandbox))
+    }
+  } catch (err) {
+    // The report is written all the same: the engine's answer is the violation.
+    violation('driver-error', 'the containers left at the end', describeError(err))
+  }
+}
 // (An interruption before the first run ends is reported as a failure without an error.)
 if (result.failed && !counterexample && !result.interrupted) {
   violation('driver-error', 'fast-check', { error: String(result.errorInstance?.stack ?? result.errorInstance), counterexample: result.counterexample })

@@ -5,9 +5,11 @@
 // running or open after destroy(), and that files outside the workspaces did not change.
 //
 // The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for
-// the lifecycle); NW_PROPERTY_SEED repeats a run's generation (CI uses a fixed one). A failure lists each distinct
-// violation once, with the smallest call (or scenario) seen to cause it; give that scenario
-// as NW_PROPERTY_REPLAY (its JSON) to run it alone.
+// the lifecycle; NW_PROPERTY_DOCKER_BUDGET_MS, default 20 s, for DockerSandbox's lifecycle,
+// where no container may be left either); NW_PROPERTY_SEED repeats a run's generation (CI
+// uses a fixed one). A failure lists each distinct violation once, with the smallest call
+// (or scenario) seen to cause it; give that scenario as NW_PROPERTY_REPLAY (its JSON) to run
+// it alone.
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -15,9 +17,12 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, test } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
+import { describeDocker, dockerEngines, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 
 const DRIVER = fileURLToPath(new URL('./fuzz-driver.mjs', import.meta.url))
 const BUDGET_MS = Number(process.env.NW_PROPERTY_BUDGET_MS ?? 60_000)
+/** The DockerSandbox lifecycle's share: each scenario makes and removes a container. */
+const DOCKER_BUDGET_MS = Number(process.env.NW_PROPERTY_DOCKER_BUDGET_MS ?? 20_000)
 // CI judges a submission on one known generation (a failure there is reproducible from the
 // seed alone); every other run draws a new seed, to explore.
 const CI_SEED = 1
@@ -49,7 +54,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
  * Runs the driver once. Resolves with its report, plus `fatal` when the process died, was
  * killed, or stopped making progress (then the call it was in, from its progress log).
  */
-async function drive(mode, seed, budgetMs, known) {
+async function drive(mode, seed, budgetMs, known, extra) {
   const dir = fs.mkdtempSync(path.join(top, `${mode}-`))
   fs.chmodSync(dir, 0o755)
   const files = { progress: path.join(dir, 'progress.jsonl'), report: path.join(dir, 'report.json') }
@@ -67,6 +72,7 @@ async function drive(mode, seed, budgetMs, known) {
     known: [...known],
     replay: REPLAY,
     ...files,
+    ...extra,
   }
   const child = spawn(process.execPath, ['--expose-gc', '--no-warnings', DRIVER], {
     cwd: driverCwd,
@@ -135,14 +141,14 @@ function distinct(all) {
  * fast-check has shrunk the scenario, or when it dies; the next one starts from the next
  * seed and knows the violations seen so far, so that each is shrunk once.
  */
-async function property(mode, budgetMs) {
+async function property(mode, budgetMs, extra = {}) {
   const end = Date.now() + budgetMs
   const violations = []
   const known = new Set()
   let runs = 0
   let drivers = 0
   for (let seed = SEED; drivers === 0 || (!REPLAY && end - Date.now() > 5000); seed++) {
-    const report = await drive(mode, seed, Math.max(5000, end - Date.now()), known)
+    const report = await drive(mode, seed, Math.max(5000, end - Date.now()), known, extra)
     drivers++
     runs += report.runs
     // The shrunk scenario is the example of its violations.
@@ -178,5 +184,26 @@ describe('generated hostile use of the public API', () => {
       expect(distinct(violations), `seed ${SEED}, ${runs} scenarios in ${drivers} driver process(es)`).toEqual([])
     },
     BUDGET_MS / 2 + 120_000,
+  )
+})
+
+describeDocker('generated hostile use of DockerSandbox', () => {
+  test(
+    'concurrent and re-entrant lifecycle sequences settle and end destroyed, with no container left',
+    async () => {
+      const label = { name: TEST_LABEL, value: `property-${process.pid}` }
+      const local = dockerEngines.local
+      try {
+        const docker = { socketPath: local.socketPath, image: TEST_IMAGE, label }
+        const { runs, drivers, violations } = await property('lifecycle', DOCKER_BUDGET_MS, { docker, isolation: false })
+        // The violations first: a driver that died at its start ran no scenario, and says why.
+        expect(distinct(violations), `seed ${SEED}, ${runs} scenarios in ${drivers} driver process(es)`).toEqual([])
+        expect(runs, `seed ${SEED}: the driver ran no scenario`).toBeGreaterThan(0)
+        expect(await labelledLeftovers(local, label.value)).toEqual({ containers: [], volumes: [], networks: [] })
+      } finally {
+        await removeLabelled(local, label.value)
+      }
+    },
+    DOCKER_BUDGET_MS + 120_000,
   )
 })

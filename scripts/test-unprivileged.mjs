@@ -31,6 +31,8 @@ const files = [
   '__test__/late-reader.test.mjs',
   '__test__/isolation-mounts.test.mjs',
   '__test__/checkpoints.test.mjs',
+  // The sandbox contract on an isolated LocalSandbox.
+  '__test__/contract-bwrap.test.mjs',
   // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.
   '__test__/members.test.mjs',
   // The egress proxy and forwarded ports, served from the sandbox's namespace.

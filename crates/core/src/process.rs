@@ -171,6 +171,12 @@ impl Process {
     let mut line = Vec::new();
     let pid = match read_message(&mut control_read, &mut line).await {
       Some(Message::Started(pid)) => pid,
+      Some(Message::CwdUnusable(errno)) => {
+        return Err(cwd_error(
+          &request.cwd,
+          std::io::Error::from_raw_os_error(errno),
+        ));
+      }
       Some(Message::Refused(reason)) => {
         return Err(CoreError::Spawn(std::io::Error::other(format!(
           "the sandbox supervisor did not start the command: {reason}"
@@ -559,13 +565,16 @@ fn check_cwd(cwd: &std::path::Path) -> Result<()> {
   match std::fs::metadata(cwd) {
     Ok(m) if m.is_dir() => Ok(()),
     Ok(_) => Err(CoreError::CwdNotDirectory(cwd.to_owned())),
-    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-      Err(CoreError::CwdNotFound(cwd.to_owned()))
-    }
-    Err(e) => Err(CoreError::io(
-      format!("Cannot use working directory {}", cwd.display()),
-      e,
-    )),
+    Err(e) => Err(cwd_error(cwd, e)),
+  }
+}
+
+/// Why a command cannot run in `cwd`, from the error of looking it up or entering it.
+fn cwd_error(cwd: &std::path::Path, e: std::io::Error) -> CoreError {
+  match e.raw_os_error() {
+    _ if e.kind() == std::io::ErrorKind::NotFound => CoreError::CwdNotFound(cwd.to_owned()),
+    Some(libc::ENOTDIR) => CoreError::CwdNotDirectory(cwd.to_owned()),
+    _ => CoreError::io(format!("Cannot use working directory {}", cwd.display()), e),
   }
 }
 
@@ -699,6 +708,8 @@ enum Message {
   Exited(i32),
   /// The init could not start a supervisor, and says why.
   Refused(String),
+  /// The command's working directory cannot be entered (the `errno` of trying).
+  CwdUnusable(i32),
   /// A process the ended command left running: its pid and command line.
   LeftRunning(u32, String),
   /// The command ended with this wait status, leaving the processes just reported.
@@ -722,6 +733,7 @@ async fn read_message(
       "P" => return value.parse().ok().map(Message::Started),
       "X" => return value.parse().ok().map(Message::Exited),
       "E" => return Some(Message::Refused(value.to_owned())),
+      "D" => return value.parse().ok().map(Message::CwdUnusable),
       "L" => return value.parse().ok().map(Message::Left),
       "A" => {
         let (pid, argv) = value.split_once(' ').unwrap_or((value, ""));
@@ -759,7 +771,7 @@ async fn supervise(s: &mut DriveState) -> Ended {
         Some(Message::Exited(status)) => return Ended::Tree(Some(status)),
         Some(Message::LeftRunning(pid, argv)) => left.push((pid, argv)),
         Some(Message::Left(status)) => return Ended::Leftovers(status, left),
-        Some(Message::Started(_) | Message::Refused(_)) => {}
+        Some(Message::Started(_) | Message::Refused(_) | Message::CwdUnusable(_)) => {}
         None => return Ended::Tree(None),
       },
       _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !s.timed_out => {

@@ -202,3 +202,28 @@ async fn a_command_cannot_drive_its_own_init() {
   assert_eq!(run(&again, "echo still served").await, "still served\n");
   assert_eq!(run(&init, "echo first too").await, "first too\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_directory_the_init_cannot_enter_is_refused_typed() {
+  // The host does not see a container's files: the init tells why the command cannot start.
+  let keeper = Listening::start("cwd");
+  let init = keeper.connect().await;
+  assert!(!init.sees_host_files());
+  for (cwd, code) in [
+    (keeper.dir.join("missing"), "CWD_NOT_FOUND"),
+    (keeper.dir.join("sock"), "CWD_NOT_DIRECTORY"),
+  ] {
+    let mut spawn = request("echo never");
+    spawn.cwd = cwd.clone();
+    let Err(error) = Process::spawn(&init, spawn).await else {
+      panic!("{} was entered", cwd.display());
+    };
+    assert_eq!(error.code(), code, "{error}");
+    assert!(
+      error.to_string().contains(&cwd.display().to_string()),
+      "{error}"
+    );
+  }
+  // The connection goes on serving.
+  assert_eq!(run(&init, "echo served").await, "served\n");
+}

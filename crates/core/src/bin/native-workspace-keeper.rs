@@ -487,6 +487,15 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
   // SAFETY: getpid has no preconditions.
   let me = unsafe { libc::getpid() };
+  // A working directory that cannot be entered is the caller's error, told apart from the
+  // command's own failures: `D<errno>` instead of a start. (The host checks it first where
+  // it sees the same files; in a container only this side does.)
+  // SAFETY: chdir to a NUL-terminated path; the command inherits it.
+  if unsafe { libc::chdir(request.cwd.as_ptr()) } != 0 {
+    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    write_all(ctl, format!("D{errno}\n").as_bytes());
+    std::process::exit(0);
+  }
   write_all(ctl, format!("P{me}\n").as_bytes());
   let main_pid = spawn_command(&request);
   if main_pid < 0 {

@@ -75,8 +75,6 @@ export declare class NativeLocalSandbox {
   /** Captures the working directory as the checkpoint (nothing without a checkpoint name). */
   snapshot(): Promise<void>
   ensureRunning(): Promise<void>
-  /** The host port a Docker sandbox's container port is published on while it runs. */
-  publishedPort(port: number): Promise<number | null>
   /**
    * The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
    * (forwarded into an isolated sandbox's network namespace), or null.

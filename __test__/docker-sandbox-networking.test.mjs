@@ -3,10 +3,10 @@
 import { afterAll, expect, it } from 'vitest'
 import { DockerSandbox, SandboxOptionError, supportsNetworking } from '../lib/index.js'
 import { describeDocker, dockerEngines, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { fetchWhenUp } from './helpers.mjs'
 
 const RUN = `docker-sandbox-networking-${process.pid}`
 const local = dockerEngines?.local
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 function sandbox(options = {}) {
   return new DockerSandbox({
@@ -15,21 +15,6 @@ function sandbox(options = {}) {
     labels: { [TEST_LABEL]: RUN },
     ...options,
   })
-}
-
-/** The body at `url` once a server answers there (within a few seconds), else the last error. */
-async function fetchWhenUp(url) {
-  let failure
-  for (let i = 0; i < 100; i++) {
-    try {
-      const response = await fetch(url)
-      return { status: response.status, body: await response.text() }
-    } catch (error) {
-      failure = error
-      await sleep(50)
-    }
-  }
-  throw failure
 }
 
 it('refuses a bad `ports` value, naming the option', () => {

@@ -237,6 +237,22 @@ export function fdTargets() {
  * value. The default bound is generous: a loaded machine may take seconds for what is
  * instant on an idle one, and the wait ends as soon as the condition holds.
  */
+/** The status and body at `url` once a server answers there (within seconds), else the last error. */
+export async function fetchWhenUp(url) {
+  let failure
+  for (let i = 0; i < 100; i++) {
+    try {
+      // An attempt that hangs (a proxy that accepted before anything listened) is retried.
+      const response = await fetch(url, { signal: AbortSignal.timeout(2000) })
+      return { status: response.status, body: await response.text() }
+    } catch (error) {
+      failure = error
+      await sleep(50)
+    }
+  }
+  throw failure
+}
+
 export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {}) {
   const end = Date.now() + timeout
   for (;;) {

@@ -6,26 +6,11 @@ import net from 'node:net'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, SandboxOptionError, isIsolationAvailable, supportsNetworking } from '../lib/index.mjs'
-import { prepareWorkspace, sleep, useIsolatedSandboxes, useSandboxes } from './helpers.mjs'
+import { fetchWhenUp, prepareWorkspace, sleep, useIsolatedSandboxes, useSandboxes } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const { sandbox: isolated } = useIsolatedSandboxes('nw-ports-')
 const unisolated = useSandboxes()
-
-/** The body at `url` once a server answers there (within a few seconds), else the last error. */
-async function fetchWhenUp(url) {
-  let failure
-  for (let i = 0; i < 100; i++) {
-    try {
-      const response = await fetch(url)
-      return { status: response.status, body: await response.text() }
-    } catch (error) {
-      failure = error
-      await sleep(50)
-    }
-  }
-  throw failure
-}
 
 /** How a connection to `port` on the host's loopback ends: 'answered' (it got bytes) or its error code. */
 function probe(port, host = '127.0.0.1') {

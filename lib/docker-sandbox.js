@@ -326,7 +326,6 @@ class DockerSandbox extends NativeSandbox {
     /** `snapshot()` commits the container as the image of checkpoint `checkpointName`. */
     this.supportsCheckpoints = true
     // Published on the host's loopback, so the URLs reach the container from this host only.
-    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
     /**
      * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
@@ -357,14 +356,6 @@ class DockerSandbox extends NativeSandbox {
   async start() {
     await this.mounts.processPending()
     return super.start()
-  }
-
-  /** `http://127.0.0.1:<host port>` for a port in `ports` while the container runs, else null. */
-  async #portUrl(port) {
-    if (!Number.isInteger(port)) throw new SandboxOptionError(`getPortUrl: port must be a whole number, got ${describe(port)}`)
-    if (!this.#options.ports.includes(port)) return null
-    const hostPort = await translating(() => nativeOf(this).publishedPort(port))
-    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
   /**

@@ -137,7 +137,6 @@ class LocalSandbox extends NativeSandbox {
     /** `snapshot()` persists the working directory as the named checkpoint. */
     this.supportsCheckpoints = true
     // On the host's loopback: the URLs reach the sandbox from this host only.
-    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     // Not offered: present, undefined, so `supportsComputer()` says no (as for Mastra's LocalSandbox).
     this.computer = undefined
     /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
@@ -166,20 +165,6 @@ class LocalSandbox extends NativeSandbox {
   get protectedPaths() {
     return this.#protectedPaths
   }
-  /**
-   * `http://127.0.0.1:<host port>` where the sandbox's `port` answers, while it runs (else
-   * null): the port itself without isolation (or with `allowNetwork`), else a host port
-   * forwarded into the sandbox's own network namespace, open until the sandbox stops. A
-   * connection to it while nothing listens at `port` inside is reset, as a closed port's.
-   */
-  async #portUrl(port) {
-    if (!Number.isInteger(port) || port < 1 || port > 65535) {
-      throw new SandboxOptionError(`getPortUrl: port must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
-    }
-    const hostPort = await translating(() => nativeOf(this).portOnHost(port))
-    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
-  }
-
   /**
    * A new, independent sandbox with this one's configuration (isolation, `nativeSandbox`
    * with its own paths, not those mounts added, instructions, timeout, checkpoints

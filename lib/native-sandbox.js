@@ -3,7 +3,8 @@
 // init, or a container's) behind Mastra's sandbox interface. Lifecycle with hooks, commands,
 // processes, environment and mounts are the same code for both; a backend adds its options,
 // where its processes run, and what it tells about itself.
-const { check, updatedEnv } = require('./options')
+const { SandboxOptionError } = require('./errors')
+const { check, describe, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative } = require('./process-manager')
 const { mountedAt } = require('./mounts')
 const { translating } = require('./translate')
@@ -28,6 +29,7 @@ class NativeSandbox {
 
   constructor() {
     this.processes = new LocalProcessManager(this, () => this.#native)
+    this.networking = { getPortUrl: (port) => this.#portUrl(port) }
   }
 
   get id() {
@@ -126,6 +128,21 @@ class NativeSandbox {
     check.object(options, 'spawn options')
     const { command, ...rest } = options ?? {}
     return this.processes.spawn(command, rest)
+  }
+
+  /**
+   * `http://127.0.0.1:<host port>` where the sandbox's `port` answers while it runs, else
+   * null. A LocalSandbox gives the port itself without isolation (or with `allowNetwork`),
+   * else a host port forwarded into its own network namespace, open until it stops (a
+   * connection while nothing listens inside is reset, as a closed port's). A DockerSandbox
+   * gives the host port a port of its `ports` is published on.
+   */
+  async #portUrl(port) {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new SandboxOptionError(`getPortUrl: port must be a TCP port, a whole number from 1 to 65535, got ${describe(port)}`)
+    }
+    const hostPort = await translating(() => this.#native.portOnHost(port))
+    return hostPort === null ? null : `http://127.0.0.1:${hostPort}`
   }
 
   /** Persists the sandbox as its checkpoint `checkpointName` (nothing without one). */

@@ -469,20 +469,6 @@ impl NativeLocalSandbox {
     settle(env, async move { inner.ensure_running().await })
   }
 
-  /// The host port a Docker sandbox's container port is published on while it runs.
-  #[napi(ts_return_type = "Promise<number | null>", catch_unwind)]
-  pub fn published_port<'env>(
-    &self,
-    env: &'env Env,
-    port: u32,
-  ) -> napi::Result<PromiseRaw<'env, Option<u32>>> {
-    let inner = self.inner.clone();
-    settle(env, async move {
-      let port = crate::docker_sandbox::container_port(port)?;
-      Ok(inner.published_port(port).await?.map(u32::from))
-    })
-  }
-
   /// The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
   /// (forwarded into an isolated sandbox's network namespace), or null.
   #[napi(ts_return_type = "Promise<number | null>", catch_unwind)]

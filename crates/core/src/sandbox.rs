@@ -247,15 +247,6 @@ impl Sandbox {
     self.lifecycle.error()
   }
 
-  /// The host port a container TCP port is published on: `None` outside a container, for
-  /// a port not published, or while the sandbox is not running.
-  pub async fn published_port(&self, port: u16) -> Result<Option<u16>> {
-    match &self.container {
-      Some(container) if self.status() == Status::Running => container.published_port(port).await,
-      _ => Ok(None),
-    }
-  }
-
   /// The host port (on `127.0.0.1`) where `port` of the sandbox is reached while it runs
   /// (`None` otherwise): the port itself without isolation, a forwarded one into its own
   /// network namespace, the published one of a container.
@@ -263,8 +254,8 @@ impl Sandbox {
     if self.status() != Status::Running {
       return Ok(None);
     }
-    if self.container.is_some() {
-      return self.published_port(port).await;
+    if let Some(container) = &self.container {
+      return container.published_port(port).await;
     }
     if self.isolation == Isolation::None || self.policy.as_ref().is_some_and(|p| p.allow_network) {
       return Ok(Some(port));

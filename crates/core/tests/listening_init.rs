@@ -3,28 +3,14 @@
 //! for the next one, a SIGTERM (a container stop) ends it and everything it runs, and its
 //! own commands cannot connect to it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use native_workspace_core::init::Init;
-use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use native_workspace_core::process::Process;
 
-const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
-
-fn request(command: &str) -> SpawnRequest {
-  SpawnRequest {
-    command: command.to_owned(),
-    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
-    cwd: std::env::temp_dir(),
-    timeout: None,
-    retention: None,
-    stdin: StdinMode::Ignore,
-    sinks: Vec::new(),
-    output_limit: None,
-    adopt_leftovers: None,
-  }
-}
+mod common;
+use common::{KEEPER, request};
 
 struct Listening {
   child: std::process::Child,

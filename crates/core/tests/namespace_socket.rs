@@ -2,17 +2,17 @@
 //! the host started and from a listening one (a container's), interleaved with commands,
 //! which keep working.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use native_workspace_core::init::{Confinement, Init};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use native_workspace_core::process::Process;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+mod common;
+use common::{KEEPER, request};
 
 fn tcp(socket: OwnedFd) -> tokio::net::TcpSocket {
   let stream = std::net::TcpStream::from(socket);
@@ -21,18 +21,9 @@ fn tcp(socket: OwnedFd) -> tokio::net::TcpSocket {
 }
 
 async fn echo(init: &Init) -> String {
-  let request = SpawnRequest {
-    command: "echo still serving".to_owned(),
-    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
-    cwd: std::env::temp_dir(),
-    timeout: None,
-    retention: None,
-    stdin: StdinMode::Ignore,
-    sinks: Vec::new(),
-    output_limit: None,
-    adopt_leftovers: None,
-  };
-  let process = Process::spawn(init, request).await.unwrap();
+  let process = Process::spawn(init, request("echo still serving"))
+    .await
+    .unwrap();
   process.into_outcome().await.stdout
 }
 

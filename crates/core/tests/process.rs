@@ -1,6 +1,5 @@
 //! The supervisor and process layer, exercised with real commands.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,21 +9,8 @@ use native_workspace_core::limits::Limits;
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
-const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
-
-fn request(command: &str) -> SpawnRequest {
-  SpawnRequest {
-    command: command.to_owned(),
-    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
-    cwd: std::env::temp_dir(),
-    timeout: None,
-    retention: None,
-    stdin: StdinMode::Ignore,
-    sinks: Vec::new(),
-    output_limit: None,
-    adopt_leftovers: None,
-  }
-}
+mod common;
+use common::{KEEPER, request};
 
 /// A process with the init that forked it (dropping an init ends all of its commands).
 struct Running {

@@ -61,6 +61,8 @@ pub const WINDOW: u32 = 256 * 1024;
 /// environment, which the kernel caps at a few MiB) fits.
 pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
 pub const HEADER: usize = 9;
+/// Queued frames are written together up to about this many bytes.
+const BATCH: usize = 256 * 1024;
 
 /// One frame, encoded.
 pub fn frame(kind: u8, channel: u32, payload: &[u8]) -> Vec<u8> {
@@ -274,8 +276,15 @@ async fn write_frames<W: AsyncWrite + Unpin>(
       biased;
       _ = async { closing.wait_for(|closing| *closing).await.is_ok() } => break,
       frame = frames.recv() => {
-        let Some(frame) = frame else { break };
-        if writer.write_all(&frame).await.is_err() || writer.flush().await.is_err() {
+        let Some(mut batch) = frame else { break };
+        // Whatever else is queued goes in the same write.
+        while batch.len() < BATCH {
+          match frames.try_recv() {
+            Ok(frame) => batch.extend_from_slice(&frame),
+            Err(_) => break,
+          }
+        }
+        if writer.write_all(&batch).await.is_err() || writer.flush().await.is_err() {
           break;
         }
       }

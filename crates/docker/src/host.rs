@@ -22,11 +22,12 @@ use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
 use crate::engine::{Connection, call, call_unless_done};
+use crate::remote;
 use crate::{OWNER_LABEL, SANDBOX_LABEL};
 
 /// Where the host directory holding the keeper's socket is mounted in the container.
 pub(crate) const SOCKET_DIR_INSIDE: &str = "/.native-workspace";
-const SOCKET_NAME: &str = "keeper.sock";
+pub(crate) const SOCKET_NAME: &str = "keeper.sock";
 
 /// How long a started container's keeper may take to answer on its socket.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -84,7 +85,8 @@ pub struct ContainerSpec {
 #[derive(Clone)]
 struct Started {
   id: String,
-  socket_dir: PathBuf,
+  /// The host directory holding the keeper's socket; `None` on a remote engine.
+  socket_dir: Option<PathBuf>,
 }
 
 pub struct DockerHost {
@@ -135,7 +137,10 @@ impl DockerHost {
   }
 
   async fn create(&self, docker: &Docker) -> Result<Started> {
-    let socket_dir = new_socket_dir()?;
+    let socket_dir = match self.connection.is_local() {
+      true => Some(new_socket_dir()?),
+      false => None,
+    };
     let created = call(
       &self.connection,
       "creating the container",
@@ -145,17 +150,29 @@ impl DockerHost {
             .name(&self.spec.name)
             .build(),
         ),
-        self.body(&socket_dir),
+        self.body(socket_dir.as_deref()),
       ),
     )
     .await;
     match created {
-      Ok(created) => Ok(Started {
-        id: created.id,
-        socket_dir,
-      }),
+      Ok(created) => {
+        let started = Started {
+          id: created.id,
+          socket_dir,
+        };
+        if started.socket_dir.is_none()
+          && let Err(error) =
+            remote::upload_keeper(&self.connection, docker, &started.id, &self.spec.keeper).await
+        {
+          self.remove(docker, &started).await;
+          return Err(error);
+        }
+        Ok(started)
+      }
       Err(error) => {
-        let _ = std::fs::remove_dir_all(&socket_dir);
+        if let Some(dir) = &socket_dir {
+          let _ = std::fs::remove_dir_all(dir);
+        }
         Err(match error {
           CoreError::Engine(message) if message.contains("No such image") => {
             CoreError::ImageNotFound {
@@ -169,13 +186,11 @@ impl DockerHost {
     }
   }
 
-  fn body(&self, socket_dir: &Path) -> ContainerCreateBody {
-    let spec = &self.spec;
-    let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
-    labels.insert("mastra.sandbox".into(), "true".into());
-    labels.insert(SANDBOX_LABEL.into(), spec.id.clone());
-    labels.insert(OWNER_LABEL.into(), crate::sweep::this_process());
-    let socket = format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}");
+  /// Where the keeper comes from and where its socket is: a local engine bind-mounts the
+  /// keeper and the host's socket directory (`socket_dir`); a remote one (no `socket_dir`)
+  /// gets an anonymous volume the keeper is uploaded into before the start.
+  /// Returns the keeper's path, its socket's path and the mounts.
+  fn keeper_placement(&self, socket_dir: Option<&Path>) -> (String, String, Vec<Mount>) {
     let bind = |source: &Path, target: &str, read_only: bool| Mount {
       typ: Some(MountType::BIND),
       source: Some(source.to_string_lossy().into_owned()),
@@ -183,6 +198,34 @@ impl DockerHost {
       read_only: Some(read_only),
       ..Default::default()
     };
+    match socket_dir {
+      Some(dir) => (
+        KEEPER_INSIDE.to_owned(),
+        format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"),
+        vec![
+          bind(&self.spec.keeper, KEEPER_INSIDE, true),
+          bind(dir, SOCKET_DIR_INSIDE, false),
+        ],
+      ),
+      None => (
+        remote::keeper_inside(),
+        remote::socket_inside(),
+        vec![Mount {
+          typ: Some(MountType::VOLUME),
+          target: Some(SOCKET_DIR_INSIDE.to_owned()),
+          ..Default::default()
+        }],
+      ),
+    }
+  }
+
+  fn body(&self, socket_dir: Option<&Path>) -> ContainerCreateBody {
+    let spec = &self.spec;
+    let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
+    labels.insert("mastra.sandbox".into(), "true".into());
+    labels.insert(SANDBOX_LABEL.into(), spec.id.clone());
+    labels.insert(OWNER_LABEL.into(), crate::sweep::this_process());
+    let (keeper, socket, keeper_mounts) = self.keeper_placement(socket_dir);
     let binds: Vec<String> = spec
       .volumes
       .iter()
@@ -191,11 +234,7 @@ impl DockerHost {
     ContainerCreateBody {
       image: Some(spec.image.clone()),
       // The keeper replaces the image's entrypoint and command.
-      entrypoint: Some(vec![
-        KEEPER_INSIDE.to_owned(),
-        "--listen".to_owned(),
-        socket,
-      ]),
+      entrypoint: Some(vec![keeper, "--listen".to_owned(), socket]),
       cmd: Some(Vec::new()),
       env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
       working_dir: Some(spec.working_dir.clone()),
@@ -217,10 +256,7 @@ impl DockerHost {
             .map(|p| (port_key(*p), Some(vec![loopback.clone()])))
             .collect()
         }),
-        mounts: Some(vec![
-          bind(&spec.keeper, KEEPER_INSIDE, true),
-          bind(socket_dir, SOCKET_DIR_INSIDE, false),
-        ]),
+        mounts: Some(keeper_mounts),
         binds: (!binds.is_empty()).then_some(binds),
         network_mode: spec.network.clone(),
         privileged: Some(spec.privileged),
@@ -260,20 +296,26 @@ impl DockerHost {
       docker.inspect_container(id, None::<InspectContainerOptions>),
     )
     .await?;
-    let socket_dir = inspected
+    let keeper_mount = inspected
       .mounts
       .unwrap_or_default()
       .into_iter()
       .find(|m| m.destination.as_deref() == Some(SOCKET_DIR_INSIDE))
       .and_then(|m| m.source)
-      .map(PathBuf::from)
       .ok_or_else(|| {
         CoreError::Engine(format!(
           "Container {id} carries the label {SANDBOX_LABEL}={} but was not made by DockerSandbox (no {SOCKET_DIR_INSIDE} mount)",
           self.spec.id
         ))
       })?;
-    ensure_socket_dir(&socket_dir)?;
+    // A remote engine's mount source is a path on its host, not ours.
+    let socket_dir = match self.connection.is_local() {
+      true => Some(PathBuf::from(keeper_mount)),
+      false => None,
+    };
+    if let Some(dir) = &socket_dir {
+      ensure_socket_dir(dir)?;
+    }
     let running = inspected.state.and_then(|s| s.running).unwrap_or(false);
     Ok((
       Started {
@@ -327,7 +369,17 @@ impl DockerHost {
       .clone()
       .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?;
     let docker = self.docker().await?;
-    let socket = started.socket_dir.join(SOCKET_NAME);
+    let Some(socket_dir) = &started.socket_dir else {
+      let connected = remote::connect(&self.connection, docker, &started.id).await;
+      return match connected {
+        Err(error) => Err(match self.not_running(docker, &started.id).await {
+          Some(why) => unreachable_supervisor(&started.id, &why),
+          None => error,
+        }),
+        init => init,
+      };
+    };
+    let socket = socket_dir.join(SOCKET_NAME);
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let mut attempts = 0u32;
     loop {
@@ -340,10 +392,7 @@ impl DockerHost {
       if attempts.is_multiple_of(10)
         && let Some(why) = self.not_running(docker, &started.id).await
       {
-        return Err(CoreError::Engine(format!(
-          "The supervisor in the sandbox's container {} cannot be reached: {why}",
-          started.id
-        )));
+        return Err(unreachable_supervisor(&started.id, &why));
       }
       if Instant::now() >= deadline {
         return Err(error);
@@ -365,8 +414,8 @@ impl DockerHost {
       None => {
         // One removed from outside leaves its socket directory behind.
         let previous = self.started.locked().take();
-        if let Some(previous) = previous {
-          let _ = std::fs::remove_dir_all(&previous.socket_dir);
+        if let Some(dir) = previous.and_then(|p| p.socket_dir) {
+          let _ = std::fs::remove_dir_all(dir);
         }
         let started = self.create(docker).await?;
         if let Err(error) = self.start_container(docker, &started.id).await {
@@ -408,7 +457,9 @@ impl DockerHost {
     // On failure it stays: a later destroy() tries again.
     remove_container(&self.connection, self.docker().await?, &started.id).await?;
     *self.started.locked() = None;
-    let _ = std::fs::remove_dir_all(&started.socket_dir);
+    if let Some(dir) = &started.socket_dir {
+      let _ = std::fs::remove_dir_all(dir);
+    }
     Ok(())
   }
 
@@ -448,8 +499,16 @@ impl DockerHost {
     if let Err(error) = remove_container(&self.connection, docker, &started.id).await {
       tracing::warn!(%error, "a container that did not start was not removed");
     }
-    let _ = std::fs::remove_dir_all(&started.socket_dir);
+    if let Some(dir) = &started.socket_dir {
+      let _ = std::fs::remove_dir_all(dir);
+    }
   }
+}
+
+fn unreachable_supervisor(id: &str, why: &str) -> CoreError {
+  CoreError::Engine(format!(
+    "The supervisor in the sandbox's container {id} cannot be reached: {why}"
+  ))
 }
 
 /// Removes a container with its anonymous volumes; one already gone is fine.
@@ -566,10 +625,14 @@ mod tests {
       ..Default::default()
     };
     let host = DockerHost::new(
-      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      Connection::from_settings(&crate::engine::Settings {
+        socket_path: Some("/x.sock".into()),
+        ..Default::default()
+      })
+      .unwrap(),
       spec,
     );
-    let body = host.body(Path::new("/tmp/socket-dir"));
+    let body = host.body(Some(Path::new("/tmp/socket-dir")));
     assert_eq!(
       body.exposed_ports,
       Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
@@ -590,10 +653,14 @@ mod tests {
   #[test]
   fn no_ports_publishes_nothing() {
     let host = DockerHost::new(
-      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      Connection::from_settings(&crate::engine::Settings {
+        socket_path: Some("/x.sock".into()),
+        ..Default::default()
+      })
+      .unwrap(),
       ContainerSpec::default(),
     );
-    let body = host.body(Path::new("/tmp/socket-dir"));
+    let body = host.body(Some(Path::new("/tmp/socket-dir")));
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
   }

@@ -9,9 +9,10 @@
 
 mod engine;
 mod host;
+mod remote;
 mod sweep;
 
-pub use engine::Connection;
+pub use engine::{Connection, Endpoint, Settings};
 pub use host::{ContainerSpec, DockerHost, Ulimit};
 
 /// Label every container of this package carries: the sandbox's id. `mastra.sandbox.id`

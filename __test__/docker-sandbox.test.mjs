@@ -1,7 +1,9 @@
-// DockerSandbox against the local test engine (unix socket): the container's PID 1 is the
-// keeper, each command a fork in it, its process tree dies on kill and timeout; stop stops
-// the container, destroy removes it; a missing image and an unreachable engine are typed
-// errors, not hangs; the container of a Node process that died is swept.
+// DockerSandbox against both test engines — the local one (unix socket: the keeper's socket
+// is reached directly) and the "remote" one (TCP: the keeper protocol over one attached
+// exec): the container's PID 1 is the keeper, each command a fork in it, its process tree
+// dies on kill and timeout; stop stops the container, destroy removes it; a missing image
+// and an unreachable engine are typed errors, not hangs; the container of a Node process
+// that died is swept.
 import { spawn as spawnChild } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
@@ -11,34 +13,11 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createRequire } from 'node:module'
 import { createWorkspaceTools, DockerSandbox, SandboxError, SandboxOptionError, Workspace } from '../lib/index.js'
 import * as esm from '../lib/index.mjs'
-import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { describeDocker, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { ENGINES, on } from './docker-sandboxes.mjs'
 
 const RUN = `docker-sandbox-${process.pid}`
-const local = dockerEngines?.local
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function sandbox(options = {}) {
-  return new DockerSandbox({
-    image: TEST_IMAGE,
-    dockerOptions: { socketPath: local.socketPath },
-    labels: { [TEST_LABEL]: RUN },
-    ...options,
-  })
-}
-
-/** The sandbox's container as the engine lists it (by its id label), or undefined. */
-async function containerOf(sandbox) {
-  const filters = encodeURIComponent(JSON.stringify({ label: [`mastra.sandbox.id=${sandbox.id}`] }))
-  const [container] = await engineJson(local, 'GET', `/containers/json?all=1&filters=${filters}`)
-  return container
-}
-
-/** The command lines of the processes in a running container (`docker top`, seen from the host). */
-async function processesIn(container) {
-  const top = await engineJson(local, 'GET', `/containers/${container.Id}/top`)
-  const command = top.Titles.indexOf('CMD')
-  return top.Processes.map((row) => row[command])
-}
 
 /** Waits (a few seconds at most) until `check` holds; resolves its last value. */
 async function eventually(check) {
@@ -58,9 +37,10 @@ const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
 const socketDirs = () => (existsSync(SOCKET_ROOT) ? readdirSync(SOCKET_ROOT) : [])
 const socketDirsBefore = socketDirs()
 
-describeDocker('DockerSandbox on the local engine', () => {
+for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox on the ${which} engine`, () => {
+  const { engine, sandbox, containerOf, processesIn, keeper, local } = on(which, RUN)
   afterAll(async () => {
-    await removeLabelled(local, RUN)
+    await removeLabelled(engine, RUN)
   })
 
   it('runs a command as a fork of the keeper, PID 1 of a labelled container', async () => {
@@ -73,7 +53,7 @@ describeDocker('DockerSandbox on the local engine', () => {
       const result = await box.executeCommand('echo hi')
       expect(result).toMatchObject({ success: true, exitCode: 0, stdout: 'hi\n', stderr: '', command: 'echo hi' })
       const where = await box.executeCommand('pwd; tr "\\0" " " < /proc/1/cmdline')
-      expect(where.stdout).toBe('/workspace\n/.native-workspace-keeper --listen /.native-workspace/keeper.sock ')
+      expect(where.stdout).toBe(`/workspace\n${keeper} `)
       const container = await containerOf(box)
       expect(container.State).toBe('running')
       expect(container.Labels).toMatchObject({ 'mastra.sandbox': 'true', [TEST_LABEL]: RUN })
@@ -113,7 +93,8 @@ describeDocker('DockerSandbox on the local engine', () => {
         const list = await processesIn(container)
         return list.some((p) => /sleep 30[12]/.test(p)) ? undefined : list
       })
-      expect(left).toEqual(['/.native-workspace-keeper --listen /.native-workspace/keeper.sock'])
+      // On a remote engine the supervisor's stream (keeper --mux) runs beside it.
+      expect(left.filter((p) => !p.includes('keeper --mux'))).toEqual([keeper])
     } finally {
       await box.destroy()
     }
@@ -194,7 +175,7 @@ describeDocker('DockerSandbox on the local engine', () => {
     try {
       await box.executeCommand('echo kept > /tmp/kept')
       const container = await containerOf(box)
-      await engineJson(local, 'POST', `/containers/${container.Id}/stop?t=5`)
+      await engineJson(engine, 'POST', `/containers/${container.Id}/stop?t=5`)
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
       expect(Date.now() - started).toBeLessThan(5_000)
@@ -216,13 +197,13 @@ describeDocker('DockerSandbox on the local engine', () => {
       await box.start()
       const container = await containerOf(box)
       const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
-      await engineJson(local, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
+      await engineJson(engine, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
       const error = await box.executeCommand('true').catch((e) => e)
       expect(error.code).toBe('ENGINE_ERROR')
       expect(error.message).toContain('No such container')
       expect(await box.start()).toEqual({ outcome: 'created' })
       expect((await containerOf(box)).Id).not.toBe(container.Id)
-      expect(existsSync(socketDir)).toBe(false)
+      if (local) expect(existsSync(socketDir)).toBe(false)
       expect((await box.executeCommand('echo new')).stdout).toBe('new\n')
     } finally {
       await box.destroy()
@@ -247,18 +228,21 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
-  it('destroy removes the container and its socket directory; nothing labelled is left', async () => {
+  it('destroy removes the container and its socket directory or keeper volume; nothing labelled is left', async () => {
     const box = sandbox()
     await box.start()
     const container = await containerOf(box)
-    const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
-    expect(existsSync(`${socketDir}/keeper.sock`)).toBe(true)
+    const keeperMount = container.Mounts.find((m) => m.Destination === '/.native-workspace')
+    // Local: a host directory holding the socket. Remote: an anonymous volume holding the keeper.
+    expect(keeperMount.Type).toBe(local ? 'bind' : 'volume')
+    if (local) expect(existsSync(`${keeperMount.Source}/keeper.sock`)).toBe(true)
     await box.destroy()
     expect(box.status).toBe('destroyed')
     expect(await containerOf(box)).toBeUndefined()
-    expect(existsSync(socketDir)).toBe(false)
-    const volumes = await engineJson(local, 'GET', '/volumes')
-    expect((volumes.Volumes ?? []).filter((v) => v.Mountpoint.includes(container.Id))).toEqual([])
+    if (local) expect(existsSync(keeperMount.Source)).toBe(false)
+    const volumes = await engineJson(engine, 'GET', '/volumes')
+    const names = (volumes.Volumes ?? []).map((v) => v.Name)
+    expect(names.filter((name) => name === keeperMount.Name || name.includes(container.Id))).toEqual([])
     await expect(box.executeCommand('true')).rejects.toMatchObject({ code: 'NOT_READY' })
   })
 
@@ -266,7 +250,7 @@ describeDocker('DockerSandbox on the local engine', () => {
     const box = sandbox()
     try {
       await box.start()
-      const inspected = await engineJson(local, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
+      const inspected = await engineJson(engine, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
       expect(inspected.HostConfig).toMatchObject({
         CapDrop: ['ALL'],
         CapAdd: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'],
@@ -322,13 +306,24 @@ describeDocker('DockerSandbox on the local engine', () => {
   })
 
   it('an unreachable engine is ENGINE_UNREACHABLE with the reason, at once', async () => {
-    const box = sandbox({ dockerOptions: { socketPath: '/run/native-workspace-docker/no-such-engine.sock' } })
+    // A TCP port nobody listens on: one just closed.
+    const closedPort = await new Promise((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address()
+        server.close(() => resolve(port))
+      })
+    })
+    const [dockerOptions, address, reason] = local
+      ? [{ socketPath: '/run/native-workspace-docker/no-such-engine.sock' }, 'unix:///run/native-workspace-docker/no-such-engine.sock', 'Socket not found']
+      : [{ host: '127.0.0.1', port: closedPort }, `tcp://127.0.0.1:${closedPort}`, 'Connection refused']
+    const box = sandbox({ dockerOptions })
     const started = Date.now()
     const error = await box.executeCommand('true').catch((e) => e)
     expect(Date.now() - started).toBeLessThan(5_000)
     expect(error).toBeInstanceOf(SandboxError)
     expect(error.code).toBe('ENGINE_UNREACHABLE')
-    expect(error.message).toContain('Cannot reach the Docker engine at unix:///run/native-workspace-docker/no-such-engine.sock')
+    expect(error.message).toContain(`Cannot reach the Docker engine at ${address}`)
+    expect(error.message).toContain(reason)
     // Nothing was made: destroying needs no engine.
     await box.destroy()
     expect(box.status).toBe('destroyed')
@@ -338,14 +333,17 @@ describeDocker('DockerSandbox on the local engine', () => {
     const socketPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'silent-engine-')), 'docker.sock')
     const held = []
     const silent = net.createServer((connection) => held.push(connection))
-    await new Promise((resolve) => silent.listen(socketPath, resolve))
+    await new Promise((resolve) => (local ? silent.listen(socketPath, resolve) : silent.listen(0, '127.0.0.1', resolve)))
+    const [dockerOptions, address] = local
+      ? [{ socketPath }, `unix://${socketPath}`]
+      : [{ host: '127.0.0.1', port: silent.address().port }, `tcp://127.0.0.1:${silent.address().port}`]
     try {
-      const box = sandbox({ dockerOptions: { socketPath, timeout: 300 } })
+      const box = sandbox({ dockerOptions: { ...dockerOptions, timeout: 300 } })
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
       expect(Date.now() - started).toBeLessThan(5_000)
       expect(error.code).toBe('ENGINE_UNREACHABLE')
-      expect(error.message).toBe(`The Docker engine at unix://${socketPath} did not answer the version negotiation within 300 ms`)
+      expect(error.message).toBe(`The Docker engine at ${address} did not answer the version negotiation within 300 ms`)
       expect(held.length).toBeGreaterThan(0)
     } finally {
       for (const connection of held) connection.destroy()
@@ -357,7 +355,7 @@ describeDocker('DockerSandbox on the local engine', () => {
   it("sweeps the container of a Node process that was SIGKILLed at another process's first start", async () => {
     const script = (id) => `
       const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
-      const box = new DockerSandbox(${JSON.stringify({ id, image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })})
+      const box = new DockerSandbox(${JSON.stringify({ id, image: TEST_IMAGE, dockerOptions: ENGINES[which].connection(engine), labels: { [TEST_LABEL]: SWEPT } })})
       box.start().then(() => console.log('started'), (e) => { console.error(e); process.exit(1) })
       process.on('SIGTERM', () => box.destroy().then(() => process.exit(0)))
       setInterval(() => {}, 1000)`
@@ -384,8 +382,8 @@ describeDocker('DockerSandbox on the local engine', () => {
       const exited = new Promise((resolve) => next.on('exit', resolve))
       next.kill('SIGTERM')
       expect(await exited).toBe(0)
-      expect(await labelledLeftovers(local, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
-      await removeLabelled(local, SWEPT)
+      expect(await labelledLeftovers(engine, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
+      await removeLabelled(engine, SWEPT)
     }
   })
 
@@ -396,7 +394,7 @@ describeDocker('DockerSandbox on the local engine', () => {
       const tools = await createWorkspaceTools(workspace)
       const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-the-tool; tr "\\0" " " < /proc/1/cmdline' }, {})
       expect(text).toContain('from-the-tool')
-      expect(text).toContain('/.native-workspace-keeper --listen')
+      expect(text).toContain(keeper)
     } finally {
       await workspace.destroy()
     }
@@ -412,7 +410,7 @@ describeDocker('DockerSandbox on the local engine', () => {
       const tools = await mastraTools(workspace)
       const text = await tools.mastra_workspace_execute_command.execute({ command: 'echo from-mastra; tr "\\0" " " < /proc/1/cmdline' }, {})
       expect(text).toContain('from-mastra')
-      expect(text).toContain('/.native-workspace-keeper --listen')
+      expect(text).toContain(keeper)
     } finally {
       await workspace.destroy()
     }
@@ -420,8 +418,9 @@ describeDocker('DockerSandbox on the local engine', () => {
   })
 
   it('leaves nothing labelled behind, and no socket directory on the host', async () => {
-    expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
-    expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
+    expect(await labelledLeftovers(engine, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+    // Socket directories are a local engine's only.
+    if (local) expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
   })
 })
 
@@ -440,7 +439,15 @@ describe('DockerSandbox options', () => {
       [{ ulimits: [{ name: 'nofile', soft: 1 }] }, 'ulimits[0].hard'],
       [{ workingDir: 'relative' }, 'workingDir'],
       [{ timeout: -1 }, 'timeout'],
-      [{ dockerOptions: { host: '10.0.0.1', port: 2375 } }, 'dockerOptions.host'],
+      [{ dockerOptions: { host: 'tcp://10.0.0.1:2375' } }, 'dockerOptions.host must be a host name or an IP address'],
+      [{ dockerOptions: { host: 7 } }, 'dockerOptions.host'],
+      [{ dockerOptions: { host: 'engine', port: 70000 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 'a lot' } }, 'dockerOptions.port'],
+      [{ dockerOptions: { host: 'engine', protocol: 'ssh' } }, "dockerOptions.protocol 'ssh' is not supported"],
+      [{ dockerOptions: { host: 'engine', protocol: 'ftp' } }, "dockerOptions.protocol must be 'http' or 'https'"],
+      [{ dockerOptions: { host: 'engine', protocol: 'https' } }, "https needs the engine's CA certificate: dockerOptions.ca"],
+      [{ dockerOptions: { host: 'engine', protocol: 'https', ca: 5 } }, 'dockerOptions.ca must be PEM contents'],
+      [{ dockerOptions: { host: 'engine', protocol: 'https', ca: 'not pem' } }, 'dockerOptions.ca holds no PEM certificate'],
       [{ dockerOptions: { socketPath: 7 } }, 'dockerOptions.socketPath'],
       [{ dockerOptions: { timeout: 'soon' } }, 'dockerOptions.timeout'],
     ]

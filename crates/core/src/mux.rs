@@ -111,7 +111,10 @@ struct Shared {
 
 impl Shared {
   fn send(&self, frame: Vec<u8>) {
-    let _ = self.outgoing.send(frame);
+    // Once the stream is gone nothing drains the queue: frames are dropped, not kept.
+    if self.alive.load(Ordering::Acquire) {
+      let _ = self.outgoing.send(frame);
+    }
   }
 
   /// The stream is gone: every command of this connection is dead in the container, and
@@ -203,9 +206,6 @@ impl Link {
     stderr: OwnedFd,
     stdin: Option<OwnedFd>,
   ) -> io::Result<()> {
-    if !self.is_alive() {
-      return Err(io::Error::from(io::ErrorKind::BrokenPipe));
-    }
     let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
     control.set_nonblocking(true)?;
     let control = tokio::net::UnixStream::from_std(control)?;
@@ -244,16 +244,21 @@ impl Link {
         self.shared.clone(),
       ));
     }
-    self.shared.channels.locked().insert(
-      id,
-      Channel {
-        output,
-        control: Some(control_tx),
-        received: [0, 0],
-        unacknowledged,
-        stdin_credit,
-      },
-    );
+    let channel = Channel {
+      output,
+      control: Some(control_tx),
+      received: [0, 0],
+      unacknowledged,
+      stdin_credit,
+    };
+    {
+      // Checked under the lock `die` drains: a channel is either refused here or ended there.
+      let mut channels = self.shared.channels.locked();
+      if !self.is_alive() {
+        return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+      }
+      channels.insert(id, channel);
+    }
     self.shared.send(frame(LAUNCH, id, request));
     Ok(())
   }

@@ -50,6 +50,10 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       // That exec is the stream: keeper --mux, beside PID 1.
       const muxes = (await topOf(container)).filter((p) => p.command.includes('keeper --mux'))
       expect(muxes.map((p) => p.command)).toEqual(['/.native-workspace/keeper --mux /.native-workspace/run/keeper.sock'])
+      // Any user of the container can run the keeper and make its socket.
+      expect((await box.executeCommand('stat -c "%a %U %n" /.native-workspace/keeper /.native-workspace/run')).stdout).toBe(
+        '755 root /.native-workspace/keeper\n1777 root /.native-workspace/run\n',
+      )
     } finally {
       await box.destroy()
     }
@@ -77,6 +81,39 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       expect(box.status).toBe('running')
     } finally {
       await box.destroy()
+    }
+  })
+
+  it("a dropped TCP connection kills that connection's commands in the container; the next command reconnects", async () => {
+    // The engine behind a TCP relay whose connections the test can cut.
+    const sockets = new Set()
+    const relay = net.createServer((socket) => {
+      const upstream = net.connect(engine.port, engine.host)
+      for (const s of [socket, upstream]) {
+        sockets.add(s)
+        s.on('error', () => {})
+        s.on('close', () => sockets.delete(s))
+      }
+      socket.pipe(upstream).pipe(socket)
+      socket.on('close', () => upstream.destroy())
+      upstream.on('close', () => socket.destroy())
+    })
+    await new Promise((resolve) => relay.listen(0, '127.0.0.1', resolve))
+    const box = sandbox({ dockerOptions: { host: '127.0.0.1', port: relay.address().port } })
+    try {
+      const sleeper = await box.processes.spawn('sleep 612')
+      const container = await containerOf(box)
+      expect((await topOf(container)).some((p) => p.command === 'sleep 612')).toBe(true)
+      for (const socket of sockets) socket.destroy()
+      const ended = await Promise.race([sleeper.wait(), sleep(10_000).then(() => 'still running')])
+      expect(ended).toMatchObject({ success: false })
+      // The engine closes the exec's stdin: the mux ends, and the init kills its commands.
+      expect(await eventually(async () => !(await topOf(container)).some((p) => p.command === 'sleep 612' || p.command.includes('keeper --mux')))).toBe(true)
+      expect((await box.executeCommand('echo reconnected')).stdout).toBe('reconnected\n')
+      expect((await topOf(container)).filter((p) => p.command.includes('keeper --mux'))).toHaveLength(1)
+    } finally {
+      await box.destroy()
+      await new Promise((resolve) => relay.close(resolve))
     }
   })
 

@@ -463,3 +463,75 @@ async fn read_stdin(
     shared.send(frame(STDIN, id, &buf[..n]));
   }
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::init::pipe_pair;
+  use std::time::Duration;
+
+  /// A link whose mux end the test plays, with one launched command whose stdout nobody reads.
+  /// Also returns the supervision's end of the control socket: while it is open, the
+  /// command is not let go of.
+  async fn link_with_a_command() -> (
+    Link,
+    tokio::io::DuplexStream,
+    OwnedFd,
+    std::os::unix::net::UnixStream,
+  ) {
+    let (host, mut mux) = tokio::io::duplex(4 * WINDOW as usize);
+    mux.write_all(&frame(HELLO, 0, &[])).await.unwrap();
+    let (reader, writer) = tokio::io::split(host);
+    let link = Link::open(reader, writer, Duration::from_secs(5))
+      .await
+      .unwrap();
+    let (control, supervision) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (stdout_read, stdout_write) = pipe_pair().unwrap();
+    let (_, stderr_write) = pipe_pair().unwrap();
+    link
+      .launch(b"\0/\0true", control, stdout_write, stderr_write, None)
+      .unwrap();
+    let mut header = [0u8; HEADER];
+    mux.read_exact(&mut header).await.unwrap();
+    assert_eq!(parse_header(&header), (LAUNCH, 1, 7));
+    mux.read_exact(&mut [0u8; 7]).await.unwrap();
+    (link, mux, stdout_read, supervision)
+  }
+
+  #[tokio::test]
+  async fn output_within_the_window_is_buffered_and_beyond_it_ends_the_stream() {
+    let (link, mut mux, _unread, _supervision) = link_with_a_command().await;
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..WINDOW as usize / chunk.len() {
+      mux.write_all(&frame(STDOUT, 1, &chunk)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(link.is_alive(), "a full window is allowed");
+    // Its local pipe takes 64 KiB and is never read: the rest stays unacknowledged, and one
+    // more chunk than the credit given is a protocol error, not an unbounded buffer.
+    for _ in 0..2 {
+      mux.write_all(&frame(STDOUT, 1, &chunk)).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while link.is_alive() && tokio::time::Instant::now() < deadline {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!link.is_alive());
+  }
+
+  #[tokio::test]
+  async fn written_output_is_credited_back_to_the_mux() {
+    let (link, mut mux, unread, _supervision) = link_with_a_command().await;
+    mux.write_all(&frame(STDOUT, 1, b"hello")).await.unwrap();
+    let mut header = [0u8; HEADER];
+    mux.read_exact(&mut header).await.unwrap();
+    assert_eq!(parse_header(&header), (CREDIT, 1, 5));
+    let mut payload = [0u8; 5];
+    mux.read_exact(&mut payload).await.unwrap();
+    assert_eq!(payload.to_vec(), credit(STREAM_STDOUT, 5));
+    let mut got = [0u8; 5];
+    std::io::Read::read_exact(&mut std::fs::File::from(unread), &mut got).unwrap();
+    assert_eq!(&got, b"hello");
+    assert!(link.is_alive());
+  }
+}

@@ -20,6 +20,7 @@ use super::{close, pollfd};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CHUNK: usize = 64 * 1024;
 const STDIN_FD: RawFd = 0;
+const STDOUT_FD: RawFd = 1;
 
 /// This side of one command.
 struct Channel {
@@ -57,6 +58,7 @@ pub fn run(path: &str) -> ! {
   unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
   let keeper = connect(path);
   send(HELLO, 0, &[]);
+  flush();
   let mut channels: HashMap<u32, Channel> = HashMap::new();
   let mut input: Vec<u8> = Vec::new();
   loop {
@@ -129,6 +131,7 @@ pub fn run(path: &str) -> ! {
       }
       false
     });
+    flush();
   }
 }
 
@@ -156,14 +159,38 @@ fn connect(path: &str) -> UnixStream {
   }
 }
 
-/// Writes one frame to the host. The host reads the stream whatever its commands' readers
-/// do, so this blocks only as long as the network does.
+thread_local! {
+  /// Frames for the host, written together once per round of the loop.
+  static OUTGOING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Queues one frame for the host (written by [`flush`], or at once past a bound).
 fn send(kind: u8, id: u32, payload: &[u8]) {
-  let frame = frame(kind, id, payload);
-  let mut out = io::stdout().lock();
-  if out.write_all(&frame).and_then(|_| out.flush()).is_err() {
-    fail("the host's stream is closed");
+  let full = OUTGOING.with_borrow_mut(|out| {
+    out.extend_from_slice(&frame(kind, id, payload));
+    out.len() >= 4 * CHUNK
+  });
+  if full {
+    flush();
   }
+}
+
+/// Writes the queued frames to the host. The host reads the stream whatever its commands'
+/// readers do, so this blocks only as long as the network does.
+fn flush() {
+  OUTGOING.with_borrow_mut(|out| {
+    let mut at = 0;
+    while at < out.len() {
+      // SAFETY: writing from a valid buffer to stdout.
+      let n = unsafe { libc::write(STDOUT_FD, out[at..].as_ptr().cast(), out.len() - at) };
+      if n > 0 {
+        at += n as usize;
+      } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+        fail("the host's stream is closed");
+      }
+    }
+    out.clear();
+  });
 }
 
 fn read_input(input: &mut Vec<u8>) {

@@ -442,6 +442,8 @@ describe('DockerSandbox options', () => {
       [{ dockerOptions: { host: 'tcp://10.0.0.1:2375' } }, 'dockerOptions.host must be a host name or an IP address'],
       [{ dockerOptions: { host: 7 } }, 'dockerOptions.host'],
       [{ dockerOptions: { host: 'engine', port: 70000 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 2 ** 32 + 1 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 23.5 } }, 'dockerOptions.port must be 1–65535'],
       [{ dockerOptions: { host: 'engine', port: 'a lot' } }, 'dockerOptions.port'],
       [{ dockerOptions: { host: 'engine', protocol: 'ssh' } }, "dockerOptions.protocol 'ssh' is not supported"],
       [{ dockerOptions: { host: 'engine', protocol: 'ftp' } }, "dockerOptions.protocol must be 'http' or 'https'"],

@@ -113,11 +113,11 @@ function connectionOf(dockerOptions) {
   }
 }
 
-/** `dockerOptions.port`: a whole number, or its digits as dockerode also takes it. */
+/** `dockerOptions.port`: a number, or its digits as dockerode also takes it (the range is checked natively). */
 function portOf(value) {
   if (value === undefined) return undefined
   const port = typeof value === 'string' && /^[0-9]+$/.test(value) ? Number(value) : value
-  if (!Number.isSafeInteger(port) || port < 0) {
+  if (typeof port !== 'number' || Number.isNaN(port)) {
     throw new SandboxOptionError(`dockerOptions.port must be a TCP port number, got ${describe(value)}`)
   }
   return port

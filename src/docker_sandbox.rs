@@ -50,7 +50,7 @@ pub struct NativeDockerOptions {
   pub socket_path: Option<String>,
   /// `dockerOptions.host`, `port` and `protocol`: a TCP engine.
   pub host: Option<String>,
-  pub port: Option<u32>,
+  pub port: Option<f64>,
   pub protocol: Option<String>,
   /// `dockerOptions.ca`, `cert` and `key`: PEM contents.
   pub ca: Option<Buffer>,

@@ -62,7 +62,8 @@ impl Endpoint {
 pub struct Settings {
   pub socket_path: Option<String>,
   pub host: Option<String>,
-  pub port: Option<u32>,
+  /// As JavaScript gave it: checked here to be a whole number from 1 to 65535.
+  pub port: Option<f64>,
   pub protocol: Option<String>,
   pub ca: Option<Vec<u8>>,
   pub cert: Option<Vec<u8>>,
@@ -163,9 +164,10 @@ impl Connection {
       (host, port, https || verify)
     };
     let port = match settings.port {
-      Some(port) => Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
-        CoreError::InvalidOption(format!("dockerOptions.port must be 1–65535, got {port}"))
-      })?),
+      Some(port) if port.fract() == 0.0 && (1.0..=65535.0).contains(&port) => Some(port as u16),
+      Some(port) => {
+        return invalid(format!("dockerOptions.port must be 1–65535, got {port}"));
+      }
       None => port,
     };
     let all_material = ca.is_some() && cert.is_some() && key.is_some();
@@ -507,7 +509,7 @@ mod tests {
     );
     let options = Settings {
       host: Some("engine.example".into()),
-      port: Some(4243),
+      port: Some(4243.0),
       // An explicit host wins over the environment and the socket.
       socket_path: Some("/ignored.sock".into()),
       docker_host: Some("unix:///ignored.sock".into()),
@@ -532,7 +534,7 @@ mod tests {
     });
     no_ca(Settings {
       host: Some("e".into()),
-      port: Some(2376),
+      port: Some(2376.0),
       ..Default::default()
     });
     no_ca(Settings {
@@ -580,7 +582,7 @@ mod tests {
       (
         Settings {
           host: Some("e".into()),
-          port: Some(70000),
+          port: Some(70000.0),
           ..Default::default()
         },
         "dockerOptions.port must be 1–65535, got 70000",

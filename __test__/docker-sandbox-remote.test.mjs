@@ -117,7 +117,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
     }
   })
 
-  it('a command whose output is not read holds back only itself', async () => {
+  it('a command whose output is not read holds back only itself, and still ends when killed or timed out', async () => {
     const box = sandbox()
     try {
       const flood = await box.processes.spawn('yes flood')
@@ -133,7 +133,16 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       await sleep(500)
       expect(reader.readableLength).toBe(held)
       expect(held).toBeLessThan(4 * 1024 * 1024)
+      // Killed (or timed out) while its reader still holds it back, it ends as on a local
+      // engine: the end does not wait behind output nobody reads.
       expect(await flood.kill()).toBe(true)
+      const killed = await Promise.race([flood.wait(), sleep(10_000).then(() => 'still waiting')])
+      expect(killed).toMatchObject({ exitCode: 137, success: false })
+      const timed = await box.processes.spawn('yes timed', { timeout: 300 })
+      const timedReader = timed.reader
+      const timedOut = await Promise.race([timed.wait(), sleep(10_000).then(() => 'still waiting')])
+      expect(timedOut).toMatchObject({ exitCode: 124, timedOut: true })
+      timedReader.destroy()
       reader.destroy()
     } finally {
       await box.destroy()

@@ -19,9 +19,11 @@
 //! Flow control is per channel and stream: at most [`WINDOW`] bytes of a stream travel
 //! unacknowledged, so one command whose output is not read holds back only itself, and
 //! every buffer on both sides is bounded. Order: the mux sends what a command's pipes held
-//! when a control line came before that line, and this side writes those bytes into the
-//! local pipes before the line, so a result (`X`) or a hand-over to leftovers (`L`) sees
-//! all the output that preceded it.
+//! when a control line came before that line (unless the host gives no credit for it: a
+//! reader holding its stream back must not keep a killed command from ending), and this
+//! side writes those bytes into the local pipes before a hand-over to leftovers (`L`), which
+//! splits the output where the pipes stand; after the end (`X`) the output is read to its
+//! end anyway.
 
 use std::collections::HashMap;
 use std::io;
@@ -347,8 +349,14 @@ fn dispatch(
       }
     }
     CONTROL_LINES => {
+      // A hand-over to leftovers (`L`) splits the output where the pipes stand: everything
+      // received before it must be in them first. Other lines need not wait: after the end
+      // (`X`) the output is read to its end anyway, and waiting behind a reader that holds
+      // its stream back would keep a killed command from ending.
+      let hand_over = payload.first() == Some(&b'L') || payload.windows(2).any(|w| w == b"\nL");
+      let before = if hand_over { channel.received } else { [0, 0] };
       if let Some(control) = &channel.control {
-        let _ = control.send((payload, channel.received));
+        let _ = control.send((payload, before));
       }
     }
     END => match payload.first() {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use native_workspace_core::init::{Init, LaunchRequest};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
 
@@ -178,10 +179,24 @@ async fn output_nobody_reads_holds_back_only_its_own_command() {
     assert_eq!(outcome.stdout, format!("{i}\n"));
   }
   assert!(started.elapsed() < Duration::from_secs(10));
-  drop(stalled);
+  // Killed while its output is still not read, it reports its end all the same.
+  let mut control = stalled.control;
+  control.write_all(b"K").await.unwrap();
+  let mut lines = String::new();
+  let read_to_end = tokio::time::timeout(Duration::from_secs(10), async {
+    let mut buf = [0u8; 256];
+    while !lines.contains("\nX") {
+      let n = control.read(&mut buf).await.unwrap();
+      assert!(n > 0, "the control stream ended without X: {lines:?}");
+      lines.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+  });
+  read_to_end.await.expect("the kill's end arrives");
+  assert!(lines.starts_with('P'), "{lines:?}");
+  drop(stalled.stdout);
   assert!(
     settles_at("yes stalled", 0).await,
-    "a released command dies"
+    "the killed command is gone"
   );
 }
 

@@ -47,9 +47,11 @@ impl Channel {
     self.control_end_sent && self.output.iter().all(Option::is_none)
   }
 
-  /// Whether every byte that preceded the pending control lines has been sent.
-  fn caught_up(&self) -> bool {
-    (0..2).all(|s| self.output[s].is_none() || self.sent[s] >= self.marks[s])
+  /// Whether the pending control lines may go: every byte that preceded them has been
+  /// sent, or what is left waits for credit the host does not give (its reader holds the
+  /// stream back; the lines, a kill's end among them, must not wait for that reader).
+  fn may_forward(&self) -> bool {
+    (0..2).all(|s| self.output[s].is_none() || self.sent[s] >= self.marks[s] || self.credit[s] == 0)
   }
 }
 
@@ -455,7 +457,7 @@ fn read_control(channel: &mut Channel) {
 
 /// Sends the pending control lines once caught up, and the control stream's end after them.
 fn forward_control(id: u32, channel: &mut Channel) {
-  if !channel.pending.is_empty() && channel.caught_up() {
+  if !channel.pending.is_empty() && channel.may_forward() {
     send(CONTROL_LINES, id, &channel.pending);
     channel.pending.clear();
   }

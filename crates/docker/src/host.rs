@@ -651,6 +651,67 @@ mod tests {
   }
 
   #[test]
+  fn a_remote_engine_gets_the_keeper_in_an_anonymous_volume_and_a_local_one_binds_it() {
+    let spec = ContainerSpec {
+      keeper: PathBuf::from("/pkg/native-workspace-keeper"),
+      ..Default::default()
+    };
+    let remote = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings {
+        host: Some("engine.example".into()),
+        ..Default::default()
+      })
+      .unwrap(),
+      spec.clone(),
+    );
+    let body = remote.body(None);
+    assert_eq!(
+      body.entrypoint,
+      Some(vec![
+        "/.native-workspace/keeper".to_owned(),
+        "--listen".to_owned(),
+        "/.native-workspace/run/keeper.sock".to_owned(),
+      ])
+    );
+    let mounts = body.host_config.unwrap().mounts.unwrap();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts[0].typ, Some(MountType::VOLUME));
+    assert_eq!(mounts[0].target.as_deref(), Some("/.native-workspace"));
+    // No source: anonymous, removed with the container (`v=1`).
+    assert_eq!(mounts[0].source, None);
+
+    let local = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+      spec,
+    );
+    let body = local.body(Some(Path::new("/run/user/0/x")));
+    assert_eq!(
+      body.entrypoint.unwrap()[0],
+      native_workspace_core::isolation::KEEPER_INSIDE
+    );
+    let mounts = body.host_config.unwrap().mounts.unwrap();
+    let binds: Vec<_> = mounts
+      .iter()
+      .map(|m| (m.typ, m.source.as_deref(), m.target.as_deref()))
+      .collect();
+    assert_eq!(
+      binds,
+      [
+        (
+          Some(MountType::BIND),
+          Some("/pkg/native-workspace-keeper"),
+          Some(KEEPER_INSIDE)
+        ),
+        (
+          Some(MountType::BIND),
+          Some("/run/user/0/x"),
+          Some("/.native-workspace")
+        ),
+      ]
+    );
+  }
+
+  #[test]
   fn no_ports_publishes_nothing() {
     let host = DockerHost::new(
       Connection::from_settings(&crate::engine::Settings {

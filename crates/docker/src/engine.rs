@@ -23,7 +23,8 @@ pub struct Connection {
   pub timeout: Duration,
 }
 
-#[derive(Clone, Debug)]
+/// Debug shows the address only (the TLS settings hold the client's key).
+#[derive(Clone)]
 pub enum Endpoint {
   /// A local engine: the container shares this host's kernel and files.
   Unix(PathBuf),
@@ -42,6 +43,12 @@ impl std::fmt::Display for Endpoint {
       Endpoint::Tcp { tls: None, .. } => write!(f, "tcp://{}", self.authority()),
       Endpoint::Tcp { tls: Some(_), .. } => write!(f, "https://{}", self.authority()),
     }
+  }
+}
+
+impl std::fmt::Debug for Endpoint {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    write!(f, "Endpoint({self})")
   }
 }
 

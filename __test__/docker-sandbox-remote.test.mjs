@@ -111,9 +111,27 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       expect(await eventually(async () => !(await topOf(container)).some((p) => p.command === 'sleep 612' || p.command.includes('keeper --mux')))).toBe(true)
       expect((await box.executeCommand('echo reconnected')).stdout).toBe('reconnected\n')
       expect((await topOf(container)).filter((p) => p.command.includes('keeper --mux'))).toHaveLength(1)
+
+      // Cut again with the engine out of reach: the next command says so, typed, at once;
+      // once it is back, the one after that works in the same container.
+      const port = relay.address().port
+      await new Promise((resolve) => {
+        relay.close(resolve)
+        for (const socket of sockets) socket.destroy()
+      })
+      await eventually(async () => !(await topOf(container)).some((p) => p.command.includes('keeper --mux')))
+      const started = Date.now()
+      const error = await box.executeCommand('true').catch((e) => e)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.code).toBe('ENGINE_UNREACHABLE')
+      expect(error.message).toContain(`Cannot reach the Docker engine at tcp://127.0.0.1:${port}`)
+      await new Promise((resolve) => relay.listen(port, '127.0.0.1', resolve))
+      expect((await box.executeCommand('echo back')).stdout).toBe('back\n')
+      expect((await containerOf(box)).Id).toBe(container.Id)
     } finally {
       await box.destroy()
-      await new Promise((resolve) => relay.close(resolve))
+      if (relay.listening) await new Promise((resolve) => relay.close(resolve))
     }
   })
 

@@ -372,6 +372,8 @@ impl DockerHost {
     let Some(socket_dir) = &started.socket_dir else {
       let connected = remote::connect(&self.connection, docker, &started.id).await;
       return match connected {
+        // An engine gone says so as it is.
+        Err(error @ CoreError::EngineUnreachable(_)) => Err(error),
         Err(error) => Err(match self.not_running(docker, &started.id).await {
           Some(why) => unreachable_supervisor(&started.id, &why),
           None => error,

@@ -465,6 +465,30 @@ describe('DockerSandbox options', () => {
     }
   })
 
+  it('reads DOCKER_HOST when dockerOptions name no engine; ssh:// and bad addresses are SandboxOptionErrors', () => {
+    const saved = process.env.DOCKER_HOST
+    const attempt = (dockerHost, dockerOptions) => {
+      process.env.DOCKER_HOST = dockerHost
+      try {
+        new DockerSandbox({ dockerOptions })
+        return undefined
+      } catch (error) {
+        return error
+      } finally {
+        if (saved === undefined) delete process.env.DOCKER_HOST
+        else process.env.DOCKER_HOST = saved
+      }
+    }
+    const ssh = attempt('ssh://me@engine.example')
+    expect(ssh).toBeInstanceOf(SandboxOptionError)
+    expect(ssh.message).toContain('DOCKER_HOST "ssh://me@engine.example" is not supported')
+    expect(attempt('tcp://engine.example:port').message).toContain('DOCKER_HOST "tcp://engine.example:port" has no valid port')
+    // An engine named in dockerOptions wins over the environment.
+    expect(attempt('ssh://me@engine.example', { host: 'engine.example' })).toBeUndefined()
+    expect(attempt('ssh://me@engine.example', { socketPath: '/run/docker.sock' })).toBeUndefined()
+    expect(attempt('tcp://engine.example:2375')).toBeUndefined()
+  })
+
   it('is exported from the package, CommonJS and ESM alike', () => {
     const cjs = createRequire(import.meta.url)('../lib/index.js')
     expect(cjs.DockerSandbox).toBe(DockerSandbox)

@@ -281,8 +281,18 @@ export interface NativeDockerOptions {
   timeout?: number
   /** `dockerOptions.socketPath`. */
   socketPath?: string
-  /** `DOCKER_HOST` as the process had it. */
+  /** `dockerOptions.host`, `port` and `protocol`: a TCP engine. */
+  host?: string
+  port?: number
+  protocol?: string
+  /** `dockerOptions.ca`, `cert` and `key`: PEM contents. */
+  ca?: Buffer
+  cert?: Buffer
+  key?: Buffer
+  /** `DOCKER_HOST`, `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` as the process had them. */
   dockerHost?: string
+  dockerTlsVerify?: string
+  dockerCertPath?: string
   /** `dockerOptions.timeout`: milliseconds one engine call may take. */
   engineTimeout?: number
   onStart?: (outcome: string) => Promise<void>

@@ -1,9 +1,11 @@
-// DockerSandbox against the local test engine (unix socket): the container's PID 1 is the
-// keeper, each command a fork in it; stop stops the container, destroy removes it; a missing
-// image and an unreachable engine are typed errors, not hangs; the container of a Node
-// process that died is swept. What every sandbox does (process trees dying on kill, timeout
-// and abort, bounded output, stdin, leftovers, use by workspaces) is in sandbox-contract.mjs,
-// run on DockerSandbox by contract-docker.test.mjs.
+// DockerSandbox against both test engines — the local one (unix socket: the keeper's socket
+// is reached directly) and the "remote" one (TCP: the keeper protocol over one attached
+// exec): the container's PID 1 is the keeper, each command a fork in it, its process tree
+// dies on kill and timeout; stop stops the container, destroy removes it; a missing image
+// and an unreachable engine are typed errors, not hangs; the container of a Node process
+// that died is swept. What every sandbox does (process trees dying on kill, timeout and
+// abort, bounded output, stdin, leftovers, use by workspaces) is in sandbox-contract.mjs,
+// run on DockerSandbox by contract-docker.test.mjs and contract-docker-tcp.test.mjs.
 import { spawn as spawnChild } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
@@ -13,27 +15,11 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createRequire } from 'node:module'
 import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js'
 import * as esm from '../lib/index.mjs'
-import { describeDocker, dockerEngines, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { describeDocker, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { ENGINES, on } from './docker-sandboxes.mjs'
 
 const RUN = `docker-sandbox-${process.pid}`
-const local = dockerEngines?.local
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function sandbox(options = {}) {
-  return new DockerSandbox({
-    image: TEST_IMAGE,
-    dockerOptions: { socketPath: local.socketPath },
-    labels: { [TEST_LABEL]: RUN },
-    ...options,
-  })
-}
-
-/** The sandbox's container as the engine lists it (by its id label), or undefined. */
-async function containerOf(sandbox) {
-  const filters = encodeURIComponent(JSON.stringify({ label: [`mastra.sandbox.id=${sandbox.id}`] }))
-  const [container] = await engineJson(local, 'GET', `/containers/json?all=1&filters=${filters}`)
-  return container
-}
 
 /** Waits (a few seconds at most) until `check` holds; resolves its last value. */
 async function eventually(check) {
@@ -53,9 +39,10 @@ const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
 const socketDirs = () => (existsSync(SOCKET_ROOT) ? readdirSync(SOCKET_ROOT) : [])
 const socketDirsBefore = socketDirs()
 
-describeDocker('DockerSandbox on the local engine', () => {
+for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox on the ${which} engine`, () => {
+  const { engine, sandbox, containerOf, keeper, local } = on(which, RUN)
   afterAll(async () => {
-    await removeLabelled(local, RUN)
+    await removeLabelled(engine, RUN)
   })
 
   it('runs a command as a fork of the keeper, PID 1 of a labelled container', async () => {
@@ -68,7 +55,7 @@ describeDocker('DockerSandbox on the local engine', () => {
       const result = await box.executeCommand('echo hi')
       expect(result).toMatchObject({ success: true, exitCode: 0, stdout: 'hi\n', stderr: '', command: 'echo hi' })
       const where = await box.executeCommand('pwd; tr "\\0" " " < /proc/1/cmdline')
-      expect(where.stdout).toBe('/workspace\n/.native-workspace-keeper --listen /.native-workspace/keeper.sock ')
+      expect(where.stdout).toBe(`/workspace\n${keeper} `)
       const container = await containerOf(box)
       expect(container.State).toBe('running')
       expect(container.Labels).toMatchObject({ 'mastra.sandbox': 'true', [TEST_LABEL]: RUN })
@@ -81,6 +68,8 @@ describeDocker('DockerSandbox on the local engine', () => {
     const box = sandbox()
     try {
       expect((await box.executeCommand('echo $PATH')).stdout).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n')
+      const cwd = await box.executeCommand('pwd', [], { cwd: '/tmp' })
+      expect(cwd.stdout).toBe('/tmp\n')
     } finally {
       await box.destroy()
     }
@@ -112,7 +101,7 @@ describeDocker('DockerSandbox on the local engine', () => {
     try {
       await box.executeCommand('echo kept > /tmp/kept')
       const container = await containerOf(box)
-      await engineJson(local, 'POST', `/containers/${container.Id}/stop?t=5`)
+      await engineJson(engine, 'POST', `/containers/${container.Id}/stop?t=5`)
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
       expect(Date.now() - started).toBeLessThan(5_000)
@@ -134,13 +123,13 @@ describeDocker('DockerSandbox on the local engine', () => {
       await box.start()
       const container = await containerOf(box)
       const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
-      await engineJson(local, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
+      await engineJson(engine, 'DELETE', `/containers/${container.Id}?force=1&v=1`)
       const error = await box.executeCommand('true').catch((e) => e)
       expect(error.code).toBe('ENGINE_ERROR')
       expect(error.message).toContain('No such container')
       expect(await box.start()).toEqual({ outcome: 'created' })
       expect((await containerOf(box)).Id).not.toBe(container.Id)
-      expect(existsSync(socketDir)).toBe(false)
+      if (local) expect(existsSync(socketDir)).toBe(false)
       expect((await box.executeCommand('echo new')).stdout).toBe('new\n')
     } finally {
       await box.destroy()
@@ -165,18 +154,21 @@ describeDocker('DockerSandbox on the local engine', () => {
     }
   })
 
-  it('destroy removes the container and its socket directory; nothing labelled is left', async () => {
+  it('destroy removes the container and its socket directory or keeper volume; nothing labelled is left', async () => {
     const box = sandbox()
     await box.start()
     const container = await containerOf(box)
-    const socketDir = container.Mounts.find((m) => m.Destination === '/.native-workspace').Source
-    expect(existsSync(`${socketDir}/keeper.sock`)).toBe(true)
+    const keeperMount = container.Mounts.find((m) => m.Destination === '/.native-workspace')
+    // Local: a host directory holding the socket. Remote: an anonymous volume holding the keeper.
+    expect(keeperMount.Type).toBe(local ? 'bind' : 'volume')
+    if (local) expect(existsSync(`${keeperMount.Source}/keeper.sock`)).toBe(true)
     await box.destroy()
     expect(box.status).toBe('destroyed')
     expect(await containerOf(box)).toBeUndefined()
-    expect(existsSync(socketDir)).toBe(false)
-    const volumes = await engineJson(local, 'GET', '/volumes')
-    expect((volumes.Volumes ?? []).filter((v) => v.Mountpoint.includes(container.Id))).toEqual([])
+    if (local) expect(existsSync(keeperMount.Source)).toBe(false)
+    const volumes = await engineJson(engine, 'GET', '/volumes')
+    const names = (volumes.Volumes ?? []).map((v) => v.Name)
+    expect(names.filter((name) => name === keeperMount.Name || name.includes(container.Id))).toEqual([])
     await expect(box.executeCommand('true')).rejects.toMatchObject({ code: 'NOT_READY' })
   })
 
@@ -184,7 +176,7 @@ describeDocker('DockerSandbox on the local engine', () => {
     const box = sandbox()
     try {
       await box.start()
-      const inspected = await engineJson(local, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
+      const inspected = await engineJson(engine, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
       expect(inspected.HostConfig).toMatchObject({
         CapDrop: ['ALL'],
         CapAdd: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'],
@@ -239,13 +231,24 @@ describeDocker('DockerSandbox on the local engine', () => {
   })
 
   it('an unreachable engine is ENGINE_UNREACHABLE with the reason, at once', async () => {
-    const box = sandbox({ dockerOptions: { socketPath: '/run/native-workspace-docker/no-such-engine.sock' } })
+    // A TCP port nobody listens on: one just closed.
+    const closedPort = await new Promise((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address()
+        server.close(() => resolve(port))
+      })
+    })
+    const [dockerOptions, address, reason] = local
+      ? [{ socketPath: '/run/native-workspace-docker/no-such-engine.sock' }, 'unix:///run/native-workspace-docker/no-such-engine.sock', 'Socket not found']
+      : [{ host: '127.0.0.1', port: closedPort }, `tcp://127.0.0.1:${closedPort}`, 'Connection refused']
+    const box = sandbox({ dockerOptions })
     const started = Date.now()
     const error = await box.executeCommand('true').catch((e) => e)
     expect(Date.now() - started).toBeLessThan(5_000)
     expect(error).toBeInstanceOf(SandboxError)
     expect(error.code).toBe('ENGINE_UNREACHABLE')
-    expect(error.message).toContain('Cannot reach the Docker engine at unix:///run/native-workspace-docker/no-such-engine.sock')
+    expect(error.message).toContain(`Cannot reach the Docker engine at ${address}`)
+    expect(error.message).toContain(reason)
     // Nothing was made: destroying needs no engine.
     await box.destroy()
     expect(box.status).toBe('destroyed')
@@ -255,14 +258,17 @@ describeDocker('DockerSandbox on the local engine', () => {
     const socketPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'silent-engine-')), 'docker.sock')
     const held = []
     const silent = net.createServer((connection) => held.push(connection))
-    await new Promise((resolve) => silent.listen(socketPath, resolve))
+    await new Promise((resolve) => (local ? silent.listen(socketPath, resolve) : silent.listen(0, '127.0.0.1', resolve)))
+    const [dockerOptions, address] = local
+      ? [{ socketPath }, `unix://${socketPath}`]
+      : [{ host: '127.0.0.1', port: silent.address().port }, `tcp://127.0.0.1:${silent.address().port}`]
     try {
-      const box = sandbox({ dockerOptions: { socketPath, timeout: 300 } })
+      const box = sandbox({ dockerOptions: { ...dockerOptions, timeout: 300 } })
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
       expect(Date.now() - started).toBeLessThan(5_000)
       expect(error.code).toBe('ENGINE_UNREACHABLE')
-      expect(error.message).toBe(`The Docker engine at unix://${socketPath} did not answer the version negotiation within 300 ms`)
+      expect(error.message).toBe(`The Docker engine at ${address} did not answer the version negotiation within 300 ms`)
       expect(held.length).toBeGreaterThan(0)
     } finally {
       for (const connection of held) connection.destroy()
@@ -276,7 +282,7 @@ describeDocker('DockerSandbox on the local engine', () => {
     const script = () => `
       const { DockerSandbox } = require(${JSON.stringify(new URL('../lib/index.js', import.meta.url).pathname)})
       const box = new DockerSandbox({
-        ...${JSON.stringify({ image: TEST_IMAGE, dockerOptions: { socketPath: local.socketPath }, labels: { [TEST_LABEL]: SWEPT } })},
+        ...${JSON.stringify({ image: TEST_IMAGE, dockerOptions: ENGINES[which].connection(engine), labels: { [TEST_LABEL]: SWEPT } })},
         mounts: [{ Type: 'volume', Source: '${SWEPT}-' + process.pid, Target: '/data' }],
       })
       box.start().then(() => console.log(box.id), (e) => { console.error(e); process.exit(1) })
@@ -299,24 +305,25 @@ describeDocker('DockerSandbox on the local engine', () => {
     const orphan = await containerOf({ id: dead })
     expect(orphan?.State).toBe('running')
     const orphanVolume = `${SWEPT}-${killed.pid}`
-    expect((await engineJson(local, 'GET', `/volumes/${orphanVolume}`)).Name).toBe(orphanVolume)
+    expect((await engineJson(engine, 'GET', `/volumes/${orphanVolume}`)).Name).toBe(orphanVolume)
     // Another process reaching the same engine removes it at its first start.
     const next = await runChild(() => {})
     try {
       expect(await containerOf({ id: dead })).toBeUndefined()
-      expect(await engineJson(local, 'GET', `/volumes/${orphanVolume}`).catch((e) => e.message)).toMatch(/: 404 /)
+      expect(await engineJson(engine, 'GET', `/volumes/${orphanVolume}`).catch((e) => e.message)).toMatch(/: 404 /)
     } finally {
       const exited = new Promise((resolve) => next.on('exit', resolve))
       next.kill('SIGTERM')
       expect(await exited).toBe(0)
-      expect(await labelledLeftovers(local, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
-      await removeLabelled(local, SWEPT)
+      expect(await labelledLeftovers(engine, SWEPT)).toEqual({ containers: [], volumes: [], networks: [] })
+      await removeLabelled(engine, SWEPT)
     }
   })
 
   it('leaves nothing labelled behind, and no socket directory on the host', async () => {
-    expect(await labelledLeftovers(local, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
-    expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
+    expect(await labelledLeftovers(engine, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+    // Socket directories are a local engine's only.
+    if (local) expect(socketDirs().filter((dir) => !socketDirsBefore.includes(dir))).toEqual([])
   })
 })
 
@@ -335,7 +342,17 @@ describe('DockerSandbox options', () => {
       [{ ulimits: [{ name: 'nofile', soft: 1 }] }, 'ulimits[0].hard'],
       [{ workingDir: 'relative' }, 'workingDir'],
       [{ timeout: -1 }, 'timeout'],
-      [{ dockerOptions: { host: '10.0.0.1', port: 2375 } }, 'dockerOptions.host'],
+      [{ dockerOptions: { host: 'tcp://10.0.0.1:2375' } }, 'dockerOptions.host must be a host name or an IP address'],
+      [{ dockerOptions: { host: 7 } }, 'dockerOptions.host'],
+      [{ dockerOptions: { host: 'engine', port: 70000 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 2 ** 32 + 1 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 23.5 } }, 'dockerOptions.port must be 1–65535'],
+      [{ dockerOptions: { host: 'engine', port: 'a lot' } }, 'dockerOptions.port'],
+      [{ dockerOptions: { host: 'engine', protocol: 'ssh' } }, "dockerOptions.protocol 'ssh' is not supported"],
+      [{ dockerOptions: { host: 'engine', protocol: 'ftp' } }, "dockerOptions.protocol must be 'http' or 'https'"],
+      [{ dockerOptions: { host: 'engine', protocol: 'https' } }, "https needs the engine's CA certificate: dockerOptions.ca"],
+      [{ dockerOptions: { host: 'engine', protocol: 'https', ca: 5 } }, 'dockerOptions.ca must be PEM contents'],
+      [{ dockerOptions: { host: 'engine', protocol: 'https', ca: 'not pem' } }, 'dockerOptions.ca holds no PEM certificate'],
       [{ dockerOptions: { socketPath: 7 } }, 'dockerOptions.socketPath'],
       [{ dockerOptions: { timeout: 'soon' } }, 'dockerOptions.timeout'],
     ]
@@ -349,6 +366,30 @@ describe('DockerSandbox options', () => {
       expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
       expect(error.message, JSON.stringify(options)).toContain(name)
     }
+  })
+
+  it('reads DOCKER_HOST when dockerOptions name no engine; ssh:// and bad addresses are SandboxOptionErrors', () => {
+    const saved = process.env.DOCKER_HOST
+    const attempt = (dockerHost, dockerOptions) => {
+      process.env.DOCKER_HOST = dockerHost
+      try {
+        new DockerSandbox({ dockerOptions })
+        return undefined
+      } catch (error) {
+        return error
+      } finally {
+        if (saved === undefined) delete process.env.DOCKER_HOST
+        else process.env.DOCKER_HOST = saved
+      }
+    }
+    const ssh = attempt('ssh://me@engine.example')
+    expect(ssh).toBeInstanceOf(SandboxOptionError)
+    expect(ssh.message).toContain('DOCKER_HOST "ssh://me@engine.example" is not supported')
+    expect(attempt('tcp://engine.example:port').message).toContain('DOCKER_HOST "tcp://engine.example:port" has no valid port')
+    // An engine named in dockerOptions wins over the environment.
+    expect(attempt('ssh://me@engine.example', { host: 'engine.example' })).toBeUndefined()
+    expect(attempt('ssh://me@engine.example', { socketPath: '/run/docker.sock' })).toBeUndefined()
+    expect(attempt('tcp://engine.example:2375')).toBeUndefined()
   })
 
   it('is exported from the package, CommonJS and ESM alike', () => {

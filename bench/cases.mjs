@@ -421,14 +421,15 @@ const withBwrap = (c) => ({
 const CONTAINERS_LEFT = { key: 'containers_left', label: 'containers left after destroy', better: 'lower' }
 
 /**
- * A base case measured again in a container of the local Docker engine (implementations:
- * docker.mjs); the sandbox is started before the case runs (the start is `docker_start`'s).
+ * A base case measured again in a container of a Docker engine (implementations:
+ * docker.mjs): `engine` `'local'` (unix socket) or `'tcp'` (the TCP engine, standing in for
+ * a remote one); the sandbox is started before the case runs (the start is `docker_start`'s).
  */
-const inDocker = (c, { targets, params = c.params }) => ({
+const inDocker = (c, { targets, params = c.params, engine = 'local' }) => ({
   ...c,
-  id: `docker_${c.id}`,
-  docker: true,
-  title: (p) => c.title(p).replace(/^\((\w+)\)/, '(docker $1)'),
+  id: engine === 'tcp' ? `docker_tcp_${c.id}` : `docker_${c.id}`,
+  docker: engine,
+  title: (p) => c.title(p).replace(/^\((\w+)\)/, engine === 'tcp' ? '(docker tcp $1)' : '(docker $1)'),
   params,
   metrics: [...c.metrics, CONTAINERS_LEFT],
   targets,
@@ -439,11 +440,11 @@ const inDocker = (c, { targets, params = c.params }) => ({
 })
 const baseCase = (id) => BASE_CASES.find((c) => c.id === id)
 
-/** Start of a sandbox (a container), its first command, and its removal. */
-const DOCKER_START_CASE = {
-  id: 'docker_start',
-  docker: true,
-  title: () => '(docker start) start() of a sandbox, its first `true`, destroy()',
+/** Start of a sandbox (a container), its first command, and its removal, on `engine`. */
+const dockerStartCase = (engine) => ({
+  id: engine === 'tcp' ? 'docker_tcp_start' : 'docker_start',
+  docker: engine,
+  title: () => `(docker${engine === 'tcp' ? ' tcp' : ''} start) start() of a sandbox, its first \`true\`, destroy()`,
   impls: ALL,
   runs: 3,
   params: () => ({}),
@@ -464,7 +465,7 @@ const DOCKER_START_CASE = {
     await sb.destroy()
     return { start_ms: start, first_command_ms: first, destroy_ms: now() - t0 }
   },
-}
+})
 
 /** Targets against a local engine: a command ≤ 0.1× `@mastra/docker`'s; output and memory as LocalSandbox's (c). */
 const DOCKER_CASES = [
@@ -472,7 +473,13 @@ const DOCKER_CASES = [
   inDocker(baseCase('b'), { targets: [{ key: 'total_ms', vsMastra: 0.7 }] }),
   inDocker(baseCase('c'), { targets: baseCase('c').targets }),
   inDocker(baseCase('e'), { targets: [{ key: 'median_cycle_ms', vsMastra: 0.1 }], params: (quick) => ({ count: quick ? 20 : 50 }) }),
-  DOCKER_START_CASE,
+  dockerStartCase('local'),
+  // The same against the TCP engine: a command ≤ 0.5× `@mastra/docker`'s.
+  inDocker(baseCase('a'), { engine: 'tcp', targets: [{ key: 'median_ms', vsMastra: 0.5 }] }),
+  inDocker(baseCase('b'), { engine: 'tcp', targets: undefined }),
+  inDocker(baseCase('c'), { engine: 'tcp', targets: baseCase('c').targets }),
+  inDocker(baseCase('e'), { engine: 'tcp', targets: undefined, params: (quick) => ({ count: quick ? 20 : 50 }) }),
+  dockerStartCase('tcp'),
 ]
 
 export const CASES = [

@@ -70,9 +70,10 @@ function installMastraDocker() {
 }
 
 /**
- * Starts the local test engine and installs `@mastra/docker`. Resolves
- * `{ context: { socketPath, image, run } }` for the children, or `{ reason }` (one line)
- * when the Docker cases cannot run here.
+ * Starts the test engines and installs `@mastra/docker`. Resolves
+ * `{ context: { engines: { local, tcp }, image, run } }` for the children (each engine as
+ * dockerode's options: `{ socketPath }`, `{ host, port }`), or `{ reason }` (one line) when
+ * the Docker cases cannot run here.
  */
 export async function prepareDocker() {
   let engines
@@ -86,29 +87,42 @@ export async function prepareDocker() {
   }
   const reason = installMastraDocker()
   if (reason) return { reason }
-  return { context: { socketPath: engines.local.socketPath, image: TEST_IMAGE, run: `${process.pid}-${Date.now().toString(36)}` } }
+  const { local, remote } = engines
+  return {
+    context: {
+      engines: { local: { socketPath: local.socketPath }, tcp: { host: remote.host, port: remote.port } },
+      image: TEST_IMAGE,
+      run: `${process.pid}-${Date.now().toString(36)}`,
+    },
+  }
 }
 
 /**
- * Removes (force, with anonymous volumes) every container labelled by the benchmark — of
- * run `run`, or of any run when not given (what an interrupted run left). Resolves the
- * number removed.
+ * Removes (force, with anonymous volumes) every container labelled by the benchmark on the
+ * engines of `context` — of run `run`, or of any run when not given (what an interrupted
+ * run left). Resolves the number removed.
  */
-export async function sweepContainers(socketPath, run) {
+export async function sweepContainers(context, run) {
   const { engineJson, engineRequest } = await import('../scripts/docker-engine.mjs')
-  const endpoint = { socketPath, dockerHost: `unix://${socketPath}` }
   const label = run === undefined ? BENCH_LABEL : `${BENCH_LABEL}=${run}`
   const filters = encodeURIComponent(JSON.stringify({ label: [label] }))
-  const found = await engineJson(endpoint, 'GET', `/containers/json?all=1&filters=${filters}`, { timeoutMs: 10_000 })
-  await Promise.all(found.map(({ Id }) => engineRequest(endpoint, 'DELETE', `/containers/${Id}?force=1&v=1`, { timeoutMs: 30_000 })))
-  return found.length
+  let removed = 0
+  for (const endpoint of Object.values(context.engines)) {
+    const found = await engineJson(endpoint, 'GET', `/containers/json?all=1&filters=${filters}`, { timeoutMs: 10_000 })
+    await Promise.all(found.map(({ Id }) => engineRequest(endpoint, 'DELETE', `/containers/${Id}?force=1&v=1`, { timeoutMs: 30_000 })))
+    removed += found.length
+  }
+  return removed
 }
 
 // ---- children: the implementations ----
 
 const requireDeps = () => createRequire(path.join(DEPS_DIR, 'package.json'))
 
-/** Like impls.mjs's `loadImpl`, for the Docker implementations; `context` from `prepareDocker`. */
+/**
+ * Like impls.mjs's `loadImpl`, for the Docker implementations; `context` from
+ * `prepareDocker`, plus `engine` (`'local'` or `'tcp'`): the engine the case runs on.
+ */
 export async function loadDockerImpl(name, context) {
   const t0 = performance.now()
   let open
@@ -132,8 +146,8 @@ export async function loadDockerImpl(name, context) {
 class DockerApiSandbox {
   #sandbox
 
-  constructor(DockerSandbox, { socketPath, image, run }) {
-    this.#sandbox = new DockerSandbox({ image, dockerOptions: { socketPath }, labels: { [BENCH_LABEL]: run } })
+  constructor(DockerSandbox, { engines, engine, image, run }) {
+    this.#sandbox = new DockerSandbox({ image, dockerOptions: engines[engine], labels: { [BENCH_LABEL]: run } })
   }
 
   async start() {
@@ -193,8 +207,8 @@ class RawDockerSandbox {
   #options
   #container
 
-  constructor(Docker, { socketPath, image, run }) {
-    this.#docker = new Docker({ socketPath })
+  constructor(Docker, { engines, engine, image, run }) {
+    this.#docker = new Docker(engines[engine])
     this.#options = { Image: image, Cmd: ['sleep', 'infinity'], WorkingDir: '/workspace', Labels: { [BENCH_LABEL]: run } }
   }
 

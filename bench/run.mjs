@@ -29,18 +29,20 @@ function parseArgs(argv) {
     }
     if (arg === '--quick') args.quick = true
     else if (arg === '--case' || arg === '--cases') {
-      // `docker` stands for every Docker case.
+      // `docker` stands for every Docker case, `docker_tcp` for those on the TCP engine.
       args.cases = value()
         .split(',')
         .flatMap((name) =>
           name.trim() === 'docker'
             ? CASES.filter((c) => c.docker)
-            : [findCase(name) ?? fail(`unknown case "${name}"; cases: ${CASES.map((c) => c.id).join(', ')}, docker`)],
+            : name.trim() === 'docker_tcp'
+              ? CASES.filter((c) => c.docker === 'tcp')
+              : [findCase(name) ?? fail(`unknown case "${name}"; cases: ${CASES.map((c) => c.id).join(', ')}, docker, docker_tcp`)],
         )
     } else if (arg === '--json') args.json = value()
     else if (arg === '--timeout') args.timeoutS = Number(value())
     else if (arg === '--help' || arg === '-h') {
-      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,checkpoint; x_bwrap for a..e; docker_a,docker_b,docker_c,docker_e,docker_start or docker for all five] [--json out.json] [--timeout s]')
+      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,checkpoint; x_bwrap for a..e; docker_a,docker_b,docker_c,docker_e,docker_start (local engine), docker_tcp_a..docker_tcp_start (TCP engine), docker_tcp for those, docker for all ten] [--json out.json] [--timeout s]')
       process.exit(0)
     } else fail(`unknown argument "${arg}"`)
   }
@@ -127,7 +129,7 @@ process.on('SIGINT', async () => {
     killTree(current.pid)
     rmSync(current.workingDirectory, { recursive: true, force: true })
   }
-  if (docker) await sweepContainers(docker.context.socketPath, docker.context.run).catch(() => {})
+  if (docker) await sweepContainers(docker.context, docker.context.run).catch(() => {})
   process.exit(130)
 })
 
@@ -210,7 +212,7 @@ async function main() {
       console.log(`Docker cases skipped: ${dockerSkipped}.\n`)
     } else {
       docker = prepared
-      const stale = await sweepContainers(docker.context.socketPath)
+      const stale = await sweepContainers(docker.context)
       if (stale) console.log(`Removed ${stale} benchmark container(s) an interrupted run left.`)
     }
   }
@@ -219,7 +221,7 @@ async function main() {
   const titles = {}
   for (const c of args.cases) {
     const runs = args.quick ? 1 : c.runs
-    const params = c.docker ? { ...c.params(args.quick), docker: docker.context } : c.params(args.quick)
+    const params = c.docker ? { ...c.params(args.quick), docker: { ...docker.context, engine: c.docker } } : c.params(args.quick)
     titles[c.id] = c.title(params)
     results[c.id] = Object.fromEntries(c.impls.map((impl) => [impl, { runs: [], errors: [] }]))
     for (let run = 1; run <= runs; run++) {
@@ -227,7 +229,7 @@ async function main() {
         const r = await runChild(c, impl, params, args.timeoutS)
         // Whatever the run left (the implementation's destroy() missed it, or the child
         // failed or timed out) is removed here, and counted.
-        const left = c.docker ? await sweepContainers(docker.context.socketPath, docker.context.run) : 0
+        const left = c.docker ? await sweepContainers(docker.context, docker.context.run) : 0
         if (r.metrics && c.docker) r.metrics.containers_left = left
         const head = `${c.id.padEnd(7)} ${impl.padEnd(6)} ${run}/${runs}`
         if (r.error) {

@@ -160,25 +160,53 @@ function mountsOf(value) {
 }
 
 /**
- * `dockerOptions` (dockerode's connection settings): a local engine's `socketPath`, else
- * `DOCKER_HOST`, else the default socket; `timeout` bounds each engine call. Remote engines (`host`, `protocol`, TLS) are not
- * supported yet, and are refused rather than ignored.
+ * `dockerOptions` (dockerode's connection settings): a TCP engine's `host`, `port`,
+ * `protocol` and TLS material (`ca`, `cert`, `key`: PEM contents), a local engine's
+ * `socketPath`, else `DOCKER_HOST` (with `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`), else the
+ * default socket; `timeout` bounds each engine call. Types are checked here; the values
+ * (ports, protocols, addresses, PEM) by the native side, once.
  */
 function connectionOf(dockerOptions) {
   const d = check.object(dockerOptions, 'dockerOptions')
-  for (const key of ['host', 'port', 'protocol', 'ca', 'cert', 'key', 'sshOptions']) {
-    if (d[key] !== undefined) {
-      throw new SandboxOptionError(
-        `dockerOptions.${key}: DockerSandbox reaches only a local engine on a unix socket for now (dockerOptions.socketPath or DOCKER_HOST=unix://…)`,
-      )
-    }
-  }
+  const env = process.env
   return {
     socketPath: check.string(d.socketPath, 'dockerOptions.socketPath'),
-    dockerHost: process.env.DOCKER_HOST,
+    host: check.string(d.host, 'dockerOptions.host'),
+    port: portOf(d.port),
+    protocol: check.string(d.protocol, 'dockerOptions.protocol'),
+    ca: pemOf(d.ca, 'dockerOptions.ca'),
+    cert: pemOf(d.cert, 'dockerOptions.cert'),
+    key: pemOf(d.key, 'dockerOptions.key'),
+    dockerHost: env.DOCKER_HOST,
+    dockerTlsVerify: env.DOCKER_TLS_VERIFY,
+    dockerCertPath: env.DOCKER_CERT_PATH,
     // Per engine call, as dockerode's per request (default 30 s here, none in dockerode).
     engineTimeout: check.duration(d.timeout, 'dockerOptions.timeout'),
   }
+}
+
+/** `dockerOptions.port`: a number, or its digits as dockerode also takes it (the range is checked natively). */
+function portOf(value) {
+  if (value === undefined) return undefined
+  const port = typeof value === 'string' && /^[0-9]+$/.test(value) ? Number(value) : value
+  if (typeof port !== 'number' || Number.isNaN(port)) {
+    throw new SandboxOptionError(`dockerOptions.port must be a TCP port number, got ${describe(value)}`)
+  }
+  return port
+}
+
+/** PEM contents as dockerode takes them: a string, a Buffer, or an array of them. */
+function pemOf(value, name) {
+  if (value === undefined) return undefined
+  const parts = Array.isArray(value) ? value : [value]
+  return Buffer.concat(
+    parts.map((part, i) => {
+      const at = Array.isArray(value) ? `${name}[${i}]` : name
+      if (typeof part === 'string') return Buffer.from(`${part}\n`)
+      if (part instanceof Uint8Array) return Buffer.concat([part, Buffer.from('\n')])
+      throw new SandboxOptionError(`${at} must be PEM contents (a string or Buffer), got ${describe(part)}`)
+    }),
+  )
 }
 
 /** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */

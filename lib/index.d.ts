@@ -563,9 +563,25 @@ export interface MastraComponent {
 }
 export interface LocalSandbox extends MastraComponent {}
 
-/** `dockerOptions`: a local engine's socket (remote engines are refused for now). */
+/**
+ * `dockerOptions`, as dockerode takes them: a TCP engine (`host`, `port`, `protocol`, TLS
+ * material) or a local engine's unix socket. Without either, `DOCKER_HOST` (`unix://…` or
+ * `tcp://…`, with `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`), else `/var/run/docker.sock`.
+ * `ssh` is not supported.
+ */
 export interface DockerConnectionOptions {
-  /** The engine's unix socket; else `DOCKER_HOST` (`unix://…`), else `/var/run/docker.sock`. */
+  /** A TCP engine's host name or address; it wins over `socketPath` and `DOCKER_HOST`. */
+  host?: string
+  /** Default 2375, or 2376 with TLS. */
+  port?: number | string
+  /** `'https'` (TLS) by default with port 2376 or with `ca`, `cert` and `key` all given. */
+  protocol?: 'http' | 'https'
+  /** PEM contents (not paths) of the engine's CA, which alone is trusted; required for https. */
+  ca?: string | Uint8Array | Array<string | Uint8Array>
+  /** PEM contents of the client certificate and its key, when the engine checks clients. */
+  cert?: string | Uint8Array | Array<string | Uint8Array>
+  key?: string | Uint8Array | Array<string | Uint8Array>
+  /** The engine's unix socket. */
   socketPath?: string
   /** Milliseconds each engine call may take (default 30000); past it, `ENGINE_UNREACHABLE`. */
   timeout?: number

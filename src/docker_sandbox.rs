@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
 use native_workspace_core::{CoreError, Result};
-use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Ulimit};
+use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
 
 use crate::js_callback::{JsHook, lifecycle_hooks};
 use crate::keeper::keeper_path;
@@ -56,8 +57,18 @@ pub struct NativeDockerOptions {
   pub timeout: Option<f64>,
   /// `dockerOptions.socketPath`.
   pub socket_path: Option<String>,
-  /// `DOCKER_HOST` as the process had it.
+  /// `dockerOptions.host`, `port` and `protocol`: a TCP engine.
+  pub host: Option<String>,
+  pub port: Option<f64>,
+  pub protocol: Option<String>,
+  /// `dockerOptions.ca`, `cert` and `key`: PEM contents.
+  pub ca: Option<Buffer>,
+  pub cert: Option<Buffer>,
+  pub key: Option<Buffer>,
+  /// `DOCKER_HOST`, `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH` as the process had them.
   pub docker_host: Option<String>,
+  pub docker_tls_verify: Option<String>,
+  pub docker_cert_path: Option<String>,
   /// `dockerOptions.timeout`: milliseconds one engine call may take.
   pub engine_timeout: Option<f64>,
   #[napi(ts_type = "(outcome: string) => Promise<void>")]
@@ -77,10 +88,19 @@ pub struct NativeUlimit {
 
 /// The core sandbox of a `DockerSandbox`: nothing is created until its start.
 pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
-  let mut connection = Connection::from_settings(
-    options.socket_path.as_deref(),
-    options.docker_host.as_deref(),
-  )?;
+  let pem = |buffer: Option<Buffer>| buffer.map(|b| b.to_vec());
+  let mut connection = Connection::from_settings(&Settings {
+    socket_path: options.socket_path,
+    host: options.host,
+    port: options.port,
+    protocol: options.protocol,
+    ca: pem(options.ca),
+    cert: pem(options.cert),
+    key: pem(options.key),
+    docker_host: options.docker_host,
+    docker_tls_verify: options.docker_tls_verify,
+    docker_cert_path: options.docker_cert_path,
+  })?;
   if let Some(limit) = timeout(options.engine_timeout, "dockerOptions.timeout")? {
     connection.timeout = limit;
   }

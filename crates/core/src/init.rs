@@ -38,7 +38,7 @@ const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const START_MESSAGE_BYTES: usize = 4096;
 
 pub struct Init {
-  requests: Mutex<UnixStream>,
+  link: Link,
   /// The init this process started; `None` for one reached through its socket (a
   /// container's), or once shut down.
   child: Mutex<Option<tokio::process::Child>>,
@@ -49,6 +49,14 @@ pub struct Init {
   runtime: tokio::runtime::Handle,
   /// Kept while the init lives: the protection's placeholders go when it is dropped.
   _confinement: Confinement,
+}
+
+/// How requests reach the init.
+enum Link {
+  /// Its request socket: descriptors are passed along with each request.
+  Socket(Mutex<UnixStream>),
+  /// A byte stream to a `--mux` in the init's container, which makes the descriptors there.
+  Mux(crate::mux::Link),
 }
 
 /// An init dropped without `shutdown()` (its sandbox collected) still ends and is reaped:
@@ -62,7 +70,9 @@ impl Drop for Init {
       .unwrap_or_else(|e| e.into_inner())
       .take();
     if let Some(child) = child {
-      let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
+      if let Link::Socket(socket) = &self.link {
+        let _ = socket.locked().shutdown(std::net::Shutdown::Both);
+      }
       self.runtime.spawn(reap(child));
     }
   }
@@ -227,7 +237,7 @@ impl Init {
       });
     }
     Ok(Init {
-      requests: Mutex::new(ours),
+      link: Link::Socket(Mutex::new(ours)),
       child: Mutex::new(Some(child)),
       connected: None,
       kills,
@@ -260,7 +270,32 @@ impl Init {
       ))));
     }
     Ok(Init {
-      requests: Mutex::new(stream),
+      link: Link::Socket(Mutex::new(stream)),
+      child: Mutex::new(None),
+      connected: Some(std::sync::atomic::AtomicBool::new(true)),
+      kills: Arc::new(LimitKills::new(None)),
+      runtime: tokio::runtime::Handle::current(),
+      _confinement: Confinement::None,
+    })
+  }
+
+  /// Reaches an init through a `native-workspace-keeper --mux` at the other end of
+  /// `reader` and `writer` (a remote container's attached exec) and waits until it says it
+  /// is ready. The commands of this connection die when the stream ends, from either side.
+  pub async fn remote<R, W>(reader: R, writer: W) -> Result<Init>
+  where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+  {
+    let link = crate::mux::Link::open(reader, writer, READY_TIMEOUT)
+      .await
+      .map_err(|why| {
+        CoreError::Spawn(io::Error::other(format!(
+          "the sandbox supervisor did not answer through the engine's stream: {why}"
+        )))
+      })?;
+    Ok(Init {
+      link: Link::Mux(link),
       child: Mutex::new(None),
       connected: Some(std::sync::atomic::AtomicBool::new(true)),
       kills: Arc::new(LimitKills::new(None)),
@@ -281,7 +316,11 @@ impl Init {
 
   pub fn is_alive(&self) -> bool {
     if let Some(open) = &self.connected {
-      return open.load(std::sync::atomic::Ordering::Acquire) && peer_open(&self.requests.locked());
+      return open.load(std::sync::atomic::Ordering::Acquire)
+        && match &self.link {
+          Link::Socket(socket) => peer_open(&socket.locked()),
+          Link::Mux(link) => link.is_alive(),
+        };
     }
     match self.child.locked().as_mut() {
       Some(child) => matches!(child.try_wait(), Ok(None)),
@@ -292,7 +331,12 @@ impl Init {
   /// Ends the init and waits until it is reaped. Closing its socket makes it kill what
   /// is left of its commands and exit; if it does not, it is killed.
   pub async fn shutdown(&self) {
-    let _ = self.requests.locked().shutdown(std::net::Shutdown::Both);
+    match &self.link {
+      Link::Socket(socket) => {
+        let _ = socket.locked().shutdown(std::net::Shutdown::Both);
+      }
+      Link::Mux(link) => link.close(),
+    }
     if let Some(open) = &self.connected {
       open.store(false, std::sync::atomic::Ordering::Release);
     }
@@ -340,27 +384,48 @@ impl Init {
       StdinMode::Pipe => Some(pipe_pair().map_err(io_err)?),
       StdinMode::Ignore => None,
     };
-    let mut fds = vec![
-      control_theirs.as_raw_fd(),
-      stdout_theirs.as_raw_fd(),
-      stderr_theirs.as_raw_fd(),
-    ];
-    if let Some((read_end, _)) = &stdin {
-      // For stdin the command gets the read end.
-      fds.push(read_end.as_raw_fd());
-    }
-    let header = (payload.len() as u32).to_le_bytes();
-    {
-      let mut socket = self.requests.locked();
-      let sent = send_with_fds(&socket, &header, &fds).and_then(|_| socket.write_all(&payload));
-      sent.map_err(|e| CoreError::io("The sandbox supervisor is gone", e))?;
-    }
-    // The init holds its copies now; ours of the command's ends must close, or EOF never comes.
-    drop((control_theirs, stdout_theirs, stderr_theirs));
-    let stdin = stdin.map(|(read_end, write_end)| {
-      drop(read_end);
-      write_end
-    });
+    let gone = |e| CoreError::io("The sandbox supervisor is gone", e);
+    let stdin = match &self.link {
+      Link::Socket(socket) => {
+        let mut fds = vec![
+          control_theirs.as_raw_fd(),
+          stdout_theirs.as_raw_fd(),
+          stderr_theirs.as_raw_fd(),
+        ];
+        if let Some((read_end, _)) = &stdin {
+          // For stdin the command gets the read end.
+          fds.push(read_end.as_raw_fd());
+        }
+        let header = (payload.len() as u32).to_le_bytes();
+        let mut socket = socket.locked();
+        let sent = send_with_fds(&socket, &header, &fds).and_then(|_| socket.write_all(&payload));
+        sent.map_err(gone)?;
+        // The init holds its copies now; ours of the command's ends must close, or EOF
+        // never comes.
+        drop((control_theirs, stdout_theirs, stderr_theirs));
+        stdin.map(|(_, write_end)| write_end)
+      }
+      Link::Mux(link) => {
+        // The link feeds the command's ends from the stream (and closes them at its end).
+        let flags = if stdin.is_some() {
+          crate::mux::STDIN_PIPED
+        } else {
+          0
+        };
+        let request = [&[flags][..], &payload].concat();
+        let (stdin_read, stdin_write) = stdin.unzip();
+        link
+          .launch(
+            &request,
+            control_theirs,
+            stdout_theirs,
+            stderr_theirs,
+            stdin_read,
+          )
+          .map_err(gone)?;
+        stdin_write
+      }
+    };
     control.set_nonblocking(true).map_err(io_err)?;
     Ok(Launched {
       control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
@@ -514,7 +579,7 @@ fn seccomp_pipe() -> Result<OwnedFd> {
 }
 
 /// A close-on-exec pipe as (read end, write end).
-pub(crate) fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
   let mut fds = [0 as RawFd; 2];
   // SAFETY: pipe2 fills two fresh descriptors that we then own.
   if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -524,7 +589,9 @@ pub(crate) fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
   Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// Sends `bytes` with `fds` attached (SCM_RIGHTS), the whole of `bytes` even if the first
+/// `sendmsg` takes only part of it.
+pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
   // SAFETY: the msghdr points at live buffers for the duration of the call.
   unsafe {
     let fd_bytes = std::mem::size_of_val(fds);

@@ -14,6 +14,7 @@ pub mod init;
 pub mod isolation;
 pub mod lifecycle;
 pub mod limits;
+pub mod mux;
 pub mod net;
 pub mod output;
 pub mod private_tmp;

@@ -27,11 +27,12 @@ use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
 use crate::engine::{Connection, call, call_unless_done, refusal};
+use crate::remote;
 use crate::{CHECKPOINT_REPOSITORY, OWNER_LABEL, SANDBOX_LABEL};
 
 /// Where the host directory holding the keeper's socket is mounted in the container.
 pub(crate) const SOCKET_DIR_INSIDE: &str = "/.native-workspace";
-const SOCKET_NAME: &str = "keeper.sock";
+pub(crate) const SOCKET_NAME: &str = "keeper.sock";
 
 /// How long a started container's keeper may take to answer on its socket.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,7 +109,8 @@ pub struct ContainerSpec {
 #[derive(Clone)]
 struct Started {
   id: String,
-  socket_dir: PathBuf,
+  /// The host directory holding the keeper's socket; `None` on a remote engine.
+  socket_dir: Option<PathBuf>,
 }
 
 pub struct DockerHost {
@@ -166,11 +168,17 @@ impl DockerHost {
   async fn create(&self, docker: &Docker) -> Result<Started> {
     self.check_mounts(docker)?;
     let image = self.boot_image(docker).await?;
-    let socket_dir = new_socket_dir()?;
-    match self.create_from(docker, &image, &socket_dir).await {
+    // A local engine shares a host directory for the keeper's socket; a remote one cannot.
+    let socket_dir = match self.connection.is_local() {
+      true => Some(new_socket_dir()?),
+      false => None,
+    };
+    match self.create_from(docker, &image, socket_dir.as_deref()).await {
       Ok(id) => Ok(Started { id, socket_dir }),
       Err(error) => {
-        let _ = std::fs::remove_dir_all(&socket_dir);
+        if let Some(dir) = &socket_dir {
+          let _ = std::fs::remove_dir_all(dir);
+        }
         if let Err(error) = self.remove_volumes(docker).await {
           tracing::warn!(%error, "the volumes of a container that was not created were not removed");
         }
@@ -179,7 +187,12 @@ impl DockerHost {
     }
   }
 
-  async fn create_from(&self, docker: &Docker, image: &str, socket_dir: &Path) -> Result<String> {
+  async fn create_from(
+    &self,
+    docker: &Docker,
+    image: &str,
+    socket_dir: Option<&Path>,
+  ) -> Result<String> {
     self.create_volumes(docker).await?;
     let options = CreateContainerOptionsBuilder::default()
       .name(&self.spec.name)
@@ -191,9 +204,16 @@ impl DockerHost {
       docker.create_container(Some(options), body),
     )
     .await?;
-    if self.makes_working_dir()
-      && let Err(error) = self.make_working_dir(docker, &created.id).await
-    {
+    let prepared = async {
+      if socket_dir.is_none() {
+        remote::upload_keeper(&self.connection, docker, &created.id, &self.spec.keeper).await?;
+      }
+      if self.makes_working_dir() {
+        self.make_working_dir(docker, &created.id).await?;
+      }
+      Ok(())
+    };
+    if let Err(error) = prepared.await {
       let _ = remove_container(&self.connection, docker, &created.id).await;
       return Err(error);
     }
@@ -442,20 +462,35 @@ impl DockerHost {
     call(&self.connection, "looking for the working directory", stat).await
   }
 
-  fn body(&self, image: &str, socket_dir: &Path) -> ContainerCreateBody {
+  /// Where the keeper comes from and where its socket is: a local engine bind-mounts the
+  /// keeper and the host's socket directory (`socket_dir`); a remote one (no `socket_dir`)
+  /// gets an anonymous volume the keeper is uploaded into before the start.
+  /// Returns the keeper's path, its socket's path and the mounts.
+  fn keeper_placement(&self, socket_dir: Option<&Path>) -> (String, String, Vec<Mount>) {
+    match socket_dir {
+      Some(dir) => (
+        KEEPER_INSIDE.to_owned(),
+        format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"),
+        vec![
+          bind(&self.spec.keeper, KEEPER_INSIDE, true),
+          bind(dir, SOCKET_DIR_INSIDE, false),
+        ],
+      ),
+      None => (
+        remote::keeper_inside(),
+        remote::socket_inside(),
+        vec![Mount {
+          typ: Some(MountType::VOLUME),
+          target: Some(SOCKET_DIR_INSIDE.to_owned()),
+          ..Default::default()
+        }],
+      ),
+    }
+  }
+
+  fn body(&self, image: &str, socket_dir: Option<&Path>) -> ContainerCreateBody {
     let spec = &self.spec;
-    let socket = format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}");
-    let bind = |source: &Path, target: &str, read_only: bool| Mount {
-      typ: Some(MountType::BIND),
-      source: Some(source.to_string_lossy().into_owned()),
-      target: Some(target.to_owned()),
-      read_only: Some(read_only),
-      ..Default::default()
-    };
-    let mut mounts = vec![
-      bind(&spec.keeper, KEEPER_INSIDE, true),
-      bind(socket_dir, SOCKET_DIR_INSIDE, false),
-    ];
+    let (keeper, socket, mut mounts) = self.keeper_placement(socket_dir);
     mounts.extend(spec.mounts.iter().cloned());
     for workspace in self.binds.locked().iter() {
       mounts.push(bind(
@@ -472,11 +507,7 @@ impl DockerHost {
     ContainerCreateBody {
       image: Some(image.to_owned()),
       // The keeper replaces the image's entrypoint and command.
-      entrypoint: Some(vec![
-        KEEPER_INSIDE.to_owned(),
-        "--listen".to_owned(),
-        socket,
-      ]),
+      entrypoint: Some(vec![keeper, "--listen".to_owned(), socket]),
       cmd: Some(Vec::new()),
       env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
       // Made after the creation instead when it must be the user's.
@@ -540,20 +571,26 @@ impl DockerHost {
       docker.inspect_container(id, None::<InspectContainerOptions>),
     )
     .await?;
-    let socket_dir = inspected
+    let keeper_mount = inspected
       .mounts
       .unwrap_or_default()
       .into_iter()
       .find(|m| m.destination.as_deref() == Some(SOCKET_DIR_INSIDE))
       .and_then(|m| m.source)
-      .map(PathBuf::from)
       .ok_or_else(|| {
         CoreError::Engine(format!(
           "Container {id} carries the label {SANDBOX_LABEL}={} but was not made by DockerSandbox (no {SOCKET_DIR_INSIDE} mount)",
           self.spec.id
         ))
       })?;
-    ensure_socket_dir(&socket_dir)?;
+    // A remote engine's mount source is a path on its host, not ours.
+    let socket_dir = match self.connection.is_local() {
+      true => Some(PathBuf::from(keeper_mount)),
+      false => None,
+    };
+    if let Some(dir) = &socket_dir {
+      ensure_socket_dir(dir)?;
+    }
     let running = inspected.state.and_then(|s| s.running).unwrap_or(false);
     Ok((
       Started {
@@ -616,7 +653,19 @@ impl DockerHost {
       .clone()
       .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?;
     let docker = self.docker().await?;
-    let socket = started.socket_dir.join(SOCKET_NAME);
+    let Some(socket_dir) = &started.socket_dir else {
+      let connected = remote::connect(&self.connection, docker, &started.id).await;
+      return match connected {
+        // An engine gone says so as it is.
+        Err(error @ CoreError::EngineUnreachable(_)) => Err(error),
+        Err(error) => Err(match self.not_running(docker, &started.id).await? {
+          Some(why) => unreachable_supervisor(&started.id, &why),
+          None => error,
+        }),
+        init => init,
+      };
+    };
+    let socket = socket_dir.join(SOCKET_NAME);
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let mut attempts = 0u32;
     loop {
@@ -629,10 +678,7 @@ impl DockerHost {
       if attempts.is_multiple_of(10)
         && let Some(why) = self.not_running(docker, &started.id).await?
       {
-        return Err(CoreError::Engine(format!(
-          "The supervisor in the sandbox's container {} cannot be reached: {why}",
-          started.id
-        )));
+        return Err(unreachable_supervisor(&started.id, &why));
       }
       if Instant::now() >= deadline {
         return Err(error);
@@ -654,8 +700,8 @@ impl DockerHost {
       None => {
         // One removed from outside leaves its socket directory behind.
         let previous = self.started.locked().take();
-        if let Some(previous) = previous {
-          let _ = std::fs::remove_dir_all(&previous.socket_dir);
+        if let Some(dir) = previous.and_then(|p| p.socket_dir) {
+          let _ = std::fs::remove_dir_all(dir);
         }
         let started = self.create(docker).await?;
         if let Err(error) = self.start_container(docker, &started.id).await {
@@ -698,7 +744,9 @@ impl DockerHost {
     let docker = self.docker().await?;
     remove_container(&self.connection, docker, &started.id).await?;
     *self.started.locked() = None;
-    let _ = std::fs::remove_dir_all(&started.socket_dir);
+    if let Some(dir) = &started.socket_dir {
+      let _ = std::fs::remove_dir_all(dir);
+    }
     self.remove_volumes(docker).await
   }
 
@@ -810,8 +858,16 @@ impl DockerHost {
     if let Err(error) = remove_container(&self.connection, docker, &started.id).await {
       tracing::warn!(%error, "a container that did not start was not removed");
     }
-    let _ = std::fs::remove_dir_all(&started.socket_dir);
+    if let Some(dir) = &started.socket_dir {
+      let _ = std::fs::remove_dir_all(dir);
+    }
   }
+}
+
+fn unreachable_supervisor(id: &str, why: &str) -> CoreError {
+  CoreError::Engine(format!(
+    "The supervisor in the sandbox's container {id} cannot be reached: {why}"
+  ))
 }
 
 /// Removes a container with its anonymous volumes; one already gone is fine.
@@ -858,6 +914,11 @@ impl ContainerHost for DockerHost {
     let mut current = self.binds.locked();
     if *current == binds {
       return Ok(());
+    }
+    if !binds.is_empty() && !self.connection.is_local() {
+      return Err(CoreError::InvalidOption(
+        "A remote Docker engine cannot bind this host's directories: a workspace filesystem is mounted into a DockerSandbox on a local engine (unix socket) only".into(),
+      ));
     }
     if let Some(started) = self.started.locked().as_ref() {
       return Err(CoreError::InvalidOption(format!(
@@ -941,6 +1002,17 @@ fn directories_tar(names: &[String], owner: (u32, u32)) -> Result<Vec<u8>> {
   Ok(tar)
 }
 
+/// A bind mount of a host path.
+fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
+  Mount {
+    typ: Some(MountType::BIND),
+    source: Some(source.to_string_lossy().into_owned()),
+    target: Some(target.to_owned()),
+    read_only: Some(read_only),
+    ..Default::default()
+  }
+}
+
 /// This user's directory of socket directories: private to the user (other host users
 /// cannot reach the sockets), refused if someone else made it.
 fn runtime_root() -> Result<PathBuf> {
@@ -1018,10 +1090,14 @@ mod tests {
       ..Default::default()
     };
     let host = DockerHost::new(
-      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      Connection::from_settings(&crate::engine::Settings {
+        socket_path: Some("/x.sock".into()),
+        ..Default::default()
+      })
+      .unwrap(),
       spec,
     );
-    let body = host.body("image", Path::new("/tmp/socket-dir"));
+    let body = host.body("image", Some(Path::new("/tmp/socket-dir")));
     assert_eq!(
       body.exposed_ports,
       Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
@@ -1085,12 +1161,77 @@ mod tests {
   }
 
   #[test]
+  fn a_remote_engine_gets_the_keeper_in_an_anonymous_volume_and_a_local_one_binds_it() {
+    let spec = ContainerSpec {
+      keeper: PathBuf::from("/pkg/native-workspace-keeper"),
+      ..Default::default()
+    };
+    let remote = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings {
+        host: Some("engine.example".into()),
+        ..Default::default()
+      })
+      .unwrap(),
+      spec.clone(),
+    );
+    let body = remote.body("image", None);
+    assert_eq!(
+      body.entrypoint,
+      Some(vec![
+        "/.native-workspace/keeper".to_owned(),
+        "--listen".to_owned(),
+        "/.native-workspace/run/keeper.sock".to_owned(),
+      ])
+    );
+    let mounts = body.host_config.unwrap().mounts.unwrap();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts[0].typ, Some(MountType::VOLUME));
+    assert_eq!(mounts[0].target.as_deref(), Some("/.native-workspace"));
+    // No source: anonymous, removed with the container (`v=1`).
+    assert_eq!(mounts[0].source, None);
+
+    let local = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+      spec,
+    );
+    let body = local.body("image", Some(Path::new("/run/user/0/x")));
+    assert_eq!(
+      body.entrypoint.unwrap()[0],
+      native_workspace_core::isolation::KEEPER_INSIDE
+    );
+    let mounts = body.host_config.unwrap().mounts.unwrap();
+    let binds: Vec<_> = mounts
+      .iter()
+      .map(|m| (m.typ, m.source.as_deref(), m.target.as_deref()))
+      .collect();
+    assert_eq!(
+      binds,
+      [
+        (
+          Some(MountType::BIND),
+          Some("/pkg/native-workspace-keeper"),
+          Some(KEEPER_INSIDE)
+        ),
+        (
+          Some(MountType::BIND),
+          Some("/run/user/0/x"),
+          Some("/.native-workspace")
+        ),
+      ]
+    );
+  }
+
+  #[test]
   fn no_ports_publishes_nothing() {
     let host = DockerHost::new(
-      Connection::from_settings(Some("/x.sock"), None).unwrap(),
+      Connection::from_settings(&crate::engine::Settings {
+        socket_path: Some("/x.sock".into()),
+        ..Default::default()
+      })
+      .unwrap(),
       ContainerSpec::default(),
     );
-    let body = host.body("image", Path::new("/tmp/socket-dir"));
+    let body = host.body("image", Some(Path::new("/tmp/socket-dir")));
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
   }

@@ -1,18 +1,22 @@
 //! The engine side of `DockerSandbox`: a labelled container whose PID 1 is this package's
-//! keeper (`--listen`), on a Docker Engine reached through its unix socket. The keeper's
-//! socket is in a host directory bind-mounted into the container, so the sandbox reaches
-//! it directly and every command costs a fork in the container, not a `docker exec`; the
-//! commands themselves are the core sandbox's (see `native_workspace_core::container`).
+//! keeper (`--listen`), on a Docker Engine reached through its unix socket or over TCP
+//! (with TLS). On a local engine (unix socket) the keeper's socket is in a host directory
+//! bind-mounted into the container, so the sandbox reaches it directly and every command
+//! costs a fork in the container, not a `docker exec`. On a TCP engine, which may be on
+//! another host, the keeper is uploaded into the container and every command of a
+//! connection travels over one attached exec (see `remote`): a round trip, not an exec.
+//! The commands themselves are the core sandbox's (see `native_workspace_core::container`).
 //!
 //! Every engine call has a deadline. An engine that cannot be reached, a missing image, and
 //! any other refusal are typed errors carrying the engine's own message.
 
 mod engine;
 mod host;
+mod remote;
 mod sweep;
 
 pub use bollard::models::Mount;
-pub use engine::Connection;
+pub use engine::{Connection, Endpoint, Settings};
 pub use host::{ContainerSpec, DockerHost, Ulimit, checkpoint_image};
 
 /// Label every container of this package carries: the sandbox's id. `mastra.sandbox.id`

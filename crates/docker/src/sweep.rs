@@ -29,7 +29,12 @@ fn owner_of(pid: u32) -> Option<String> {
   Some(format!("{}/{pid}/{start_time}", boot.trim()))
 }
 
-fn is_alive(owner: &str) -> bool {
+/// Whether the owner could be alive. An engine other hosts reach too (over TCP) holds
+/// their containers: only owners of this boot of this host are judged there.
+fn is_alive(owner: &str, shared_engine: bool) -> bool {
+  if shared_engine && owner.split('/').next() != this_process().split('/').next() {
+    return true;
+  }
   let Some(pid) = owner.split('/').nth(1).and_then(|p| p.parse::<u32>().ok()) else {
     return true; // not ours to judge
   };
@@ -38,11 +43,11 @@ fn is_alive(owner: &str) -> bool {
 
 /// Sweeps an engine once per process (later sandboxes on it have nothing to find).
 pub async fn once(connection: &Connection, docker: &Docker) {
-  static SWEPT: OnceLock<Mutex<HashSet<std::path::PathBuf>>> = OnceLock::new();
+  static SWEPT: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
   let first = SWEPT
     .get_or_init(Default::default)
     .locked()
-    .insert(connection.socket.clone());
+    .insert(connection.endpoint.to_string());
   if first && let Err(error) = sweep(connection, docker).await {
     tracing::warn!(%error, "containers of dead processes were not swept");
   }
@@ -74,11 +79,16 @@ pub async fn sweep(
       .and_then(|l| l.get(OWNER_LABEL))
       .cloned()
       .unwrap_or_default();
-    let Some(id) = container.id.filter(|_| !is_alive(&owner)) else {
+    let Some(id) = container
+      .id
+      .filter(|_| !is_alive(&owner, !connection.is_local()))
+    else {
       continue;
     };
+    // A remote engine's mounts are its host's paths, not ours.
     let socket_dirs: Vec<String> = container
       .mounts
+      .filter(|_| connection.is_local())
       .unwrap_or_default()
       .into_iter()
       .filter(|m| m.destination.as_deref() == Some(crate::host::SOCKET_DIR_INSIDE))
@@ -101,7 +111,7 @@ pub async fn sweep(
   .await?;
   for volume in volumes.volumes.unwrap_or_default() {
     let owner = volume.labels.get(OWNER_LABEL).map_or("", String::as_str);
-    if is_alive(owner) {
+    if is_alive(owner, !connection.is_local()) {
       continue;
     }
     let removed = docker.remove_volume(&volume.name, None::<RemoveVolumeOptions>);
@@ -121,16 +131,28 @@ mod tests {
   fn this_process_is_alive_and_a_dead_or_reused_pid_is_not() {
     let me = this_process();
     assert_eq!(me.split('/').count(), 3, "{me}");
-    assert!(is_alive(&me));
+    assert!(is_alive(&me, false));
+    assert!(is_alive(&me, true));
     let (boot, rest) = me.split_once('/').unwrap();
     let pid = rest.split('/').next().unwrap();
     assert!(
-      !is_alive(&format!("{boot}/{pid}/1")),
+      !is_alive(&format!("{boot}/{pid}/1"), true),
       "same pid, other start time"
     );
-    assert!(!is_alive(&format!("{boot}/4194305/1")), "no such pid");
     assert!(
-      is_alive("not-an-owner"),
+      !is_alive(&format!("{boot}/4194305/1"), false),
+      "no such pid"
+    );
+    assert!(
+      !is_alive("another-boot/4194305/1", false),
+      "a local engine's containers of an earlier boot are dead"
+    );
+    assert!(
+      is_alive("another-host/4194305/1", true),
+      "a shared engine's containers of another host are not ours to judge"
+    );
+    assert!(
+      is_alive("not-an-owner", false),
       "a label it did not write is left alone"
     );
   }

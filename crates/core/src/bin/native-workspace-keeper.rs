@@ -36,6 +36,13 @@
 //! kills the trees of its own commands only, and the init goes on serving the next one, so
 //! a host can reattach. A connection from one of its own descendants (a command) is closed
 //! unanswered. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
+//!
+//! `native-workspace-keeper --mux <socket path>`: a connection to such an init carried over
+//! stdin and stdout, for a host that reaches the container only through an attached stream
+//! (a remote engine); see `mux`.
+
+#[path = "native-workspace-keeper/mux.rs"]
+mod mux;
 
 use std::ffi::CString;
 use std::io;
@@ -51,6 +58,13 @@ const MAX_FDS: usize = 4;
 
 fn main() {
   let args: Vec<String> = std::env::args().collect();
+  if args.get(1).map(String::as_str) == Some("--mux") {
+    let Some(path) = args.get(2) else {
+      eprintln!("native-workspace-keeper: --mux needs a socket path");
+      std::process::exit(2);
+    };
+    mux::run(path);
+  }
   if args.get(1).map(String::as_str) == Some("--listen") {
     let Some(path) = args.get(2) else {
       eprintln!("native-workspace-keeper: --listen needs a socket path");

@@ -44,8 +44,15 @@ impl Init {
     let (reply, theirs) = UnixStream::pair().map_err(failed)?;
     let mut payload = SOCKET_REQUEST.to_vec();
     payload.extend_from_slice(family);
+    // A remote engine's stream carries bytes, not descriptors.
+    let super::Link::Socket(socket) = &self.link else {
+      return Err(failed(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the sandbox's init is reached through a stream that cannot carry sockets",
+      )));
+    };
     {
-      let socket = self.requests.locked();
+      let socket = socket.locked();
       send_with_fds(
         &socket,
         &(payload.len() as u32).to_le_bytes(),

@@ -1,0 +1,249 @@
+//! The keeper protocol over one byte stream (`native-workspace-keeper --mux`), as a remote
+//! container's attached exec carries it: commands run with their output, exit status,
+//! stdin and leftovers as over the init's socket; a command whose output nobody reads
+//! holds back only itself; the end of the stream kills that connection's commands and
+//! leaves the init serving the next one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use native_workspace_core::init::{Init, LaunchRequest};
+use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+
+fn request(command: &str) -> SpawnRequest {
+  SpawnRequest {
+    command: command.to_owned(),
+    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
+    cwd: std::env::temp_dir(),
+    timeout: None,
+    retention: None,
+    stdin: StdinMode::Ignore,
+    sinks: Vec::new(),
+    output_limit: None,
+    adopt_leftovers: None,
+  }
+}
+
+/// A listening init, and muxes connected to it through their stdin and stdout.
+struct Keeper {
+  init: std::process::Child,
+  dir: PathBuf,
+}
+
+impl Keeper {
+  fn start(name: &str) -> Keeper {
+    let dir = std::env::temp_dir().join(format!("nw-mux-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = std::process::Command::new(KEEPER)
+      .arg("--listen")
+      .arg(dir.join("sock"))
+      .spawn()
+      .unwrap();
+    Keeper { init, dir }
+  }
+
+  /// A host connection through a new mux (which waits for the init to listen).
+  async fn mux(&self) -> (Init, tokio::process::Child) {
+    let mut mux = tokio::process::Command::new(KEEPER)
+      .arg("--mux")
+      .arg(self.dir.join("sock"))
+      .stdin(Stdio::piped())
+      .stdout(Stdio::piped())
+      .kill_on_drop(true)
+      .spawn()
+      .unwrap();
+    let reader = mux.stdout.take().unwrap();
+    let writer = mux.stdin.take().unwrap();
+    (Init::remote(reader, writer).await.unwrap(), mux)
+  }
+}
+
+impl Drop for Keeper {
+  fn drop(&mut self) {
+    let _ = self.init.kill();
+    let _ = self.init.wait();
+    let _ = std::fs::remove_dir_all(&self.dir);
+  }
+}
+
+/// Live (not zombie) processes whose command line starts with `marker`.
+fn running_with(marker: &str) -> usize {
+  let mut found = 0;
+  for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+    let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+      continue;
+    };
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+      .rsplit_once(')')
+      .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    if !zombie
+      && String::from_utf8_lossy(&argv)
+        .replace('\0', " ")
+        .starts_with(marker)
+    {
+      found += 1;
+    }
+  }
+  found
+}
+
+async fn settles_at(marker: &str, count: usize) -> bool {
+  let deadline = Instant::now() + Duration::from_secs(10);
+  while Instant::now() < deadline {
+    if running_with(marker) == count {
+      return true;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_run_through_the_stream_with_output_status_and_stdin() {
+  let keeper = Keeper::start("basic");
+  let (init, _mux) = keeper.mux().await;
+  assert!(init.is_alive());
+  assert!(!init.sees_host_files());
+
+  let failed = Process::spawn(&init, request("echo out; echo err >&2; exit 3"))
+    .await
+    .unwrap()
+    .into_outcome()
+    .await;
+  assert_eq!(
+    (
+      failed.exit.exit_code,
+      failed.stdout.as_str(),
+      failed.stderr.as_str()
+    ),
+    (3, "out\n", "err\n")
+  );
+
+  // Far more than the window and the pipes hold: all of it, in order, before the exit.
+  let big = Process::spawn(
+    &init,
+    request("i=0; while [ $i -lt 30000 ]; do echo line-$i; i=$((i+1)); done; echo done >&2"),
+  )
+  .await
+  .unwrap()
+  .into_outcome()
+  .await;
+  let lines: Vec<&str> = big.stdout.lines().collect();
+  assert_eq!(lines.len(), 30000);
+  assert_eq!((lines[0], lines[29999]), ("line-0", "line-29999"));
+  assert_eq!(big.stderr, "done\n");
+
+  let mut cat = request("cat; echo end");
+  cat.stdin = StdinMode::Pipe;
+  let cat = Process::spawn(&init, cat).await.unwrap();
+  let chunk = "x".repeat(100_000);
+  for _ in 0..5 {
+    cat.send_stdin(chunk.clone()).await.unwrap();
+  }
+  cat.close_stdin().await.unwrap();
+  let outcome = cat.wait_outcome().await;
+  assert_eq!(outcome.exit.exit_code, 0);
+  assert_eq!(outcome.stdout.len(), 500_000 + "end\n".len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_nobody_reads_holds_back_only_its_own_command() {
+  let keeper = Keeper::start("slow");
+  let (init, _mux) = keeper.mux().await;
+  // Its stdout is never read: it fills its local pipe and its window, then waits.
+  let stalled = init
+    .launch(&LaunchRequest {
+      command: "yes stalled",
+      cwd: &std::env::temp_dir(),
+      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+      stdin: StdinMode::Ignore,
+    })
+    .unwrap();
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  let started = Instant::now();
+  for i in 0..20 {
+    let process = Process::spawn(&init, request(&format!("echo {i}")))
+      .await
+      .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), process.wait_outcome())
+      .await
+      .expect("a command behind a stalled one finishes");
+    assert_eq!(outcome.stdout, format!("{i}\n"));
+  }
+  assert!(started.elapsed() < Duration::from_secs(10));
+  // Killed while its output is still not read, it reports its end all the same.
+  let mut control = stalled.control;
+  control.write_all(b"K").await.unwrap();
+  let mut lines = String::new();
+  let read_to_end = tokio::time::timeout(Duration::from_secs(10), async {
+    let mut buf = [0u8; 256];
+    while !lines.contains("\nX") {
+      let n = control.read(&mut buf).await.unwrap();
+      assert!(n > 0, "the control stream ended without X: {lines:?}");
+      lines.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+  });
+  read_to_end.await.expect("the kill's end arrives");
+  assert!(lines.starts_with('P'), "{lines:?}");
+  drop(stalled.stdout);
+  assert!(
+    settles_at("yes stalled", 0).await,
+    "the killed command is gone"
+  );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_the_stream_kills_its_commands_and_the_init_serves_a_new_one() {
+  let keeper = Keeper::start("dropped");
+  let (init, mut mux) = keeper.mux().await;
+  let marker = format!("sleep 6{}", std::process::id() % 1000 + 1000);
+  let process = Process::spawn(&init, request(&format!("{marker} & {marker}")))
+    .await
+    .unwrap();
+  assert!(settles_at(&marker, 2).await);
+  // The stream is cut: the mux is killed, as a dropped TCP connection or a killed exec does.
+  mux.start_kill().unwrap();
+  let exit = tokio::time::timeout(Duration::from_secs(10), process.wait())
+    .await
+    .expect("the command ends with its stream");
+  assert!(exit.killed, "{exit:?}");
+  assert!(settles_at(&marker, 0).await, "the tree died in the init");
+  let deadline = Instant::now() + Duration::from_secs(5);
+  while init.is_alive() && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  assert!(!init.is_alive());
+  assert!(Process::spawn(&init, request("true")).await.is_err());
+
+  let (again, _mux) = keeper.mux().await;
+  let outcome = Process::spawn(&again, request("echo again"))
+    .await
+    .unwrap()
+    .into_outcome()
+    .await;
+  assert_eq!(outcome.stdout, "again\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_the_init_down_ends_the_mux_and_its_commands() {
+  let keeper = Keeper::start("shutdown");
+  let (init, mut mux) = keeper.mux().await;
+  let marker = format!("sleep 7{}", std::process::id() % 1000 + 1000);
+  let _process = Process::spawn(&init, request(&marker)).await.unwrap();
+  assert!(settles_at(&marker, 1).await);
+  init.shutdown().await;
+  let status = tokio::time::timeout(Duration::from_secs(10), mux.wait())
+    .await
+    .expect("the mux exits")
+    .unwrap();
+  assert_eq!(status.code(), Some(0));
+  assert!(settles_at(&marker, 0).await);
+}

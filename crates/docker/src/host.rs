@@ -173,7 +173,10 @@ impl DockerHost {
       true => Some(new_socket_dir()?),
       false => None,
     };
-    match self.create_from(docker, &image, socket_dir.as_deref()).await {
+    match self
+      .create_from(docker, &image, socket_dir.as_deref())
+      .await
+    {
       Ok(id) => Ok(Started { id, socket_dir }),
       Err(error) => {
         if let Some(dir) = &socket_dir {

@@ -2,20 +2,12 @@
 // `networking.getPortUrl(port)` while the sandbox runs; null otherwise.
 import { afterAll, expect, it } from 'vitest'
 import { DockerSandbox, SandboxOptionError, supportsNetworking } from '../lib/index.js'
-import { describeDocker, dockerEngines, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { describeDocker, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { on } from './docker-sandboxes.mjs'
 import { fetchWhenUp } from './helpers.mjs'
 
 const RUN = `docker-sandbox-networking-${process.pid}`
-const local = dockerEngines?.local
-
-function sandbox(options = {}) {
-  return new DockerSandbox({
-    image: TEST_IMAGE,
-    dockerOptions: { socketPath: local.socketPath },
-    labels: { [TEST_LABEL]: RUN },
-    ...options,
-  })
-}
+const { engine: local, sandbox } = on('local', RUN)
 
 it('refuses a bad `ports` value, naming the option', () => {
   const bad = [[0], [65536], [80.5], ['80'], [null], 8080, { 80: true }]

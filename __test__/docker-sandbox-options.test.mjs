@@ -7,20 +7,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { expectOptionErrors } from './helpers.mjs'
 import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js'
-import { describeDocker, dockerEngines, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { describeDocker, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { on } from './docker-sandboxes.mjs'
 
 const RUN = `docker-sandbox-options-${process.pid}`
-const local = dockerEngines?.local
-
-function sandbox(options = {}) {
-  return new DockerSandbox({
-    image: TEST_IMAGE,
-    dockerOptions: { socketPath: local.socketPath },
-    labels: { [TEST_LABEL]: RUN },
-    ...options,
-  })
-}
+const { engine: local, sandbox } = on('local', RUN)
 
 /** The sandbox's container as the engine inspects it (found by its id label), or undefined. */
 async function inspectedOf(box) {
@@ -71,16 +64,7 @@ describe('DockerSandbox mounts, user and checkpoint options', () => {
       [{ seedCheckpointName: 'a b' }, 'seedCheckpointName: Invalid checkpoint name'],
       [{ checkpointName: 'x'.repeat(129) }, 'checkpointName'],
     ]
-    for (const [options, text] of bad) {
-      let error
-      try {
-        new DockerSandbox(options)
-      } catch (e) {
-        error = e
-      }
-      expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
-      expect(error.message, JSON.stringify(options)).toContain(text)
-    }
+    expectOptionErrors(DockerSandbox, bad)
   })
 
   it('has checkpoints; snapshot() without a checkpoint name does nothing, and clones carry the names', async () => {

@@ -12,20 +12,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { SandboxError } from '../lib/index.js'
 import { describeDocker, engineJson, labelledLeftovers, removeLabelled } from './docker-engine.mjs'
 import { on } from './docker-sandboxes.mjs'
+import { waitFor } from './helpers.mjs'
 
 const RUN = `docker-sandbox-remote-${process.pid}`
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Waits (10 s at most) until `check` holds; resolves its last value. */
-async function eventually(check) {
-  let value
-  for (let i = 0; i < 200; i++) {
-    value = await check()
-    if (value) return value
-    await sleep(50)
-  }
-  return value
-}
 
 describeDocker('DockerSandbox on the remote engine: one stream per connection', () => {
   const { engine, sandbox, containerOf, topOf } = on('remote', RUN)
@@ -72,7 +62,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       process.kill(mux.pid, 'SIGKILL')
       const ended = await Promise.race([sleeper.wait(), sleep(10_000).then(() => 'still running')])
       expect(ended).toMatchObject({ success: false })
-      expect(await eventually(async () => !(await topOf(container)).some((p) => p.command === 'sleep 611'))).toBe(true)
+      expect(await waitFor(async () => !(await topOf(container)).some((p) => p.command === 'sleep 611'))).toBe(true)
       expect((await box.executeCommand('echo after')).stdout).toBe('after\n')
       // A new stream: the engine forgot the ended exec.
       const execs = await execIdsOf(container)
@@ -108,7 +98,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       const ended = await Promise.race([sleeper.wait(), sleep(10_000).then(() => 'still running')])
       expect(ended).toMatchObject({ success: false })
       // The engine closes the exec's stdin: the mux ends, and the init kills its commands.
-      expect(await eventually(async () => !(await topOf(container)).some((p) => p.command === 'sleep 612' || p.command.includes('keeper --mux')))).toBe(true)
+      expect(await waitFor(async () => !(await topOf(container)).some((p) => p.command === 'sleep 612' || p.command.includes('keeper --mux')))).toBe(true)
       expect((await box.executeCommand('echo reconnected')).stdout).toBe('reconnected\n')
       expect((await topOf(container)).filter((p) => p.command.includes('keeper --mux'))).toHaveLength(1)
 
@@ -119,7 +109,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
         relay.close(resolve)
         for (const socket of sockets) socket.destroy()
       })
-      await eventually(async () => !(await topOf(container)).some((p) => p.command.includes('keeper --mux')))
+      await waitFor(async () => !(await topOf(container)).some((p) => p.command.includes('keeper --mux')))
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
       expect(Date.now() - started).toBeLessThan(5_000)
@@ -141,7 +131,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       const flood = await box.processes.spawn('yes flood')
       // Asked for and never read: its buffer fills, then stdout is held back.
       const reader = flood.reader
-      await eventually(() => reader.readableLength > 0)
+      await waitFor(() => reader.readableLength > 0)
       for (let i = 0; i < 5; i++) {
         const result = await Promise.race([box.executeCommand(`echo beside ${i}`), sleep(10_000).then(() => 'stalled')])
         expect(result).toMatchObject({ exitCode: 0, stdout: `beside ${i}\n` })

@@ -17,20 +17,9 @@ import { DockerSandbox, SandboxError, SandboxOptionError } from '../lib/index.js
 import * as esm from '../lib/index.mjs'
 import { describeDocker, engineJson, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 import { ENGINES, on } from './docker-sandboxes.mjs'
+import { expectOptionErrors, waitFor } from './helpers.mjs'
 
 const RUN = `docker-sandbox-${process.pid}`
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Waits (a few seconds at most) until `check` holds; resolves its last value. */
-async function eventually(check) {
-  let value
-  for (let i = 0; i < 100; i++) {
-    value = await check()
-    if (value) return value
-    await sleep(50)
-  }
-  return value
-}
 
 /** The host directories of keeper sockets (one per container), see crates/docker/src/host.rs. */
 const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
@@ -147,7 +136,7 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox on the $
       const survivor = await second.processes.spawn('sleep 500')
       await first.destroy()
       expect(await containerOf(second)).toBeUndefined()
-      expect(await eventually(() => survivor.exitCode !== undefined)).toBe(true)
+      expect(await waitFor(() => survivor.exitCode !== undefined)).toBe(true)
     } finally {
       await first.destroy()
       await second.destroy()
@@ -356,16 +345,7 @@ describe('DockerSandbox options', () => {
       [{ dockerOptions: { socketPath: 7 } }, 'dockerOptions.socketPath'],
       [{ dockerOptions: { timeout: 'soon' } }, 'dockerOptions.timeout'],
     ]
-    for (const [options, name] of bad) {
-      let error
-      try {
-        new DockerSandbox(options)
-      } catch (e) {
-        error = e
-      }
-      expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
-      expect(error.message, JSON.stringify(options)).toContain(name)
-    }
+    expectOptionErrors(DockerSandbox, bad)
   })
 
   it('reads DOCKER_HOST when dockerOptions name no engine; ssh:// and bad addresses are SandboxOptionErrors', () => {

@@ -5,8 +5,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterAll, afterEach } from 'vitest'
-import { LocalSandbox } from '../lib/index.mjs'
+import { afterAll, afterEach, expect } from 'vitest'
+import { LocalSandbox, SandboxOptionError } from '../lib/index.mjs'
 
 /** Absolute path of the CommonJS entry, for child Node scripts. */
 export const LIB_CJS = fileURLToPath(new URL('../lib/index.js', import.meta.url))
@@ -232,11 +232,6 @@ export function fdTargets() {
 // ---------------------------------------------------------------------------------------
 // Time
 
-/**
- * Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last
- * value. The default bound is generous: a loaded machine may take seconds for what is
- * instant on an idle one, and the wait ends as soon as the condition holds.
- */
 /** The status and body at `url` once a server answers there (within seconds), else the last error. */
 export async function fetchWhenUp(url) {
   let failure
@@ -253,6 +248,11 @@ export async function fetchWhenUp(url) {
   throw failure
 }
 
+/**
+ * Polls `predicate` until it returns a truthy value or `timeout` ms pass; returns the last
+ * value. The default bound is generous: a loaded machine may take seconds for what is
+ * instant on an idle one, and the wait ends as soon as the condition holds.
+ */
 export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {}) {
   const end = Date.now() + timeout
   for (;;) {
@@ -310,5 +310,22 @@ export async function runNode(source, env = {}) {
     return { stdout, code, signal }
   } finally {
     child.kill('SIGKILL')
+  }
+}
+
+/**
+ * Checks that each `[options, text]` makes `new Class(options)` throw a `SandboxOptionError`
+ * whose message contains `text` (the option it names).
+ */
+export function expectOptionErrors(Class, cases) {
+  for (const [options, text] of cases) {
+    let error
+    try {
+      new Class(options)
+    } catch (e) {
+      error = e
+    }
+    expect(error, JSON.stringify(options)).toBeInstanceOf(SandboxOptionError)
+    expect(error.message, JSON.stringify(options)).toContain(text)
   }
 }

@@ -4,30 +4,16 @@
 //! holds back only itself; the end of the stream kills that connection's commands and
 //! leaves the init serving the next one.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use native_workspace_core::init::{Init, LaunchRequest};
-use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use native_workspace_core::process::{Process, StdinMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
-
-fn request(command: &str) -> SpawnRequest {
-  SpawnRequest {
-    command: command.to_owned(),
-    env: BTreeMap::from([("PATH".to_owned(), std::env::var("PATH").unwrap())]),
-    cwd: std::env::temp_dir(),
-    timeout: None,
-    retention: None,
-    stdin: StdinMode::Ignore,
-    sinks: Vec::new(),
-    output_limit: None,
-    adopt_leftovers: None,
-  }
-}
+mod common;
+use common::{KEEPER, request};
 
 /// A listening init, and muxes connected to it through their stdin and stdout.
 struct Keeper {

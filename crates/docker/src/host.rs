@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-  ContainerConfig, ContainerCreateBody, HostConfig, Mount, MountType, PortBinding,
-  ResourcesUlimits, VolumeCreateRequest,
+  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
+  PortBinding, ResourcesUlimits, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
   CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
@@ -808,8 +808,8 @@ impl DockerHost {
     Ok(())
   }
 
-  /// The engine's inspection of the sandbox's container as JSON, once it was started.
-  async fn inspect_now(&self) -> Result<Option<String>> {
+  /// The engine's inspection of the sandbox's container, once it was started.
+  async fn inspected(&self) -> Result<Option<ContainerInspectResponse>> {
     let Some(started) = self.started.locked().clone() else {
       return Ok(None);
     };
@@ -820,6 +820,14 @@ impl DockerHost {
       docker.inspect_container(&started.id, None::<InspectContainerOptions>),
     )
     .await?;
+    Ok(Some(inspected))
+  }
+
+  /// [`Self::inspected`] as JSON.
+  async fn inspect_now(&self) -> Result<Option<String>> {
+    let Some(inspected) = self.inspected().await? else {
+      return Ok(None);
+    };
     serde_json::to_string(&inspected)
       .map(Some)
       .map_err(|e| CoreError::Engine(format!("The container's inspection is not JSON: {e}")))
@@ -830,16 +838,9 @@ impl DockerHost {
     if !self.spec.ports.contains(&port) {
       return Ok(None);
     }
-    let Some(started) = self.started.locked().clone() else {
+    let Some(inspected) = self.inspected().await? else {
       return Ok(None);
     };
-    let docker = self.docker().await?;
-    let inspected = call(
-      &self.connection,
-      "inspecting the container",
-      docker.inspect_container(&started.id, None::<InspectContainerOptions>),
-    )
-    .await?;
     if inspected.state.and_then(|s| s.running) != Some(true) {
       return Ok(None);
     }

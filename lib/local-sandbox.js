@@ -23,6 +23,8 @@ const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
 const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+/** The host uid (and gid) of an isolated sandbox's commands on a root host (the core's SANDBOX_UID). */
+const SANDBOX_UID = 65534
 
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')
@@ -144,6 +146,8 @@ class LocalSandbox extends NativeSandbox {
       this.mounts,
       () => this.workingDirectory,
       this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
+      // Isolated on a root host, commands run as the unprivileged sandbox user.
+      this.isolation !== 'none' && process.getuid() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : undefined,
     )
     attach(this, { native: nativeOf(this), mounter })
   }

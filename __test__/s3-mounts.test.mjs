@@ -8,7 +8,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { S3Filesystem } from '@mastra/s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { DockerSandbox, LocalSandbox, Workspace } from '../lib/index.js'
+import { createWorkspaceTools, DockerSandbox, LocalSandbox, Workspace } from '../lib/index.js'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
 import { dockerEngines, TEST_IMAGE, TEST_LABEL, removeLabelled } from './docker-engine.mjs'
 import { describeS3, s3fsMounts, s3fsPids, startS3Server } from './s3-server.mjs'
@@ -77,7 +77,9 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         // The file tools reach the bucket through the filesystem, and see what commands wrote.
         await s3.put(data, 'later.txt', 'put after the mount\n')
         expect((await sandbox.executeCommand(`cat ${dir}/later.txt`)).stdout).toBe('put after the mount\n')
-        expect(await workspace.filesystem.readFile('/data/out.txt', { encoding: 'utf-8' })).toBe('from a command\n')
+        const tools = await createWorkspaceTools(workspace)
+        expect(await tools.mastra_workspace_read_file.execute({ path: '/data/later.txt' }, { workspace })).toMatch(/^later\.txt \(20 bytes\)\n.*put after the mount/s)
+        expect(await tools.mastra_workspace_read_file.execute({ path: '/data/out.txt' }, { workspace })).toMatch(/from a command/)
 
         const before = await mountsOf(data)
         expect(before.pids).toHaveLength(1)

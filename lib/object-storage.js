@@ -126,7 +126,10 @@ function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
     }
     remote += `:/${segments.join('/')}`
   }
-  const options = ['allow_other', `uid=${owner.uid}`, `gid=${owner.gid}`, 'sigv4', 'dbglevel=err']
+  const options = [`uid=${owner.uid}`, `gid=${owner.gid}`, 'sigv4', 'dbglevel=err']
+  // On a root host, commands run as other users (an isolated sandbox's, a container's);
+  // elsewhere as this user, who could only allow others with user_allow_other.
+  if (uid === 0) options.push('allow_other')
   if (endpoint !== undefined) {
     let url
     try {
@@ -271,6 +274,16 @@ class ObjectStorageMount {
  */
 async function mountObjectStorage(config, mountPath, owner) {
   const client = CLIENTS[config.type]
+  if (config.type !== 's3') {
+    throw Object.assign(
+      new MountError(
+        `Cannot mount ${mountPath}: ${config.type} mounts are not supported by this package yet; they need ${client.command} (${client.install}), which it does not run. The bucket stays reachable with the file tools.`,
+        mountPath,
+        { tool: client.command },
+      ),
+      { unavailable: true },
+    )
+  }
   const command = onPath(client.command)
   if (!command) {
     throw Object.assign(
@@ -281,9 +294,6 @@ async function mountObjectStorage(config, mountPath, owner) {
       ),
       { unavailable: true },
     )
-  }
-  if (config.type !== 's3') {
-    throw Object.assign(new MountError(`Cannot mount ${mountPath}: ${config.type} mounts are not supported yet`, mountPath), { unavailable: true })
   }
   try {
     fs.accessSync('/dev/fuse', fs.constants.R_OK | fs.constants.W_OK)

@@ -329,8 +329,9 @@ class DockerSandbox extends NativeSandbox {
     this.networking = { getPortUrl: (port) => this.#portUrl(port) }
     this.computer = undefined
     /**
-     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
-     * bound at its mount path when the container is created; one added later is refused,
+     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
+     * an S3 bucket mounted on the host) is bound at its mount path when the container is
+     * created; one added later is refused,
      * as a container's mounts are fixed then.
      */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })

@@ -91,6 +91,7 @@ function fileInputs(files) {
  * `mount()` makes a filesystem with a local base directory (e.g. a `LocalFilesystem`)
  * visible to commands at `<workingDirectory><mountPath>`; under isolation at `<mountPath>`
  * itself (read-only for a read-only filesystem), from now on if no process runs in it.
+ * An S3 bucket is mounted with s3fs on the host first (see ./object-storage).
  * `snapshot()` copies the working directory natively as the checkpoint `checkpointName`
  * and swaps it in at once: a sandbox seeding from it meanwhile gets the previous
  * checkpoint or this one, whole. It works in any status, even destroyed.

@@ -3,7 +3,7 @@
 // LocalSandbox with and without isolation and a DockerSandbox, against a moto server on
 // loopback. Judged by what the bucket holds, the host's mount table and process list.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { S3Filesystem } from '@mastra/s3'
@@ -142,10 +142,8 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         // On the host: the s3fs daemon's own command line holds no secret either, and its
         // credential file is gone once it has read it.
         for (const pid of await s3fsPids(data)) {
-          const { readFileSync } = await import('node:fs')
           expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).not.toContain(secret)
         }
-        const { readdirSync } = await import('node:fs')
         const privateFiles = path.join(path.dirname(FUSE_MOUNTS_DIRECTORY), 'private')
         expect(readdirSync(privateFiles).filter((name) => name.endsWith('.passwd'))).toEqual([])
       } finally {
@@ -199,8 +197,31 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     }
   }, 120_000)
 
-  it('a SIGKILL of the Node process holding the sandbox leaves no FUSE mount and no s3fs', async () => {
+  it('an s3fs that dies leaves no dead mount: its entry says why, and the next start mounts it again', async () => {
     const data = await bucket({ 'in.txt': 'x\n' })
+    const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation: 'bwrap' })
+    const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem(data) } })
+    try {
+      await workspace.init()
+      const [pid] = await s3fsPids(data)
+      const mountPoint = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[2]
+      process.kill(pid, 'SIGKILL')
+      const deadline = Date.now() + 15_000
+      while (sandbox.mounts.get('/data').state === 'mounted' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'error', error: expect.stringMatching(/^s3fs ended \(SIGKILL\)/) })
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+      await sandbox.stop()
+      await sandbox.start()
+      expect(sandbox.mounts.get('/data').state).toBe('mounted')
+      expect(await s3fsPids(data)).toHaveLength(1)
+      expect((await sandbox.executeCommand('cat /data/in.txt')).stdout).toBe('x\n')
+    } finally {
+      await workspace.destroy()
+    }
+  }, 120_000)
+
+  /** A child Node process holding an isolated sandbox with `data` mounted; resolves once a command read it. */
+  async function childHolding(data) {
     const script = `
       const { LocalSandbox, Workspace } = require(${JSON.stringify(path.resolve('lib/index.js'))})
       const { S3Filesystem } = require('@mastra/s3')
@@ -221,14 +242,39 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     })
     expect(out).toBe('mounted x\n')
     const [pid] = await s3fsPids(data)
-    const { readFileSync } = await import('node:fs')
     // s3fs BUCKET MOUNTPOINT -f -o …
     const mountPoint = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[2]
     expect(await s3fsMounts()).toContain(mountPoint)
-    child.kill('SIGKILL')
+    return { child, pid, mountPoint }
+  }
+
+  const until = async (condition) => {
     const deadline = Date.now() + 15_000
-    while ((await s3fsPids(data)).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+    while (!(await condition()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+
+  it('a SIGKILL of the Node process holding the sandbox leaves no FUSE mount and no s3fs', async () => {
+    const data = await bucket({ 'in.txt': 'x\n' })
+    const { child, mountPoint } = await childHolding(data)
+    child.kill('SIGKILL')
+    await until(async () => (await s3fsPids(data)).length === 0)
     expect(await s3fsPids(data)).toEqual([])
     expect(await s3fsMounts()).not.toContain(mountPoint)
+  }, 120_000)
+
+  it('a mount left by a process killed together with its s3fs is detached by the next mount', async () => {
+    const data = await bucket({ 'in.txt': 'x\n' })
+    const { child, pid, mountPoint } = await childHolding(data)
+    process.kill(pid, 'SIGKILL')
+    child.kill('SIGKILL')
+    await until(async () => (await s3fsPids(data)).length === 0 && child.signalCode !== null)
+    const sandbox = new LocalSandbox({ workingDirectory: workingDirectory() })
+    try {
+      expect(await sandbox.mount(filesystem(await bucket()), '/other')).toMatchObject({ success: true })
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+      expect(existsSync(mountPoint)).toBe(false)
+    } finally {
+      await sandbox.destroy()
+    }
   }, 120_000)
 })

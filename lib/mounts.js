@@ -291,6 +291,8 @@ class LocalMounter {
   #queue = Promise.resolve()
   /** FUSE mounts of object storage: mount path → `{ storage, configHash }`; they live until unmount or destroy. */
   #storage = new Map()
+  /** Mount paths whose FUSE client ended by itself: mounted again by the next start. */
+  #lost = new Set()
   #fuseOwner
 
   /**
@@ -360,7 +362,12 @@ class LocalMounter {
     storage.onLost = (reason) => {
       if (this.#storage.get(mountPath)?.storage !== storage) return
       this.#storage.delete(mountPath)
-      if (this.#manager.get(mountPath)?.state === 'mounted') record('error', reason)
+      const entry = this.#manager.get(mountPath)
+      if (entry?.state !== 'mounted') return
+      record('error', reason)
+      this.#lost.add(mountPath)
+      // Its link or bind goes too (a bind from the next start while processes run).
+      this.#undo(mountPath).catch((err) => record('error', `${reason}; ${err.message}`))
     }
     this.#storage.set(mountPath, { storage, configHash })
     return storage.source
@@ -453,6 +460,7 @@ class LocalMounter {
     const normalized = normalizeMountPath(mountPath)
     await this.#undo(normalized)
     await this.#serial(() => this.#dropStorage(normalized))
+    this.#lost.delete(normalized)
     this.#manager.delete(normalized)
   }
 
@@ -472,10 +480,15 @@ class LocalMounter {
    * After a stop: what the stopped sandbox no longer shows goes back to `pending`, to be
    * mounted again by the next start. Links go; binds of the namespace stay, as it takes
    * them again at its start; mounts made by an `onMount` hook went with its processes.
-   * Object storage stays mounted on the host, to be shown again by the next start.
+   * Object storage stays mounted on the host, to be shown again by the next start; one
+   * whose client ended meanwhile is mounted again.
    */
   async stopped() {
     for (const [mountPath, entry] of this.#manager.entries) {
+      if (this.#lost.delete(mountPath) && entry.state === 'error') {
+        entry.state = 'pending'
+        continue
+      }
       if (entry.state !== 'mounted') continue
       if (this.#made.has(mountPath)) {
         if (this.#bind) continue
@@ -489,6 +502,7 @@ class LocalMounter {
   async destroyed() {
     for (const mountPath of [...this.#made.keys()]) await this.#undo(mountPath)
     for (const mountPath of [...this.#storage.keys()]) await this.#serial(() => this.#dropStorage(mountPath))
+    this.#lost.clear()
     this.#manager.clear()
   }
 }

@@ -76,14 +76,13 @@ const alive = (pid) => {
   }
 }
 
-let swept
+let madeDirectories
 /**
- * Once per process: detaches the mounts of processes that are gone (their daemons killed
- * with SIGKILL, or this user's processes killed before their daemon could unmount) and
- * removes their mount points and files.
+ * Before each mount: detaches the mounts of processes that are gone (killed before their
+ * daemon could unmount, or with it) and removes their mount points and files.
  */
-function sweepOnce() {
-  swept ??= (async () => {
+async function sweep() {
+  madeDirectories ??= (async () => {
     await fsp.mkdir(ROOT, { recursive: true, mode: 0o711 })
     await fsp.mkdir(MOUNTS, { recursive: true, mode: 0o711 })
     await fsp.mkdir(PRIVATE, { recursive: true, mode: 0o700 })
@@ -91,17 +90,17 @@ function sweepOnce() {
     await fsp.chmod(PRIVATE, 0o700)
     const st = await fsp.stat(PRIVATE)
     if (st.uid !== uid) throw new MountError(`${PRIVATE} belongs to uid ${st.uid}, not to this user (uid ${uid}); remove it`, undefined)
-    const mounted = await mountPoints()
-    for (const name of await fsp.readdir(MOUNTS)) {
-      const owner = Number((await fsp.readFile(path.join(PRIVATE, `${name}.owner`), 'utf8').catch(() => '')).trim())
-      if (owner && alive(owner)) continue
-      const dir = path.join(MOUNTS, name)
-      if (mounted.has(dir)) await detach(dir)
-      await fsp.rmdir(dir).catch(() => {})
-      await removeFiles(name)
-    }
   })()
-  return swept
+  await madeDirectories
+  const mounted = await mountPoints()
+  for (const name of await fsp.readdir(MOUNTS)) {
+    const owner = Number((await fsp.readFile(path.join(PRIVATE, `${name}.owner`), 'utf8').catch(() => '')).trim())
+    if (owner && alive(owner)) continue
+    const dir = path.join(MOUNTS, name)
+    if (mounted.has(dir)) await detach(dir)
+    await fsp.rmdir(dir).catch(() => {})
+    await removeFiles(name)
+  }
 }
 
 function removeFiles(name) {
@@ -184,10 +183,12 @@ class ObjectStorageMount {
   #stopping = false
   #exited
   #ended = false
+  #client
   log = ''
 
-  constructor(name, child, source) {
+  constructor(name, child, source, client) {
     this.#name = name
+    this.#client = client
     this.#child = child
     this.source = source
     this.onLost = undefined
@@ -212,7 +213,8 @@ class ObjectStorageMount {
     this.#exited.then(async (how) => {
       if (this.#stopping) return
       await this.#cleanUp()
-      this.onLost?.(`${path.basename(child.spawnfile)} ended (${how.signal ?? `exit code ${how.code}`}): ${reasonOf(this.log)}`)
+      const reason = reasonOf(this.log)
+      this.onLost?.(`${this.#client} ended (${how.signal ?? `exit code ${how.code}`})${reason ? `: ${reason}` : ''}; commands see no files at this mount until the sandbox starts again`)
     })
   }
 
@@ -306,7 +308,7 @@ async function mountObjectStorage(config, mountPath, owner) {
       { unavailable: true },
     )
   }
-  await sweepOnce()
+  await sweep()
   const name = createHash('sha256').update(randomUUID()).digest('hex').slice(0, 16)
   const source = path.join(MOUNTS, name)
   const passwdFile = path.join(PRIVATE, `${name}.passwd`)
@@ -316,7 +318,7 @@ async function mountObjectStorage(config, mountPath, owner) {
   await fsp.mkdir(source, { mode: 0o755 })
   // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
   const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  const mount = new ObjectStorageMount(name, child, source)
+  const mount = new ObjectStorageMount(name, child, source, client.command)
   try {
     await mount.ready(mountPath)
   } catch (err) {

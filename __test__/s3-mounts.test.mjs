@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { CreateBucketCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { S3Filesystem } from '@mastra/s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createWorkspaceTools, DockerSandbox, LocalSandbox, Workspace } from '../lib/index.js'
@@ -116,17 +117,19 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     }
   }, 120_000)
 
-  it('credentials are not in any command line, environment or file a command can read', async () => {
-    const data = await bucket()
-    for (const isolation of ['bwrap']) {
-      const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation })
-      const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem(data) } })
+  it('credentials (in a passwd file, or a session token in the environment of s3fs) are not in any command line, environment or file a command can read', async () => {
+    const data = await bucket({ 'in.txt': 'x\n' })
+    // A session token cannot go in s3fs's passwd file: s3fs gets all three in its environment.
+    for (const extra of [{}, { sessionToken: `token-${Math.random().toString(36).slice(2)}` }]) {
+      const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation: 'bwrap' })
+      const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem(data, extra) } })
       try {
         await workspace.init()
-        const secret = s3.credentials.secretAccessKey
-        // Every file a command can read, every process it can see. The secret is given
-        // encoded and compared through a pipe, so no command line of the search holds it.
-        const encoded = Buffer.from(secret).toString('base64')
+        expect((await sandbox.executeCommand('cat /data/in.txt')).stdout).toBe('x\n')
+        const secrets = [s3.credentials.secretAccessKey, extra.sessionToken].filter(Boolean)
+        // Every file a command can read, every process it can see. The secrets are given
+        // encoded and compared through a pipe, so no command line of the search holds them.
+        const encoded = Buffer.from(secrets.join('\n')).toString('base64')
         const search = await sandbox.executeCommand(
           [
             `s=$(echo ${encoded} | base64 -d)`,
@@ -142,13 +145,29 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         // On the host: the s3fs daemon's own command line holds no secret either, and its
         // credential file is gone once it has read it.
         for (const pid of await s3fsPids(data)) {
-          expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).not.toContain(secret)
+          for (const secret of secrets) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).not.toContain(secret)
         }
         const privateFiles = path.join(path.dirname(FUSE_MOUNTS_DIRECTORY), 'private')
         expect(readdirSync(privateFiles).filter((name) => name.endsWith('.passwd'))).toEqual([])
       } finally {
         await workspace.destroy()
       }
+    }
+  }, 120_000)
+
+  it('a public bucket is mounted without credentials', async () => {
+    const name = `public-${process.pid}`
+    await s3.client.send(new CreateBucketCommand({ Bucket: name, ACL: 'public-read' }))
+    await s3.client.send(new PutObjectCommand({ Bucket: name, Key: 'open.txt', Body: 'for everyone\n', ACL: 'public-read' }))
+    const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation: 'bwrap' })
+    try {
+      const anonymous = new S3Filesystem({ bucket: name, endpoint: s3.endpoint, region: 'us-east-1', readOnly: true })
+      expect(await sandbox.mount(anonymous, '/open')).toMatchObject({ success: true })
+      expect((await sandbox.executeCommand('cat /open/open.txt')).stdout).toBe('for everyone\n')
+      const [pid] = await s3fsPids(name)
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toContain('public_bucket=1')
+    } finally {
+      await sandbox.destroy()
     }
   }, 120_000)
 

@@ -99,7 +99,7 @@ describe('Object storage mounts that cannot be made', () => {
     expect(state).toBe('unavailable')
     expect(result).toMatchObject({ success: false, unavailable: true })
     expect(result.error).toBe(
-      'Cannot mount /data: FUSE is not available to this user (uid 65534): /dev/fuse is not readable and writable by it. Run as root, or give this user access to /dev/fuse (and user_allow_other in /etc/fuse.conf).',
+      'Cannot mount /data: FUSE is not available to this user (uid 65534): /dev/fuse is not readable and writable by it. Run as root, or give this user access to /dev/fuse.',
     )
   })
 })

@@ -10,7 +10,7 @@
 // anything a sandbox binds, removed as soon as the daemon has read it (or in the daemon's
 // own environment, for a session token); never in a command line.
 const { spawn, execFile } = require('node:child_process')
-const { createHash, randomUUID } = require('node:crypto')
+const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const os = require('node:os')
@@ -238,7 +238,6 @@ class ObjectStorageMount {
         if (answered && this.running) return
       }
       if (Date.now() > deadline) {
-        await this.stop()
         throw failed(`the FUSE client did not mount within ${READY_DEADLINE_MS / 1000} s: ${reasonOf(this.log)}`)
       }
     }
@@ -268,6 +267,9 @@ class ObjectStorageMount {
   }
 }
 
+/** A MountError for a mount this host lacks a tool for (its entry becomes `unavailable`). */
+const unavailable = (message, mountPath, details) => Object.assign(new MountError(message, mountPath, details), { unavailable: true })
+
 /**
  * Mounts the bucket of `config` (a filesystem's mount config of a type in `CLIENTS`) on
  * a new host directory whose files belong to `owner` ({ uid, gid }); resolves to its
@@ -277,39 +279,30 @@ class ObjectStorageMount {
 async function mountObjectStorage(config, mountPath, owner) {
   const client = CLIENTS[config.type]
   if (config.type !== 's3') {
-    throw Object.assign(
-      new MountError(
-        `Cannot mount ${mountPath}: ${config.type} mounts are not supported by this package yet; they need ${client.command} (${client.install}), which it does not run. The bucket stays reachable with the file tools.`,
-        mountPath,
-        { tool: client.command },
-      ),
-      { unavailable: true },
+    throw unavailable(
+      `Cannot mount ${mountPath}: ${config.type} mounts are not supported by this package yet; they need ${client.command} (${client.install}), which it does not run. The bucket stays reachable with the file tools.`,
+      mountPath,
+      { tool: client.command },
     )
   }
   const command = onPath(client.command)
   if (!command) {
-    throw Object.assign(
-      new MountError(
-        `Cannot mount ${mountPath}: a ${config.type} mount needs ${client.command}, which is not installed on this host (${client.install})`,
-        mountPath,
-        { tool: client.command },
-      ),
-      { unavailable: true },
+    throw unavailable(
+      `Cannot mount ${mountPath}: a ${config.type} mount needs ${client.command}, which is not installed on this host (${client.install})`,
+      mountPath,
+      { tool: client.command },
     )
   }
   try {
     fs.accessSync('/dev/fuse', fs.constants.R_OK | fs.constants.W_OK)
   } catch (err) {
-    throw Object.assign(
-      new MountError(
-        `Cannot mount ${mountPath}: FUSE is not available to this user (uid ${uid}): /dev/fuse ${err.code === 'ENOENT' ? 'does not exist (load the fuse module)' : 'is not readable and writable by it'}. Run as root, or give this user access to /dev/fuse (and user_allow_other in /etc/fuse.conf).`,
-        mountPath,
-      ),
-      { unavailable: true },
+    throw unavailable(
+      `Cannot mount ${mountPath}: FUSE is not available to this user (uid ${uid}): /dev/fuse ${err.code === 'ENOENT' ? 'does not exist (load the fuse module)' : 'is not readable and writable by it'}. Run as root, or give this user access to /dev/fuse.`,
+      mountPath,
     )
   }
   await sweep()
-  const name = createHash('sha256').update(randomUUID()).digest('hex').slice(0, 16)
+  const name = randomBytes(8).toString('hex')
   const source = path.join(MOUNTS, name)
   const passwdFile = path.join(PRIVATE, `${name}.passwd`)
   const { args, env, passwd } = s3fsInvocation(config, mountPath, source, passwdFile, owner)

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import os from 'node:os'
 import path from 'node:path'
 import { CreateBucketCommand, PutObjectCommand } from '@aws-sdk/client-s3'
+import { RequestContext } from '@mastra/core/request-context'
 import { S3Filesystem } from '@mastra/s3'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { createWorkspaceTools, DockerSandbox, LocalSandbox, Workspace } from '../lib/index.js'
@@ -153,6 +154,39 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         await workspace.destroy()
       }
     }
+  }, 120_000)
+
+  it('one isolated sandbox and one S3 prefix per thread, mounted inside the sandbox resolver', async () => {
+    const data = await bucket()
+    const sandboxes = []
+    const workspace = new Workspace({
+      sandbox: async ({ requestContext }) => {
+        const threadId = requestContext.get('threadId')
+        const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation: 'bwrap' })
+        await sandbox.mount(filesystem(data, { prefix: `threads/${threadId}` }), '/data')
+        sandboxes.push(sandbox)
+        return sandbox
+      },
+      sandboxCacheKey: ({ requestContext }) => requestContext.get('threadId'),
+    })
+    const thread = (threadId) => {
+      const requestContext = new RequestContext()
+      requestContext.set('threadId', threadId)
+      return workspace.resolveSandbox({ requestContext })
+    }
+    try {
+      const [one, two] = [await thread('t1'), await thread('t2')]
+      expect(await thread('t1')).toBe(one)
+      await one.executeCommand('echo from t1 > /data/notes.txt')
+      await two.executeCommand('echo from t2 > /data/notes.txt')
+      expect(await s3.get(data, 'threads/t1/notes.txt')).toBe('from t1\n')
+      expect(await s3.get(data, 'threads/t2/notes.txt')).toBe('from t2\n')
+      // Each sees its own prefix only.
+      expect((await one.executeCommand('cat /data/notes.txt; ls /data')).stdout).toBe('from t1\nnotes.txt\n')
+    } finally {
+      for (const sandbox of sandboxes) await sandbox.destroy()
+    }
+    expect(await s3fsPids(data)).toEqual([])
   }, 120_000)
 
   it('a public bucket is mounted without credentials', async () => {

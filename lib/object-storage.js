@@ -230,15 +230,19 @@ class ObjectStorageMount {
       const ended = await Promise.race([this.#exited, new Promise((resolve) => setTimeout(resolve, 50, null))])
       if (ended) throw failed(reasonOf(this.log) || `the FUSE client ended (exit code ${ended.code})`)
       if ((await mountPoints()).has(this.source)) {
-        // The daemon answers after it checked the bucket, and ends without answering when that failed.
-        const answered = await fsp.stat(this.source).then(
-          () => true,
-          () => false,
-        )
-        if (answered && this.running) return
+        // The daemon answers after it checked the bucket, and ends without answering when
+        // that failed; a check that hangs (an endpoint that drops packets) meets the deadline.
+        let timer
+        const late = new Promise((resolve) => {
+          timer = setTimeout(resolve, Math.max(0, deadline - Date.now()), 'late')
+        })
+        const answered = await Promise.race([fsp.stat(this.source).then(() => true, () => false), late])
+        clearTimeout(timer)
+        if (answered === true && this.running) return
       }
-      if (Date.now() > deadline) {
-        throw failed(`the FUSE client did not mount within ${READY_DEADLINE_MS / 1000} s: ${reasonOf(this.log)}`)
+      if (Date.now() >= deadline) {
+        const reason = reasonOf(this.log)
+        throw failed(`the FUSE client did not mount within ${READY_DEADLINE_MS / 1000} s${reason ? `: ${reason}` : ' (the endpoint did not answer)'}`)
       }
     }
   }

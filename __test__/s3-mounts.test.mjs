@@ -189,6 +189,26 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     expect(await s3fsPids(data)).toEqual([])
   }, 120_000)
 
+  for (const isolation of ['none', 'bwrap']) {
+    it(`mounting another bucket at the same path (isolation ${isolation}) replaces the first: one s3fs, the new files`, async () => {
+      const first = await bucket({ 'which.txt': 'first\n' })
+      const second = await bucket({ 'which.txt': 'second\n' })
+      const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation })
+      const at = isolation === 'none' ? 'data' : '/data'
+      try {
+        expect(await sandbox.mount(filesystem(first), '/data')).toMatchObject({ success: true })
+        expect((await sandbox.executeCommand(`cat ${at}/which.txt`)).stdout).toBe('first\n')
+        expect(await sandbox.mount(filesystem(second), '/data')).toMatchObject({ success: true })
+        expect((await sandbox.executeCommand(`cat ${at}/which.txt`)).stdout).toBe('second\n')
+        expect(await s3fsPids(first)).toEqual([])
+        expect(await s3fsPids(second)).toHaveLength(1)
+      } finally {
+        await sandbox.destroy()
+      }
+      expect(await s3fsPids(second)).toEqual([])
+    }, 120_000)
+  }
+
   it('a public bucket is mounted without credentials', async () => {
     const name = `public-${process.pid}`
     await s3.client.send(new CreateBucketCommand({ Bucket: name, ACL: 'public-read' }))

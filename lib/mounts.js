@@ -332,6 +332,7 @@ class LocalMounter {
       return { success: true, mountPath: normalized }
     }
     return this.#serial(async () => {
+      const previous = this.#storage.get(normalized)
       let source
       try {
         source = config.type === 'local' ? path.resolve(config.basePath) : await this.#objectStorage(normalized, config, record)
@@ -340,10 +341,16 @@ class LocalMounter {
         return err.unavailable ? { ...failed, unavailable: true } : failed
       }
       const made = { source, readOnly }
-      const show = this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail)
-      const result = await show
-      // A bucket that could not be shown is not left mounted on the host.
-      if (!result.success && !this.#made.has(normalized)) await this.#dropStorage(normalized)
+      const result = await (this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail))
+      // Only the bucket commands see stays mounted on the host: the previous one once
+      // replaced, else a new one that could not be shown.
+      const current = this.#storage.get(normalized)
+      if (current !== previous) {
+        const [replaced, kept] = result.success ? [previous, current] : [current, previous]
+        if (kept) this.#storage.set(normalized, kept)
+        else this.#storage.delete(normalized)
+        await replaced?.storage.stop()
+      }
       return result
     })
   }
@@ -351,13 +358,13 @@ class LocalMounter {
   /**
    * The host directory showing the bucket of `config` at `mountPath`: the one mounted
    * before (a stop and start keeps it) while its config is the same and its client runs,
-   * else a new one. A client that ends later marks the mount `error` with its reason.
+   * else a new one (the caller stops the one it replaces). A client that ends later marks
+   * the mount `error` with its reason.
    */
   async #objectStorage(mountPath, config, record) {
     const configHash = this.#manager.computeConfigHash(config)
     const current = this.#storage.get(mountPath)
     if (current?.configHash === configHash && current.storage.running) return current.storage.source
-    await this.#dropStorage(mountPath)
     const storage = await mountObjectStorage(config, mountPath, this.#fuseOwner)
     storage.onLost = (reason) => {
       if (this.#storage.get(mountPath)?.storage !== storage) return
@@ -384,9 +391,10 @@ class LocalMounter {
     const host = this.commandPath(mountPath)
     const existing = await lstat(host)
     if (existing?.isSymbolicLink()) {
-      if (path.resolve(path.dirname(host), await fs.readlink(host)) !== made.source) {
+      const target = path.resolve(path.dirname(host), await fs.readlink(host))
+      if (target !== made.source) {
         // A link this mounter made to a bucket's previous host directory is replaced.
-        if (this.#made.get(mountPath)?.source === path.resolve(path.dirname(host), await fs.readlink(host))) {
+        if (this.#made.get(mountPath)?.source === target) {
           await fs.unlink(host)
           return this.#link(mountPath, made, done, fail)
         }

@@ -350,4 +350,42 @@ describeS3('S3 buckets mounted into sandboxes', () => {
       await sandbox.destroy()
     }
   }, 120_000)
+
+  it.runIf(dockerEngines)('a DockerSandbox found again after the process that mounted its bucket died: the mount is an error saying so, and a new container mounts it', async () => {
+    const data = await bucket({ 'in.txt': 'x\n' })
+    const options = { id: `s3-adopt-${process.pid}`, image: TEST_IMAGE, dockerOptions: { socketPath: dockerEngines.local.socketPath }, labels: { [TEST_LABEL]: RUN } }
+    const mountOptions = { bucket: data, endpoint: s3.endpoint, region: 'us-east-1', ...s3.credentials }
+    const script = `
+      const { DockerSandbox, Workspace } = require(${JSON.stringify(path.resolve('lib/index.js'))})
+      const { S3Filesystem } = require('@mastra/s3')
+      const sandbox = new DockerSandbox(${JSON.stringify(options)})
+      const workspace = new Workspace({ sandbox, mounts: { '/data': new S3Filesystem(${JSON.stringify(mountOptions)}) } })
+      workspace.init().then(async () => process.stdout.write((await sandbox.executeCommand('cat /data/in.txt')).stdout))`
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const read = await new Promise((resolve, reject) => {
+      child.stdout.once('data', (chunk) => resolve(String(chunk)))
+      child.once('exit', () => reject(new Error('the child ended first')))
+    })
+    expect(read).toBe('x\n')
+    child.kill('SIGKILL')
+    await until(async () => (await s3fsPids(data)).length === 0)
+
+    const found = new DockerSandbox(options)
+    const workspace = new Workspace({ sandbox: found, mounts: { '/data': new S3Filesystem(mountOptions) } })
+    await workspace.init()
+    expect(await found.start()).toEqual({ outcome: 'connected' })
+    expect(found.mounts.get('/data')).toMatchObject({ state: 'error', error: expect.stringContaining('was made with an earlier mount of this bucket') })
+    await workspace.destroy()
+    expect(await s3fsPids(data)).toEqual([])
+
+    const fresh = new DockerSandbox(options)
+    const again = new Workspace({ sandbox: fresh, mounts: { '/data': new S3Filesystem(mountOptions) } })
+    try {
+      await again.init()
+      expect(fresh.mounts.get('/data').state).toBe('mounted')
+      expect((await fresh.executeCommand('cat /data/in.txt')).stdout).toBe('x\n')
+    } finally {
+      await again.destroy()
+    }
+  }, 120_000)
 })

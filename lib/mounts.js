@@ -380,6 +380,11 @@ class LocalMounter {
     return storage.source
   }
 
+  /** The host directory the bucket mounted at `mountPath` is shown from, or undefined for other mounts. */
+  objectStorageSource(mountPath) {
+    return this.#storage.get(mountPath)?.storage.source
+  }
+
   async #dropStorage(mountPath) {
     const current = this.#storage.get(mountPath)
     this.#storage.delete(mountPath)

@@ -289,6 +289,11 @@ async function mountObjectStorage(config, mountPath, owner) {
       { tool: client.command },
     )
   }
+  // A config that is wrong is wrong on any host: said first.
+  const name = randomBytes(8).toString('hex')
+  const source = path.join(MOUNTS, name)
+  const passwdFile = path.join(PRIVATE, `${name}.passwd`)
+  const { args, env, passwd } = s3fsInvocation(config, mountPath, source, passwdFile, owner)
   const command = onPath(client.command)
   if (!command) {
     throw unavailable(
@@ -306,10 +311,6 @@ async function mountObjectStorage(config, mountPath, owner) {
     )
   }
   await sweep()
-  const name = randomBytes(8).toString('hex')
-  const source = path.join(MOUNTS, name)
-  const passwdFile = path.join(PRIVATE, `${name}.passwd`)
-  const { args, env, passwd } = s3fsInvocation(config, mountPath, source, passwdFile, owner)
   await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
   if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
   await fsp.mkdir(source, { mode: 0o755 })

@@ -2,7 +2,7 @@
 // bucket, a config that would smuggle options to s3fs. Each is an entry of its own saying
 // why (and how to fix it), with no daemon started; none of them needs a server.
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, expect, it, describe } from 'vitest'
@@ -69,6 +69,28 @@ describe('Object storage mounts that cannot be made', () => {
     }
     expect(await s3fsPids('reports')).toEqual([])
     await sandbox.destroy()
+  })
+
+  it.runIf(process.getuid() === 0)("a mount directory made first by another user is refused: that user could read the credentials", () => {
+    const tmpdir = dir()
+    const planted = path.join(tmpdir, `native-workspace-fuse-${process.getuid()}`)
+    mkdirSync(path.join(planted, 'private'), { recursive: true })
+    spawnSync('chown', ['-R', '65534:65534', planted])
+    const script = `
+      const { LocalSandbox } = require(${JSON.stringify(path.resolve('lib/index.js'))})
+      const sandbox = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(tmpdir, 'ws'))} })
+      const fs = { id: 's3', readOnly: false, getMountConfig: () => (${JSON.stringify(s3().getMountConfig())}) }
+      sandbox.mount(fs, '/data').then((result) => {
+        process.stdout.write(JSON.stringify(result))
+        return sandbox.destroy()
+      })`
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: tmpdir } })
+    expect(JSON.parse(run.stdout)).toEqual({
+      success: false,
+      mountPath: '/data',
+      error: `${planted} is not a directory of this user (uid 0) that only it can change; remove it`,
+    })
+    expect(readdirSync(path.join(planted, 'private'))).toEqual([])
   })
 
   // Where /dev/fuse is open to all (many distributions), such a user may mount through fusermount.

@@ -84,14 +84,23 @@ let madeDirectories
 async function sweep() {
   madeDirectories ??= (async () => {
     await fsp.mkdir(ROOT, { recursive: true, mode: 0o711 })
-    await fsp.mkdir(MOUNTS, { recursive: true, mode: 0o711 })
-    await fsp.mkdir(PRIVATE, { recursive: true, mode: 0o700 })
-    // Made by an earlier process with another umask, or by someone else: set, then checked.
+    // In a shared temporary directory, another user may have made it first (to read the
+    // credential files, or swap the directories): it must be this user's, and only theirs.
+    for (const dir of [ROOT, MOUNTS, PRIVATE]) {
+      await fsp.mkdir(dir, { recursive: true, mode: dir === PRIVATE ? 0o700 : 0o711 })
+      const st = await fsp.lstat(dir)
+      if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
+        throw new MountError(`${dir} is not a directory of this user (uid ${uid}) that only it can change; remove it`, undefined)
+      }
+    }
+    // Made by an earlier process with another umask.
     await fsp.chmod(PRIVATE, 0o700)
-    const st = await fsp.stat(PRIVATE)
-    if (st.uid !== uid) throw new MountError(`${PRIVATE} belongs to uid ${st.uid}, not to this user (uid ${uid}); remove it`, undefined)
   })()
-  await madeDirectories
+  // A failure is tried again by the next mount (once the directory is removed).
+  await madeDirectories.catch((err) => {
+    madeDirectories = undefined
+    throw err
+  })
   const mounted = await mountPoints()
   for (const name of await fsp.readdir(MOUNTS)) {
     const owner = Number((await fsp.readFile(path.join(PRIVATE, `${name}.owner`), 'utf8').catch(() => '')).trim())

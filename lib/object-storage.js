@@ -303,6 +303,9 @@ async function mountObjectStorage(config, mountPath, owner) {
   const source = path.join(MOUNTS, name)
   const passwdFile = path.join(PRIVATE, `${name}.passwd`)
   const { args, env, passwd } = s3fsInvocation(config, mountPath, source, passwdFile, owner)
+  if (process.platform !== 'linux') {
+    throw unavailable(`Cannot mount ${mountPath}: ${config.type} mounts are made with FUSE on Linux hosts only`, mountPath)
+  }
   const command = onPath(client.command)
   if (!command) {
     throw unavailable(
@@ -310,6 +313,11 @@ async function mountObjectStorage(config, mountPath, owner) {
       mountPath,
       { tool: client.command },
     )
+  }
+  // What ties the daemon to this process (util-linux, on every distribution that has s3fs).
+  const setpriv = onPath('setpriv')
+  if (!setpriv) {
+    throw unavailable(`Cannot mount ${mountPath}: a ${config.type} mount needs setpriv (util-linux), which is not installed on this host`, mountPath, { tool: 'setpriv' })
   }
   try {
     fs.accessSync('/dev/fuse', fs.constants.R_OK | fs.constants.W_OK)
@@ -324,7 +332,7 @@ async function mountObjectStorage(config, mountPath, owner) {
   if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
   await fsp.mkdir(source, { mode: 0o755 })
   // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
-  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   const mount = new ObjectStorageMount(name, child, source, client.command)
   try {
     await mount.ready(mountPath)

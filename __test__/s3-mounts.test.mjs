@@ -190,7 +190,7 @@ describeS3('S3 buckets mounted into sandboxes', () => {
   }, 120_000)
 
   for (const isolation of ['none', 'bwrap']) {
-    it(`mounting another bucket at the same path (isolation ${isolation}) replaces the first: one s3fs, the new files`, async () => {
+    it(`mounting another bucket at the same path (isolation ${isolation}) replaces the first: one s3fs, the new files; unmount ends it`, async () => {
       const first = await bucket({ 'which.txt': 'first\n' })
       const second = await bucket({ 'which.txt': 'second\n' })
       const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation })
@@ -202,10 +202,15 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         expect((await sandbox.executeCommand(`cat ${at}/which.txt`)).stdout).toBe('second\n')
         expect(await s3fsPids(first)).toEqual([])
         expect(await s3fsPids(second)).toHaveLength(1)
+        // unmount() ends its s3fs too; the bucket keeps its objects.
+        await sandbox.unmount('/data')
+        expect(sandbox.mounts.has('/data')).toBe(false)
+        expect(await s3fsPids(second)).toEqual([])
+        expect((await sandbox.executeCommand(`ls ${at}`)).exitCode).not.toBe(0)
+        expect(await s3.get(second, 'which.txt')).toBe('second\n')
       } finally {
         await sandbox.destroy()
       }
-      expect(await s3fsPids(second)).toEqual([])
     }, 120_000)
   }
 

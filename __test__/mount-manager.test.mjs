@@ -58,7 +58,7 @@ const unreachableStore = () => ({
   provider: 's3',
   readOnly: false,
   status: 'ready',
-  getMountConfig: () => ({ type: 's3', bucket: 'reports', region: 'eu-west-1' }),
+  getMountConfig: () => ({ type: 'azure-blob', container: 'reports' }),
   readdir: async () => {
     throw new Error('ListObjectsV2 failed: AccessDenied')
   },
@@ -261,7 +261,7 @@ describe('MountManager has the semantics of @mastra/core', () => {
     sb.__setLogger(handed.logger)
     sb.mounts.add({ '/s3': unreachableStore() })
     await sb.start()
-    expect(handed.records.filter((r) => r.level === 'error').map((r) => r.data?.error)).toEqual(['Unsupported mount type: s3'])
+    expect(handed.records.filter((r) => r.level === 'error').map((r) => r.data?.error)).toEqual(['Unsupported mount type: azure-blob'])
   })
 })
 
@@ -298,8 +298,8 @@ describe('LocalSandbox mounts through its MountManager', () => {
     expect(sb.mounts.get('/twice')).toMatchObject({ state: 'mounted' })
 
     // Direct mount() and unmount() keep the entries.
-    expect((await sb.mount({ id: 'bucket', getMountConfig: () => ({ type: 's3' }) }, '/bucket')).success).toBe(false)
-    expect(sb.mounts.get('/bucket')).toMatchObject({ state: 'unsupported', error: 'Unsupported mount type: s3', config: { type: 's3' } })
+    expect((await sb.mount({ id: 'bucket', getMountConfig: () => ({ type: 'azure-blob' }) }, '/bucket')).success).toBe(false)
+    expect(sb.mounts.get('/bucket')).toMatchObject({ state: 'unsupported', error: 'Unsupported mount type: azure-blob', config: { type: 'azure-blob' } })
     await sb.unmount('/more')
     expect(sb.mounts.has('/more')).toBe(false)
     expect(fs.existsSync(path.join(sb.workingDirectory, 'more'))).toBe(false)
@@ -334,7 +334,7 @@ describe('Workspace mounts through the mount manager', () => {
     await workspace.init()
     expect(calls.map((c) => c.mountPath)).toEqual(['/data', '/skipped', '/custom'])
     expect(calls.every((c) => c.sameSandbox && c.sameWorkspace)).toBe(true)
-    expect(calls[2].config).toEqual({ type: 's3', bucket: 'reports', region: 'eu-west-1' })
+    expect(calls[2].config).toEqual({ type: 'azure-blob', container: 'reports' })
     expect(Object.fromEntries([...sb.mounts.entries].map(([p, e]) => [p, [e.state, e.error]]))).toEqual({
       '/data': ['mounted', undefined],
       '/skipped': ['unsupported', 'Skipped by onMount hook'],
@@ -376,7 +376,7 @@ describe('Workspace mounts through the mount manager', () => {
     expect(Object.fromEntries([...sb.mounts.entries].map(([p, e]) => [p, [e.state, e.error]]))).toEqual({
       '/data': ['mounted', undefined],
       '/broken': ['error', 'Filesystem init failed: disk quota exceeded'],
-      '/s3': ['error', 'Unsupported mount type: s3'],
+      '/s3': ['error', 'Unsupported mount type: azure-blob'],
       '/odd': ['error', 'Mount hook error: Error: no credentials'],
     })
     expect(fs.readdirSync(sb.workingDirectory)).toEqual(['data'])
@@ -386,7 +386,7 @@ describe('Workspace mounts through the mount manager', () => {
       // The filesystem reports its own failed init (as Mastra's filesystems do), then the mount.
       'Failed to initialize filesystem',
       expect.stringContaining('disk quota exceeded'),
-      expect.stringContaining('Unsupported mount type: s3'),
+      expect.stringContaining('Unsupported mount type: azure-blob'),
       expect.stringContaining('no credentials'),
     ])
     expect(workspace.getInstructions()).toBe(

@@ -64,7 +64,7 @@ describe('LocalSandbox mounts', () => {
     expect((await sandbox.mount(filesystem, '/file')).error).toContain('regular file')
     expect((await sandbox.mount(filesystem, '/foreign')).error).toContain('already occupied')
     expect((await sandbox.mount({ id: 'x' }, '/x')).error).toBe('Filesystem "x" does not provide a mount config')
-    expect((await sandbox.mount({ id: 's3', getMountConfig: () => ({ type: 's3' }) }, '/s3')).error).toBe('Unsupported mount type: s3')
+    expect((await sandbox.mount({ id: 's3', getMountConfig: () => ({ type: 'azure-blob' }) }, '/s3')).error).toBe('Unsupported mount type: azure-blob')
     expect(fs.readFileSync(path.join(work, 'busy', '.keep'), 'utf8')).toBe('x')
     expect(fs.readFileSync(path.join(work, 'file'), 'utf8')).toBe('x')
     expect(fs.readlinkSync(path.join(work, 'foreign'))).toBe('/tmp')

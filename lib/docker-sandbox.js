@@ -331,6 +331,7 @@ class DockerSandbox extends NativeSandbox {
   #given
   /** Where the warnings of `@mastra/docker` go: Mastra's logger once it hands it over. */
   #logger = packageLogger
+  #mounter
 
   constructor(options = {}) {
     super()
@@ -356,8 +357,9 @@ class DockerSandbox extends NativeSandbox {
     // Published on the host's loopback, so the URLs reach the container from this host only.
     this.computer = undefined
     /**
-     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory is
-     * bound at its mount path when the container is created; one added later is refused,
+     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
+     * an S3 bucket mounted on the host) is bound at its mount path when the container is
+     * created; one added later is refused,
      * as a container's mounts are fixed then.
      */
     this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
@@ -366,6 +368,7 @@ class DockerSandbox extends NativeSandbox {
       () => this.workingDirectory,
       (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
     )
+    this.#mounter = mounter
     attach(this, { native: nativeOf(this), mounter })
   }
 
@@ -484,13 +487,23 @@ class DockerSandbox extends NativeSandbox {
 
   /**
    * A container has the binds of its creation: a mount it lacks (added while it was made,
-   * or a container found again that was made without it) is an error.
+   * or a container found again that was made without it) is an error, as is a bucket it
+   * shows from another host directory than this process mounted it on (a container found
+   * again, made by a process whose s3fs ended with it).
    */
   #markMountsMissingFrom(inspected) {
-    const targets = new Set((inspected.Mounts ?? []).map((m) => m.Destination))
+    const sources = new Map((inspected.Mounts ?? []).map((m) => [m.Destination, m.Source]))
     for (const [mountPath, entry] of this.mounts.entries) {
-      if (entry.state !== 'mounted' || targets.has(mountPath)) continue
-      const error = `The sandbox's container ${inspected.Id} was made without this mount: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
+      if (entry.state !== 'mounted') continue
+      const bucketSource = this.#mounter.objectStorageSource(mountPath)
+      let error
+      if (!sources.has(mountPath)) {
+        error = `The sandbox's container ${inspected.Id} was made without this mount: DockerSandbox binds a workspace filesystem when it creates its container. Destroy the sandbox and start it again to mount it.`
+      } else if (bucketSource !== undefined && sources.get(mountPath) !== bucketSource) {
+        error = `The sandbox's container ${inspected.Id} was made with an earlier mount of this bucket, which ended with the process that made it (its commands see "Transport endpoint is not connected"). Destroy the sandbox and start it again to mount it.`
+      } else {
+        continue
+      }
       this.mounts.set(mountPath, { state: 'error', error })
       logTo(this.#logger, 'warn', `[DockerSandbox] Mount of ${mountPath} failed: ${error}`, { path: mountPath, containerId: inspected.Id })
     }

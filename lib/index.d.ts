@@ -495,15 +495,20 @@ export declare class LocalSandbox {
   readonly processes: LocalProcessManager
   /**
    * Its mounts. Pending ones are made at each start, before `onStart`; a stop takes the
-   * links away and makes them pending again (under isolation the binds stay); a destroy
-   * clears them.
+   * links away and makes them pending again (under isolation the binds stay; buckets stay
+   * mounted on the host and are shown again, never mounted twice); a destroy clears them.
    */
   readonly mounts: MountManager
   /**
    * Makes a filesystem's local directory visible to commands at `<workingDirectory><mountPath>`;
    * under isolation at `<mountPath>` itself (read-only for a read-only filesystem), refused
-   * while processes run in the sandbox (binding it restarts the sandbox's namespace). The
-   * entry in `mounts` says how it went (`unsupported` for a filesystem that is not local).
+   * while processes run in the sandbox (binding it restarts the sandbox's namespace). An S3
+   * bucket (a mount config of type `s3`, as `S3Filesystem` gives: endpoint, prefix, readOnly,
+   * no credentials for a public bucket) is first mounted on the host with `s3fs`, one daemon
+   * per mount that ends with the sandbox's destroy or this process, then shown the same way.
+   * The entry in `mounts` says how it went: `unavailable` when s3fs or FUSE is missing (or
+   * for `gcs`, not supported yet), `error` with s3fs's reason (no bucket, credentials refused),
+   * `unsupported` for other types.
    */
   mount(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
   /** Removes the link or bind (never the files) and the entry. */
@@ -713,9 +718,10 @@ export declare class DockerSandbox {
   readonly computer: undefined
   readonly processes: SandboxProcessManager<DockerSandbox>
   /**
-   * A `Workspace`'s mounts: a filesystem with a local directory is bound at its mount path
-   * when the container is created; one added once the container exists is refused (its
-   * entry's `error` says why).
+   * A `Workspace`'s mounts: a filesystem with a local directory, or an S3 bucket (mounted on
+   * the host with `s3fs`, as for a LocalSandbox), is bound at its mount path when the
+   * container is created; one added once the container exists is refused (its entry's
+   * `error` says why).
    */
   readonly mounts: MountManager
   mount(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>

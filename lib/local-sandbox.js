@@ -23,6 +23,8 @@ const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
 const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+/** The host uid (and gid) of an isolated sandbox's commands on a root host (the core's SANDBOX_UID). */
+const SANDBOX_UID = 65534
 
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')
@@ -91,6 +93,7 @@ function fileInputs(files) {
  * `mount()` makes a filesystem with a local base directory (e.g. a `LocalFilesystem`)
  * visible to commands at `<workingDirectory><mountPath>`; under isolation at `<mountPath>`
  * itself (read-only for a read-only filesystem), from now on if no process runs in it.
+ * An S3 bucket is mounted with s3fs on the host first (see ./object-storage).
  * `snapshot()` copies the working directory natively as the checkpoint `checkpointName`
  * and swaps it in at once: a sandbox seeding from it meanwhile gets the previous
  * checkpoint or this one, whole. It works in any status, even destroyed.
@@ -145,6 +148,8 @@ class LocalSandbox extends NativeSandbox {
       this.mounts,
       () => this.workingDirectory,
       this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
+      // Isolated on a root host, commands run as the unprivileged sandbox user.
+      this.isolation !== 'none' && process.getuid() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : undefined,
     )
     attach(this, { native: nativeOf(this), mounter })
   }

@@ -4,7 +4,8 @@
 // `mount()` did). `LocalMounter` is how a LocalSandbox mounts a filesystem with a local
 // base directory: without isolation, as a symlink at `<workingDirectory><mountPath>`;
 // under isolation, as a bind at `<mountPath>` itself in the sandbox's own namespace (the
-// host's `/` is not touched).
+// host's `/` is not touched). Object storage (`s3`) is first mounted with FUSE on a host
+// directory of its own (./object-storage), which is then shown in the same way.
 const { createHash } = require('node:crypto')
 const fs = require('node:fs/promises')
 const path = require('node:path')
@@ -12,6 +13,7 @@ const { MountError, SandboxError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
 const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
+const { mountObjectStorage, isObjectStorage } = require('./object-storage')
 
 const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 
@@ -287,16 +289,24 @@ class LocalMounter {
   #made = new Map()
   /** Changes of the mounts, one at a time: each is computed from what the previous left. */
   #queue = Promise.resolve()
+  /** FUSE mounts of object storage: mount path → `{ storage, configHash }`; they live until unmount or destroy. */
+  #storage = new Map()
+  /** Mount paths whose FUSE client ended by itself: mounted again by the next start. */
+  #lost = new Set()
+  #fuseOwner
 
   /**
    * `root()` gives the working directory. `bind(mounts, ifIdle)`, given under isolation,
    * sets the binds of the sandbox's namespace and resolves to the pids of the processes
    * that keep the running one from taking them now (see `NativeLocalSandbox.setMounts`).
+   * `fuseOwner` ({ uid, gid }, this process's by default) is the host user that commands
+   * run as: files of object storage are shown as theirs.
    */
-  constructor(manager, root, bind) {
+  constructor(manager, root, bind, fuseOwner = { uid: process.getuid(), gid: process.getgid() }) {
     this.#manager = manager
     this.#root = root
     this.#bind = bind
+    this.#fuseOwner = fuseOwner
   }
 
   /** Where commands see `mountPath`: in the namespace itself, or below the working directory. */
@@ -314,14 +324,71 @@ class LocalMounter {
       return { success: false, mountPath: normalized, error }
     }
     if (!config) return fail(`Filesystem "${filesystem?.id}" does not provide a mount config`)
-    if (config.type !== 'local') return fail(`Unsupported mount type: ${config.type}`, 'unsupported')
-    const made = { source: path.resolve(config.basePath), readOnly: filesystem.readOnly === true }
-    const done = () => {
+    if (config.type !== 'local' && !isObjectStorage(config.type)) return fail(`Unsupported mount type: ${config.type}`, 'unsupported')
+    const readOnly = filesystem.readOnly === true || config.readOnly === true
+    const done = (made) => {
       this.#made.set(normalized, made)
       record('mounted', undefined)
       return { success: true, mountPath: normalized }
     }
-    return this.#serial(() => (this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail)))
+    return this.#serial(async () => {
+      const previous = this.#storage.get(normalized)
+      let source
+      try {
+        source = config.type === 'local' ? path.resolve(config.basePath) : await this.#objectStorage(normalized, config, record)
+      } catch (err) {
+        const failed = fail(err.message, err.unavailable ? 'unavailable' : 'error')
+        return err.unavailable ? { ...failed, unavailable: true } : failed
+      }
+      const made = { source, readOnly }
+      const result = await (this.#bind ? this.#mountInNamespace(normalized, made, done, fail) : this.#link(normalized, made, done, fail))
+      // Only the bucket commands see stays mounted on the host: the previous one once
+      // replaced, else a new one that could not be shown.
+      const current = this.#storage.get(normalized)
+      if (current !== previous) {
+        const [replaced, kept] = result.success ? [previous, current] : [current, previous]
+        if (kept) this.#storage.set(normalized, kept)
+        else this.#storage.delete(normalized)
+        await replaced?.storage.stop()
+      }
+      return result
+    })
+  }
+
+  /**
+   * The host directory showing the bucket of `config` at `mountPath`: the one mounted
+   * before (a stop and start keeps it) while its config is the same and its client runs,
+   * else a new one (the caller stops the one it replaces). A client that ends later marks
+   * the mount `error` with its reason.
+   */
+  async #objectStorage(mountPath, config, record) {
+    const configHash = this.#manager.computeConfigHash(config)
+    const current = this.#storage.get(mountPath)
+    if (current?.configHash === configHash && current.storage.running) return current.storage.source
+    const storage = await mountObjectStorage(config, mountPath, this.#fuseOwner)
+    storage.onLost = (reason) => {
+      if (this.#storage.get(mountPath)?.storage !== storage) return
+      this.#storage.delete(mountPath)
+      const entry = this.#manager.get(mountPath)
+      if (entry?.state !== 'mounted') return
+      record('error', reason)
+      this.#lost.add(mountPath)
+      // Its link or bind goes too (a bind from the next start while processes run).
+      this.#undo(mountPath).catch((err) => record('error', `${reason}; ${err.message}`))
+    }
+    this.#storage.set(mountPath, { storage, configHash })
+    return storage.source
+  }
+
+  /** The host directory the bucket mounted at `mountPath` is shown from, or undefined for other mounts. */
+  objectStorageSource(mountPath) {
+    return this.#storage.get(mountPath)?.storage.source
+  }
+
+  async #dropStorage(mountPath) {
+    const current = this.#storage.get(mountPath)
+    this.#storage.delete(mountPath)
+    await current?.storage.stop()
   }
 
   /** Links `mountPath` below the working directory to the source, unless that would hide or replace something. */
@@ -329,12 +396,18 @@ class LocalMounter {
     const host = this.commandPath(mountPath)
     const existing = await lstat(host)
     if (existing?.isSymbolicLink()) {
-      if (path.resolve(path.dirname(host), await fs.readlink(host)) !== made.source) {
+      const target = path.resolve(path.dirname(host), await fs.readlink(host))
+      if (target !== made.source) {
+        // A link this mounter made to a bucket's previous host directory is replaced.
+        if (this.#made.get(mountPath)?.source === target) {
+          await fs.unlink(host)
+          return this.#link(mountPath, made, done, fail)
+        }
         return fail(
           `Cannot mount at ${host}: path is already occupied by an existing mount or symlink that was not created by this sandbox. Unmount it manually or use a different mount path.`,
         )
       }
-      return done()
+      return done(made)
     }
     if (existing?.isDirectory()) {
       if ((await fs.readdir(host)).length > 0) {
@@ -352,7 +425,7 @@ class LocalMounter {
     } catch (err) {
       return fail(String(err))
     }
-    return done()
+    return done(made)
   }
 
   /**
@@ -363,7 +436,7 @@ class LocalMounter {
    */
   async #mountInNamespace(mountPath, made, done, fail) {
     const current = this.#made.get(mountPath)
-    if (current?.source === made.source && current.readOnly === made.readOnly) return done()
+    if (current?.source === made.source && current.readOnly === made.readOnly) return done(made)
     // A mount that stays bound is not reported as failed.
     const refuse = (error) => (current ? { success: false, mountPath, error } : fail(error))
     let busy
@@ -377,7 +450,7 @@ class LocalMounter {
         `Cannot mount at ${mountPath} now: processes run in the isolated sandbox (pids ${busy.join(', ')}), and its mounts are bound when it starts. Mount before start(), once they have ended, or after stop().`,
       )
     }
-    return done()
+    return done(made)
   }
 
   #serial(step) {
@@ -399,6 +472,8 @@ class LocalMounter {
   async unmount(mountPath) {
     const normalized = normalizeMountPath(mountPath)
     await this.#undo(normalized)
+    await this.#serial(() => this.#dropStorage(normalized))
+    this.#lost.delete(normalized)
     this.#manager.delete(normalized)
   }
 
@@ -418,9 +493,15 @@ class LocalMounter {
    * After a stop: what the stopped sandbox no longer shows goes back to `pending`, to be
    * mounted again by the next start. Links go; binds of the namespace stay, as it takes
    * them again at its start; mounts made by an `onMount` hook went with its processes.
+   * Object storage stays mounted on the host, to be shown again by the next start; one
+   * whose client ended meanwhile is mounted again.
    */
   async stopped() {
     for (const [mountPath, entry] of this.#manager.entries) {
+      if (this.#lost.delete(mountPath) && entry.state === 'error') {
+        entry.state = 'pending'
+        continue
+      }
       if (entry.state !== 'mounted') continue
       if (this.#made.has(mountPath)) {
         if (this.#bind) continue
@@ -430,9 +511,11 @@ class LocalMounter {
     }
   }
 
-  /** After a destroy: every link and bind goes, and every entry. */
+  /** After a destroy: every link and bind goes, every object storage mount, and every entry. */
   async destroyed() {
     for (const mountPath of [...this.#made.keys()]) await this.#undo(mountPath)
+    for (const mountPath of [...this.#storage.keys()]) await this.#serial(() => this.#dropStorage(mountPath))
+    this.#lost.clear()
     this.#manager.clear()
   }
 }

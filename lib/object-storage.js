@@ -1,0 +1,351 @@
+'use strict'
+// Object storage mounted on the host with the FUSE client users already trust (`s3fs`),
+// so a sandbox can show it to its commands as it shows a local directory. One daemon per
+// mount, run in the foreground as this process's child and tied to it: it gets SIGTERM
+// when this process dies (`setpriv --pdeathsig`), on which it unmounts itself; a daemon
+// that ends in any other way has its mount detached here; a mount left by a process that
+// could do neither (its daemon killed with SIGKILL) is detached by the next sweep.
+//
+// Credentials go to the daemon in a 0600 file of a 0700 directory of this user, outside
+// anything a sandbox binds, removed as soon as the daemon has read it (or in the daemon's
+// own environment, for a session token); never in a command line.
+const { spawn, execFile } = require('node:child_process')
+const { randomBytes } = require('node:crypto')
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const os = require('node:os')
+const path = require('node:path')
+const { MountError } = require('./errors')
+
+/** Mount types this module mounts, and the client each needs. */
+const CLIENTS = {
+  s3: { command: 's3fs', install: 'Debian/Ubuntu: apt-get install s3fs; Fedora: dnf install s3fs-fuse; Alpine: apk add s3fs-fuse' },
+  gcs: { command: 'gcsfuse', install: 'see https://cloud.google.com/storage/docs/cloud-storage-fuse/install' },
+}
+
+/** How long a daemon may take to mount (s3fs checks the bucket first, with retries). */
+const READY_DEADLINE_MS = 60_000
+/** How long a daemon may take to end after SIGTERM before it gets SIGKILL. */
+const STOP_GRACE_MS = 10_000
+/** The end of a daemon's log kept for its error message. */
+const LOG_KEPT = 8192
+
+const uid = process.getuid()
+const ROOT = path.join(os.tmpdir(), `native-workspace-fuse-${uid}`)
+/** Mount points: reachable by every user, as a sandbox user binds or opens them. */
+const MOUNTS = path.join(ROOT, 'mnt')
+/** Credential files and owner records: this user's only. */
+const PRIVATE = path.join(ROOT, 'private')
+
+/** The path of an executable named `name` on PATH, or undefined. */
+function onPath(name) {
+  for (const dir of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(':')) {
+    if (!dir) continue
+    const candidate = path.join(dir, name)
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return candidate
+    } catch {}
+  }
+  return undefined
+}
+
+/** The mount points of this process's mount namespace (mountinfo's fifth field, unescaped). */
+async function mountPoints() {
+  const text = await fsp.readFile('/proc/self/mountinfo', 'utf8')
+  return new Set(
+    text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split(' ')[4].replace(/\\([0-7]{3})/g, (_, octal) => String.fromCharCode(parseInt(octal, 8)))),
+  )
+}
+
+/** Detaches the mount at `dir` (lazily: open files keep it alive, nothing new reaches it). */
+function detach(dir) {
+  const [command, args] = uid === 0 ? ['umount', ['-l', dir]] : ['fusermount', ['-uz', dir]]
+  return new Promise((resolve) => execFile(command, args, () => resolve()))
+}
+
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return err.code === 'EPERM'
+  }
+}
+
+let madeDirectories
+/**
+ * Before each mount: detaches the mounts of processes that are gone (killed before their
+ * daemon could unmount, or with it) and removes their mount points and files.
+ */
+async function sweep() {
+  madeDirectories ??= (async () => {
+    await fsp.mkdir(ROOT, { recursive: true, mode: 0o711 })
+    // In a shared temporary directory, another user may have made it first (to read the
+    // credential files, or swap the directories): it must be this user's, and only theirs.
+    for (const dir of [ROOT, MOUNTS, PRIVATE]) {
+      await fsp.mkdir(dir, { recursive: true, mode: dir === PRIVATE ? 0o700 : 0o711 })
+      const st = await fsp.lstat(dir)
+      if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
+        throw new MountError(`${dir} is not a directory of this user (uid ${uid}) that only it can change; remove it`, undefined)
+      }
+    }
+    // Made by an earlier process with another umask.
+    await fsp.chmod(PRIVATE, 0o700)
+  })()
+  // A failure is tried again by the next mount (once the directory is removed).
+  await madeDirectories.catch((err) => {
+    madeDirectories = undefined
+    throw err
+  })
+  const mounted = await mountPoints()
+  for (const name of await fsp.readdir(MOUNTS)) {
+    const owner = Number((await fsp.readFile(path.join(PRIVATE, `${name}.owner`), 'utf8').catch(() => '')).trim())
+    if (owner && alive(owner)) continue
+    const dir = path.join(MOUNTS, name)
+    if (mounted.has(dir)) await detach(dir)
+    await fsp.rmdir(dir).catch(() => {})
+    await removeFiles(name)
+  }
+}
+
+function removeFiles(name) {
+  return Promise.all(['owner', 'passwd'].map((ext) => fsp.rm(path.join(PRIVATE, `${name}.${ext}`), { force: true })))
+}
+
+const BUCKET = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,254}$/
+const PREFIX_SEGMENT = /^[a-zA-Z0-9!_.*'()=+@-]+$/
+/** s3fs reads `-o` as comma-separated options: a value with a comma would add options. */
+const OPTION_VALUE = /^[^,\s]+$/
+
+/** The s3fs command line and environment for an `s3` mount config; throws MountError. */
+function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
+  const bad = (what) => new MountError(`Invalid S3 mount config for ${mountPath}: ${what}`, mountPath)
+  const { bucket, region, endpoint, prefix, accessKeyId, secretAccessKey, sessionToken } = config
+  if (typeof bucket !== 'string' || !BUCKET.test(bucket)) throw bad(`bucket must be a bucket name, got ${JSON.stringify(bucket)}`)
+  let remote = bucket
+  if (prefix !== undefined && prefix !== '') {
+    const segments = typeof prefix === 'string' ? prefix.split('/').filter(Boolean) : []
+    if (segments.length === 0 || !segments.every((s) => PREFIX_SEGMENT.test(s) && s !== '.' && s !== '..')) {
+      throw bad(`prefix must be a path of plain names, got ${JSON.stringify(prefix)}`)
+    }
+    remote += `:/${segments.join('/')}`
+  }
+  const options = [`uid=${owner.uid}`, `gid=${owner.gid}`, 'sigv4', 'dbglevel=err']
+  // On a root host, commands run as other users (an isolated sandbox's, a container's);
+  // elsewhere as this user, who could only allow others with user_allow_other.
+  if (uid === 0) options.push('allow_other')
+  if (endpoint !== undefined) {
+    let url
+    try {
+      url = new URL(endpoint)
+    } catch {}
+    if (!url || !/^https?:$/.test(url.protocol) || !OPTION_VALUE.test(endpoint)) throw bad(`endpoint must be an http(s) URL, got ${JSON.stringify(endpoint)}`)
+    // S3-compatible servers are reached by path (`endpoint/bucket/key`), as Mastra's client does.
+    options.push(`url=${url.origin}`, 'use_path_request_style')
+  }
+  if (region !== undefined) {
+    if (typeof region !== 'string' || !OPTION_VALUE.test(region)) throw bad(`region must be a region name, got ${JSON.stringify(region)}`)
+    // s3fs's name for the region a request is signed for.
+    options.push(`endpoint=${region}`)
+  }
+  if (config.readOnly === true) options.push('ro')
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
+  let passwd
+  if (accessKeyId === undefined && secretAccessKey === undefined) {
+    options.push('public_bucket=1')
+  } else {
+    if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || /[:\n]/.test(accessKeyId) || secretAccessKey.includes('\n')) {
+      throw bad('accessKeyId and secretAccessKey must be given together, as strings')
+    }
+    if (sessionToken !== undefined) {
+      // A passwd file has no place for a token: the daemon's own environment holds all three.
+      Object.assign(env, { AWSACCESSKEYID: accessKeyId, AWSSECRETACCESSKEY: secretAccessKey, AWSSESSIONTOKEN: String(sessionToken) })
+      options.push('use_session_token')
+    } else {
+      passwd = `${accessKeyId}:${secretAccessKey}\n`
+      options.push(`passwd_file=${passwdFile}`)
+    }
+  }
+  return { args: [remote, dir, '-f', '-o', options.join(',')], env, passwd }
+}
+
+/** What a daemon's log says went wrong: its critical lines, else its errors, without timestamps. */
+function reasonOf(log) {
+  const lines = log.split('\n').filter((line) => !/LowSetLogLevel/.test(line))
+  const pick = (pattern) => lines.filter((line) => pattern.test(line)).map((line) => line.replace(/^\S+Z \[[A-Z]+\] /, '').trim())
+  const critical = pick(/\[CRT\]/)
+  const errors = critical.length > 0 ? critical : pick(/\[ERR\]|^fuse:|error|denied/i)
+  return errors.length > 0 ? errors.join('; ') : log.trim().split('\n').slice(-3).join('; ')
+}
+
+/**
+ * One FUSE daemon and its mount point. `source` is the host directory showing the bucket;
+ * `onLost(reason)` is called when the daemon ends without being asked to.
+ */
+class ObjectStorageMount {
+  #child
+  #name
+  #stopping = false
+  #exited
+  #ended = false
+  #client
+  log = ''
+
+  constructor(name, child, source, client) {
+    this.#name = name
+    this.#client = client
+    this.#child = child
+    this.source = source
+    this.onLost = undefined
+    this.#exited = new Promise((resolve) => {
+      // 'close': after its log has been read to the end.
+      child.once('close', (code, signal) => resolve({ code, signal }))
+      // Not started at all (setpriv missing): its reason is the error.
+      child.once('error', (err) => {
+        this.log += `${err.message}\n`
+        resolve({ code: null, signal: null })
+      })
+    }).then((how) => {
+      this.#ended = true
+      return how
+    })
+    // s3fs logs to stdout in the foreground; FUSE's own errors go to stderr.
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.on('data', (chunk) => {
+        this.log = (this.log + chunk.toString('utf8')).slice(-LOG_KEPT)
+      })
+    }
+    this.#exited.then(async (how) => {
+      if (this.#stopping) return
+      await this.#cleanUp()
+      const reason = reasonOf(this.log)
+      this.onLost?.(`${this.#client} ended (${how.signal ?? `exit code ${how.code}`})${reason ? `: ${reason}` : ''}; commands see no files at this mount until the sandbox starts again`)
+    })
+  }
+
+  get running() {
+    return !this.#ended
+  }
+
+  /** Resolves when the bucket is mounted; rejects with the daemon's reason when it ends first. */
+  async ready(mountPath) {
+    const deadline = Date.now() + READY_DEADLINE_MS
+    const failed = (why) => new MountError(`Mount of ${mountPath} failed: ${why}`, mountPath)
+    for (;;) {
+      const ended = await Promise.race([this.#exited, new Promise((resolve) => setTimeout(resolve, 50, null))])
+      if (ended) throw failed(reasonOf(this.log) || `the FUSE client ended (exit code ${ended.code})`)
+      if ((await mountPoints()).has(this.source)) {
+        // The daemon answers after it checked the bucket, and ends without answering when
+        // that failed; a check that hangs (an endpoint that drops packets) meets the deadline.
+        let timer
+        const late = new Promise((resolve) => {
+          timer = setTimeout(resolve, Math.max(0, deadline - Date.now()), 'late')
+        })
+        const answered = await Promise.race([fsp.stat(this.source).then(() => true, () => false), late])
+        clearTimeout(timer)
+        if (answered === true && this.running) return
+      }
+      if (Date.now() >= deadline) {
+        const reason = reasonOf(this.log)
+        throw failed(`the FUSE client did not mount within ${READY_DEADLINE_MS / 1000} s${reason ? `: ${reason}` : ' (the endpoint did not answer)'}`)
+      }
+    }
+  }
+
+  /** Ends the daemon (it unmounts), detaches what it left, and removes its mount point and files. */
+  async stop() {
+    this.#stopping = true
+    if (this.running) {
+      this.#child.kill('SIGTERM')
+      const timer = setTimeout(() => this.#child.kill('SIGKILL'), STOP_GRACE_MS)
+      await this.#exited
+      clearTimeout(timer)
+    }
+    await this.#cleanUp()
+  }
+
+  async #cleanUp() {
+    if ((await mountPoints()).has(this.source)) await detach(this.source)
+    await fsp.rmdir(this.source).catch(() => {})
+    await removeFiles(this.#name)
+  }
+
+  /** The passwd file is read once, at the daemon's start. */
+  forgetCredentials() {
+    return fsp.rm(path.join(PRIVATE, `${this.#name}.passwd`), { force: true })
+  }
+}
+
+/** A MountError for a mount this host lacks a tool for (its entry becomes `unavailable`). */
+const unavailable = (message, mountPath, details) => Object.assign(new MountError(message, mountPath, details), { unavailable: true })
+
+/**
+ * Mounts the bucket of `config` (a filesystem's mount config of a type in `CLIENTS`) on
+ * a new host directory whose files belong to `owner` ({ uid, gid }); resolves to its
+ * `ObjectStorageMount`. Throws a MountError: with `unavailable` set when the client or
+ * FUSE is missing, else with the client's reason (no bucket, credentials refused …).
+ */
+async function mountObjectStorage(config, mountPath, owner) {
+  const client = CLIENTS[config.type]
+  if (config.type !== 's3') {
+    throw unavailable(
+      `Cannot mount ${mountPath}: ${config.type} mounts are not supported by this package yet; they need ${client.command} (${client.install}), which it does not run. The bucket stays reachable with the file tools.`,
+      mountPath,
+      { tool: client.command },
+    )
+  }
+  // A config that is wrong is wrong on any host: said first.
+  const name = randomBytes(8).toString('hex')
+  const source = path.join(MOUNTS, name)
+  const passwdFile = path.join(PRIVATE, `${name}.passwd`)
+  const { args, env, passwd } = s3fsInvocation(config, mountPath, source, passwdFile, owner)
+  if (process.platform !== 'linux') {
+    throw unavailable(`Cannot mount ${mountPath}: ${config.type} mounts are made with FUSE on Linux hosts only`, mountPath)
+  }
+  const command = onPath(client.command)
+  if (!command) {
+    throw unavailable(
+      `Cannot mount ${mountPath}: a ${config.type} mount needs ${client.command}, which is not installed on this host (${client.install})`,
+      mountPath,
+      { tool: client.command },
+    )
+  }
+  // What ties the daemon to this process (util-linux, on every distribution that has s3fs).
+  const setpriv = onPath('setpriv')
+  if (!setpriv) {
+    throw unavailable(`Cannot mount ${mountPath}: a ${config.type} mount needs setpriv (util-linux), which is not installed on this host`, mountPath, { tool: 'setpriv' })
+  }
+  try {
+    fs.accessSync('/dev/fuse', fs.constants.R_OK | fs.constants.W_OK)
+  } catch (err) {
+    throw unavailable(
+      `Cannot mount ${mountPath}: FUSE is not available to this user (uid ${uid}): /dev/fuse ${err.code === 'ENOENT' ? 'does not exist (load the fuse module)' : 'is not readable and writable by it'}. Run as root, or give this user access to /dev/fuse.`,
+      mountPath,
+    )
+  }
+  await sweep()
+  await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
+  if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
+  await fsp.mkdir(source, { mode: 0o755 })
+  // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
+  const child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const mount = new ObjectStorageMount(name, child, source, client.command)
+  try {
+    await mount.ready(mountPath)
+  } catch (err) {
+    await mount.stop()
+    throw err
+  } finally {
+    await mount.forgetCredentials()
+  }
+  return mount
+}
+
+/** Whether mount configs of `type` are mounted here (the others are `unsupported`). */
+const isObjectStorage = (type) => Object.hasOwn(CLIENTS, type)
+
+module.exports = { mountObjectStorage, isObjectStorage, FUSE_MOUNTS_DIRECTORY: MOUNTS }

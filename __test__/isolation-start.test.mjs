@@ -150,6 +150,7 @@ describe.skipIf(!available)('isolation start: what it costs', () => {
     expect(steps.map((s) => s.step)).toEqual([
       'directory',
       'checkpoint seed',
+      'previous init ended',
       'cgroup',
       'private /tmp',
       'policy checks',

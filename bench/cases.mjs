@@ -351,6 +351,7 @@ const BASE_CASES = [
 const START_STEPS = [
   'directory',
   'checkpoint seed',
+  'previous init ended',
   'cgroup',
   'private /tmp',
   'policy checks',
@@ -365,6 +366,7 @@ const stepKey = (step) => `step_${step.replace(/\W+/g, '_')}_ms`
 const STEP_LABELS = {
   directory: 'working directory made',
   'checkpoint seed': 'checkpoint seed (none here)',
+  'previous init ended': 'previous init ended (none here)',
   cgroup: 'cgroup created',
   'private /tmp': 'private /tmp made',
   'policy checks': 'policy checks',

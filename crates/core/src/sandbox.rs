@@ -784,6 +784,7 @@ impl Sandbox {
     // are made: removing one later would take the mount over it away in the new sandbox
     // too. (A live one, replaced to bind new mounts, has no process left.)
     self.shutdown_init().await;
+    laps.lap("previous init ended");
     if let Some(container) = &self.container {
       // A container's init outlives a connection: reaching it again is enough.
       let init = Arc::new(container.connect().await?);

@@ -379,17 +379,17 @@ const STEP_LABELS = {
 }
 
 /**
- * Case (start): new sandboxes made one after another (a thread-scoped sandbox per
- * conversation), each timed from its constructor to the end of its first command (a lazy
- * start); for ours, the start's own steps too. Then `idle` started sandboxes are left idle,
+ * Case (start): new sandboxes made one after another, `pauseMs` apart (a thread-scoped
+ * sandbox per conversation), each timed from its constructor to the end of its first
+ * command (a lazy start); for ours, the start's own steps too. Then `idle` started sandboxes are left idle,
  * and the processes they keep (beside this one) and those processes' PSS are counted.
  */
 const START_CASE = {
   id: 'start',
-  title: (p) => `(start) ${p.count} new sandboxes one after another: constructor + first \`true\``,
+  title: (p) => `(start) ${p.count} new sandboxes, ${p.pauseMs} ms apart: constructor + first \`true\``,
   impls: ALL,
   runs: 3,
-  params: (quick) => ({ count: quick ? 10 : 50, idle: quick ? 5 : 10 }),
+  params: (quick) => ({ count: quick ? 10 : 50, idle: quick ? 5 : 10, pauseMs: 20 }),
   metrics: [
     { key: 'start_first_ms', label: 'constructor + first `true`: median ms', better: 'lower' },
     { key: 'p95_ms', label: 'p95 ms', better: 'lower' },
@@ -423,6 +423,8 @@ const START_CASE = {
       }
       if (stepsMs) rests.push(total - (made - t0) - stepsMs)
       await each.destroy()
+      // Conversations do not all begin at once: the host is briefly idle between them.
+      await sleep(params.pauseMs)
     }
     const idle = []
     for (let i = 0; i < params.idle; i++) {

@@ -98,52 +98,52 @@ fn cgroup_mode() -> &'static str {
 }
 
 pub fn detect() -> Detection {
-  if cfg!(target_os = "macos") {
-    let available = find_in_path("sandbox-exec").is_some();
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::Seatbelt,
-      available,
-      message: if available {
-        "macOS seatbelt (sandbox-exec) is available".into()
-      } else {
-        "macOS seatbelt (sandbox-exec) not found - this is unexpected on macOS".into()
-      },
+  let backend = native_backend();
+  let available = backend_works(backend);
+  let message = match (backend, available) {
+    (Isolation::Seatbelt, true) => "macOS seatbelt (sandbox-exec) is available".into(),
+    (Isolation::Seatbelt, false) => {
+      "macOS seatbelt (sandbox-exec) not found - this is unexpected on macOS".into()
     }
-  } else if cfg!(target_os = "linux") {
-    let available = bwrap_works();
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::Bwrap,
-      available,
-      message: if available {
-        "Linux bubblewrap (bwrap) is available".into()
-      } else {
-        "Linux bubblewrap (bwrap) not found. Install with: apt install bubblewrap (Debian/Ubuntu) or dnf install bubblewrap (Fedora)".into()
-      },
-    }
-  } else {
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::None,
-      available: false,
-      message: format!(
-        "Native sandboxing is not supported on {}. Commands will run without isolation.",
-        std::env::consts::OS
-      ),
-    }
+    (Isolation::Bwrap, true) => "Linux bubblewrap (bwrap) is available".into(),
+    (Isolation::Bwrap, false) => "Linux bubblewrap (bwrap) not found. Install with: apt install bubblewrap (Debian/Ubuntu) or dnf install bubblewrap (Fedora)".into(),
+    (Isolation::None, _) => format!(
+      "Native sandboxing is not supported on {}. Commands will run without isolation.",
+      std::env::consts::OS
+    ),
+  };
+  Detection {
+    capabilities: capabilities(),
+    backend,
+    available,
+    message,
   }
 }
 
-/// Whether `backend` can be used on this machine. `none` always can.
-pub fn is_available(backend: Isolation) -> bool {
-  match backend {
-    Isolation::None => true,
-    other => {
-      let detected = detect();
-      detected.backend == other && detected.available
-    }
+/// The backend of this platform (`none` where there is none).
+fn native_backend() -> Isolation {
+  if cfg!(target_os = "macos") {
+    Isolation::Seatbelt
+  } else if cfg!(target_os = "linux") {
+    Isolation::Bwrap
+  } else {
+    Isolation::None
   }
+}
+
+/// Whether this platform's `backend` can build sandboxes here.
+fn backend_works(backend: Isolation) -> bool {
+  match backend {
+    Isolation::Seatbelt => find_in_path("sandbox-exec").is_some(),
+    Isolation::Bwrap => bwrap_works(),
+    Isolation::None => false,
+  }
+}
+
+/// Whether `backend` can be used on this machine. `none` always can. (Asked by every
+/// sandbox's constructor: it reads none of the kernel's [`capabilities`].)
+pub fn is_available(backend: Isolation) -> bool {
+  backend == Isolation::None || (backend == native_backend() && backend_works(backend))
 }
 
 /// A binary on PATH is not enough: bubblewrap must be able to build the sandbox here, the

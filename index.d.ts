@@ -63,6 +63,11 @@ export declare class NativeLocalSandbox {
   get workingDirectory(): string
   /** Where its checkpoints are (given, or beside the working directory). */
   get checkpointsDirectory(): string
+  /**
+   * How long each step of the last start of its init took, in order (a diagnostic: the
+   * benchmark's breakdown of a start; empty before the first start).
+   */
+  startTimings(): Array<NativeStartStep>
   /** The memory limit of the running sandbox (asked for, or the default under isolation). */
   get memoryLimitBytes(): number | null
   get timeout(): number | null
@@ -442,6 +447,12 @@ export interface NativeSandboxOptions {
   /** Seeds an empty working directory when `checkpointName` has no checkpoint yet. */
   seedCheckpointName?: string
   checkpointsDirectory?: string
+}
+
+/** One step of a sandbox's start and how long it took. */
+export interface NativeStartStep {
+  step: string
+  ms: number
 }
 
 export interface NativeUlimit {

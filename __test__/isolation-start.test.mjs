@@ -6,7 +6,8 @@
 import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { createRequire } from 'node:module'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import {
   IsolationUnavailableError,
   LocalFilesystem,
@@ -122,6 +123,45 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     const refused = await rejection(behind.start())
     expect(refused.message).toContain(`(through a symbolic link, /etc/${name})`)
     expect(fs.existsSync(path.join('/etc', name))).toBe(false)
+  })
+})
+
+describe.skipIf(!available)('isolation start: what it costs', () => {
+  it('system paths linked into /usr on the host (merged /usr) are the same links inside, and work', async () => {
+    const sb = sandbox()
+    const linked = ['/bin', '/sbin', '/lib', '/lib64'].filter((p) => fs.lstatSync(p, { throwIfNoEntry: false })?.isSymbolicLink())
+    const inside = await sb.executeCommand(
+      `for p in ${linked.join(' ')}; do echo "$p $(readlink $p)"; done; /bin/sh -c 'echo shell works'; grep -c ' /usr/bin ' /proc/self/mountinfo`,
+    )
+    expect(inside.exitCode, inside.stderr).toBe(1) // grep found no mount at /usr/bin: /usr shows it
+    const expected = linked.map((p) => `${p} ${fs.readlinkSync(p)}`)
+    expect(inside.stdout).toBe([...expected, 'shell works', '0', ''].join('\n'))
+  })
+
+  it("the steps of a start are timed, in order, each once (the benchmark's breakdown)", async () => {
+    // The package as Node loads it, so that its sandbox's native object can be reached.
+    const load = createRequire(import.meta.url)
+    const { nativeOf } = load('../lib/native-sandbox.js')
+    const sb = new (load('../lib/index.js').LocalSandbox)({ workingDirectory: fresh(), isolation: 'bwrap' })
+    onTestFinished(() => sb.destroy())
+    expect(nativeOf(sb).startTimings()).toEqual([])
+    await sb.start()
+    const steps = nativeOf(sb).startTimings()
+    expect(steps.map((s) => s.step)).toEqual([
+      'directory',
+      'checkpoint seed',
+      'previous init ended',
+      'cgroup',
+      'private /tmp',
+      'policy checks',
+      'idmap staging',
+      'protected paths',
+      'arguments',
+      'launch',
+      'ready',
+      'disk watch',
+    ])
+    for (const { ms } of steps) expect(ms).toBeGreaterThanOrEqual(0)
   })
 })
 

@@ -92,14 +92,23 @@ const BASE_CASES = [
     title: (p) => `(a′) ${p.count}× \`true\` via execute_command tool`,
     impls: WITH_TOOLS,
     runs: 3,
-    params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
-    metrics: SEQUENTIAL_METRICS,
-    targets: [{ key: 'median_ms', vsMastra: 0.5 }],
+    params: (quick) => ({ warmups: 5, count: quick ? 50 : 200, layerCount: quick ? 1000 : 5000 }),
+    metrics: [
+      ...SEQUENTIAL_METRICS,
+      { key: 'layer_us', label: 'the tool layer alone (its command answered at once): median µs', better: 'lower' },
+    ],
+    targets: [
+      { key: 'median_ms', vsMastra: 0.5 },
+      { key: 'layer_us', vsMastra: 0.5 },
+    ],
     async run({ sb, params }) {
       const execute = await sb.tool()
       const first = await execute({ command: 'true' })
       if (typeof first !== 'string') throw new Error(`tool returned ${typeof first}`)
-      return sequential(() => execute({ command: 'true' }), params)
+      const timed = await sequential(() => execute({ command: 'true' }), params)
+      const layer = await sb.toolLayer()
+      const { median_ms } = await sequential(() => layer({ command: 'true' }), { warmups: 500, count: params.layerCount })
+      return { ...timed, layer_us: median_ms * 1000 }
     },
   },
   {
@@ -338,6 +347,107 @@ const BASE_CASES = [
   },
 ]
 
+/** The steps of our sandbox's start (see the core's `timings`), each a row of the breakdown. */
+const START_STEPS = [
+  'directory',
+  'checkpoint seed',
+  'previous init ended',
+  'cgroup',
+  'private /tmp',
+  'policy checks',
+  'idmap staging',
+  'protected paths',
+  'arguments',
+  'launch',
+  'ready',
+  'disk watch',
+]
+const stepKey = (step) => `step_${step.replace(/\W+/g, '_')}_ms`
+const STEP_LABELS = {
+  directory: 'working directory made',
+  'checkpoint seed': 'checkpoint seed (none here)',
+  'previous init ended': 'previous init ended (none here)',
+  cgroup: 'cgroup created',
+  'private /tmp': 'private /tmp made',
+  'policy checks': 'policy checks',
+  'idmap staging': 'idmap staging prepared (root host)',
+  'protected paths': 'protected paths scanned',
+  arguments: 'bwrap arguments + seccomp filter',
+  launch: 'launch: fork, cgroup join, staging mounts, exec',
+  ready: "ready: bubblewrap's own setup + keeper start",
+  'disk watch': 'disk watchdog started',
+}
+
+/**
+ * Case (start): new sandboxes made one after another, `pauseMs` apart (a thread-scoped
+ * sandbox per conversation), each timed from its constructor to the end of its first
+ * command (a lazy start); for ours, the start's own steps too. Then `idle` started sandboxes are left idle,
+ * and the processes they keep (beside this one) and those processes' PSS are counted.
+ */
+const START_CASE = {
+  id: 'start',
+  title: (p) => `(start) ${p.count} new sandboxes, ${p.pauseMs} ms apart: constructor + first \`true\``,
+  impls: ALL,
+  runs: 3,
+  params: (quick) => ({ count: quick ? 10 : 50, idle: quick ? 5 : 10, pauseMs: 20 }),
+  metrics: [
+    { key: 'start_first_ms', label: 'constructor + first `true`: median ms', better: 'lower' },
+    { key: 'p95_ms', label: 'p95 ms', better: 'lower' },
+    { key: 'constructor_ms', label: 'of which constructor ms', better: 'lower' },
+    ...START_STEPS.map((step) => ({ key: stepKey(step), label: `of which start: ${STEP_LABELS[step]} ms`, better: 'lower' })),
+    { key: 'rest_ms', label: 'of which the rest (lifecycle, first request and its result) ms', better: 'lower' },
+    { key: 'idle_processes', label: 'processes kept per idle sandbox', better: 'lower' },
+    { key: 'idle_pss_KiB', label: 'PSS of those per idle sandbox KiB', better: 'lower' },
+  ],
+  targets: [{ key: 'start_first_ms', vsMastra: 0.5 }],
+  isolatedTargets: [{ key: 'start_first_ms', vsMastra: 0.5 }],
+  async run({ sb, impl, params, isolation }) {
+    const open = (i) => impl.open(path.join(sb.workingDirectory, `s${i}`), { isolation })
+    const totals = []
+    const constructors = []
+    const steps = new Map()
+    const rests = []
+    for (let i = 0; i < params.count; i++) {
+      const t0 = now()
+      const each = open(i)
+      const made = now()
+      await expectSuccess(each.exec('true'), 'first `true`')
+      const total = now() - t0
+      totals.push(total)
+      constructors.push(made - t0)
+      let stepsMs = 0
+      for (const { step, ms } of each.startSteps()) {
+        if (!steps.has(step)) steps.set(step, [])
+        steps.get(step).push(ms)
+        stepsMs += ms
+      }
+      if (stepsMs) rests.push(total - (made - t0) - stepsMs)
+      await each.destroy()
+      // Conversations do not all begin at once: the host is briefly idle between them.
+      await sleep(params.pauseMs)
+    }
+    const idle = []
+    for (let i = 0; i < params.idle; i++) {
+      const each = open(params.count + i)
+      await expectSuccess(each.exec('true'), '`true`')
+      idle.push(each)
+    }
+    await sleep(200)
+    const kept = descendantsOf(process.pid)
+    const keptKiB = kept.reduce((sum, pid) => sum + pssKiB(pid), 0)
+    await Promise.all(idle.map((each) => each.destroy()))
+    return {
+      start_first_ms: median(totals),
+      p95_ms: percentile(totals, 95),
+      constructor_ms: median(constructors),
+      ...Object.fromEntries(START_STEPS.map((step) => [stepKey(step), median(steps.get(step) ?? [])])),
+      rest_ms: median(rests),
+      idle_processes: kept.length / params.idle,
+      idle_pss_KiB: keptKiB / params.idle,
+    }
+  },
+}
+
 /**
  * A tree of `files` files and `bytes` bytes in all, 100 files to a directory, sizes from
  * 1/20 to twice the mean (untimed set-up of the checkpoint case).
@@ -408,13 +518,13 @@ const CHECKPOINT_CASE = {
 }
 
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
-const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import'])
+const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start'])
 const withBwrap = (c) => ({
   ...c,
   id: `${c.id}_bwrap`,
   isolation: 'bwrap',
   title: (p) => `${c.title(p).replace(/^\((\w+)\)/, '($1, bwrap)')} with isolation 'bwrap'`,
-  targets: undefined,
+  targets: c.isolatedTargets,
 })
 
 /** Filled in by the runner after each Docker run: what its sweep by label had to remove. */
@@ -483,7 +593,7 @@ const DOCKER_CASES = [
 ]
 
 export const CASES = [
-  ...BASE_CASES.flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
+  ...[...BASE_CASES, START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
   ...DOCKER_CASES,
 ]

@@ -15,10 +15,11 @@ async function main() {
   const params = JSON.parse(paramsJson)
   // A Docker case gets the runner's engine, image and label as `params.docker`.
   const impl = benchCase.docker ? await loadDockerImpl(implName, params.docker) : await loadImpl(implName)
-  const sb = impl.open(workingDirectory, { isolation: benchCase.isolation ?? 'none' })
+  const isolation = benchCase.isolation ?? 'none'
+  const sb = impl.open(workingDirectory, { isolation })
   let metrics
   try {
-    metrics = await benchCase.run({ sb, impl, params })
+    metrics = await benchCase.run({ sb, impl, params, isolation })
   } finally {
     await sb.destroy()
   }

@@ -4,13 +4,18 @@
 //   const sb = impl.open(workingDirectory)
 //   await sb.exec(cmd)            → { exitCode, stdout }
 //   await sb.tool()               → (input) => tool output text   (null for raw: no tools)
+//   await sb.toolLayer()          → the same, its command answered at once (last use of sb)
 //   const bg = await sb.spawn(cmd) → { pid, output(): { retained, dropped } }   (stdout bytes)
 //   await sb.kill(bg)
 //   await sb.destroy()            → kills whatever is left
 //   sb.workingDirectory
 //   sb.localSandbox(options)      → another LocalSandbox of the package (ours and Mastra only)
+//   sb.startSteps()               → [{ step, ms }] of its last start (ours only; else [])
 //
 // ours and Mastra share one adapter: native-workspace exposes Mastra's API.
+
+import { mkdirSync } from 'node:fs'
+import { createRequire } from 'node:module'
 
 export const IMPLS = ['ours', 'mastra', 'raw']
 export const LABELS = {
@@ -24,6 +29,14 @@ const SPECIFIERS = {
   raw: 'node:child_process',
 }
 const EXECUTE_COMMAND_TOOL = 'mastra_workspace_execute_command'
+
+/**
+ * Our sandbox's native object (for the timings of its start), through the same module
+ * instance as the package's entry; loaded on first use, so that other implementations'
+ * runs never load the package.
+ */
+const nativeOf = (sandbox) => createRequire(import.meta.url)('../lib/native-sandbox.js').nativeOf(sandbox)
+
 /** Background output kept by raw, as Mastra's and our default retention. */
 const RAW_RETAINED_BYTES = 1024 * 1024
 
@@ -35,16 +48,18 @@ export async function loadImpl(name) {
   const open = (workingDirectory, { isolation = 'none' } = {}) =>
     name === 'raw'
       ? new RawSandbox(mod, workingDirectory, isolation)
-      : new MastraApiSandbox(mod, workingDirectory, isolation)
+      : new MastraApiSandbox(name, mod, workingDirectory, isolation)
   return { name, importMs, open }
 }
 
 /** `LocalSandbox` of either package. */
 class MastraApiSandbox {
+  #name
   #mod
   #sandbox
 
-  constructor(mod, workingDirectory, isolation) {
+  constructor(name, mod, workingDirectory, isolation) {
+    this.#name = name
     this.#mod = mod
     this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation })
     this.workingDirectory = workingDirectory
@@ -52,6 +67,10 @@ class MastraApiSandbox {
 
   localSandbox(options) {
     return new this.#mod.LocalSandbox(options)
+  }
+
+  startSteps() {
+    return this.#name === 'ours' ? nativeOf(this.#sandbox).startTimings() : []
   }
 
   async exec(cmd) {
@@ -63,6 +82,16 @@ class MastraApiSandbox {
     const tools = await this.#mod.createWorkspaceTools(new this.#mod.Workspace({ sandbox: this.#sandbox }))
     const tool = tools[EXECUTE_COMMAND_TOOL]
     return (input) => tool.execute(input, {})
+  }
+
+  /**
+   * The tool over this sandbox once its `executeCommand` answers at once (the same result
+   * of `true` each time): what the tool layer itself costs. The sandbox runs no command after.
+   */
+  async toolLayer() {
+    const answer = { ...(await this.#sandbox.executeCommand('true')) }
+    this.#sandbox.executeCommand = async () => ({ ...answer })
+    return this.tool()
   }
 
   async spawn(cmd) {
@@ -93,6 +122,8 @@ class RawSandbox {
   #prefix
 
   constructor(childProcess, workingDirectory, isolation) {
+    // As the packages' sandboxes make theirs.
+    mkdirSync(workingDirectory, { recursive: true })
     this.#cp = childProcess
     this.#cwd = workingDirectory
     this.workingDirectory = workingDirectory
@@ -120,6 +151,10 @@ class RawSandbox {
 
   tool() {
     return null
+  }
+
+  startSteps() {
+    return []
   }
 
   async spawn(cmd) {

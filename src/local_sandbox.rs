@@ -275,6 +275,13 @@ pub struct NativeProcessInfo {
   pub exit_code: Option<i32>,
 }
 
+/// One step of a sandbox's start and how long it took.
+#[napi(object)]
+pub struct NativeStartStep {
+  pub step: String,
+  pub ms: f64,
+}
+
 #[napi]
 pub struct NativeLocalSandbox {
   inner: Arc<Sandbox>,
@@ -409,6 +416,20 @@ impl NativeLocalSandbox {
   pub fn checkpoints_directory(&self) -> String {
     let checkpoints = self.inner.checkpoints();
     checkpoints.directory().to_string_lossy().into_owned()
+  }
+
+  /// How long each step of the last start of its init took, in order (a diagnostic: the
+  /// benchmark's breakdown of a start; empty before the first start).
+  #[napi(catch_unwind)]
+  pub fn start_timings(&self) -> Vec<NativeStartStep> {
+    let timings = self.inner.start_timings();
+    let steps = timings.steps.into_iter();
+    steps
+      .map(|(step, took)| NativeStartStep {
+        step: step.to_owned(),
+        ms: took.as_secs_f64() * 1000.0,
+      })
+      .collect()
   }
 
   /// The memory limit of the running sandbox (asked for, or the default under isolation).

@@ -21,6 +21,7 @@ use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
 use crate::protect::Protection;
 use crate::sync::Lock;
+use crate::timings::Laps;
 
 pub mod socket;
 
@@ -125,9 +126,21 @@ impl Init {
   /// wrote, and nothing of the attempt is left running.
   pub async fn start(
     keeper: &Path,
+    confinement: Confinement,
+    limits: &Limits,
+    cgroup: Option<Cgroup>,
+  ) -> Result<Init> {
+    Init::start_timed(keeper, confinement, limits, cgroup, &mut Laps::new()).await
+  }
+
+  /// [`Init::start`], with `laps` getting its steps: the arguments (and seccomp filter),
+  /// the launch (up to the exec) and the wait until the init is ready.
+  pub async fn start_timed(
+    keeper: &Path,
     mut confinement: Confinement,
     limits: &Limits,
     cgroup: Option<Cgroup>,
+    laps: &mut Laps,
   ) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
@@ -195,6 +208,7 @@ impl Init {
       .stderr(Stdio::piped())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
       .process_group(0);
+    laps.lap("arguments");
     // On failure the confinement (its placeholders) and the cgroup go with this frame.
     let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
       let staging = match &confinement {
@@ -222,10 +236,12 @@ impl Init {
       // Its mounts are made: nothing more to report.
       drop(stage.take());
     }
+    laps.lap("launch");
     // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
     // after a successful start nobody looks at it, but it keeps being drained.
     let stderr_tail = child.stderr.take().map(keep_tail);
     let (ours, ready) = wait_ready(ours).await;
+    laps.lap("ready");
     if let Err(why) = ready {
       let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
       return Err(match confinement {

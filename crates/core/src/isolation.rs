@@ -98,57 +98,69 @@ fn cgroup_mode() -> &'static str {
 }
 
 pub fn detect() -> Detection {
-  if cfg!(target_os = "macos") {
-    let available = find_in_path("sandbox-exec").is_some();
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::Seatbelt,
-      available,
-      message: if available {
-        "macOS seatbelt (sandbox-exec) is available".into()
-      } else {
-        "macOS seatbelt (sandbox-exec) not found - this is unexpected on macOS".into()
-      },
+  let backend = native_backend();
+  let available = backend_works(backend);
+  let message = match (backend, available) {
+    (Isolation::Seatbelt, true) => "macOS seatbelt (sandbox-exec) is available".into(),
+    (Isolation::Seatbelt, false) => {
+      "macOS seatbelt (sandbox-exec) not found - this is unexpected on macOS".into()
     }
-  } else if cfg!(target_os = "linux") {
-    let available = bwrap_works();
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::Bwrap,
-      available,
-      message: if available {
-        "Linux bubblewrap (bwrap) is available".into()
-      } else {
-        "Linux bubblewrap (bwrap) not found. Install with: apt install bubblewrap (Debian/Ubuntu) or dnf install bubblewrap (Fedora)".into()
-      },
-    }
-  } else {
-    Detection {
-      capabilities: capabilities(),
-      backend: Isolation::None,
-      available: false,
-      message: format!(
-        "Native sandboxing is not supported on {}. Commands will run without isolation.",
-        std::env::consts::OS
-      ),
-    }
+    (Isolation::Bwrap, true) => "Linux bubblewrap (bwrap) is available".into(),
+    (Isolation::Bwrap, false) => "Linux bubblewrap (bwrap) not found. Install with: apt install bubblewrap (Debian/Ubuntu) or dnf install bubblewrap (Fedora)".into(),
+    (Isolation::None, _) => format!(
+      "Native sandboxing is not supported on {}. Commands will run without isolation.",
+      std::env::consts::OS
+    ),
+  };
+  Detection {
+    capabilities: capabilities(),
+    backend,
+    available,
+    message,
   }
 }
 
-/// Whether `backend` can be used on this machine. `none` always can.
-pub fn is_available(backend: Isolation) -> bool {
-  match backend {
-    Isolation::None => true,
-    other => {
-      let detected = detect();
-      detected.backend == other && detected.available
-    }
+/// The backend of this platform (`none` where there is none).
+fn native_backend() -> Isolation {
+  if cfg!(target_os = "macos") {
+    Isolation::Seatbelt
+  } else if cfg!(target_os = "linux") {
+    Isolation::Bwrap
+  } else {
+    Isolation::None
   }
+}
+
+/// Whether this platform's `backend` can build sandboxes here.
+fn backend_works(backend: Isolation) -> bool {
+  match backend {
+    Isolation::Seatbelt => find_in_path("sandbox-exec").is_some(),
+    Isolation::Bwrap => bwrap_works(),
+    Isolation::None => false,
+  }
+}
+
+/// Whether `backend` can be used on this machine. `none` always can. (Asked by every
+/// sandbox's constructor: it reads none of the kernel's [`capabilities`].)
+pub fn is_available(backend: Isolation) -> bool {
+  backend == Isolation::None || (backend == native_backend() && backend_works(backend))
 }
 
 /// A binary on PATH is not enough: bubblewrap must be able to build the sandbox here, the
 /// way it will be run (as the unprivileged sandbox user on a root host).
+/// A probe that worked holds for the life of the process (it costs a whole bubblewrap run,
+/// and every isolated sandbox's constructor asks); one that failed is tried again.
 fn bwrap_works() -> bool {
+  static WORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+  if WORKED.load(std::sync::atomic::Ordering::Relaxed) {
+    return true;
+  }
+  let works = probe_bwrap();
+  WORKED.store(works, std::sync::atomic::Ordering::Relaxed);
+  works
+}
+
+fn probe_bwrap() -> bool {
   let Some(bwrap) = find_in_path("bwrap") else {
     return false;
   };
@@ -599,8 +611,18 @@ impl SandboxPolicy {
     let mut bind = |flag: &str, source: &Path, destination: &Path| {
       binds.extend([flag.into(), source.into(), destination.into()]);
     };
-    for path in &self.system_paths() {
-      bind("--ro-bind-try", path, path);
+    let system = self.system_paths();
+    let bound: Vec<&PathBuf> = system.iter().filter(|path| !path.is_symlink()).collect();
+    for path in &system {
+      // Each bind costs bubblewrap a pass over the mount table: a path another bind
+      // already shows, or a link into one (merged /usr), needs none of its own.
+      if bound.iter().any(|b| *b != path && path.starts_with(b)) {
+        continue;
+      }
+      match link_into(path, &bound) {
+        Some(target) => bind("--symlink", &target, path),
+        None => bind("--ro-bind-try", path, path),
+      }
     }
     bind("--ro-bind", keeper, Path::new(KEEPER_INSIDE));
     for path in &self.read_only_paths {
@@ -640,6 +662,17 @@ impl SandboxPolicy {
     ]);
     args
   }
+}
+
+/// The target of `path` when it is a symbolic link leading into one of `bound` (as `/bin`
+/// → `usr/bin`), as the link says it.
+fn link_into(path: &Path, bound: &[&PathBuf]) -> Option<PathBuf> {
+  let target = std::fs::read_link(path).ok()?;
+  let leads_to = crate::sandbox::normalize(&path.parent()?.join(&target));
+  bound
+    .iter()
+    .any(|b| leads_to.starts_with(b))
+    .then_some(target)
 }
 
 /// Where bubblewrap finds the host paths it binds: on a root host, some are mounts staged
@@ -796,6 +829,72 @@ mod tests {
     assert!(!joined.contains("--share-net"));
     assert!(!joined.contains("/home") && !joined.contains("/root") && !joined.contains("/run"));
     assert!(joined.ends_with("--remount-ro / --chdir /w"));
+  }
+
+  #[test]
+  fn system_links_and_paths_inside_bound_ones_cost_no_bind_of_their_own() {
+    let system = std::env::temp_dir().join(format!("nw-system-links-{}", std::process::id()));
+    let usr = system.join("usr");
+    std::fs::create_dir_all(usr.join("bin")).unwrap();
+    let bin = system.join("bin");
+    let _ = std::fs::remove_file(&bin);
+    std::os::unix::fs::symlink("usr/bin", &bin).unwrap();
+    let outside = system.join("outside");
+    let _ = std::fs::remove_file(&outside);
+    std::os::unix::fs::symlink("/etc", &outside).unwrap();
+    let paths = [usr.clone(), bin.clone(), usr.join("bin"), outside.clone()];
+    let bound: Vec<&PathBuf> = paths.iter().filter(|p| !p.is_symlink()).collect();
+    // A link into a bound path is made as the same link inside; one out of them is bound.
+    assert_eq!(link_into(&bin, &bound), Some(PathBuf::from("usr/bin")));
+    assert_eq!(link_into(&outside, &bound), None);
+    assert_eq!(link_into(&usr, &bound), None);
+    std::fs::remove_dir_all(&system).unwrap();
+
+    // On this host: whatever links system paths are, each is shown once, at its own path.
+    let policy = SandboxPolicy {
+      workspace: PathBuf::from("/w"),
+      read_only_workspace: false,
+      allow_network: false,
+      read_only_paths: vec![],
+      read_write_paths: vec![],
+      allow_system_binaries: true,
+      extra_args: vec![],
+      tmp_bytes: 1024,
+      tmp_dir: None,
+      mounts: vec![],
+      protected_paths: vec![],
+      protect_missing_paths: false,
+    };
+    let argv: Vec<String> = policy
+      .argv(
+        Path::new("/k"),
+        &BindSources::default(),
+        &Protection::default(),
+      )
+      .iter()
+      .map(|a| a.to_string_lossy().into_owned())
+      .collect();
+    for path in policy.system_paths() {
+      let shown = argv
+        .windows(3)
+        .filter(|w| (w[0] == "--ro-bind-try" || w[0] == "--symlink") && Path::new(&w[2]) == path)
+        .count();
+      let inside_usr = path != Path::new("/usr") && path.starts_with("/usr");
+      assert_eq!(
+        shown,
+        usize::from(!inside_usr),
+        "{}: {argv:?}",
+        path.display()
+      );
+      if path.is_symlink() && std::fs::read_link(&path).unwrap().starts_with("usr") {
+        let link = format!(
+          "--symlink {} {}",
+          std::fs::read_link(&path).unwrap().display(),
+          path.display()
+        );
+        assert!(argv.join(" ").contains(&link), "{link}: {argv:?}");
+      }
+    }
   }
 
   #[test]

@@ -25,6 +25,7 @@ pub mod sandbox;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod sync;
+pub mod timings;
 pub mod tools;
 pub mod workspace;
 

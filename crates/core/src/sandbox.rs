@@ -24,6 +24,7 @@ use crate::private_tmp::PrivateTmp;
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 use crate::protect::{Protected, Protection};
 use crate::sync::Lock;
+use crate::timings::{Laps, StartTimings};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -159,6 +160,8 @@ pub struct Sandbox {
   ports: Ports,
   /// Under isolation, what holds its `/tmp` from its first start to its destruction.
   private_tmp: Mutex<Option<PrivateTmp>>,
+  /// The steps of the last start of its init (see `timings`).
+  start_timings: Mutex<StartTimings>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
   mounts: Mutex<Vec<BindMount>>,
   /// Held by whatever replaces the init (a start, a command finding it dead, a mount), so
@@ -212,6 +215,7 @@ impl Sandbox {
       egress,
       ports: Ports::default(),
       private_tmp: Mutex::new(None),
+      start_timings: Mutex::new(StartTimings::default()),
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
       spawning: tokio::sync::RwLock::new(()),
@@ -236,6 +240,11 @@ impl Sandbox {
 
   pub fn created_at(&self) -> SystemTime {
     self.created_at
+  }
+
+  /// How long each step of the last start of its init took.
+  pub fn start_timings(&self) -> StartTimings {
+    self.start_timings.locked().clone()
   }
 
   pub fn status(&self) -> Status {
@@ -464,7 +473,7 @@ impl Sandbox {
   }
 
   /// Never a silent downgrade: asked for bubblewrap, it runs under bubblewrap or not at all.
-  fn confinement(&self) -> Result<Confinement> {
+  fn confinement(&self, laps: &mut Laps) -> Result<Confinement> {
     match self.isolation {
       Isolation::None => Ok(Confinement::None),
       Isolation::Bwrap => {
@@ -483,6 +492,7 @@ impl Sandbox {
             .private_tmp_dir()
             .map_err(|reason| unavailable(&reason))?,
         );
+        laps.lap("private /tmp");
         policy.mounts = self.mounts.locked().clone();
         self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
         // Again at each bind, as at the construction: the init may be restarted long after
@@ -491,6 +501,7 @@ impl Sandbox {
         policy
           .check(&self.own_files)
           .map_err(CoreError::InvalidOption)?;
+        laps.lap("policy checks");
         // A root host's sandbox sees the workspace as its owner, through an idmapped mount
         // made at the launch, wherever it is; another host's sandbox runs as the host's user.
         let stage = if isolation::host_is_root() {
@@ -514,9 +525,11 @@ impl Sandbox {
           }
           None
         };
+        laps.lap("idmap staging");
         let protection =
           Protection::prepare(&self.protected(&policy), policy.protect_missing_paths)
             .map_err(|reason| unavailable(&reason))?;
+        laps.lap("protected paths");
         Ok(Confinement::Bwrap {
           bwrap,
           policy,
@@ -747,27 +760,40 @@ impl Sandbox {
     Ok(init)
   }
 
-  async fn restart_init(&self, _one: &tokio::sync::MutexGuard<'_, ()>) -> Result<Arc<Init>> {
+  async fn restart_init(&self, one: &tokio::sync::MutexGuard<'_, ()>) -> Result<Arc<Init>> {
+    self.restart_init_timed(one, Laps::new()).await
+  }
+
+  /// [`Self::restart_init`], its steps timed after those `laps` holds.
+  async fn restart_init_timed(
+    &self,
+    _one: &tokio::sync::MutexGuard<'_, ()>,
+    mut laps: Laps,
+  ) -> Result<Arc<Init>> {
     // The previous init is shut down and reaped (a dropped one would stay a zombie until
     // the runtime happens to reap orphans), and its placeholders go before the new one's
     // are made: removing one later would take the mount over it away in the new sandbox
     // too. (A live one, replaced to bind new mounts, has no process left.)
     self.shutdown_init().await;
+    laps.lap("previous init ended");
     if let Some(container) = &self.container {
       // A container's init outlives a connection: reaching it again is enough.
       let init = Arc::new(container.connect().await?);
       *self.init.locked() = Some(init.clone());
       return Ok(init);
     }
-    let init = Arc::new(
-      Init::start(
-        &self.keeper,
-        self.confinement()?,
-        &self.rlimits(),
-        self.cgroup()?,
-      )
-      .await?,
-    );
+    let cgroup = self.cgroup()?;
+    laps.lap("cgroup");
+    let confinement = self.confinement(&mut laps)?;
+    let init = Init::start_timed(
+      &self.keeper,
+      confinement,
+      &self.rlimits(),
+      cgroup,
+      &mut laps,
+    )
+    .await?;
+    let init = Arc::new(init);
     if let Some(egress) = &self.egress
       && let Err(error) = egress.serve(&init).await
     {
@@ -776,6 +802,8 @@ impl Sandbox {
     }
     *self.init.locked() = Some(init.clone());
     self.watch_disk(&init);
+    laps.lap("disk watch");
+    *self.start_timings.locked() = laps.finish();
     Ok(init)
   }
 
@@ -1020,11 +1048,15 @@ impl Provider for Sandbox {
       // Before anything is created: a symbolic link on the way may lead into the system.
       isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     }
+    let mut laps = Laps::new();
     let outcome = prepare_directory(&self.working_directory)?;
+    laps.lap("directory");
     // Before the init: nothing runs in the directory while it is filled.
     let (checkpoints, dir) = (self.checkpoints.clone(), self.working_directory.clone());
     blocking(move || checkpoints.seed(&dir)).await?;
-    self.restart_init(&self.replacing_init.lock().await).await?;
+    laps.lap("checkpoint seed");
+    let one = self.replacing_init.lock().await;
+    self.restart_init_timed(&one, laps).await?;
     Ok(outcome)
   }
 

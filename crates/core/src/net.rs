@@ -27,12 +27,38 @@ use crate::sync::Lock;
 /// The running init of a sandbox, shared with what outlives one (its forwarded ports).
 pub type InitSlot = Mutex<Option<Arc<Init>>>;
 
-/// What `nativeSandbox.allowedDomains` and `nativeSandbox.egressHosts` say, as given.
+/// What `allowedDomains` and `egressHosts` say, as given.
 #[derive(Debug, Clone, Default)]
 pub struct EgressOptions {
   pub allowed_domains: Vec<String>,
   /// Names pinned to addresses: (name, address) as given.
   pub hosts: Vec<(String, String)>,
+  /// Where the options sit, for messages: `nativeSandbox.` for a LocalSandbox, nothing
+  /// for a DockerSandbox, whose options are top-level.
+  pub prefix: &'static str,
+}
+
+impl EgressOptions {
+  /// The egress options of a sandbox, if it asks for an allowlist: `egress_hosts` alone is
+  /// refused, as it only says where allowed names are.
+  pub fn from_given(
+    allowed_domains: Option<Vec<String>>,
+    egress_hosts: Option<impl IntoIterator<Item = (String, String)>>,
+    prefix: &'static str,
+  ) -> Result<Option<EgressOptions>> {
+    let hosts: Vec<_> = egress_hosts.into_iter().flatten().collect();
+    match allowed_domains {
+      Some(allowed_domains) => Ok(Some(EgressOptions {
+        allowed_domains,
+        hosts,
+        prefix,
+      })),
+      None if !hosts.is_empty() => Err(CoreError::InvalidOption(format!(
+        "{prefix}egressHosts needs {prefix}allowedDomains: it tells the egress proxy where allowed names are"
+      ))),
+      None => Ok(None),
+    }
+  }
 }
 
 /// Ends a task when dropped.
@@ -51,16 +77,19 @@ pub struct Egress {
   /// next ones (a new namespace has it free), so the commands' settings stay right.
   port: AtomicU16,
   serving: Mutex<Option<AbortOnDrop>>,
+  /// [`EgressOptions::prefix`].
+  prefix: &'static str,
 }
 
 impl Egress {
   /// Checks the options, naming the bad one.
   pub fn new(sandbox_id: &str, options: EgressOptions) -> Result<Egress> {
+    let prefix = options.prefix;
     let policy = Policy::parse(&options.allowed_domains)
-      .map_err(|e| CoreError::InvalidOption(format!("nativeSandbox.{e}")))?;
+      .map_err(|e| CoreError::InvalidOption(format!("{prefix}{e}")))?;
     let mut pins = Vec::with_capacity(options.hosts.len());
     for (name, address) in options.hosts {
-      let option = format!("nativeSandbox.egressHosts[{name:?}]");
+      let option = format!("{prefix}egressHosts[{name:?}]");
       let normalized = normalize_host(&name).map_err(|e| {
         CoreError::InvalidOption(format!("{option}: the name is not a domain name: {e}"))
       })?;
@@ -80,6 +109,7 @@ impl Egress {
       proxy: Proxy::with_resolver(policy, config, resolver),
       port: AtomicU16::new(0),
       serving: Mutex::new(None),
+      prefix,
     })
   }
 
@@ -95,6 +125,9 @@ impl Egress {
     let socket =
       tcp_socket(init.namespace_socket(Ipv4Addr::LOCALHOST.into()).await?).map_err(failed)?;
     let port = self.port.load(Ordering::Acquire);
+    // A container's namespace outlives its init's connection: the port of the previous
+    // endpoint may still have connections closing in it.
+    socket.set_reuseaddr(true).map_err(failed)?;
     socket
       .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
       .map_err(failed)?;
@@ -135,7 +168,12 @@ impl Egress {
     }
     let lines: Vec<String> = blocked
       .iter()
-      .map(|entry| format!("native-workspace: blocked by nativeSandbox.allowedDomains: {entry}\n"))
+      .map(|entry| {
+        format!(
+          "native-workspace: blocked by {}allowedDomains: {entry}\n",
+          self.prefix
+        )
+      })
       .collect();
     Some(lines.concat())
   }

@@ -171,6 +171,23 @@ describeDocker('DockerSandbox allowedDomains on the local engine', () => {
     }
   })
 
+  it('refuses to reuse a container of its id that has a network, before any command runs in it', async () => {
+    const id = `${RUN}-reused`
+    const networked = sandbox({ id })
+    try {
+      await networked.start()
+      const before = (await networked.executeCommand('echo started')).stdout
+      expect(before).toBe('started\n')
+      const reusing = sandbox({ id, allowedDomains: ['allowed.test:*'], egressHosts: PINNED })
+      const refusal = await reusing.start().catch((error) => error)
+      expect(refusal).toBeInstanceOf(SandboxOptionError)
+      expect(refusal.message).toMatch(/^allowedDomains needs a container without a network, but the sandbox's existing container [0-9a-f]+ has network mode '(bridge|default)'/)
+      await expect(reusing.executeCommand('echo ran')).rejects.toThrow()
+    } finally {
+      await networked.destroy()
+    }
+  })
+
   it('allowedDomains: [] is no network at all, yet says why; the endpoint survives a stop and start', async () => {
     reset()
     const none = allowing([])

@@ -129,6 +129,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     labels: options.labels.into_iter().collect(),
     volumes: options.volumes.into_iter().collect(),
     network,
+    network_must_be_none: egress.is_some(),
     privileged: options.privileged,
     memory: options.memory,
     memory_swap: options.memory_swap,

@@ -1259,4 +1259,20 @@ mod tests {
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
   }
+
+  #[test]
+  fn only_a_container_without_a_network_serves_an_allowlist() {
+    let with_mode = |mode: Option<&str>| HostConfig {
+      network_mode: mode.map(str::to_owned),
+      ..Default::default()
+    };
+    assert!(check_no_network("c1", Some(&with_mode(Some("none")))).is_ok());
+    for config in [Some(with_mode(Some("bridge"))), Some(with_mode(None)), None] {
+      let refusal = check_no_network("c1", config.as_ref()).unwrap_err();
+      assert!(
+        matches!(&refusal, CoreError::InvalidOption(m) if m.starts_with("allowedDomains needs a container without a network, but the sandbox's existing container c1 has network mode ")),
+        "{refusal}"
+      );
+    }
+  }
 }

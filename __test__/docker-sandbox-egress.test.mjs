@@ -12,11 +12,7 @@ import { PINNED, useEgressServers } from './egress-servers.mjs'
 import { waitFor } from './helpers.mjs'
 
 const RUN = `docker-sandbox-egress-${process.pid}`
-const { engine: local, sandbox, containerOf } = on('local', RUN)
 const { seen, ports, reset } = useEgressServers(Boolean(dockerEngines))
-
-/** A sandbox allowing `allowedDomains`, with the test names pinned. */
-const allowing = (allowedDomains) => sandbox({ allowedDomains, egressHosts: PINNED })
 
 /** Sends `request` (then `after`, a second later) to the proxy from inside; prints the answer as base64. */
 const toProxy = (request, after = '') =>
@@ -44,7 +40,6 @@ it('refuses an allowlist it cannot enforce or that contradicts other options, na
   const cases = [
     [{ allowedDomains: ['a.test'], network: 'bridge' }, /^network \("bridge"\) and allowedDomains contradict each other/],
     [{ allowedDomains: ['a.test'], ports: [8080] }, /^ports and allowedDomains contradict each other/],
-    [{ allowedDomains: ['a.test'], dockerOptions: { host: '127.0.0.1', port: 23750 } }, /^allowedDomains needs a local Docker engine \(a unix socket\)/],
     [{ allowedDomains: ['10.0.0.1'] }, /^allowedDomains\[0\] .*IP addresses are refused/],
     [{ allowedDomains: 'a.test' }, /^allowedDomains must be an array of strings/],
     [{ allowedDomains: ['a.test'], egressHosts: { 'a.test': 'localhost' } }, /^egressHosts\["a\.test"\] must be an IPv4 or IPv6 address, got "localhost"/],
@@ -56,9 +51,15 @@ it('refuses an allowlist it cannot enforce or that contradicts other options, na
   }
 })
 
-describeDocker('DockerSandbox allowedDomains on the local engine', () => {
+// On the local engine the keeper makes the endpoint's socket in the container and passes it
+// to the host; on the TCP one its mux listens there and relays each connection.
+for (const which of ['local', 'remote']) describeDocker(`DockerSandbox allowedDomains on the ${which} engine`, () => {
+  const { engine, sandbox, containerOf } = on(which, RUN)
+  /** A sandbox allowing `allowedDomains`, with the test names pinned. */
+  const allowing = (allowedDomains) => sandbox({ allowedDomains, egressHosts: PINNED })
+
   afterAll(async () => {
-    await removeLabelled(local, RUN)
+    await removeLabelled(engine, RUN)
   })
 
   it('the container has only its loopback; wget reaches an allowed name over HTTP through the proxy', async () => {
@@ -136,7 +137,7 @@ describeDocker('DockerSandbox allowedDomains on the local engine', () => {
 
   it("raw IPs, DNS and direct connections lead nowhere, though the engine's network reaches the host", async () => {
     // A server on the host's address on the engine's bridge: what a container with a network reaches.
-    const [{ Gateway: gateway }] = (await engineJson(local, 'GET', '/networks/bridge')).IPAM.Config
+    const [{ Gateway: gateway }] = (await engineJson(engine, 'GET', '/networks/bridge')).IPAM.Config
     let reached = 0
     const server = net.createServer((socket) => {
       reached++
@@ -172,7 +173,7 @@ describeDocker('DockerSandbox allowedDomains on the local engine', () => {
   })
 
   it('refuses to reuse a container of its id that has a network, before any command runs in it', async () => {
-    const id = `${RUN}-reused`
+    const id = `${RUN}-${which}-reused`
     const networked = sandbox({ id })
     try {
       await networked.start()

@@ -642,9 +642,10 @@ export interface DockerSandboxOptions {
    * stderr reads `native-workspace: blocked by allowedDomains: host:port: reason`). The
    * container is created with network mode `none` (its loopback only) and the egress proxy,
    * on the host, listens on the container's loopback through a socket its supervisor makes
-   * there, so destinations are resolved and dialled from the host. A local engine only (a
-   * remote engine's connection cannot pass that socket); not with `network` nor `ports`
-   * (a `SandboxOptionError` says so). `[]`: no network at all.
+   * there (on a TCP engine, the supervisor listens there and relays each connection over
+   * its attached stream), so destinations are resolved and dialled from the host. Not with
+   * `network` nor `ports` (a `SandboxOptionError` says so), nor with an existing container
+   * of the same id that has a network (its `start()` is refused). `[]`: no network at all.
    */
   allowedDomains?: string[]
   /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */

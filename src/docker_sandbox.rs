@@ -112,11 +112,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
   }
   let egress = EgressOptions::from_given(options.allowed_domains, options.egress_hosts, "")?;
   let network = match &egress {
-    Some(_) => Some(egress_network(
-      &connection,
-      options.network,
-      &options.ports,
-    )?),
+    Some(_) => Some(egress_network(options.network, &options.ports)?),
     None => options.network,
   };
   let working_directory = PathBuf::from(&options.working_dir);
@@ -188,19 +184,9 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
 }
 
 /// The network mode of a container with `allowedDomains`: none but its loopback, where the
-/// egress proxy's endpoint is opened from the host through a socket its keeper makes and
-/// passes over the keeper's local socket (a remote engine's stream cannot pass one).
-fn egress_network(
-  connection: &Connection,
-  network: Option<String>,
-  ports: &[u32],
-) -> Result<String> {
-  if !connection.is_local() {
-    return Err(CoreError::InvalidOption(format!(
-      "allowedDomains needs a local Docker engine (a unix socket): the egress proxy reaches the container through its supervisor's socket, which an engine at {} cannot share",
-      connection.endpoint
-    )));
-  }
+/// egress proxy's endpoint is opened from the host (through a socket its keeper makes, or
+/// relayed by the mux of a remote engine's connection).
+fn egress_network(network: Option<String>, ports: &[u32]) -> Result<String> {
   if let Some(network) = network {
     return Err(CoreError::InvalidOption(format!(
       "network ({network:?}) and allowedDomains contradict each other: with allowedDomains the container has no network of its own and reaches only the allowed domains, through the egress proxy; give one or the other"

@@ -114,8 +114,33 @@ impl Egress {
   }
 
   /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until
-  /// [`Egress::close`] (or the next `serve`).
+  /// [`Egress::close`] (or the next `serve`). An init reached through a stream (a remote
+  /// container's) listens there itself and relays each connection.
   pub async fn serve(&self, init: &Init) -> Result<()> {
+    let port = self.port.load(Ordering::Acquire);
+    let proxy = self.proxy.clone();
+    let task = match init.relayed_listener(port).await? {
+      Some((port, mut relayed)) => {
+        self.port.store(port, Ordering::Release);
+        tokio::spawn(async move {
+          while let Some(stream) = relayed.recv().await {
+            let proxy = proxy.clone();
+            tokio::spawn(async move { proxy.serve(stream).await });
+          }
+        })
+      }
+      None => {
+        let listener = self.listen_inside(init, port).await?;
+        tokio::spawn(async move { proxy.run(listener).await })
+      }
+    };
+    *self.serving.locked() = Some(AbortOnDrop(task.abort_handle()));
+    Ok(())
+  }
+
+  /// A listener on `127.0.0.1:port` (0: any) of `init`'s namespace, on a socket made there;
+  /// its port is kept.
+  async fn listen_inside(&self, init: &Init, port: u16) -> Result<TcpListener> {
     let failed = |e| {
       CoreError::io(
         "Opening the egress proxy's endpoint inside the sandbox failed",
@@ -124,7 +149,6 @@ impl Egress {
     };
     let socket =
       tcp_socket(init.namespace_socket(Ipv4Addr::LOCALHOST.into()).await?).map_err(failed)?;
-    let port = self.port.load(Ordering::Acquire);
     // A container's namespace outlives its init's connection: the port of the previous
     // endpoint may still have connections closing in it.
     socket.set_reuseaddr(true).map_err(failed)?;
@@ -134,10 +158,7 @@ impl Egress {
     let listener = socket.listen(1024).map_err(failed)?;
     let port = listener.local_addr().map_err(failed)?.port();
     self.port.store(port, Ordering::Release);
-    let proxy = self.proxy.clone();
-    let task = tokio::spawn(async move { proxy.run(listener).await });
-    *self.serving.locked() = Some(AbortOnDrop(task.abort_handle()));
-    Ok(())
+    Ok(listener)
   }
 
   /// Closes the endpoint (the init it was in has ended).

@@ -2,6 +2,8 @@
 // the egress proxy (on the host) has its endpoint. Every attack is judged by what test
 // servers on the host saw: the names are pinned to the host's loopback, which the proxy
 // dials from the host, while the container's 127.0.0.1 is its own.
+import crypto from 'node:crypto'
+import http from 'node:http'
 import net from 'node:net'
 import tls from 'node:tls'
 import { afterAll, expect, it } from 'vitest'
@@ -169,6 +171,42 @@ for (const which of ['local', 'remote']) describeDocker(`DockerSandbox allowedDo
     } finally {
       server.close()
       await Promise.all([networked.destroy(), box.destroy()])
+    }
+  })
+
+  it('bodies far larger than the flow-control window cross the endpoint both ways intact, with many connections at once', async () => {
+    // Text: busybox wget sends a --post-file up to its first NUL byte.
+    const big = Buffer.from(crypto.randomBytes(3 * 1024 * 1024).toString('base64'))
+    const digest = (bytes) => crypto.createHash('md5').update(bytes).digest('hex')
+    const got = { downloads: 0, uploads: [] }
+    // A request with a body is an upload (busybox wget sends its --post-file through a proxy
+    // as a GET with a body), any other a download.
+    const server = http.createServer((req, res) => {
+      const parts = []
+      req.on('data', (part) => parts.push(part))
+      req.on('end', () => {
+        if (parts.length === 0) {
+          got.downloads++
+          res.end(big)
+          return
+        }
+        got.uploads.push(digest(Buffer.concat(parts)))
+        res.end('received\n')
+      })
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const url = `http://allowed.test:${server.address().port}`
+    const box = allowing(['allowed.test:*'])
+    try {
+      const r = await box.executeCommand(
+        `wget -q -O big.bin ${url}/big && md5sum big.bin && wget -q -O - --post-file big.bin ${url}/up && ` +
+          `for i in $(seq 1 20); do wget -q -O /dev/null ${url}/$i & done; wait; echo done`,
+      )
+      expect(r).toMatchObject({ exitCode: 0, stdout: `${digest(big)}  big.bin\nreceived\ndone\n`, stderr: '' })
+      expect(got).toEqual({ downloads: 21, uploads: [digest(big)] })
+    } finally {
+      server.close()
+      await box.destroy()
     }
   })
 

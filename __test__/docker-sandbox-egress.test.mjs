@@ -51,6 +51,8 @@ it('refuses an allowlist it cannot enforce or that contradicts other options, na
     expect(make(options), JSON.stringify(options)).toThrow(SandboxOptionError)
     expect(make(options), JSON.stringify(options)).toThrow(message)
   }
+  // What allowedDomains sets anyway.
+  expect(make({ allowedDomains: ['a.test'], network: 'none' })()).toBeInstanceOf(DockerSandbox)
 })
 
 // On the local engine the keeper makes the endpoint's socket in the container and passes it

@@ -187,7 +187,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
 /// egress proxy's endpoint is opened from the host (through a socket its keeper makes, or
 /// relayed by the mux of a remote engine's connection).
 fn egress_network(network: Option<String>, ports: &[u32]) -> Result<String> {
-  if let Some(network) = network {
+  if let Some(network) = network.filter(|network| network != "none") {
     return Err(CoreError::InvalidOption(format!(
       "network ({network:?}) and allowedDomains contradict each other: with allowedDomains the container has no network of its own and reaches only the allowed domains, through the egress proxy; give one or the other"
     )));

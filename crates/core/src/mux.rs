@@ -80,6 +80,8 @@ pub const WINDOW: u32 = 256 * 1024;
 /// environment, which the kernel caps at a few MiB) fits.
 pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
 pub const HEADER: usize = 9;
+/// How long the mux may take to answer a [`LISTEN`].
+const LISTEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Queued frames are written together up to about this many bytes.
 const BATCH: usize = 256 * 1024;
 
@@ -328,7 +330,7 @@ impl Link {
       relays.accepted = Some(accepted);
     }
     self.shared.send(frame(LISTEN, 0, &port.to_le_bytes()));
-    match tokio::time::timeout(std::time::Duration::from_secs(5), answered).await {
+    match tokio::time::timeout(LISTEN_TIMEOUT, answered).await {
       Ok(Ok(Ok(port))) => Ok((port, connections)),
       Ok(Ok(Err(why))) => Err(io::Error::other(why)),
       Ok(Err(_)) => Err(io::Error::from(io::ErrorKind::BrokenPipe)),

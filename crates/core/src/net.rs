@@ -2,7 +2,9 @@
 //! `allowedDomains`, and host ports forwarded to its ports (`networking.getPortUrl`).
 //!
 //! Both rest on sockets its init creates in the sandbox's network namespace and passes to
-//! the host ([`Init::namespace_socket`]); everything else happens here, on the host:
+//! the host ([`Init::namespace_socket`]; for a container on a remote engine, whose stream
+//! cannot pass sockets, the egress endpoint is a listener its mux relays instead,
+//! [`Init::relayed_listener`]); everything else happens here, on the host:
 //! - egress: a listener on the sandbox's `127.0.0.1:<port>`, served by the proxy of
 //!   `native_workspace_egress`, which resolves and dials from the host. The commands get
 //!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it; the namespace

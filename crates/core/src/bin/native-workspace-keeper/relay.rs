@@ -10,6 +10,9 @@ use native_workspace_core::mux::*;
 
 use super::{CHUNK, close, fail, send};
 
+/// How long a listen waits for its port to be free.
+const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One accepted connection.
 struct Connection {
   fd: RawFd,
@@ -184,8 +187,18 @@ impl Relays {
       address.sin_port = port.to_be();
       address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
       let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-      if libc::bind(fd, (&address as *const libc::sockaddr_in).cast(), len) != 0
-        || libc::listen(fd, 1024) != 0
+      // The mux of the connection this one replaces may not have exited yet, its listener
+      // still on the port the commands were told.
+      let deadline = std::time::Instant::now() + BIND_WAIT;
+      while libc::bind(fd, (&address as *const libc::sockaddr_in).cast(), len) != 0 {
+        let error = os_error();
+        if error.kind() != io::ErrorKind::AddrInUse || std::time::Instant::now() >= deadline {
+          close(fd);
+          return Err(error);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+      }
+      if libc::listen(fd, 1024) != 0
         || libc::getsockname(
           fd,
           (&mut address as *mut libc::sockaddr_in).cast(),

@@ -258,6 +258,13 @@ export interface NativeDockerOptions {
   labels: Record<string, string>
   volumes: Record<string, string>
   network?: string
+  /**
+   * The only destinations commands may reach, through the egress proxy; the container
+   * then has no network but its loopback.
+   */
+  allowedDomains?: Array<string>
+  /** Names the egress proxy resolves to these addresses instead of asking DNS. */
+  egressHosts?: Record<string, string>
   privileged: boolean
   memory?: number
   memorySwap?: number

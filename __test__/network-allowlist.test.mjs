@@ -2,76 +2,19 @@
 // egress proxy. Every attack is judged by what test servers on the host's loopback saw
 // (the names are pinned there with `egressHosts`), and by what the command was told.
 import crypto from 'node:crypto'
-import dgram from 'node:dgram'
 import fs from 'node:fs'
 import http from 'node:http'
-import https from 'node:https'
 import net from 'node:net'
 import path from 'node:path'
-import { execFileSync } from 'node:child_process'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { LocalSandbox, SandboxOptionError, Workspace, createWorkspaceTools, isIsolationAvailable, setLogger } from '../lib/index.mjs'
-import { prepareWorkspace, tempDir, useIsolatedSandboxes, waitFor } from './helpers.mjs'
+import { NAMES, PINNED, useEgressServers } from './egress-servers.mjs'
+import { prepareWorkspace, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const { top, sandbox } = useIsolatedSandboxes('nw-egress-')
 
-/** Every test name, pinned to the host's loopback where the test servers are. */
-const NAMES = ['allowed.test', 'denied.test', 'api.wild.test', 'deep.api.wild.test', 'wild.test', 'other.test']
-const PINNED = Object.fromEntries(NAMES.map((name) => [name, '127.0.0.1']))
-
-/** A CA made for this run and a certificate for every test name, as PEM files. */
-function makePki(dir) {
-  const run = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  run('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=native-workspace egress test CA')
-  run('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=native-workspace egress test server')
-  fs.writeFileSync(path.join(dir, 'san.cnf'), `subjectAltName=${NAMES.map((n) => `DNS:${n}`).join(',')}\n`)
-  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'san.cnf')
-  const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
-  return { ca: read('ca.pem'), key: read('server.key'), cert: read('server.pem') }
-}
-
-/** What the host's servers saw: TCP connections, and requests by the name they were for. */
-const seen = { connections: 0, requests: [] }
-let pki
-let httpsServer
-let httpServer
-let udpServer
-let ports
-
-function listen(server, host = '127.0.0.1') {
-  server.on('connection', () => seen.connections++)
-  return new Promise((resolve) => server.listen(0, host, () => resolve(server.address().port)))
-}
-
-const answer = (scheme) => (req, res) => {
-  const sni = req.socket.servername ?? '-'
-  seen.requests.push({ scheme, host: req.headers.host, sni, url: req.url })
-  res.end(`hello from ${req.headers.host} over ${scheme}\n`)
-}
-
-beforeAll(async () => {
-  if (!available) return
-  pki = makePki(tempDir())
-  httpsServer = https.createServer({ key: pki.key, cert: pki.cert }, answer('https'))
-  httpServer = http.createServer(answer('http'))
-  udpServer = dgram.createSocket('udp4')
-  udpServer.on('message', () => seen.connections++)
-  const udp = await new Promise((resolve) => udpServer.bind(0, '127.0.0.1', () => resolve(udpServer.address().port)))
-  ports = { https: await listen(httpsServer), http: await listen(httpServer), udp }
-})
-
-afterAll(() => {
-  httpsServer?.close()
-  httpServer?.close()
-  udpServer?.close()
-})
-
-function reset() {
-  seen.connections = 0
-  seen.requests = []
-}
+const { seen, ports, pki, listen, answer, reset } = useEgressServers(available)
 
 /** An isolated sandbox allowing `allowedDomains`, with the test names pinned and the CA in its workspace. */
 function allowing(allowedDomains, nativeSandbox = {}) {

@@ -209,6 +209,17 @@ function pemOf(value, name) {
   )
 }
 
+/**
+ * `allowedDomains` and `egressHosts`, as LocalSandbox's `nativeSandbox` takes them (their
+ * values, and how they go with `network` and `ports`, are checked natively).
+ */
+function egressOptions(options) {
+  return {
+    allowedDomains: options.allowedDomains === undefined ? undefined : [...check.stringArray(options.allowedDomains, 'allowedDomains')],
+    egressHosts: options.egressHosts === undefined ? undefined : check.env(options.egressHosts, 'egressHosts'),
+  }
+}
+
 /** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */
 function containerOptions(options) {
   const id = check.string(options.id, 'id') ?? randomId()
@@ -238,6 +249,7 @@ function containerOptions(options) {
     labels: stringMap(options.labels, 'labels') ?? {},
     volumes,
     network: check.string(options.network, 'network'),
+    ...egressOptions(options),
     privileged,
     memory: wholeNumber(options.memory, 'memory', 1),
     memorySwap: wholeNumber(options.memorySwap, 'memorySwap', -1),

@@ -634,7 +634,22 @@ export interface DockerSandboxOptions {
   env?: Record<string, string | undefined>
   /** Host path → container path (bind mounts). */
   volumes?: Record<string, string>
+  /** Not with `allowedDomains` (but `'none'`), which gives the container no network of its own. */
   network?: string
+  /**
+   * The only destinations commands may reach, as `nativeSandbox.allowedDomains` of a
+   * `LocalSandbox` (same entries, proxy, variables, 403 answers and log records; the note in
+   * stderr reads `native-workspace: blocked by allowedDomains: host:port: reason`). The
+   * container is created with network mode `none` (its loopback only) and the egress proxy,
+   * on the host, listens on the container's loopback through a socket its supervisor makes
+   * there (on a TCP engine, the supervisor listens there and relays each connection over
+   * its attached stream), so destinations are resolved and dialled from the host. Not with
+   * `network` (but `'none'`) nor `ports` (a `SandboxOptionError` says so), nor with an existing container
+   * of the same id that has a network (its `start()` is refused). `[]`: no network at all.
+   */
+  allowedDomains?: string[]
+  /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */
+  egressHosts?: Record<string, string>
   privileged?: boolean
   memory?: number
   memorySwap?: number

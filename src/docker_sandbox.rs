@@ -11,6 +11,7 @@ use napi_derive::napi;
 use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
+use native_workspace_core::net::EgressOptions;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
@@ -29,6 +30,11 @@ pub struct NativeDockerOptions {
   pub labels: HashMap<String, String>,
   pub volumes: HashMap<String, String>,
   pub network: Option<String>,
+  /// The only destinations commands may reach, through the egress proxy; the container
+  /// then has no network but its loopback.
+  pub allowed_domains: Option<Vec<String>>,
+  /// Names the egress proxy resolves to these addresses instead of asking DNS.
+  pub egress_hosts: Option<HashMap<String, String>>,
   pub privileged: bool,
   pub memory: Option<i64>,
   pub memory_swap: Option<i64>,
@@ -104,6 +110,11 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
   if let Some(limit) = timeout(options.engine_timeout, "dockerOptions.timeout")? {
     connection.timeout = limit;
   }
+  let egress = EgressOptions::from_given(options.allowed_domains, options.egress_hosts, "")?;
+  let network = match &egress {
+    Some(_) => Some(egress_network(options.network, &options.ports)?),
+    None => options.network,
+  };
   let working_directory = PathBuf::from(&options.working_dir);
   let spec = ContainerSpec {
     id: options.id.clone(),
@@ -113,7 +124,8 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     working_dir: options.working_dir,
     labels: options.labels.into_iter().collect(),
     volumes: options.volumes.into_iter().collect(),
-    network: options.network,
+    network,
+    network_must_be_none: egress.is_some(),
     privileged: options.privileged,
     memory: options.memory,
     memory_swap: options.memory_swap,
@@ -167,8 +179,25 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     own_files: Vec::new(),
     hooks: lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
-    egress: None,
+    egress,
   })
+}
+
+/// The network mode of a container with `allowedDomains`: none but its loopback, where the
+/// egress proxy's endpoint is opened from the host (through a socket its keeper makes, or
+/// relayed by the mux of a remote engine's connection).
+fn egress_network(network: Option<String>, ports: &[u32]) -> Result<String> {
+  if let Some(network) = network.filter(|network| network != "none") {
+    return Err(CoreError::InvalidOption(format!(
+      "network ({network:?}) and allowedDomains contradict each other: with allowedDomains the container has no network of its own and reaches only the allowed domains, through the egress proxy; give one or the other"
+    )));
+  }
+  if !ports.is_empty() {
+    return Err(CoreError::InvalidOption(
+      "ports and allowedDomains contradict each other: with allowedDomains the container has no network of its own to publish ports on".into(),
+    ));
+  }
+  Ok("none".into())
 }
 
 /// A container port as the engine takes it (JavaScript has checked the range already).

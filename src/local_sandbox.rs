@@ -319,19 +319,12 @@ impl NativeLocalSandbox {
     .map_err(sync_error)?;
     let mut config = options.native_sandbox.unwrap_or_default();
     let limits = config.limits.take().unwrap_or_default();
-    let egress_hosts = config.egress_hosts.take();
-    let egress = match config.allowed_domains.take() {
-      Some(allowed_domains) => Some(EgressOptions {
-        allowed_domains,
-        hosts: egress_hosts.unwrap_or_default().into_iter().collect(),
-      }),
-      None if egress_hosts.is_some_and(|hosts| !hosts.is_empty()) => {
-        return Err(sync_error(CoreError::InvalidOption(
-          "nativeSandbox.egressHosts needs nativeSandbox.allowedDomains: it tells the egress proxy where allowed names are".into(),
-        )));
-      }
-      None => None,
-    };
+    let egress = EgressOptions::from_given(
+      config.allowed_domains.take(),
+      config.egress_hosts.take(),
+      "nativeSandbox.",
+    )
+    .map_err(sync_error)?;
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
     if let Some(bytes) = tmp_bytes {

@@ -16,6 +16,14 @@
 //! `P`/`X`/`A`/`L`/`E` lines), [`END`] (stream byte: 0 control, 1 stdout, 2 stderr),
 //! [`STDIN_CREDIT`] (`u32 LE`).
 //!
+//! Relayed TCP connections (the egress proxy's endpoint on the container's loopback, which
+//! the host cannot be given as a socket): host to mux [`LISTEN`] (channel 0, payload the
+//! port, `u16 LE`; 0 for any), answered by [`LISTENING`] (`0` and the port, or `1` and the
+//! reason). Each connection the mux accepts there is a channel of its own, numbered by the
+//! mux from [`FIRST_RELAY`] up and announced by [`ACCEPTED`]; both ways its bytes travel as
+//! [`RELAY_DATA`], at most [`WINDOW`] unacknowledged ([`RELAY_CREDIT`], `u32 LE`), and
+//! [`RELAY_END`] says the sender has no more (a half close; a broken socket ends both).
+//!
 //! Flow control is per channel and stream: at most [`WINDOW`] bytes of a stream travel
 //! unacknowledged, so one command whose output is not read holds back only itself, and
 //! every buffer on both sides is bounded. Order: the mux sends what a command's pipes held
@@ -49,6 +57,15 @@ pub const STDERR: u8 = b'e';
 pub const CONTROL_LINES: u8 = b'c';
 pub const END: u8 = b'z';
 pub const STDIN_CREDIT: u8 = b'w';
+pub const LISTEN: u8 = b'N';
+pub const LISTENING: u8 = b'n';
+pub const ACCEPTED: u8 = b'a';
+pub const RELAY_DATA: u8 = b'd';
+pub const RELAY_CREDIT: u8 = b'k';
+pub const RELAY_END: u8 = b'x';
+
+/// The first channel number of a relayed connection (commands' are below).
+pub const FIRST_RELAY: u32 = 0x8000_0000;
 
 /// The flag byte of a [`LAUNCH`] whose command reads a pipe (else `/dev/null`).
 pub const STDIN_PIPED: u8 = 1;
@@ -63,6 +80,8 @@ pub const WINDOW: u32 = 256 * 1024;
 /// environment, which the kernel caps at a few MiB) fits.
 pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
 pub const HEADER: usize = 9;
+/// How long the mux may take to answer a [`LISTEN`].
+const LISTEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Queued frames are written together up to about this many bytes.
 const BATCH: usize = 256 * 1024;
 
@@ -102,8 +121,27 @@ struct Channel {
   stdin_credit: Arc<Semaphore>,
 }
 
+/// The host's end of one relayed connection.
+struct Relay {
+  /// Bytes from the mux for the local stream; dropped at the mux's end of them.
+  incoming: Option<mpsc::UnboundedSender<Vec<u8>>>,
+  unacknowledged: Arc<AtomicU64>,
+  credit: Arc<Semaphore>,
+  /// This side sent its end.
+  host_ended: bool,
+}
+
+/// The listener of relayed connections: its answer, then each accepted connection.
+#[derive(Default)]
+struct Relays {
+  listening: Option<tokio::sync::oneshot::Sender<std::result::Result<u16, String>>>,
+  accepted: Option<mpsc::UnboundedSender<tokio::io::DuplexStream>>,
+  open: HashMap<u32, Relay>,
+}
+
 struct Shared {
   channels: Mutex<HashMap<u32, Channel>>,
+  relays: Mutex<Relays>,
   /// Encoded frames for the stream's writer.
   outgoing: mpsc::UnboundedSender<Vec<u8>>,
   alive: AtomicBool,
@@ -127,6 +165,12 @@ impl Shared {
     for (_, channel) in self.channels.locked().drain() {
       channel.stdin_credit.close();
     }
+    let mut relays = self.relays.locked();
+    for (_, relay) in relays.open.drain() {
+      relay.credit.close();
+    }
+    relays.listening = None;
+    relays.accepted = None;
   }
 }
 
@@ -177,6 +221,7 @@ impl Link {
     let (closing, closed) = watch::channel(false);
     let shared = Arc::new(Shared {
       channels: Mutex::new(HashMap::new()),
+      relays: Mutex::new(Relays::default()),
       outgoing,
       alive: AtomicBool::new(true),
       closing,
@@ -239,11 +284,12 @@ impl Link {
     tokio::spawn(write_control(control_write, control_rx, written_rx));
     tokio::spawn(read_control(id, control_read, self.shared.clone()));
     if let Some(stdin) = stdin {
-      tokio::spawn(read_stdin(
+      tokio::spawn(send_credited(
         id,
         stdin,
         stdin_credit.clone(),
         self.shared.clone(),
+        (STDIN, STDIN_END),
       ));
     }
     let channel = Channel {
@@ -264,6 +310,154 @@ impl Link {
     self.shared.send(frame(LAUNCH, id, request));
     Ok(())
   }
+}
+
+impl Link {
+  /// Listens on `127.0.0.1:port` in the container (0: any port) through the mux; gives the
+  /// port and each connection accepted there as a local stream. One listener per link.
+  pub async fn listen(
+    &self,
+    port: u16,
+  ) -> io::Result<(u16, mpsc::UnboundedReceiver<tokio::io::DuplexStream>)> {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let (accepted, connections) = mpsc::unbounded_channel();
+    {
+      let mut relays = self.shared.relays.locked();
+      if !self.is_alive() {
+        return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+      }
+      relays.listening = Some(answer);
+      relays.accepted = Some(accepted);
+    }
+    self.shared.send(frame(LISTEN, 0, &port.to_le_bytes()));
+    match tokio::time::timeout(LISTEN_TIMEOUT, answered).await {
+      Ok(Ok(Ok(port))) => Ok((port, connections)),
+      Ok(Ok(Err(why))) => Err(io::Error::other(why)),
+      Ok(Err(_)) => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+      Err(_) => Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the container's supervisor did not answer",
+      )),
+    }
+  }
+}
+
+/// Handles a frame of the relayed connections.
+fn dispatch_relay(
+  shared: &Arc<Shared>,
+  kind: u8,
+  id: u32,
+  payload: Vec<u8>,
+) -> std::result::Result<(), String> {
+  let mut relays = shared.relays.locked();
+  match kind {
+    LISTENING => {
+      let answer = match payload.split_first() {
+        Some((0, port)) => port
+          .try_into()
+          .map(u16::from_le_bytes)
+          .map_err(|_| "a malformed answer".to_owned()),
+        Some((_, why)) => Err(String::from_utf8_lossy(why).into_owned()),
+        None => Err("a malformed answer".to_owned()),
+      };
+      if let Some(listening) = relays.listening.take() {
+        let _ = listening.send(answer);
+      }
+    }
+    ACCEPTED => {
+      let Some(accepted) = &relays.accepted else {
+        drop(relays);
+        shared.send(frame(RELAY_END, id, &[]));
+        return Ok(());
+      };
+      let (ours, theirs) = tokio::io::duplex(WINDOW as usize);
+      if accepted.send(theirs).is_err() {
+        drop(relays);
+        shared.send(frame(RELAY_END, id, &[]));
+        return Ok(());
+      }
+      let (reader, writer) = tokio::io::split(ours);
+      let (incoming, chunks) = mpsc::unbounded_channel();
+      let relay = Relay {
+        incoming: Some(incoming),
+        unacknowledged: Arc::default(),
+        credit: Arc::new(Semaphore::new(WINDOW as usize)),
+        host_ended: false,
+      };
+      tokio::spawn(write_relayed(
+        id,
+        writer,
+        chunks,
+        relay.unacknowledged.clone(),
+        shared.clone(),
+      ));
+      let (credit, shared) = (relay.credit.clone(), shared.clone());
+      tokio::spawn(async move {
+        send_credited(id, reader, credit, shared.clone(), (RELAY_DATA, RELAY_END)).await;
+        let mut relays = shared.relays.locked();
+        if let Some(relay) = relays.open.get_mut(&id) {
+          relay.host_ended = true;
+          if relay.incoming.is_none() {
+            relays.open.remove(&id);
+          }
+        }
+      });
+      relays.open.insert(id, relay);
+    }
+    RELAY_DATA => {
+      if let Some(relay) = relays.open.get(&id) {
+        let len = payload.len() as u64;
+        if relay.unacknowledged.fetch_add(len, Ordering::AcqRel) + len > u64::from(WINDOW) {
+          return Err("relayed bytes beyond the window".to_owned());
+        }
+        if let Some(incoming) = &relay.incoming {
+          let _ = incoming.send(payload);
+        }
+      }
+    }
+    RELAY_CREDIT => {
+      let bytes: [u8; 4] = payload
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or("a short credit")?;
+      if let Some(relay) = relays.open.get(&id) {
+        relay.credit.add_permits(u32::from_le_bytes(bytes) as usize);
+      }
+    }
+    RELAY_END => {
+      if let Some(relay) = relays.open.get_mut(&id) {
+        relay.incoming = None;
+        // Both ways ended: the mux sends nothing more for it (a credit the host no longer
+        // needs at most).
+        if relay.host_ended {
+          relays.open.remove(&id);
+        }
+      }
+    }
+    other => return Err(format!("an unknown frame {:?}", char::from(other))),
+  }
+  Ok(())
+}
+
+/// Writes a relayed connection's bytes from the mux into its local stream, crediting the
+/// mux for each chunk; shuts the stream's writing down at the mux's end of them. A stream
+/// nobody reads any more swallows the rest.
+async fn write_relayed(
+  id: u32,
+  mut writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+  mut chunks: mpsc::UnboundedReceiver<Vec<u8>>,
+  unacknowledged: Arc<AtomicU64>,
+  shared: Arc<Shared>,
+) {
+  let mut open = true;
+  while let Some(chunk) = chunks.recv().await {
+    if open && writer.write_all(&chunk).await.is_err() {
+      open = false;
+    }
+    unacknowledged.fetch_sub(chunk.len() as u64, Ordering::AcqRel);
+    shared.send(frame(RELAY_CREDIT, id, &(chunk.len() as u32).to_le_bytes()));
+  }
+  let _ = writer.shutdown().await;
 }
 
 impl Drop for Link {
@@ -316,7 +510,13 @@ async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<Shared>) {
     if let Err(e) = reader.read_exact(&mut payload).await {
       break e.to_string();
     }
-    if let Err(why) = dispatch(&shared, kind, id, payload) {
+    let handled = match kind {
+      LISTENING | ACCEPTED | RELAY_DATA | RELAY_CREDIT | RELAY_END => {
+        dispatch_relay(&shared, kind, id, payload)
+      }
+      _ => dispatch(&shared, kind, id, payload),
+    };
+    if let Err(why) = handled {
       break why;
     }
   };
@@ -441,18 +641,20 @@ async fn read_control(id: u32, mut control: tokio::net::unix::OwnedReadHalf, sha
   shared.send(frame(RELEASE, id, &[]));
 }
 
-/// Sends what is written to the command's stdin, as far as the mux's credit allows.
-async fn read_stdin(
+/// Sends what `reader` gives (a command's stdin, a relayed connection) as `kinds.0`
+/// frames, as far as the mux's credit allows, and its end as `kinds.1`.
+async fn send_credited<R: AsyncRead + Unpin>(
   id: u32,
-  mut stdin: pipe::Receiver,
+  mut reader: R,
   credit: Arc<Semaphore>,
   shared: Arc<Shared>,
+  kinds: (u8, u8),
 ) {
   const CHUNK: usize = 64 * 1024;
   let mut buf = vec![0u8; CHUNK];
   loop {
     let Ok(first) = credit.acquire().await else {
-      return; // the command has ended
+      return; // the command or connection has ended
     };
     first.forget();
     let extra = credit.available_permits().min(CHUNK - 1);
@@ -460,15 +662,15 @@ async fn read_stdin(
       more.forget();
     }
     let allowed = 1 + extra;
-    let n = match stdin.read(&mut buf[..allowed]).await {
+    let n = match reader.read(&mut buf[..allowed]).await {
       Ok(0) | Err(_) => {
-        shared.send(frame(STDIN_END, id, &[]));
+        shared.send(frame(kinds.1, id, &[]));
         return;
       }
       Ok(n) => n,
     };
     credit.add_permits(allowed - n);
-    shared.send(frame(STDIN, id, &buf[..n]));
+    shared.send(frame(kinds.0, id, &buf[..n]));
   }
 }
 
@@ -541,5 +743,85 @@ mod tests {
     std::io::Read::read_exact(&mut std::fs::File::from(unread), &mut got).unwrap();
     assert_eq!(&got, b"hello");
     assert!(link.is_alive());
+  }
+
+  async fn read_frame(mux: &mut tokio::io::DuplexStream) -> (u8, u32, Vec<u8>) {
+    let mut header = [0u8; HEADER];
+    mux.read_exact(&mut header).await.unwrap();
+    let (kind, id, len) = parse_header(&header);
+    let mut payload = vec![0u8; len as usize];
+    mux.read_exact(&mut payload).await.unwrap();
+    (kind, id, payload)
+  }
+
+  /// A link listening through the mux the test plays, with one accepted connection.
+  async fn link_with_a_relayed_connection()
+  -> (Link, tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    let (host, mut mux) = tokio::io::duplex(4 * WINDOW as usize);
+    mux.write_all(&frame(HELLO, 0, &[])).await.unwrap();
+    let (reader, writer) = tokio::io::split(host);
+    let link = Link::open(reader, writer, Duration::from_secs(5))
+      .await
+      .unwrap();
+    let (listened, request) = tokio::join!(link.listen(0), async {
+      let request = read_frame(&mut mux).await;
+      mux
+        .write_all(&frame(LISTENING, 0, &[0, 0x39, 0x30]))
+        .await
+        .unwrap();
+      request
+    });
+    assert_eq!(request, (LISTEN, 0, vec![0, 0]));
+    let (port, mut relayed) = listened.unwrap();
+    assert_eq!(port, 0x3039);
+    mux
+      .write_all(&frame(ACCEPTED, FIRST_RELAY, &[]))
+      .await
+      .unwrap();
+    let stream = relayed.recv().await.unwrap();
+    (link, mux, stream)
+  }
+
+  #[tokio::test]
+  async fn a_relayed_connection_carries_bytes_both_ways_with_credit_and_its_end() {
+    let (link, mut mux, mut stream) = link_with_a_relayed_connection().await;
+    mux
+      .write_all(&frame(RELAY_DATA, FIRST_RELAY, b"ping"))
+      .await
+      .unwrap();
+    let mut got = [0u8; 4];
+    stream.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"ping");
+    assert_eq!(
+      read_frame(&mut mux).await,
+      (RELAY_CREDIT, FIRST_RELAY, 4u32.to_le_bytes().to_vec())
+    );
+    stream.write_all(b"pong").await.unwrap();
+    assert_eq!(
+      read_frame(&mut mux).await,
+      (RELAY_DATA, FIRST_RELAY, b"pong".to_vec())
+    );
+    drop(stream);
+    assert_eq!(read_frame(&mut mux).await, (RELAY_END, FIRST_RELAY, vec![]));
+    assert!(link.is_alive());
+  }
+
+  #[tokio::test]
+  async fn relayed_bytes_beyond_the_window_end_the_stream() {
+    let (link, mut mux, _unread) = link_with_a_relayed_connection().await;
+    let chunk = vec![b'x'; 64 * 1024];
+    // The local stream takes one window and is never read; the next window is in flight;
+    // anything more was never credited.
+    for _ in 0..3 * WINDOW as usize / chunk.len() {
+      mux
+        .write_all(&frame(RELAY_DATA, FIRST_RELAY, &chunk))
+        .await
+        .unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while link.is_alive() && tokio::time::Instant::now() < deadline {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!link.is_alive());
   }
 }

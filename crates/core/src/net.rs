@@ -2,7 +2,9 @@
 //! `allowedDomains`, and host ports forwarded to its ports (`networking.getPortUrl`).
 //!
 //! Both rest on sockets its init creates in the sandbox's network namespace and passes to
-//! the host ([`Init::namespace_socket`]); everything else happens here, on the host:
+//! the host ([`Init::namespace_socket`]; for a container on a remote engine, whose stream
+//! cannot pass sockets, the egress endpoint is a listener its mux relays instead,
+//! [`Init::relayed_listener`]); everything else happens here, on the host:
 //! - egress: a listener on the sandbox's `127.0.0.1:<port>`, served by the proxy of
 //!   `native_workspace_egress`, which resolves and dials from the host. The commands get
 //!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it; the namespace
@@ -27,12 +29,38 @@ use crate::sync::Lock;
 /// The running init of a sandbox, shared with what outlives one (its forwarded ports).
 pub type InitSlot = Mutex<Option<Arc<Init>>>;
 
-/// What `nativeSandbox.allowedDomains` and `nativeSandbox.egressHosts` say, as given.
+/// What `allowedDomains` and `egressHosts` say, as given.
 #[derive(Debug, Clone, Default)]
 pub struct EgressOptions {
   pub allowed_domains: Vec<String>,
   /// Names pinned to addresses: (name, address) as given.
   pub hosts: Vec<(String, String)>,
+  /// Where the options sit, for messages: `nativeSandbox.` for a LocalSandbox, nothing
+  /// for a DockerSandbox, whose options are top-level.
+  pub prefix: &'static str,
+}
+
+impl EgressOptions {
+  /// The egress options of a sandbox, if it asks for an allowlist: `egress_hosts` alone is
+  /// refused, as it only says where allowed names are.
+  pub fn from_given(
+    allowed_domains: Option<Vec<String>>,
+    egress_hosts: Option<impl IntoIterator<Item = (String, String)>>,
+    prefix: &'static str,
+  ) -> Result<Option<EgressOptions>> {
+    let hosts: Vec<_> = egress_hosts.into_iter().flatten().collect();
+    match allowed_domains {
+      Some(allowed_domains) => Ok(Some(EgressOptions {
+        allowed_domains,
+        hosts,
+        prefix,
+      })),
+      None if !hosts.is_empty() => Err(CoreError::InvalidOption(format!(
+        "{prefix}egressHosts needs {prefix}allowedDomains: it tells the egress proxy where allowed names are"
+      ))),
+      None => Ok(None),
+    }
+  }
 }
 
 /// Ends a task when dropped.
@@ -51,16 +79,19 @@ pub struct Egress {
   /// next ones (a new namespace has it free), so the commands' settings stay right.
   port: AtomicU16,
   serving: Mutex<Option<AbortOnDrop>>,
+  /// [`EgressOptions::prefix`].
+  prefix: &'static str,
 }
 
 impl Egress {
   /// Checks the options, naming the bad one.
   pub fn new(sandbox_id: &str, options: EgressOptions) -> Result<Egress> {
+    let prefix = options.prefix;
     let policy = Policy::parse(&options.allowed_domains)
-      .map_err(|e| CoreError::InvalidOption(format!("nativeSandbox.{e}")))?;
+      .map_err(|e| CoreError::InvalidOption(format!("{prefix}{e}")))?;
     let mut pins = Vec::with_capacity(options.hosts.len());
     for (name, address) in options.hosts {
-      let option = format!("nativeSandbox.egressHosts[{name:?}]");
+      let option = format!("{prefix}egressHosts[{name:?}]");
       let normalized = normalize_host(&name).map_err(|e| {
         CoreError::InvalidOption(format!("{option}: the name is not a domain name: {e}"))
       })?;
@@ -80,12 +111,38 @@ impl Egress {
       proxy: Proxy::with_resolver(policy, config, resolver),
       port: AtomicU16::new(0),
       serving: Mutex::new(None),
+      prefix,
     })
   }
 
   /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until
-  /// [`Egress::close`] (or the next `serve`).
+  /// [`Egress::close`] (or the next `serve`). An init reached through a stream (a remote
+  /// container's) listens there itself and relays each connection.
   pub async fn serve(&self, init: &Init) -> Result<()> {
+    let port = self.port.load(Ordering::Acquire);
+    let proxy = self.proxy.clone();
+    let task = match init.relayed_listener(port).await? {
+      Some((port, mut relayed)) => {
+        self.port.store(port, Ordering::Release);
+        tokio::spawn(async move {
+          while let Some(stream) = relayed.recv().await {
+            let proxy = proxy.clone();
+            tokio::spawn(async move { proxy.serve(stream).await });
+          }
+        })
+      }
+      None => {
+        let listener = self.listen_inside(init, port).await?;
+        tokio::spawn(async move { proxy.run(listener).await })
+      }
+    };
+    *self.serving.locked() = Some(AbortOnDrop(task.abort_handle()));
+    Ok(())
+  }
+
+  /// A listener on `127.0.0.1:port` (0: any) of `init`'s namespace, on a socket made there;
+  /// its port is kept.
+  async fn listen_inside(&self, init: &Init, port: u16) -> Result<TcpListener> {
     let failed = |e| {
       CoreError::io(
         "Opening the egress proxy's endpoint inside the sandbox failed",
@@ -94,17 +151,16 @@ impl Egress {
     };
     let socket =
       tcp_socket(init.namespace_socket(Ipv4Addr::LOCALHOST.into()).await?).map_err(failed)?;
-    let port = self.port.load(Ordering::Acquire);
+    // A container's namespace outlives its init's connection: the port of the previous
+    // endpoint may still have connections closing in it.
+    socket.set_reuseaddr(true).map_err(failed)?;
     socket
       .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
       .map_err(failed)?;
     let listener = socket.listen(1024).map_err(failed)?;
     let port = listener.local_addr().map_err(failed)?.port();
     self.port.store(port, Ordering::Release);
-    let proxy = self.proxy.clone();
-    let task = tokio::spawn(async move { proxy.run(listener).await });
-    *self.serving.locked() = Some(AbortOnDrop(task.abort_handle()));
-    Ok(())
+    Ok(listener)
   }
 
   /// Closes the endpoint (the init it was in has ended).
@@ -135,7 +191,12 @@ impl Egress {
     }
     let lines: Vec<String> = blocked
       .iter()
-      .map(|entry| format!("native-workspace: blocked by nativeSandbox.allowedDomains: {entry}\n"))
+      .map(|entry| {
+        format!(
+          "native-workspace: blocked by {}allowedDomains: {entry}\n",
+          self.prefix
+        )
+      })
       .collect();
     Some(lines.concat())
   }

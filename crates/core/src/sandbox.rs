@@ -79,7 +79,8 @@ pub struct SandboxOptions {
   /// Set for a sandbox in a container: its init is the container's, its paths and
   /// environment are the container's, and the host's files are not touched.
   pub container: Option<Arc<dyn ContainerHost>>,
-  /// `allowedDomains`: the network only through an egress proxy (needs isolation).
+  /// `allowedDomains`: the network only through an egress proxy (needs isolation, or a
+  /// container created without a network).
   pub egress: Option<EgressOptions>,
 }
 
@@ -189,7 +190,11 @@ impl Sandbox {
     let egress = match options.egress {
       None => None,
       Some(egress) => {
-        check_egress_setting(options.isolation, options.policy.as_ref())?;
+        // A container with an allowlist is created with no network but its loopback (its
+        // host's part), so its own namespace stands in for isolation.
+        if options.container.is_none() {
+          check_egress_setting(options.isolation, options.policy.as_ref())?;
+        }
         Some(Egress::new(&options.id, egress)?)
       }
     };
@@ -779,6 +784,7 @@ impl Sandbox {
     if let Some(container) = &self.container {
       // A container's init outlives a connection: reaching it again is enough.
       let init = Arc::new(container.connect().await?);
+      self.serve_egress(&init).await?;
       *self.init.locked() = Some(init.clone());
       return Ok(init);
     }
@@ -794,17 +800,24 @@ impl Sandbox {
     )
     .await?;
     let init = Arc::new(init);
-    if let Some(egress) = &self.egress
-      && let Err(error) = egress.serve(&init).await
-    {
-      init.shutdown().await;
-      return Err(error);
-    }
+    self.serve_egress(&init).await?;
     *self.init.locked() = Some(init.clone());
     self.watch_disk(&init);
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
+  }
+
+  /// Opens the egress proxy's endpoint in `init`'s namespace, if the sandbox has one; an
+  /// init without it is shut down.
+  async fn serve_egress(&self, init: &Init) -> Result<()> {
+    if let Some(egress) = &self.egress
+      && let Err(error) = egress.serve(init).await
+    {
+      init.shutdown().await;
+      return Err(error);
+    }
+    Ok(())
   }
 
   /// Starts the disk watchdog of this init (under isolation always, with a default budget

@@ -73,6 +73,9 @@ pub struct ContainerSpec {
   /// Host path → container path.
   pub volumes: Vec<(String, String)>,
   pub network: Option<String>,
+  /// The sandbox's allowlist relies on the container having no network (`network` is
+  /// `none`): a container found again with one is refused rather than used.
+  pub network_must_be_none: bool,
   pub privileged: bool,
   pub memory: Option<i64>,
   pub memory_swap: Option<i64>,
@@ -594,6 +597,9 @@ impl DockerHost {
     if let Some(dir) = &socket_dir {
       ensure_socket_dir(dir)?;
     }
+    if self.spec.network_must_be_none {
+      check_no_network(id, inspected.host_config.as_ref())?;
+    }
     let running = inspected.state.and_then(|s| s.running).unwrap_or(false);
     Ok((
       Started {
@@ -866,6 +872,20 @@ impl DockerHost {
       let _ = std::fs::remove_dir_all(dir);
     }
   }
+}
+
+/// An existing container found for a sandbox with `allowedDomains` must have no network:
+/// with one, its commands would go around the egress proxy.
+fn check_no_network(id: &str, host_config: Option<&HostConfig>) -> Result<()> {
+  let mode = host_config
+    .and_then(|config| config.network_mode.as_deref())
+    .unwrap_or("default");
+  if mode == "none" {
+    return Ok(());
+  }
+  Err(CoreError::InvalidOption(format!(
+    "allowedDomains needs a container without a network, but the sandbox's existing container {id} has network mode '{mode}' (it was created without allowedDomains): its commands would reach the network directly; destroy that sandbox, or give another id"
+  )))
 }
 
 fn unreachable_supervisor(id: &str, why: &str) -> CoreError {
@@ -1238,5 +1258,21 @@ mod tests {
     let body = host.body("image", Some(Path::new("/tmp/socket-dir")));
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
+  }
+
+  #[test]
+  fn only_a_container_without_a_network_serves_an_allowlist() {
+    let with_mode = |mode: Option<&str>| HostConfig {
+      network_mode: mode.map(str::to_owned),
+      ..Default::default()
+    };
+    assert!(check_no_network("c1", Some(&with_mode(Some("none")))).is_ok());
+    for config in [Some(with_mode(Some("bridge"))), Some(with_mode(None)), None] {
+      let refusal = check_no_network("c1", config.as_ref()).unwrap_err();
+      assert!(
+        matches!(&refusal, CoreError::InvalidOption(m) if m.starts_with("allowedDomains needs a container without a network, but the sandbox's existing container c1 has network mode ")),
+        "{refusal}"
+      );
+    }
   }
 }

@@ -84,6 +84,28 @@ impl Init {
   }
 }
 
+/// Connections accepted on a listener inside the sandbox, relayed to the host.
+pub type Relayed = tokio::sync::mpsc::UnboundedReceiver<tokio::io::DuplexStream>;
+
+impl Init {
+  /// For an init reached through a stream that cannot carry sockets (a remote engine's):
+  /// a listener on `127.0.0.1:port` of its namespace (0: any port) made by the mux there,
+  /// its port and the connections it accepts, relayed. `None` for an init that passes
+  /// sockets ([`Init::namespace_socket`] then).
+  pub async fn relayed_listener(&self, port: u16) -> Result<Option<(u16, Relayed)>> {
+    let super::Link::Mux(link) = &self.link else {
+      return Ok(None);
+    };
+    let (port, relayed) = link.listen(port).await.map_err(|e| {
+      CoreError::io(
+        "Opening a relayed listener in the sandbox's container failed",
+        e,
+      )
+    })?;
+    Ok(Some((port, relayed)))
+  }
+}
+
 /// Reads the init's answer: the socket, or why there is none.
 fn receive_answer(reply: &tokio::net::UnixStream) -> io::Result<OwnedFd> {
   let mut bytes = [0u8; 1 + MAX_REASON];

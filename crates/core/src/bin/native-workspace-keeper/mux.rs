@@ -16,6 +16,8 @@ use native_workspace_core::mux::*;
 
 use super::{close, pollfd};
 
+mod relay;
+
 /// How long the init may take to listen (the container has just started).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CHUNK: usize = 64 * 1024;
@@ -62,6 +64,7 @@ pub fn run(path: &str) -> ! {
   send(HELLO, 0, &[]);
   flush();
   let mut channels: HashMap<u32, Channel> = HashMap::new();
+  let mut relays = relay::Relays::default();
   let mut input: Vec<u8> = Vec::new();
   loop {
     // What to wait for: room for host frames, the init going away, and per command its
@@ -88,6 +91,9 @@ pub fn run(path: &str) -> ! {
         slots.push((id, 3));
       }
     }
+    let relays_from = fds.len();
+    let mut relayed = Vec::new();
+    relays.poll_set(&mut fds, &mut relayed);
     // SAFETY: a valid array of pollfd.
     if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } <= 0 {
       continue;
@@ -117,12 +123,20 @@ pub fn run(path: &str) -> ! {
         read_control(channel);
       }
     }
+    for (poll, polled) in fds[relays_from..].iter().zip(&relayed) {
+      if poll.revents != 0 {
+        relays.ready(polled, poll.revents);
+      }
+    }
     if fds[0].revents != 0 {
       read_input(&mut input);
       while let Some((kind, id, payload)) = next_frame(&mut input) {
-        handle(&keeper, &mut channels, kind, id, payload);
+        if !relays.handle(kind, id, &payload) {
+          handle(&keeper, &mut channels, kind, id, payload);
+        }
       }
     }
+    relays.reap();
     channels.retain(|&id, channel| {
       forward_control(id, channel);
       if !channel.finished() {

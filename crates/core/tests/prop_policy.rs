@@ -19,7 +19,7 @@ fn arity(option: &str) -> Option<usize> {
     "--unshare-all" | "--unshare-user" | "--disable-userns" | "--as-pid-1" | "--share-net"
     | "--new-session" | "--die-with-parent" | "--clearenv" => 0,
     "--cap-drop" | "--size" | "--tmpfs" | "--proc" | "--dev" | "--remount-ro" | "--chdir" => 1,
-    "--ro-bind-try" | "--ro-bind" | "--bind" => 2,
+    "--ro-bind-try" | "--ro-bind" | "--bind" | "--symlink" => 2,
     _ => return None,
   })
 }

@@ -329,3 +329,14 @@ export function expectOptionErrors(Class, cases) {
     expect(error.message, JSON.stringify(options)).toContain(text)
   }
 }
+
+/** The pids of the processes named `comm` whose command line contains `match`. */
+export async function pidsOf(comm, match = '') {
+  const pids = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const read = (file) => fs.promises.readFile(`/proc/${entry}/${file}`, 'utf8').catch(() => '')
+    if ((await read('comm')).trim() === comm && (await read('cmdline')).includes(match)) pids.push(Number(entry))
+  }
+  return pids
+}

@@ -5,6 +5,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import net from 'node:net'
 import { describe } from 'vitest'
 import { S3Client, CreateBucketCommand, GetObjectCommand, PutObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
+import { pidsOf } from './helpers.mjs'
 
 function missing() {
   if (spawnSync('moto_server', ['--help'], { stdio: 'ignore' }).status !== 0) return "moto_server is not installed (pip install 'moto[server]')"
@@ -115,14 +116,4 @@ export async function s3fsMounts() {
 }
 
 /** Pids of running s3fs processes (by /proc/<pid>/comm) whose command line holds `match`. */
-export async function s3fsPids(match = '') {
-  const { readdir, readFile } = await import('node:fs/promises')
-  const pids = []
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    const comm = await readFile(`/proc/${entry}/comm`, 'utf8').catch(() => '')
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')
-    if (comm.trim() === 's3fs' && cmdline.includes(match)) pids.push(Number(entry))
-  }
-  return pids
-}
+export const s3fsPids = (match = '') => pidsOf('s3fs', match)

@@ -38,6 +38,8 @@ const files = [
   // The egress proxy and forwarded ports, served from the sandbox's namespace.
   '__test__/network-allowlist.test.mjs',
   '__test__/network-ports.test.mjs',
+  // Object storage mounts for a user FUSE is closed to.
+  '__test__/s3-errors.test.mjs',
 ]
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
 const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']

@@ -2,11 +2,14 @@
 //! that fails says why, in the init's own words.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::init::{Confinement, Init, LaunchRequest};
 use native_workspace_core::limits::Limits;
+use native_workspace_core::process::StdinMode;
 
-const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+mod common;
+use common::{KEEPER, live_sleeps, marker, parent_of};
 
 /// An executable script standing in for the keeper.
 fn fake_keeper(name: &str, script: &str) -> PathBuf {
@@ -97,11 +100,73 @@ async fn a_dropped_init_ends_and_is_reaped() {
   // A zombie keeps its /proc entry: it is gone only once reaped.
   let reaped = async {
     while Path::new(&format!("/proc/{pid}")).exists() {
-      tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+      tokio::time::sleep(Duration::from_millis(20)).await;
     }
   };
-  tokio::time::timeout(std::time::Duration::from_secs(5), reaped)
+  tokio::time::timeout(Duration::from_secs(5), reaped)
     .await
     .expect("the dropped init was reaped");
   std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
+}
+
+/// When the host dies, its init's socket closes first and the init is killed (its death
+/// signal) a moment later, while it may be ending the commands' trees. However the two
+/// interleave, once the host's ends are gone too no process of a command may live on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_killed_while_it_shuts_down_leaves_no_command_process() {
+  const COMMANDS: usize = 8;
+  let path = std::env::var("PATH").unwrap();
+  for round in 0..40u64 {
+    let init = start(Path::new(KEEPER)).await.expect("starts");
+    let markers: Vec<String> = (0..COMMANDS).map(|_| marker()).collect();
+    let host_ends: Vec<_> = markers
+      .iter()
+      .map(|marker| {
+        // In a session of its own: out of reach of a kill of the command's process group.
+        let command = format!("setsid sleep {marker} & wait");
+        init
+          .launch(&LaunchRequest {
+            command: &command,
+            cwd: &std::env::temp_dir(),
+            env: &[("PATH".to_owned(), path.clone())],
+            stdin: StdinMode::Ignore,
+          })
+          .expect("launches")
+      })
+      .collect();
+    let running = || {
+      markers
+        .iter()
+        .flat_map(|m| live_sleeps(m))
+        .collect::<Vec<u32>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running().len() < COMMANDS {
+      assert!(Instant::now() < deadline, "the commands did not start");
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // sleep → sh → supervisor → init
+    let init_pid = parent_of(parent_of(parent_of(running()[0])));
+    drop(init); // its socket closes
+    // Spread over the rounds, the death signal lands at every step of the shutdown.
+    std::thread::sleep(Duration::from_micros(round * 25));
+    // SAFETY: a signal to the init this test started, not yet reaped.
+    unsafe { libc::kill(init_pid as libc::pid_t, libc::SIGKILL) };
+    drop(host_ends);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !running().is_empty() {
+      if Instant::now() > deadline {
+        let left = running();
+        for &pid in &left {
+          // SAFETY: ending what the failed check found.
+          unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        panic!(
+          "round {round}: {} of {COMMANDS} sleeps outlived their host",
+          left.len()
+        );
+      }
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  }
 }

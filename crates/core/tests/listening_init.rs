@@ -10,7 +10,7 @@ use native_workspace_core::init::Init;
 use native_workspace_core::process::Process;
 
 mod common;
-use common::{KEEPER, request};
+use common::{KEEPER, request, running_with, settles_at};
 
 struct Listening {
   child: std::process::Child,
@@ -48,39 +48,6 @@ impl Drop for Listening {
     let _ = self.child.wait();
     let _ = std::fs::remove_dir_all(&self.dir);
   }
-}
-
-/// Pids of live (not zombie) processes whose command line starts with `marker` (not the
-/// shells that run it).
-fn running_with(marker: &str) -> Vec<u32> {
-  let mut found = Vec::new();
-  for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-    let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-      continue;
-    };
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-      .rsplit_once(')')
-      .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    let argv = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    if !zombie && argv.starts_with(marker) {
-      found.push(pid);
-    }
-  }
-  found
-}
-
-/// Whether, within a few seconds, exactly `count` processes run `marker`.
-async fn settles_at(marker: &str, count: usize) -> bool {
-  let deadline = Instant::now() + Duration::from_secs(10);
-  while Instant::now() < deadline {
-    if running_with(marker).len() == count {
-      return true;
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-  }
-  false
 }
 
 async fn gone(marker: &str) -> bool {

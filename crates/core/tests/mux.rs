@@ -13,7 +13,7 @@ use native_workspace_core::process::{Process, StdinMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{KEEPER, request};
+use common::{KEEPER, request, settles_at};
 
 /// A listening init, and muxes connected to it through their stdin and stdout.
 struct Keeper {
@@ -56,40 +56,6 @@ impl Drop for Keeper {
     let _ = self.init.wait();
     let _ = std::fs::remove_dir_all(&self.dir);
   }
-}
-
-/// Live (not zombie) processes whose command line starts with `marker`.
-fn running_with(marker: &str) -> usize {
-  let mut found = 0;
-  for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-    let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-      continue;
-    };
-    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-      .rsplit_once(')')
-      .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    if !zombie
-      && String::from_utf8_lossy(&argv)
-        .replace('\0', " ")
-        .starts_with(marker)
-    {
-      found += 1;
-    }
-  }
-  found
-}
-
-async fn settles_at(marker: &str, count: usize) -> bool {
-  let deadline = Instant::now() + Duration::from_secs(10);
-  while Instant::now() < deadline {
-    if running_with(marker) == count {
-      return true;
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-  }
-  false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
 mod common;
-use common::{KEEPER, request};
+use common::{KEEPER, live_sleeps, marker, request};
 
 /// A process with the init that forked it (dropping an init ends all of its commands).
 struct Running {
@@ -43,34 +43,6 @@ async fn init() -> Init {
   )
   .await
   .expect("init starts")
-}
-
-/// Pids of live (non-zombie) `sleep <arg>` processes.
-fn live_sleeps(arg: &str) -> Vec<u32> {
-  let wanted = format!("sleep\0{arg}\0").into_bytes();
-  let mut found = Vec::new();
-  for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-    let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-      continue;
-    };
-    let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-    let zombie = stat
-      .rsplit(')')
-      .next()
-      .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    if !zombie && cmdline == wanted {
-      found.push(pid);
-    }
-  }
-  found
-}
-
-/// A unique `sleep` argument, so each test finds only its own processes.
-fn marker() -> String {
-  static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-  let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-  format!("1000.{}{n:03}", std::process::id())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

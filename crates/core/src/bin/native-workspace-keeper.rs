@@ -374,11 +374,20 @@ fn reap_supervisors(connections: &mut [Connection]) {
   }
 }
 
+/// Ends every command and exits. Each supervisor is asked to empty its own tree and is
+/// never killed here: the host's death closes this init's socket a moment before it kills
+/// the init, and an init killed between a supervisor and that supervisor's tree would
+/// leave the tree with no one to end it. A spared supervisor still sees its own end of
+/// the host close, and ends its tree then.
 fn shutdown(connections: &[Connection]) -> ! {
-  for &pid in connections.iter().flat_map(|c| &c.supervisors) {
+  let supervisors: Vec<libc::pid_t> = connections
+    .iter()
+    .flat_map(|c| c.supervisors.iter().copied())
+    .collect();
+  for &pid in &supervisors {
     kill(pid, libc::SIGUSR1);
   }
-  kill_tree_until_empty();
+  kill_tree_until_empty(&supervisors);
   std::process::exit(0);
 }
 
@@ -550,7 +559,7 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
               }
             }
           }
-          libc::SIGUSR1 => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
+          libc::SIGUSR1 => end_tree_and_exit(ctl, main_pid, main_status),
           libc::SIGPIPE => {}
           _ => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
         }
@@ -579,9 +588,7 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       let n = unsafe { libc::read(ctl, buf.as_mut_ptr().cast(), buf.len()) };
       if n <= 0 {
         // The host let go of this command: nobody can observe it any more.
-        signal_tree(main_pid, main_status.is_none(), libc::SIGKILL);
-        kill_tree_until_empty();
-        std::process::exit(0);
+        end_tree_and_exit(ctl, main_pid, main_status);
       }
       for &b in &buf[..n as usize] {
         match b {
@@ -592,6 +599,15 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       }
     }
   }
+}
+
+/// Empties the tree now and exits, reporting the command as killed: the host let go of
+/// it, or the init is shutting down and waits for this supervisor to end.
+fn end_tree_and_exit(ctl: RawFd, main_pid: libc::pid_t, main_status: Option<libc::c_int>) -> ! {
+  signal_tree(main_pid, main_status.is_none(), libc::SIGKILL);
+  kill_tree_until_empty(&[]);
+  write_all(ctl, format!("X{}\n", libc::SIGKILL).as_bytes());
+  std::process::exit(0);
 }
 
 /// SIGKILLs the tree. Once the command itself has ended, nothing it reports on can change
@@ -607,7 +623,7 @@ fn kill_tree_and_exit(
   let Some(main_status) = main_status else {
     return;
   };
-  kill_tree_until_empty();
+  kill_tree_until_empty(&[]);
   let status = match leftover {
     Some((_, first_status)) => first_status.unwrap_or(libc::SIGKILL),
     None => main_status,
@@ -749,14 +765,18 @@ fn signal_tree(main_pid: libc::pid_t, main_alive: bool, sig: libc::c_int) {
 
 /// SIGKILLs descendants until none is left. A killed process's children are re-parented
 /// to us, so each round reaches one generation further, even against a fork bomb.
-fn kill_tree_until_empty() {
+/// `spared` (supervisors) are not killed but waited for: they end once their trees have.
+fn kill_tree_until_empty(spared: &[libc::pid_t]) {
   loop {
     let mut status = 0;
     // SAFETY: non-blocking probe; ECHILD means the tree is already empty (the common case).
     if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } < 0 {
       return;
     }
-    for pid in descendants() {
+    for pid in descendants()
+      .into_iter()
+      .filter(|pid| !spared.contains(pid))
+    {
       kill(pid, libc::SIGKILL);
     }
     let mut status = 0;

@@ -110,10 +110,12 @@ async fn commands_run_through_the_stream_with_output_status_and_stdin() {
 async fn output_nobody_reads_holds_back_only_its_own_command() {
   let keeper = Keeper::start("slow");
   let (init, _mux) = keeper.mux().await;
-  // Its stdout is never read: it fills its local pipe and its window, then waits.
+  // Its stdout is never read: it fills its local pipe and its window, then waits. Named
+  // for this process, so a run of this test beside it (another checkout) is not counted.
+  let stalled_command = format!("yes stalled-{}", std::process::id());
   let stalled = init
     .launch(&LaunchRequest {
-      command: "yes stalled",
+      command: &stalled_command,
       cwd: &std::env::temp_dir(),
       env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
       stdin: StdinMode::Ignore,
@@ -147,7 +149,7 @@ async fn output_nobody_reads_holds_back_only_its_own_command() {
   assert!(lines.starts_with('P'), "{lines:?}");
   drop(stalled.stdout);
   assert!(
-    settles_at("yes stalled", 0).await,
+    settles_at(&stalled_command, 0).await,
     "the killed command is gone"
   );
 }

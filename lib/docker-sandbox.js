@@ -359,7 +359,7 @@ class DockerSandbox extends NativeSandbox {
       this.#given = { ...options }
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
-      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, ...lifecycle.nativeHooks() }))
+      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, hooks: lifecycle.nativeHooks() }))
       attach(this, { native: built, lifecycle })
     })
     this.name = 'DockerSandbox'

@@ -131,7 +131,7 @@ class LocalSandbox extends NativeSandbox {
         checkpointName: check.string(options.checkpointName, 'checkpointName'),
         seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
         checkpointsDirectory: check.string(options.checkpointsDirectory, 'checkpointsDirectory'),
-        ...lifecycle.nativeHooks(),
+        hooks: lifecycle.nativeHooks(),
       }
       this.#build(this.#nativeOptions, lifecycle)
     })

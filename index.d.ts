@@ -307,9 +307,7 @@ export interface NativeDockerOptions {
   dockerCertPath?: string
   /** `dockerOptions.timeout`: milliseconds one engine call may take. */
   engineTimeout?: number
-  onStart?: (outcome: string) => Promise<void>
-  onStop?: (unused: string) => Promise<void>
-  onDestroy?: (unused: string) => Promise<void>
+  hooks: NativeHooks
 }
 
 export interface NativeExecutionResult {
@@ -346,6 +344,16 @@ export interface NativeFileStat {
   modifiedAt: number
 }
 
+/**
+ * A backend's lifecycle hooks as JavaScript gives them (`nativeHooks()` in lib/hooks.js):
+ * the `hooks` of each backend's native options.
+ */
+export interface NativeHooks {
+  onStart?: (outcome: string) => Promise<void>
+  onStop?: (unused: string) => Promise<void>
+  onDestroy?: (unused: string) => Promise<void>
+}
+
 export interface NativeLeftRunning {
   pid: string
   command: string
@@ -357,9 +365,7 @@ export interface NativeLifecycleOptions {
   start: () => Promise<string | undefined | null>
   stop: () => Promise<void>
   destroy: () => Promise<void>
-  onStart?: (outcome: string) => Promise<void>
-  onStop?: (unused: string) => Promise<void>
-  onDestroy?: (unused: string) => Promise<void>
+  hooks: NativeHooks
 }
 
 /** Resource limits; each unset one is the host's. */
@@ -446,9 +452,7 @@ export interface NativeSandboxOptions {
   nativeSandbox?: NativeSandboxConfig
   /** The JavaScript package's own files, kept out of every sandbox's reach. */
   packageFiles?: Array<string>
-  onStart?: (outcome: string) => Promise<void>
-  onStop?: (unused: string) => Promise<void>
-  onDestroy?: (unused: string) => Promise<void>
+  hooks: NativeHooks
   /** Seeds an empty working directory at a start, and is what `snapshot()` writes. */
   checkpointName?: string
   /** Seeds an empty working directory when `checkpointName` has no checkpoint yet. */

@@ -29,6 +29,16 @@ const RESULT_KEYS = [
   'timedOut',
 ]
 
+/** The rest of a result whose command ran in full: neither killed nor timed out, all its output kept. */
+const RAN_IN_FULL = {
+  killed: false,
+  timedOut: false,
+  stdoutTruncated: false,
+  stderrTruncated: false,
+  stdoutDroppedBytes: 0,
+  stderrDroppedBytes: 0,
+}
+
 /** The default bound of a foreground command's output per stream. */
 const DEFAULT_OUTPUT_BYTES = 64 * 1024 * 1024
 
@@ -174,12 +184,7 @@ export function sandboxContract(label, factory, traits) {
           exitCode: 0,
           stdout: 'hi\n',
           stderr: '',
-          killed: false,
-          timedOut: false,
-          stdoutTruncated: false,
-          stderrTruncated: false,
-          stdoutDroppedBytes: 0,
-          stderrDroppedBytes: 0,
+          ...RAN_IN_FULL,
           command: 'echo hi',
         })
         expect(result.executionTimeMs).toBeGreaterThan(0)
@@ -585,12 +590,7 @@ export function sandboxContract(label, factory, traits) {
           exitCode: 2,
           stdout: 'hi\n',
           stderr: 'bye\n',
-          killed: false,
-          timedOut: false,
-          stdoutTruncated: false,
-          stderrTruncated: false,
-          stdoutDroppedBytes: 0,
-          stderrDroppedBytes: 0,
+          ...RAN_IN_FULL,
         })
         expect(handle.exitCode).toBe(2)
         expect(await handle.wait()).toEqual(first)

@@ -7,6 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { MB, MiB, descendantsOf, liveProcessesMatching, killQuietly, median, now, percentile, pssKiB, sleep } from './util.mjs'
+import { START_STEPS } from './start-steps.mjs'
 
 const ALL = ['ours', 'mastra', 'raw']
 const WITH_TOOLS = ['ours', 'mastra']
@@ -347,21 +348,6 @@ const BASE_CASES = [
   },
 ]
 
-/** The steps of our sandbox's start (see the core's `timings`), each a row of the breakdown. */
-const START_STEPS = [
-  'directory',
-  'checkpoint seed',
-  'previous init ended',
-  'cgroup',
-  'private /tmp',
-  'policy checks',
-  'idmap staging',
-  'protected paths',
-  'arguments',
-  'launch',
-  'ready',
-  'disk watch',
-]
 const stepKey = (step) => `step_${step.replace(/\W+/g, '_')}_ms`
 const STEP_LABELS = {
   directory: 'working directory made',

@@ -15,7 +15,7 @@
 // ours and Mastra share one adapter: native-workspace exposes Mastra's API.
 
 import { mkdirSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import { startStepsOf } from './start-steps.mjs'
 
 export const IMPLS = ['ours', 'mastra', 'raw']
 export const LABELS = {
@@ -29,13 +29,6 @@ const SPECIFIERS = {
   raw: 'node:child_process',
 }
 const EXECUTE_COMMAND_TOOL = 'mastra_workspace_execute_command'
-
-/**
- * Our sandbox's native object (for the timings of its start), through the same module
- * instance as the package's entry; loaded on first use, so that other implementations'
- * runs never load the package.
- */
-const nativeOf = (sandbox) => createRequire(import.meta.url)('../lib/native-sandbox.js').nativeOf(sandbox)
 
 /** Background output kept by raw, as Mastra's and our default retention. */
 const RAW_RETAINED_BYTES = 1024 * 1024
@@ -70,7 +63,7 @@ class MastraApiSandbox {
   }
 
   startSteps() {
-    return this.#name === 'ours' ? nativeOf(this.#sandbox).startTimings() : []
+    return this.#name === 'ours' ? startStepsOf(this.#sandbox) : []
   }
 
   async exec(cmd) {

@@ -1,13 +1,13 @@
 'use strict'
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
-const { translating, translatingSync } = require('./translate')
+const { translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
-const { MountManager, LocalMounter, mountedList } = require('./mounts')
-const { NativeSandbox, attach, nativeOf } = require('./native-sandbox')
+const { mountedList } = require('./mounts')
+const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -359,7 +359,7 @@ class DockerSandbox extends NativeSandbox {
       this.#given = { ...options }
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
-      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, ...lifecycle.nativeHooks() }))
+      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, hooks: lifecycle.nativeHooks() }))
       attach(this, { native: built, lifecycle })
     })
     this.name = 'DockerSandbox'
@@ -368,20 +368,10 @@ class DockerSandbox extends NativeSandbox {
     this.supportsCheckpoints = true
     // Published on the host's loopback, so the URLs reach the container from this host only.
     this.computer = undefined
-    /**
-     * The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
-     * an S3 bucket mounted on the host) is bound at its mount path when the container is
-     * created; one added later is refused,
-     * as a container's mounts are fixed then.
-     */
-    this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
-    const mounter = new LocalMounter(
-      this.mounts,
-      () => this.workingDirectory,
-      (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
-    )
-    this.#mounter = mounter
-    attach(this, { native: nativeOf(this), mounter })
+    // The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
+    // an S3 bucket mounted on the host) is bound at its mount path when the container is
+    // created; one added later is refused, as a container's mounts are fixed then.
+    this.#mounter = manageMounts(this, { binds: true })
   }
 
   /** The image the container is made from. */

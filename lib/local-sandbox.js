@@ -7,9 +7,9 @@ const { translating, translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
 const { checkCommand } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
-const { MountManager, LocalMounter, mountedList } = require('./mounts')
-const { NativeSandbox, attach, nativeOf } = require('./native-sandbox')
-const { setLogger, packageLogger } = require('./logging')
+const { mountedList } = require('./mounts')
+const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
+const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
 
@@ -131,7 +131,7 @@ class LocalSandbox extends NativeSandbox {
         checkpointName: check.string(options.checkpointName, 'checkpointName'),
         seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
         checkpointsDirectory: check.string(options.checkpointsDirectory, 'checkpointsDirectory'),
-        ...lifecycle.nativeHooks(),
+        hooks: lifecycle.nativeHooks(),
       }
       this.#build(this.#nativeOptions, lifecycle)
     })
@@ -142,16 +142,12 @@ class LocalSandbox extends NativeSandbox {
     // On the host's loopback: the URLs reach the sandbox from this host only.
     // Not offered: present, undefined, so `supportsComputer()` says no (as for Mastra's LocalSandbox).
     this.computer = undefined
-    /** The mount manager: `entries` maps a mount path to `{ filesystem, state, config?, error? }`. */
-    this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
-    const mounter = new LocalMounter(
-      this.mounts,
-      () => this.workingDirectory,
-      this.isolation === 'none' ? undefined : (mounts, ifIdle) => translating(() => nativeOf(this).setMounts(mounts, ifIdle)),
+    // The mount manager (`mounts`): `entries` maps a mount path to `{ filesystem, state, config?, error? }`.
+    manageMounts(this, {
+      binds: this.isolation !== 'none',
       // Isolated on a root host, commands run as the unprivileged sandbox user.
-      this.isolation !== 'none' && process.getuid() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : undefined,
-    )
-    attach(this, { native: nativeOf(this), mounter })
+      fuseOwner: this.isolation !== 'none' && process.getuid() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : undefined,
+    })
   }
 
   #build(nativeOptions, lifecycle) {

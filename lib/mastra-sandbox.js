@@ -86,7 +86,7 @@ class MastraSandbox {
         start: step('start'),
         stop: step('stop'),
         destroy: step('destroy'),
-        ...this.#lifecycle.nativeHooks(),
+        hooks: this.#lifecycle.nativeHooks(),
       })
     }
     return this.#native

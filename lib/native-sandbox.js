@@ -6,11 +6,12 @@
 const { SandboxOptionError } = require('./errors')
 const { check, describe, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative } = require('./process-manager')
-const { mountedAt } = require('./mounts')
+const { LocalMounter, MountManager, mountedAt } = require('./mounts')
+const { packageLogger } = require('./logging')
 const { translating } = require('./translate')
 
 /** A backend's access to the parts of its sandbox (defined below, where the fields are). */
-let nativeOf, attach
+let nativeOf, attach, manageMounts
 
 class NativeSandbox {
   #native
@@ -24,6 +25,22 @@ class NativeSandbox {
       sandbox.#native = native
       sandbox.#lifecycle = lifecycle
       sandbox.#mounter = mounter
+    }
+    /**
+     * Gives a sandbox being made its mount manager (`mounts`) and the mounter behind it, and
+     * returns the mounter. `binds`: mounts are bound where commands run (a container, an
+     * isolated namespace) through the native sandbox, rather than linked into the working
+     * directory. `fuseOwner`: see `LocalMounter`.
+     */
+    manageMounts = (sandbox, { binds, fuseOwner }) => {
+      sandbox.mounts = new MountManager({ mount: (filesystem, mountPath) => sandbox.mount(filesystem, mountPath), logger: packageLogger })
+      sandbox.#mounter = new LocalMounter(
+        sandbox.mounts,
+        () => sandbox.workingDirectory,
+        binds ? (mounts, ifIdle) => translating(() => sandbox.#native.setMounts(mounts, ifIdle)) : undefined,
+        fuseOwner,
+      )
+      return sandbox.#mounter
     }
   }
 
@@ -165,4 +182,4 @@ class NativeSandbox {
   }
 }
 
-module.exports = { NativeSandbox, nativeOf, attach }
+module.exports = { NativeSandbox, nativeOf, attach, manageMounts }

@@ -16,7 +16,7 @@ use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
 
-use crate::js_callback::{JsHook, lifecycle_hooks};
+use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::keeper_path;
 use crate::options::timeout;
 
@@ -77,12 +77,7 @@ pub struct NativeDockerOptions {
   pub docker_cert_path: Option<String>,
   /// `dockerOptions.timeout`: milliseconds one engine call may take.
   pub engine_timeout: Option<f64>,
-  #[napi(ts_type = "(outcome: string) => Promise<void>")]
-  pub on_start: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_stop: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_destroy: Option<JsHook>,
+  pub hooks: NativeHooks,
 }
 
 #[napi(object)]
@@ -177,7 +172,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     limits: Limits::default(),
     keeper: keeper_path(),
     own_files: Vec::new(),
-    hooks: lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy),
+    hooks: lifecycle_hooks(options.hooks),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
     egress,
   })

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use napi::Status;
 use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
 use native_workspace_core::lifecycle::{Hook, Hooks, StartOutcome};
 use native_workspace_core::output::{BoxFuture, OutputSink, Pace, Stream};
 use native_workspace_core::sync::Lock;
@@ -31,16 +32,26 @@ fn hook<A: 'static>(js: JsHook, arg: fn(A) -> String) -> Hook<A> {
   })
 }
 
+/// A backend's lifecycle hooks as JavaScript gives them (`nativeHooks()` in lib/hooks.js):
+/// the `hooks` of each backend's native options.
+#[napi(object, object_to_js = false)]
+pub struct NativeHooks {
+  #[napi(ts_type = "(outcome: string) => Promise<void>")]
+  pub on_start: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_stop: Option<JsHook>,
+  #[napi(ts_type = "(unused: string) => Promise<void>")]
+  pub on_destroy: Option<JsHook>,
+}
+
 /// The core's lifecycle hooks from the optional JS `onStart` / `onStop` / `onDestroy`.
-pub fn lifecycle_hooks(
-  on_start: Option<JsHook>,
-  on_stop: Option<JsHook>,
-  on_destroy: Option<JsHook>,
-) -> Hooks {
+pub fn lifecycle_hooks(hooks: NativeHooks) -> Hooks {
   Hooks {
-    on_start: on_start.map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
-    on_stop: on_stop.map(|h| hook(h, |_: ()| String::new())),
-    on_destroy: on_destroy.map(|h| hook(h, |_: ()| String::new())),
+    on_start: hooks
+      .on_start
+      .map(|h| hook(h, |o: StartOutcome| o.as_str().to_owned())),
+    on_stop: hooks.on_stop.map(|h| hook(h, |_: ()| String::new())),
+    on_destroy: hooks.on_destroy.map(|h| hook(h, |_: ()| String::new())),
   }
 }
 

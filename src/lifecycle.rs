@@ -11,7 +11,7 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::lifecycle::{Lifecycle, Provider, StartOutcome};
 
-use crate::js_callback::{JsHook, lifecycle_hooks};
+use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::local_sandbox::settle;
 
 /// A backend step: weak (it does not keep Node alive), errors returned as values.
@@ -27,12 +27,7 @@ pub struct NativeLifecycleOptions {
   pub stop: JsStep<()>,
   #[napi(ts_type = "() => Promise<void>")]
   pub destroy: JsStep<()>,
-  #[napi(ts_type = "(outcome: string) => Promise<void>")]
-  pub on_start: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_stop: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_destroy: Option<JsHook>,
+  pub hooks: NativeHooks,
 }
 
 struct JsProvider {
@@ -84,7 +79,7 @@ pub struct NativeLifecycle {
 impl NativeLifecycle {
   #[napi(constructor, catch_unwind)]
   pub fn new(options: NativeLifecycleOptions) -> Self {
-    let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
+    let hooks = lifecycle_hooks(options.hooks);
     let provider = JsProvider {
       start: options.start,
       stop: options.stop,

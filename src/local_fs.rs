@@ -187,7 +187,7 @@ impl NativeLocalFs {
       mode,
     } = options;
     blocking(env, &self.inner, move |fs| {
-      fs.write_with_mode(&path, &bytes, overwrite, recursive, append, mode)
+      fs.write(&path, &bytes, overwrite, recursive, append, mode)
     })
   }
 

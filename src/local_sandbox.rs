@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
-use crate::js_callback::{JsHook, lifecycle_hooks};
+use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
 use crate::options::{NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
@@ -36,12 +36,7 @@ pub struct NativeSandboxOptions {
   pub native_sandbox: Option<NativeSandboxConfig>,
   /// The JavaScript package's own files, kept out of every sandbox's reach.
   pub package_files: Option<Vec<String>>,
-  #[napi(ts_type = "(outcome: string) => Promise<void>")]
-  pub on_start: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_stop: Option<JsHook>,
-  #[napi(ts_type = "(unused: string) => Promise<void>")]
-  pub on_destroy: Option<JsHook>,
+  pub hooks: NativeHooks,
   /// Seeds an empty working directory at a start, and is what `snapshot()` writes.
   pub checkpoint_name: Option<String>,
   /// Seeds an empty working directory when `checkpointName` has no checkpoint yet.
@@ -307,7 +302,7 @@ impl NativeLocalSandbox {
         reason: isolation::detect().message,
       }));
     }
-    let hooks = lifecycle_hooks(options.on_start, options.on_stop, options.on_destroy);
+    let hooks = lifecycle_hooks(options.hooks);
     let working_directory =
       resolve_working_directory(options.working_directory.as_deref()).map_err(sync_error)?;
     let checkpoints = Checkpoints::new(

@@ -281,21 +281,10 @@ impl LocalFs {
     Ok(bytes)
   }
 
-  /// Writes a file, creating missing parent directories when `recursive`.
+  /// Writes a file, creating missing parent directories when `recursive`. With
+  /// `permissions` the file gets exactly those bits (set on the open file: whatever the
+  /// umask, also when it existed; setuid and the like dropped).
   pub fn write(
-    &self,
-    input: &str,
-    bytes: &[u8],
-    overwrite: bool,
-    recursive: bool,
-    append: bool,
-  ) -> Result<()> {
-    self.write_with_mode(input, bytes, overwrite, recursive, append, None)
-  }
-
-  /// [`LocalFs::write`], and with `permissions` the file gets exactly those bits (set on
-  /// the open file: whatever the umask, also when it existed; setuid and the like dropped).
-  pub fn write_with_mode(
     &self,
     input: &str,
     bytes: &[u8],

@@ -789,13 +789,13 @@ pub fn run_as_sandbox_user(cmd: &mut std::process::Command) {
 mod tests {
   use super::*;
 
-  #[test]
-  fn argv_is_hardened_and_ends_inside_the_workspace() {
-    let policy = SandboxPolicy {
-      workspace: PathBuf::from("/w"),
+  /// A policy for `workspace` that grants nothing beyond it; each test changes what it judges.
+  fn bare_policy(workspace: &str) -> SandboxPolicy {
+    SandboxPolicy {
+      workspace: PathBuf::from(workspace),
       read_only_workspace: false,
       allow_network: false,
-      read_only_paths: vec![PathBuf::from("/data")],
+      read_only_paths: vec![],
       read_write_paths: vec![],
       allow_system_binaries: false,
       extra_args: vec![],
@@ -804,8 +804,12 @@ mod tests {
       mounts: vec![],
       protected_paths: vec![],
       protect_missing_paths: false,
-    };
-    let argv: Vec<String> = policy
+    }
+  }
+
+  /// The bubblewrap arguments of `policy`, with nothing staged and nothing protected.
+  fn plain_argv(policy: &SandboxPolicy) -> Vec<String> {
+    policy
       .argv(
         Path::new("/k"),
         &BindSources::default(),
@@ -813,8 +817,16 @@ mod tests {
       )
       .iter()
       .map(|a| a.to_string_lossy().into_owned())
-      .collect();
-    let joined = argv.join(" ");
+      .collect()
+  }
+
+  #[test]
+  fn argv_is_hardened_and_ends_inside_the_workspace() {
+    let policy = SandboxPolicy {
+      read_only_paths: vec![PathBuf::from("/data")],
+      ..bare_policy("/w")
+    };
+    let joined = plain_argv(&policy).join(" ");
     for needed in [
       "--unshare-all --unshare-user --disable-userns --as-pid-1",
       "--new-session --die-with-parent --cap-drop ALL --clearenv",
@@ -852,28 +864,10 @@ mod tests {
 
     // On this host: whatever links system paths are, each is shown once, at its own path.
     let policy = SandboxPolicy {
-      workspace: PathBuf::from("/w"),
-      read_only_workspace: false,
-      allow_network: false,
-      read_only_paths: vec![],
-      read_write_paths: vec![],
       allow_system_binaries: true,
-      extra_args: vec![],
-      tmp_bytes: 1024,
-      tmp_dir: None,
-      mounts: vec![],
-      protected_paths: vec![],
-      protect_missing_paths: false,
+      ..bare_policy("/w")
     };
-    let argv: Vec<String> = policy
-      .argv(
-        Path::new("/k"),
-        &BindSources::default(),
-        &Protection::default(),
-      )
-      .iter()
-      .map(|a| a.to_string_lossy().into_owned())
-      .collect();
+    let argv = plain_argv(&policy);
     for path in policy.system_paths() {
       let shown = argv
         .windows(3)
@@ -900,12 +894,7 @@ mod tests {
   #[test]
   fn staged_sources_serve_every_bind_from_inside_the_workspace() {
     let policy = SandboxPolicy {
-      workspace: PathBuf::from("/root/ws"),
-      read_only_workspace: false,
-      allow_network: false,
-      read_only_paths: vec![],
       read_write_paths: vec![PathBuf::from("/data")],
-      allow_system_binaries: false,
       extra_args: [
         "--setenv",
         "--bind",
@@ -919,11 +908,7 @@ mod tests {
       ]
       .map(String::from)
       .to_vec(),
-      tmp_bytes: 1024,
-      protected_paths: vec![],
-      protect_missing_paths: false,
-      tmp_dir: None,
-      mounts: vec![],
+      ..bare_policy("/root/ws")
     };
     let protection = Protection {
       holds: vec![
@@ -966,18 +951,9 @@ mod tests {
 
   fn with_args(args: &[&str]) -> Result<(), String> {
     let policy = SandboxPolicy {
-      workspace: PathBuf::from("/srv/ws"),
-      read_only_workspace: false,
-      allow_network: false,
-      read_only_paths: vec![],
-      read_write_paths: vec![],
       allow_system_binaries: true,
       extra_args: args.iter().map(|a| a.to_string()).collect(),
-      tmp_bytes: 1024,
-      tmp_dir: None,
-      mounts: vec![],
-      protected_paths: vec![],
-      protect_missing_paths: false,
+      ..bare_policy("/srv/ws")
     };
     policy.check(&[PathBuf::from("/opt/pkg/keeper")])
   }
@@ -1040,18 +1016,10 @@ mod tests {
     let data = std::env::temp_dir().join(format!("nw-mount-check-{}", std::process::id()));
     std::fs::create_dir_all(&data).unwrap();
     let policy = SandboxPolicy {
-      workspace: PathBuf::from("/srv/ws"),
-      read_only_workspace: false,
-      allow_network: false,
       read_only_paths: vec![PathBuf::from("/srv/shared")],
-      read_write_paths: vec![],
       allow_system_binaries: true,
-      extra_args: vec![],
-      tmp_bytes: 1024,
       tmp_dir: Some(PathBuf::from("/host/tmp/1")),
-      mounts: vec![],
-      protected_paths: vec![],
-      protect_missing_paths: false,
+      ..bare_policy("/srv/ws")
     };
     let mount = |source: &Path, destination: &str| BindMount {
       source: source.to_path_buf(),
@@ -1092,19 +1060,11 @@ mod tests {
       ..mount(Path::new("/opt"), "/x")
     };
     assert_eq!(check(&read_only, &[]), Ok(()));
-    let argv: Vec<String> = SandboxPolicy {
+    let joined = plain_argv(&SandboxPolicy {
       mounts: vec![at_data.clone(), read_only],
       ..policy.clone()
-    }
-    .argv(
-      Path::new("/k"),
-      &BindSources::default(),
-      &Protection::default(),
-    )
-    .iter()
-    .map(|a| a.to_string_lossy().into_owned())
-    .collect();
-    let joined = argv.join(" ");
+    })
+    .join(" ");
     assert!(joined.contains("--bind /host/tmp/1 /tmp"), "{joined}");
     assert!(!joined.contains("--tmpfs /tmp"), "{joined}");
     assert!(joined.contains(&format!("--bind {} /data", data.display())));

@@ -680,6 +680,17 @@ mod tests {
   use crate::init::pipe_pair;
   use std::time::Duration;
 
+  /// A link opened on a stream whose mux end the test plays (its hello already sent).
+  async fn open_link() -> (Link, tokio::io::DuplexStream) {
+    let (host, mut mux) = tokio::io::duplex(4 * WINDOW as usize);
+    mux.write_all(&frame(HELLO, 0, &[])).await.unwrap();
+    let (reader, writer) = tokio::io::split(host);
+    let link = Link::open(reader, writer, Duration::from_secs(5))
+      .await
+      .unwrap();
+    (link, mux)
+  }
+
   /// A link whose mux end the test plays, with one launched command whose stdout nobody reads.
   /// Also returns the supervision's end of the control socket: while it is open, the
   /// command is not let go of.
@@ -689,12 +700,7 @@ mod tests {
     OwnedFd,
     std::os::unix::net::UnixStream,
   ) {
-    let (host, mut mux) = tokio::io::duplex(4 * WINDOW as usize);
-    mux.write_all(&frame(HELLO, 0, &[])).await.unwrap();
-    let (reader, writer) = tokio::io::split(host);
-    let link = Link::open(reader, writer, Duration::from_secs(5))
-      .await
-      .unwrap();
+    let (link, mut mux) = open_link().await;
     let (control, supervision) = std::os::unix::net::UnixStream::pair().unwrap();
     let (stdout_read, stdout_write) = pipe_pair().unwrap();
     let (_, stderr_write) = pipe_pair().unwrap();
@@ -757,12 +763,7 @@ mod tests {
   /// A link listening through the mux the test plays, with one accepted connection.
   async fn link_with_a_relayed_connection()
   -> (Link, tokio::io::DuplexStream, tokio::io::DuplexStream) {
-    let (host, mut mux) = tokio::io::duplex(4 * WINDOW as usize);
-    mux.write_all(&frame(HELLO, 0, &[])).await.unwrap();
-    let (reader, writer) = tokio::io::split(host);
-    let link = Link::open(reader, writer, Duration::from_secs(5))
-      .await
-      .unwrap();
+    let (link, mut mux) = open_link().await;
     let (listened, request) = tokio::join!(link.listen(0), async {
       let request = read_frame(&mut mux).await;
       mux

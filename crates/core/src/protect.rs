@@ -15,24 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// What a workspace protects unless told otherwise: all of it where the workspace is a
 /// home directory, all but [`HOME_PROTECTED_PATHS`] elsewhere ([`default_protected_paths`]).
-pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
-  ".git/hooks",
-  ".git/config",
-  ".gitmodules",
-  ".envrc",
-  ".vscode",
-  ".idea",
-  ".bashrc",
-  ".bash_profile",
-  ".zshrc",
-  ".zprofile",
-  ".profile",
-  ".gitconfig",
-  ".ripgreprc",
-  ".mcp.json",
-  ".claude",
-  ".codex",
-];
+pub const DEFAULT_PROTECTED_PATHS: &[&str] = &DEFAULT_IN_ORDER;
 
 /// The part of the default list that tools read from a home directory only (shell
 /// start-up files, the user's git and ripgrep configuration): in a project they are
@@ -46,6 +29,41 @@ pub const HOME_PROTECTED_PATHS: &[&str] = &[
   ".gitconfig",
   ".ripgreprc",
 ];
+
+/// The default list's own entries around the home-only ones, in the order JavaScript
+/// shows the list (`defaultProtectedPaths()`).
+const PROJECT_BEFORE_HOME: &[&str] = &[
+  ".git/hooks",
+  ".git/config",
+  ".gitmodules",
+  ".envrc",
+  ".vscode",
+  ".idea",
+];
+const PROJECT_AFTER_HOME: &[&str] = &[".mcp.json", ".claude", ".codex"];
+/// The home-only entries are listed once, in [`HOME_PROTECTED_PATHS`], and placed here.
+const DEFAULT_IN_ORDER: [&str;
+  PROJECT_BEFORE_HOME.len() + HOME_PROTECTED_PATHS.len() + PROJECT_AFTER_HOME.len()] = concat(&[
+  PROJECT_BEFORE_HOME,
+  HOME_PROTECTED_PATHS,
+  PROJECT_AFTER_HOME,
+]);
+
+/// `parts` one after another, at compile time (`N` is their total length).
+const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] {
+  let mut all = [""; N];
+  let (mut part, mut at) = (0, 0);
+  while part < parts.len() {
+    let mut i = 0;
+    while i < parts[part].len() {
+      all[at] = parts[part][i];
+      (i, at) = (i + 1, at + 1);
+    }
+    part += 1;
+  }
+  assert!(at == N, "N is the parts' total length");
+  all
+}
 
 /// The default protected paths of `workspace`: home-only ones included when it is a home
 /// directory (see [`is_home_directory`]).

@@ -26,15 +26,15 @@ fn assert_denied(result: Result<impl std::fmt::Debug, CoreError>) {
 #[test]
 fn reads_and_writes_inside_the_base() {
   let (fs, base, _) = setup("rw");
-  fs.write("notes/a.txt", b"alpha\n", true, true, false)
+  fs.write("notes/a.txt", b"alpha\n", true, true, false, None)
     .unwrap();
   assert_eq!(std::fs::read(base.join("notes/a.txt")).unwrap(), b"alpha\n");
   assert_eq!(fs.read("./notes/../notes/a.txt").unwrap(), b"alpha\n");
-  fs.write("notes/a.txt", b"more\n", true, true, true)
+  fs.write("notes/a.txt", b"more\n", true, true, true, None)
     .unwrap();
   assert_eq!(fs.read("notes/a.txt").unwrap(), b"alpha\nmore\n");
   assert!(matches!(
-    fs.write("notes/a.txt", b"x", false, true, false),
+    fs.write("notes/a.txt", b"x", false, true, false, None),
     Err(CoreError::FileExists(_))
   ));
   let stat = fs.stat("notes/a.txt").unwrap();
@@ -60,7 +60,7 @@ fn dot_dot_and_absolute_paths_outside_are_refused() {
     fs.read("../../etc/hostname").unwrap_err().to_string(),
     "Permission denied: access on ../../etc/hostname"
   );
-  assert_denied(fs.write("../host/secret.txt", b"pwned", true, true, false));
+  assert_denied(fs.write("../host/secret.txt", b"pwned", true, true, false, None));
   assert_denied(fs.delete_file("../host/secret.txt", false));
   assert_eq!(
     std::fs::read_to_string(host.join("secret.txt")).unwrap(),
@@ -74,8 +74,8 @@ fn symlinks_pointing_out_are_refused_for_every_operation() {
   symlink(host.join("secret.txt"), base.join("leak.txt")).unwrap();
   symlink(&host, base.join("hostdir")).unwrap();
   assert_denied(fs.read("leak.txt"));
-  assert_denied(fs.write("leak.txt", b"pwned", true, true, false));
-  assert_denied(fs.write("hostdir/new.txt", b"pwned", true, true, false));
+  assert_denied(fs.write("leak.txt", b"pwned", true, true, false, None));
+  assert_denied(fs.write("hostdir/new.txt", b"pwned", true, true, false, None));
   assert_denied(fs.read("hostdir/secret.txt"));
   assert_denied(fs.mkdir("hostdir/sub", true));
   assert_denied(fs.readdir("hostdir", None));
@@ -95,7 +95,7 @@ fn symlinks_pointing_out_are_refused_for_every_operation() {
 #[test]
 fn recursive_removal_does_not_follow_symlinks_out() {
   let (fs, base, host) = setup("rmdir");
-  fs.write("tree/deep/f.txt", b"x", true, true, false)
+  fs.write("tree/deep/f.txt", b"x", true, true, false, None)
     .unwrap();
   symlink(&host, base.join("tree/deep/out")).unwrap();
   assert!(matches!(
@@ -139,8 +139,8 @@ fn errors_name_the_path_like_the_contract() {
 #[test]
 fn lists_sorted_and_recursively() {
   let (fs, _, _) = setup("list");
-  fs.write("b.txt", b"bb", true, true, false).unwrap();
-  fs.write("a/x.txt", b"x", true, true, false).unwrap();
+  fs.write("b.txt", b"bb", true, true, false, None).unwrap();
+  fs.write("a/x.txt", b"x", true, true, false, None).unwrap();
   let names = |depth| {
     fs.readdir(".", depth)
       .unwrap()
@@ -165,7 +165,7 @@ fn read_only_refuses_every_write() {
   std::fs::write(base.join("f.txt"), "keep").unwrap();
   let ro = LocalFs::open(&base, true, Vec::new()).unwrap();
   assert_eq!(
-    ro.write("f.txt", b"x", true, true, false)
+    ro.write("f.txt", b"x", true, true, false, None)
       .unwrap_err()
       .to_string(),
     "Workspace is in read-only mode. Cannot perform: writeFile"
@@ -182,8 +182,8 @@ fn read_only_refuses_every_write() {
 #[test]
 fn rename_stays_inside_and_can_refuse_to_overwrite() {
   let (fs, base, _) = setup("rename");
-  fs.write("a.txt", b"a", true, true, false).unwrap();
-  fs.write("b.txt", b"b", true, true, false).unwrap();
+  fs.write("a.txt", b"a", true, true, false, None).unwrap();
+  fs.write("b.txt", b"b", true, true, false, None).unwrap();
   assert!(matches!(
     fs.rename("a.txt", "b.txt", false),
     Err(CoreError::FileExists(_))
@@ -224,7 +224,7 @@ fn a_fifo_left_in_the_base_neither_blocks_nor_is_read() {
   let (done, finished) = std::sync::mpsc::channel();
   std::thread::spawn(move || {
     let read = fs.read("output.log");
-    let write = fs.write("output.log", b"x", true, false, false);
+    let write = fs.write("output.log", b"x", true, false, false, None);
     done.send((read, write)).unwrap();
   });
   let (read, write) = finished
@@ -249,10 +249,10 @@ fn protected_paths_cannot_be_created_changed_moved_or_removed() {
   // Directly, through a symlinked directory, through a symlinked file, and by moving.
   symlink(".git", base.join("g")).unwrap();
   symlink(".envrc", base.join("env-link")).unwrap();
-  assert_denied(fs.write(".git/hooks/pre-commit", b"evil", true, true, false));
-  assert_denied(fs.write("g/hooks/pre-commit", b"evil", true, true, false));
-  assert_denied(fs.write(".envrc", b"evil", true, true, true));
-  assert_denied(fs.write("env-link", b"evil", true, true, false));
+  assert_denied(fs.write(".git/hooks/pre-commit", b"evil", true, true, false, None));
+  assert_denied(fs.write("g/hooks/pre-commit", b"evil", true, true, false, None));
+  assert_denied(fs.write(".envrc", b"evil", true, true, true, None));
+  assert_denied(fs.write("env-link", b"evil", true, true, false, None));
   assert_denied(fs.mkdir(".git/hooks/sub", true));
   assert_denied(fs.delete_file(".envrc", false));
   assert_denied(fs.rmdir(".git", true, false));
@@ -269,9 +269,16 @@ fn protected_paths_cannot_be_created_changed_moved_or_removed() {
   );
   assert!(base.join("src").is_dir());
   // Everything else stays writable, reading protected paths too.
-  fs.write(".git/HEAD", b"ref: refs/heads/main\n", true, true, false)
-    .unwrap();
-  fs.write("src/main.rs", b"fn main() {}\n", true, true, false)
+  fs.write(
+    ".git/HEAD",
+    b"ref: refs/heads/main\n",
+    true,
+    true,
+    false,
+    None,
+  )
+  .unwrap();
+  fs.write("src/main.rs", b"fn main() {}\n", true, true, false, None)
     .unwrap();
   assert_eq!(fs.read(".envrc").unwrap(), b"export SAFE=1\n");
 }
@@ -279,7 +286,8 @@ fn protected_paths_cannot_be_created_changed_moved_or_removed() {
 #[test]
 fn a_file_over_the_read_limit_is_refused_with_its_size() {
   let (fs, base, _) = setup("too-large");
-  fs.write("big.bin", &[7u8; 100], true, true, false).unwrap();
+  fs.write("big.bin", &[7u8; 100], true, true, false, None)
+    .unwrap();
   assert_eq!(fs.read_at_most("big.bin", 100).unwrap().len(), 100);
   match fs.read_at_most("big.bin", 99) {
     Err(err @ CoreError::FileTooLarge { .. }) => {
@@ -309,15 +317,15 @@ fn a_mode_is_given_exactly_to_new_and_existing_files() {
       .mode()
       & 0o7777
   };
-  fs.write_with_mode("run.sh", b"#!/bin/sh\n", true, true, false, Some(0o755))
+  fs.write("run.sh", b"#!/bin/sh\n", true, true, false, Some(0o755))
     .unwrap();
   assert_eq!(mode_of("run.sh"), 0o755);
-  fs.write_with_mode("run.sh", b"secret", true, true, false, Some(0o600))
+  fs.write("run.sh", b"secret", true, true, false, Some(0o600))
     .unwrap();
   assert_eq!(mode_of("run.sh"), 0o600);
   assert_eq!(std::fs::read(base.join("run.sh")).unwrap(), b"secret");
   // Permission bits only: no setuid, whatever is asked.
-  fs.write_with_mode("suid", b"x", true, true, false, Some(0o4755))
+  fs.write("suid", b"x", true, true, false, Some(0o4755))
     .unwrap();
   assert_eq!(mode_of("suid"), 0o755);
 }

@@ -244,29 +244,20 @@ pub(crate) mod tests {
   #[test]
   fn an_endless_stream_of_records_is_bounded() {
     // Records that never complete the message: refused once past the bound.
-    let mut bytes = vec![
-      HANDSHAKE_RECORD,
-      0x03,
-      0x01,
-      0x00,
-      0x04,
-      CLIENT_HELLO,
-      0xff,
-      0xff,
-      0xff,
-    ];
-    assert_eq!(parse_client_hello(&bytes), Hello::Malformed);
-    bytes = vec![
-      HANDSHAKE_RECORD,
-      0x03,
-      0x01,
-      0x00,
-      0x04,
-      CLIENT_HELLO,
-      0x00,
-      0x7f,
-      0xff,
-    ];
+    // A 4-byte record holding only the header of a ClientHello of `length` (24 bits).
+    let hello_header = |length: u32| {
+      let [_, length @ ..] = length.to_be_bytes();
+      [
+        [HANDSHAKE_RECORD, 0x03, 0x01, 0x00, 0x04, CLIENT_HELLO].as_slice(),
+        &length,
+      ]
+      .concat()
+    };
+    assert_eq!(
+      parse_client_hello(&hello_header(0xff_ffff)),
+      Hello::Malformed
+    );
+    let mut bytes = hello_header(0x7fff);
     while bytes.len() < MAX_CLIENT_HELLO + 1024 {
       bytes.extend_from_slice(&[HANDSHAKE_RECORD, 0x03, 0x01, 0x40, 0x00]);
       bytes.extend_from_slice(&[0; 0x4000]);

@@ -380,26 +380,49 @@ fn pump_output(id: u32, channel: &mut Channel, stream: usize) {
   };
   let room = channel.credit[stream].min(CHUNK as u64) as usize;
   let mut buf = vec![0u8; room];
-  // SAFETY: reading into a valid buffer.
-  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), room) };
+  match read_nonblocking(fd, &mut buf) {
+    ReadOutcome::Bytes(n) => {
+      channel.sent[stream] += n as u64;
+      channel.credit[stream] -= n as u64;
+      send([STDOUT, STDERR][stream], id, &buf[..n]);
+    }
+    ReadOutcome::NotYet => {}
+    ReadOutcome::Ended => {
+      close(fd);
+      channel.output[stream] = None;
+      send(END, id, &[[STREAM_STDOUT, STREAM_STDERR][stream]]);
+    }
+  }
+}
+
+/// What a read of a non-blocking descriptor gave.
+enum ReadOutcome {
+  Bytes(usize),
+  /// Nothing to read now (or the read was interrupted): the next poll says when.
+  NotYet,
+  /// Its end, or an error: nothing more will come either way.
+  Ended,
+}
+
+fn read_nonblocking(fd: RawFd, buf: &mut [u8]) -> ReadOutcome {
+  // SAFETY: reading into a valid buffer of its own length.
+  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
   if n > 0 {
-    let n = n as usize;
-    channel.sent[stream] += n as u64;
-    channel.credit[stream] -= n as u64;
-    send([STDOUT, STDERR][stream], id, &buf[..n]);
-    return;
+    ReadOutcome::Bytes(n as usize)
+  } else if n < 0 && must_wait() {
+    ReadOutcome::NotYet
+  } else {
+    ReadOutcome::Ended
   }
-  if n < 0
-    && matches!(
-      io::Error::last_os_error().kind(),
-      io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    )
-  {
-    return;
-  }
-  close(fd);
-  channel.output[stream] = None;
-  send(END, id, &[[STREAM_STDOUT, STREAM_STDERR][stream]]);
+}
+
+/// Whether the last failed call on a non-blocking descriptor is only to be tried again
+/// later: it would have blocked, or a signal interrupted it.
+fn must_wait() -> bool {
+  matches!(
+    io::Error::last_os_error().kind(),
+    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+  )
 }
 
 /// Gives the command what it can take of its stdin, crediting the host for it.
@@ -417,10 +440,7 @@ fn feed_stdin(id: u32, channel: &mut Channel) {
   };
   let taken = if n >= 0 {
     n as usize
-  } else if matches!(
-    io::Error::last_os_error().kind(),
-    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-  ) {
+  } else if must_wait() {
     0
   } else {
     // The command closed its stdin: what is left will never be read.
@@ -446,27 +466,21 @@ fn read_control(channel: &mut Channel) {
     return;
   };
   let mut buf = [0u8; 4096];
-  // SAFETY: reading into a local buffer.
-  let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-  if n > 0 {
-    channel.pending.extend_from_slice(&buf[..n as usize]);
-    for stream in 0..2 {
-      channel.marks[stream] =
-        channel.sent[stream] + channel.output[stream].map_or(0, bytes_in_pipe) as u64;
+  match read_nonblocking(fd, &mut buf) {
+    ReadOutcome::Bytes(n) => {
+      channel.pending.extend_from_slice(&buf[..n]);
+      for stream in 0..2 {
+        channel.marks[stream] =
+          channel.sent[stream] + channel.output[stream].map_or(0, bytes_in_pipe) as u64;
+      }
     }
-    return;
+    ReadOutcome::NotYet => {}
+    ReadOutcome::Ended => {
+      close(fd);
+      channel.control = None;
+      channel.control_ended = true;
+    }
   }
-  if n < 0
-    && matches!(
-      io::Error::last_os_error().kind(),
-      io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    )
-  {
-    return;
-  }
-  close(fd);
-  channel.control = None;
-  channel.control_ended = true;
 }
 
 /// Sends the pending control lines once caught up, and the control stream's end after them.

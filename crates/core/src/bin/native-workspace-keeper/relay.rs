@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 
 use native_workspace_core::mux::*;
 
-use super::{CHUNK, close, fail, send};
+use super::{CHUNK, ReadOutcome, close, fail, must_wait, read_nonblocking, send};
 
 /// How long a listen waits for its port to be free.
 const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -42,13 +42,6 @@ pub enum Polled {
 
 fn os_error() -> io::Error {
   io::Error::last_os_error()
-}
-
-fn would_block(error: &io::Error) -> bool {
-  matches!(
-    error.kind(),
-    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-  )
 }
 
 impl Relays {
@@ -257,18 +250,17 @@ impl Connection {
     }
     let room = self.credit.min(CHUNK as u64) as usize;
     let mut buf = vec![0u8; room];
-    // SAFETY: reading into a valid buffer.
-    let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), room) };
-    if n > 0 {
-      self.credit -= n as u64;
-      send(RELAY_DATA, id, &buf[..n as usize]);
-      return;
+    match read_nonblocking(self.fd, &mut buf) {
+      ReadOutcome::Bytes(n) => {
+        self.credit -= n as u64;
+        send(RELAY_DATA, id, &buf[..n]);
+      }
+      ReadOutcome::NotYet => {}
+      ReadOutcome::Ended => {
+        self.read_ended = true;
+        send(RELAY_END, id, &[]);
+      }
     }
-    if n < 0 && would_block(&os_error()) {
-      return;
-    }
-    self.read_ended = true;
-    send(RELAY_END, id, &[]);
   }
 
   fn write(&mut self, id: u32) {
@@ -286,7 +278,7 @@ impl Connection {
     };
     let taken = if n >= 0 {
       n as usize
-    } else if would_block(&os_error()) {
+    } else if must_wait() {
       0
     } else {
       // The peer is gone: what is left will never be read.

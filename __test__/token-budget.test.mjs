@@ -50,6 +50,15 @@ describe('token budget', () => {
     expect(native.commandResultText(text, '', 0, true, 0, undefined)).toBe(mastraSandwich(text))
     expect(native.commandResultText(text, '', 0, true, 0, 500)).toBe(mastraSandwich(text, 500))
   })
+
+  // A run that costs a token per character (it holds CJK) and holds characters of two
+  // UTF-16 units is cut by units: the part kept costs more tokens than its share.
+  it.each([
+    ['the head', `ž\u200b국\u200b한語ł국čžü🙂🙂${'\n'.repeat(300)}${'a'.repeat(5000)}`, 70],
+    ['the tail', `🙂🙂𝄞${'a'.repeat(5000)}日`, 1854],
+  ])('matches @mastra/core where %s cuts a CJK run with characters of two units', (_, text, limit) => {
+    expect(native.commandResultText(text, '', 0, true, 0, limit)).toBe(mastraSandwich(text, limit))
+  })
 })
 
 describe('token budget keeping the start', () => {
@@ -58,5 +67,11 @@ describe('token budget keeping the start', () => {
     const total = estimate(text)
     const expected = `${slice(text, 0, 700)}\n[output truncated: showing first ~700 of ~${total} tokens]`
     expect(native.limitTokensKeepStart(text, 700)).toBe(expected)
+  })
+
+  it('matches @mastra/core where it cuts a CJK run with characters of two units', () => {
+    const text = `語${'a'.repeat(5000)}𐂀𰀀𐴰`
+    const expected = `${slice(text, 0, 1669)}\n[output truncated: showing first ~1669 of ~${estimate(text)} tokens]`
+    expect(native.limitTokensKeepStart(text, 1669)).toBe(expected)
   })
 })

@@ -53,19 +53,16 @@ fn limit() -> impl Strategy<Value = usize> {
   ]
 }
 
-/// `part` is where `whole` starts (`suffix`: ends), allowing the one U+FFFD that stands for
-/// a surrogate pair cut in half at the cut.
-fn is_cut_of(part: &str, whole: &str, suffix: bool) -> bool {
+/// Where `part` was cut from `whole`, as a byte offset into `whole`, if `part` is where
+/// `whole` starts (`suffix`: ends), allowing the one U+FFFD that stands for a surrogate pair
+/// cut in half at the cut (the offset is then at the edge of that character).
+fn cut_of(part: &str, whole: &str, suffix: bool) -> Option<usize> {
   if suffix {
-    whole.ends_with(part)
-      || part
-        .strip_prefix('\u{FFFD}')
-        .is_some_and(|p| whole.ends_with(p))
+    let at = |p: &str| whole.ends_with(p).then(|| whole.len() - p.len());
+    at(part).or_else(|| part.strip_prefix('\u{FFFD}').and_then(at))
   } else {
-    whole.starts_with(part)
-      || part
-        .strip_suffix('\u{FFFD}')
-        .is_some_and(|p| whole.starts_with(p))
+    let at = |p: &str| whole.starts_with(p).then_some(p.len());
+    at(part).or_else(|| part.strip_suffix('\u{FFFD}').and_then(at))
   }
 }
 
@@ -80,13 +77,28 @@ fn estimate_of(out: &str, marker: &str) -> usize {
     .expect("a number")
 }
 
-/// Whether `part`, cut from a longer text for a budget of `limit` tokens, fits it: the
-/// budget leaves it as it is. A run cut in the middle keeps its share of characters
+/// Whether `part`, cut at byte `at` of `whole` for a budget of `limit` tokens, fits it: the
+/// budget leaves it as it is. A run cut in the middle keeps its share of UTF-16 units
 /// rounded up (as `@mastra/core` does, whose texts these must equal), which may cost one
-/// token more than its share. (The estimate itself is private to the crate; the budget is
-/// its public face.)
-fn within(part: &str, limit: usize) -> bool {
-  apply_token_limit_keep_start(part, limit + 1) == part
+/// token more than its share; and a run that costs a token per character (one holding CJK)
+/// may keep one character, so one token, more for each character of two units it holds.
+/// (The estimate itself is private to the crate; the budget is its public face.)
+fn within(part: &str, limit: usize, whole: &str, at: usize) -> bool {
+  apply_token_limit_keep_start(part, limit + 1 + wide_chars_of_run_at(whole, at)) == part
+}
+
+/// Characters of two UTF-16 units in the run of `text` around byte `at`: they are never
+/// whitespace or punctuation, so their run is bounded by the estimate's separators,
+/// JavaScript's `\s` and ASCII punctuation but quotes.
+fn wide_chars_of_run_at(text: &str, at: usize) -> usize {
+  let separates = |c: char| {
+    (c.is_whitespace() && c != '\u{85}')
+      || c == '\u{feff}'
+      || (c.is_ascii_punctuation() && c != '\'' && c != '"')
+  };
+  let before = text[..at].chars().rev().take_while(|&c| !separates(c));
+  let after = text[at..].chars().take_while(|&c| !separates(c));
+  before.chain(after).filter(|c| c.len_utf16() == 2).count()
 }
 
 proptest! {
@@ -117,8 +129,9 @@ proptest! {
       let kept = out.strip_suffix(notice.as_str());
       prop_assert!(kept.is_some(), "no notice at the end of {:?}", out);
       let kept = kept.unwrap();
-      prop_assert!(is_cut_of(kept, &s, false), "{:?} is not where {:?} starts", kept, s);
-      prop_assert!(within(kept, limit), "what is kept is over the budget of {}: {:?}", limit, kept);
+      let at = cut_of(kept, &s, false);
+      prop_assert!(at.is_some(), "{:?} is not where {:?} starts", kept, s);
+      prop_assert!(within(kept, limit, &s, at.unwrap()), "what is kept is over the budget of {}: {:?}", limit, kept);
     }
   }
 
@@ -136,9 +149,11 @@ proptest! {
       let at = at.unwrap();
       let head = out[..at].strip_suffix('\n').unwrap_or(&out[..at]);
       let tail = out[at + notice.len()..].strip_prefix('\n').unwrap_or(&out[at + notice.len()..]);
-      prop_assert!(is_cut_of(head, &s, false), "{:?} is not where {:?} starts", head, s);
-      prop_assert!(is_cut_of(tail, &s, true), "{:?} is not where {:?} ends", tail, s);
-      prop_assert!(within(head, head_budget) && within(tail, tail_budget),
+      let head_at = cut_of(head, &s, false);
+      let tail_at = cut_of(tail, &s, true);
+      prop_assert!(head_at.is_some(), "{:?} is not where {:?} starts", head, s);
+      prop_assert!(tail_at.is_some(), "{:?} is not where {:?} ends", tail, s);
+      prop_assert!(within(head, head_budget, &s, head_at.unwrap()) && within(tail, tail_budget, &s, tail_at.unwrap()),
         "head {:?} or tail {:?} over its budget ({} + {})", head, tail, head_budget, tail_budget);
     }
   }
@@ -208,6 +223,43 @@ proptest! {
     let mut rest = s.chars();
     prop_assert!(out.chars().all(|c| rest.any(|d| d == c)));
   }
+}
+
+// Cases the properties above found: a run costing a token per character (it holds CJK) that
+// also holds characters of two UTF-16 units, cut by its share of units, keeps more
+// characters than its share of tokens. `@mastra/core` gives these very texts.
+
+#[test]
+fn sandwich_head_of_a_cjk_run_with_wide_characters() {
+  let s = format!(
+    "ž\u{200b}국\u{200b}한語ł국čžü🙂🙂{}{}",
+    "\n".repeat(300),
+    "a".repeat(5000)
+  );
+  // The head keeps 9 characters of the 13-character, 15-unit first run: 9 tokens of 7.
+  let notice = "[...output truncated — showing first ~7 + last ~63 of ~847 tokens...]";
+  let expected = format!("ž\u{200b}국\u{200b}한語ł국č\n{notice}\n{}", "a".repeat(378));
+  assert_eq!(apply_token_limit_sandwich(&s, 70), expected);
+}
+
+#[test]
+fn sandwich_tail_of_a_cjk_run_with_wide_characters() {
+  let s = format!("🙂🙂𝄞{}日", "a".repeat(5000));
+  // One run of 5004 characters, 5007 units: the tail keeps 1671 characters, 1671 tokens of 1669.
+  let notice = "[...output truncated — showing first ~185 + last ~1669 of ~5004 tokens...]";
+  let expected = format!("🙂🙂𝄞{}\n{notice}\n{}日", "a".repeat(180), "a".repeat(1670));
+  assert_eq!(apply_token_limit_sandwich(&s, 1854), expected);
+}
+
+#[test]
+fn keep_start_of_a_cjk_run_with_wide_characters() {
+  let s = format!("語{}𐂀𰀀𐴰", "a".repeat(5000));
+  // 1671 characters of the 5004-character, 5007-unit run: 1671 tokens of 1669.
+  let expected = format!(
+    "語{}\n[output truncated: showing first ~1669 of ~5004 tokens]",
+    "a".repeat(1670)
+  );
+  assert_eq!(apply_token_limit_keep_start(&s, 1669), expected);
 }
 
 proptest! {

@@ -440,6 +440,8 @@ export interface NativeSandboxConfig {
    * then be private or loopback).
    */
   egressHosts?: Record<string, string>
+  /** How many inits to keep started for new sandboxes like this one (0: none). */
+  warmPool?: number
 }
 
 export interface NativeSandboxOptions {

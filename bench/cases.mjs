@@ -354,6 +354,7 @@ const STEP_LABELS = {
   'checkpoint seed': 'checkpoint seed (none here)',
   'previous init ended': 'previous init ended (none here)',
   cgroup: 'cgroup created',
+  'warm init': 'warm init taken from the pool',
   'private /tmp': 'private /tmp made',
   'policy checks': 'policy checks',
   'idmap staging': 'idmap staging prepared (root host)',
@@ -388,7 +389,7 @@ const START_CASE = {
   targets: [{ key: 'start_first_ms', vsMastra: 0.5 }],
   isolatedTargets: [{ key: 'start_first_ms', vsMastra: 0.5 }],
   async run({ sb, impl, params, isolation }) {
-    const open = (i) => impl.open(path.join(sb.workingDirectory, `s${i}`), { isolation })
+    const open = (i) => impl.open(path.join(sb.workingDirectory, `s${i}`), { isolation, warmPool: params.warmPool })
     const totals = []
     const constructors = []
     const steps = new Map()
@@ -432,6 +433,18 @@ const START_CASE = {
       idle_pss_KiB: keptKiB / params.idle,
     }
   },
+}
+
+/**
+ * Case (start_warm): the start case with `nativeSandbox.warmPool: 2` for ours. Its idle
+ * processes count the pool's idle inits too, shared by the idle sandboxes.
+ */
+const WARM_START_CASE = {
+  ...START_CASE,
+  id: 'start_warm',
+  title: (p) => START_CASE.title(p).replace('(start)', `(start, ours with a warm pool of ${p.warmPool})`),
+  params: (quick) => ({ ...START_CASE.params(quick), warmPool: 2 }),
+  isolatedTargets: undefined,
 }
 
 /**
@@ -580,6 +593,8 @@ const DOCKER_CASES = [
 
 export const CASES = [
   ...[...BASE_CASES, START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
+  // After the others: its pool's idle inits live on in this process.
+  WARM_START_CASE,
   CHECKPOINT_CASE,
   ...DOCKER_CASES,
 ]

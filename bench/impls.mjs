@@ -1,7 +1,7 @@
 // The three implementations behind one small interface, so each case is written once.
 //
 //   const impl = await loadImpl('ours' | 'mastra' | 'raw')   // times the module import
-//   const sb = impl.open(workingDirectory)
+//   const sb = impl.open(workingDirectory, { isolation, warmPool })
 //   await sb.exec(cmd)            → { exitCode, stdout }
 //   await sb.tool()               → (input) => tool output text   (null for raw: no tools)
 //   await sb.toolLayer()          → the same, its command answered at once (last use of sb)
@@ -38,10 +38,11 @@ export async function loadImpl(name) {
   const t0 = performance.now()
   const mod = await import(SPECIFIERS[name])
   const importMs = performance.now() - t0
-  const open = (workingDirectory, { isolation = 'none' } = {}) =>
+  // `warmPool`: ours only (nativeSandbox.warmPool); the others have no such thing.
+  const open = (workingDirectory, { isolation = 'none', warmPool } = {}) =>
     name === 'raw'
       ? new RawSandbox(mod, workingDirectory, isolation)
-      : new MastraApiSandbox(name, mod, workingDirectory, isolation)
+      : new MastraApiSandbox(name, mod, workingDirectory, isolation, name === 'ours' ? warmPool : undefined)
   return { name, importMs, open }
 }
 
@@ -51,10 +52,10 @@ class MastraApiSandbox {
   #mod
   #sandbox
 
-  constructor(name, mod, workingDirectory, isolation) {
+  constructor(name, mod, workingDirectory, isolation, warmPool) {
     this.#name = name
     this.#mod = mod
-    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation })
+    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation, ...(warmPool && { nativeSandbox: { warmPool } }) })
     this.workingDirectory = workingDirectory
   }
 

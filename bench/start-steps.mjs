@@ -8,6 +8,7 @@ export const START_STEPS = [
   'checkpoint seed',
   'previous init ended',
   'cgroup',
+  'warm init',
   'private /tmp',
   'policy checks',
   'idmap staging',

@@ -188,6 +188,15 @@ export interface NativeSandboxConfig {
    * be allowed by `allowedDomains`, which this needs.
    */
   egressHosts?: Record<string, string>
+  /**
+   * How many sandbox inits (the supervisor every command of a sandbox is forked by) to keep
+   * started, ready for new sandboxes of the same kind, so that a new sandbox's first
+   * command does not wait for its own (default 0, at most 32). Each idle one is a process
+   * (about 200 KiB); it has served nobody, and once a sandbox takes it, it is never handed
+   * to another. For sandboxes without isolation and without `limits.memoryBytes` or
+   * `limits.processes`; elsewhere it throws `SandboxOptionError`.
+   */
+  warmPool?: number
   readOnlyPaths?: string[]
   readWritePaths?: string[]
   allowSystemBinaries?: boolean

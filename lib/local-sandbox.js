@@ -43,6 +43,7 @@ function nativeSandboxConfig(config) {
     limits: limitsConfig(c.limits),
     allowedDomains: c.allowedDomains === undefined ? undefined : [...check.stringArray(c.allowedDomains, 'nativeSandbox.allowedDomains')],
     egressHosts: c.egressHosts === undefined ? undefined : check.env(c.egressHosts, 'nativeSandbox.egressHosts'),
+    warmPool: check.number(c.warmPool, 'nativeSandbox.warmPool'),
   }
 }
 

@@ -175,6 +175,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
     hooks: lifecycle_hooks(options.hooks),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
     egress,
+    warm_pool: 0,
   })
 }
 

@@ -65,6 +65,8 @@ pub struct NativeSandboxConfig {
   /// Names the egress proxy resolves to these addresses instead of asking DNS (which may
   /// then be private or loopback).
   pub egress_hosts: Option<HashMap<String, String>>,
+  /// How many inits to keep started for new sandboxes like this one (0: none).
+  pub warm_pool: Option<f64>,
 }
 
 /// Resource limits; each unset one is the host's.
@@ -134,6 +136,20 @@ fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
     )));
   }
   Ok(Some(whole.min(range.most)))
+}
+
+/// `nativeSandbox.warmPool`: a whole number (its range and where it applies are the core's).
+fn warm_pool(value: Option<f64>) -> Result<u32> {
+  match value {
+    None => Ok(0),
+    Some(value) if value.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&value) => {
+      Ok(value as u32)
+    }
+    Some(value) => Err(CoreError::InvalidOption(format!(
+      "nativeSandbox.warmPool must be a whole number, got {}",
+      js_number(value)
+    ))),
+  }
 }
 
 /// A number as JavaScript prints it (Rust prints 1e300 with all its digits).
@@ -320,6 +336,7 @@ impl NativeLocalSandbox {
       "nativeSandbox.",
     )
     .map_err(sync_error)?;
+    let warm_pool = warm_pool(config.warm_pool.take()).map_err(sync_error)?;
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
     if let Some(bytes) = tmp_bytes {
@@ -344,6 +361,7 @@ impl NativeLocalSandbox {
       checkpoints,
       container: None,
       egress,
+      warm_pool,
     })
     .map_err(sync_error)?;
     Ok(NativeLocalSandbox {

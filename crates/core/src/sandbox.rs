@@ -20,6 +20,7 @@ use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::net::{Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
+use crate::pool;
 use crate::private_tmp::PrivateTmp;
 use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
 use crate::protect::{Protected, Protection};
@@ -82,6 +83,9 @@ pub struct SandboxOptions {
   /// `allowedDomains`: the network only through an egress proxy (needs isolation, or a
   /// container created without a network).
   pub egress: Option<EgressOptions>,
+  /// `warmPool`: how many inits of this sandbox's shape to keep started for new sandboxes
+  /// (see `pool`); 0 for none.
+  pub warm_pool: u32,
 }
 
 /// What a caller may set per spawn or per command.
@@ -146,6 +150,7 @@ pub struct Sandbox {
   keeper: PathBuf,
   own_files: Vec<PathBuf>,
   checkpoints: Arc<Checkpoints>,
+  warm_pool: u32,
   container: Option<Arc<dyn ContainerHost>>,
   created_at: SystemTime,
   lifecycle: Lifecycle,
@@ -187,6 +192,7 @@ impl Sandbox {
     if options.isolation != Isolation::None {
       isolation::check_workspace(&options.working_directory).map_err(CoreError::InvalidOption)?;
     }
+    check_warm_pool(&options)?;
     let egress = match options.egress {
       None => None,
       Some(egress) => {
@@ -210,6 +216,7 @@ impl Sandbox {
       keeper: options.keeper,
       own_files: options.own_files,
       checkpoints: Arc::new(options.checkpoints),
+      warm_pool: options.warm_pool,
       container: options.container,
       created_at: SystemTime::now(),
       lifecycle: Lifecycle::new(options.id.clone(), options.hooks),
@@ -790,15 +797,25 @@ impl Sandbox {
     }
     let cgroup = self.cgroup()?;
     laps.lap("cgroup");
-    let confinement = self.confinement(&mut laps)?;
-    let init = Init::start_timed(
-      &self.keeper,
-      confinement,
-      &self.rlimits(),
-      cgroup,
-      &mut laps,
-    )
-    .await?;
+    let warm = self.warm_shape(cgroup.as_ref()).and_then(|shape| {
+      let init = pool::take(&shape, &self.rlimits(), self.warm_pool as usize);
+      laps.lap("warm init");
+      init
+    });
+    let init = match warm {
+      Some(init) => init,
+      None => {
+        let confinement = self.confinement(&mut laps)?;
+        Init::start_timed(
+          &self.keeper,
+          confinement,
+          &self.rlimits(),
+          cgroup,
+          &mut laps,
+        )
+        .await?
+      }
+    };
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
     *self.init.locked() = Some(init.clone());
@@ -869,6 +886,13 @@ impl Sandbox {
 
   /// The limits the init sets on itself: as asked, plus a cap on open files under
   /// isolation (Node lifts its own soft limit to the hard one, often a million).
+  /// The pool this sandbox's init may come from: only an unconfined init without a
+  /// cgroup is pooled (see `check_warm_pool`).
+  fn warm_shape(&self, cgroup: Option<&Cgroup>) -> Option<pool::Shape> {
+    (self.warm_pool > 0 && cgroup.is_none() && self.isolation == Isolation::None)
+      .then(|| pool::Shape::unconfined(&self.keeper, &self.rlimits()))
+  }
+
   fn rlimits(&self) -> Limits {
     let mut limits = self.limits.clone();
     if self.isolation != Isolation::None && limits.open_files.is_none() {
@@ -1006,6 +1030,25 @@ impl Sandbox {
 /// `allowedDomains` is enforced by the sandbox's own network namespace, whose only way out
 /// is the proxy: without one (no isolation, or the host's network shared) it would be a
 /// promise the sandbox does not keep.
+/// `warmPool` applies where an init is the same for every sandbox: without isolation (an
+/// isolated sandbox's namespaces hold its workspace) and without a cgroup (each sandbox's
+/// limits are its own).
+fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
+  let size = options.warm_pool;
+  let refused = if size > pool::MAX_WARM_INITS {
+    format!("must be at most {}", pool::MAX_WARM_INITS)
+  } else if size > 0 && options.isolation != Isolation::None {
+    "applies only without isolation (an isolated sandbox's namespaces are made for it)".into()
+  } else if size > 0 && !options.limits.for_cgroup().is_empty() {
+    "cannot be combined with limits.memoryBytes or limits.processes (each sandbox gets a cgroup of its own)".into()
+  } else {
+    return Ok(());
+  };
+  Err(CoreError::InvalidOption(format!(
+    "nativeSandbox.warmPool ({size}) {refused}"
+  )))
+}
+
 fn check_egress_setting(isolation: Isolation, policy: Option<&SandboxPolicy>) -> Result<()> {
   if isolation != Isolation::Bwrap {
     return Err(CoreError::InvalidOption(format!(

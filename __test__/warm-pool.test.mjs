@@ -1,0 +1,202 @@
+// nativeSandbox.warmPool: inits started ahead of need, judged by the host's processes.
+import fs from 'node:fs'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { LocalSandbox } from '../lib/index.mjs'
+import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
+import { LIB_CJS, expectOptionErrors, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+
+const makeSandbox = useSandboxes()
+// The generated test's seed: fixed under CI (NW_PROPERTY_SEED repeats any run), else new.
+const SEED = Number(process.env.NW_PROPERTY_SEED ?? (process.env.CI ? 20261130 : Date.now() % 2 ** 31))
+const POOL = 2
+const pooled = (options = {}) => makeSandbox({ nativeSandbox: { warmPool: POOL }, ...options })
+
+/** The keepers (sandbox inits) this process started, live ones only. */
+function keepers() {
+  return fs
+    .readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => {
+      const stat = procStat(pid)
+      if (!stat || stat.ppid !== process.pid || !isAlive(pid)) return false
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')[0].endsWith('native-workspace-keeper')
+      } catch {
+        return false
+      }
+    })
+}
+
+/** The init of `sb`: the parent of the supervisor its command runs under. */
+async function initOf(sb) {
+  // Read while the supervisor runs: the command's own view of its parent's stat (NaN if
+  // the command was killed first).
+  const { stdout } = await sb.executeCommand('cat /proc/$PPID/stat')
+  return stdout.includes(')') ? Number(stdout.slice(stdout.lastIndexOf(')') + 2).split(' ')[1]) : Number.NaN
+}
+
+/** The warm inits, once the pool is full again: every keeper but those of `busy` sandboxes. */
+async function warmInits(busyInits) {
+  const idle = () => keepers().filter((pid) => !busyInits.includes(pid))
+  await waitFor(() => idle().length === POOL)
+  return idle()
+}
+
+describe('nativeSandbox.warmPool', () => {
+  it('a new sandbox takes a warm init instead of launching one, and the pool is refilled to its size', async () => {
+    const first = pooled()
+    const firstInit = await initOf(first)
+    const warm = await warmInits([firstInit])
+    expect(warm).toHaveLength(POOL)
+
+    const second = pooled()
+    const secondInit = await initOf(second)
+    expect(warm).toContain(secondInit)
+    // Taken, not launched: no launch or ready step.
+    const steps = startStepsOf(second).map((s) => s.step)
+    expect(steps).toContain('warm init')
+    expect(steps).not.toContain('launch')
+    expect(steps.every((step) => START_STEPS.includes(step))).toBe(true)
+
+    const refilled = await warmInits([firstInit, secondInit])
+    expect(refilled).toHaveLength(POOL)
+    expect(refilled).not.toContain(secondInit)
+  })
+
+  it('a sandbox taken from the pool carries nothing of the tenant before it; an init is never handed out twice', async () => {
+    const before = pooled()
+    before.setEnv((env) => ({ ...env, TENANT_SECRET: 'of-the-first-tenant' }))
+    const marker = uniqueMarker()
+    await before.processes.spawn(`sleep ${marker}`)
+    expect(await waitForMarkers([marker])).toBe(true)
+    expect((await before.executeCommand('env')).stdout).toContain('TENANT_SECRET=of-the-first-tenant')
+    const beforeInit = await initOf(before)
+    await before.destroy()
+    expect(await gone(beforeInit)).toBe(true)
+    expect(await survivors([marker])).toEqual([])
+
+    const after = pooled()
+    const afterInit = await initOf(after)
+    expect(afterInit).not.toBe(beforeInit)
+    const { stdout } = await after.executeCommand('env')
+    expect(stdout).not.toContain('TENANT_SECRET')
+    expect(stdout).not.toContain(marker)
+    expect(await after.processes.list()).toEqual([])
+    // Stopped and started again, a sandbox takes a fresh init: its old one is shut down.
+    await after.stop()
+    expect(await gone(afterInit)).toBe(true)
+    const again = await initOf(after)
+    expect(again).not.toBe(afterInit)
+    expect((await warmInits([again])).includes(afterInit)).toBe(false)
+  })
+
+  it('refuses a size that is not a whole number from 0 to 32, and where it cannot apply', () => {
+    expectOptionErrors(LocalSandbox, [
+      [{ nativeSandbox: { warmPool: -1 } }, 'nativeSandbox.warmPool'],
+      [{ nativeSandbox: { warmPool: 1.5 } }, 'nativeSandbox.warmPool'],
+      [{ nativeSandbox: { warmPool: Number.NaN } }, 'nativeSandbox.warmPool'],
+      [{ nativeSandbox: { warmPool: 33 } }, 'nativeSandbox.warmPool (33) must be at most 32'],
+      [{ nativeSandbox: { warmPool: '2' } }, 'nativeSandbox.warmPool'],
+      [{ isolation: 'bwrap', nativeSandbox: { warmPool: 2 } }, 'nativeSandbox.warmPool (2) applies only without isolation'],
+      [{ nativeSandbox: { warmPool: 2, limits: { memoryBytes: 1 << 30 } } }, 'nativeSandbox.warmPool (2) cannot be combined with limits.memoryBytes'],
+    ])
+  })
+
+  it('with 0 no init is kept', async () => {
+    const sb = makeSandbox({ nativeSandbox: { warmPool: 0, limits: { openFiles: 777 } } })
+    const init = await initOf(sb)
+    // Another shape (its rlimits) than the pooled sandboxes': nothing of its kind waits.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const ofItsShape = keepers().filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('nofile=777'))
+    expect(ofItsShape).toEqual([init])
+  })
+})
+
+describe('warm inits under generated concurrent use', () => {
+  it('every sandbox runs on an init no other sandbox had, and once all are destroyed only idle inits are left', async () => {
+    // Init pid → the one sandbox it served, over every run.
+    const served = new Map()
+    const op = fc.record({ sandbox: fc.nat(2), call: fc.constantFrom('exec', 'exec', 'start', 'stop', 'destroy') })
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(op, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 5 }), async (rounds) => {
+        const sandboxes = [0, 1, 2].map(() => new LocalSandbox({ workingDirectory: freshWorkdir(), nativeSandbox: { warmPool: POOL } }))
+        const seen = new Set()
+        try {
+          // The calls of a round run at once; rounds one after another.
+          for (const round of rounds) {
+            await Promise.all(
+              round.map(async ({ sandbox, call }) => {
+                const sb = sandboxes[sandbox]
+                try {
+                  if (call !== 'exec') return await sb[call]()
+                  const init = await initOf(sb)
+                  if (Number.isNaN(init)) return
+                  seen.add(init)
+                  const owner = served.get(init) ?? sb.id
+                  served.set(init, owner)
+                  expect(owner, `init ${init}`).toBe(sb.id)
+                } catch (error) {
+                  // The only errors these calls may meet: a command racing a stop or
+                  // destroy, and a destroyed sandbox refusing work.
+                  if (error.name !== 'SandboxNotReadyError') throw error
+                }
+              }),
+            )
+          }
+        } finally {
+          await Promise.all(sandboxes.map((sb) => sb.destroy()))
+        }
+        for (const init of seen) expect(await gone(init), `init ${init} after destroy()`).toBe(true)
+      }),
+      { seed: SEED, numRuns: 15 },
+    )
+    const idle = await warmInits([])
+    expect(idle).toHaveLength(POOL)
+    for (const init of idle) expect(served.has(init), `idle init ${init} served before`).toBe(false)
+  })
+})
+
+describe('warm inits when the host dies', () => {
+  const CHILD = `
+const fs = require('node:fs')
+const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+const keepers = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).filter((p) => {
+  try {
+    const stat = fs.readFileSync('/proc/' + p + '/stat', 'latin1')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
+  } catch { return false }
+})
+;(async () => {
+  const sb = new LocalSandbox({ workingDirectory: process.env.NW_WORKDIR, nativeSandbox: { warmPool: 3 } })
+  await sb.executeCommand('true')
+  while (keepers().length < 4) await new Promise((r) => setTimeout(r, 20))
+  process.stdout.write(JSON.stringify(keepers().map(Number)) + '\\n')
+  if (process.env.NW_MODE === 'exit') process.exit(0)
+  setInterval(() => {}, 1000)
+})()
+`
+  for (const mode of ['exit', 'kill']) {
+    it(`${mode === 'exit' ? 'process.exit(0)' : 'SIGKILL'} of the host leaves no warm init alive`, async () => {
+      const workdir = fs.mkdtempSync('/tmp/nw-warm-')
+      const { child, exited } = startNode(CHILD, { NW_WORKDIR: workdir, NW_MODE: mode })
+      const pids = await withDeadline(
+        new Promise((resolve) => {
+          let out = ''
+          child.stdout.on('data', (d) => {
+            out += d
+            if (out.includes('\n')) resolve(JSON.parse(out))
+          })
+        }),
+        10_000,
+        'the child reports its inits',
+      )
+      expect(pids).toHaveLength(4)
+      if (mode === 'kill') child.kill('SIGKILL')
+      await withDeadline(exited, 10_000, 'child exit')
+      for (const pid of pids) expect(await gone(pid)).toBe(true)
+      fs.rmSync(workdir, { recursive: true, force: true })
+    })
+  }
+})

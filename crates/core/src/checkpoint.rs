@@ -8,6 +8,12 @@
 //! removing it, so a seed that opened the old tree copies all of it. Captures of one
 //! checkpoint are serialised within the process; between processes the last swap wins.
 //!
+//! A capture holds an exclusive `flock` on its temporary while it writes into it, up to the
+//! swap. A process that dies meanwhile, or before removing the tree it swapped out, leaves
+//! a `.tmp-<name>-<random>` behind: the next capture of that checkpoint (in any process)
+//! removes each of its temporaries whose lock it gets at once, one nobody writes into nor
+//! seeds from. Nothing else in the checkpoints directory is touched, and no link followed.
+//!
 //! The copy resolves every path from a descriptor of its root with
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: a symbolic link planted by a command is copied
 //! as a link (its target text unchanged) and never followed, on either side. Contents are
@@ -43,6 +49,9 @@ const MOST_COPY_THREADS: usize = 8;
 /// Files, and bytes, past which a directory's files are copied by more than one thread.
 const BATCH_FILES: usize = 1024;
 const BATCH_BYTES: u64 = 32 << 20;
+
+/// Hexadecimal digits of the random part of a temporary's name.
+const RANDOM_DIGITS: usize = 12;
 
 /// Attempts at opening a checkpoint that keeps being replaced while a seed opens it.
 const SEED_ATTEMPTS: usize = 64;
@@ -204,31 +213,96 @@ fn capture(working_directory: &Path, directory: &Path, name: &str) -> io::Result
   let source = open_directory(working_directory)?;
   std::fs::create_dir_all(directory)?;
   let parent = open_directory(directory)?;
-  let temporary = cstring(format!(".tmp-{name}-{}", random_hex()?).as_bytes());
+  sweep(&parent, name);
+  let (temporary, fresh) = make_temporary(&parent, name)?;
   let target = cstring(name.as_bytes());
-  // SAFETY: mkdirat of a new name in a directory we hold.
-  check(unsafe { libc::mkdirat(parent.as_raw_fd(), temporary.as_ptr(), 0o700) })?;
-  let copied = open_at(&parent, &temporary, libc::O_RDONLY | libc::O_DIRECTORY)
-    .and_then(|fresh| copy_tree(&source, &fresh, None));
-  if let Err(e) = copied {
+  if let Err(e) = copy_tree(&source, &fresh, None) {
     remove_entry(&parent, &temporary);
     return Err(e);
   }
-  match swap_in(&parent, &temporary, &target) {
-    // The tree swapped out waits for the seeds copying from it, then goes.
-    Ok(true) => {
-      if let Ok(old) = open_at(&parent, &temporary, libc::O_RDONLY | libc::O_DIRECTORY) {
-        // SAFETY: flock on a descriptor we own; blocks until the seeds let go.
-        unsafe { libc::flock(old.as_raw_fd(), libc::LOCK_EX) };
-        remove_entry(&parent, &temporary);
-      }
-      Ok(())
+  let swapped = swap_in(&parent, &temporary, &target);
+  if swapped.is_err() {
+    remove_entry(&parent, &temporary);
+  }
+  // Let go at once: under the checkpoint's name now, it is for seeds to lock.
+  drop(fresh);
+  // The tree swapped out waits for the seeds copying from it, then goes.
+  if swapped? {
+    remove_unused(&parent, &temporary, libc::LOCK_EX);
+  }
+  Ok(())
+}
+
+/// A new temporary directory for checkpoint `name`, locked exclusively: sweeps leave it
+/// for as long as the descriptor is open.
+fn make_temporary(parent: &OwnedFd, name: &str) -> io::Result<(CString, OwnedFd)> {
+  loop {
+    let temporary = cstring(temporary_name(name, &random_hex()?).as_bytes());
+    // SAFETY: mkdirat of a new name in a directory we hold.
+    check(unsafe { libc::mkdirat(parent.as_raw_fd(), temporary.as_ptr(), 0o700) })?;
+    let fresh = match open_at(parent, &temporary, libc::O_RDONLY | libc::O_DIRECTORY) {
+      Ok(fresh) => fresh,
+      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+      Err(e) => return Err(e),
+    };
+    // SAFETY: flock on a descriptor we own.
+    check(unsafe { libc::flock(fresh.as_raw_fd(), libc::LOCK_EX) })?;
+    // A sweep of another process may have locked it first, and removed it: another name.
+    if still_named(parent, &temporary, &fresh)? {
+      return Ok((temporary, fresh));
     }
-    Ok(false) => Ok(()),
-    Err(e) => {
-      remove_entry(&parent, &temporary);
-      Err(e)
+  }
+}
+
+/// `.tmp-<name>-<random>`: where a capture of checkpoint `name` copies to, and where the
+/// tree it swaps out waits for its removal.
+fn temporary_name(name: &str, random: &str) -> String {
+  format!(".tmp-{name}-{random}")
+}
+
+/// Whether `entry` is named as a temporary of checkpoint `name`, and of no other: the
+/// random part has a fixed length (`.tmp-a-b-<random>` is of `a-b`, not of `a`).
+fn is_temporary_of(entry: &[u8], name: &str) -> bool {
+  entry
+    .strip_prefix(temporary_name(name, "").as_bytes())
+    .is_some_and(|random| {
+      random.len() == RANDOM_DIGITS
+        && random
+          .iter()
+          .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Removes the temporaries of checkpoint `name` that nobody locks: left by a process that
+/// died while capturing, or before removing a tree it swapped out (best effort).
+fn sweep(parent: &OwnedFd, name: &str) {
+  let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", parent.as_raw_fd())) else {
+    return;
+  };
+  for entry in entries.flatten() {
+    let entry_name = entry.file_name();
+    if is_temporary_of(entry_name.as_bytes(), name) {
+      remove_unused(
+        parent,
+        &cstring(entry_name.as_bytes()),
+        libc::LOCK_EX | libc::LOCK_NB,
+      );
     }
+  }
+}
+
+/// Removes the directory `name` of `parent` once this process holds `lock` on it (an
+/// exclusive `flock`, waited for or not). Left if the lock is not granted, or if the name
+/// holds another tree by then; a symbolic link is not followed.
+fn remove_unused(parent: &OwnedFd, name: &CStr, lock: libc::c_int) {
+  let Ok(tree) = open_at(parent, name, libc::O_RDONLY | libc::O_DIRECTORY) else {
+    return;
+  };
+  // SAFETY: flock on a descriptor we own.
+  if check(unsafe { libc::flock(tree.as_raw_fd(), lock) }).is_ok()
+    && still_named(parent, name, &tree).unwrap_or(false)
+  {
+    remove_entry(parent, name);
   }
 }
 
@@ -275,11 +349,8 @@ fn open_locked(directory: &OwnedFd, name: &str) -> io::Result<Option<OwnedFd>> {
     };
     // SAFETY: flock on a descriptor we own.
     check(unsafe { libc::flock(tree.as_raw_fd(), libc::LOCK_SH) })?;
-    let held = File::from(tree);
-    let under_name = stat_at(directory, &c_name);
-    let still = matches!(&under_name, Ok(st) if same_file(st, &held.metadata()?));
-    if still {
-      return Ok(Some(OwnedFd::from(held)));
+    if still_named(directory, &c_name, &tree)? {
+      return Ok(Some(tree));
     }
   }
   Err(io::Error::other(format!(
@@ -287,8 +358,11 @@ fn open_locked(directory: &OwnedFd, name: &str) -> io::Result<Option<OwnedFd>> {
   )))
 }
 
-fn same_file(st: &libc::stat, meta: &std::fs::Metadata) -> bool {
-  st.st_dev == meta.dev() && st.st_ino == meta.ino()
+/// Whether `name` of `directory` is `tree` still (neither removed nor replaced).
+fn still_named(directory: &OwnedFd, name: &CStr, tree: &OwnedFd) -> io::Result<bool> {
+  let held = File::from(tree.try_clone()?).metadata()?;
+  let under_name = stat_at(directory, name);
+  Ok(matches!(under_name, Ok(st) if st.st_dev == held.dev() && st.st_ino == held.ino()))
 }
 
 /// Whose files a seed makes: the working directory's owner, when this process is root and
@@ -842,9 +916,9 @@ fn times(meta: &std::fs::Metadata) -> [libc::timespec; 2] {
   ]
 }
 
-/// Twelve random hexadecimal digits.
+/// `RANDOM_DIGITS` random lowercase hexadecimal digits.
 fn random_hex() -> io::Result<String> {
-  let mut bytes = [0u8; 6];
+  let mut bytes = [0u8; RANDOM_DIGITS / 2];
   // SAFETY: getrandom fills the buffer of the length given.
   let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
   if n != bytes.len() as isize {
@@ -1373,5 +1447,116 @@ mod tests {
       .map(|e| e.unwrap().file_name())
       .collect();
     assert_eq!(left, ["main"], "every swapped-out tree is removed");
+  }
+
+  /// A scratch directory whose `work` is captured as checkpoint `a`, in `.checkpoints`.
+  fn captured(name: &str) -> (Scratch, PathBuf, Checkpoints) {
+    let top = scratch(name);
+    let work = top.join("work");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(work.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let checkpoints = Checkpoints::new(None, Some("a".into()), None, &work).unwrap();
+    checkpoints.capture(&work).unwrap();
+    (top, work, checkpoints)
+  }
+
+  /// What a capture that died while copying leaves: a temporary with files in it, a
+  /// read-only directory among them.
+  fn leave_temporary(path: &Path) {
+    std::fs::create_dir_all(path.join("half/done")).unwrap();
+    std::fs::write(path.join("half/done/file"), vec![1u8; 4096]).unwrap();
+    std::fs::write(path.join("top"), "top").unwrap();
+    std::fs::set_permissions(path.join("half"), PermissionsExt::from_mode(0o555)).unwrap();
+  }
+
+  fn listing(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+      .unwrap()
+      .map(|e| e.unwrap().file_name().into_string().unwrap())
+      .collect();
+    names.sort();
+    names
+  }
+
+  #[test]
+  fn the_next_capture_removes_what_a_dead_capture_left() {
+    let (top, work, checkpoints) = captured("dead-capture");
+    let directory = top.join(".checkpoints");
+    // One dead while copying, one dead before removing the tree it swapped out.
+    leave_temporary(&directory.join(".tmp-a-0123456789ab"));
+    leave_temporary(&directory.join(".tmp-a-fedcba987654"));
+    std::fs::write(work.join("new"), "new").unwrap();
+    checkpoints.capture(&work).unwrap();
+    assert_eq!(listing(&directory), ["a"]);
+    assert_eq!(describe(&directory.join("a")), describe(&work));
+  }
+
+  #[test]
+  fn a_temporary_locked_by_a_live_capture_or_seed_is_left_until_let_go() {
+    let (top, work, checkpoints) = captured("live-capture");
+    let directory = top.join(".checkpoints");
+    let (writing, seeding) = (".tmp-a-aaaaaaaaaaaa", ".tmp-a-bbbbbbbbbbbb");
+    leave_temporary(&directory.join(writing));
+    leave_temporary(&directory.join(seeding));
+    // Descriptors of their own, as those of another process: flock does not share them.
+    let lock = |name: &str, how: libc::c_int| {
+      let held = File::open(directory.join(name)).unwrap();
+      // SAFETY: flock on a descriptor we own.
+      assert_eq!(unsafe { libc::flock(held.as_raw_fd(), how) }, 0);
+      held
+    };
+    let capture_writing = lock(writing, libc::LOCK_EX);
+    let seed_copying = lock(seeding, libc::LOCK_SH);
+    let held_trees = || [writing, seeding].map(|name| describe(&directory.join(name)));
+    let before = held_trees();
+    checkpoints.capture(&work).unwrap();
+    assert_eq!(listing(&directory), [writing, seeding, "a"]);
+    assert_eq!(held_trees(), before, "nothing was removed from either");
+    drop(capture_writing);
+    checkpoints.capture(&work).unwrap();
+    assert_eq!(listing(&directory), [seeding, "a"]);
+    drop(seed_copying);
+    checkpoints.capture(&work).unwrap();
+    assert_eq!(listing(&directory), ["a"]);
+  }
+
+  #[test]
+  fn a_sweep_touches_nothing_but_the_checkpoints_own_temporaries_and_follows_no_link() {
+    let (top, work, checkpoints) = captured("sweep-others");
+    let directory = top.join(".checkpoints");
+    let outside = top.join("outside");
+    std::fs::create_dir_all(outside.join("read-only")).unwrap();
+    std::fs::write(outside.join("keep"), "keep").unwrap();
+    std::fs::set_permissions(outside.join("read-only"), PermissionsExt::from_mode(0o555)).unwrap();
+    let others = [
+      ".tmp-a-b-0123456789ab",
+      ".tmp-other-0123456789ab",
+      ".tmp-a-0123456789abc",
+      ".tmp-a-0123456789a",
+      ".tmp-a-0123456789AB",
+      ".tmp-a-0123456789ag",
+      "tmp-a-0123456789ab",
+      "a-0123456789ab",
+    ];
+    for name in others {
+      leave_temporary(&directory.join(name));
+    }
+    std::fs::write(directory.join("notes.txt"), "notes").unwrap();
+    std::fs::write(directory.join(".tmp-a-cccccccccccc"), "a file, not a copy").unwrap();
+    symlink(&outside, directory.join(".tmp-a-dddddddddddd")).unwrap();
+    // All but the checkpoint itself, which the capture replaces.
+    let untouched = || {
+      let others = describe(&directory).into_iter();
+      (
+        others
+          .filter(|l| !l.starts_with("\"a\"") && !l.starts_with("\"a/"))
+          .collect::<Vec<_>>(),
+        describe(&outside),
+      )
+    };
+    let before = untouched();
+    leave_temporary(&directory.join(".tmp-a-0123456789ab"));
+    checkpoints.capture(&work).unwrap();
+    assert_eq!(untouched(), before);
   }
 }

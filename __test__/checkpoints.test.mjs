@@ -7,7 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
-import { LIB_CJS, gone, isAlive, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
+import { LIB_CJS, gone, isAlive, sleep, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
 
 const sandbox = useSandboxes()
 const isRoot = process.getuid() === 0
@@ -206,6 +206,31 @@ describe('snapshot() and checkpointName', () => {
     expect((await sb.executeCommand('mkfifo pipe && echo x > file')).exitCode).toBe(0)
     await sb.snapshot()
     expect(fs.readdirSync(path.join(checkpointsOf(sb), 'special'))).toEqual(['file'])
+  })
+
+  it('a process killed during a snapshot leaves a temporary copy, which the next snapshot of that checkpoint removes', async () => {
+    const sb = sandbox({ checkpointName: 'killed' })
+    // Thousands of files: the copy lasts long enough for the kill to land during it.
+    for (let d = 0; d < 40; d++) {
+      fs.mkdirSync(path.join(sb.workingDirectory, `d${d}`), { recursive: true })
+      for (let f = 0; f < 100; f++) fs.writeFileSync(path.join(sb.workingDirectory, `d${d}`, `f${f}`), `${d}/${f}\n`.repeat(100))
+    }
+    const checkpoints = checkpointsOf(sb)
+    const script = `
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      new LocalSandbox({ workingDirectory: ${JSON.stringify(sb.workingDirectory)}, checkpointName: 'killed' }).snapshot()`
+    const child = spawnChild(process.execPath, ['-e', script], { stdio: ['ignore', 'inherit', 'inherit'] })
+    const exited = new Promise((resolve) => child.on('exit', (_, signal) => resolve(signal)))
+    const listing = () => (fs.existsSync(checkpoints) ? fs.readdirSync(checkpoints) : [])
+    while (!listing().some((name) => name.startsWith('.tmp-killed-')) && child.exitCode === null) await sleep(1)
+    child.kill('SIGKILL')
+    expect(await exited).toBe('SIGKILL')
+    const left = listing()
+    expect(left).toEqual([expect.stringMatching(/^\.tmp-killed-[0-9a-f]{12}$/)])
+
+    await sb.snapshot()
+    expect(fs.readdirSync(checkpoints)).toEqual(['killed'])
+    expect(treeOf(path.join(checkpoints, 'killed'))).toEqual(treeOf(sb.workingDirectory))
   })
 })
 

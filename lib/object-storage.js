@@ -71,6 +71,31 @@ function detach(dir) {
   return new Promise((resolve) => execFile(command, args, () => resolve()))
 }
 
+/**
+ * Whether the FUSE mount at `dir` answers a stat within `ms`. In a child process, never on
+ * libuv's threadpool: against a daemon that does not answer, a stat waits until the kernel
+ * gives up (minutes), and the pool's few threads serve all of the host's file I/O, DNS and
+ * crypto. SIGKILL at the deadline ends a stat waiting for the daemon; one the daemon has
+ * already taken ends with the daemon, and is not waited for here.
+ */
+function answersWithin(dir, ms) {
+  return new Promise((resolve, reject) => {
+    const stat = spawn('stat', ['--', dir], { stdio: 'ignore' })
+    const timer = setTimeout(() => {
+      stat.kill('SIGKILL')
+      resolve(false)
+    }, ms)
+    stat.once('error', (err) => {
+      clearTimeout(timer)
+      reject(err)
+    })
+    stat.once('exit', (code) => {
+      clearTimeout(timer)
+      resolve(code === 0)
+    })
+  })
+}
+
 const alive = (pid) => {
   try {
     process.kill(pid, 0)
@@ -245,13 +270,7 @@ class ObjectStorageMount {
       if ((await mountPoints()).has(this.source)) {
         // The daemon answers after it checked the bucket, and ends without answering when
         // that failed; a check that hangs (an endpoint that drops packets) meets the deadline.
-        let timer
-        const late = new Promise((resolve) => {
-          timer = setTimeout(resolve, Math.max(0, deadline - Date.now()), 'late')
-        })
-        const answered = await Promise.race([fsp.stat(this.source).then(() => true, () => false), late])
-        clearTimeout(timer)
-        if (answered === true && this.running) return
+        if ((await answersWithin(this.source, Math.max(0, deadline - Date.now()))) && this.running) return
       }
       if (Date.now() >= deadline) {
         const reason = reasonOf(this.log)

@@ -73,10 +73,10 @@ function detach(dir) {
 
 /**
  * Whether the FUSE mount at `dir` answers a stat within `ms`. In a child process, never on
- * libuv's threadpool: against a daemon that does not answer, a stat waits until the kernel
- * gives up (minutes), and the pool's few threads serve all of the host's file I/O, DNS and
- * crypto. SIGKILL at the deadline ends a stat waiting for the daemon; one the daemon has
- * already taken ends with the daemon, and is not waited for here.
+ * libuv's threadpool: against a daemon that does not answer, a stat waits as long as the
+ * daemon does (s3fs retries for minutes), and the pool's threads (4 by default) serve all of
+ * the host's file I/O, DNS and crypto. SIGKILL at the deadline ends a stat waiting for the
+ * daemon; one the daemon has already taken ends with the daemon, and is not waited for here.
  */
 function answersWithin(dir, ms) {
   return new Promise((resolve, reject) => {
@@ -292,6 +292,7 @@ class ObjectStorageMount {
   }
 
   async #cleanUp() {
+    // rmdir does not enter a mount point (EBUSY while mounted): it cannot wait for the daemon.
     if ((await mountPoints()).has(this.source)) await detach(this.source)
     await fsp.rmdir(this.source).catch(() => {})
     await removeFiles(this.#name)

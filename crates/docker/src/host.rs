@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
-  PortBinding, ResourcesUlimits, VolumeCreateRequest,
+  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountPoint,
+  MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
   CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
@@ -581,19 +581,8 @@ impl DockerHost {
       .mounts
       .unwrap_or_default()
       .into_iter()
-      .find(|m| m.destination.as_deref() == Some(SOCKET_DIR_INSIDE))
-      .and_then(|m| m.source)
-      .ok_or_else(|| {
-        CoreError::Engine(format!(
-          "Container {id} carries the label {SANDBOX_LABEL}={} but was not made by DockerSandbox (no {SOCKET_DIR_INSIDE} mount)",
-          self.spec.id
-        ))
-      })?;
-    // A remote engine's mount source is a path on its host, not ours.
-    let socket_dir = match self.connection.is_local() {
-      true => Some(PathBuf::from(keeper_mount)),
-      false => None,
-    };
+      .find(|m| m.destination.as_deref() == Some(SOCKET_DIR_INSIDE));
+    let socket_dir = self.socket_dir_of(id, keeper_mount)?;
     if let Some(dir) = &socket_dir {
       ensure_socket_dir(dir)?;
     }
@@ -608,6 +597,47 @@ impl DockerHost {
       },
       running,
     ))
+  }
+
+  /// The host directory of the keeper's socket of the container `id` found again (none
+  /// when the engine is remote), from its mount at [`SOCKET_DIR_INSIDE`]. One made through
+  /// the other kind of connection is refused before anything is done: its bind is a
+  /// directory of the engine's host, which a TCP connection does not reach; its volume is
+  /// the engine's own storage, no directory of this host's to use.
+  fn socket_dir_of(&self, id: &str, keeper_mount: Option<MountPoint>) -> Result<Option<PathBuf>> {
+    let not_made_here = || {
+      CoreError::Engine(format!(
+        "Container {id} carries the label {SANDBOX_LABEL}={} but was not made by DockerSandbox (no {SOCKET_DIR_INSIDE} bind or volume)",
+        self.spec.id
+      ))
+    };
+    let mount = keeper_mount.ok_or_else(not_made_here)?;
+    let made_locally = match mount_type(&mount) {
+      Some(MountType::BIND) => true,
+      Some(MountType::VOLUME) => false,
+      _ => return Err(not_made_here()),
+    };
+    let (made_through, why) = match (made_locally, self.connection.is_local()) {
+      (true, true) => {
+        return mount
+          .source
+          .map(|s| Some(s.into()))
+          .ok_or_else(not_made_here);
+      }
+      (false, false) => return Ok(None),
+      (true, false) => (
+        "a local connection (unix socket)",
+        "its supervisor's socket is in a directory of the engine's host, which a TCP connection does not reach",
+      ),
+      (false, true) => (
+        "a remote connection (TCP)",
+        "its supervisor is in a volume of the engine's own, reached through the engine only, not in a directory of this host",
+      ),
+    };
+    Err(CoreError::Engine(format!(
+      "Container {id} of sandbox {} was made through {made_through} to its engine, and this one is {}: {why}. Reach it as it was made, with the same dockerOptions or DOCKER_HOST",
+      self.spec.id, self.connection.endpoint
+    )))
   }
 
   async fn start_container(&self, docker: &Docker, id: &str) -> Result<()> {
@@ -1026,6 +1056,11 @@ fn directories_tar(names: &[String], owner: (u32, u32)) -> Result<Vec<u8>> {
   Ok(tar)
 }
 
+/// How a container's mount is made, as the engine reports it.
+pub(crate) fn mount_type(mount: &MountPoint) -> Option<MountType> {
+  mount.typ.as_deref()?.parse().ok()
+}
+
 /// A bind mount of a host path.
 fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
   Mount {
@@ -1243,6 +1278,61 @@ mod tests {
         ),
       ]
     );
+  }
+
+  #[test]
+  fn a_container_found_again_is_reached_only_through_the_kind_of_connection_it_was_made_with() {
+    let host = |settings| {
+      let spec = ContainerSpec {
+        id: "box".into(),
+        ..Default::default()
+      };
+      DockerHost::new(Connection::from_settings(&settings).unwrap(), spec)
+    };
+    let local = host(crate::engine::Settings {
+      socket_path: Some("/x.sock".into()),
+      ..Default::default()
+    });
+    let remote = host(crate::engine::Settings {
+      host: Some("engine.example".into()),
+      ..Default::default()
+    });
+    let keeper_mount = |typ: &str, source: &str| {
+      Some(MountPoint {
+        typ: Some(typ.into()),
+        source: Some(source.into()),
+        destination: Some(SOCKET_DIR_INSIDE.into()),
+        ..Default::default()
+      })
+    };
+    let bound = || keeper_mount("bind", "/run/user/0/native-workspace-docker/ab");
+    let volume = || keeper_mount("volume", "/var/lib/docker/volumes/f00/_data");
+    let refusal = |found: Result<Option<PathBuf>>| match found {
+      Err(CoreError::Engine(message)) => message,
+      other => panic!("{:?}", other.map_err(|e| e.to_string())),
+    };
+
+    assert_eq!(
+      local.socket_dir_of("c1", bound()).unwrap(),
+      Some(PathBuf::from("/run/user/0/native-workspace-docker/ab"))
+    );
+    assert_eq!(remote.socket_dir_of("c1", volume()).unwrap(), None);
+    assert_eq!(
+      refusal(local.socket_dir_of("c1", volume())),
+      "Container c1 of sandbox box was made through a remote connection (TCP) to its engine, and this one is unix:///x.sock: its supervisor is in a volume of the engine's own, reached through the engine only, not in a directory of this host. Reach it as it was made, with the same dockerOptions or DOCKER_HOST"
+    );
+    assert_eq!(
+      refusal(remote.socket_dir_of("c1", bound())),
+      "Container c1 of sandbox box was made through a local connection (unix socket) to its engine, and this one is tcp://engine.example:2375: its supervisor's socket is in a directory of the engine's host, which a TCP connection does not reach. Reach it as it was made, with the same dockerOptions or DOCKER_HOST"
+    );
+    for connection in [&local, &remote] {
+      for mount in [None, keeper_mount("tmpfs", "")] {
+        assert!(
+          refusal(connection.socket_dir_of("c1", mount))
+            .ends_with("was not made by DockerSandbox (no /.native-workspace bind or volume)")
+        );
+      }
+    }
   }
 
   #[test]

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use bollard::Docker;
+use bollard::models::MountType;
 use bollard::query_parameters::{
   ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptions,
 };
@@ -85,13 +86,15 @@ pub async fn sweep(
     else {
       continue;
     };
-    // A remote engine's mounts are its host's paths, not ours.
+    // A remote engine's mounts are its host's paths, not ours; a volume (a container made
+    // through a remote connection to this engine) is the engine's own storage.
     let socket_dirs: Vec<String> = container
       .mounts
       .filter(|_| connection.is_local())
       .unwrap_or_default()
       .into_iter()
       .filter(|m| m.destination.as_deref() == Some(crate::host::SOCKET_DIR_INSIDE))
+      .filter(|m| crate::host::mount_type(m) == Some(MountType::BIND))
       .filter_map(|m| m.source)
       .collect();
     crate::host::remove_container(connection, docker, &id).await?;

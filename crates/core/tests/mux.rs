@@ -136,6 +136,17 @@ async fn output_nobody_reads_holds_back_only_its_own_command() {
   // Killed while its output is still not read, it reports its end all the same.
   let mut control = stalled.control;
   control.write_all(b"K").await.unwrap();
+  let lines = read_until_end(&mut control).await;
+  assert!(lines.starts_with('P'), "{lines:?}");
+  drop(stalled.stdout);
+  assert!(
+    settles_at(&stalled_command, 0).await,
+    "the killed command is gone"
+  );
+}
+
+/// Reads a command's control stream until its end (`X`) comes; panics after 10 s.
+async fn read_until_end(control: &mut tokio::net::UnixStream) -> String {
   let mut lines = String::new();
   let read_to_end = tokio::time::timeout(Duration::from_secs(10), async {
     let mut buf = [0u8; 256];
@@ -146,12 +157,42 @@ async fn output_nobody_reads_holds_back_only_its_own_command() {
     }
   });
   read_to_end.await.expect("the kill's end arrives");
-  assert!(lines.starts_with('P'), "{lines:?}");
-  drop(stalled.stdout);
-  assert!(
-    settles_at(&stalled_command, 0).await,
-    "the killed command is gone"
-  );
+  lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_tree_whose_output_nobody_reads_reports_its_end_whatever_dies_first() {
+  let keeper = Keeper::start("killed-tree");
+  let (init, _mux) = keeper.mux().await;
+  let marker = format!("yes tree-{}", std::process::id());
+  // Several processes under the shell: some may still be dying, unreaped, when the shell
+  // has been reaped. They are the tree being killed, not processes it leaves running.
+  let command = format!("{marker} & {marker} & {marker} & {marker} & wait");
+  for round in 0..10 {
+    let launched = init
+      .launch(&LaunchRequest {
+        command: &command,
+        cwd: &std::env::temp_dir(),
+        env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+        stdin: StdinMode::Ignore,
+      })
+      .unwrap();
+    assert!(settles_at(&marker, 4).await, "round {round}: the tree runs");
+    // Its stdout is never read: the pipe and the window fill.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut control = launched.control;
+    control.write_all(b"K").await.unwrap();
+    let lines = read_until_end(&mut control).await;
+    assert!(
+      !lines.contains("\nL"),
+      "round {round}: a killed tree is not left running: {lines:?}"
+    );
+    drop(launched.stdout);
+    assert!(
+      settles_at(&marker, 0).await,
+      "round {round}: the killed tree is gone"
+    );
+  }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

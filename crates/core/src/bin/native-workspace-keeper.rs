@@ -539,6 +539,8 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   // Set once the command has ended leaving processes behind: the first of them, and its
   // wait status once it has ended too.
   let mut leftover: Option<(libc::pid_t, Option<libc::c_int>)> = None;
+  // The host asked for the tree's death (`K`) while the command still ran.
+  let mut killing = false;
   loop {
     let mut fds = [pollfd(ctl), pollfd(signals.fd)];
     if !poll(&mut fds) {
@@ -566,6 +568,9 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       }
     }
     match (main_status, leftover) {
+      // Processes of a killed tree still dying when the command was reaped are not left
+      // running: they are emptied and the end reported, never handed over as leftovers.
+      (Some(_), _) if killing => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
       (Some(status), None) => {
         let left = children_of(me);
         let Some(&first) = left.first() else {
@@ -593,7 +598,10 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       for &b in &buf[..n as usize] {
         match b {
           b'T' => signal_tree(main_pid, main_status.is_none(), libc::SIGTERM),
-          b'K' => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
+          b'K' => {
+            killing = true;
+            kill_tree_and_exit(ctl, main_pid, main_status, leftover);
+          }
           _ => {}
         }
       }

@@ -130,14 +130,19 @@ impl Checkpoints {
     self.seed.as_deref()
   }
 
+  /// Whether a start may seed from a checkpoint: one is named (its own or a seed).
+  pub fn may_seed(&self) -> bool {
+    self.name.is_some() || self.seed.is_some()
+  }
+
   /// Fills an empty `working_directory` from the checkpoint, or else from the seed
   /// checkpoint, whichever exists first; a missing one is no error (an empty start).
   /// Returns the name seeded from. Blocks: run it off the async threads.
   pub fn seed(&self, working_directory: &Path) -> Result<Option<String>> {
-    let candidates: Vec<&String> = self.name.iter().chain(&self.seed).collect();
-    if candidates.is_empty() {
+    if !self.may_seed() {
       return Ok(None);
     }
+    let candidates = self.name.iter().chain(&self.seed);
     let failed = |e| {
       CoreError::io(
         format!(

@@ -1107,9 +1107,12 @@ impl Provider for Sandbox {
     let mut laps = Laps::new();
     let outcome = prepare_directory(&self.working_directory)?;
     laps.lap("directory");
-    // Before the init: nothing runs in the directory while it is filled.
-    let (checkpoints, dir) = (self.checkpoints.clone(), self.working_directory.clone());
-    blocking(move || checkpoints.seed(&dir)).await?;
+    // Before the init: nothing runs in the directory while it is filled. Without a
+    // checkpoint to seed from there is nothing to wait for on a blocking thread.
+    if self.checkpoints.may_seed() {
+      let (checkpoints, dir) = (self.checkpoints.clone(), self.working_directory.clone());
+      blocking(move || checkpoints.seed(&dir)).await?;
+    }
     laps.lap("checkpoint seed");
     let one = self.replacing_init.lock().await;
     self.restart_init_timed(&one, laps).await?;

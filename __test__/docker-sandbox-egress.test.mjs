@@ -73,7 +73,7 @@ for (const which of ['local', 'remote']) describeDocker(`DockerSandbox allowedDo
       const r = await box.executeCommand(`ip -o addr | cut -d' ' -f2 | sort -u; echo $HTTP_PROXY $https_proxy $NO_PROXY; wget -q -O - http://allowed.test:${ports.http}/plain`)
       const [addresses, proxies, answer] = r.stdout.split(/\n(?=[^l])/)
       expect(addresses).toBe('lo')
-      expect(proxies).toMatch(/^http:\/\/127\.0\.0\.1:(\d+) http:\/\/127\.0\.0\.1:\1 localhost,127\.0\.0\.1,::1$/)
+      expect(proxies).toMatch(/^(http:\/\/nw-[0-9a-f]{16}:@127\.0\.0\.1:\d+) \1 localhost,127\.0\.0\.1,::1$/)
       expect(answer).toBe(`hello from allowed.test:${ports.http} over http\n`)
       expect(r).toMatchObject({ exitCode: 0, stderr: '' })
       expect((await containerOf(box)).HostConfig.NetworkMode).toBe('none')
@@ -135,6 +135,22 @@ for (const which of ['local', 'remote']) describeDocker(`DockerSandbox allowedDo
       )
     } finally {
       setLogger(null)
+      await box.destroy()
+    }
+  })
+
+  it('two commands at once are each told only of their own refusals', async () => {
+    reset()
+    const box = allowing(['allowed.test:*'])
+    try {
+      await box.start()
+      // Each refusal comes while both commands run.
+      const results = await Promise.all(['denied.test', 'other.test'].map((name) => box.executeCommand(`wget -q -O - http://${name}:${ports.http}/; sleep 2`)))
+      expect(results.map((r) => r.stderr)).toEqual(
+        ['denied.test', 'other.test'].map((name) => `wget: server returned error: HTTP/1.1 403 Forbidden\n${blocked(`${name}:${ports.http}`)}`),
+      )
+      expect(seen).toEqual({ connections: 0, requests: [] })
+    } finally {
       await box.destroy()
     }
   })
@@ -239,9 +255,9 @@ for (const which of ['local', 'remote']) describeDocker(`DockerSandbox allowedDo
       expect(seen).toEqual({ connections: 0, requests: [] })
 
       await box.start()
-      const before = (await box.executeCommand('echo $HTTP_PROXY')).stdout
+      const before = (await box.executeCommand('echo ${HTTP_PROXY##*:}')).stdout
       await box.stop()
-      const after = await box.executeCommand(`echo $HTTP_PROXY; wget -q -O - http://allowed.test:${ports.http}/again`)
+      const after = await box.executeCommand(`echo \${HTTP_PROXY##*:}; wget -q -O - http://allowed.test:${ports.http}/again`)
       expect(after.stdout).toBe(`${before}hello from allowed.test:${ports.http} over http\n`)
       expect(seen.requests.map((r) => r.url)).toEqual(['/again'])
     } finally {

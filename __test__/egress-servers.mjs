@@ -29,7 +29,8 @@ function makePki(dir) {
 /**
  * Starts (in a beforeAll, when `enabled`) an HTTPS, an HTTP and a UDP server on the host's
  * loopback, closed after all. `seen` counts every TCP connection and UDP datagram they got
- * and lists each request ({ scheme, host, sni, url }); `ports` and `pki` are filled at start.
+ * and lists each request ({ scheme, host, sni, url }, and `proxyAuthorization` should the
+ * proxy ever forward one); `ports` and `pki` are filled at start.
  */
 export function useEgressServers(enabled) {
   const seen = { connections: 0, requests: [] }
@@ -45,7 +46,8 @@ export function useEgressServers(enabled) {
   }
   const answer = (scheme) => (req, res) => {
     const sni = req.socket.servername ?? '-'
-    seen.requests.push({ scheme, host: req.headers.host, sni, url: req.url })
+    const credentials = req.headers['proxy-authorization']
+    seen.requests.push({ scheme, host: req.headers.host, sni, url: req.url, ...(credentials !== undefined && { proxyAuthorization: credentials }) })
     res.end(`hello from ${req.headers.host} over ${scheme}\n`)
   }
   beforeAll(async () => {

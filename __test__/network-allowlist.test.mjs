@@ -24,6 +24,8 @@ function allowing(allowedDomains, nativeSandbox = {}) {
 }
 
 const curl = (url, flags = '') => `curl -sS --max-time 10 --cacert ca.pem ${flags} ${url}`
+/** The line a command's stderr ends with when the proxy refused `destination` for it. */
+const blockedNote = (destination) => `native-workspace: blocked by nativeSandbox.allowedDomains: ${destination}: the host is not in allowedDomains\n`
 
 describe('allowedDomains: options', () => {
   const workingDirectory = () => path.join(top, `opt-${crypto.randomUUID()}`)
@@ -100,6 +102,54 @@ describe.skipIf(!available)('allowedDomains: through the egress proxy', () => {
     } finally {
       setLogger(null)
     }
+  })
+
+  it('commands running at once (curl, git) are each told only of their own refusals; the server never sees their proxy credentials', async () => {
+    reset()
+    const sb = allowing(['allowed.test:*'])
+    await sb.start()
+    const proxies = 'echo "$HTTP_PROXY $HTTPS_PROXY $http_proxy $https_proxy"'
+    // Each refusal comes while all three commands run.
+    const [tunnel, plain, git] = await Promise.all([
+      sb.executeCommand(`${proxies}; ${curl(`https://denied.test:${ports.https}/`)}; sleep 2`),
+      sb.executeCommand(`${proxies}; ${curl(`http://other.test:${ports.http}/`)}; ${curl(`http://allowed.test:${ports.http}/attributed`)}; sleep 2`),
+      sb.executeCommand(`git ls-remote https://wild.test:${ports.https}/x.git; sleep 2`),
+    ])
+    const notes = (r) => r.stderr.split('\n').filter((line) => line.startsWith('native-workspace:'))
+    expect(tunnel.stderr).toContain('CONNECT tunnel failed, response 403')
+    expect(notes(tunnel)).toEqual([blockedNote(`denied.test:${ports.https}`).trimEnd()])
+    expect(plain.stderr).toBe(blockedNote(`other.test:${ports.http}`))
+    expect(notes(git)).toEqual([blockedNote(`wild.test:${ports.https}`).trimEnd()])
+    expect(plain.stdout).toContain(`hello from allowed.test:${ports.http} over http\n`)
+    // A token of each command's own, the same in every variable.
+    const tokens = [tunnel, plain].map((r) => {
+      const [line] = r.stdout.split('\n')
+      const [url, ...others] = line.split(' ')
+      expect(others).toEqual([url, url, url])
+      expect(url).toMatch(/^http:\/\/nw-[0-9a-f]{16}:@127\.0\.0\.1:\d+$/)
+      return url
+    })
+    expect(tokens[0]).not.toBe(tokens[1])
+    // Had it come with its credentials, the request would list them.
+    expect(seen.requests).toEqual([{ scheme: 'http', host: `allowed.test:${ports.http}`, sni: '-', url: '/attributed' }])
+  })
+
+  it('refusals of a client that drops the credentials, or of a background process, are named by the command that ends next', async () => {
+    reset()
+    const sb = allowing(['allowed.test:*'])
+    await sb.start()
+    const bare = `curl -sS --max-time 10 --proxy "http://127.0.0.1:\${HTTP_PROXY##*:}"`
+    const [waiting, dropping] = await Promise.all([
+      sb.executeCommand(`${curl(`http://denied.test:${ports.http}/`)}; sleep 3`),
+      sb.executeCommand(`sleep 1; ${bare} http://other.test:${ports.http}/`),
+    ])
+    expect(dropping.stderr).toBe(blockedNote(`other.test:${ports.http}`))
+    expect(waiting.stderr).toBe(blockedNote(`denied.test:${ports.http}`))
+
+    const background = await sb.processes.spawn(curl('http://other.test:8080/'))
+    expect((await background.wait()).stdout).toContain('other.test:8080 is blocked')
+    expect((await sb.executeCommand('true')).stderr).toBe(blockedNote('other.test:8080'))
+    expect(seen).toEqual({ connections: 0, requests: [] })
   })
 
   it("an agent's execute_command tool shows the 403 and the blocked destination", async () => {
@@ -218,9 +268,9 @@ for family, address in ((socket.AF_INET, ('127.0.0.1', ${ports.udp})), (socket.A
     reset()
     const sb = allowing(['allowed.test:*'])
     await sb.start()
-    const before = (await sb.executeCommand('echo $HTTPS_PROXY')).stdout
+    const before = (await sb.executeCommand('echo ${HTTPS_PROXY##*:}')).stdout
     await sb.stop()
-    const after = await sb.executeCommand(`echo $HTTPS_PROXY; ${curl(`http://allowed.test:${ports.http}/again`)}`)
+    const after = await sb.executeCommand(`echo \${HTTPS_PROXY##*:}; ${curl(`http://allowed.test:${ports.http}/again`)}`)
     expect(after.stdout).toBe(`${before}hello from allowed.test:${ports.http} over http\n`)
     const many = await sb.executeCommand(
       `for i in $(seq 1 50); do curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 http://allowed.test:${ports.http}/$i & done; wait`,

@@ -177,8 +177,10 @@ export interface NativeSandboxConfig {
    * resolves names (DNS from inside leads nowhere) and dials only public addresses; IP
    * addresses, UDP and clients ignoring the proxy get nowhere. A refusal is answered
    * `403 Forbidden` with the reason, logged (target `native_workspace::egress`), and named at
-   * the end of the next `executeCommand` result's stderr (`native-workspace: blocked by
-   * nativeSandbox.allowedDomains: host:port: reason`). `[]`: no network at all.
+   * the end of the stderr of the `executeCommand` whose request it was (`native-workspace:
+   * blocked by nativeSandbox.allowedDomains: host:port: reason`); a background process's, or
+   * a client's that dropped the proxy URL's credentials, in the next one to end. `[]`: no
+   * network at all.
    */
   allowedDomains?: string[]
   /**

@@ -7,8 +7,9 @@
 //! [`Init::relayed_listener`]); everything else happens here, on the host:
 //! - egress: a listener on the sandbox's `127.0.0.1:<port>`, served by the proxy of
 //!   `native_workspace_egress`, which resolves and dials from the host. The commands get
-//!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it; the namespace
-//!   has no other way out, so DNS, UDP, raw addresses and IPv6 lead nowhere;
+//!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it, with a token of
+//!   their own as credentials so its refusals are told apart; the namespace has no other way
+//!   out, so DNS, UDP, raw addresses and IPv6 lead nowhere;
 //! - ports: a listener on the host's `127.0.0.1:<ephemeral>`; each connection it accepts
 //!   is spliced to a socket connected to `127.0.0.1:<port>` (or `[::1]:<port>`) inside.
 
@@ -19,7 +20,9 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use native_workspace_egress::{PinnedResolver, Policy, Proxy, ProxyConfig, normalize_host};
+use native_workspace_egress::{
+  Attribution, PinnedResolver, Policy, Proxy, ProxyConfig, normalize_host,
+};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::error::{CoreError, Result};
@@ -168,35 +171,58 @@ impl Egress {
     self.serving.locked().take();
   }
 
-  /// The variables that send the commands' HTTP clients through the proxy: both spellings,
+  /// A command's way through the proxy. While it lives, the refusals of requests carrying
+  /// its token are its own; afterwards they go to whichever command ends next.
+  pub fn for_command(&self) -> CommandEgress<'_> {
+    CommandEgress {
+      egress: self,
+      attribution: self.proxy.attribute(),
+    }
+  }
+}
+
+/// One command's way through its sandbox's egress proxy.
+pub struct CommandEgress<'a> {
+  egress: &'a Egress,
+  attribution: Attribution,
+}
+
+impl CommandEgress<'_> {
+  /// The variables that send the command's HTTP clients through the proxy: both spellings,
   /// as clients read one or the other; loopback stays direct (the sandbox's own servers).
+  /// The token goes as the user name with an empty password: written `token@`, Python's
+  /// requests (so pip) and wget send no credentials, and git asks for a password. Git sends
+  /// them only when challenged, which the proxy never does, unless told to use `basic`.
   pub fn env(&self) -> Vec<(String, String)> {
-    let url = format!("http://127.0.0.1:{}", self.port.load(Ordering::Acquire));
+    let url = format!(
+      "http://{}:@127.0.0.1:{}",
+      self.attribution.token(),
+      self.egress.port.load(Ordering::Acquire)
+    );
     let direct = "localhost,127.0.0.1,::1".to_owned();
     vec![
       ("HTTP_PROXY".into(), url.clone()),
       ("HTTPS_PROXY".into(), url.clone()),
       ("http_proxy".into(), url.clone()),
       ("https_proxy".into(), url),
+      ("GIT_HTTP_PROXY_AUTHMETHOD".into(), "basic".into()),
       ("NO_PROXY".into(), direct.clone()),
       ("no_proxy".into(), direct),
     ]
   }
 
-  /// What the proxy refused since the last call, as lines for a command's stderr.
+  /// What the proxy refused for this command, and for no command being waited for, since
+  /// the last call: lines for the command's stderr.
   pub fn blocked_note(&self) -> Option<String> {
-    let blocked = self.proxy.take_blocked();
+    let mut blocked = self.attribution.take_blocked();
+    blocked.extend(self.egress.proxy.take_blocked());
     if blocked.is_empty() {
       return None;
     }
+    let prefix = self.egress.prefix;
     let lines: Vec<String> = blocked
       .iter()
-      .map(|entry| {
-        format!(
-          "native-workspace: blocked by {}allowedDomains: {entry}\n",
-          self.prefix
-        )
-      })
+      .map(|entry| format!("native-workspace: blocked by {prefix}allowedDomains: {entry}\n"))
       .collect();
     Some(lines.concat())
   }

@@ -18,7 +18,7 @@ use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
 use crate::limits::Limits;
-use crate::net::{Egress, EgressOptions, InitSlot, Ports};
+use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
 use crate::pool;
 use crate::private_tmp::PrivateTmp;
@@ -353,7 +353,11 @@ impl Sandbox {
       output_limit: None,
       adopt_leftovers: None,
     };
-    let process = self.start_tracked(command, options, defaults).await?;
+    // Not waited for, so its refusals are let go to whichever command ends next.
+    let egress = self.egress.as_ref().map(Egress::for_command);
+    let process = self
+      .start_tracked(command, options, defaults, egress.as_ref())
+      .await?;
     self.bound_when_exited(&process);
     Ok(process)
   }
@@ -420,11 +424,14 @@ impl Sandbox {
       output_limit,
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
     };
-    let process = self.start_tracked(&full, options, defaults).await?;
+    let egress = self.egress.as_ref().map(Egress::for_command);
+    let process = self
+      .start_tracked(&full, options, defaults, egress.as_ref())
+      .await?;
     let mut outcome = process.into_outcome().await;
-    // What the proxy refused meanwhile (for this command or another): named where an
-    // agent reads why its download failed.
-    if let Some(note) = self.egress.as_ref().and_then(Egress::blocked_note) {
+    // What the proxy refused for this command (or for none being waited for): named where
+    // an agent reads why its download failed.
+    if let Some(note) = egress.as_ref().and_then(CommandEgress::blocked_note) {
       if !outcome.stderr.is_empty() && !outcome.stderr.ends_with('\n') {
         outcome.stderr.push('\n');
       }
@@ -452,9 +459,10 @@ impl Sandbox {
     command: &str,
     mut options: CommandOptions,
     defaults: EntryDefaults,
+    egress: Option<&CommandEgress<'_>>,
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
-    let request = self.request(command, options, defaults);
+    let request = self.request(command, options, defaults, egress);
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
@@ -922,6 +930,7 @@ impl Sandbox {
     command: &str,
     options: CommandOptions,
     defaults: EntryDefaults,
+    egress: Option<&CommandEgress<'_>>,
   ) -> SpawnRequest {
     let mut env = BTreeMap::new();
     // A container's commands get its image's PATH from its init instead.
@@ -932,7 +941,7 @@ impl Sandbox {
     env.extend(self.env_overlay());
     env.extend(options.env);
     // Last: the proxy is the only way out, whatever the command's own settings say.
-    if let Some(egress) = &self.egress {
+    if let Some(egress) = egress {
       env.extend(egress.env());
     }
     SpawnRequest {

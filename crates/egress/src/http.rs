@@ -1,6 +1,9 @@
 //! The HTTP/1.x request head as a forward proxy sees it: its target and the headers that
 //! decide how it is judged and framed.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
 /// The largest number of header lines accepted in a request head.
 pub const MAX_HEADERS: usize = 100;
 
@@ -51,6 +54,21 @@ impl Head {
       .iter()
       .filter(move |(header, _)| header.eq_ignore_ascii_case(name))
       .map(|(_, value)| value.as_slice())
+  }
+
+  /// The user name of the request's proxy credentials (`Proxy-Authorization: Basic
+  /// base64("user:password")`, where the password may be empty, or missing with its colon).
+  pub fn proxy_user(&self) -> Option<String> {
+    let value = std::str::from_utf8(self.values("proxy-authorization").next()?).ok()?;
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+      return None;
+    }
+    let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
+    let user = decoded
+      .split_once(':')
+      .map_or(decoded.as_str(), |(user, _)| user);
+    Some(user.to_owned())
   }
 }
 
@@ -170,6 +188,35 @@ mod tests {
       parse_absolute_http("http://user:pw@a.test/"),
       Err(TargetError::Authority(AuthorityError::Malformed(_)))
     ));
+  }
+
+  #[test]
+  fn the_proxy_user_is_read_from_basic_credentials_only() {
+    let user = |header: &str| {
+      parse_head(format!("GET http://a.test/ HTTP/1.1\r\n{header}\r\n\r\n").as_bytes())
+        .unwrap()
+        .proxy_user()
+    };
+    // base64("nw-0123456789abcdef:"), base64("nw-0123456789abcdef"), base64("u:p:q").
+    let some = |user: &str| Some(user.to_owned());
+    assert_eq!(
+      user("Proxy-Authorization: Basic bnctMDEyMzQ1Njc4OWFiY2RlZjo="),
+      some("nw-0123456789abcdef")
+    );
+    assert_eq!(
+      user("proxy-authorization:  basic   bnctMDEyMzQ1Njc4OWFiY2RlZg== "),
+      some("nw-0123456789abcdef")
+    );
+    assert_eq!(user("Proxy-Authorization: Basic dTpwOnE="), some("u"));
+    for without in [
+      "Accept: */*",
+      "Authorization: Basic dTpwOnE=",
+      "Proxy-Authorization: Bearer dTpwOnE=",
+      "Proxy-Authorization: Basic not base64!",
+      "Proxy-Authorization: Basic",
+    ] {
+      assert_eq!(user(without), None, "{without}");
+    }
   }
 
   #[test]

@@ -13,7 +13,9 @@
 //!
 //! Refusals get `403 Forbidden` with a text naming the destination and the reason, a `tracing`
 //! record (target [`LOG_TARGET`]: sandbox id, destination, reason), and an entry in the proxy's
-//! bounded record ([`Proxy::take_blocked`]) so a command's result can name what was blocked.
+//! bounded records so a command's result can name what was blocked: under the command's
+//! [`Attribution`] when the request carries its token as proxy credentials, else
+//! unattributed ([`Proxy::take_blocked`]).
 //!
 //! # Wiring into sandboxes
 //! The proxy serves connections accepted elsewhere, so it can sit outside the sandbox's network
@@ -22,13 +24,15 @@
 //!   keeper creates a TCP socket in that namespace and passes it to the host (`SCM_RIGHTS`,
 //!   see the core's `init::socket`); the host binds it to `127.0.0.1:<port>`, listens, and
 //!   serves what it accepts with [`Proxy::run`]. The commands get
-//!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://127.0.0.1:<port>`. One
+//!   `HTTP_PROXY`/`HTTPS_PROXY`/`http_proxy`/`https_proxy` = `http://<token>:@127.0.0.1:<port>`,
+//!   a token of each command's own ([`Proxy::attribute`]). One
 //!   [`Proxy`] per sandbox, built from its `allowedDomains` ([`Policy::parse`], whose error
 //!   names the bad entry) and its id (the core's `net` module).
 //! - `DockerSandbox`: the container gets network mode `none` (loopback only) and the same
 //!   socket request to its keeper.
 //! - A sandbox without a namespace, and tests: [`Proxy::run`] on a `TcpListener`.
-//! - After each command, [`Proxy::take_blocked`] gives the destinations refused meanwhile.
+//! - After each command, [`Attribution::take_blocked`] gives the destinations refused for it,
+//!   and [`Proxy::take_blocked`] those refused for no command being waited for.
 //!
 //! DNS from inside the sandbox has nowhere to go (no resolver is reachable in the namespace),
 //! nor has UDP or IPv6: only the proxy's TCP endpoint exists.
@@ -40,6 +44,6 @@ mod resolve;
 mod tls;
 
 pub use policy::{Denial, EntryProblem, HostError, Policy, PolicyError, WEB_PORTS, normalize_host};
-pub use proxy::{Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
+pub use proxy::{Attribution, Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
 pub use resolve::{BoxFuture, PinnedResolver, Resolve, StaticResolver, SystemResolver, is_public};
 pub use tls::MAX_CLIENT_HELLO;

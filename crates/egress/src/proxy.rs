@@ -1,13 +1,14 @@
 //! The proxy: one per sandbox, serving connections already accepted elsewhere.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,8 @@ pub struct ProxyConfig {
   /// own services or a cloud metadata endpoint. Tests serving allowed names on loopback turn
   /// it on.
   pub allow_private_destinations: bool,
-  /// Distinct blocked destinations remembered until taken; the oldest make room.
+  /// Distinct blocked destinations remembered until taken, per [`Attribution`] and for the
+  /// rest; the oldest make room.
   pub max_blocked_records: usize,
 }
 
@@ -159,7 +161,79 @@ struct Inner {
   config: ProxyConfig,
   resolver: Arc<dyn Resolve>,
   slots: Arc<Semaphore>,
-  blocked: Mutex<VecDeque<Blocked>>,
+  blocked: Mutex<Records>,
+}
+
+/// Refusals not taken yet: each attribution's apart, the others together.
+#[derive(Default)]
+struct Records {
+  unattributed: VecDeque<Blocked>,
+  /// Keyed by the tokens of the living attributions only, so clients cannot add keys.
+  by_token: HashMap<String, VecDeque<Blocked>>,
+}
+
+/// The refusals of one client of the proxy (a command), told apart by the token it sends as
+/// the user name of its proxy credentials: given `http://<token>:@host:port` as its proxy,
+/// an HTTP client sends `Proxy-Authorization: Basic base64("<token>:")` with each request
+/// and `CONNECT`. This attributes, it does not authenticate: the token is no secret, and a
+/// request without it is served all the same, its refusals recorded as unattributed.
+///
+/// Dropping it makes what it has not taken, and any later refusal carrying its token,
+/// unattributed ([`Proxy::take_blocked`]).
+#[derive(Debug)]
+pub struct Attribution {
+  proxy: Proxy,
+  token: String,
+}
+
+impl Attribution {
+  /// `nw-` and 16 hexadecimal digits, unique among this proxy's attributions.
+  pub fn token(&self) -> &str {
+    &self.token
+  }
+
+  /// Takes the refusals of requests carrying this token since the last call, oldest first.
+  pub fn take_blocked(&self) -> Vec<Blocked> {
+    let mut records = self.proxy.records();
+    let own = records.by_token.get_mut(&self.token);
+    own.map(|own| own.drain(..).collect()).unwrap_or_default()
+  }
+}
+
+impl Drop for Attribution {
+  fn drop(&mut self) {
+    let capacity = self.proxy.inner.config.max_blocked_records;
+    let mut records = self.proxy.records();
+    for left in records.by_token.remove(&self.token).unwrap_or_default() {
+      add(&mut records.unattributed, capacity, left);
+    }
+  }
+}
+
+/// Adds a refusal to `records`, counting a known one again; the oldest make room.
+fn add(records: &mut VecDeque<Blocked>, capacity: usize, blocked: Blocked) {
+  if let Some(known) = records
+    .iter_mut()
+    .find(|known| known.destination == blocked.destination && known.reason == blocked.reason)
+  {
+    known.count += blocked.count;
+    return;
+  }
+  if capacity == 0 {
+    return;
+  }
+  if records.len() >= capacity {
+    records.pop_front();
+  }
+  records.push_back(blocked);
+}
+
+/// A token unpredictable from outside the host (SipHash with the process's random keys),
+/// though no secret: it only has to differ from the others.
+fn new_token() -> String {
+  static ISSUED: AtomicU64 = AtomicU64::new(0);
+  let hash = RandomState::new().hash_one(ISSUED.fetch_add(1, Ordering::Relaxed));
+  format!("nw-{hash:016x}")
 }
 
 impl fmt::Debug for Proxy {
@@ -169,6 +243,14 @@ impl fmt::Debug for Proxy {
       .field("config", &self.inner.config)
       .finish_non_exhaustive()
   }
+}
+
+/// How far a connection's exchange got, as its refusal needs to know.
+struct Progress {
+  /// False once a tunnel is open: the client then expects TLS bytes, not an answer.
+  answerable: bool,
+  /// The user name of the request's proxy credentials: its [`Attribution`]'s token.
+  token: Option<String>,
 }
 
 /// What ends a connection early.
@@ -237,7 +319,7 @@ impl Proxy {
         config,
         resolver,
         slots,
-        blocked: Mutex::new(VecDeque::new()),
+        blocked: Mutex::new(Records::default()),
       }),
     }
   }
@@ -251,10 +333,30 @@ impl Proxy {
     self.inner.config.max_connections.max(1) - self.inner.slots.available_permits()
   }
 
-  /// Takes the destinations refused since the last call, oldest first.
+  /// Starts keeping apart the refusals of the requests that carry a new token.
+  pub fn attribute(&self) -> Attribution {
+    let mut records = self.records();
+    let token = loop {
+      let token = new_token();
+      if !records.by_token.contains_key(&token) {
+        break token;
+      }
+    };
+    records.by_token.insert(token.clone(), VecDeque::new());
+    Attribution {
+      proxy: self.clone(),
+      token,
+    }
+  }
+
+  /// Takes the unattributed refusals since the last call, oldest first: those of requests
+  /// without a token, or with none of a living [`Attribution`].
   pub fn take_blocked(&self) -> Vec<Blocked> {
-    let mut blocked = self.inner.blocked.lock().unwrap_or_else(|e| e.into_inner());
-    blocked.drain(..).collect()
+    self.records().unattributed.drain(..).collect()
+  }
+
+  fn records(&self) -> MutexGuard<'_, Records> {
+    self.inner.blocked.lock().unwrap_or_else(|e| e.into_inner())
   }
 
   /// Serves an accepted TCP connection on a task of its own (the current tokio runtime's).
@@ -321,8 +423,11 @@ impl Proxy {
   {
     let activity = Arc::new(Activity::new());
     let mut client = Watched::new(client, activity.clone());
-    let mut answerable = true;
-    let refusal = match self.exchange(&mut client, &activity, &mut answerable).await {
+    let mut progress = Progress {
+      answerable: true,
+      token: None,
+    };
+    let refusal = match self.exchange(&mut client, &activity, &mut progress).await {
       Ok(()) => return,
       Err(refusal) => refusal,
     };
@@ -334,11 +439,11 @@ impl Proxy {
         reason,
       } => {
         let message = format!("{destination} is blocked: {reason}");
-        self.record(destination, reason);
+        self.record(progress.token.as_deref(), destination, reason);
         (Status::Forbidden, message)
       }
     };
-    if answerable {
+    if progress.answerable {
       let _ = timeout(ANSWER_TIMEOUT, async {
         client.write_all(&answer(status, &message)).await?;
         client.shutdown().await?;
@@ -362,7 +467,7 @@ impl Proxy {
     &self,
     client: &mut Watched<S>,
     activity: &Arc<Activity>,
-    answerable: &mut bool,
+    progress: &mut Progress,
   ) -> Result<(), Refusal>
   where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -384,8 +489,11 @@ impl Proxy {
       Ok(head) => head?,
     };
     let rest = buffer.split_off(head.length);
+    progress.token = head.proxy_user();
     if head.method.eq_ignore_ascii_case("CONNECT") {
-      self.tunnel(client, activity, head, rest, answerable).await
+      self
+        .tunnel(client, activity, head, rest, &mut progress.answerable)
+        .await
     } else {
       self.forward(client, activity, head, rest).await
     }
@@ -636,29 +744,24 @@ impl Proxy {
     Ok(())
   }
 
-  fn record(&self, destination: String, reason: Reason) {
+  /// Records a refusal under the attribution of `token`, or as unattributed.
+  fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
     let sandbox = &self.inner.config.sandbox_id;
     tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %reason, "egress blocked");
-    let capacity = self.inner.config.max_blocked_records;
-    if capacity == 0 {
-      return;
-    }
-    let mut blocked = self.inner.blocked.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(known) = blocked
-      .iter_mut()
-      .find(|known| known.destination == destination && known.reason == reason)
-    {
-      known.count += 1;
-      return;
-    }
-    if blocked.len() >= capacity {
-      blocked.pop_front();
-    }
-    blocked.push_back(Blocked {
+    let mut records = self.records();
+    let Records {
+      unattributed,
+      by_token,
+    } = &mut *records;
+    let kept = token
+      .and_then(|token| by_token.get_mut(token))
+      .unwrap_or(unattributed);
+    let blocked = Blocked {
       destination,
       reason,
       count: 1,
-    });
+    };
+    add(kept, self.inner.config.max_blocked_records, blocked);
   }
 }
 
@@ -1061,17 +1164,75 @@ mod tests {
     };
     let proxy = Proxy::new(Policy::default(), config);
     let denied = || Reason::Policy(Denial::NotAllowed);
-    proxy.record("a.test:443".into(), denied());
-    proxy.record("a.test:443".into(), denied());
-    proxy.record("b.test:443".into(), denied());
-    proxy.record("c.test:443".into(), denied());
-    let taken = proxy.take_blocked();
-    let summary: Vec<(&str, u64)> = taken
+    proxy.record(None, "a.test:443".into(), denied());
+    proxy.record(None, "a.test:443".into(), denied());
+    proxy.record(None, "b.test:443".into(), denied());
+    proxy.record(None, "c.test:443".into(), denied());
+    assert_eq!(
+      summary(&proxy.take_blocked()),
+      [("b.test:443", 1), ("c.test:443", 1)]
+    );
+    assert!(proxy.take_blocked().is_empty());
+  }
+
+  fn summary(taken: &[Blocked]) -> Vec<(&str, u64)> {
+    taken
       .iter()
       .map(|blocked| (blocked.destination.as_str(), blocked.count))
-      .collect();
-    assert_eq!(summary, [("b.test:443", 1), ("c.test:443", 1)]);
-    assert!(proxy.take_blocked().is_empty());
+      .collect()
+  }
+
+  #[test]
+  fn records_stay_bounded_per_attribution_and_for_any_number_of_other_tokens() {
+    let config = ProxyConfig {
+      max_blocked_records: 3,
+      ..ProxyConfig::default()
+    };
+    let proxy = Proxy::new(Policy::default(), config);
+    let denied = || Reason::Policy(Denial::NotAllowed);
+    let command = proxy.attribute();
+    let other = proxy.attribute();
+    for n in 0..1000 {
+      let destination = format!("n{n}.test:443");
+      proxy.record(Some(command.token()), destination.clone(), denied());
+      proxy.record(Some(&format!("nw-forged{n}")), destination, denied());
+    }
+    assert_eq!(proxy.records().by_token.len(), 2);
+    let expected = [
+      ("n997.test:443", 1),
+      ("n998.test:443", 1),
+      ("n999.test:443", 1),
+    ];
+    assert_eq!(summary(&command.take_blocked()), expected);
+    assert!(other.take_blocked().is_empty());
+    assert_eq!(summary(&proxy.take_blocked()), expected);
+
+    // What an attribution leaves joins the rest, counted with it; its token is forgotten.
+    proxy.record(Some(command.token()), "a.test:443".into(), denied());
+    proxy.record(None, "a.test:443".into(), denied());
+    let token = command.token().to_owned();
+    drop(command);
+    proxy.record(Some(&token), "b.test:443".into(), denied());
+    assert_eq!(
+      summary(&proxy.take_blocked()),
+      [("a.test:443", 2), ("b.test:443", 1)]
+    );
+    assert_eq!(proxy.records().by_token.len(), 1);
+    assert!(other.take_blocked().is_empty());
+  }
+
+  #[test]
+  fn tokens_differ() {
+    let proxy = Proxy::new(Policy::default(), ProxyConfig::default());
+    let attributions: Vec<Attribution> = (0..100).map(|_| proxy.attribute()).collect();
+    let tokens: std::collections::HashSet<&str> =
+      attributions.iter().map(Attribution::token).collect();
+    assert_eq!(tokens.len(), 100);
+    assert!(
+      tokens
+        .iter()
+        .all(|token| token.len() == 19 && token.starts_with("nw-"))
+    );
   }
 
   #[test]

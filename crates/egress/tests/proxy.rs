@@ -339,12 +339,13 @@ async fn an_allowed_name_reaches_its_https_server_through_connect() {
   assert!(proxy.take_blocked().is_empty());
 }
 
-/// Runs curl through the proxy, trusting the test CA; returns (success, stdout, stderr).
-async fn curl(proxy: SocketAddr, ca_file: &std::path::Path, url: &str) -> (bool, String, String) {
+/// Runs curl through the proxy (`http://[credentials@]host:port`), trusting the test CA;
+/// returns (success, stdout, stderr).
+async fn curl(proxy: &str, ca_file: &std::path::Path, url: &str) -> (bool, String, String) {
   let output = tokio::process::Command::new("curl")
     .args(["--silent", "--show-error", "--max-time", "10", "--cacert"])
     .arg(ca_file)
-    .args(["--proxy", &format!("http://{proxy}"), url])
+    .args(["--proxy", proxy, url])
     .env_remove("NO_PROXY")
     .env_remove("no_proxy")
     .output()
@@ -362,24 +363,23 @@ async fn curl_reaches_an_allowed_name_and_is_told_why_another_is_blocked() {
   let pki = pki();
   let (port, seen) = tls_destination(&pki).await;
   let (proxy, address) = start(&[format!("allowed.test:{port}")], test_config()).await;
-  let ca_file =
-    std::env::temp_dir().join(format!("egress-test-ca-{}-{port}.pem", std::process::id()));
-  std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+  let ca_file = ca_file(&pki, port);
+  let proxy_url = format!("http://{address}");
 
   let allowed = curl(
-    address,
+    &proxy_url,
     &ca_file,
     &format!("https://allowed.test:{port}/file"),
   )
   .await;
   let denied = curl(
-    address,
+    &proxy_url,
     &ca_file,
     &format!("https://denied.test:{port}/file"),
   )
   .await;
   let plain = curl(
-    address,
+    &proxy_url,
     &ca_file,
     &format!("http://denied.test:{port}/file"),
   )
@@ -409,6 +409,91 @@ async fn curl_reaches_an_allowed_name_and_is_told_why_another_is_blocked() {
       Reason::Policy(Denial::NotAllowed)
     )]
   );
+}
+
+/// The test CA in a file of its own, for curl.
+fn ca_file(pki: &Pki, port: u16) -> std::path::PathBuf {
+  let ca_file =
+    std::env::temp_dir().join(format!("egress-test-ca-{}-{port}.pem", std::process::id()));
+  std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+  ca_file
+}
+
+#[tokio::test]
+async fn refusals_are_recorded_under_the_token_curl_sends_back_and_it_goes_no_further() {
+  let pki = pki();
+  let (https_port, https_seen) = tls_destination(&pki).await;
+  let (http_port, http_seen) = http_destination().await;
+  let (proxy, address) = start(&["allowed.test:*".to_owned()], test_config()).await;
+  let ca_file = ca_file(&pki, https_port);
+  let command = proxy.attribute();
+  let other = proxy.attribute();
+  let with_token = format!("http://{}:@{address}", command.token());
+
+  let allowed_https = curl(
+    &with_token,
+    &ca_file,
+    &format!("https://allowed.test:{https_port}/file"),
+  )
+  .await;
+  let allowed_http = curl(
+    &with_token,
+    &ca_file,
+    &format!("http://allowed.test:{http_port}/file"),
+  )
+  .await;
+  for url in [
+    format!("https://denied.test:{https_port}/"),
+    format!("http://denied.test:{http_port}/"),
+  ] {
+    curl(&with_token, &ca_file, &url).await;
+  }
+  curl(
+    &format!("http://{address}"),
+    &ca_file,
+    &format!("https://other.test:{https_port}/"),
+  )
+  .await;
+  // Credentials naming no attribution: recorded as if there were none.
+  let answer = exchange(
+    address,
+    &format!("GET http://other.test:{http_port}/ HTTP/1.1\r\nHost: other.test:{http_port}\r\nProxy-Authorization: Basic bnctZm9yZ2VkOg==\r\n\r\n"),
+  )
+  .await;
+  assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+  std::fs::remove_file(&ca_file).unwrap();
+
+  assert!(allowed_https.0, "{allowed_https:?}");
+  assert!(allowed_http.0, "{allowed_http:?}");
+  let not_allowed = |destination: String| (destination, Reason::Policy(Denial::NotAllowed));
+  assert_eq!(
+    reasons(&command.take_blocked()),
+    [
+      not_allowed(format!("denied.test:{https_port}")),
+      not_allowed(format!("denied.test:{http_port}"))
+    ]
+  );
+  assert!(other.take_blocked().is_empty());
+  assert_eq!(
+    reasons(&proxy.take_blocked()),
+    [
+      not_allowed(format!("other.test:{https_port}")),
+      not_allowed(format!("other.test:{http_port}"))
+    ]
+  );
+  // The destinations never see the credentials: not forwarded, and never in a tunnel.
+  for received in [
+    http_seen.first_received().await,
+    https_seen.first_received().await,
+  ] {
+    assert!(received.starts_with("GET /file HTTP/1.1\r\n"), "{received}");
+    assert!(
+      !received
+        .to_ascii_lowercase()
+        .contains("proxy-authorization"),
+      "{received}"
+    );
+  }
 }
 
 #[tokio::test]

@@ -68,11 +68,6 @@ pub fn take(shape: &Shape, limits: &Limits, size: usize) -> Option<Init> {
   taken
 }
 
-/// How many warm inits of `shape` are ready now.
-pub fn ready(shape: &Shape) -> usize {
-  POOLS.locked().get(shape).map_or(0, |pool| pool.ready.len())
-}
-
 /// Starts inits one at a time until the pool has its size. A failed start ends the refill
 /// (the next `take` tries again): the sandbox that needs an init then starts its own and
 /// reports why that fails.

@@ -805,23 +805,18 @@ impl Sandbox {
     }
     let cgroup = self.cgroup()?;
     laps.lap("cgroup");
-    let warm = self.warm_shape(cgroup.as_ref()).and_then(|shape| {
-      let init = pool::take(&shape, &self.rlimits(), self.warm_pool as usize);
+    let limits = self.rlimits();
+    let mut warm = None;
+    if self.uses_warm_pool(cgroup.as_ref()) {
+      let shape = pool::Shape::unconfined(&self.keeper, &limits);
+      warm = pool::take(&shape, &limits, self.warm_pool as usize);
       laps.lap("warm init");
-      init
-    });
+    }
     let init = match warm {
       Some(init) => init,
       None => {
         let confinement = self.confinement(&mut laps)?;
-        Init::start_timed(
-          &self.keeper,
-          confinement,
-          &self.rlimits(),
-          cgroup,
-          &mut laps,
-        )
-        .await?
+        Init::start_timed(&self.keeper, confinement, &limits, cgroup, &mut laps).await?
       }
     };
     let init = Arc::new(init);
@@ -892,15 +887,14 @@ impl Sandbox {
     });
   }
 
-  /// The limits the init sets on itself: as asked, plus a cap on open files under
-  /// isolation (Node lifts its own soft limit to the hard one, often a million).
-  /// The pool this sandbox's init may come from: only an unconfined init without a
-  /// cgroup is pooled (see `check_warm_pool`).
-  fn warm_shape(&self, cgroup: Option<&Cgroup>) -> Option<pool::Shape> {
-    (self.warm_pool > 0 && cgroup.is_none() && self.isolation == Isolation::None)
-      .then(|| pool::Shape::unconfined(&self.keeper, &self.rlimits()))
+  /// Whether this sandbox's init comes from a warm pool: only an unconfined init without
+  /// a cgroup is pooled (see `check_warm_pool`).
+  fn uses_warm_pool(&self, cgroup: Option<&Cgroup>) -> bool {
+    self.warm_pool > 0 && cgroup.is_none() && self.isolation == Isolation::None
   }
 
+  /// The limits the init sets on itself: as asked, plus a cap on open files under
+  /// isolation (Node lifts its own soft limit to the hard one, often a million).
   fn rlimits(&self) -> Limits {
     let mut limits = self.limits.clone();
     if self.isolation != Isolation::None && limits.open_files.is_none() {

@@ -456,3 +456,23 @@ async function use(kind, marker, dir) {
     }
   })
 })
+
+describe('a command racing stop()', () => {
+  it('runs, or rejects with SandboxNotReadyError: never an I/O error of the init going away', async () => {
+    const outcomes = new Map()
+    for (let round = 0; round < 150; round++) {
+      const sb = makeSandbox()
+      await sb.executeCommand('true')
+      const [ran] = await Promise.all([
+        sb.executeCommand('true').then(
+          (result) => `ran (${result.exitCode})`,
+          (error) => `${error.name}${error.code ? ` ${error.code}` : ''}`,
+        ),
+        sb.stop(),
+      ])
+      outcomes.set(ran, (outcomes.get(ran) ?? 0) + 1)
+      await sb.destroy()
+    }
+    for (const outcome of outcomes.keys()) expect(outcome, JSON.stringify([...outcomes])).toMatch(/^(ran \(\d+\)|SandboxNotReadyError NOT_READY)$/)
+  })
+})

@@ -468,7 +468,14 @@ impl Sandbox {
       Some(init) => init,
       None => self.replace_dead_init().await?,
     };
-    let process = Process::spawn(&init, request).await?;
+    let process = match Process::spawn(&init, request).await {
+      Ok(process) => process,
+      // A stop or destroy ended the init under this launch: the command raced it.
+      Err(_) if self.status() != Status::Running => {
+        return Err(CoreError::NotReady(self.id.clone()));
+      }
+      Err(error) => return Err(error),
+    };
     self.track(&process);
     drop(spawning);
     if let Some(token) = abort {

@@ -619,10 +619,16 @@ impl DockerHost {
     };
     let (made_through, why) = match (made_locally, self.connection.is_local()) {
       (true, true) => {
-        return mount
-          .source
-          .map(|s| Some(s.into()))
-          .ok_or_else(not_made_here);
+        let dir: PathBuf = mount.source.ok_or_else(not_made_here)?.into();
+        // It is removed with the container: never a directory of another shape.
+        if !is_socket_dir(&dir) {
+          return Err(CoreError::Engine(format!(
+            "Container {id} carries the label {SANDBOX_LABEL}={} but its {SOCKET_DIR_INSIDE} is bound from {}, not from a socket directory DockerSandbox makes",
+            self.spec.id,
+            dir.display()
+          )));
+        }
+        return Ok(Some(dir));
       }
       (false, false) => return Ok(None),
       (true, false) => (
@@ -1101,6 +1107,25 @@ fn runtime_root() -> Result<PathBuf> {
 }
 
 /// A fresh directory for one container's keeper socket.
+/// Whether `dir` has the shape of a socket directory [`new_socket_dir`] makes (16 hex
+/// digits in a `native-workspace-docker…` directory): what an engine reports as one is
+/// removed recursively, so a bind of anything else (a home directory) never is.
+pub(crate) fn is_socket_dir(dir: &Path) -> bool {
+  use std::os::unix::ffi::OsStrExt;
+  let hex = |name: &std::ffi::OsStr| {
+    name.len() == 16
+      && name
+        .as_bytes()
+        .iter()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+  };
+  let in_a_root = dir
+    .parent()
+    .and_then(Path::file_name)
+    .is_some_and(|root| root.as_bytes().starts_with(b"native-workspace-docker"));
+  in_a_root && dir.file_name().is_some_and(hex)
+}
+
 fn new_socket_dir() -> Result<PathBuf> {
   let root = runtime_root()?;
   let mut seed = [0u8; 8];
@@ -1141,6 +1166,27 @@ fn open_to_container(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn only_a_socket_directory_of_ours_is_taken_for_one() {
+    for ours in [
+      "/run/user/0/native-workspace-docker/0123456789abcdef",
+      "/tmp/native-workspace-docker-0/fedcba9876543210",
+    ] {
+      assert!(is_socket_dir(Path::new(ours)), "{ours}");
+    }
+    for other in [
+      "/root",
+      "/home/user",
+      "/tmp/native-workspace-docker-0",
+      "/tmp/native-workspace-docker-0/0123456789ABCDEF",
+      "/tmp/native-workspace-docker-0/0123456789abcde",
+      "/home/user/0123456789abcdef",
+      "/var/lib/docker/volumes/x/_data",
+    ] {
+      assert!(!is_socket_dir(Path::new(other)), "{other}");
+    }
+  }
 
   #[test]
   fn ports_are_exposed_and_published_on_loopback_with_an_engine_chosen_host_port() {
@@ -1305,7 +1351,12 @@ mod tests {
         ..Default::default()
       })
     };
-    let bound = || keeper_mount("bind", "/run/user/0/native-workspace-docker/ab");
+    let bound = || {
+      keeper_mount(
+        "bind",
+        "/run/user/0/native-workspace-docker/00112233445566ab",
+      )
+    };
     let volume = || keeper_mount("volume", "/var/lib/docker/volumes/f00/_data");
     let refusal = |found: Result<Option<PathBuf>>| match found {
       Err(CoreError::Engine(message)) => message,
@@ -1314,7 +1365,14 @@ mod tests {
 
     assert_eq!(
       local.socket_dir_of("c1", bound()).unwrap(),
-      Some(PathBuf::from("/run/user/0/native-workspace-docker/ab"))
+      Some(PathBuf::from(
+        "/run/user/0/native-workspace-docker/00112233445566ab"
+      ))
+    );
+    // A bind of anything else is never taken for the socket directory (it is removed).
+    assert!(
+      refusal(local.socket_dir_of("c1", keeper_mount("bind", "/root")))
+        .contains("bound from /root")
     );
     assert_eq!(remote.socket_dir_of("c1", volume()).unwrap(), None);
     assert_eq!(

@@ -96,6 +96,7 @@ pub async fn sweep(
       .filter(|m| m.destination.as_deref() == Some(crate::host::SOCKET_DIR_INSIDE))
       .filter(|m| crate::host::mount_type(m) == Some(MountType::BIND))
       .filter_map(|m| m.source)
+      .filter(|dir| crate::host::is_socket_dir(std::path::Path::new(dir)))
       .collect();
     crate::host::remove_container(connection, docker, &id).await?;
     for dir in socket_dirs {

@@ -61,6 +61,11 @@ describe('Object storage mounts that cannot be made', () => {
       [{ bucket: 'a,b' }, /bucket must be a bucket name/],
       [{ prefix: '../other' }, /prefix must be a path of plain names/],
       [{ secretAccessKey: undefined }, /accessKeyId and secretAccessKey must be given together/],
+      // A NUL cannot be passed to a process: refused before any credential file is written.
+      [{ region: 'us-east-1\0' }, /region must be a region name/],
+      [{ accessKeyId: 'AK\0ID' }, /accessKeyId and secretAccessKey must be given together/],
+      [{ sessionToken: 'token\0' }, /sessionToken must be a string without control characters/],
+      [{ sessionToken: 42 }, /sessionToken must be a string/],
     ]
     for (const [extra, message] of cases) {
       const result = await sandbox.mount(s3(extra), '/data')
@@ -68,6 +73,15 @@ describe('Object storage mounts that cannot be made', () => {
       expect(sandbox.mounts.get('/data').state).toBe('error')
     }
     expect(await pidsOf('s3fs', 'reports')).toEqual([])
+    const credentials = path.join(os.tmpdir(), `native-workspace-fuse-${process.getuid()}`, 'private')
+    const left = (() => {
+      try {
+        return readdirSync(credentials).filter((name) => name.endsWith('.passwd'))
+      } catch {
+        return []
+      }
+    })()
+    expect(left).toEqual([])
     await sandbox.destroy()
   })
 

@@ -147,8 +147,11 @@ function removeFiles(name) {
 
 const BUCKET = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,254}$/
 const PREFIX_SEGMENT = /^[a-zA-Z0-9!_.*'()=+@-]+$/
-/** s3fs reads `-o` as comma-separated options: a value with a comma would add options. */
-const OPTION_VALUE = /^[^,\s]+$/
+/**
+ * s3fs reads `-o` as comma-separated options: a value with a comma would add options; a
+ * control character (NUL) cannot be passed to a process at all.
+ */
+const OPTION_VALUE = /^[^,\s\x00-\x1f\x7f]+$/
 
 /** The s3fs command line and environment for an `s3` mount config; throws MountError. */
 function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
@@ -187,12 +190,15 @@ function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
   if (accessKeyId === undefined && secretAccessKey === undefined) {
     options.push('public_bucket=1')
   } else {
-    if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || /[:\n]/.test(accessKeyId) || secretAccessKey.includes('\n')) {
-      throw bad('accessKeyId and secretAccessKey must be given together, as strings')
+    if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || /[:\x00-\x1f]/.test(accessKeyId) || /[\x00-\x1f]/.test(secretAccessKey)) {
+      throw bad('accessKeyId and secretAccessKey must be given together, as strings without control characters')
+    }
+    if (sessionToken !== undefined && (typeof sessionToken !== 'string' || /[\x00-\x1f]/.test(sessionToken))) {
+      throw bad('sessionToken must be a string without control characters')
     }
     if (sessionToken !== undefined) {
       // A passwd file has no place for a token: the daemon's own environment holds all three.
-      Object.assign(env, { AWSACCESSKEYID: accessKeyId, AWSSECRETACCESSKEY: secretAccessKey, AWSSESSIONTOKEN: String(sessionToken) })
+      Object.assign(env, { AWSACCESSKEYID: accessKeyId, AWSSECRETACCESSKEY: secretAccessKey, AWSSESSIONTOKEN: sessionToken })
       options.push('use_session_token')
     } else {
       passwd = `${accessKeyId}:${secretAccessKey}\n`
@@ -352,11 +358,19 @@ async function mountObjectStorage(config, mountPath, owner) {
     )
   }
   await sweep()
-  await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
-  if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
-  await fsp.mkdir(source, { mode: 0o755 })
-  // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
-  const child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let child
+  try {
+    await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
+    if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
+    await fsp.mkdir(source, { mode: 0o755 })
+    // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
+    child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  } catch (err) {
+    // No daemon to end: its credentials and mount point go now, not at a later sweep.
+    await removeFiles(name)
+    await fsp.rmdir(source).catch(() => {})
+    throw err
+  }
   const mount = new ObjectStorageMount(name, child, source, client.command)
   try {
     await mount.ready(mountPath)

@@ -593,7 +593,6 @@ const DOCKER_CASES = [
 
 export const CASES = [
   ...[...BASE_CASES, START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
-  // After the others: its pool's idle inits live on in this process.
   WARM_START_CASE,
   CHECKPOINT_CASE,
   ...DOCKER_CASES,

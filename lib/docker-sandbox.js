@@ -366,7 +366,6 @@ class DockerSandbox extends NativeSandbox {
     this.provider = 'docker'
     /** `snapshot()` commits the container as the image of checkpoint `checkpointName`. */
     this.supportsCheckpoints = true
-    // Published on the host's loopback, so the URLs reach the container from this host only.
     this.computer = undefined
     // The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
     // an S3 bucket mounted on the host) is bound at its mount path when the container is

@@ -140,7 +140,6 @@ class LocalSandbox extends NativeSandbox {
     this.provider = 'local'
     /** `snapshot()` persists the working directory as the named checkpoint. */
     this.supportsCheckpoints = true
-    // On the host's loopback: the URLs reach the sandbox from this host only.
     // Not offered: present, undefined, so `supportsComputer()` says no (as for Mastra's LocalSandbox).
     this.computer = undefined
     // The mount manager (`mounts`): `entries` maps a mount path to `{ filesystem, state, config?, error? }`.

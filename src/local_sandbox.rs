@@ -138,15 +138,17 @@ fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
   Ok(Some(whole.min(range.most)))
 }
 
-/// `nativeSandbox.warmPool`: a whole number (its range and where it applies are the core's).
+/// `nativeSandbox.warmPool`: a whole number from 0 (its most, and where it applies, are
+/// the core's: a larger one saturates to be refused there, naming its size).
 fn warm_pool(value: Option<f64>) -> Result<u32> {
   match value {
     None => Ok(0),
-    Some(value) if value.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&value) => {
+    // `as` saturates: past u32, and Infinity, are u32::MAX.
+    Some(value) if value >= 0.0 && (value.fract() == 0.0 || value.is_infinite()) => {
       Ok(value as u32)
     }
     Some(value) => Err(CoreError::InvalidOption(format!(
-      "nativeSandbox.warmPool must be a whole number, got {}",
+      "nativeSandbox.warmPool must be a whole number from 0, got {}",
       js_number(value)
     ))),
   }

@@ -377,14 +377,6 @@ impl Proxy {
     }
   }
 
-  /// Serves a connection accepted outside tokio, such as a socket received over `SCM_RIGHTS`
-  /// (`std::net::TcpStream::from(owned_fd)`), as [`Proxy::spawn`] does.
-  pub fn spawn_std(&self, stream: std::net::TcpStream) -> io::Result<()> {
-    stream.set_nonblocking(true)?;
-    self.spawn(TcpStream::from_std(stream)?);
-    Ok(())
-  }
-
   /// Accepts connections on `listener` and serves each (for a sandbox without a network
   /// namespace, and for tests). Runs until the task is dropped.
   pub async fn run(&self, listener: TcpListener) {

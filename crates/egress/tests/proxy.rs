@@ -578,7 +578,8 @@ async fn a_socket_accepted_elsewhere_is_served() {
   let mut allowed = TcpStream::connect(address).await.unwrap();
   let mut denied = TcpStream::connect(address).await.unwrap();
   for accepted in acceptor.join().unwrap() {
-    proxy.spawn_std(accepted).unwrap();
+    accepted.set_nonblocking(true).unwrap();
+    proxy.spawn(TcpStream::from_std(accepted).unwrap());
   }
   let request =
     |host: &str| format!("GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n");

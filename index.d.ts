@@ -440,7 +440,10 @@ export interface NativeSandboxConfig {
    * then be private or loopback).
    */
   egressHosts?: Record<string, string>
-  /** How many inits to keep started for new sandboxes like this one (0: none). */
+  /**
+   * How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
+   * unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else 0.
+   */
   warmPool?: number
 }
 

@@ -12,6 +12,7 @@ use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::net::EgressOptions;
+use native_workspace_core::pool;
 use native_workspace_core::protect::default_protected_paths;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
 use native_workspace_core::{CoreError, Result};
@@ -65,7 +66,8 @@ pub struct NativeSandboxConfig {
   /// Names the egress proxy resolves to these addresses instead of asking DNS (which may
   /// then be private or loopback).
   pub egress_hosts: Option<HashMap<String, String>>,
-  /// How many inits to keep started for new sandboxes like this one (0: none).
+  /// How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
+  /// unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else 0.
   pub warm_pool: Option<f64>,
 }
 
@@ -138,11 +140,15 @@ fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
   Ok(Some(whole.min(range.most)))
 }
 
-/// `nativeSandbox.warmPool`: a whole number from 0 (its most, and where it applies, are
-/// the core's: a larger one saturates to be refused there, naming its size).
+/// The environment variable that sets `nativeSandbox.warmPool` for sandboxes that do not:
+/// a deployment turns the pool on without a change to its code.
+const WARM_POOL_VARIABLE: &str = "NATIVE_WORKSPACE_WARM_POOL";
+
+/// `nativeSandbox.warmPool`: a whole number from 0 (its most is the core's: a larger one
+/// saturates to be refused there, naming its size); unset, [`WARM_POOL_VARIABLE`]'s.
 fn warm_pool(value: Option<f64>) -> Result<u32> {
   match value {
-    None => Ok(0),
+    None => default_warm_pool(),
     // `as` saturates: past u32, and Infinity, are u32::MAX.
     Some(value) if value >= 0.0 && (value.fract() == 0.0 || value.is_infinite()) => {
       Ok(value as u32)
@@ -150,6 +156,24 @@ fn warm_pool(value: Option<f64>) -> Result<u32> {
     Some(value) => Err(CoreError::InvalidOption(format!(
       "nativeSandbox.warmPool must be a whole number from 0, got {}",
       js_number(value)
+    ))),
+  }
+}
+
+/// [`WARM_POOL_VARIABLE`], 0 when unset or empty.
+fn default_warm_pool() -> Result<u32> {
+  let Some(value) = std::env::var_os(WARM_POOL_VARIABLE) else {
+    return Ok(0);
+  };
+  let text = value.to_string_lossy();
+  if text.is_empty() {
+    return Ok(0);
+  }
+  match text.parse::<u32>() {
+    Ok(size) if size <= pool::MAX_WARM_INITS => Ok(size),
+    _ => Err(CoreError::InvalidOption(format!(
+      "{WARM_POOL_VARIABLE} must be a whole number from 0 to {}, got {text:?}",
+      pool::MAX_WARM_INITS
     ))),
   }
 }

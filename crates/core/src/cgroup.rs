@@ -19,7 +19,7 @@ use std::time::Duration;
 const PREFIX: &str = "native-workspace.";
 
 /// The limits that need a cgroup; unset ones are not applied.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CgroupLimits {
   pub memory_bytes: Option<u64>,
   pub processes: Option<u64>,

@@ -28,17 +28,67 @@ use crate::isolation::{BindSources, SANDBOX_UID};
 const STAGE: &std::ffi::CStr = c"/dev/shm";
 
 // From <linux/mount.h>, for the raw system calls.
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
+pub(crate) const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+pub(crate) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 #[repr(C)]
-struct MountAttr {
-  attr_set: u64,
-  attr_clr: u64,
-  propagation: u64,
-  userns_fd: u64,
+pub(crate) struct MountAttr {
+  pub attr_set: u64,
+  pub attr_clr: u64,
+  pub propagation: u64,
+  pub userns_fd: u64,
+}
+
+/// Sets `attrs` on the detached tree `tree` and everything in it (async-signal-safe).
+pub(crate) fn set_attrs(tree: RawFd, attrs: &MountAttr) -> libc::c_long {
+  // SAFETY: mount_setattr reads the struct, whose size is passed along.
+  unsafe {
+    libc::syscall(
+      libc::SYS_mount_setattr,
+      tree,
+      c"".as_ptr(),
+      libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+      attrs as *const MountAttr,
+      std::mem::size_of::<MountAttr>(),
+    )
+  }
+}
+
+/// Attaches the detached tree `tree` at `target` (async-signal-safe).
+pub(crate) fn move_tree(tree: RawFd, target: &std::ffi::CStr) -> libc::c_long {
+  // SAFETY: move_mount of a descriptor, with an empty path, onto a NUL-terminated one.
+  unsafe {
+    libc::syscall(
+      libc::SYS_move_mount,
+      tree,
+      c"".as_ptr(),
+      libc::AT_FDCWD,
+      target.as_ptr(),
+      MOVE_MOUNT_F_EMPTY_PATH,
+    )
+  }
+}
+
+/// A detached clone of the mount at `opened`, with the filesystems mounted inside it, and
+/// with `attrs` set.
+pub(crate) fn clone_tree(opened: &OwnedFd, attrs: &MountAttr) -> io::Result<OwnedFd> {
+  let flags = OPEN_TREE_CLONE
+    | OPEN_TREE_CLOEXEC
+    | libc::AT_EMPTY_PATH as libc::c_uint
+    | libc::AT_RECURSIVE as libc::c_uint;
+  // SAFETY: open_tree of an open descriptor, with an empty path.
+  let fd = unsafe { libc::syscall(libc::SYS_open_tree, opened.as_raw_fd(), c"".as_ptr(), flags) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: just returned by the kernel, owned by nobody else.
+  let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+  if attrs.attr_set != 0 && set_attrs(tree.as_raw_fd(), attrs) != 0 {
+    return Err(io::Error::last_os_error());
+  }
+  Ok(tree)
 }
 
 /// The steps of [`attach`]; the one that failed is reported to the parent, with the index
@@ -100,9 +150,10 @@ impl Kind {
 
 /// Everything the launcher's pre-exec step needs, made before the fork (it may not allocate).
 pub struct Stage {
-  /// The workspace first.
+  /// The workspace first, if staged.
   staged: Vec<Staged>,
-  /// The user namespace whose maps make the workspace's owner the sandbox user.
+  /// The user namespace whose maps make the workspace's owner the sandbox user (-1 when
+  /// no workspace is staged).
   userns: RawFd,
   /// The step that failed and where, written by the child; read by the parent if the spawn
   /// fails.
@@ -111,12 +162,13 @@ pub struct Stage {
 }
 
 impl Stage {
-  /// Opens what it stages: the workspace, the keeper, and each of `unreachable` (paths
-  /// bound into the sandbox that its user cannot reach), each judged again where it really
-  /// is (root clones it, so a symbolic link swapped in on its way must not lead into the
-  /// system). Looks up the workspace's owner, whose files the sandbox shows as its own.
+  /// Opens what it stages: the workspace (none for a sandbox whose tenant is attached
+  /// later, see `slot`), the keeper, and each of `unreachable` (paths bound into the
+  /// sandbox that its user cannot reach), each judged again where it really is (root
+  /// clones it, so a symbolic link swapped in on its way must not lead into the system).
+  /// Looks up the workspace's owner, whose files the sandbox shows as its own.
   pub fn prepare(
-    workspace: &Path,
+    workspace: Option<&Path>,
     keeper: &Path,
     unreachable: &[PathBuf],
   ) -> Result<Stage, CoreError> {
@@ -125,9 +177,12 @@ impl Stage {
       reason,
     };
     let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 2);
-    let named = [(Kind::Workspace, workspace), (Kind::Keeper, keeper)];
+    let named = workspace
+      .map(|ws| (Kind::Workspace, ws))
+      .into_iter()
+      .chain([(Kind::Keeper, keeper)]);
     let bound = unreachable.iter().map(|path| (Kind::Bound, path.as_path()));
-    for (i, (kind, host)) in named.into_iter().chain(bound).enumerate() {
+    for (i, (kind, host)) in named.chain(bound).enumerate() {
       let what = kind.what();
       let opened = open_path(host)
         .map_err(|e| unavailable(format!("cannot open {what} {}: {e}", host.display())))?;
@@ -160,13 +215,10 @@ impl Stage {
         opened,
       });
     }
-    let owner = metadata(&staged[0].opened).map_err(|e| unavailable(e.to_string()))?;
-    let userns = owner_userns(owner.uid(), owner.gid()).map_err(|e| {
-      unavailable(format!(
-        "cannot create the user namespace that maps the workspace's owner (uid {}) to the sandbox user: {e}",
-        owner.uid()
-      ))
-    })?;
+    let userns = match workspace {
+      Some(_) => workspace_userns(&staged[0].opened).map_err(unavailable)?,
+      None => -1,
+    };
     let (report_read, report_write) =
       crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
     Ok(Stage {
@@ -292,18 +344,7 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
         propagation: 0,
         userns_fd: userns as u64,
       };
-      // SAFETY: mount_setattr reads the struct, whose size is passed along.
-      let set = unsafe {
-        libc::syscall(
-          libc::SYS_mount_setattr,
-          *tree,
-          c"".as_ptr(),
-          libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-          &idmap as *const MountAttr,
-          std::mem::size_of::<MountAttr>(),
-        )
-      };
-      if set != 0 {
+      if set_attrs(*tree, &idmap) != 0 {
         return fail(Step::Idmap, i);
       }
     }
@@ -346,15 +387,7 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
       if mount_point != 0 {
         return fail(Step::StagingDirectory, i);
       }
-      let attached = libc::syscall(
-        libc::SYS_move_mount,
-        tree,
-        c"".as_ptr(),
-        libc::AT_FDCWD,
-        planned.at.as_ptr(),
-        MOVE_MOUNT_F_EMPTY_PATH,
-      );
-      if attached != 0 {
+      if move_tree(tree, &planned.at) != 0 {
         return fail(Step::Attach, i);
       }
       libc::close(tree);
@@ -364,24 +397,44 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
 }
 
 /// Where an opened path really is.
-fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
+pub(crate) fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
   std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-fn metadata(fd: &OwnedFd) -> io::Result<std::fs::Metadata> {
+pub(crate) fn metadata(fd: &OwnedFd) -> io::Result<std::fs::Metadata> {
   std::fs::File::from(fd.try_clone()?).metadata()
 }
 
 /// An `O_PATH` descriptor of `path` (which may be a directory or a file).
-fn open_path(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_path(path: &Path) -> io::Result<OwnedFd> {
+  open_with(path, libc::O_PATH)
+}
+
+/// A read-only descriptor of `path` (a namespace's file, say).
+pub(crate) fn open_file(path: &Path) -> io::Result<OwnedFd> {
+  open_with(path, libc::O_RDONLY)
+}
+
+fn open_with(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
   let c_path = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
   // SAFETY: open of a NUL-terminated path; the descriptor is then owned here.
-  let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+  let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_CLOEXEC) };
   if fd < 0 {
     return Err(io::Error::last_os_error());
   }
   // SAFETY: just opened, owned by nobody else.
   Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The user namespace that maps the owner of the workspace `opened` to the sandbox user.
+pub(crate) fn workspace_userns(opened: &OwnedFd) -> Result<RawFd, String> {
+  let owner = metadata(opened).map_err(|e| e.to_string())?;
+  owner_userns(owner.uid(), owner.gid()).map_err(|e| {
+    format!(
+      "cannot create the user namespace that maps the workspace's owner (uid {}) to the sandbox user: {e}",
+      owner.uid()
+    )
+  })
 }
 
 /// A user namespace that maps `uid`/`gid` (the workspace's owner) to the sandbox user, kept
@@ -436,14 +489,7 @@ fn new_userns(uid: u32, gid: u32) -> io::Result<OwnedFd> {
       format!("/proc/{pid}/gid_map"),
       format!("{gid} {SANDBOX_UID} 1"),
     )?;
-    let path = CString::new(format!("/proc/{pid}/ns/user")).map_err(io::Error::other)?;
-    // SAFETY: open of a NUL-terminated path; the descriptor is then owned here.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-      return Err(io::Error::last_os_error());
-    }
-    // SAFETY: just opened, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    open_file(Path::new(&format!("/proc/{pid}/ns/user")))
   })();
   drop((hold_read, hold_write));
   let mut status = 0;

@@ -20,6 +20,7 @@ use crate::isolation;
 use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
 use crate::protect::Protection;
+use crate::slot::{SlotLaunch, SlotNamespaces, slot_root};
 use crate::sync::Lock;
 use crate::timings::Laps;
 
@@ -50,6 +51,10 @@ pub struct Init {
   runtime: tokio::runtime::Handle,
   /// Kept while the init lives: the protection's placeholders go when it is dropped.
   _confinement: Confinement,
+  /// Where the tenant of a slot sandbox is attached.
+  slot: Option<SlotNamespaces>,
+  /// The protection of the tenant attached, kept as `_confinement`'s is.
+  tenant: Mutex<Option<Protection>>,
 }
 
 /// How requests reach the init.
@@ -111,6 +116,14 @@ pub enum Confinement {
     /// On a root host, the mounts the launcher stages for bubblewrap (see `idmap`).
     stage: Option<Stage>,
   },
+  /// Bubblewrap without a tenant yet (see `slot`): `policy`'s system paths over a slot,
+  /// where the tenant's binds are attached when a sandbox takes it.
+  Slot {
+    bwrap: std::path::PathBuf,
+    policy: isolation::SandboxPolicy,
+    launch: SlotLaunch,
+    stage: Option<Stage>,
+  },
 }
 
 pub struct LaunchRequest<'a> {
@@ -146,7 +159,7 @@ impl Init {
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
     let program = match &confinement {
       Confinement::None => keeper,
-      Confinement::Bwrap { bwrap, .. } => bwrap.as_path(),
+      Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
     };
     let mut cmd = std::process::Command::new(program);
     let kills = Arc::new(LimitKills::new(cgroup));
@@ -162,16 +175,14 @@ impl Init {
       Confinement::None => {
         cmd.arg(std::process::id().to_string()).args(rlimits);
       }
-      Confinement::Bwrap {
-        policy,
-        protection,
-        stage,
-        ..
-      } => {
+      Confinement::Bwrap { stage, .. } | Confinement::Slot { stage, .. } => {
         // Still root here: the staged mounts are made before the launcher drops to the
-        // sandbox user.
+        // sandbox user, and so is a slot.
         if let Some(stage) = stage {
           stage.register(&mut cmd);
+        }
+        if let Confinement::Slot { launch, .. } = &confinement {
+          launch.register(&mut cmd);
         }
         isolation::run_as_sandbox_user(&mut cmd);
         let filter = seccomp_pipe()?;
@@ -186,10 +197,19 @@ impl Init {
             Ok(())
           });
         }
-        // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
         let sources = stage.as_ref().map(Stage::sources).unwrap_or_default();
+        let bwrap_args = match &confinement {
+          Confinement::Slot { policy, launch, .. } => {
+            policy.slot_argv(keeper, &sources, slot_root(), launch.sandbox_ids())
+          }
+          Confinement::Bwrap {
+            policy, protection, ..
+          } => policy.argv(keeper, &sources, protection),
+          Confinement::None => Vec::new(),
+        };
+        // Inside, the init's parent is bubblewrap, not this process: "0" skips that check.
         cmd
-          .args(policy.argv(keeper, &sources, protection))
+          .args(bwrap_args)
           .args([
             "--seccomp",
             &fd.to_string(),
@@ -214,6 +234,9 @@ impl Init {
       let staging = match &confinement {
         Confinement::Bwrap {
           stage: Some(stage), ..
+        }
+        | Confinement::Slot {
+          stage: Some(stage), ..
         } => stage.failure(&e),
         _ => None,
       };
@@ -232,10 +255,18 @@ impl Init {
       }
     })?;
     drop(seccomp_read_end);
-    if let Confinement::Bwrap { stage, .. } = &mut confinement {
+    if let Confinement::Bwrap { stage, .. } | Confinement::Slot { stage, .. } = &mut confinement {
       // Its mounts are made: nothing more to report.
       drop(stage.take());
     }
+    // Opened now: the launcher is in them from its exec on.
+    let slot = match (&confinement, child.id()) {
+      (Confinement::Slot { .. }, Some(pid)) => Some(
+        SlotNamespaces::of(pid)
+          .map_err(|e| CoreError::io("Opening the namespaces of a slot sandbox failed", e))?,
+      ),
+      _ => None,
+    };
     laps.lap("launch");
     // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
     // after a successful start nobody looks at it, but it keeps being drained.
@@ -246,7 +277,7 @@ impl Init {
       let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
       return Err(match confinement {
         Confinement::None => CoreError::Spawn(io::Error::other(reason)),
-        Confinement::Bwrap { .. } => CoreError::IsolationUnavailable {
+        Confinement::Bwrap { .. } | Confinement::Slot { .. } => CoreError::IsolationUnavailable {
           backend: "bwrap".into(),
           reason,
         },
@@ -259,7 +290,33 @@ impl Init {
       kills,
       runtime: tokio::runtime::Handle::current(),
       _confinement: confinement,
+      slot,
+      tenant: Mutex::new(None),
     })
+  }
+
+  /// Attaches a tenant to an init started without one (see `slot`): `binds` with the holds
+  /// of `protection` after them, which it keeps. Fails for any other init, or where a bind
+  /// could not be attached: the init must then not be used. Forks and waits: call it
+  /// where blocking is allowed.
+  pub fn attach_tenant(
+    &self,
+    binds: &[isolation::TenantBind],
+    protection: Protection,
+    workspace: &Path,
+  ) -> std::result::Result<(), String> {
+    let slot = self
+      .slot
+      .as_ref()
+      .ok_or("this sandbox was started with its tenant")?;
+    if self.tenant.locked().is_some() {
+      return Err("this sandbox has a tenant already".into());
+    }
+    let mut all = binds.to_vec();
+    all.extend(protection.binds());
+    slot.attach(&all, workspace)?;
+    *self.tenant.locked() = Some(protection);
+    Ok(())
   }
 
   /// Reaches an init listening on `socket` (a container's PID 1, `--listen`) and waits
@@ -292,6 +349,8 @@ impl Init {
       kills: Arc::new(LimitKills::new(None)),
       runtime: tokio::runtime::Handle::current(),
       _confinement: Confinement::None,
+      slot: None,
+      tenant: Mutex::new(None),
     })
   }
 
@@ -317,6 +376,8 @@ impl Init {
       kills: Arc::new(LimitKills::new(None)),
       runtime: tokio::runtime::Handle::current(),
       _confinement: Confinement::None,
+      slot: None,
+      tenant: Mutex::new(None),
     })
   }
 

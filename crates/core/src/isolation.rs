@@ -578,35 +578,106 @@ impl SandboxPolicy {
     sources: &BindSources,
     protection: &Protection,
   ) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> = Vec::new();
-    let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
-    let s = |v: &'static str| std::ffi::OsStr::new(v);
+    let mut args = self.namespace_args();
+    if self.tmp_dir.is_none() {
+      let tmp_size = self.tmp_bytes.to_string();
+      args.extend([
+        "--size".into(),
+        tmp_size.into(),
+        "--tmpfs".into(),
+        "/tmp".into(),
+      ]);
+    }
+    args.extend(["--proc", "/proc", "--dev", "/dev"].map(std::ffi::OsString::from));
+    let mut binds = self.system_binds(keeper);
+    binds.extend(bind_args(&self.tenant_binds()));
+    binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
+    // Last, so no bind above can open a protected path up again.
+    binds.extend(bind_args(&protection.binds()));
+    args.extend(sources.apply(binds));
+    // The root itself read-only: a write outside the workspace and /tmp fails loudly.
+    args.extend([
+      "--remount-ro".into(),
+      "/".into(),
+      "--chdir".into(),
+      self.workspace.clone().into(),
+    ]);
+    args
+  }
+
+  /// The bubblewrap arguments of a sandbox built before its tenant is known (see `slot`):
+  /// as [`SandboxPolicy::argv`] without the tenant's binds, over `slot` as its root, which
+  /// they are attached to later. On an unprivileged host bubblewrap runs as root of the
+  /// launcher's own user namespace, so `ids` keeps the sandbox's user the host's.
+  pub fn slot_argv(
+    &self,
+    keeper: &Path,
+    sources: &BindSources,
+    slot: &Path,
+    ids: Option<(u32, u32)>,
+  ) -> Vec<std::ffi::OsString> {
+    let mut args = self.namespace_args();
+    if let Some((uid, gid)) = ids {
+      args.extend([
+        "--uid".into(),
+        uid.to_string().into(),
+        "--gid".into(),
+        gid.to_string().into(),
+      ]);
+    }
+    // First: every other mount point is made in it.
+    args.extend(["--bind".into(), slot.into(), "/".into()]);
+    args.extend(["--proc", "/proc", "--dev", "/dev"].map(std::ffi::OsString::from));
+    args.extend(sources.apply(self.system_binds(keeper)));
+    args.extend(["--remount-ro", "/", "--chdir", "/"].map(std::ffi::OsString::from));
+    args
+  }
+
+  /// Whether a sandbox built before its tenant was known can take this policy's tenant:
+  /// no `bwrapArgs` (their binds are made among the tenant's), and no bind of the tenant
+  /// inside a system path or the init (a slot's mount point there would be hidden under
+  /// the system bind made over it).
+  pub fn fits_slot(&self) -> bool {
+    let system = self.system_paths();
+    self.extra_args.is_empty()
+      && self.tenant_binds().iter().all(|bind| {
+        !bind.destination.starts_with(KEEPER_INSIDE)
+          && !system.iter().any(|path| bind.destination.starts_with(path))
+      })
+  }
+
+  /// Every namespace, the hardening flags, no host environment.
+  fn namespace_args(&self) -> Vec<std::ffi::OsString> {
     // Every namespace, including a user namespace (needed to refuse nested ones). The init
     // is PID 1 of its namespace: commands cannot signal it (`kill -9 -1` spares it) and
     // `/proc/1` shows it, not bubblewrap's arguments.
-    push(&[
-      s("--unshare-all"),
-      s("--unshare-user"),
-      s("--disable-userns"),
-      s("--as-pid-1"),
-    ]);
+    let mut args: Vec<std::ffi::OsString> = [
+      "--unshare-all",
+      "--unshare-user",
+      "--disable-userns",
+      "--as-pid-1",
+    ]
+    .map(Into::into)
+    .to_vec();
     if self.allow_network {
-      push(&[s("--share-net")]);
+      args.push("--share-net".into());
     }
     // A new session (no terminal injection), gone with its parent, no capabilities, no host env.
-    push(&[
-      s("--new-session"),
-      s("--die-with-parent"),
-      s("--cap-drop"),
-      s("ALL"),
-      s("--clearenv"),
-    ]);
-    let tmp_size = self.tmp_bytes.to_string();
-    match &self.tmp_dir {
-      Some(dir) => push(&[s("--bind"), dir.as_os_str(), s("/tmp")]),
-      None => push(&[s("--size"), tmp_size.as_ref(), s("--tmpfs"), s("/tmp")]),
-    }
-    push(&[s("--proc"), s("/proc"), s("--dev"), s("/dev")]);
+    args.extend(
+      [
+        "--new-session",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+      ]
+      .map(std::ffi::OsString::from),
+    );
+    args
+  }
+
+  /// The read-only system paths and the init, as bubblewrap binds them.
+  fn system_binds(&self, keeper: &Path) -> Vec<std::ffi::OsString> {
     let mut binds: Vec<std::ffi::OsString> = Vec::new();
     let mut bind = |flag: &str, source: &Path, destination: &Path| {
       binds.extend([flag.into(), source.into(), destination.into()]);
@@ -625,43 +696,62 @@ impl SandboxPolicy {
       }
     }
     bind("--ro-bind", keeper, Path::new(KEEPER_INSIDE));
-    for path in &self.read_only_paths {
-      bind("--ro-bind", path, path);
-    }
-    let ws = &self.workspace;
-    bind(
-      if self.read_only_workspace {
-        "--ro-bind"
-      } else {
-        "--bind"
-      },
-      ws,
-      ws,
-    );
-    for path in &self.read_write_paths {
-      bind("--bind", path, path);
-    }
-    for mount in &self.mounts {
-      let kind = if mount.read_only {
-        "--ro-bind"
-      } else {
-        "--bind"
-      };
-      bind(kind, &mount.source, &mount.destination);
-    }
-    binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
-    // Last, so no bind above can open a protected path up again.
-    binds.extend(protection.bwrap_args());
-    args.extend(sources.apply(binds));
-    // The root itself read-only: a write outside the workspace and /tmp fails loudly.
-    args.extend([
-      "--remount-ro".into(),
-      "/".into(),
-      "--chdir".into(),
-      ws.into(),
-    ]);
-    args
+    binds
   }
+
+  /// What the sandbox shows of its tenant, in the order it is bound: its `/tmp`, the
+  /// read-only paths, the workspace, the read-write paths and the mounts (the protected
+  /// paths' holds come after these, and after `bwrapArgs`).
+  pub fn tenant_binds(&self) -> Vec<TenantBind> {
+    let bind = |source: &Path, destination: &Path, read_only: bool| TenantBind {
+      source: source.to_path_buf(),
+      destination: destination.to_path_buf(),
+      read_only,
+    };
+    let mut binds: Vec<TenantBind> = self
+      .tmp_dir
+      .iter()
+      .map(|dir| bind(dir, Path::new("/tmp"), false))
+      .collect();
+    binds.extend(self.read_only_paths.iter().map(|p| bind(p, p, true)));
+    binds.push(bind(
+      &self.workspace,
+      &self.workspace,
+      self.read_only_workspace,
+    ));
+    binds.extend(self.read_write_paths.iter().map(|p| bind(p, p, false)));
+    binds.extend(
+      self
+        .mounts
+        .iter()
+        .map(|m| bind(&m.source, &m.destination, m.read_only)),
+    );
+    binds
+  }
+}
+
+/// A host path a sandbox shows of its tenant (see [`SandboxPolicy::tenant_binds`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantBind {
+  pub source: PathBuf,
+  /// Inside the sandbox.
+  pub destination: PathBuf,
+  pub read_only: bool,
+}
+
+/// `binds` as bubblewrap's options.
+fn bind_args(binds: &[TenantBind]) -> Vec<std::ffi::OsString> {
+  binds
+    .iter()
+    .flat_map(|b| {
+      let flag = if b.read_only { "--ro-bind" } else { "--bind" };
+      [
+        flag.into(),
+        b.source.clone().into(),
+        b.destination.clone().into(),
+      ]
+    })
+    .collect()
 }
 
 /// The target of `path` when it is a symbolic link leading into one of `bound` (as `/bin`

@@ -25,6 +25,7 @@ pub mod quote;
 pub mod sandbox;
 pub mod seatbelt;
 pub mod seccomp;
+pub mod slot;
 pub mod sync;
 pub mod timings;
 pub mod tools;

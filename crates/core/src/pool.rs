@@ -3,41 +3,97 @@
 //!
 //! A warm init has served nobody: it is taken out of the pool by the one sandbox that
 //! uses it and never comes back (a stopped sandbox's init is shut down as any other), so
-//! no state of one tenant can reach the next. Inits are pooled by what they are started
-//! from (the keeper and its rlimits); each pool is refilled in the background up to the
-//! largest size a sandbox of its shape asked for. An idle init dies with the host as any
-//! init does (its death signal and its socket), and its process is all it costs.
+//! no state of one tenant can reach the next. An isolated one is a bubblewrap sandbox
+//! with no tenant yet, which the sandbox that takes it attaches its own to (see `slot`).
+//! Inits are pooled by what they are started from (the keeper, its limits and cgroup,
+//! and for an isolated one its namespaces and system paths); each pool is refilled in the
+//! background up to the largest size a sandbox of its shape asked for. Each init has its
+//! own cgroup where its limits need one. An idle init dies with the host as any init does
+//! (its death signal and its socket), and its processes (and cgroup) are all it costs.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex};
 
+use crate::error::Result;
+use crate::idmap::Stage;
 use crate::init::{Confinement, Init};
+use crate::isolation::{self, BindSources, SandboxPolicy};
 use crate::limits::Limits;
+use crate::sandbox::CgroupPlan;
+use crate::slot::{self, SlotLaunch};
 use crate::sync::Lock;
 
 /// The most inits a pool keeps: each is a process, so a typo cannot start thousands.
 pub const MAX_WARM_INITS: u32 = 32;
 
-/// What an init is started from: inits of the same shape are interchangeable.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Shape {
-  keeper: PathBuf,
-  rlimits: Vec<String>,
+/// How the inits of a pool are started.
+#[derive(Clone)]
+pub struct Recipe {
+  pub keeper: PathBuf,
+  pub limits: Limits,
+  pub cgroup: CgroupPlan,
+  /// For an isolated init: bubblewrap, and the policy whose namespaces and system paths
+  /// it has (nothing of its tenant is read); none for an unconfined one.
+  pub slot: Option<(PathBuf, SandboxPolicy)>,
 }
 
-impl Shape {
-  /// The shape of an unconfined init without a cgroup, with `limits` as its rlimits.
-  pub fn unconfined(keeper: &Path, limits: &Limits) -> Shape {
+/// What makes inits interchangeable: those of one shape are alike in all but their pids.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Shape {
+  keeper: PathBuf,
+  /// The init's rlimits (the other limits are the host's, or the cgroup's).
+  rlimits: Vec<String>,
+  cgroup: CgroupPlan,
+  /// Bubblewrap and its arguments, for an isolated init.
+  slot: Option<(PathBuf, Vec<std::ffi::OsString>)>,
+}
+
+impl Recipe {
+  fn shape(&self) -> Shape {
     Shape {
-      keeper: keeper.to_path_buf(),
-      rlimits: limits.keeper_args(false),
+      keeper: self.keeper.clone(),
+      rlimits: self.limits.keeper_args(false),
+      cgroup: self.cgroup,
+      slot: self.slot.as_ref().map(|(bwrap, policy)| {
+        let args = policy.slot_argv(
+          &self.keeper,
+          &BindSources::default(),
+          slot::slot_root(),
+          None,
+        );
+        (bwrap.clone(), args)
+      }),
     }
+  }
+
+  /// Starts one init of this recipe, in a cgroup of its own where its limits need one.
+  async fn start(&self) -> Result<Init> {
+    let cgroup = self.cgroup.create()?;
+    let confinement = match &self.slot {
+      None => Confinement::None,
+      Some((bwrap, policy)) => {
+        let stage = match isolation::host_is_root() {
+          true => {
+            let unreachable = slot::unreachable_system_paths(policy.system_paths());
+            Some(Stage::prepare(None, &self.keeper, &unreachable)?)
+          }
+          false => None,
+        };
+        Confinement::Slot {
+          bwrap: bwrap.clone(),
+          policy: policy.clone(),
+          launch: SlotLaunch::new(),
+          stage,
+        }
+      }
+    };
+    Init::start(&self.keeper, confinement, &self.limits, cgroup).await
   }
 }
 
 struct Pool {
-  limits: Limits,
+  recipe: Recipe,
   ready: VecDeque<Init>,
   /// The largest size asked for.
   size: usize,
@@ -50,10 +106,11 @@ static POOLS: LazyLock<Mutex<HashMap<Shape, Pool>>> = LazyLock::new(Default::def
 /// A live warm init of `shape`, if the pool has one; either way the pool is refilled, in
 /// the background, up to `size` (which it keeps from then on if it is the largest yet).
 /// Must be called within the runtime.
-pub fn take(shape: &Shape, limits: &Limits, size: usize) -> Option<Init> {
+pub fn take(recipe: &Recipe, size: usize) -> Option<Init> {
+  let shape = recipe.shape();
   let mut pools = POOLS.locked();
   let pool = pools.entry(shape.clone()).or_insert_with(|| Pool {
-    limits: limits.clone(),
+    recipe: recipe.clone(),
     ready: VecDeque::new(),
     size,
     filling: false,
@@ -63,7 +120,7 @@ pub fn take(shape: &Shape, limits: &Limits, size: usize) -> Option<Init> {
   let taken = std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive);
   if !pool.filling && pool.ready.len() < pool.size {
     pool.filling = true;
-    tokio::spawn(refill(shape.clone()));
+    tokio::spawn(refill(shape));
   }
   taken
 }
@@ -73,7 +130,7 @@ pub fn take(shape: &Shape, limits: &Limits, size: usize) -> Option<Init> {
 /// reports why that fails.
 async fn refill(shape: Shape) {
   loop {
-    let limits = {
+    let recipe = {
       let mut pools = POOLS.locked();
       let Some(pool) = pools.get_mut(&shape) else {
         return;
@@ -82,9 +139,9 @@ async fn refill(shape: Shape) {
         pool.filling = false;
         return;
       }
-      pool.limits.clone()
+      pool.recipe.clone()
     };
-    let started = Init::start(&shape.keeper, Confinement::None, &limits, None).await;
+    let started = recipe.start().await;
     let mut pools = POOLS.locked();
     let Some(pool) = pools.get_mut(&shape) else {
       return;

@@ -13,6 +13,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::isolation::TenantBind;
+
 /// What a workspace protects unless told otherwise: all of it where the workspace is a
 /// home directory, all but [`HOME_PROTECTED_PATHS`] elsewhere ([`default_protected_paths`]).
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &DEFAULT_IN_ORDER;
@@ -209,18 +211,22 @@ impl Protection {
     Ok(())
   }
 
-  /// bubblewrap arguments for the holds.
-  pub fn bwrap_args(&self) -> Vec<std::ffi::OsString> {
-    let mut args = Vec::new();
-    for hold in &self.holds {
-      let (flag, source, target) = match hold {
-        Hold::Pin(p) => ("--bind", p.as_os_str(), p),
-        Hold::ReadOnly(p) => ("--ro-bind", p.as_os_str(), p),
-        Hold::Placeholder(p) => ("--ro-bind", "/dev/null".as_ref(), p),
-      };
-      args.extend([flag.into(), source.to_os_string(), target.into()]);
-    }
-    args
+  /// The mounts of the holds, in their order.
+  pub fn binds(&self) -> Vec<TenantBind> {
+    let bind = |source: &Path, destination: &Path, read_only: bool| TenantBind {
+      source: source.to_path_buf(),
+      destination: destination.to_path_buf(),
+      read_only,
+    };
+    self
+      .holds
+      .iter()
+      .map(|hold| match hold {
+        Hold::Pin(p) => bind(p, p, false),
+        Hold::ReadOnly(p) => bind(p, p, true),
+        Hold::Placeholder(p) => bind(Path::new("/dev/null"), p, true),
+      })
+      .collect()
   }
 
   /// Removes the placeholders that are still as made (the host may have written to one
@@ -343,7 +349,7 @@ mod tests {
     let all: Vec<PathBuf> = DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect();
     let protection = Protection::prepare(&Protected::in_root(&ws, &all), false).unwrap();
     assert_eq!(protection.holds, []);
-    assert!(protection.bwrap_args().is_empty());
+    assert!(protection.binds().is_empty());
     assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
     // A directory on the way is not pinned for a path that does not exist below it.
     std::fs::create_dir(ws.join(".git")).unwrap();
@@ -362,13 +368,14 @@ mod tests {
     .unwrap();
     assert_eq!(protection.holds, [Hold::Placeholder(ws.join(".git"))]);
     assert_eq!(std::fs::metadata(ws.join(".git")).unwrap().len(), 0);
-    let args: Vec<String> = protection
-      .bwrap_args()
-      .iter()
-      .map(|a| a.to_string_lossy().into_owned())
-      .collect();
-    let git = ws.join(".git").to_string_lossy().into_owned();
-    assert_eq!(args, ["--ro-bind", "/dev/null", git.as_str()]);
+    assert_eq!(
+      protection.binds(),
+      [TenantBind {
+        source: "/dev/null".into(),
+        destination: ws.join(".git"),
+        read_only: true
+      }]
+    );
     // One left behind (its host died) is recognised, with or without placeholders asked
     // for, and removed at the end.
     let again =

@@ -504,33 +504,13 @@ impl Sandbox {
     match self.isolation {
       Isolation::None => Ok(Confinement::None),
       Isolation::Bwrap => {
-        let unavailable = |reason: &str| CoreError::IsolationUnavailable {
-          backend: "bwrap".into(),
-          reason: reason.into(),
-        };
-        let bwrap =
-          isolation::find_in_path("bwrap").ok_or_else(|| unavailable("bwrap is not on PATH"))?;
-        let mut policy = self
-          .policy
-          .clone()
-          .ok_or_else(|| unavailable("no sandbox policy"))?;
-        policy.tmp_dir = Some(
-          self
-            .private_tmp_dir()
-            .map_err(|reason| unavailable(&reason))?,
-        );
-        laps.lap("private /tmp");
-        policy.mounts = self.mounts.locked().clone();
-        self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
-        // Again at each bind, as at the construction: the init may be restarted long after
-        // it, and a symbolic link on the way of a path may lead elsewhere by now.
-        isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
-        policy
-          .check(&self.own_files)
-          .map_err(CoreError::InvalidOption)?;
-        laps.lap("policy checks");
+        let Tenant {
+          bwrap,
+          policy,
+          protection,
+        } = self.tenant(laps)?;
         // A root host's sandbox sees the workspace as its owner, through an idmapped mount
-        // made at the launch, wherever it is; another host's sandbox runs as the host's user.
+        // made at the launch, wherever it is.
         let stage = if isolation::host_is_root() {
           // Bound paths the sandbox user could not reach (under a private home) are staged too.
           let unreachable: Vec<PathBuf> = policy
@@ -541,22 +521,14 @@ impl Sandbox {
             .filter(|path| path.exists() && !isolation::reachable_by_others(path))
             .collect();
           Some(Stage::prepare(
-            &self.working_directory,
+            Some(&self.working_directory),
             &self.keeper,
             &unreachable,
           )?)
         } else {
-          if !policy.read_only_workspace {
-            isolation::check_writable_by_sandbox(&self.working_directory)
-              .map_err(|reason| unavailable(&reason))?;
-          }
           None
         };
         laps.lap("idmap staging");
-        let protection =
-          Protection::prepare(&self.protected(&policy), policy.protect_missing_paths)
-            .map_err(|reason| unavailable(&reason))?;
-        laps.lap("protected paths");
         Ok(Confinement::Bwrap {
           bwrap,
           policy,
@@ -568,6 +540,102 @@ impl Sandbox {
         backend: "seatbelt".into(),
         reason: "seatbelt runs only on macOS".into(),
       }),
+    }
+  }
+
+  /// What an isolated sandbox shows of its tenant at this start, checked: its policy with
+  /// its `/tmp` and mounts, and the holds of its protected paths.
+  fn tenant(&self, laps: &mut Laps) -> Result<Tenant> {
+    let unavailable = |reason: &str| CoreError::IsolationUnavailable {
+      backend: "bwrap".into(),
+      reason: reason.into(),
+    };
+    let bwrap =
+      isolation::find_in_path("bwrap").ok_or_else(|| unavailable("bwrap is not on PATH"))?;
+    let mut policy = self
+      .policy
+      .clone()
+      .ok_or_else(|| unavailable("no sandbox policy"))?;
+    policy.tmp_dir = Some(
+      self
+        .private_tmp_dir()
+        .map_err(|reason| unavailable(&reason))?,
+    );
+    laps.lap("private /tmp");
+    policy.mounts = self.mounts.locked().clone();
+    self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
+    // Again at each bind, as at the construction: the init may be restarted long after
+    // it, and a symbolic link on the way of a path may lead elsewhere by now.
+    isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
+    policy
+      .check(&self.own_files)
+      .map_err(CoreError::InvalidOption)?;
+    // A root host's sandbox sees the workspace as its owner (see `idmap`); another
+    // host's sandbox runs as the host's user.
+    if !isolation::host_is_root() && !policy.read_only_workspace {
+      isolation::check_writable_by_sandbox(&self.working_directory)
+        .map_err(|reason| unavailable(&reason))?;
+    }
+    laps.lap("policy checks");
+    let protection = Protection::prepare(&self.protected(&policy), policy.protect_missing_paths)
+      .map_err(|reason| unavailable(&reason))?;
+    laps.lap("protected paths");
+    Ok(Tenant {
+      bwrap,
+      policy,
+      protection,
+    })
+  }
+
+  /// An init from the warm pool, with this sandbox's tenant attached when it is isolated;
+  /// none where the pool cannot serve it, and the start then launches its own.
+  async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Option<Init>> {
+    let mut recipe = pool::Recipe {
+      keeper: self.keeper.clone(),
+      limits: limits.clone(),
+      cgroup: self.cgroup_plan(),
+      slot: None,
+    };
+    let tenant = match self.isolation {
+      Isolation::None => None,
+      Isolation::Bwrap => {
+        let tenant = self.tenant(laps)?;
+        if !tenant.policy.fits_slot() {
+          return Ok(None);
+        }
+        recipe.slot = Some((tenant.bwrap.clone(), tenant.policy.clone()));
+        Some(tenant)
+      }
+      Isolation::Seatbelt => return Ok(None),
+    };
+    let Some(init) = pool::take(&recipe, self.warm_pool as usize) else {
+      return Ok(None);
+    };
+    laps.lap("warm init");
+    let Some(Tenant {
+      policy, protection, ..
+    }) = tenant
+    else {
+      return Ok(Some(init));
+    };
+    let workspace = self.working_directory.clone();
+    let attached = tokio::task::spawn_blocking(move || {
+      let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
+      (init, attached)
+    })
+    .await;
+    match attached {
+      Ok((init, Ok(()))) => {
+        laps.lap("tenant attached");
+        Ok(Some(init))
+      }
+      // The start launches its own sandbox, which says what is wrong if it cannot either.
+      Ok((init, Err(reason))) => {
+        tracing::debug!(%reason, "a warm sandbox could not take its tenant");
+        init.shutdown().await;
+        Ok(None)
+      }
+      Err(_) => Ok(None),
     }
   }
 
@@ -701,39 +769,11 @@ impl Sandbox {
     protected
   }
 
-  /// The cgroup its limits need, if any. Under isolation memory and processes are
-  /// limited by default wherever a cgroup can be made. A memory limit asked for cannot do
-  /// without one, so then the sandbox does not start; a process count falls back to an
-  /// rlimit.
-  fn cgroup(&self) -> Result<Option<Cgroup>> {
-    let asked = self.limits.for_cgroup();
-    let with_defaults = match self.isolation {
-      Isolation::None => asked,
-      _ => CgroupLimits {
-        memory_bytes: asked.memory_bytes.or_else(default_memory_bytes),
-        processes: asked.processes.or(Some(DEFAULT_PROCESSES)),
-      },
-    };
-    if with_defaults.is_empty() {
-      return Ok(None);
-    }
-    let created = Cgroup::create(with_defaults).or_else(|reason| {
-      if asked == with_defaults || asked.is_empty() {
-        Err(reason)
-      } else {
-        Cgroup::create(asked)
-      }
-    });
-    match created {
-      Ok(cgroup) => Ok(Some(cgroup)),
-      Err(reason) if asked.memory_bytes.is_some() => Err(CoreError::IsolationUnavailable {
-        backend: "cgroup".into(),
-        reason: format!("nativeSandbox.limits.memoryBytes needs a cgroup: {reason}"),
-      }),
-      Err(reason) => {
-        tracing::debug!(%reason, "no cgroup for the sandbox; limits are rlimits only");
-        Ok(None)
-      }
+  /// The cgroup its limits need (see [`CgroupPlan`]).
+  fn cgroup_plan(&self) -> CgroupPlan {
+    CgroupPlan {
+      asked: self.limits.for_cgroup(),
+      isolated: self.isolation != Isolation::None,
     }
   }
 
@@ -810,19 +850,17 @@ impl Sandbox {
       *self.init.locked() = Some(init.clone());
       return Ok(init);
     }
-    let cgroup = self.cgroup()?;
-    laps.lap("cgroup");
     let limits = self.rlimits();
-    let mut warm = None;
-    if self.uses_warm_pool(cgroup.as_ref()) {
-      let shape = pool::Shape::unconfined(&self.keeper, &limits);
-      warm = pool::take(&shape, &limits, self.warm_pool as usize);
-      laps.lap("warm init");
-    }
+    let warm = match self.warm_pool {
+      0 => None,
+      _ => self.warm_init(&limits, &mut laps).await?,
+    };
     let init = match warm {
       Some(init) => init,
       None => {
         let confinement = self.confinement(&mut laps)?;
+        let cgroup = self.cgroup_plan().create()?;
+        laps.lap("cgroup");
         Init::start_timed(&self.keeper, confinement, &limits, cgroup, &mut laps).await?
       }
     };
@@ -892,12 +930,6 @@ impl Sandbox {
         }
       }
     });
-  }
-
-  /// Whether this sandbox's init comes from a warm pool: only an unconfined init without
-  /// a cgroup is pooled (see `check_warm_pool`).
-  fn uses_warm_pool(&self, cgroup: Option<&Cgroup>) -> bool {
-    self.warm_pool > 0 && cgroup.is_none() && self.isolation == Isolation::None
   }
 
   /// The limits the init sets on itself: as asked, plus a cap on open files under
@@ -1045,18 +1077,65 @@ impl Sandbox {
 /// limits are its own).
 fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
   let size = options.warm_pool;
-  let refused = if size > pool::MAX_WARM_INITS {
-    format!("must be at most {}", pool::MAX_WARM_INITS)
-  } else if size > 0 && options.isolation != Isolation::None {
-    "applies only without isolation (an isolated sandbox's namespaces are made for it)".into()
-  } else if size > 0 && !options.limits.for_cgroup().is_empty() {
-    "cannot be combined with limits.memoryBytes or limits.processes (each sandbox gets a cgroup of its own)".into()
-  } else {
-    return Ok(());
-  };
-  Err(CoreError::InvalidOption(format!(
-    "nativeSandbox.warmPool ({size}) {refused}"
-  )))
+  if size > pool::MAX_WARM_INITS {
+    return Err(CoreError::InvalidOption(format!(
+      "nativeSandbox.warmPool ({size}) must be at most {}",
+      pool::MAX_WARM_INITS
+    )));
+  }
+  Ok(())
+}
+
+/// What an isolated sandbox shows of its tenant at one start (see `Sandbox::tenant`).
+struct Tenant {
+  bwrap: PathBuf,
+  policy: SandboxPolicy,
+  protection: Protection,
+}
+
+/// The cgroup a sandbox's limits need. Under isolation memory and processes are limited
+/// by default wherever a cgroup can be made.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CgroupPlan {
+  /// The limits asked for.
+  pub asked: CgroupLimits,
+  pub isolated: bool,
+}
+
+impl CgroupPlan {
+  /// Makes the cgroup, if the limits need one. A memory limit asked for cannot do without
+  /// one, so then the sandbox does not start; a process count falls back to an rlimit.
+  pub fn create(&self) -> Result<Option<Cgroup>> {
+    let asked = self.asked;
+    let with_defaults = match self.isolated {
+      false => asked,
+      true => CgroupLimits {
+        memory_bytes: asked.memory_bytes.or_else(default_memory_bytes),
+        processes: asked.processes.or(Some(DEFAULT_PROCESSES)),
+      },
+    };
+    if with_defaults.is_empty() {
+      return Ok(None);
+    }
+    let created = Cgroup::create(with_defaults).or_else(|reason| {
+      if asked == with_defaults || asked.is_empty() {
+        Err(reason)
+      } else {
+        Cgroup::create(asked)
+      }
+    });
+    match created {
+      Ok(cgroup) => Ok(Some(cgroup)),
+      Err(reason) if asked.memory_bytes.is_some() => Err(CoreError::IsolationUnavailable {
+        backend: "cgroup".into(),
+        reason: format!("nativeSandbox.limits.memoryBytes needs a cgroup: {reason}"),
+      }),
+      Err(reason) => {
+        tracing::debug!(%reason, "no cgroup for the sandbox; limits are rlimits only");
+        Ok(None)
+      }
+    }
+  }
 }
 
 fn check_egress_setting(isolation: Isolation, policy: Option<&SandboxPolicy>) -> Result<()> {

@@ -1,0 +1,452 @@
+//! Isolated sandboxes started before their tenant is known, for the warm pool (see `pool`).
+//!
+//! The launcher of such a sandbox makes a private mount namespace (on an unprivileged host
+//! with a user namespace of its own, whose root is the host's user) and in it a *slot*: an
+//! empty tmpfs, shared, which bubblewrap takes as the sandbox's root before it binds the
+//! system paths over it. The sandbox's mount namespace is a copy of the launcher's, so a
+//! mount made later in the launcher's slot propagates into the sandbox, at the same path
+//! below its root. When a sandbox takes it, the tenant's binds (its `/tmp`, workspace,
+//! configured paths, mounts, and the holds of its protected paths) are attached there by
+//! a child of the host that enters the launcher's namespaces.
+//!
+//! Each bind is made read-only (and on a root host idmapped, as `idmap` stages them)
+//! *before* it is attached: a read-only remount after a bind does not propagate, and the
+//! bind would arrive writable. Mounts that arrive from the launcher's namespace are locked
+//! in the sandbox's, which its user namespace owns: it cannot unmount or remount them.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use crate::idmap::{self, MountAttr};
+use crate::isolation::{self, SANDBOX_UID, TenantBind};
+
+/// The slot, in the launcher's private mount namespace: below the staging tmpfs (see
+/// `idmap`), which a root host's launcher mounts there and an unprivileged one too.
+pub const SLOT: &CStr = c"/dev/shm/slot";
+
+/// [`SLOT`] as a path.
+pub fn slot_root() -> &'static Path {
+  Path::new(std::ffi::OsStr::from_bytes(SLOT.to_bytes()))
+}
+
+/// From <linux/mount.h>.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+
+/// What the launcher of a slot sandbox needs, made before the fork (its pre-exec step may
+/// not allocate).
+pub struct SlotLaunch {
+  /// On an unprivileged host, the maps of the launcher's user namespace, as (file, line).
+  maps: Option<[(&'static CStr, CString); 3]>,
+  slot_options: CString,
+}
+
+impl SlotLaunch {
+  pub fn new() -> SlotLaunch {
+    // SAFETY: getuid and getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let line = |id: u32| CString::new(format!("0 {id} 1")).expect("no NUL in digits");
+    let maps = (!isolation::host_is_root()).then(|| {
+      [
+        (c"/proc/self/setgroups", c"deny".to_owned()),
+        (c"/proc/self/uid_map", line(uid)),
+        (c"/proc/self/gid_map", line(gid)),
+      ]
+    });
+    // A root host's sandbox user makes its mount points in the slot (bubblewrap's own).
+    let owner = match maps {
+      None => format!(",uid={SANDBOX_UID},gid={SANDBOX_UID}"),
+      Some(_) => String::new(),
+    };
+    SlotLaunch {
+      maps,
+      slot_options: CString::new(format!("mode=0755,size=64k{owner}")).expect("no NUL"),
+    }
+  }
+
+  /// The user and group bubblewrap gives the sandbox: on an unprivileged host it runs as
+  /// root of the launcher's user namespace, and the sandbox keeps the host's user.
+  pub fn sandbox_ids(&self) -> Option<(u32, u32)> {
+    // SAFETY: getuid and getgid have no preconditions.
+    self
+      .maps
+      .as_ref()
+      .map(|_| unsafe { (libc::getuid(), libc::getgid()) })
+  }
+
+  /// Makes `cmd` build the slot before it runs. On a root host, register it after the
+  /// staging step (which makes the private namespace) and before the one that drops root.
+  pub fn register(&self, cmd: &mut std::process::Command) {
+    let maps = self.maps.clone();
+    let options = self.slot_options.clone();
+    // SAFETY: only async-signal-safe system calls on strings made before the fork.
+    unsafe { cmd.pre_exec(move || make_slot(maps.as_ref(), &options)) };
+  }
+}
+
+impl Default for SlotLaunch {
+  fn default() -> Self {
+    SlotLaunch::new()
+  }
+}
+
+/// The launcher's pre-exec step: on an unprivileged host, its own user and mount
+/// namespaces, which follow the host's mounts (a filesystem mounted on the host later is
+/// seen when it is attached) and hide the staging tmpfs from it; then the slot.
+fn make_slot(maps: Option<&[(&'static CStr, CString); 3]>, options: &CStr) -> io::Result<()> {
+  let check = |result: libc::c_int| {
+    if result == 0 {
+      Ok(())
+    } else {
+      Err(io::Error::last_os_error())
+    }
+  };
+  // SAFETY: unshare, open, write, close, mount and mkdir on NUL-terminated strings.
+  unsafe {
+    if let Some(maps) = maps {
+      check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+      for (file, line) in maps {
+        let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+          return Err(io::Error::last_os_error());
+        }
+        let bytes = line.as_bytes();
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        libc::close(fd);
+        if written != bytes.len() as isize {
+          return Err(io::Error::last_os_error());
+        }
+      }
+      check(libc::mount(
+        std::ptr::null(),
+        c"/".as_ptr(),
+        std::ptr::null(),
+        libc::MS_REC | libc::MS_SLAVE,
+        std::ptr::null(),
+      ))?;
+      check(libc::mount(
+        c"tmpfs".as_ptr(),
+        c"/dev/shm".as_ptr(),
+        c"tmpfs".as_ptr(),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        c"mode=0755,size=16k".as_ptr().cast(),
+      ))?;
+    }
+    check(libc::mkdir(SLOT.as_ptr(), 0o755))?;
+    check(libc::mount(
+      c"tmpfs".as_ptr(),
+      SLOT.as_ptr(),
+      c"tmpfs".as_ptr(),
+      libc::MS_NOSUID | libc::MS_NODEV,
+      options.as_ptr().cast(),
+    ))?;
+    check(libc::mount(
+      std::ptr::null(),
+      SLOT.as_ptr(),
+      std::ptr::null(),
+      libc::MS_SHARED,
+      std::ptr::null(),
+    ))
+  }
+}
+
+/// The launcher's namespaces of a running slot sandbox, where its tenant is attached.
+pub struct SlotNamespaces {
+  mount: OwnedFd,
+  /// On an unprivileged host: entered first, for the rights over the mount namespace.
+  user: Option<OwnedFd>,
+}
+
+impl SlotNamespaces {
+  /// Those of `pid`, the launcher (bubblewrap's outer process, which stays in them).
+  pub fn of(pid: u32) -> io::Result<SlotNamespaces> {
+    let open = |kind: &str| idmap::open_file(Path::new(&format!("/proc/{pid}/ns/{kind}")));
+    Ok(SlotNamespaces {
+      mount: open("mnt")?,
+      user: (!isolation::host_is_root())
+        .then(|| open("user"))
+        .transpose()?,
+    })
+  }
+
+  /// Attaches `binds`, in their order, at their destinations in the slot, so that the
+  /// sandbox shows them. Paths inside `workspace` are idmapped to show its owner as the
+  /// sandbox user on a root host, as at a launch. Fails, saying which bind could not be
+  /// attached; the sandbox must then not be used (some binds may be in place).
+  pub fn attach(&self, binds: &[TenantBind], workspace: &Path) -> Result<(), String> {
+    let planned = plan(binds)?;
+    let trees = match self.user {
+      Some(_) => None,
+      None => Some(clone_as_root(binds, workspace)?),
+    };
+    let raw_trees: Vec<RawFd> = trees.iter().flatten().map(AsRawFd::as_raw_fd).collect();
+    let (report_read, report_write) =
+      crate::init::pipe_pair().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let namespaces = Entered {
+      user: self.user.as_ref().map(AsRawFd::as_raw_fd),
+      mount: self.mount.as_raw_fd(),
+    };
+    // SAFETY: the child makes only async-signal-safe calls on what was made above, and
+    // ends with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+      return Err(format!("cannot fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+      let code = match attach_in_child(&namespaces, &planned, &raw_trees) {
+        Ok(()) => 0,
+        Err((index, errno)) => {
+          let mut report = [0u8; 8];
+          report[..4].copy_from_slice(&(index as u32).to_ne_bytes());
+          report[4..].copy_from_slice(&errno.to_ne_bytes());
+          // SAFETY: write of a local buffer, then _exit.
+          unsafe { libc::write(report_write.as_raw_fd(), report.as_ptr().cast(), 8) };
+          1
+        }
+      };
+      // SAFETY: ends the forked child without running the parent's destructors.
+      unsafe { libc::_exit(code) };
+    }
+    drop(report_write);
+    drop(trees);
+    let mut status = 0;
+    // SAFETY: reaps the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+      return Ok(());
+    }
+    let mut report = [0u8; 8];
+    let read = std::io::Read::read(&mut std::fs::File::from(report_read), &mut report).unwrap_or(0);
+    if read != 8 {
+      return Err(format!("the attaching process ended with status {status}"));
+    }
+    let index = u32::from_ne_bytes(report[..4].try_into().expect("4 bytes")) as usize;
+    let error =
+      io::Error::from_raw_os_error(i32::from_ne_bytes(report[4..].try_into().expect("4 bytes")));
+    let Some(bind) = binds.get(index) else {
+      return Err(format!(
+        "cannot enter the namespaces of the sandbox's launcher: {error}"
+      ));
+    };
+    Err(format!(
+      "cannot attach {} at {}: {error}",
+      bind.source.display(),
+      bind.destination.display()
+    ))
+  }
+}
+
+/// What the attaching child needs of one bind, made before the fork.
+struct Planned {
+  source: CString,
+  /// Its mount point in the slot.
+  target: CString,
+  /// Directories above the mount point (outermost first), made where missing. As
+  /// bubblewrap does, a mount point inside an earlier bind (the workspace in `/tmp`) is
+  /// made there.
+  parents: Vec<CString>,
+  /// Whether the mount point is a directory (else an empty file), made where missing.
+  directory: bool,
+  read_only: bool,
+}
+
+fn plan(binds: &[TenantBind]) -> Result<Vec<Planned>, String> {
+  let slot = slot_root();
+  let c_path = |path: &Path| {
+    CString::new(path.as_os_str().as_bytes())
+      .map_err(|_| format!("{} contains a NUL character", path.display()))
+  };
+  binds
+    .iter()
+    .map(|bind| {
+      let relative = bind
+        .destination
+        .strip_prefix("/")
+        .unwrap_or(&bind.destination);
+      let target = slot.join(relative);
+      let directory = std::fs::metadata(&bind.source)
+        .map_err(|e| format!("cannot read {}: {e}", bind.source.display()))?
+        .is_dir();
+      let mut parents: Vec<CString> = target
+        .ancestors()
+        .skip(1)
+        .take_while(|dir| *dir != slot)
+        .map(c_path)
+        .collect::<Result<_, _>>()?;
+      parents.reverse();
+      Ok(Planned {
+        source: c_path(&bind.source)?,
+        target: c_path(&target)?,
+        parents,
+        directory,
+        read_only: bind.read_only,
+      })
+    })
+    .collect()
+}
+
+/// On a root host: a detached clone of each bind's source, made in the host's namespace
+/// (the clones must come from it) and judged where it really is, as `idmap` judges what
+/// it stages: root clones it, so a symbolic link swapped in on the way must not lead into
+/// the system. Paths inside the workspace are idmapped, as the staged workspace is.
+fn clone_as_root(binds: &[TenantBind], workspace: &Path) -> Result<Vec<OwnedFd>, String> {
+  let opened_workspace = idmap::open_path(workspace).map_err(|e| {
+    format!(
+      "cannot open the working directory {}: {e}",
+      workspace.display()
+    )
+  })?;
+  let real_workspace = idmap::real_path(&opened_workspace).map_err(|e| {
+    format!(
+      "cannot resolve the working directory {}: {e}",
+      workspace.display()
+    )
+  })?;
+  isolation::check_workspace(&real_workspace)?;
+  let userns = idmap::workspace_userns(&opened_workspace)?;
+  binds
+    .iter()
+    .map(|bind| {
+      let source = &bind.source;
+      let opened =
+        idmap::open_path(source).map_err(|e| format!("cannot open {}: {e}", source.display()))?;
+      let real = idmap::real_path(&opened)
+        .map_err(|e| format!("cannot resolve {}: {e}", source.display()))?;
+      let inside = source.strip_prefix(workspace).ok();
+      let refusal = match inside {
+        // The workspace or a hold in it: exactly there, through no symbolic link.
+        Some(rest) if real != real_workspace.join(rest) && !rest.as_os_str().is_empty() => {
+          Some(format!(
+            "{} leads out of its place, to {}",
+            source.display(),
+            real.display()
+          ))
+        }
+        Some(_) => None,
+        None if source == Path::new("/dev/null") => None,
+        None => isolation::unbindable(&real),
+      };
+      if let Some(refusal) = refusal {
+        return Err(refusal);
+      }
+      let attrs = MountAttr {
+        attr_set: if inside.is_some() {
+          idmap::MOUNT_ATTR_IDMAP
+        } else {
+          0
+        } | if bind.read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: if inside.is_some() { userns as u64 } else { 0 },
+      };
+      idmap::clone_tree(&opened, &attrs).map_err(|e| {
+        let idmapped = if inside.is_some() { " (idmapped)" } else { "" };
+        format!(
+          "cannot clone the mount of {}{idmapped}: {e}",
+          source.display()
+        )
+      })
+    })
+    .collect()
+}
+
+/// The index the attaching child reports when it could not enter the namespaces.
+const ENTERING: usize = u32::MAX as usize;
+
+/// The namespaces the attaching child enters.
+struct Entered {
+  user: Option<RawFd>,
+  mount: RawFd,
+}
+
+/// The attaching child: enters the launcher's namespaces and attaches each planned bind
+/// (cloning it there on an unprivileged host, where `trees` is empty). Fails with the
+/// index of the bind and the error number.
+fn attach_in_child(
+  namespaces: &Entered,
+  planned: &[Planned],
+  trees: &[RawFd],
+) -> Result<(), (usize, i32)> {
+  let errno = || {
+    io::Error::last_os_error()
+      .raw_os_error()
+      .unwrap_or(libc::EIO)
+  };
+  // SAFETY: setns, open_tree, mount_setattr, mkdir, open, close and move_mount on
+  // descriptors and NUL-terminated strings made before the fork.
+  unsafe {
+    if let Some(user) = namespaces.user
+      && libc::setns(user, libc::CLONE_NEWUSER) != 0
+    {
+      return Err((ENTERING, errno()));
+    }
+    if libc::setns(namespaces.mount, libc::CLONE_NEWNS) != 0 {
+      return Err((ENTERING, errno()));
+    }
+    for (i, bind) in planned.iter().enumerate() {
+      let tree = match trees.get(i) {
+        Some(&tree) => tree,
+        None => {
+          let flags =
+            idmap::OPEN_TREE_CLONE | idmap::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+          let tree = libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            bind.source.as_ptr(),
+            flags,
+          ) as RawFd;
+          if tree < 0 {
+            return Err((i, errno()));
+          }
+          if bind.read_only {
+            let attrs = MountAttr {
+              attr_set: MOUNT_ATTR_RDONLY,
+              attr_clr: 0,
+              propagation: 0,
+              userns_fd: 0,
+            };
+            if idmap::set_attrs(tree, &attrs) != 0 {
+              return Err((i, errno()));
+            }
+          }
+          tree
+        }
+      };
+      for dir in &bind.parents {
+        if libc::mkdir(dir.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+          return Err((i, errno()));
+        }
+      }
+      let made = match bind.directory {
+        true => libc::mkdir(bind.target.as_ptr(), 0o755),
+        false => {
+          let file = libc::open(
+            bind.target.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o644,
+          );
+          if file >= 0 { libc::close(file) } else { file }
+        }
+      };
+      if made != 0 && errno() != libc::EEXIST {
+        return Err((i, errno()));
+      }
+      if idmap::move_tree(tree, &bind.target) != 0 {
+        return Err((i, errno()));
+      }
+    }
+  }
+  Ok(())
+}
+
+/// The host paths a slot sandbox's launcher stages on a root host (see `idmap`): the
+/// keeper and the system paths its user could not reach.
+pub fn unreachable_system_paths(system: Vec<PathBuf>) -> Vec<PathBuf> {
+  system
+    .into_iter()
+    .filter(|path| path.exists() && !isolation::reachable_by_others(path))
+    .collect()
+}

@@ -4,9 +4,10 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, expectOptionErrors, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
+const NATIVE_SANDBOX_CJS = new URL('../lib/native-sandbox.js', import.meta.url).pathname
 // The generated test's seed: fixed under CI (NW_PROPERTY_SEED repeats any run), else new.
 const SEED = Number(process.env.NW_PROPERTY_SEED ?? (process.env.CI ? 20261130 : Date.now() % 2 ** 31))
 const POOL = 2
@@ -99,9 +100,43 @@ describe('nativeSandbox.warmPool', () => {
       [{ nativeSandbox: { warmPool: Number.NaN } }, 'nativeSandbox.warmPool'],
       [{ nativeSandbox: { warmPool: 33 } }, 'nativeSandbox.warmPool (33) must be at most 32'],
       [{ nativeSandbox: { warmPool: '2' } }, 'nativeSandbox.warmPool'],
-      [{ isolation: 'bwrap', nativeSandbox: { warmPool: 2 } }, 'nativeSandbox.warmPool (2) applies only without isolation'],
-      [{ nativeSandbox: { warmPool: 2, limits: { memoryBytes: 1 << 30 } } }, 'nativeSandbox.warmPool (2) cannot be combined with limits.memoryBytes'],
     ])
+  })
+
+  it.skipIf(process.getuid() !== 0)('with a memory limit, each warm init has a cgroup of its own, with that limit, gone with it', async () => {
+    // In a host of its own: the pool of this shape is kept for the life of the process.
+    const memoryBytes = 300 * 2 ** 20
+    const { stdout, code } = await runNode(`
+      const fs = require('node:fs')
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      const { nativeOf } = require(${JSON.stringify(NATIVE_SANDBOX_CJS)})
+      const cgroupOf = async (sb) => {
+        const { stdout } = await sb.executeCommand('cat /proc/$PPID/stat')
+        const init = Number(stdout.slice(stdout.lastIndexOf(')') + 2).split(' ')[1])
+        // Its memory cgroup: v1 on a hybrid host, else v2.
+        const lines = fs.readFileSync('/proc/' + init + '/cgroup', 'utf8').trim().split('\\n')
+        const v1 = lines.find((line) => line.split(':')[1].split(',').includes('memory'))
+        const dir = v1 ? '/sys/fs/cgroup/memory' + v1.split(':')[2] : '/sys/fs/cgroup' + lines.find((l) => l.startsWith('0::')).slice(3)
+        return { dir, max: fs.readFileSync(dir + (v1 ? '/memory.limit_in_bytes' : '/memory.max'), 'utf8').trim() }
+      }
+      ;(async () => {
+        const open = () => new LocalSandbox({ workingDirectory: fs.mkdtempSync('/tmp/nw-pool-cg-'), nativeSandbox: { warmPool: 2, limits: { memoryBytes: ${memoryBytes} } } })
+        const first = open()
+        const firstCgroup = await cgroupOf(first)
+        const second = open()
+        const secondCgroup = await cgroupOf(second)
+        const steps = nativeOf(second).startTimings().map((s) => s.step)
+        await second.destroy()
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        console.log(JSON.stringify({ firstCgroup, secondCgroup, steps, secondLeft: fs.existsSync(secondCgroup.dir) }))
+        process.exit(0)
+      })()`)
+    expect(code).toBe(0)
+    const r = JSON.parse(stdout.trim().split('\n').at(-1))
+    expect(r.steps).toContain('warm init')
+    expect(r.secondCgroup.dir).not.toBe(r.firstCgroup.dir)
+    for (const cgroup of [r.firstCgroup, r.secondCgroup]) expect(cgroup.max).toBe(String(memoryBytes))
+    expect(r.secondLeft).toBe(false)
   })
 
   it('with 0 no init is kept', async () => {

@@ -355,6 +355,7 @@ const STEP_LABELS = {
   'previous init ended': 'previous init ended (none here)',
   cgroup: 'cgroup created',
   'warm init': 'warm init taken from the pool',
+  'tenant attached': 'tenant attached to the warm sandbox (isolated)',
   'private /tmp': 'private /tmp made',
   'policy checks': 'policy checks',
   'idmap staging': 'idmap staging prepared (root host)',
@@ -444,7 +445,6 @@ const WARM_START_CASE = {
   id: 'start_warm',
   title: (p) => START_CASE.title(p).replace('(start)', `(start, ours with a warm pool of ${p.warmPool})`),
   params: (quick) => ({ ...START_CASE.params(quick), warmPool: 2 }),
-  isolatedTargets: undefined,
 }
 
 /**
@@ -517,7 +517,7 @@ const CHECKPOINT_CASE = {
 }
 
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
-const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start'])
+const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm'])
 const withBwrap = (c) => ({
   ...c,
   id: `${c.id}_bwrap`,

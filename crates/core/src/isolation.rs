@@ -579,18 +579,19 @@ impl SandboxPolicy {
     protection: &Protection,
   ) -> Vec<std::ffi::OsString> {
     let mut args = self.namespace_args();
-    if self.tmp_dir.is_none() {
-      let tmp_size = self.tmp_bytes.to_string();
-      args.extend([
-        "--size".into(),
-        tmp_size.into(),
-        "--tmpfs".into(),
-        "/tmp".into(),
-      ]);
+    let tenant = self.tenant_binds();
+    // `/tmp` first: a system path may be below it (a Node binary in a temporary directory).
+    let (tmp, others) = tenant.split_at(usize::from(self.tmp_dir.is_some()));
+    match tmp {
+      [] => {
+        let tmp_size = self.tmp_bytes.to_string();
+        args.extend(["--size".into(), tmp_size.into(), "--tmpfs".into(), "/tmp".into()]);
+      }
+      _ => args.extend(sources.apply(bind_args(tmp))),
     }
     args.extend(["--proc", "/proc", "--dev", "/dev"].map(std::ffi::OsString::from));
     let mut binds = self.system_binds(keeper);
-    binds.extend(bind_args(&self.tenant_binds()));
+    binds.extend(bind_args(others));
     binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
     // Last, so no bind above can open a protected path up again.
     binds.extend(bind_args(&protection.binds()));
@@ -634,12 +635,14 @@ impl SandboxPolicy {
   }
 
   /// Whether a sandbox built before its tenant was known can take this policy's tenant:
-  /// no `bwrapArgs` (their binds are made among the tenant's), and no bind of the tenant
+  /// no `bwrapArgs` (their binds are made among the tenant's), no bind of the tenant
   /// inside a system path or the init (a slot's mount point there would be hidden under
-  /// the system bind made over it).
+  /// the system bind made over it), and no system path in `/tmp` (which is bound before
+  /// them at a launch, and would be attached over them).
   pub fn fits_slot(&self) -> bool {
     let system = self.system_paths();
     self.extra_args.is_empty()
+      && !system.iter().any(|path| path.starts_with("/tmp"))
       && self.tenant_binds().iter().all(|bind| {
         !bind.destination.starts_with(KEEPER_INSIDE)
           && !system.iter().any(|path| bind.destination.starts_with(path))

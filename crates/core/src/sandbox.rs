@@ -500,7 +500,8 @@ impl Sandbox {
   }
 
   /// Never a silent downgrade: asked for bubblewrap, it runs under bubblewrap or not at all.
-  fn confinement(&self, laps: &mut Laps) -> Result<Confinement> {
+  /// `tenant` is this start's, if it was made already (for the warm pool).
+  fn confinement(&self, tenant: Option<Tenant>, laps: &mut Laps) -> Result<Confinement> {
     match self.isolation {
       Isolation::None => Ok(Confinement::None),
       Isolation::Bwrap => {
@@ -508,7 +509,10 @@ impl Sandbox {
           bwrap,
           policy,
           protection,
-        } = self.tenant(laps)?;
+        } = match tenant {
+          Some(tenant) => tenant,
+          None => self.tenant(laps)?,
+        };
         // A root host's sandbox sees the workspace as its owner, through an idmapped mount
         // made at the launch, wherever it is.
         let stage = if isolation::host_is_root() {
@@ -588,8 +592,8 @@ impl Sandbox {
   }
 
   /// An init from the warm pool, with this sandbox's tenant attached when it is isolated;
-  /// none where the pool cannot serve it, and the start then launches its own.
-  async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Option<Init>> {
+  /// where the pool cannot serve it, the start launches its own (with the tenant made here).
+  async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Warm> {
     let mut recipe = pool::Recipe {
       keeper: self.keeper.clone(),
       limits: limits.clone(),
@@ -601,22 +605,22 @@ impl Sandbox {
       Isolation::Bwrap => {
         let tenant = self.tenant(laps)?;
         if !tenant.policy.fits_slot() {
-          return Ok(None);
+          return Ok(Warm::Missed(Some(tenant)));
         }
         recipe.slot = Some((tenant.bwrap.clone(), tenant.policy.clone()));
         Some(tenant)
       }
-      Isolation::Seatbelt => return Ok(None),
+      Isolation::Seatbelt => return Ok(Warm::Missed(None)),
     };
     let Some(init) = pool::take(&recipe, self.warm_pool as usize) else {
-      return Ok(None);
+      return Ok(Warm::Missed(tenant));
     };
     laps.lap("warm init");
     let Some(Tenant {
       policy, protection, ..
     }) = tenant
     else {
-      return Ok(Some(init));
+      return Ok(Warm::Taken(init));
     };
     let workspace = self.working_directory.clone();
     let attached = tokio::task::spawn_blocking(move || {
@@ -627,15 +631,15 @@ impl Sandbox {
     match attached {
       Ok((init, Ok(()))) => {
         laps.lap("tenant attached");
-        Ok(Some(init))
+        Ok(Warm::Taken(init))
       }
       // The start launches its own sandbox, which says what is wrong if it cannot either.
       Ok((init, Err(reason))) => {
         tracing::debug!(%reason, "a warm sandbox could not take its tenant");
         init.shutdown().await;
-        Ok(None)
+        Ok(Warm::Missed(None))
       }
-      Err(_) => Ok(None),
+      Err(_) => Ok(Warm::Missed(None)),
     }
   }
 
@@ -852,13 +856,13 @@ impl Sandbox {
     }
     let limits = self.rlimits();
     let warm = match self.warm_pool {
-      0 => None,
+      0 => Warm::Missed(None),
       _ => self.warm_init(&limits, &mut laps).await?,
     };
     let init = match warm {
-      Some(init) => init,
-      None => {
-        let confinement = self.confinement(&mut laps)?;
+      Warm::Taken(init) => init,
+      Warm::Missed(tenant) => {
+        let confinement = self.confinement(tenant, &mut laps)?;
         let cgroup = self.cgroup_plan().create()?;
         laps.lap("cgroup");
         Init::start_timed(&self.keeper, confinement, &limits, cgroup, &mut laps).await?
@@ -1084,6 +1088,13 @@ fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
     )));
   }
   Ok(())
+}
+
+/// What the warm pool gave a start.
+enum Warm {
+  Taken(Init),
+  /// None to take: the start launches its own init, with the tenant made already, if any.
+  Missed(Option<Tenant>),
 }
 
 /// What an isolated sandbox shows of its tenant at one start (see `Sandbox::tenant`).

@@ -132,6 +132,19 @@ export function procStat(pid) {
   return { pid: Number(pid), state: fields[0], ppid: Number(fields[1]) }
 }
 
+/** The bubblewrap processes above `pid` (its sandbox's, seen from the host). */
+export function bwrapAbove(pid) {
+  const found = []
+  for (let stat = procStat(pid); stat && stat.ppid > 1; stat = procStat(stat.ppid)) {
+    if (path.basename(cmdline(stat.ppid)?.split(' ')[0] ?? '') === 'bwrap') found.push(stat.ppid)
+  }
+  return found
+}
+
+/** Whether idle inits of the warm pool are kept for sandboxes that do not ask (the isolation
+ * suite runs a second time so, see scripts/test-pooled.mjs): they have cgroups of their own. */
+export const POOL_BY_DEFAULT = Number(process.env.NATIVE_WORKSPACE_WARM_POOL || 0) > 0
+
 /** True while `pid` exists and is not a zombie (a zombie is dead, only unreaped). */
 export function isAlive(pid) {
   const stat = procStat(pid)

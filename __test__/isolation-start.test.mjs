@@ -18,7 +18,7 @@ import {
   isIsolationAvailable,
 } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, fdCount, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
+import { LIB_CJS, POOL_BY_DEFAULT, fdCount, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -406,7 +406,8 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
     expect(sb.status).toBe('error')
     expect(sb.error).toBe(err.message)
     expect(leftovers(missing)).toEqual([])
-    if (isRoot) expect(sandboxCgroups()).toEqual(cgroupsBefore)
+    // (Idle inits of a warm pool have cgroups of their own, refilled meanwhile.)
+    if (isRoot && !POOL_BY_DEFAULT) expect(sandboxCgroups()).toEqual(cgroupsBefore)
     // The protection's placeholders (for .git/hooks, .envrc …) went with the attempt.
     expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
     // The first command's lazy start fails the same way, and no command ran.

@@ -9,7 +9,7 @@ import { Mastra } from '@mastra/core'
 import { Agent } from '@mastra/core/agent'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LocalFilesystem, LocalSandbox, Workspace, WorkspaceError, createWorkspaceTools, isIsolationAvailable } from '../lib/index.mjs'
-import { freshWorkdir, processesWith, survivors, uniqueMarker, useIsolatedSandboxes, useSandboxes, waitFor } from './helpers.mjs'
+import { bwrapAbove, freshWorkdir, isAlive, processesWith, survivors, uniqueMarker, useIsolatedSandboxes, useSandboxes, waitFor } from './helpers.mjs'
 import { mockModel } from './mock-model.mjs'
 
 const EXEC = 'mastra_workspace_execute_command'
@@ -421,12 +421,13 @@ describe.skipIf(!isIsolationAvailable('bwrap'))('an isolated LocalSandbox', () =
     const sandbox = isolated.sandbox()
     const mastra = new Mastra({ workspace: track(new Workspace({ sandbox })), logger: false })
     await spawnTree(sandbox, marker)
-    const ownBwrap = () => processesWith(sandbox.workingDirectory).filter((p) => path.basename(p.cmdline.split(' ')[0]) === 'bwrap')
-    expect(ownBwrap().length).toBeGreaterThan(0)
+    const sleeper = processesWith(`sleep ${marker}`).find((p) => p.cmdline.startsWith('sleep'))
+    const ownBwrap = bwrapAbove(sleeper.pid)
+    expect(ownBwrap.length).toBeGreaterThan(0)
     await mastra.shutdown()
     expect(sandbox.status).toBe('stopped')
     expect(await survivors([marker])).toEqual([])
-    await waitFor(() => ownBwrap().length === 0)
+    await waitFor(() => ownBwrap.every((pid) => !isAlive(pid)))
   })
 
   it('wrapCommandForIsolation says its commands are not wrapped one by one', () => {

@@ -585,7 +585,12 @@ impl SandboxPolicy {
     match tmp {
       [] => {
         let tmp_size = self.tmp_bytes.to_string();
-        args.extend(["--size".into(), tmp_size.into(), "--tmpfs".into(), "/tmp".into()]);
+        args.extend([
+          "--size".into(),
+          tmp_size.into(),
+          "--tmpfs".into(),
+          "/tmp".into(),
+        ]);
       }
       _ => args.extend(sources.apply(bind_args(tmp))),
     }

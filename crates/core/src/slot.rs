@@ -35,6 +35,15 @@ pub fn slot_root() -> &'static Path {
 
 /// From <linux/mount.h>.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// The attributes of every attached bind, as bubblewrap's binds have them: no set-user-id
+/// programs and no device files (a placeholder's `/dev/null` is not writable through it),
+/// and read-only where asked.
+fn bind_attrs(read_only: bool) -> u64 {
+  MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | if read_only { MOUNT_ATTR_RDONLY } else { 0 }
+}
 
 /// What the launcher of a slot sandbox needs, made before the fork (its pre-exec step may
 /// not allocate).
@@ -333,11 +342,12 @@ fn clone_as_root(binds: &[TenantBind], workspace: &Path) -> Result<Vec<OwnedFd>,
         return Err(refusal);
       }
       let attrs = MountAttr {
-        attr_set: if inside.is_some() {
-          idmap::MOUNT_ATTR_IDMAP
-        } else {
-          0
-        } | if bind.read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_set: bind_attrs(bind.read_only)
+          | if inside.is_some() {
+            idmap::MOUNT_ATTR_IDMAP
+          } else {
+            0
+          },
         attr_clr: 0,
         propagation: 0,
         userns_fd: if inside.is_some() { userns as u64 } else { 0 },
@@ -401,16 +411,14 @@ fn attach_in_child(
           if tree < 0 {
             return Err((i, errno()));
           }
-          if bind.read_only {
-            let attrs = MountAttr {
-              attr_set: MOUNT_ATTR_RDONLY,
-              attr_clr: 0,
-              propagation: 0,
-              userns_fd: 0,
-            };
-            if idmap::set_attrs(tree, &attrs) != 0 {
-              return Err((i, errno()));
-            }
+          let attrs = MountAttr {
+            attr_set: bind_attrs(bind.read_only),
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+          };
+          if idmap::set_attrs(tree, &attrs) != 0 {
+            return Err((i, errno()));
           }
           tree
         }

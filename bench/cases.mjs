@@ -592,8 +592,7 @@ const DOCKER_CASES = [
 ]
 
 export const CASES = [
-  ...[...BASE_CASES, START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
-  WARM_START_CASE,
+  ...[...BASE_CASES, START_CASE, WARM_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
   ...DOCKER_CASES,
 ]

@@ -1090,7 +1090,9 @@ fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
   Ok(())
 }
 
-/// What the warm pool gave a start.
+/// What the warm pool gave a start (one per start, so the size of its variants does not
+/// matter).
+#[allow(clippy::large_enum_variant)]
 enum Warm {
   Taken(Init),
   /// None to take: the start launches its own init, with the tenant made already, if any.

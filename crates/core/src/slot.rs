@@ -192,49 +192,25 @@ impl SlotNamespaces {
       None => Some(clone_as_root(binds, workspace)?),
     };
     let raw_trees: Vec<RawFd> = trees.iter().flatten().map(AsRawFd::as_raw_fd).collect();
-    let (report_read, report_write) =
-      crate::init::pipe_pair().map_err(|e| format!("cannot create a pipe: {e}"))?;
-    let namespaces = Entered {
-      user: self.user.as_ref().map(AsRawFd::as_raw_fd),
-      mount: self.mount.as_raw_fd(),
+    let mut job = Job {
+      namespaces: Entered {
+        user: self.user.as_ref().map(AsRawFd::as_raw_fd),
+        mount: self.mount.as_raw_fd(),
+      },
+      planned: &planned,
+      trees: &raw_trees,
+      failure: None,
     };
-    // SAFETY: the child makes only async-signal-safe calls on what was made above, and
-    // ends with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-      return Err(format!("cannot fork: {}", io::Error::last_os_error()));
-    }
-    if pid == 0 {
-      let code = match attach_in_child(&namespaces, &planned, &raw_trees) {
-        Ok(()) => 0,
-        Err((index, errno)) => {
-          let mut report = [0u8; 8];
-          report[..4].copy_from_slice(&(index as u32).to_ne_bytes());
-          report[4..].copy_from_slice(&errno.to_ne_bytes());
-          // SAFETY: write of a local buffer, then _exit.
-          unsafe { libc::write(report_write.as_raw_fd(), report.as_ptr().cast(), 8) };
-          1
-        }
-      };
-      // SAFETY: ends the forked child without running the parent's destructors.
-      unsafe { libc::_exit(code) };
-    }
-    drop(report_write);
+    let status =
+      run_in_child(&mut job).map_err(|e| format!("cannot start the attaching process: {e}"))?;
     drop(trees);
-    let mut status = 0;
-    // SAFETY: reaps the child forked above.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-      return Ok(());
-    }
-    let mut report = [0u8; 8];
-    let read = std::io::Read::read(&mut std::fs::File::from(report_read), &mut report).unwrap_or(0);
-    if read != 8 {
-      return Err(format!("the attaching process ended with status {status}"));
-    }
-    let index = u32::from_ne_bytes(report[..4].try_into().expect("4 bytes")) as usize;
-    let error =
-      io::Error::from_raw_os_error(i32::from_ne_bytes(report[4..].try_into().expect("4 bytes")));
+    let Some((index, errno)) = job.failure else {
+      return match status {
+        0 => Ok(()),
+        _ => Err(format!("the attaching process ended with status {status}")),
+      };
+    };
+    let error = io::Error::from_raw_os_error(errno);
     let Some(bind) = binds.get(index) else {
       return Err(format!(
         "cannot enter the namespaces of the sandbox's launcher: {error}"
@@ -361,6 +337,68 @@ fn clone_as_root(binds: &[TenantBind], workspace: &Path) -> Result<Vec<OwnedFd>,
       })
     })
     .collect()
+}
+
+/// The stack of the attaching child: it calls no library code but system calls.
+const CHILD_STACK_BYTES: usize = 256 << 10;
+
+/// What the attaching child works on, in this process's memory (see [`run_in_child`]).
+struct Job<'a> {
+  namespaces: Entered,
+  planned: &'a [Planned],
+  trees: &'a [RawFd],
+  /// Set by the child when a bind fails: its index and the error number.
+  failure: Option<(usize, i32)>,
+}
+
+/// Runs [`attach_in_child`] on `job` in a child that shares this process's memory and
+/// runs while this thread waits (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does): a fork
+/// would copy the host's page tables and leave every page of it to be copied again on its
+/// next write. The child has its own filesystem context, so it may enter namespaces.
+/// Returns its exit status.
+fn run_in_child(job: &mut Job) -> io::Result<i32> {
+  extern "C" fn child(job: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `job` is the parent's, alive until this child has exited (CLONE_VFORK).
+    let job = unsafe { &mut *job.cast::<Job>() };
+    match attach_in_child(&job.namespaces, job.planned, job.trees) {
+      Ok(()) => 0,
+      Err(failure) => {
+        job.failure = Some(failure);
+        1
+      }
+    }
+  }
+  let mut stack = vec![0u8; CHILD_STACK_BYTES];
+  // The stack grows down from its end, 16-byte aligned.
+  let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+  // SAFETY: the signal mask is this thread's, restored below; clone runs `child` on its own
+  // stack with `job`, which outlive it, and returns once it has exited.
+  unsafe {
+    // No handler of this process may run in the child, on its stack.
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    let mut previous: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    let pid = libc::clone(
+      child,
+      top as *mut libc::c_void,
+      libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+      (job as *mut Job).cast(),
+    );
+    let error = io::Error::last_os_error();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+    if pid < 0 {
+      return Err(error);
+    }
+    let mut status = 0;
+    libc::waitpid(pid, &mut status, 0);
+    drop(stack);
+    Ok(if libc::WIFEXITED(status) {
+      libc::WEXITSTATUS(status)
+    } else {
+      -1
+    })
+  }
 }
 
 /// The index the attaching child reports when it could not enter the namespaces.

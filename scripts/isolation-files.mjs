@@ -1,7 +1,8 @@
 // The isolation suite: the vitest files that attack an isolated sandbox or judge what it
 // leaves on the host. `npm test` runs them with everything else, then again as an
-// unprivileged user (test-unprivileged.mjs), so that every attack is tried from both kinds
-// of host.
+// unprivileged user (test-unprivileged.mjs) and again with the warm pool of isolated inits
+// on (test-pooled.mjs, and test-unprivileged.mjs --pooled), so that every attack is tried
+// from both kinds of host, on inits launched for their sandbox and on pooled ones.
 
 export const ISOLATION_FILES = [
   '__test__/isolation.test.mjs',
@@ -22,3 +23,6 @@ export const ISOLATION_FILES = [
   // Pooled isolated inits: tenant separation, boundaries, host death.
   '__test__/warm-pool-isolated.test.mjs',
 ]
+
+/** The environment of a run with the pool on: every sandbox without a warmPool option keeps 2 inits warm. */
+export const WARM_POOL_ENV = { NATIVE_WORKSPACE_WARM_POOL: '2' }

@@ -5,6 +5,7 @@
 // with it and with the host. `npm test` runs this file as its own user (root in CI) and,
 // when that is root, again as an unprivileged user (uid 65534).
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
@@ -19,6 +20,7 @@ import {
   procStat,
   processesWith,
   runNode,
+  sandboxCgroups,
   startNode,
   survivors,
   uniqueMarker,
@@ -95,7 +97,20 @@ function initAbove(pid) {
   return { bwrap, keeper: chain.at(-2) }
 }
 
-/** The init of `sb` as the host sees it, found above a process the sandbox runs. */
+/**
+ * The name of the cgroup `pid` is in, as sandboxCgroups() lists them (its memory cgroup on a
+ * hybrid host, else its v2 one), or undefined.
+ */
+function cgroupOf(pid) {
+  const lines = (readProc(pid, 'cgroup') ?? '').trim().split('\n')
+  const line = lines.find((l) => l.split(':')[1]?.split(',').includes('memory')) ?? lines.find((l) => l.startsWith('0::'))
+  return line?.split(':')[2].split('/').at(-1)
+}
+
+/**
+ * The init of `sb` as the host sees it, found above a process the sandbox runs; `cgroup`,
+ * the cgroup that process runs in.
+ */
 async function initOf(sb) {
   const marker = uniqueMarker()
   const handle = await sb.processes.spawn(`sleep ${marker}`)
@@ -105,7 +120,7 @@ async function initOf(sb) {
     const init = initAbove(sleeper.pid)
     expect(init, `the init above sleep ${marker}`).toBeDefined()
     expect(isKeeper(init.keeper)).toBe(true)
-    return init
+    return { ...init, cgroup: cgroupOf(sleeper.pid) }
   } finally {
     await handle.kill()
   }
@@ -127,6 +142,9 @@ describe.skipIf(!available)('warm pool with isolation: taking and refilling', ()
     const firstInit = await initOf(first)
     expectTakenFromPool(first)
     expect(await waitFor(() => idleInits([firstInit]).length >= POOL)).toBe(true)
+    // Idle inits are bubblewraps of this process, each with a keeper of its own.
+    const idleKeepers = bwrapInits().filter((i) => idleInits([firstInit]).includes(i.bwrap)).map((i) => i.keeper)
+    expect(new Set(idleKeepers).size).toBe(idleKeepers.length)
     const warm = idleInits([firstInit])
 
     const second = pooled()
@@ -330,6 +348,51 @@ describe.skipIf(!available)('warm pool with isolation: the boundaries hold', () 
     expect(fs.readFileSync(other, 'utf8')).toBe('theirs\n')
     expect(fs.statSync(other).uid).toBe(4321)
     expect(fs.statSync(dir).uid).toBe(1234)
+  })
+})
+
+describe.skipIf(!available)('warm pool with isolation: limits', () => {
+  it('file size, open files and processes are limited as asked', async () => {
+    const sb = pooled({ nativeSandbox: { limits: { fileSizeBytes: 4096, openFiles: 32, processes: 20 } } })
+    const big = await sh(sb, 'head -c 10000 /dev/zero > big')
+    expectTakenFromPool(sb)
+    expect(big).toMatchObject({ exitCode: 128 + os.constants.signals.SIGXFSZ, limitExceeded: 'fileSize' })
+    expect(fs.statSync(path.join(sb.workingDirectory, 'big')).size).toBe(4096)
+    expect((await sh(sb, 'ulimit -n')).stdout).toBe('32\n')
+    const marker = uniqueMarker()
+    const bomb = await sh(sb, `for i in $(seq 1 40); do sleep ${marker} & done; sleep 0.3; pgrep -c -f ${marker}; kill $(jobs -p) 2>/dev/null`)
+    expect(bomb.out).toMatch(/fork|Resource temporarily unavailable/i)
+    expect(Number(bomb.stdout.trim().split('\n').pop())).toBeLessThan(20)
+    await sb.destroy()
+    expect(await survivors([marker])).toEqual([])
+  })
+
+  it('a memory limit ends only the command over it, in a cgroup of its own that goes with the sandbox (no cgroup: refused as without the pool)', async () => {
+    const sb = pooled({ nativeSandbox: { limits: { memoryBytes: 64 << 20 } } })
+    const hog = `/usr/bin/python3 -c "a = bytearray(512 << 20); print('allocated')"`
+    if (!isRoot) {
+      // No cgroup can be made here: the limit cannot hold, so nothing runs.
+      const err = await sh(sb, `${hog}; touch ran`).catch((e) => e)
+      expect(err.code).toBe('ISOLATION_UNAVAILABLE')
+      expect(err.message).toContain('memoryBytes needs a cgroup')
+      expect(fs.existsSync(path.join(sb.workingDirectory, 'ran'))).toBe(false)
+      return
+    }
+    const oom = await sh(sb, hog)
+    expectTakenFromPool(sb)
+    expect(oom).toMatchObject({ exitCode: 137, limitExceeded: 'memory' })
+    expect(oom.stdout).not.toContain('allocated')
+    expect((await sh(sb, 'echo alive')).stdout).toBe('alive\n')
+    const init = await initOf(sb)
+    expect(init.cgroup).toMatch(/^native-workspace\./)
+    expect(sandboxCgroups()).toContain(init.cgroup)
+    // No idle init shares the tenant's cgroup.
+    expect(await waitFor(() => idleInits([init]).length >= POOL)).toBe(true)
+    const idle = bwrapInits().filter((i) => idleInits([init]).includes(i.bwrap))
+    for (const { keeper } of idle) expect(cgroupOf(keeper)).not.toBe(init.cgroup)
+    await sb.destroy()
+    expect(await initGone(init)).toBe(true)
+    expect(await waitFor(() => !sandboxCgroups().includes(init.cgroup))).toBe(true)
   })
 })
 

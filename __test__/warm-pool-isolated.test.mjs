@@ -238,6 +238,21 @@ describe.skipIf(!available)('warm pool with isolation: the boundaries hold', () 
     expect((await sh(sb, 'echo still > still && cat still')).stdout).toBe('still\n')
   })
 
+  it('the network is what each sandbox asked for, whichever pooled sandboxes came before', async () => {
+    const interfaces = (text) => text.split('\n').filter((line) => line.includes(':')).map((line) => line.split(':')[0].trim()).sort()
+    const host = interfaces(fs.readFileSync('/proc/net/dev', 'utf8'))
+    for (const allowNetwork of [true, false, true, false]) {
+      const sb = pooled({ nativeSandbox: { allowNetwork } })
+      const seen = interfaces((await sh(sb, 'cat /proc/net/dev')).stdout)
+      if (allowNetwork) expect(seen).toEqual(host)
+      else {
+        expectTakenFromPool(sb)
+        expect(seen).toEqual(['lo'])
+      }
+      await sb.destroy()
+    }
+  })
+
   it('a readOnly workspace refuses every write inside; the host file stays as it was', async () => {
     const dir = fresh('readonly')
     fs.mkdirSync(dir, { mode: 0o755 })

@@ -1,6 +1,7 @@
 // Prints the vitest totals as plain closing lines ("vitest: N passed, N failed"), so a
 // reader of the log sees the JavaScript suite's result last, counting the isolation suite's
-// second run as an unprivileged user when there was one. Exits non-zero on failures.
+// second runs when there were any: as an unprivileged user, with the warm pool of isolated
+// inits on, and both. Exits non-zero on failures.
 import { existsSync, readFileSync } from 'node:fs'
 
 const read = (name) => {
@@ -11,13 +12,17 @@ const line = ({ numPassedTests: passed, numFailedTests: failed, numPendingTests:
   `${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`
 
 const main = read('vitest-report.json')
-const unprivileged = read('vitest-report-unprivileged.json')
 if (!main) {
   console.log('vitest: no report (did vitest run?)')
   process.exit(1)
 }
-if (unprivileged) console.log(`vitest, isolation suite again as uid 65534: ${line(unprivileged)}`)
-const reports = [main, unprivileged].filter(Boolean)
+const again = [
+  ['vitest, isolation suite again as uid 65534', read('vitest-report-unprivileged.json')],
+  ['vitest, isolation suite again with the warm pool on', read('vitest-report-pooled.json')],
+  ['vitest, isolation suite again as uid 65534 with the warm pool on', read('vitest-report-unprivileged-pooled.json')],
+].filter(([, report]) => report)
+for (const [label, report] of again) console.log(`${label}: ${line(report)}`)
+const reports = [main, ...again.map(([, report]) => report)]
 const total = (key) => reports.reduce((sum, r) => sum + r[key], 0)
 console.log(`vitest: ${line({ numPassedTests: total('numPassedTests'), numFailedTests: total('numFailedTests'), numPendingTests: total('numPendingTests') })}`)
 process.exit(reports.every((r) => r.success && r.numFailedTests === 0) ? 0 : 1)

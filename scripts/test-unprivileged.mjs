@@ -1,18 +1,23 @@
-// When the tests run as root, runs the isolation suite again as an unprivileged user
-// (uid 65534), so every attack in it is tried from both kinds of host. Its vitest report
-// goes to target/vitest-report-unprivileged.json for the closing summary.
+// When the tests run as root, runs the isolation suite (isolation-files.mjs) again as an
+// unprivileged user (uid 65534), so every attack in it is tried from both kinds of host.
+// Its vitest report goes to target/vitest-report-unprivileged.json for the closing summary.
+// With --pooled, the run has the warm pool of isolated inits on (NATIVE_WORKSPACE_WARM_POOL)
+// and its report goes to target/vitest-report-unprivileged-pooled.json.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ISOLATION_FILES, WARM_POOL_ENV } from './isolation-files.mjs'
 
 const UNPRIVILEGED = 65534
+const pooled = process.argv.includes('--pooled')
+const name = pooled ? 'test-unprivileged --pooled' : 'test-unprivileged'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const copy = path.join(root, 'target', 'vitest-report-unprivileged.json')
+const copy = path.join(root, 'target', pooled ? 'vitest-report-unprivileged-pooled.json' : 'vitest-report-unprivileged.json')
 fs.rmSync(copy, { force: true })
 if (process.getuid() !== 0) {
-  console.log('test-unprivileged: not root, the main run already was unprivileged')
+  console.log(`${name}: not root, the main run already was unprivileged`)
   process.exit(0)
 }
 
@@ -24,29 +29,12 @@ const report = path.join(home, 'report.json')
 // directory): it is bound below the user's home, in a mount namespace of this run only.
 const view = path.join(home, 'repo')
 fs.mkdirSync(view)
-const files = [
-  '__test__/isolation.test.mjs',
-  '__test__/isolation-start.test.mjs',
-  '__test__/isolation-git.test.mjs',
-  '__test__/late-reader.test.mjs',
-  '__test__/isolation-mounts.test.mjs',
-  '__test__/checkpoints.test.mjs',
-  // The sandbox contract on an isolated LocalSandbox.
-  '__test__/contract-bwrap.test.mjs',
-  // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.
-  '__test__/members.test.mjs',
-  // The egress proxy and forwarded ports, served from the sandbox's namespace.
-  '__test__/network-allowlist.test.mjs',
-  '__test__/network-ports.test.mjs',
-  // Object storage mounts for a user FUSE is closed to.
-  '__test__/s3-errors.test.mjs',
-]
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
-const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...files, '--configLoader', 'native']
+const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...ISOLATION_FILES, '--configLoader', 'native']
 const run = spawnSync(
   'unshare',
   ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec setpriv "$@"', 'sh', root, view, ...asUser],
-  { stdio: 'inherit', env: { ...process.env, HOME: home, VITEST_REPORT: report } },
+  { stdio: 'inherit', env: { ...process.env, ...(pooled ? WARM_POOL_ENV : {}), HOME: home, VITEST_REPORT: report } },
 )
 if (fs.existsSync(report)) fs.copyFileSync(report, copy)
 fs.rmdirSync(view)

@@ -1,0 +1,28 @@
+// The isolation suite: the vitest files that attack an isolated sandbox or judge what it
+// leaves on the host. `npm test` runs them with everything else, then again as an
+// unprivileged user (test-unprivileged.mjs) and again with the warm pool of isolated inits
+// on (test-pooled.mjs, and test-unprivileged.mjs --pooled), so that every attack is tried
+// from both kinds of host, on inits launched for their sandbox and on pooled ones.
+
+export const ISOLATION_FILES = [
+  '__test__/isolation.test.mjs',
+  '__test__/isolation-start.test.mjs',
+  '__test__/isolation-git.test.mjs',
+  '__test__/late-reader.test.mjs',
+  '__test__/isolation-mounts.test.mjs',
+  '__test__/checkpoints.test.mjs',
+  // The sandbox contract on an isolated LocalSandbox.
+  '__test__/contract-bwrap.test.mjs',
+  // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.
+  '__test__/members.test.mjs',
+  // The egress proxy and forwarded ports, served from the sandbox's namespace.
+  '__test__/network-allowlist.test.mjs',
+  '__test__/network-ports.test.mjs',
+  // Object storage mounts for a user FUSE is closed to.
+  '__test__/s3-errors.test.mjs',
+  // Pooled isolated inits: tenant separation, boundaries, host death.
+  '__test__/warm-pool-isolated.test.mjs',
+]
+
+/** The environment of a run with the pool on: every sandbox without a warmPool option keeps 2 inits warm. */
+export const WARM_POOL_ENV = { NATIVE_WORKSPACE_WARM_POOL: '2' }

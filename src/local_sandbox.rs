@@ -390,6 +390,7 @@ impl NativeLocalSandbox {
       warm_pool,
     })
     .map_err(sync_error)?;
+    napi::bindgen_prelude::within_runtime_if_available(|| inner.fill_warm_pool());
     Ok(NativeLocalSandbox {
       inner: Arc::new(inner),
       protected_paths,

@@ -56,17 +56,23 @@ pub(crate) fn set_attrs(tree: RawFd, attrs: &MountAttr) -> libc::c_long {
   }
 }
 
-/// Attaches the detached tree `tree` at `target` (async-signal-safe).
-pub(crate) fn move_tree(tree: RawFd, target: &std::ffi::CStr) -> libc::c_long {
+/// Attaches the detached tree `tree` at `target`, relative to `at` (async-signal-safe); an
+/// empty `target` is `at` itself.
+pub(crate) fn move_tree(tree: RawFd, at: RawFd, target: &std::ffi::CStr) -> libc::c_long {
+  const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+  let onto_at = match target.is_empty() {
+    true => MOVE_MOUNT_T_EMPTY_PATH,
+    false => 0,
+  };
   // SAFETY: move_mount of a descriptor, with an empty path, onto a NUL-terminated one.
   unsafe {
     libc::syscall(
       libc::SYS_move_mount,
       tree,
       c"".as_ptr(),
-      libc::AT_FDCWD,
+      at,
       target.as_ptr(),
-      MOVE_MOUNT_F_EMPTY_PATH,
+      MOVE_MOUNT_F_EMPTY_PATH | onto_at,
     )
   }
 }
@@ -387,7 +393,7 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
       if mount_point != 0 {
         return fail(Step::StagingDirectory, i);
       }
-      if move_tree(tree, &planned.at) != 0 {
+      if move_tree(tree, libc::AT_FDCWD, &planned.at) != 0 {
         return fail(Step::Attach, i);
       }
       libc::close(tree);

@@ -13,7 +13,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use tokio::sync::Notify;
 
 use crate::error::Result;
 use crate::idmap::Stage;
@@ -99,14 +101,56 @@ struct Pool {
   size: usize,
   /// A refill runs; at most one per pool.
   filling: bool,
+  /// An init of the refill is being launched (not waiting out its delay).
+  launching: bool,
+  /// A start waits for the refill's next init.
+  awaited: bool,
+  /// Told when a launch ends, ready or failed.
+  launched: Arc<Notify>,
+  /// Tells a refill that waits out its delay that a start waits for it.
+  hurry: Arc<Notify>,
 }
 
 static POOLS: LazyLock<Mutex<HashMap<Shape, Pool>>> = LazyLock::new(Default::default);
 
-/// A live warm init of `shape`, if the pool has one; either way the pool is refilled, in
-/// the background, up to `size` (which it keeps from then on if it is the largest yet).
-/// Must be called within the runtime.
-pub fn take(recipe: &Recipe, size: usize) -> Option<Init> {
+/// What a start found in its pool (one per start, so the size of its variants does not
+/// matter).
+#[allow(clippy::large_enum_variant)]
+enum Found {
+  Init(Init),
+  /// None ready, but a refill runs: its next init is ready no later than one launched now
+  /// would be.
+  Coming(Arc<Notify>),
+  Nothing,
+}
+
+/// A live warm init of `recipe`'s shape, if its pool has one or a refill of it runs (its
+/// next init is awaited, by one start at a time); either way the pool is refilled, in the
+/// background, up to `size` (which it keeps from then on if it is the largest yet). Must
+/// be called within the runtime.
+pub async fn take(recipe: &Recipe, size: usize) -> Option<Init> {
+  let launched = match visit(recipe, size, true) {
+    Found::Init(init) => return Some(init),
+    Found::Nothing => return None,
+    Found::Coming(launched) => launched,
+  };
+  // A launch ends within the init's own ready timeout: no deadline of its own.
+  launched.notified().await;
+  match visit(recipe, size, true) {
+    Found::Init(init) => Some(init),
+    _ => None,
+  }
+}
+
+/// Fills the pool of `recipe`'s shape up to `size`, in the background, ahead of the first
+/// start that takes from it (a sandbox asks when it is made). Must be called within the
+/// runtime.
+pub fn fill(recipe: &Recipe, size: usize) {
+  visit(recipe, size, false);
+}
+
+/// [`take`] (with `take`) or [`fill`].
+fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
   let shape = recipe.shape();
   let mut pools = POOLS.locked();
   let pool = pools.entry(shape.clone()).or_insert_with(|| Pool {
@@ -114,21 +158,54 @@ pub fn take(recipe: &Recipe, size: usize) -> Option<Init> {
     ready: VecDeque::new(),
     size,
     filling: false,
+    launching: false,
+    awaited: false,
+    launched: Arc::default(),
+    hurry: Arc::default(),
   });
   pool.size = pool.size.max(size);
   // One that died while it waited (killed from outside) is dropped, which reaps it.
-  let taken = std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive);
+  let taken = match take {
+    true => std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive),
+    false => None,
+  };
   if !pool.filling && pool.ready.len() < pool.size {
     pool.filling = true;
-    tokio::spawn(refill(shape));
+    let delay = match taken {
+      Some(_) => REFILL_DELAY,
+      None => std::time::Duration::ZERO,
+    };
+    // Launching from now on, for a start that comes before the refill's task runs.
+    pool.launching = delay.is_zero();
+    tokio::spawn(refill(shape, delay, pool.hurry.clone()));
   }
-  taken
+  match taken {
+    Some(init) => Found::Init(init),
+    None if take && pool.filling && !pool.awaited => {
+      pool.awaited = true;
+      if !pool.launching {
+        // Its delay is for a start that took an init, not for one that waits.
+        pool.hurry.notify_one();
+      }
+      Found::Coming(pool.launched.clone())
+    }
+    None => Found::Nothing,
+  }
 }
 
-/// Starts inits one at a time until the pool has its size. A failed start ends the refill
-/// (the next `take` tries again): the sandbox that needs an init then starts its own and
-/// reports why that fails.
-async fn refill(shape: Shape) {
+/// How long a refill waits after an init was taken: the first command of the sandbox that
+/// took it, which the pool is there to speed up, comes next, and a launch (bubblewrap's
+/// namespaces above all) would compete with it for the CPU.
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// Starts inits one at a time, after `delay` (cut short by `hurry`), until the pool has its
+/// size. A failed start ends the refill (the next `take` tries again): the sandbox that
+/// needs an init then starts its own and reports why that fails.
+async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
+  tokio::select! {
+    _ = tokio::time::sleep(delay) => {}
+    _ = hurry.notified() => {}
+  }
   loop {
     let recipe = {
       let mut pools = POOLS.locked();
@@ -139,6 +216,7 @@ async fn refill(shape: Shape) {
         pool.filling = false;
         return;
       }
+      pool.launching = true;
       pool.recipe.clone()
     };
     let started = recipe.start().await;
@@ -146,6 +224,10 @@ async fn refill(shape: Shape) {
     let Some(pool) = pools.get_mut(&shape) else {
       return;
     };
+    pool.launching = false;
+    if std::mem::take(&mut pool.awaited) {
+      pool.launched.notify_one();
+    }
     match started {
       Ok(init) => pool.ready.push_back(init),
       Err(error) => {

@@ -499,6 +499,42 @@ impl Sandbox {
       .insert(process.pid().to_string(), (seq, process.clone()));
   }
 
+  /// Starts filling the warm pool this sandbox takes its inits from, if it has one, ahead of
+  /// its first start. Must be called within the runtime.
+  pub fn fill_warm_pool(&self) {
+    if self.warm_pool == 0 {
+      return;
+    }
+    let bwrap = isolation::find_in_path("bwrap");
+    let slot = match (self.isolation, &bwrap, &self.policy) {
+      (Isolation::None, ..) => None,
+      (Isolation::Bwrap, Some(bwrap), Some(policy)) => Some((bwrap, policy)),
+      // Its start says why it cannot be isolated.
+      _ => return,
+    };
+    if let Some(recipe) = self.pool_recipe(&self.rlimits(), slot) {
+      pool::fill(&recipe, self.warm_pool as usize);
+    }
+  }
+
+  /// How the inits of this sandbox's warm pool are started: unconfined, or (with `slot`,
+  /// bubblewrap and the policy) isolated, where the tenant fits a slot.
+  fn pool_recipe(
+    &self,
+    limits: &Limits,
+    slot: Option<(&PathBuf, &SandboxPolicy)>,
+  ) -> Option<pool::Recipe> {
+    if slot.is_some_and(|(_, policy)| !policy.fits_slot()) {
+      return None;
+    }
+    Some(pool::Recipe {
+      keeper: self.keeper.clone(),
+      limits: limits.clone(),
+      cgroup: self.cgroup_plan(),
+      slot: slot.map(|(bwrap, policy)| (bwrap.clone(), policy.clone())),
+    })
+  }
+
   /// Never a silent downgrade: asked for bubblewrap, it runs under bubblewrap or not at all.
   /// `tenant` is this start's, if it was made already (for the warm pool).
   fn confinement(&self, tenant: Option<Tenant>, laps: &mut Laps) -> Result<Confinement> {
@@ -594,25 +630,16 @@ impl Sandbox {
   /// An init from the warm pool, with this sandbox's tenant attached when it is isolated;
   /// where the pool cannot serve it, the start launches its own (with the tenant made here).
   async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Warm> {
-    let mut recipe = pool::Recipe {
-      keeper: self.keeper.clone(),
-      limits: limits.clone(),
-      cgroup: self.cgroup_plan(),
-      slot: None,
-    };
     let tenant = match self.isolation {
       Isolation::None => None,
-      Isolation::Bwrap => {
-        let tenant = self.tenant(laps)?;
-        if !tenant.policy.fits_slot() {
-          return Ok(Warm::Missed(Some(tenant)));
-        }
-        recipe.slot = Some((tenant.bwrap.clone(), tenant.policy.clone()));
-        Some(tenant)
-      }
+      Isolation::Bwrap => Some(self.tenant(laps)?),
       Isolation::Seatbelt => return Ok(Warm::Missed(None)),
     };
-    let Some(init) = pool::take(&recipe, self.warm_pool as usize) else {
+    let slot = tenant.as_ref().map(|t| (&t.bwrap, &t.policy));
+    let Some(recipe) = self.pool_recipe(limits, slot) else {
+      return Ok(Warm::Missed(tenant));
+    };
+    let Some(init) = pool::take(&recipe, self.warm_pool as usize).await else {
       return Ok(Warm::Missed(tenant));
     };
     laps.lap("warm init");

@@ -227,45 +227,41 @@ impl SlotNamespaces {
 /// What the attaching child needs of one bind, made before the fork.
 struct Planned {
   source: CString,
-  /// Its mount point in the slot.
-  target: CString,
-  /// Directories above the mount point (outermost first), made where missing. As
-  /// bubblewrap does, a mount point inside an earlier bind (the workspace in `/tmp`) is
-  /// made there.
-  parents: Vec<CString>,
-  /// Whether the mount point is a directory (else an empty file), made where missing.
+  /// The names on the way from the slot to its mount point, the mount point last.
+  names: Vec<CString>,
+  /// Whether the mount point is a directory (else an empty file).
   directory: bool,
   read_only: bool,
 }
 
 fn plan(binds: &[TenantBind]) -> Result<Vec<Planned>, String> {
-  let slot = slot_root();
-  let c_path = |path: &Path| {
-    CString::new(path.as_os_str().as_bytes())
-      .map_err(|_| format!("{} contains a NUL character", path.display()))
+  let c_bytes = |bytes: &[u8], path: &Path| {
+    CString::new(bytes).map_err(|_| format!("{} contains a NUL character", path.display()))
   };
   binds
     .iter()
     .map(|bind| {
-      let relative = bind
-        .destination
-        .strip_prefix("/")
-        .unwrap_or(&bind.destination);
-      let target = slot.join(relative);
+      let destination = &bind.destination;
+      let names = destination
+        .components()
+        .filter(|c| *c != std::path::Component::RootDir)
+        .map(|c| match c {
+          std::path::Component::Normal(name) => c_bytes(name.as_bytes(), destination),
+          _ => Err(format!(
+            "{} is not a normal absolute path",
+            destination.display()
+          )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+      if names.is_empty() {
+        return Err("nothing can be attached over the sandbox's root".into());
+      }
       let directory = std::fs::metadata(&bind.source)
         .map_err(|e| format!("cannot read {}: {e}", bind.source.display()))?
         .is_dir();
-      let mut parents: Vec<CString> = target
-        .ancestors()
-        .skip(1)
-        .take_while(|dir| *dir != slot)
-        .map(c_path)
-        .collect::<Result<_, _>>()?;
-      parents.reverse();
       Ok(Planned {
-        source: c_path(&bind.source)?,
-        target: c_path(&target)?,
-        parents,
+        source: c_bytes(bind.source.as_os_str().as_bytes(), &bind.source)?,
+        names,
         directory,
         read_only: bind.read_only,
       })
@@ -461,31 +457,78 @@ fn attach_in_child(
           tree
         }
       };
-      for dir in &bind.parents {
-        if libc::mkdir(dir.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
-          return Err((i, errno()));
-        }
+      let target = mount_point(bind).map_err(|errno| (i, errno))?;
+      let moved = idmap::move_tree(tree, target, c"");
+      libc::close(target);
+      if moved != 0 {
+        return Err((i, errno()));
       }
-      let made = match bind.directory {
-        true => libc::mkdir(bind.target.as_ptr(), 0o755),
+    }
+  }
+  Ok(())
+}
+
+/// An `O_PATH` descriptor of the mount point of `bind` in the slot, made where missing (as
+/// bubblewrap does, also inside an earlier bind: the workspace in `/tmp`), reached
+/// without following a symbolic link: the tenant's own directories are on the way, and it
+/// may have left links in them for a process with the host's rights to follow. Fails with
+/// the error number. Async-signal-safe.
+fn mount_point(bind: &Planned) -> Result<RawFd, i32> {
+  let errno = || {
+    io::Error::last_os_error()
+      .raw_os_error()
+      .unwrap_or(libc::EIO)
+  };
+  // SAFETY: open, openat, mkdirat, fstat and close on descriptors and NUL-terminated names.
+  unsafe {
+    let mut dir = libc::open(
+      SLOT.as_ptr(),
+      libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+    );
+    if dir < 0 {
+      return Err(errno());
+    }
+    let last = bind.names.len() - 1;
+    for (i, name) in bind.names.iter().enumerate() {
+      let directory = i < last || bind.directory;
+      let made = match directory {
+        true => libc::mkdirat(dir, name.as_ptr(), 0o755),
         false => {
-          let file = libc::open(
-            bind.target.as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+          let file = libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             0o644,
           );
           if file >= 0 { libc::close(file) } else { file }
         }
       };
       if made != 0 && errno() != libc::EEXIST {
-        return Err((i, errno()));
+        let error = errno();
+        libc::close(dir);
+        return Err(error);
       }
-      if idmap::move_tree(tree, &bind.target) != 0 {
-        return Err((i, errno()));
+      let kind = if directory { libc::O_DIRECTORY } else { 0 };
+      let next = libc::openat(
+        dir,
+        name.as_ptr(),
+        libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC | kind,
+      );
+      let error = errno();
+      libc::close(dir);
+      if next < 0 {
+        return Err(error);
       }
+      // A file's mount point opened without following is the link itself, if it is one.
+      let mut stat: libc::stat = std::mem::zeroed();
+      if libc::fstat(next, &mut stat) != 0 || stat.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        libc::close(next);
+        return Err(libc::ELOOP);
+      }
+      dir = next;
     }
+    Ok(dir)
   }
-  Ok(())
 }
 
 /// The host paths a slot sandbox's launcher stages on a root host (see `idmap`): the

@@ -276,6 +276,22 @@ export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {
 }
 
 /** Rejects with a clear message if `promise` has not settled within `ms` (deadlock/hang guard). */
+/**
+ * Waits until `read()` has given the same value for `quietMs` (something settling in the
+ * background, as a warm pool refilling), and returns that value.
+ */
+export async function steady(read, { quietMs = 300, timeout = 10_000 } = {}) {
+  const deadline = Date.now() + timeout
+  let value = read()
+  let since = Date.now()
+  while (Date.now() - since < quietMs && Date.now() < deadline) {
+    await sleep(25)
+    const now = read()
+    if (now !== value) [value, since] = [now, Date.now()]
+  }
+  return value
+}
+
 export function withDeadline(promise, ms, what) {
   let timer
   const deadline = new Promise((_, reject) => {

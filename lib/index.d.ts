@@ -191,12 +191,14 @@ export interface NativeSandboxConfig {
    */
   egressHosts?: Record<string, string>
   /**
-   * How many sandbox inits (the supervisor every command of a sandbox is forked by) to keep
-   * started, ready for new sandboxes of the same kind, so that a new sandbox's first
-   * command does not wait for its own (default 0, at most 32). Each idle one is a process
-   * (about 200 KiB); it has served nobody, and once a sandbox takes it, it is never handed
-   * to another. For sandboxes without isolation and without `limits.memoryBytes` or
-   * `limits.processes`; elsewhere it throws `SandboxOptionError`.
+   * How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
+   * first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
+   * environment variable, else 0; at most 32). Without isolation each is an init (the
+   * supervisor every command of a sandbox is forked by, about 200 KiB); with
+   * `isolation: 'bwrap'` it is a whole bubblewrap sandbox with no tenant yet, to which the
+   * sandbox that takes it attaches its workspace, `/tmp`, paths and mounts. Each has
+   * served nobody, and once a sandbox takes it, it is never handed to another. A sandbox
+   * given `bwrapArgs`, or a bind under a system path, starts its own as without a pool.
    */
   warmPool?: number
   readOnlyPaths?: string[]

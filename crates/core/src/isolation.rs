@@ -942,6 +942,78 @@ mod tests {
   }
 
   #[test]
+  fn a_slot_sandbox_has_the_launch_hardening_over_its_slot_and_nothing_of_a_tenant() {
+    let policy = SandboxPolicy {
+      read_only_paths: vec![PathBuf::from("/data")],
+      read_write_paths: vec![PathBuf::from("/shared")],
+      tmp_dir: Some(PathBuf::from("/host-tmp")),
+      ..bare_policy("/w")
+    };
+    let argv: Vec<String> = policy
+      .slot_argv(
+        Path::new("/k"),
+        &BindSources::default(),
+        Path::new("/slot"),
+        Some((1000, 1001)),
+      )
+      .iter()
+      .map(|a| a.to_string_lossy().into_owned())
+      .collect();
+    let joined = argv.join(" ");
+    for needed in [
+      "--unshare-all --unshare-user --disable-userns --as-pid-1",
+      "--new-session --die-with-parent --cap-drop ALL --clearenv",
+      "--uid 1000 --gid 1001 --bind /slot / --proc /proc --dev /dev",
+      "--ro-bind /k /.native-workspace-keeper",
+    ] {
+      assert!(joined.contains(needed), "missing `{needed}` in {joined}");
+    }
+    assert!(joined.ends_with("--remount-ro / --chdir /"));
+    for tenant in ["/w", "/data", "/shared", "/host-tmp", "/tmp"] {
+      assert!(!argv.iter().any(|a| a == tenant), "{tenant} in {joined}");
+    }
+    // The same tenant is bound at a launch, and attached to a slot sandbox, alike.
+    let launch = plain_argv(&policy).join(" ");
+    for bind in policy.tenant_binds() {
+      let flag = if bind.read_only {
+        "--ro-bind"
+      } else {
+        "--bind"
+      };
+      let args = format!(
+        "{flag} {} {}",
+        bind.source.display(),
+        bind.destination.display()
+      );
+      assert!(launch.contains(&args), "missing `{args}` in {launch}");
+    }
+    assert_eq!(
+      policy.tenant_binds().first().map(|b| &b.destination),
+      Some(&PathBuf::from("/tmp"))
+    );
+  }
+
+  #[test]
+  fn a_tenant_fits_a_slot_unless_a_bind_lands_under_a_system_path_or_bwrap_args_are_given() {
+    assert!(bare_policy("/w").fits_slot());
+    let under_system = SandboxPolicy {
+      mounts: vec![BindMount {
+        source: PathBuf::from("/data"),
+        destination: PathBuf::from("/usr/local/data"),
+        read_only: true,
+      }],
+      ..bare_policy("/w")
+    };
+    assert!(!under_system.fits_slot());
+    assert!(!bare_policy("/usr/src/app").fits_slot());
+    let with_args = SandboxPolicy {
+      extra_args: vec!["--setenv".into(), "A".into(), "1".into()],
+      ..bare_policy("/w")
+    };
+    assert!(!with_args.fits_slot());
+  }
+
+  #[test]
   fn system_links_and_paths_inside_bound_ones_cost_no_bind_of_their_own() {
     let system = std::env::temp_dir().join(format!("nw-system-links-{}", std::process::id()));
     let usr = system.join("usr");

@@ -196,12 +196,13 @@ fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
 /// How long a refill waits after an init was taken: the first command of the sandbox that
 /// took it, which the pool is there to speed up, comes next, and a launch (bubblewrap's
 /// namespaces above all) would compete with it for the CPU.
-const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(25);
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Starts inits one at a time, after `delay` (cut short by `hurry`), until the pool has its
 /// size. A failed start ends the refill (the next `take` tries again): the sandbox that
 /// needs an init then starts its own and reports why that fails.
 async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
+  let _filling = Filling(shape.clone());
   tokio::select! {
     _ = tokio::time::sleep(delay) => {}
     _ = hurry.notified() => {}
@@ -209,32 +210,48 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
   loop {
     let recipe = {
       let mut pools = POOLS.locked();
-      let Some(pool) = pools.get_mut(&shape) else {
-        return;
-      };
-      if pool.ready.len() >= pool.size {
-        pool.filling = false;
-        return;
+      match pools.get_mut(&shape) {
+        Some(pool) if pool.ready.len() < pool.size => {
+          pool.launching = true;
+          pool.recipe.clone()
+        }
+        _ => return,
       }
-      pool.launching = true;
-      pool.recipe.clone()
     };
     let started = recipe.start().await;
     let mut pools = POOLS.locked();
     let Some(pool) = pools.get_mut(&shape) else {
       return;
     };
-    pool.launching = false;
-    if std::mem::take(&mut pool.awaited) {
-      pool.launched.notify_one();
-    }
+    launch_ended(pool);
     match started {
       Ok(init) => pool.ready.push_back(init),
       Err(error) => {
         tracing::debug!(%error, "a warm init could not be started");
-        pool.filling = false;
         return;
       }
+    }
+  }
+}
+
+/// A launch of `pool` ended: the start that awaits it, if any, is told.
+fn launch_ended(pool: &mut Pool) {
+  pool.launching = false;
+  if std::mem::take(&mut pool.awaited) {
+    pool.launched.notify_one();
+  }
+}
+
+/// A refill of the pool of its shape runs while this lives: however it ends (done, failed,
+/// or its task dropped or panicking), the next `take` may start another, and a start that
+/// awaits it is not left waiting.
+struct Filling(Shape);
+
+impl Drop for Filling {
+  fn drop(&mut self) {
+    if let Some(pool) = POOLS.locked().get_mut(&self.0) {
+      pool.filling = false;
+      launch_ended(pool);
     }
   }
 }

@@ -139,6 +139,40 @@ describe('nativeSandbox.warmPool', () => {
     expect(r.secondLeft).toBe(false)
   })
 
+  it('all pools together keep at most 64 idle inits: past it, the pool asked for least recently gives way', async () => {
+    // Three kinds of sandbox (their rlimits), each asking for 32, made one after another.
+    const { stdout, code } = await runNode(`
+      const fs = require('node:fs')
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      const idleOf = (n) => fs.readdirSync('/proc').filter((pid) => {
+        try {
+          const stat = fs.readFileSync('/proc/' + pid + '/stat', 'latin1')
+          const cmdline = fs.readFileSync('/proc/' + pid + '/cmdline', 'latin1')
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && cmdline.includes('nofile=' + n + '\\0')
+        } catch { return false }
+      }).length
+      ;(async () => {
+        const kinds = [101, 102, 103]
+        for (const n of kinds) new LocalSandbox({ workingDirectory: fs.mkdtempSync('/tmp/nw-pool-cap-'), nativeSandbox: { warmPool: 32, limits: { openFiles: n } } })
+        let counts, since = Date.now(), last = ''
+        while (Date.now() - since < 1000) {
+          await new Promise((resolve) => setTimeout(resolve, 50))
+          counts = kinds.map(idleOf)
+          if (JSON.stringify(counts) !== last) [last, since] = [JSON.stringify(counts), Date.now()]
+        }
+        console.log(last)
+        process.exit(0)
+      })()`)
+    expect(code).toBe(0)
+    const [oldest, middle, newest] = JSON.parse(stdout.trim().split('\n').at(-1))
+    expect(oldest + middle + newest).toBeLessThanOrEqual(64)
+    // The kind asked for last has all it asked for; the one asked for first gave way most.
+    // (Launches under way count as idle inits, so one more may have gone from the middle.)
+    expect(newest).toBe(32)
+    expect(middle).toBeGreaterThanOrEqual(31)
+    expect(oldest).toBeLessThanOrEqual(1)
+  })
+
   it('with 0 no init is kept', async () => {
     const sb = makeSandbox({ nativeSandbox: { warmPool: 0, limits: { openFiles: 777 } } })
     const init = await initOf(sb)

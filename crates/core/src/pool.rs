@@ -109,7 +109,17 @@ struct Pool {
   launched: Arc<Notify>,
   /// Tells a refill that waits out its delay that a start waits for it.
   hurry: Arc<Notify>,
+  /// When a sandbox last asked for it (see [`MAX_IDLE_INITS`]).
+  asked: u64,
 }
+
+/// The most idle inits all pools keep together: each shape of sandbox (its limits,
+/// network, system paths) has a pool of its own. Past it, a refill takes an idle init
+/// (and a place) from the pool asked for least recently, or stops.
+pub const MAX_IDLE_INITS: usize = 64;
+
+/// Counts the visits to pools, so that each knows when it was last asked for.
+static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 static POOLS: LazyLock<Mutex<HashMap<Shape, Pool>>> = LazyLock::new(Default::default);
 
@@ -162,8 +172,10 @@ fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
     awaited: false,
     launched: Arc::default(),
     hurry: Arc::default(),
+    asked: 0,
   });
   pool.size = pool.size.max(size);
+  pool.asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
   // One that died while it waited (killed from outside) is dropped, which reaps it.
   let taken = match take {
     true => std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive),
@@ -210,6 +222,9 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
   loop {
     let recipe = {
       let mut pools = POOLS.locked();
+      if !room_for_one(&mut pools, &shape) {
+        return;
+      }
       match pools.get_mut(&shape) {
         Some(pool) if pool.ready.len() < pool.size => {
           pool.launching = true;
@@ -232,6 +247,31 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
       }
     }
   }
+}
+
+/// Whether the pool of `shape` may launch one more init within [`MAX_IDLE_INITS`]: if
+/// all pools are full together, an idle init of the pool asked for least recently (before
+/// this one) is ended to make room, and that pool keeps the size it has left.
+fn room_for_one(pools: &mut HashMap<Shape, Pool>, shape: &Shape) -> bool {
+  let idle: usize = pools
+    .values()
+    .map(|pool| pool.ready.len() + usize::from(pool.launching))
+    .sum();
+  if idle < MAX_IDLE_INITS {
+    return true;
+  }
+  let asked = pools.get(shape).map_or(u64::MAX, |pool| pool.asked);
+  let stale = pools
+    .iter_mut()
+    .filter(|(other, pool)| *other != shape && !pool.ready.is_empty() && pool.asked < asked)
+    .min_by_key(|(_, pool)| pool.asked);
+  let Some((_, pool)) = stale else {
+    return false;
+  };
+  // Dropped, it is shut down and reaped.
+  drop(pool.ready.pop_back());
+  pool.size = pool.ready.len();
+  true
 }
 
 /// A launch of `pool` ended: the start that awaits it, if any, is told.

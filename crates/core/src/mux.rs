@@ -76,6 +76,14 @@ pub const STREAM_STDERR: u8 = 2;
 
 /// Bytes of one stream of one command in flight, unacknowledged, at most.
 pub const WINDOW: u32 = 256 * 1024;
+/// Control-line bytes of one command queued on the host at most. A supervisor writes a
+/// few short lines, and one line per process a command leaves running (about 210 bytes
+/// each: tens of thousands fit); the mux runs as the container's user, so a command may
+/// forge more, which ends the stream.
+pub const CONTROL_WINDOW: u64 = 8 * 1024 * 1024;
+/// Relayed connections open at once at most (the egress proxy's own limit); more are ended
+/// as they are announced.
+pub const MAX_RELAYS: usize = 1024;
 /// The largest frame payload either side accepts: a launch request (command and
 /// environment, which the kernel caps at a few MiB) fits.
 pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
@@ -114,6 +122,8 @@ struct Channel {
   output: [Option<mpsc::UnboundedSender<Vec<u8>>>; 2],
   /// Control lines, each with the output counts that must be in the pipes before it.
   control: Option<mpsc::UnboundedSender<(Vec<u8>, [u64; 2])>>,
+  /// Control-line bytes received but not yet written into the local socket.
+  control_queued: Arc<AtomicU64>,
   /// Output bytes received, per stream.
   received: [u64; 2],
   /// Received but not yet written into the local pipe (and so not yet credited).
@@ -281,7 +291,13 @@ impl Link {
       ));
     }
     let (control_tx, control_rx) = mpsc::unbounded_channel();
-    tokio::spawn(write_control(control_write, control_rx, written_rx));
+    let control_queued = Arc::new(AtomicU64::new(0));
+    tokio::spawn(write_control(
+      control_write,
+      control_rx,
+      written_rx,
+      control_queued.clone(),
+    ));
     tokio::spawn(read_control(id, control_read, self.shared.clone()));
     if let Some(stdin) = stdin {
       tokio::spawn(send_credited(
@@ -295,6 +311,7 @@ impl Link {
     let channel = Channel {
       output,
       control: Some(control_tx),
+      control_queued,
       received: [0, 0],
       unacknowledged,
       stdin_credit,
@@ -365,7 +382,16 @@ fn dispatch_relay(
       }
     }
     ACCEPTED => {
-      let Some(accepted) = &relays.accepted else {
+      if id < FIRST_RELAY || relays.open.contains_key(&id) {
+        return Err(format!(
+          "a relayed connection announced as {id}, not a new one"
+        ));
+      }
+      let Some(accepted) = relays
+        .accepted
+        .as_ref()
+        .filter(|_| relays.open.len() < MAX_RELAYS)
+      else {
         drop(relays);
         shared.send(frame(RELAY_END, id, &[]));
         return Ok(());
@@ -555,6 +581,11 @@ fn dispatch(
       // its stream back would keep a killed command from ending.
       let hand_over = payload.first() == Some(&b'L') || payload.windows(2).any(|w| w == b"\nL");
       let before = if hand_over { channel.received } else { [0, 0] };
+      let len = payload.len() as u64;
+      let queued = channel.control_queued.fetch_add(len, Ordering::AcqRel) + len;
+      if queued > CONTROL_WINDOW {
+        return Err(format!("{queued} bytes of control lines queued"));
+      }
       if let Some(control) = &channel.control {
         let _ = control.send((payload, before));
       }
@@ -613,8 +644,10 @@ async fn write_control(
   mut control: tokio::net::unix::OwnedWriteHalf,
   mut lines: mpsc::UnboundedReceiver<(Vec<u8>, [u64; 2])>,
   mut written: watch::Receiver<[u64; 2]>,
+  queued: Arc<AtomicU64>,
 ) {
   while let Some((bytes, before)) = lines.recv().await {
+    queued.fetch_sub(bytes.len() as u64, Ordering::AcqRel);
     let caught_up = async {
       written
         .wait_for(|w| w[0] >= before[0] && w[1] >= before[1])
@@ -735,6 +768,70 @@ mod tests {
     assert!(!link.is_alive());
   }
 
+  /// Waits up to 5 s for `link` to die; whether it did.
+  async fn dies(link: &Link) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while link.is_alive() && tokio::time::Instant::now() < deadline {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !link.is_alive()
+  }
+
+  #[tokio::test]
+  async fn control_lines_beyond_their_bound_end_the_stream_rather_than_queue() {
+    // Nobody reads the supervision's end: lines queue on the host once its socket is full.
+    let (link, mut mux, _unread, _supervision) = link_with_a_command().await;
+    let line = vec![b'T'; 1024 * 1024];
+    for _ in 0..4 {
+      mux
+        .write_all(&frame(CONTROL_LINES, 1, &line))
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(link.is_alive(), "4 MiB of lines are within the bound");
+    for _ in 0..(CONTROL_WINDOW as usize / line.len()) {
+      // Once the host has had enough, the stream is closed under these writes.
+      if mux
+        .write_all(&frame(CONTROL_LINES, 1, &line))
+        .await
+        .is_err()
+      {
+        break;
+      }
+    }
+    assert!(dies(&link).await, "lines past the bound were queued");
+  }
+
+  #[tokio::test]
+  async fn a_relayed_connection_announced_with_a_command_number_or_twice_ends_the_stream() {
+    for (first, again) in [(FIRST_RELAY - 1, None), (FIRST_RELAY, Some(FIRST_RELAY))] {
+      let (link, mut mux, _stream, _accepted) = link_with_a_relayed_connection().await;
+      mux.write_all(&frame(ACCEPTED, first, &[])).await.unwrap();
+      if let Some(again) = again {
+        mux.write_all(&frame(ACCEPTED, again, &[])).await.unwrap();
+      }
+      assert!(dies(&link).await, "announced as {first}, then {again:?}");
+    }
+  }
+
+  #[tokio::test]
+  async fn relayed_connections_past_their_bound_are_ended_as_they_come() {
+    let (link, mut mux, _stream, _accepted) = link_with_a_relayed_connection().await;
+    // One is open: MAX_RELAYS - 1 more fit.
+    for id in 1..MAX_RELAYS as u32 {
+      mux
+        .write_all(&frame(ACCEPTED, FIRST_RELAY + id, &[]))
+        .await
+        .unwrap();
+    }
+    let beyond = FIRST_RELAY + MAX_RELAYS as u32;
+    mux.write_all(&frame(ACCEPTED, beyond, &[])).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), read_frame(&mut mux)).await;
+    assert_eq!(answer.ok(), Some((RELAY_END, beyond, vec![])));
+    assert!(link.is_alive());
+  }
+
   #[tokio::test]
   async fn written_output_is_credited_back_to_the_mux() {
     let (link, mut mux, unread, _supervision) = link_with_a_command().await;
@@ -760,9 +857,14 @@ mod tests {
     (kind, id, payload)
   }
 
-  /// A link listening through the mux the test plays, with one accepted connection.
-  async fn link_with_a_relayed_connection()
-  -> (Link, tokio::io::DuplexStream, tokio::io::DuplexStream) {
+  /// A link listening through the mux the test plays, with one accepted connection, and
+  /// where the connections it accepts arrive.
+  async fn link_with_a_relayed_connection() -> (
+    Link,
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    mpsc::UnboundedReceiver<tokio::io::DuplexStream>,
+  ) {
     let (link, mut mux) = open_link().await;
     let (listened, request) = tokio::join!(link.listen(0), async {
       let request = read_frame(&mut mux).await;
@@ -780,12 +882,12 @@ mod tests {
       .await
       .unwrap();
     let stream = relayed.recv().await.unwrap();
-    (link, mux, stream)
+    (link, mux, stream, relayed)
   }
 
   #[tokio::test]
   async fn a_relayed_connection_carries_bytes_both_ways_with_credit_and_its_end() {
-    let (link, mut mux, mut stream) = link_with_a_relayed_connection().await;
+    let (link, mut mux, mut stream, _accepted) = link_with_a_relayed_connection().await;
     mux
       .write_all(&frame(RELAY_DATA, FIRST_RELAY, b"ping"))
       .await
@@ -809,7 +911,7 @@ mod tests {
 
   #[tokio::test]
   async fn relayed_bytes_beyond_the_window_end_the_stream() {
-    let (link, mut mux, _unread) = link_with_a_relayed_connection().await;
+    let (link, mut mux, _unread, _accepted) = link_with_a_relayed_connection().await;
     let chunk = vec![b'x'; 64 * 1024];
     // The local stream takes one window and is never read; the next window is in flight;
     // anything more was never credited.

@@ -55,6 +55,9 @@ export function endpointOf(engine) {
     : { socketPath: engine.socketPath, dockerHost: `unix://${engine.socketPath}` }
 }
 
+/** How an endpoint is named in messages: its `dockerHost`, or one made from where it is. */
+const nameOf = (endpoint) => endpoint.dockerHost ?? (endpoint.socketPath ? `unix://${endpoint.socketPath}` : `tcp://${endpoint.host}:${endpoint.port}`)
+
 /**
  * One Engine API request over plain HTTP (unix socket or TCP). Resolves
  * `{ status, headers, body }` (body a Buffer); a `json` option is sent as JSON, a `body`
@@ -72,7 +75,7 @@ export function engineRequest(endpoint, method, urlPath, { json, body, headers =
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }))
       res.on('error', reject)
     })
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${urlPath}: no answer from ${endpoint.dockerHost} within ${timeoutMs} ms`)))
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${urlPath}: no answer from ${nameOf(endpoint)} within ${timeoutMs} ms`)))
     req.on('error', reject)
     req.end(payload)
   })
@@ -82,7 +85,7 @@ export function engineRequest(endpoint, method, urlPath, { json, body, headers =
 export async function engineJson(endpoint, method, urlPath, options) {
   const res = await engineRequest(endpoint, method, urlPath, options)
   const text = res.body.toString('utf8')
-  if (res.status < 200 || res.status > 299) throw new Error(`${method} ${urlPath} on ${endpoint.dockerHost}: ${res.status} ${text.trim()}`)
+  if (res.status < 200 || res.status > 299) throw new Error(`${method} ${urlPath} on ${nameOf(endpoint)}: ${res.status} ${text.trim()}`)
   return text ? JSON.parse(text) : null
 }
 

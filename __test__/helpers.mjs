@@ -329,6 +329,21 @@ export function startNode(source, env = {}) {
   return { child, exited }
 }
 
+/** The first line `child` (from startNode) writes, parsed as JSON, within `ms`. */
+export function firstJsonLine(child, ms, what) {
+  return withDeadline(
+    new Promise((resolve) => {
+      let out = ''
+      child.stdout.on('data', (d) => {
+        out += d
+        if (out.includes('\n')) resolve(JSON.parse(out))
+      })
+    }),
+    ms,
+    what,
+  )
+}
+
 /** Runs `source` to completion (10 s deadline) and returns `{ stdout, code, signal }`. */
 export async function runNode(source, env = {}) {
   const { child, exited } = startNode(source, env)

@@ -28,6 +28,7 @@ import {
   waitFor,
   waitForMarkers,
   withDeadline,
+  firstJsonLine,
 } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -604,17 +605,7 @@ describe.skipIf(!available)('warm pool with isolation when the host dies', () =>
   for (const mode of ['exit', 'kill']) {
     it(`${mode === 'exit' ? 'process.exit(0)' : 'SIGKILL'} of the host leaves no pooled bubblewrap or keeper alive`, async () => {
       const { child, exited } = startNode(CHILD, { NW_WORKDIR: fresh('host-dies'), NW_MODE: mode })
-      const { error, steps, pids } = await withDeadline(
-        new Promise((resolve) => {
-          let out = ''
-          child.stdout.on('data', (d) => {
-            out += d
-            if (out.includes('\n')) resolve(JSON.parse(out))
-          })
-        }),
-        20_000,
-        'the child reports its inits',
-      )
+      const { error, steps, pids } = await firstJsonLine(child, 20_000, 'the child reports its inits')
       expect(error).toBeUndefined()
       expect(steps).toContain('tenant attached')
       // The busy init and the two idle ones (at least), each a bubblewrap and its keeper.

@@ -4,7 +4,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline, firstJsonLine } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 const NATIVE_SANDBOX_CJS = new URL('../lib/native-sandbox.js', import.meta.url).pathname
@@ -250,17 +250,7 @@ const keepers = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).fi
     it(`${mode === 'exit' ? 'process.exit(0)' : 'SIGKILL'} of the host leaves no warm init alive`, async () => {
       const workdir = fs.mkdtempSync('/tmp/nw-warm-')
       const { child, exited } = startNode(CHILD, { NW_WORKDIR: workdir, NW_MODE: mode })
-      const pids = await withDeadline(
-        new Promise((resolve) => {
-          let out = ''
-          child.stdout.on('data', (d) => {
-            out += d
-            if (out.includes('\n')) resolve(JSON.parse(out))
-          })
-        }),
-        10_000,
-        'the child reports its inits',
-      )
+      const pids = await firstJsonLine(child, 10_000, 'the child reports its inits')
       expect(pids).toHaveLength(4)
       if (mode === 'kill') child.kill('SIGKILL')
       await withDeadline(exited, 10_000, 'child exit')

@@ -80,3 +80,19 @@ describe.skipIf(!available || !isRoot)('warm pool with isolation: the workspace 
     expect(fs.readdirSync(vault)).toEqual(['secret'])
   })
 })
+
+// readOnlyPaths are attached (and, without the pool, bound) before the workspace: one
+// inside the workspace is then covered by the workspace's writable bind. Not the pool's
+// doing (the order is SandboxPolicy::tenant_binds, shared by both), but the pool keeps it.
+describe.skipIf(!available)('a readOnlyPath inside the workspace', () => {
+  it.each([0, 2])('stays read-only (warmPool %i); the host file is unchanged', async (warmPool) => {
+    const ws = fresh('ws')
+    fs.mkdirSync(path.join(ws, 'vendor'), { recursive: true })
+    fs.writeFileSync(path.join(ws, 'vendor', 'lib.js'), 'original\n')
+    const sb = sandbox({ workingDirectory: ws, nativeSandbox: { warmPool, readOnlyPaths: [path.join(ws, 'vendor')] } })
+    const r = await sb.executeCommand('echo changed > vendor/lib.js; touch vendor/new', [])
+    expect(r.stderr).toMatch(/Read-only file system/)
+    expect(fs.readFileSync(path.join(ws, 'vendor', 'lib.js'), 'utf8')).toBe('original\n')
+    expect(fs.existsSync(path.join(ws, 'vendor', 'new'))).toBe(false)
+  })
+})

@@ -96,3 +96,32 @@ describe.skipIf(!available)('a readOnlyPath inside the workspace', () => {
     expect(fs.existsSync(path.join(ws, 'vendor', 'new'))).toBe(false)
   })
 })
+
+// Where a sandbox's workspace leads is judged again at each start (check_workspace: not a
+// system directory) and idmapped with the owner of where it leads. A tenant that can rename
+// an entry on its path (the tenant of a sandbox over its parent) points it, while the sandbox
+// is stopped, at a root-only host directory outside the system trees: at the next start
+// that sandbox reads and writes it as its own. Not the pool's doing (both modes); the pool
+// keeps it.
+describe.skipIf(!available || !isRoot)('a workspace redirected by a link between two starts', () => {
+  it.each([0, 2])('does not show a root-only host directory as the workspace (warmPool %i)', async (warmPool) => {
+    const parent = fresh('parent')
+    const ws = path.join(parent, 'ws')
+    fs.mkdirSync(ws, { recursive: true })
+    const vault = `/var/lib/nw-poolreview-${process.pid}-${warmPool}`
+    fs.rmSync(vault, { recursive: true, force: true })
+    fs.mkdirSync(vault, { mode: 0o700 })
+    fs.chmodSync(vault, 0o700)
+    onTestFinished(() => fs.rmSync(vault, { recursive: true, force: true }))
+    fs.writeFileSync(path.join(vault, 'authorized_keys'), 'root-only\n', { mode: 0o600 })
+    const attacker = sandbox({ workingDirectory: parent })
+    const victim = sandbox({ workingDirectory: ws, nativeSandbox: { warmPool } })
+    expect((await victim.executeCommand('true', [])).exitCode).toBe(0)
+    await victim.stop()
+    const swap = await attacker.executeCommand(`mv ws ws.orig && ln -s ${vault} ws`, [])
+    expect(swap.exitCode, swap.stderr).toBe(0)
+    const r = await victim.executeCommand('cat authorized_keys; echo attacker-key >> authorized_keys', []).catch((e) => ({ stdout: '', stderr: String(e) }))
+    expect(r.stdout).not.toContain('root-only')
+    expect(fs.readFileSync(path.join(vault, 'authorized_keys'), 'utf8')).toBe('root-only\n')
+  })
+})

@@ -1,0 +1,127 @@
+// Review of the warm pool of isolated sandboxes: attacks that must fail. Each test here
+// failed when it was written (see the commit message).
+import fs from 'node:fs'
+import path from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { isIsolationAvailable } from '../lib/index.mjs'
+import { startStepsOf } from '../bench/start-steps.mjs'
+import { useIsolatedSandboxes } from './helpers.mjs'
+
+const available = isIsolationAvailable('bwrap')
+const isRoot = process.getuid() === 0
+const { fresh, sandbox } = useIsolatedSandboxes('nw-poolreview-')
+
+const taken = (sb) => startStepsOf(sb).some((s) => s.step === 'tenant attached')
+
+// A tenant that can rename an entry on the way to another sandbox's workspace (here: the
+// tenant of a sandbox whose workspace is the parent of that one) swaps the workspace for a
+// symbolic link, back and forth, while the other sandbox restarts. The unpooled start
+// opens the workspace once (idmap's Stage) and judges, maps and clones that one
+// descriptor; the pooled attach (slot.rs clone_as_root) opens it a second time for its
+// bind, and clones what that second open finds, unjudged, idmapped with the owner found by
+// the first: a root-owned directory anywhere on the host, writable as the sandbox's own.
+describe.skipIf(!available || !isRoot)('warm pool with isolation: the workspace cannot be swapped during the attach', () => {
+  it('a pooled sandbox never shows another directory than its workspace, however its path is swapped while it starts', { timeout: 180_000 }, async () => {
+    const parent = fresh('parent')
+    fs.mkdirSync(parent, { recursive: true })
+    const ws = path.join(parent, 'ws')
+    fs.mkdirSync(ws)
+    // A directory of the host's system trees (here /dev), which no sandbox may have as its
+    // workspace (isolation::check_workspace refuses it, also through a link): root's, private.
+    const vault = `/dev/shm/nw-poolreview-vault-${process.pid}`
+    fs.rmSync(vault, { recursive: true, force: true })
+    fs.mkdirSync(vault, { mode: 0o700 })
+    onTestFinished(() => fs.rmSync(vault, { recursive: true, force: true }))
+    fs.chmodSync(vault, 0o700)
+    fs.writeFileSync(path.join(vault, 'secret'), 'VAULT-SECRET\n', { mode: 0o600 })
+
+    // The attacker: a command of the sandbox over the parent directory.
+    const attacker = sandbox({ workingDirectory: parent })
+    const swap = [
+      'import ctypes, os, time',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      `fd = os.open(${JSON.stringify(parent)}, os.O_RDONLY | os.O_DIRECTORY)`,
+      'pc = time.perf_counter',
+      'while True:',
+      '    libc.renameat2(fd, b"ws", fd, b"ws.swap", 2)',
+      '    t = pc()',
+      '    while pc() - t < 30e-6: pass',
+      '    libc.renameat2(fd, b"ws", fd, b"ws.swap", 2)',
+      '    t = pc()',
+      '    while pc() - t < 400e-6: pass',
+    ].join('\n')
+    fs.writeFileSync(path.join(parent, 'swap.py'), swap)
+    const link = await attacker.executeCommand(`ln -s ${vault} ws.swap && command -v python3`, [])
+    expect(link.exitCode, link.stderr).toBe(0)
+
+    // The victim: a pooled sandbox on the inner directory, made before the swapping starts.
+    const victim = sandbox({ workingDirectory: ws, nativeSandbox: { warmPool: 2 } })
+    expect((await victim.executeCommand('echo mine > mine', [])).exitCode).toBe(0)
+    const swapper = await attacker.processes.spawn('python3 swap.py')
+
+    const seen = []
+    let attached = 0
+    const deadline = Date.now() + 90_000
+    for (let i = 0; i < 300 && Date.now() < deadline && seen.length === 0; i++) {
+      try {
+        await victim.stop()
+        const r = await victim.executeCommand(`cat ${ws}/secret 2>/dev/null && echo written > ${ws}/from-sandbox && echo WROTE`, [])
+        if (taken(victim)) attached++
+        if (r.stdout.includes('VAULT-SECRET')) seen.push(r.stdout)
+      } catch {
+        // A start that finds the link in place is refused (the workspace check): fine.
+      }
+    }
+    await swapper.kill()
+    // Left as the host made it.
+    if (fs.lstatSync(ws).isSymbolicLink()) fs.renameSync(path.join(parent, 'ws.swap'), path.join(parent, 'tmp')), fs.renameSync(ws, path.join(parent, 'ws.swap')), fs.renameSync(path.join(parent, 'tmp'), ws)
+    expect(attached).toBeGreaterThan(0)
+    expect(seen).toEqual([])
+    expect(fs.readdirSync(vault)).toEqual(['secret'])
+  })
+})
+
+// readOnlyPaths are attached (and, without the pool, bound) before the workspace: one
+// inside the workspace is then covered by the workspace's writable bind. Not the pool's
+// doing (the order is SandboxPolicy::tenant_binds, shared by both), but the pool keeps it.
+describe.skipIf(!available)('a readOnlyPath inside the workspace', () => {
+  it.each([0, 2])('stays read-only (warmPool %i); the host file is unchanged', async (warmPool) => {
+    const ws = fresh('ws')
+    fs.mkdirSync(path.join(ws, 'vendor'), { recursive: true })
+    fs.writeFileSync(path.join(ws, 'vendor', 'lib.js'), 'original\n')
+    const sb = sandbox({ workingDirectory: ws, nativeSandbox: { warmPool, readOnlyPaths: [path.join(ws, 'vendor')] } })
+    const r = await sb.executeCommand('echo changed > vendor/lib.js; touch vendor/new', [])
+    expect(r.stderr).toMatch(/Read-only file system/)
+    expect(fs.readFileSync(path.join(ws, 'vendor', 'lib.js'), 'utf8')).toBe('original\n')
+    expect(fs.existsSync(path.join(ws, 'vendor', 'new'))).toBe(false)
+  })
+})
+
+// Where a sandbox's workspace leads is judged again at each start (check_workspace: not a
+// system directory) and idmapped with the owner of where it leads. A tenant that can rename
+// an entry on its path (the tenant of a sandbox over its parent) points it, while the sandbox
+// is stopped, at a root-only host directory outside the system trees: at the next start
+// that sandbox reads and writes it as its own. Not the pool's doing (both modes); the pool
+// keeps it.
+describe.skipIf(!available || !isRoot)('a workspace redirected by a link between two starts', () => {
+  it.each([0, 2])('does not show a root-only host directory as the workspace (warmPool %i)', async (warmPool) => {
+    const parent = fresh('parent')
+    const ws = path.join(parent, 'ws')
+    fs.mkdirSync(ws, { recursive: true })
+    const vault = `/var/lib/nw-poolreview-${process.pid}-${warmPool}`
+    fs.rmSync(vault, { recursive: true, force: true })
+    fs.mkdirSync(vault, { mode: 0o700 })
+    fs.chmodSync(vault, 0o700)
+    onTestFinished(() => fs.rmSync(vault, { recursive: true, force: true }))
+    fs.writeFileSync(path.join(vault, 'authorized_keys'), 'root-only\n', { mode: 0o600 })
+    const attacker = sandbox({ workingDirectory: parent })
+    const victim = sandbox({ workingDirectory: ws, nativeSandbox: { warmPool } })
+    expect((await victim.executeCommand('true', [])).exitCode).toBe(0)
+    await victim.stop()
+    const swap = await attacker.executeCommand(`mv ws ws.orig && ln -s ${vault} ws`, [])
+    expect(swap.exitCode, swap.stderr).toBe(0)
+    const r = await victim.executeCommand('cat authorized_keys; echo attacker-key >> authorized_keys', []).catch((e) => ({ stdout: '', stderr: String(e) }))
+    expect(r.stdout).not.toContain('root-only')
+    expect(fs.readFileSync(path.join(vault, 'authorized_keys'), 'utf8')).toBe('root-only\n')
+  })
+})

@@ -8,7 +8,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { LocalFilesystem, LocalSandbox, Workspace, isIsolationAvailable } from '../lib/index.mjs'
 import { startStepsOf } from '../bench/start-steps.mjs'
 import {
@@ -605,6 +605,8 @@ describe.skipIf(!available)('warm pool with isolation when the host dies', () =>
   for (const mode of ['exit', 'kill']) {
     it(`${mode === 'exit' ? 'process.exit(0)' : 'SIGKILL'} of the host leaves no pooled bubblewrap or keeper alive`, async () => {
       const { child, exited } = startNode(CHILD, { NW_WORKDIR: fresh('host-dies'), NW_MODE: mode })
+      // Whatever the test finds, the host it started does not outlive it.
+      onTestFinished(() => child.kill('SIGKILL'))
       const { error, steps, pids } = await firstJsonLine(child, 20_000, 'the child reports its inits')
       expect(error).toBeUndefined()
       expect(steps).toContain('tenant attached')

@@ -1,7 +1,7 @@
 // nativeSandbox.warmPool: inits started ahead of need, judged by the host's processes.
 import fs from 'node:fs'
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
 import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline, firstJsonLine } from './helpers.mjs'
@@ -250,6 +250,8 @@ const keepers = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).fi
     it(`${mode === 'exit' ? 'process.exit(0)' : 'SIGKILL'} of the host leaves no warm init alive`, async () => {
       const workdir = fs.mkdtempSync('/tmp/nw-warm-')
       const { child, exited } = startNode(CHILD, { NW_WORKDIR: workdir, NW_MODE: mode })
+      // Whatever the test finds, the host it started does not outlive it.
+      onTestFinished(() => child.kill('SIGKILL'))
       const pids = await firstJsonLine(child, 10_000, 'the child reports its inits')
       expect(pids).toHaveLength(4)
       if (mode === 'kill') child.kill('SIGKILL')

@@ -22,6 +22,8 @@ export const ISOLATION_FILES = [
   '__test__/s3-errors.test.mjs',
   // Pooled isolated inits: tenant separation, boundaries, host death.
   '__test__/warm-pool-isolated.test.mjs',
+  // Links and nesting on the way to what a sandbox shows of its tenant.
+  '__test__/isolation-links.test.mjs',
 ]
 
 /** The environment of a run with the pool on: every sandbox without a warmPool option keeps 2 inits warm. */

@@ -174,7 +174,7 @@ impl Stage {
   /// clones it, so a symbolic link swapped in on its way must not lead into the system).
   /// Looks up the workspace's owner, whose files the sandbox shows as its own.
   pub fn prepare(
-    workspace: Option<&Path>,
+    workspace: Option<(&Path, &Path)>,
     keeper: &Path,
     unreachable: &[PathBuf],
   ) -> Result<Stage, CoreError> {
@@ -184,7 +184,7 @@ impl Stage {
     };
     let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 2);
     let named = workspace
-      .map(|ws| (Kind::Workspace, ws))
+      .map(|(ws, _)| (Kind::Workspace, ws))
       .into_iter()
       .chain([(Kind::Keeper, keeper)]);
     let bound = unreachable.iter().map(|path| (Kind::Bound, path.as_path()));
@@ -197,10 +197,12 @@ impl Stage {
       // Judged again where the opened path really is: root clones it.
       let real = real_path(&opened)
         .map_err(|e| unavailable(format!("cannot resolve {what} {}: {e}", host.display())))?;
-      let refusal = match kind {
-        Kind::Workspace => crate::isolation::check_workspace(&real).err(),
-        Kind::Keeper => None,
-        Kind::Bound => {
+      let refusal = match (kind, workspace) {
+        (Kind::Workspace, Some((_, expected))) => crate::isolation::check_workspace(&real)
+          .and_then(|()| same_workspace(host, &real, expected))
+          .err(),
+        (Kind::Workspace, None) | (Kind::Keeper, _) => None,
+        (Kind::Bound, _) => {
           crate::isolation::unbindable(&real).map(|why| format!("{what} {}: {why}", host.display()))
         }
       };
@@ -430,6 +432,20 @@ fn open_with(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
   }
   // SAFETY: just opened, owned by nobody else.
   Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Fails unless the workspace `path`, opened, really is `expected` (where it was at the
+/// sandbox's first start): opened by path, it may lead elsewhere by now.
+pub(crate) fn same_workspace(path: &Path, real: &Path, expected: &Path) -> Result<(), String> {
+  if real == expected {
+    return Ok(());
+  }
+  Err(format!(
+    "workingDirectory {} now leads to {}, not to {} as at the sandbox's first start: a symbolic link on its way was changed, and the sandbox shows no other directory. Put the directory back where it was, or make a new sandbox",
+    path.display(),
+    real.display(),
+    expected.display()
+  ))
 }
 
 /// The user namespace that maps the owner of the workspace `opened` to the sandbox user.

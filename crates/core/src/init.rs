@@ -296,14 +296,15 @@ impl Init {
   }
 
   /// Attaches a tenant to an init started without one (see `slot`): `binds` with the holds
-  /// of `protection` after them, which it keeps. Fails for any other init, or where a bind
+  /// of `protection` after them, which it keeps; `workspace` is its path and where it must
+  /// lead. Fails for any other init, or where a bind
   /// could not be attached: the init must then not be used. Forks and waits: call it
   /// where blocking is allowed.
   pub fn attach_tenant(
     &self,
     binds: &[isolation::TenantBind],
     protection: Protection,
-    workspace: &Path,
+    workspace: &(std::path::PathBuf, std::path::PathBuf),
   ) -> std::result::Result<(), String> {
     let slot = self
       .slot

@@ -707,9 +707,10 @@ impl SandboxPolicy {
     binds
   }
 
-  /// What the sandbox shows of its tenant, in the order it is bound: its `/tmp`, the
-  /// read-only paths, the workspace, the read-write paths and the mounts (the protected
-  /// paths' holds come after these, and after `bwrapArgs`).
+  /// What the sandbox shows of its tenant, in the order it is bound: its `/tmp`, then the
+  /// read-only paths, the workspace, the read-write paths and the mounts, outer ones first,
+  /// so that one inside another is bound over it (a read-only path in the workspace stays
+  /// read-only). The protected paths' holds come after these, and after `bwrapArgs`.
   pub fn tenant_binds(&self) -> Vec<TenantBind> {
     let bind = |source: &Path, destination: &Path, read_only: bool| TenantBind {
       source: source.to_path_buf(),
@@ -734,6 +735,13 @@ impl SandboxPolicy {
         .iter()
         .map(|m| bind(&m.source, &m.destination, m.read_only)),
     );
+    // Stable: binds of one depth keep the order above.
+    let tmp = usize::from(self.tmp_dir.is_some());
+    binds[tmp..].sort_by_key(|b| {
+      crate::sandbox::normalize(&b.destination)
+        .components()
+        .count()
+    });
     binds
   }
 }
@@ -991,6 +999,34 @@ mod tests {
       policy.tenant_binds().first().map(|b| &b.destination),
       Some(&PathBuf::from("/tmp"))
     );
+  }
+
+  #[test]
+  fn a_path_inside_another_is_bound_after_it_whatever_its_kind() {
+    let policy = SandboxPolicy {
+      read_only_paths: vec![PathBuf::from("/w/vendor"), PathBuf::from("/data")],
+      read_write_paths: vec![PathBuf::from("/data/out")],
+      tmp_dir: Some(PathBuf::from("/host-tmp")),
+      ..bare_policy("/w")
+    };
+    let order: Vec<(String, bool)> = policy
+      .tenant_binds()
+      .iter()
+      .map(|b| (b.destination.display().to_string(), b.read_only))
+      .collect();
+    let at = |place: &str| order.iter().position(|(d, _)| d == place).unwrap();
+    assert_eq!(at("/tmp"), 0);
+    assert!(at("/w") < at("/w/vendor"), "{order:?}");
+    assert!(at("/data") < at("/data/out"), "{order:?}");
+    // A launch binds them in the same order.
+    let launch = plain_argv(&policy).join(" ");
+    let place = |args: &str| {
+      launch
+        .find(args)
+        .unwrap_or_else(|| panic!("{args} in {launch}"))
+    };
+    assert!(place("--bind /w /w") < place("--ro-bind /w/vendor /w/vendor"));
+    assert!(place("--ro-bind /data /data") < place("--bind /data/out /data/out"));
   }
 
   #[test]

@@ -166,6 +166,9 @@ pub struct Sandbox {
   ports: Ports,
   /// Under isolation, what holds its `/tmp` from its first start to its destruction.
   private_tmp: Mutex<Option<PrivateTmp>>,
+  /// Where the working directory really was at the first start of an isolated sandbox: a
+  /// later start refuses to show another directory, should a link on its way be changed.
+  workspace_real: Mutex<Option<PathBuf>>,
   /// The steps of the last start of its init (see `timings`).
   start_timings: Mutex<StartTimings>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
@@ -227,6 +230,7 @@ impl Sandbox {
       egress,
       ports: Ports::default(),
       private_tmp: Mutex::new(None),
+      workspace_real: Mutex::new(None),
       start_timings: Mutex::new(StartTimings::default()),
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
@@ -560,8 +564,9 @@ impl Sandbox {
             .chain(policy.read_write_paths.iter().cloned())
             .filter(|path| path.exists() && !isolation::reachable_by_others(path))
             .collect();
+          let real = self.workspace_real()?;
           Some(Stage::prepare(
-            Some(&self.working_directory),
+            Some((&self.working_directory, &real)),
             &self.keeper,
             &unreachable,
           )?)
@@ -649,7 +654,7 @@ impl Sandbox {
     else {
       return Ok(Warm::Taken(init));
     };
-    let workspace = self.working_directory.clone();
+    let workspace = (self.working_directory.clone(), self.workspace_real()?);
     let attached = tokio::task::spawn_blocking(move || {
       let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
       (init, attached)
@@ -668,6 +673,29 @@ impl Sandbox {
       }
       Err(_) => Ok(Warm::Missed(None)),
     }
+  }
+
+  /// Where the working directory really is, which must be where it was at the first start
+  /// (recorded then): a tenant that can rename an entry on its way (another sandbox whose
+  /// workspace holds this one's) must not lead a later start to another directory, which
+  /// a root host would show idmapped to its owner.
+  fn workspace_real(&self) -> Result<PathBuf> {
+    let now = std::fs::canonicalize(&self.working_directory).map_err(|e| {
+      CoreError::io(
+        format!(
+          "Cannot resolve working directory {}",
+          self.working_directory.display()
+        ),
+        e,
+      )
+    })?;
+    let mut first = self.workspace_real.locked();
+    if let Some(first) = first.as_ref() {
+      crate::idmap::same_workspace(&self.working_directory, &now, first)
+        .map_err(CoreError::InvalidOption)?;
+    }
+    *first = Some(now.clone());
+    Ok(now)
   }
 
   /// The host directory of the sandbox's `/tmp`, made at its first start.
@@ -1235,6 +1263,9 @@ impl Provider for Sandbox {
     }
     let mut laps = Laps::new();
     let outcome = prepare_directory(&self.working_directory)?;
+    if self.isolation != Isolation::None {
+      self.workspace_real()?;
+    }
     laps.lap("directory");
     // Before the init: nothing runs in the directory while it is filled. Without a
     // checkpoint to seed from there is nothing to wait for on a blocking thread.

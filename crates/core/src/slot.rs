@@ -182,10 +182,11 @@ impl SlotNamespaces {
   }
 
   /// Attaches `binds`, in their order, at their destinations in the slot, so that the
-  /// sandbox shows them. Paths inside `workspace` are idmapped to show its owner as the
-  /// sandbox user on a root host, as at a launch. Fails, saying which bind could not be
+  /// sandbox shows them. On a root host, `workspace` (its path, and its real path at the
+  /// sandbox's first start, which it must still lead to) and the paths inside it are
+  /// idmapped to show its owner as the sandbox user, as at a launch. Fails, saying which bind could not be
   /// attached; the sandbox must then not be used (some binds may be in place).
-  pub fn attach(&self, binds: &[TenantBind], workspace: &Path) -> Result<(), String> {
+  pub fn attach(&self, binds: &[TenantBind], workspace: &(PathBuf, PathBuf)) -> Result<(), String> {
     let planned = plan(binds)?;
     let trees = match self.user {
       Some(_) => None,
@@ -273,7 +274,10 @@ fn plan(binds: &[TenantBind]) -> Result<Vec<Planned>, String> {
 /// (the clones must come from it) and judged where it really is, as `idmap` judges what
 /// it stages: root clones it, so a symbolic link swapped in on the way must not lead into
 /// the system. Paths inside the workspace are idmapped, as the staged workspace is.
-fn clone_as_root(binds: &[TenantBind], workspace: &Path) -> Result<Vec<OwnedFd>, String> {
+fn clone_as_root(
+  binds: &[TenantBind],
+  (workspace, expected): &(PathBuf, PathBuf),
+) -> Result<Vec<OwnedFd>, String> {
   let opened_workspace = idmap::open_path(workspace).map_err(|e| {
     format!(
       "cannot open the working directory {}: {e}",
@@ -287,25 +291,28 @@ fn clone_as_root(binds: &[TenantBind], workspace: &Path) -> Result<Vec<OwnedFd>,
     )
   })?;
   isolation::check_workspace(&real_workspace)?;
+  idmap::same_workspace(workspace, &real_workspace, expected)?;
   let userns = idmap::workspace_userns(&opened_workspace)?;
   binds
     .iter()
     .map(|bind| {
       let source = &bind.source;
-      let opened =
-        idmap::open_path(source).map_err(|e| format!("cannot open {}: {e}", source.display()))?;
+      // The workspace is the one judged above, not opened again (it may lead elsewhere by now).
+      let opened = match source == workspace {
+        true => opened_workspace.try_clone(),
+        false => idmap::open_path(source),
+      }
+      .map_err(|e| format!("cannot open {}: {e}", source.display()))?;
       let real = idmap::real_path(&opened)
         .map_err(|e| format!("cannot resolve {}: {e}", source.display()))?;
       let inside = source.strip_prefix(workspace).ok();
       let refusal = match inside {
-        // The workspace or a hold in it: exactly there, through no symbolic link.
-        Some(rest) if real != real_workspace.join(rest) && !rest.as_os_str().is_empty() => {
-          Some(format!(
-            "{} leads out of its place, to {}",
-            source.display(),
-            real.display()
-          ))
-        }
+        // A hold in the workspace: exactly there, through no symbolic link.
+        Some(rest) if real != real_workspace.join(rest) => Some(format!(
+          "{} leads out of its place, to {}",
+          source.display(),
+          real.display()
+        )),
         Some(_) => None,
         None if source == Path::new("/dev/null") => None,
         None => isolation::unbindable(&real),
@@ -387,8 +394,11 @@ fn run_in_child(job: &mut Job) -> io::Result<i32> {
       return Err(error);
     }
     let mut status = 0;
-    libc::waitpid(pid, &mut status, 0);
+    let reaped = libc::waitpid(pid, &mut status, 0);
     drop(stack);
+    if reaped != pid {
+      return Err(io::Error::last_os_error());
+    }
     Ok(if libc::WIFEXITED(status) {
       libc::WEXITSTATUS(status)
     } else {

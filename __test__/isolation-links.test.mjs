@@ -1,5 +1,6 @@
-// Review of the warm pool of isolated sandboxes: attacks that must fail. Each test here
-// failed when it was written (see the commit message).
+// What an isolated sandbox shows of its tenant, against links and nesting on the way: a
+// workspace swapped for a link while a pooled sandbox attaches it, or between two starts,
+// and a read-only path inside the workspace. Judged by what commands see and by the host.
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -9,17 +10,15 @@ import { useIsolatedSandboxes } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
-const { fresh, sandbox } = useIsolatedSandboxes('nw-poolreview-')
+const { fresh, sandbox } = useIsolatedSandboxes('nw-links-')
 
 const taken = (sb) => startStepsOf(sb).some((s) => s.step === 'tenant attached')
 
 // A tenant that can rename an entry on the way to another sandbox's workspace (here: the
 // tenant of a sandbox whose workspace is the parent of that one) swaps the workspace for a
-// symbolic link, back and forth, while the other sandbox restarts. The unpooled start
-// opens the workspace once (idmap's Stage) and judges, maps and clones that one
-// descriptor; the pooled attach (slot.rs clone_as_root) opens it a second time for its
-// bind, and clones what that second open finds, unjudged, idmapped with the owner found by
-// the first: a root-owned directory anywhere on the host, writable as the sandbox's own.
+// symbolic link, back and forth, while the other sandbox restarts. A start judges, maps and
+// clones one opened descriptor of the workspace (idmap's Stage, slot.rs clone_as_root), so
+// that it never shows another directory, idmapped writable as the sandbox's own.
 describe.skipIf(!available || !isRoot)('warm pool with isolation: the workspace cannot be swapped during the attach', () => {
   it('a pooled sandbox never shows another directory than its workspace, however its path is swapped while it starts', { timeout: 180_000 }, async () => {
     const parent = fresh('parent')
@@ -28,7 +27,7 @@ describe.skipIf(!available || !isRoot)('warm pool with isolation: the workspace 
     fs.mkdirSync(ws)
     // A directory of the host's system trees (here /dev), which no sandbox may have as its
     // workspace (isolation::check_workspace refuses it, also through a link): root's, private.
-    const vault = `/dev/shm/nw-poolreview-vault-${process.pid}`
+    const vault = `/dev/shm/nw-links-vault-${process.pid}`
     fs.rmSync(vault, { recursive: true, force: true })
     fs.mkdirSync(vault, { mode: 0o700 })
     onTestFinished(() => fs.rmSync(vault, { recursive: true, force: true }))
@@ -81,9 +80,8 @@ describe.skipIf(!available || !isRoot)('warm pool with isolation: the workspace 
   })
 })
 
-// readOnlyPaths are attached (and, without the pool, bound) before the workspace: one
-// inside the workspace is then covered by the workspace's writable bind. Not the pool's
-// doing (the order is SandboxPolicy::tenant_binds, shared by both), but the pool keeps it.
+// A read-only path inside the workspace is bound (or attached) after it, not covered by the
+// workspace's writable bind (SandboxPolicy::tenant_binds: outer binds first).
 describe.skipIf(!available)('a readOnlyPath inside the workspace', () => {
   it.each([0, 2])('stays read-only (warmPool %i); the host file is unchanged', async (warmPool) => {
     const ws = fresh('ws')
@@ -97,18 +95,16 @@ describe.skipIf(!available)('a readOnlyPath inside the workspace', () => {
   })
 })
 
-// Where a sandbox's workspace leads is judged again at each start (check_workspace: not a
-// system directory) and idmapped with the owner of where it leads. A tenant that can rename
-// an entry on its path (the tenant of a sandbox over its parent) points it, while the sandbox
-// is stopped, at a root-only host directory outside the system trees: at the next start
-// that sandbox reads and writes it as its own. Not the pool's doing (both modes); the pool
-// keeps it.
+// A tenant that can rename an entry on a sandbox's workspace path (the tenant of a sandbox
+// over its parent) points it, while the sandbox is stopped, at a root-only host directory
+// outside the system trees. A start shows the workspace only where it led at the first
+// start: otherwise it would show that directory idmapped to its owner, as the sandbox's own.
 describe.skipIf(!available || !isRoot)('a workspace redirected by a link between two starts', () => {
   it.each([0, 2])('does not show a root-only host directory as the workspace (warmPool %i)', async (warmPool) => {
     const parent = fresh('parent')
     const ws = path.join(parent, 'ws')
     fs.mkdirSync(ws, { recursive: true })
-    const vault = `/var/lib/nw-poolreview-${process.pid}-${warmPool}`
+    const vault = `/var/lib/nw-links-${process.pid}-${warmPool}`
     fs.rmSync(vault, { recursive: true, force: true })
     fs.mkdirSync(vault, { mode: 0o700 })
     fs.chmodSync(vault, 0o700)

@@ -830,6 +830,15 @@ impl BindSources {
   }
 }
 
+/// Those of `paths` that exist and that the sandbox user of a root host could not reach
+/// (under a private home): a root host's launcher stages them (see `idmap`).
+pub fn unreachable_by_sandbox(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+  paths
+    .into_iter()
+    .filter(|path| path.exists() && !reachable_by_others(path))
+    .collect()
+}
+
 /// Whether any user can reach `path`: every ancestor directory world-executable.
 pub fn reachable_by_others(path: &Path) -> bool {
   use std::os::unix::fs::PermissionsExt;

@@ -77,7 +77,7 @@ impl Recipe {
       Some((bwrap, policy)) => {
         let stage = match isolation::host_is_root() {
           true => {
-            let unreachable = slot::unreachable_system_paths(policy.system_paths());
+            let unreachable = isolation::unreachable_by_sandbox(policy.system_paths());
             Some(Stage::prepare(None, &self.keeper, &unreachable)?)
           }
           false => None,

@@ -557,13 +557,13 @@ impl Sandbox {
         // made at the launch, wherever it is.
         let stage = if isolation::host_is_root() {
           // Bound paths the sandbox user could not reach (under a private home) are staged too.
-          let unreachable: Vec<PathBuf> = policy
-            .system_paths()
-            .into_iter()
-            .chain(policy.read_only_paths.iter().cloned())
-            .chain(policy.read_write_paths.iter().cloned())
-            .filter(|path| path.exists() && !isolation::reachable_by_others(path))
-            .collect();
+          let unreachable = isolation::unreachable_by_sandbox(
+            policy
+              .system_paths()
+              .into_iter()
+              .chain(policy.read_only_paths.iter().cloned())
+              .chain(policy.read_write_paths.iter().cloned()),
+          );
           let real = self.workspace_real()?;
           Some(Stage::prepare(
             Some((&self.working_directory, &real)),

@@ -184,8 +184,9 @@ impl SlotNamespaces {
   /// Attaches `binds`, in their order, at their destinations in the slot, so that the
   /// sandbox shows them. On a root host, `workspace` (its path, and its real path at the
   /// sandbox's first start, which it must still lead to) and the paths inside it are
-  /// idmapped to show its owner as the sandbox user, as at a launch. Fails, saying which bind could not be
-  /// attached; the sandbox must then not be used (some binds may be in place).
+  /// idmapped to show its owner as the sandbox user, as at a launch. Fails, saying which
+  /// bind could not be attached; the sandbox must then not be used (some binds may be in
+  /// place).
   pub fn attach(&self, binds: &[TenantBind], workspace: &(PathBuf, PathBuf)) -> Result<(), String> {
     let planned = plan(binds)?;
     let trees = match self.user {
@@ -225,7 +226,7 @@ impl SlotNamespaces {
   }
 }
 
-/// What the attaching child needs of one bind, made before the fork.
+/// What the attaching child needs of one bind, made before it starts (it may not allocate).
 struct Planned {
   source: CString,
   /// The names on the way from the slot to its mount point, the mount point last.
@@ -539,13 +540,4 @@ fn mount_point(bind: &Planned) -> Result<RawFd, i32> {
     }
     Ok(dir)
   }
-}
-
-/// The host paths a slot sandbox's launcher stages on a root host (see `idmap`): the
-/// keeper and the system paths its user could not reach.
-pub fn unreachable_system_paths(system: Vec<PathBuf>) -> Vec<PathBuf> {
-  system
-    .into_iter()
-    .filter(|path| path.exists() && !isolation::reachable_by_others(path))
-    .collect()
 }

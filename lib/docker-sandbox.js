@@ -2,7 +2,7 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions } = require('./options')
+const { check, describe, egressOptions, instructionsText, readingOptions } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
@@ -207,17 +207,6 @@ function pemOf(value, name) {
       throw new SandboxOptionError(`${at} must be PEM contents (a string or Buffer), got ${describe(part)}`)
     }),
   )
-}
-
-/**
- * `allowedDomains` and `egressHosts`, as LocalSandbox's `nativeSandbox` takes them (their
- * values, and how they go with `network` and `ports`, are checked natively).
- */
-function egressOptions(options) {
-  return {
-    allowedDomains: options.allowedDomains === undefined ? undefined : [...check.stringArray(options.allowedDomains, 'allowedDomains')],
-    egressHosts: options.egressHosts === undefined ? undefined : check.env(options.egressHosts, 'egressHosts'),
-  }
 }
 
 /** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */

@@ -4,7 +4,7 @@ const path = require('node:path')
 const native = require('../index.js')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
-const { check, describe, instructionsText, readingOptions } = require('./options')
+const { check, describe, egressOptions, instructionsText, readingOptions } = require('./options')
 const { checkCommand } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { mountedList } = require('./mounts')
@@ -41,8 +41,7 @@ function nativeSandboxConfig(config) {
       c.protectedPaths === undefined ? undefined : [...check.stringArray(c.protectedPaths, 'nativeSandbox.protectedPaths')],
     protectMissingPaths: check.boolean(c.protectMissingPaths, 'nativeSandbox.protectMissingPaths') ?? false,
     limits: limitsConfig(c.limits),
-    allowedDomains: c.allowedDomains === undefined ? undefined : [...check.stringArray(c.allowedDomains, 'nativeSandbox.allowedDomains')],
-    egressHosts: c.egressHosts === undefined ? undefined : check.env(c.egressHosts, 'nativeSandbox.egressHosts'),
+    ...egressOptions(c, 'nativeSandbox.'),
     warmPool: check.number(c.warmPool, 'nativeSandbox.warmPool'),
   }
 }

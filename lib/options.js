@@ -212,4 +212,16 @@ function updatedEnv(update, current) {
   return { ...check.env(check.returned(update({ ...current }), 'setEnv result'), 'setEnv result') }
 }
 
-module.exports = { check, describe, isClass, readingOptions, instructionsText, updatedEnv }
+/**
+ * `allowedDomains` and `egressHosts` of `source` (LocalSandbox's `nativeSandbox`, or
+ * DockerSandbox's options), each named with `prefix`; their values, and how they go with
+ * the other options, are checked natively.
+ */
+function egressOptions(source, prefix = '') {
+  return {
+    allowedDomains: source.allowedDomains === undefined ? undefined : [...check.stringArray(source.allowedDomains, `${prefix}allowedDomains`)],
+    egressHosts: source.egressHosts === undefined ? undefined : check.env(source.egressHosts, `${prefix}egressHosts`),
+  }
+}
+
+module.exports = { check, describe, egressOptions, isClass, readingOptions, instructionsText, updatedEnv }

@@ -390,9 +390,10 @@ impl NativeLocalSandbox {
       warm_pool,
     })
     .map_err(sync_error)?;
+    let inner = Arc::new(inner);
     napi::bindgen_prelude::within_runtime_if_available(|| inner.fill_warm_pool());
     Ok(NativeLocalSandbox {
-      inner: Arc::new(inner),
+      inner,
       protected_paths,
     })
   }

@@ -504,11 +504,22 @@ impl Sandbox {
   }
 
   /// Starts filling the warm pool this sandbox takes its inits from, if it has one, ahead of
-  /// its first start. Must be called within the runtime.
-  pub fn fill_warm_pool(&self) {
+  /// its first start, in the background. Must be called within the runtime.
+  pub fn fill_warm_pool(self: &Arc<Self>) {
     if self.warm_pool == 0 {
       return;
     }
+    // Off the caller's thread (a JavaScript constructor): finding bubblewrap and the
+    // system paths reads the filesystem.
+    let sandbox = Arc::downgrade(self);
+    tokio::task::spawn_blocking(move || {
+      if let Some(sandbox) = sandbox.upgrade() {
+        sandbox.fill_warm_pool_now();
+      }
+    });
+  }
+
+  fn fill_warm_pool_now(&self) {
     let bwrap = isolation::find_in_path("bwrap");
     let slot = match (self.isolation, &bwrap, &self.policy) {
       (Isolation::None, ..) => None,

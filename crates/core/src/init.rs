@@ -261,10 +261,18 @@ impl Init {
     }
     // Opened now: the launcher is in them from its exec on.
     let slot = match (&confinement, child.id()) {
-      (Confinement::Slot { .. }, Some(pid)) => Some(
-        SlotNamespaces::of(pid)
-          .map_err(|e| CoreError::io("Opening the namespaces of a slot sandbox failed", e))?,
-      ),
+      (Confinement::Slot { .. }, Some(pid)) => match SlotNamespaces::of(pid) {
+        Ok(namespaces) => Some(namespaces),
+        Err(e) => {
+          // Nothing of the attempt is left running.
+          let _ = child.start_kill();
+          tokio::spawn(reap(child));
+          return Err(CoreError::io(
+            "Opening the namespaces of a slot sandbox failed",
+            e,
+          ));
+        }
+      },
       _ => None,
     };
     laps.lap("launch");
@@ -297,9 +305,8 @@ impl Init {
 
   /// Attaches a tenant to an init started without one (see `slot`): `binds` with the holds
   /// of `protection` after them, which it keeps; `workspace` is its path and where it must
-  /// lead. Fails for any other init, or where a bind
-  /// could not be attached: the init must then not be used. Forks and waits: call it
-  /// where blocking is allowed.
+  /// lead. Fails for any other init, or where a bind could not be attached: the init must
+  /// then not be used. Starts a process and waits for it: call it where blocking is allowed.
   pub fn attach_tenant(
     &self,
     binds: &[isolation::TenantBind],

@@ -291,6 +291,23 @@ describe.skipIf(!available)('isolation start: the workspace is shared with the h
   })
 })
 
+describe.skipIf(!available)('isolation start: a shell that cannot be executed', () => {
+  it("is named on the command's stderr, with why, and the command exits with 127", async () => {
+    // /bin/sh inside leads to a file that is not executable.
+    const notExecutable = path.join(top, `not-executable-${process.pid}`)
+    fs.writeFileSync(notExecutable, 'not a program\n', { mode: 0o644 })
+    onTestFinished(() => fs.rmSync(notExecutable, { force: true }))
+    const shell = fs.realpathSync('/bin/sh')
+    const sb = sandbox({ nativeSandbox: { bwrapArgs: ['--ro-bind', notExecutable, shell] } })
+    const result = await sb.executeCommand('echo never')
+    expect(result).toMatchObject({ exitCode: 127, success: false, stdout: '' })
+    expect(result.stderr).toBe('native-workspace: cannot execute /bin/sh: Permission denied (os error 13)\n')
+    // The sandbox goes on: the next command reports the same, and nothing is left running.
+    expect((await sb.executeCommand('true')).exitCode).toBe(127)
+    expect(await sb.processes.list()).toEqual([])
+  })
+})
+
 describe.skipIf(!available)('isolation start: bwrapArgs cannot weaken the sandbox', () => {
   const attacks = [
     ['--cap-add', 'ALL'],

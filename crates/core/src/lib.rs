@@ -29,6 +29,7 @@ pub mod slot;
 pub mod sync;
 pub mod timings;
 pub mod tools;
+pub mod vfork;
 pub mod workspace;
 
 pub use error::{CoreError, Result};

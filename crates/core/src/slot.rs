@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::idmap::{self, MountAttr};
 use crate::isolation::{self, SANDBOX_UID, TenantBind};
+use crate::vfork;
 
 /// The slot, in the launcher's private mount namespace: below the staging tmpfs (see
 /// `idmap`), which a root host's launcher mounts there and an unprivileged one too.
@@ -343,9 +344,6 @@ fn clone_as_root(
     .collect()
 }
 
-/// The stack of the attaching child: it calls no library code but system calls.
-const CHILD_STACK_BYTES: usize = 256 << 10;
-
 /// What the attaching child works on, in this process's memory (see [`run_in_child`]).
 struct Job<'a> {
   namespaces: Entered,
@@ -355,11 +353,9 @@ struct Job<'a> {
   failure: Option<(usize, i32)>,
 }
 
-/// Runs [`attach_in_child`] on `job` in a child that shares this process's memory and
-/// runs while this thread waits (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does): a fork
-/// would copy the host's page tables and leave every page of it to be copied again on its
-/// next write. The child has its own filesystem context, so it may enter namespaces.
-/// Returns its exit status.
+/// Runs [`attach_in_child`] on `job` in a child that shares this process's memory (see
+/// `vfork`): a fork would copy the host's page tables. The child has its own filesystem
+/// context, so it may enter namespaces. Returns its exit status.
 fn run_in_child(job: &mut Job) -> io::Result<i32> {
   extern "C" fn child(job: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `job` is the parent's, alive until this child has exited (CLONE_VFORK).
@@ -372,40 +368,20 @@ fn run_in_child(job: &mut Job) -> io::Result<i32> {
       }
     }
   }
-  let mut stack = vec![0u8; CHILD_STACK_BYTES];
-  // The stack grows down from its end, 16-byte aligned.
-  let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
-  // SAFETY: the signal mask is this thread's, restored below; clone runs `child` on its own
-  // stack with `job`, which outlive it, and returns once it has exited.
-  unsafe {
-    // No handler of this process may run in the child, on its stack.
-    let mut all: libc::sigset_t = std::mem::zeroed();
-    let mut previous: libc::sigset_t = std::mem::zeroed();
-    libc::sigfillset(&mut all);
-    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-    let pid = libc::clone(
-      child,
-      top as *mut libc::c_void,
-      libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-      (job as *mut Job).cast(),
-    );
-    let error = io::Error::last_os_error();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
-    if pid < 0 {
-      return Err(error);
-    }
-    let mut status = 0;
-    let reaped = libc::waitpid(pid, &mut status, 0);
-    drop(stack);
-    if reaped != pid {
-      return Err(io::Error::last_os_error());
-    }
-    Ok(if libc::WIFEXITED(status) {
-      libc::WEXITSTATUS(status)
-    } else {
-      -1
-    })
+  let mut stack = vfork::ChildStack::new();
+  // SAFETY: the child only makes system calls and writes `job.failure`; `job` and `stack`
+  // outlive it.
+  let pid = unsafe { vfork::spawn(child, (job as *mut Job).cast(), &mut stack) }?;
+  let mut status = 0;
+  // SAFETY: reaping our own child.
+  if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+    return Err(io::Error::last_os_error());
   }
+  Ok(if libc::WIFEXITED(status) {
+    libc::WEXITSTATUS(status)
+  } else {
+    -1
+  })
 }
 
 /// The index the attaching child reports when it could not enter the namespaces.

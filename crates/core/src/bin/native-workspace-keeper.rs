@@ -49,15 +49,34 @@ use std::io;
 use std::mem;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr;
+use std::sync::OnceLock;
 
 use native_workspace_core::init::socket;
+use native_workspace_core::vfork;
 
 /// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;
 const MAX_FDS: usize = 4;
 
+/// Signals this init ignores (inherited, or this runtime's own SIGPIPE), which every
+/// command must get back at their default.
+static IGNORED_SIGNALS: OnceLock<Vec<libc::c_int>> = OnceLock::new();
+
+fn ignored_signals() -> Vec<libc::c_int> {
+  (1..32)
+    .filter(|&sig| {
+      // SAFETY: reads a disposition into a zeroed struct; changes nothing.
+      unsafe {
+        let mut action: libc::sigaction = mem::zeroed();
+        libc::sigaction(sig, ptr::null(), &mut action) == 0 && action.sa_sigaction == libc::SIG_IGN
+      }
+    })
+    .collect()
+}
+
 fn main() {
   let args: Vec<String> = std::env::args().collect();
+  let _ = IGNORED_SIGNALS.set(ignored_signals());
   if args.get(1).map(String::as_str) == Some("--mux") {
     let Some(path) = args.get(2) else {
       eprintln!("native-workspace-keeper: --mux needs a socket path");
@@ -572,7 +591,12 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
       // running: they are emptied and the end reported, never handed over as leftovers.
       (Some(_), _) if killing => kill_tree_and_exit(ctl, main_pid, main_status, leftover),
       (Some(status), None) => {
-        let left = children_of(me);
+        // Most commands leave nothing: one wait call tells, before /proc is read.
+        let left = if has_children() {
+          children_of(me)
+        } else {
+          Vec::new()
+        };
         let Some(&first) = left.first() else {
           write_all(ctl, format!("X{status}\n").as_bytes());
           std::process::exit(0);
@@ -689,27 +713,69 @@ fn report_leftovers(ctl: RawFd, left: &[libc::pid_t], status: libc::c_int) {
   write_all(ctl, report.as_bytes());
 }
 
-/// Forks `/bin/sh -c <command>` with the request's stdio, cwd and environment.
+/// What the command's child works from, in the supervisor's memory (see `spawn_command`).
+struct Launch<'a> {
+  request: &'a Request,
+  argv: [*const libc::c_char; 4],
+  envp: Vec<*const libc::c_char>,
+  /// Set by the child when `execve` failed.
+  exec_errno: libc::c_int,
+}
+
+/// Starts `/bin/sh -c <command>` with the request's stdio, cwd and environment, in a child
+/// that shares the supervisor's memory until it execs (`vfork`): nothing of the supervisor
+/// is copied for a process that is about to replace itself.
 fn spawn_command(request: &Request) -> libc::pid_t {
-  let sh = c"/bin/sh";
   // argv[0] is the path, as a shell started by path reports it ("/bin/sh: 1: x: not found").
   let argv = [
-    sh.as_ptr(),
+    SHELL.as_ptr(),
     c"-c".as_ptr(),
     request.command.as_ptr(),
     ptr::null(),
   ];
   let mut envp: Vec<*const libc::c_char> = request.env.iter().map(|e| e.as_ptr()).collect();
   envp.push(ptr::null());
-  // SAFETY: single-threaded; the child only sets up its process and execs.
-  let pid = unsafe { libc::fork() };
-  if pid != 0 {
-    return pid;
+  let mut launch = Launch {
+    request,
+    argv,
+    envp,
+    exec_errno: 0,
+  };
+  let mut stack = vfork::ChildStack::new();
+  // SAFETY: the child makes only system calls and writes `launch.exec_errno`; `launch` and
+  // `stack` outlive it.
+  let spawned = unsafe {
+    vfork::spawn(
+      exec_command,
+      (&mut launch as *mut Launch).cast(),
+      &mut stack,
+    )
+  };
+  let Ok(pid) = spawned else {
+    return -1;
+  };
+  if launch.exec_errno != 0 {
+    let message = format!(
+      "native-workspace: cannot execute /bin/sh: {}\n",
+      io::Error::from_raw_os_error(launch.exec_errno)
+    );
+    // SAFETY: writing a short message from a valid buffer to the stderr pipe.
+    unsafe { libc::write(request.fds[2], message.as_ptr().cast(), message.len()) };
   }
-  // SAFETY: child side of fork.
+  pid
+}
+
+const SHELL: &std::ffi::CStr = c"/bin/sh";
+
+/// The command's child: its stdio, signals, process group and working directory, then the
+/// shell. It shares the supervisor's memory, so it allocates nothing.
+extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
+  // SAFETY: the supervisor's `Launch`, alive until this child has exec'd or exited.
+  let launch = unsafe { &mut *launch.cast::<Launch>() };
+  let request = launch.request;
+  // SAFETY: system calls on this child's own descriptors, signals and process.
   unsafe {
-    let stdin = request.fds.get(3).copied();
-    match stdin {
+    match request.fds.get(3).copied() {
       Some(fd) => libc::dup2(fd, 0),
       None => {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
@@ -718,14 +784,10 @@ fn spawn_command(request: &Request) -> libc::pid_t {
     };
     libc::dup2(request.fds[1], 1);
     libc::dup2(request.fds[2], 2);
-    close_fds_from(3, &[]);
-    let mut empty: libc::sigset_t = mem::zeroed();
-    libc::sigemptyset(&mut empty);
-    libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
-    for sig in 1..32 {
-      if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-        libc::signal(sig, libc::SIG_DFL);
-      }
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    // exec resets caught signals itself; ignored ones it keeps.
+    for &sig in IGNORED_SIGNALS.get().map_or(&[][..], Vec::as_slice) {
+      libc::signal(sig, libc::SIG_DFL);
     }
     // Its own process group, so one kill(-pgid) reaches every ordinary descendant.
     libc::setpgid(0, 0);
@@ -736,13 +798,12 @@ fn spawn_command(request: &Request) -> libc::pid_t {
       libc::write(2, msg.as_ptr().cast(), msg.len());
       libc::_exit(126);
     }
-    libc::execve(sh.as_ptr(), argv.as_ptr(), envp.as_ptr());
-    // Single-threaded, so formatting (which allocates) is safe in this child.
-    let msg = format!(
-      "native-workspace: cannot execute /bin/sh: {}\n",
-      io::Error::last_os_error()
-    );
-    libc::write(2, msg.as_ptr().cast(), msg.len());
+    // Last: it started with every signal blocked (see `vfork::spawn`).
+    let mut empty: libc::sigset_t = mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+    libc::execve(SHELL.as_ptr(), launch.argv.as_ptr(), launch.envp.as_ptr());
+    launch.exec_errno = *libc::__errno_location();
     libc::_exit(127);
   }
 }
@@ -807,6 +868,20 @@ fn descendants() -> Vec<libc::pid_t> {
     }
   }
   found
+}
+
+/// Whether this process has any child, exited or not (none reaped here).
+fn has_children() -> bool {
+  // SAFETY: siginfo_t is plain data; WNOWAIT leaves any exited child to be reaped later.
+  unsafe {
+    let mut info: libc::siginfo_t = mem::zeroed();
+    libc::waitid(
+      libc::P_ALL,
+      0,
+      &mut info,
+      libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+    ) == 0
+  }
 }
 
 fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {

@@ -74,12 +74,12 @@ export declare class NativeLocalSandbox {
   get isolation(): 'none' | 'bwrap' | 'seatbelt'
   /** Milliseconds since the Unix epoch. */
   get createdAt(): number
-  start(): Promise<'created' | 'connected'>
+  start(onStart?: boolean | undefined | null): Promise<'created' | 'connected'>
   stop(): Promise<void>
   destroy(): Promise<void>
   /** Captures the working directory as the checkpoint (nothing without a checkpoint name). */
   snapshot(): Promise<void>
-  ensureRunning(): Promise<void>
+  ensureRunning(onStart?: boolean | undefined | null): Promise<void>
   /**
    * The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
    * (forwarded into an isolated sandbox's network namespace), or null.

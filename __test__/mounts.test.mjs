@@ -80,6 +80,29 @@ describe('LocalSandbox mounts', () => {
     expect(fs.existsSync(path.join(sandbox.workingDirectory, 'data'))).toBe(false)
     expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
   })
+
+  it('a mount added while a lazy start is under way is made by that start, before its command runs', async () => {
+    // The start begins with nothing for onStart to do; the mount arrives after it began.
+    const { sandbox, filesystem } = setup()
+    const first = sandbox.executeCommand('cat data/report.txt')
+    sandbox.mounts.add({ '/data': filesystem })
+    expect((await first).stdout).toBe('quarterly numbers\n')
+    expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+  })
+
+  it('a mount added before the first start, or a hook set after construction, is still run by a lazy start', async () => {
+    const { sandbox, filesystem } = setup()
+    sandbox.mounts.add({ '/data': filesystem })
+    expect((await sandbox.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\n')
+    await sandbox.stop()
+    sandbox.mounts.delete('/data')
+    const seen = []
+    sandbox.setOnStart(() => ({ sandbox: started }) => {
+      seen.push(started.status)
+    })
+    expect((await sandbox.executeCommand('test -e data && echo mounted || echo none')).stdout).toBe('none\n')
+    expect(seen).toEqual(['running'])
+  })
 })
 
 describe('Workspace({ mounts })', () => {

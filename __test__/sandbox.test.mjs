@@ -36,6 +36,24 @@ describe('constructor', () => {
 })
 
 describe('environment', () => {
+  it('reports the default protected paths of an unisolated sandbox when asked: shell start-up files only for a home directory', () => {
+    const home = freshWorkdir()
+    const savedHome = process.env.HOME
+    let homeSandbox
+    try {
+      process.env.HOME = home
+      homeSandbox = new LocalSandbox({ workingDirectory: home })
+    } finally {
+      process.env.HOME = savedHome
+    }
+    const project = new LocalSandbox({ workingDirectory: freshWorkdir() })
+    expect(homeSandbox.protectedPaths).toEqual(expect.arrayContaining(['.bashrc', '.profile', '.git/hooks']))
+    expect(project.protectedPaths).toEqual(expect.arrayContaining(['.git/hooks', '.envrc']))
+    expect(project.protectedPaths).not.toContain('.bashrc')
+    expect(Object.isFrozen(project.protectedPaths)).toBe(true)
+    expect(new LocalSandbox({ workingDirectory: home, nativeSandbox: { protectedPaths: ['secrets'] } }).protectedPaths).toEqual(['secrets'])
+  })
+
   it("passes the host's PATH", async () => {
     const sb = makeSandbox()
     const all = await sb.executeCommand('env')

@@ -69,16 +69,27 @@ class SandboxLifecycle {
   #waiting = new Set()
 
   #prepareStart
+  #startPrepared
 
   /**
    * `prepareStart`, when given, runs at each start before the `onStart` hook, as part of
    * it (the sandbox is running; calls from inside it go by the hook's rules), and gets
-   * the start's outcome.
+   * the start's outcome. `hasPreparation`, when given, tells whether it has anything to
+   * do now; without it, it always has.
    */
-  constructor(owner, options, { prepareStart } = {}) {
+  constructor(owner, options, { prepareStart, hasPreparation } = {}) {
     this.#owner = owner
     this.hooks = lifecycleHooks(options)
     this.#prepareStart = prepareStart
+    this.#startPrepared = prepareStart && !hasPreparation ? () => true : hasPreparation
+  }
+
+  /**
+   * Whether a start beginning now has work for the native `onStart` call (a hook, or a
+   * preparation). Without any, the native start skips the call: a round trip to this thread.
+   */
+  startHasWork() {
+    return Boolean(this.hooks.onStart) || Boolean(this.#startPrepared?.())
   }
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */

@@ -119,7 +119,10 @@ class LocalSandbox extends NativeSandbox {
       this.#instructions = instructions
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
-      const lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts.processPending() })
+      const lifecycle = new SandboxLifecycle(this, options, {
+        prepareStart: () => this.mounts.processPending(),
+        hasPreparation: () => this.mounts.hasPending(),
+      })
       this.#nativeOptions = {
         id,
         workingDirectory: check.string(options.workingDirectory, 'workingDirectory'),
@@ -152,7 +155,7 @@ class LocalSandbox extends NativeSandbox {
   #build(nativeOptions, lifecycle) {
     const built = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
     attach(this, { native: built, lifecycle })
-    this.#protectedPaths = Object.freeze(built.protectedPaths)
+    this.#protectedPaths = undefined
   }
 
   get workingDirectory() {
@@ -163,6 +166,7 @@ class LocalSandbox extends NativeSandbox {
   }
   /** Workspace paths kept read-only for commands under isolation. */
   get protectedPaths() {
+    this.#protectedPaths ??= Object.freeze(nativeOf(this).protectedPaths)
     return this.#protectedPaths
   }
   /**

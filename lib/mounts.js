@@ -94,6 +94,12 @@ class MountManager {
     return this.#entries
   }
 
+  /** Whether any entry waits for `processPending()`. */
+  hasPending() {
+    for (const entry of this.#entries.values()) if (entry.state === 'pending') return true
+    return false
+  }
+
   get(mountPath) {
     return this.#entries.get(mountPath)
   }

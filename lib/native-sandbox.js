@@ -73,7 +73,7 @@ class NativeSandbox {
    * sandbox it makes the mounts added since it started.
    */
   async start() {
-    const outcome = await this.#lifecycle.call('start', () => this.#native.start())
+    const outcome = await this.#lifecycle.call('start', () => this.#native.start(this.#lifecycle.startHasWork()))
     await this.mounts.processPending()
     return { outcome }
   }
@@ -109,7 +109,12 @@ class NativeSandbox {
   }
 
   ensureRunning() {
-    return this.#lifecycle.call('ensureRunning', () => this.#native.ensureRunning())
+    return this.#lifecycle.call('ensureRunning', async () => {
+      const hooked = this.#lifecycle.startHasWork()
+      await this.#native.ensureRunning(hooked)
+      // A mount added during a start that skipped onStart is made now, as onStart would have.
+      if (!hooked && this.mounts.hasPending()) await this.mounts.processPending()
+    })
   }
 
   /** @deprecated use `status === 'running'`. A promise, as Mastra's. */

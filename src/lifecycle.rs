@@ -9,7 +9,7 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::{Lifecycle, Provider, StartOutcome};
+use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome};
 
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::local_sandbox::settle;
@@ -140,7 +140,10 @@ impl NativeLifecycle {
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     settle(env, async move {
-      inner.lifecycle.ensure_running(&inner.provider).await
+      inner
+        .lifecycle
+        .ensure_running(&inner.provider, OnStart::Run)
+        .await
     })
   }
 }

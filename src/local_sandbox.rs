@@ -2,7 +2,7 @@
 //! and, made by its `docker` factory, behind `DockerSandbox` (lib/docker-sandbox.js).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
@@ -10,6 +10,7 @@ use napi_derive::napi;
 use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
+use native_workspace_core::lifecycle::OnStart;
 use native_workspace_core::limits::Limits;
 use native_workspace_core::net::EgressOptions;
 use native_workspace_core::pool;
@@ -277,7 +278,7 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
       .collect()
   };
   let protected_paths = match config.protected_paths {
-    None => default_protected_paths(&workspace),
+    None => default_protected_paths(&workspace, home().as_deref()),
     Some(list) => protected_paths_of(&list)?,
   };
   Ok(SandboxPolicy {
@@ -322,8 +323,31 @@ pub struct NativeStartStep {
 #[napi]
 pub struct NativeLocalSandbox {
   inner: Arc<Sandbox>,
-  /// The policy's, as given or as the workspace's defaults.
-  protected_paths: Vec<String>,
+  /// The policy's, as given or as the workspace's defaults (for an unisolated sandbox, found
+  /// when first read).
+  protected_paths: OnceLock<Vec<String>>,
+  /// `$HOME` when the sandbox was made, for protected paths found later.
+  home_at_construction: Option<PathBuf>,
+}
+
+fn home() -> Option<PathBuf> {
+  std::env::var_os("HOME").map(PathBuf::from)
+}
+
+/// `onStart: false` from JavaScript: its hook has nothing to do at this start (no hook, no
+/// pending mount), so the start skips the round trip to the JavaScript thread.
+fn on_start_of(given: Option<bool>) -> OnStart {
+  match given {
+    Some(false) => OnStart::Skip,
+    _ => OnStart::Run,
+  }
+}
+
+fn displayed(paths: &[PathBuf]) -> Vec<String> {
+  paths
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect()
 }
 
 #[napi]
@@ -363,16 +387,23 @@ impl NativeLocalSandbox {
     )
     .map_err(sync_error)?;
     let warm_pool = warm_pool(config.warm_pool.take()).map_err(sync_error)?;
+    // Unisolated, nothing holds the default protected paths, and finding them reads every
+    // account's home directory: that is left to the `protectedPaths` getter, if it is read.
+    let defaults_deferred = isolation == Isolation::None && config.protected_paths.is_none();
+    if defaults_deferred {
+      config.protected_paths = Some(Vec::new());
+    }
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
     if let Some(bytes) = tmp_bytes {
       policy.tmp_bytes = bytes;
     }
-    let protected_paths = policy
-      .protected_paths
-      .iter()
-      .map(|p| p.to_string_lossy().into_owned())
-      .collect();
+    let protected_paths = OnceLock::new();
+    if !defaults_deferred {
+      let _ = protected_paths.set(displayed(&policy.protected_paths));
+    }
+    // As it is now: the defaults depend on it, and are found later.
+    let home_at_construction = home();
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),
@@ -395,6 +426,7 @@ impl NativeLocalSandbox {
     Ok(NativeLocalSandbox {
       inner,
       protected_paths,
+      home_at_construction,
     })
   }
 
@@ -407,14 +439,23 @@ impl NativeLocalSandbox {
     let inner = crate::docker_sandbox::docker_sandbox(options).map_err(sync_error)?;
     Ok(NativeLocalSandbox {
       inner: Arc::new(inner),
-      protected_paths: Vec::new(),
+      protected_paths: OnceLock::from(Vec::new()),
+      home_at_construction: None,
     })
   }
 
   /// Workspace paths kept read-only for commands under isolation.
   #[napi(getter, catch_unwind)]
   pub fn protected_paths(&self) -> Vec<String> {
-    self.protected_paths.clone()
+    self
+      .protected_paths
+      .get_or_init(|| {
+        displayed(&default_protected_paths(
+          self.inner.working_directory(),
+          self.home_at_construction.as_deref(),
+        ))
+      })
+      .clone()
   }
 
   #[napi(getter, catch_unwind)]
@@ -494,9 +535,16 @@ impl NativeLocalSandbox {
   }
 
   #[napi(ts_return_type = "Promise<'created' | 'connected'>", catch_unwind)]
-  pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
+  pub fn start<'env>(
+    &self,
+    env: &'env Env,
+    on_start: Option<bool>,
+  ) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
-    settle(env, async move { inner.start().await.map(|o| o.as_str()) })
+    let on_start = on_start_of(on_start);
+    settle(env, async move {
+      inner.start(on_start).await.map(|o| o.as_str())
+    })
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
@@ -519,9 +567,17 @@ impl NativeLocalSandbox {
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-  pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+  pub fn ensure_running<'env>(
+    &self,
+    env: &'env Env,
+    on_start: Option<bool>,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    settle(env, async move { inner.ensure_running().await })
+    let on_start = on_start_of(on_start);
+    settle(
+      env,
+      async move { inner.ensure_running_with(on_start).await },
+    )
   }
 
   /// The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs

@@ -70,6 +70,14 @@ pub struct Hooks {
   pub on_destroy: Option<Hook<()>>,
 }
 
+/// Whether a start runs the `onStart` hook. A host whose hook is a round trip to another
+/// thread (JavaScript's) skips it when it knows the hook has nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnStart {
+  Run,
+  Skip,
+}
+
 /// The steps a provider takes on each transition.
 pub trait Provider: Sync {
   fn start(&self) -> impl Future<Output = Result<StartOutcome>> + Send;
@@ -173,6 +181,16 @@ impl Lifecycle {
   }
 
   pub async fn start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
+    self.start_with(provider, OnStart::Run).await
+  }
+
+  /// [`Self::start`], with `onStart` skipped when the caller knows it has nothing to do.
+  /// A caller that joins a start in flight shares it as it runs.
+  pub async fn start_with<P: Provider>(
+    &self,
+    provider: &P,
+    on_start: OnStart,
+  ) -> Result<StartOutcome> {
     let seen = {
       let last = self.last_start.locked();
       // Running with no start in flight (its hook done): nothing to join.
@@ -197,7 +215,7 @@ impl Lifecycle {
     }
     self.set_status(Status::Starting);
     self.last_start.locked().in_flight = true;
-    let result = self.run_start(provider).await;
+    let result = self.run_start(provider, on_start).await;
     let mut last = self.last_start.locked();
     last.in_flight = false;
     if let Ok(outcome) = result {
@@ -207,17 +225,18 @@ impl Lifecycle {
     result
   }
 
-  async fn run_start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
+  async fn run_start<P: Provider>(&self, provider: &P, on_start: OnStart) -> Result<StartOutcome> {
     let outcome = match provider.start().await {
       Ok(outcome) => outcome,
       Err(e) => return self.fail(e),
     };
     // Running before the hook, so commands the hook issues do not wait for this start.
     self.set_status(Status::Running);
-    if let Err(e) = self
-      .run_hook(self.hooks().on_start, outcome, "onStart")
-      .await
-    {
+    let hook = match on_start {
+      OnStart::Run => self.hooks().on_start,
+      OnStart::Skip => None,
+    };
+    if let Err(e) = self.run_hook(hook, outcome, "onStart").await {
       provider.abandon().await;
       return self.fail(e);
     }
@@ -271,13 +290,13 @@ impl Lifecycle {
 
   /// Starts the provider if needed. During teardown it lets calls through so that hooks
   /// and teardown itself can still list and kill processes.
-  pub async fn ensure_running<P: Provider>(&self, provider: &P) -> Result<()> {
+  pub async fn ensure_running<P: Provider>(&self, provider: &P, on_start: OnStart) -> Result<()> {
     match self.status() {
       Status::Running | Status::Stopping | Status::Destroying => return Ok(()),
       Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
       _ => {}
     }
-    self.start(provider).await?;
+    self.start_with(provider, on_start).await?;
     if self.status() == Status::Running {
       Ok(())
     } else {
@@ -374,5 +393,30 @@ mod tests {
       Some("Sandbox 's' onStart hook failed: boom")
     );
     assert_eq!(provider.steps(), ["start", "abandon"]);
+  }
+
+  #[tokio::test]
+  async fn a_start_told_to_skip_on_start_does_not_call_it_and_the_next_one_does() {
+    let provider = Recorder::default();
+    let calls = Arc::new(Mutex::new(0));
+    let counted = calls.clone();
+    let hooks = Hooks {
+      on_start: Some(Arc::new(move |_| {
+        *counted.lock().unwrap() += 1;
+        Box::pin(async { Ok(()) })
+      })),
+      ..Hooks::default()
+    };
+    let lifecycle = Lifecycle::new("s".into(), hooks);
+    lifecycle
+      .ensure_running(&provider, OnStart::Skip)
+      .await
+      .unwrap();
+    assert_eq!(*calls.lock().unwrap(), 0);
+    assert_eq!(lifecycle.status(), Status::Running);
+    lifecycle.stop(&provider).await.unwrap();
+    lifecycle.start(&provider).await.unwrap();
+    assert_eq!(*calls.lock().unwrap(), 1);
+    assert_eq!(provider.steps(), ["start", "stop", "start"]);
   }
 }

@@ -68,12 +68,12 @@ const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] 
 }
 
 /// The default protected paths of `workspace`: home-only ones included when it is a home
-/// directory (see [`is_home_directory`]).
-pub fn default_protected_paths(workspace: &Path) -> Vec<PathBuf> {
+/// directory (see [`is_home_directory`]; `home` is this process's `$HOME`).
+pub fn default_protected_paths(workspace: &Path, home: Option<&Path>) -> Vec<PathBuf> {
   let home = is_home_directory(
     workspace,
     &std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
-    std::env::var_os("HOME").as_deref().map(Path::new),
+    home,
   );
   DEFAULT_PROTECTED_PATHS
     .iter()
@@ -416,7 +416,7 @@ mod tests {
     std::os::unix::fs::symlink(&ws, &link).unwrap();
     assert!(is_home_directory(&ws, "", Some(&link)));
     std::fs::remove_file(link).unwrap();
-    let project = default_protected_paths(&ws);
+    let project = default_protected_paths(&ws, None);
     assert!(project.contains(&PathBuf::from(".git/hooks")));
     assert!(
       !project

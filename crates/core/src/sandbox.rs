@@ -16,7 +16,7 @@ use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
 use crate::init::{Confinement, Init};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
-use crate::lifecycle::{Hooks, Lifecycle, Provider, StartOutcome, Status};
+use crate::lifecycle::{Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status};
 use crate::limits::Limits;
 use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
@@ -328,8 +328,8 @@ impl Sandbox {
     self.overlay_env.locked().clone()
   }
 
-  pub async fn start(&self) -> Result<StartOutcome> {
-    self.lifecycle.start(self).await
+  pub async fn start(&self, on_start: OnStart) -> Result<StartOutcome> {
+    self.lifecycle.start_with(self, on_start).await
   }
 
   pub async fn stop(&self) -> Result<()> {
@@ -341,7 +341,12 @@ impl Sandbox {
   }
 
   pub async fn ensure_running(&self) -> Result<()> {
-    self.lifecycle.ensure_running(self).await
+    self.ensure_running_with(OnStart::Run).await
+  }
+
+  /// [`Self::ensure_running`], the start (if it makes one) skipping `onStart` as asked.
+  pub async fn ensure_running_with(&self, on_start: OnStart) -> Result<()> {
+    self.lifecycle.ensure_running(self, on_start).await
   }
 
   /// Starts a command and tracks it; it stays readable through [`Sandbox::get`] until it

@@ -95,7 +95,7 @@ export declare class NativeLocalSandbox {
   setMounts(mounts: Array<NativeMount>, ifIdle: boolean): Promise<string[]>
   setEnv(env: Record<string, string>): void
   getEnv(): Record<string, string>
-  executeCommand(command: string, args: Array<string>, options: NativeCommandOptions): Promise<NativeExecutionResult & { command: string }>
+  executeCommand(command: string, args: Array<string>, options: NativeCommandOptions, onStart?: boolean | undefined | null): Promise<NativeExecutionResult & { command: string }>
   spawn(command: string, options: NativeCommandOptions): Promise<NativeProcess>
   list(): Array<NativeProcessInfo>
   get(pid: string): NativeProcess | null

@@ -81,12 +81,22 @@ describe('LocalSandbox mounts', () => {
     expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
   })
 
-  it('a mount added while a lazy start is under way is made by that start, before its command runs', async () => {
-    // The start begins with nothing for onStart to do; the mount arrives after it began.
+  it('a mount added while a lazy start is under way is made by the time the command that started it returns', async () => {
+    // The start begins with nothing for onStart to do; the mount arrives after it began,
+    // racing the command.
     const { sandbox, filesystem } = setup()
-    const first = sandbox.executeCommand('cat data/report.txt')
+    const first = sandbox.executeCommand('true')
     sandbox.mounts.add({ '/data': filesystem })
-    expect((await first).stdout).toBe('quarterly numbers\n')
+    expect((await first).exitCode).toBe(0)
+    expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+    expect((await sandbox.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\n')
+  })
+
+  it('a mount added while an explicit start is under way is made by the time it returns', async () => {
+    const { sandbox, filesystem } = setup()
+    const starting = sandbox.ensureRunning()
+    sandbox.mounts.add({ '/data': filesystem })
+    await starting
     expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'mounted' })
   })
 

@@ -92,6 +92,14 @@ class SandboxLifecycle {
     return Boolean(this.hooks.onStart) || Boolean(this.#startPrepared?.())
   }
 
+  /**
+   * Whether a start beginning now may skip this object altogether: the caller is part of
+   * no lifecycle step or hook (whose rules `call` applies), and the start has no work here.
+   */
+  startsUnobserved() {
+    return activeScopes().length === 0 && !this.startHasWork()
+  }
+
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
     const compose = check.requiredFunction(update, 'setOnStart(update): update')

@@ -5,7 +5,7 @@
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
 const { check, describe, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative } = require('./process-manager')
+const { LocalProcessManager, executeNative, startedWithCommand, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { translating } = require('./translate')
@@ -112,9 +112,17 @@ class NativeSandbox {
     return this.#lifecycle.call('ensureRunning', async () => {
       const hooked = this.#lifecycle.startHasWork()
       await this.#native.ensureRunning(hooked)
-      // A mount added during a start that skipped onStart is made now, as onStart would have.
-      if (!hooked && this.mounts.hasPending()) await this.mounts.processPending()
+      if (!hooked) await this[startedWithCommand]()
     })
+  }
+
+  [startsWithCommand]() {
+    return this.#lifecycle.startsUnobserved()
+  }
+
+  /** After a start that skipped onStart: a mount added meanwhile is made now, as onStart would have. */
+  async [startedWithCommand]() {
+    if (this.mounts.hasPending()) await this.mounts.processPending()
   }
 
   /** @deprecated use `status === 'running'`. A promise, as Mastra's. */

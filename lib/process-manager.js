@@ -67,6 +67,13 @@ function checkCommand(command) {
 }
 
 const noteStart = Symbol('noteStart')
+/**
+ * A sandbox's answer to whether a command's own native call may start it (no lifecycle
+ * step or hook around the caller, nothing for `onStart` to do), and what it does after
+ * such a start.
+ */
+const startsWithCommand = Symbol('startsWithCommand')
+const startedWithCommand = Symbol('startedWithCommand')
 
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
@@ -208,10 +215,17 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   const { token, detach } = abortToken(signal)
   try {
     const nativeOptions = commandOptions(options, token)
-    // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers.
-    if (sandbox.status !== 'running') await sandbox.ensureRunning()
+    // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers; one
+    // that has nothing to obey them for (see `startsWithCommand`) is made by the command's
+    // own native call, which saves a round trip.
+    const lazy = sandbox.status !== 'running'
+    const startingHere = lazy && sandbox[startsWithCommand]?.() === true
+    if (lazy && !startingHere) await sandbox.ensureRunning()
     const startTime = Date.now()
-    const result = toResult(await translating(() => nativeOf().executeCommand(command, args, nativeOptions)))
+    const result = toResult(
+      await translating(() => nativeOf().executeCommand(command, args, nativeOptions, startingHere ? false : undefined)),
+    )
+    if (startingHere) await sandbox[startedWithCommand]()
     if (result.leftRunning) sandbox.processes[noteStart](result.leftRunning.pid, startTime)
     return result
   } finally {
@@ -219,4 +233,4 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   }
 }
 
-module.exports = { LocalProcessManager, checkCommand, executeNative }
+module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, startedWithCommand }

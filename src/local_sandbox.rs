@@ -647,11 +647,13 @@ impl NativeLocalSandbox {
     command: String,
     args: Vec<String>,
     options: NativeCommandOptions,
+    on_start: Option<bool>,
   ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>, ErrorCode> {
     let options = options.into_core()?;
     let inner = self.inner.clone();
+    let on_start = on_start_of(on_start);
     settle(env, async move {
-      let result = inner.execute(&command, &args, options).await?;
+      let result = inner.execute(&command, &args, options, on_start).await?;
       let mut native = NativeExecutionResult::from_outcome(result.outcome, Some(result.command));
       native.left_running =
         result

@@ -410,13 +410,15 @@ impl Sandbox {
   /// leaves running (`cmd &`, a daemon) become one tracked process, listed, readable and
   /// killable like a spawned one; its pid is that of the first of them. A command stopped
   /// by its timeout, an abort or a limit leaves nothing.
+  /// A start it makes (the lazy start of a first command) runs `onStart` as `on_start` says.
   pub async fn execute(
     &self,
     command: &str,
     args: &[String],
     options: CommandOptions,
+    on_start: OnStart,
   ) -> Result<CommandResult> {
-    self.ensure_running().await?;
+    self.ensure_running_with(on_start).await?;
     let full = crate::quote::join_command(command, args);
     let output_limit = self.output_limit();
     let defaults = EntryDefaults {

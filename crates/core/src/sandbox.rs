@@ -516,6 +516,11 @@ impl Sandbox {
     if self.warm_pool == 0 {
       return;
     }
+    // Unconfined, the pool's kind is known without reading the filesystem.
+    if self.isolation == Isolation::None {
+      self.fill_warm_pool_now();
+      return;
+    }
     // Off the caller's thread (a JavaScript constructor): finding bubblewrap and the
     // system paths reads the filesystem.
     let sandbox = Arc::downgrade(self);
@@ -527,7 +532,10 @@ impl Sandbox {
   }
 
   fn fill_warm_pool_now(&self) {
-    let bwrap = isolation::find_in_path("bwrap");
+    let bwrap = match self.isolation {
+      Isolation::None => None,
+      _ => isolation::find_in_path("bwrap"),
+    };
     let slot = match (self.isolation, &bwrap, &self.policy) {
       (Isolation::None, ..) => None,
       (Isolation::Bwrap, Some(bwrap), Some(policy)) => Some((bwrap, policy)),

@@ -6,7 +6,7 @@
 //! to stderr and the process exits, which the host reports. Each request on that socket
 //! carries a command and, as passed descriptors, a control socket and the command's stdio
 //! pipes. For each request the init forks a *supervisor* (no exec: the same small process),
-//! which becomes a child subreaper, forks `/bin/sh -c <command>`, and owns everything the
+//! which becomes a child subreaper, starts `/bin/sh -c <command>` (vfork), and owns everything the
 //! command ever starts — `setsid`, double-forked and daemonized descendants included.
 //!
 //! Supervisor protocol on the control socket:

@@ -33,6 +33,21 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 /// its first request): the start waits for it, so a sandbox that cannot start says why.
 pub const READY: u8 = b'R';
 
+/// The keeper argument that has it fork the first command's supervisor ahead (see
+/// [`Wait`]).
+pub const SPARE_ARG: &str = "spare=1";
+
+/// How an init waits for its first request. `Spare`: with a supervisor forked ahead
+/// (a process more while it waits), so that the first command does not wait for a fork;
+/// for an init that waits in the warm pool, where that fork is made before anyone asks.
+/// `Plain`: the init forks when the request comes; a sandbox's own start sends it at once,
+/// and a fork then would only compete with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+  Plain,
+  Spare,
+}
+
 /// How long a new init may take to say it is ready (it takes milliseconds).
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -143,7 +158,33 @@ impl Init {
     limits: &Limits,
     cgroup: Option<Cgroup>,
   ) -> Result<Init> {
-    Init::start_timed(keeper, confinement, limits, cgroup, &mut Laps::new()).await
+    Init::start_timed(
+      keeper,
+      confinement,
+      limits,
+      cgroup,
+      &mut Laps::new(),
+      Wait::Plain,
+    )
+    .await
+  }
+
+  /// [`Init::start`] for the warm pool: its first supervisor is forked ahead (see [`Wait`]).
+  pub async fn start_warm(
+    keeper: &Path,
+    confinement: Confinement,
+    limits: &Limits,
+    cgroup: Option<Cgroup>,
+  ) -> Result<Init> {
+    Init::start_timed(
+      keeper,
+      confinement,
+      limits,
+      cgroup,
+      &mut Laps::new(),
+      Wait::Spare,
+    )
+    .await
   }
 
   /// [`Init::start`], with `laps` getting its steps: the arguments (and seccomp filter),
@@ -154,6 +195,7 @@ impl Init {
     limits: &Limits,
     cgroup: Option<Cgroup>,
     laps: &mut Laps,
+    wait: Wait,
   ) -> Result<Init> {
     let (ours, theirs) =
       UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
@@ -168,7 +210,10 @@ impl Init {
       // child may still be root, and before bubblewrap creates anything.
       unsafe { cmd.pre_exec(move || cgroup.join_self()) };
     }
-    let rlimits = limits.keeper_args(kills.cgroup().is_some_and(|c| c.limits_processes()));
+    let mut rlimits = limits.keeper_args(kills.cgroup().is_some_and(|c| c.limits_processes()));
+    if wait == Wait::Spare {
+      rlimits.push(SPARE_ARG.to_owned());
+    }
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
     match &confinement {
@@ -397,6 +442,12 @@ impl Init {
   /// Kills made by the sandbox's limits (and its cgroup, when they need one).
   pub fn kills(&self) -> &Arc<LimitKills> {
     &self.kills
+  }
+
+  /// The process this host started for the init (bubblewrap, for a confined one), while
+  /// it runs; none for a container's.
+  pub fn pid(&self) -> Option<u32> {
+    self.child.locked().as_ref().and_then(|child| child.id())
   }
 
   pub fn is_alive(&self) -> bool {

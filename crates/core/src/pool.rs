@@ -90,7 +90,7 @@ impl Recipe {
         }
       }
     };
-    Init::start(&self.keeper, confinement, &self.limits, cgroup).await
+    Init::start_warm(&self.keeper, confinement, &self.limits, cgroup).await
   }
 }
 

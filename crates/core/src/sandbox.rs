@@ -14,7 +14,7 @@ use crate::container::ContainerHost;
 use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
-use crate::init::{Confinement, Init};
+use crate::init::{Confinement, Init, Wait};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status};
 use crate::limits::Limits;
@@ -946,7 +946,15 @@ impl Sandbox {
         let confinement = self.confinement(tenant, &mut laps)?;
         let cgroup = self.cgroup_plan().create()?;
         laps.lap("cgroup");
-        Init::start_timed(&self.keeper, confinement, &limits, cgroup, &mut laps).await?
+        Init::start_timed(
+          &self.keeper,
+          confinement,
+          &limits,
+          cgroup,
+          &mut laps,
+          Wait::Plain,
+        )
+        .await?
       }
     };
     let init = Arc::new(init);

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{Confinement, Init, LaunchRequest};
+use native_workspace_core::init::{Confinement, Init, LaunchRequest, Launched};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::process::StdinMode;
 
@@ -31,6 +31,154 @@ fn fake_keeper(name: &str, script: &str) -> PathBuf {
     .unwrap();
   assert!(written.success());
   path
+}
+
+/// When `pid` started, in clock ticks since boot.
+fn started_at(pid: u32) -> u64 {
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+  let (_, rest) = stat.rsplit_once(')').unwrap();
+  rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// Whether `pid` runs (exists, and is not a zombie).
+fn alive(pid: u32) -> bool {
+  std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    .ok()
+    .and_then(|stat| Some(!stat.rsplit_once(')')?.1.trim_start().starts_with('Z')))
+    .unwrap_or(false)
+}
+
+/// Children of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+  std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+    .unwrap_or_default()
+    .split_whitespace()
+    .map(|p| p.parse().unwrap())
+    .collect()
+}
+
+/// `exec sleep <marker>` on `init`: the sleep's pid (its parent is the command's
+/// supervisor) and the host's ends of the command.
+async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
+  let command = format!("exec sleep {marker}");
+  let launched = init
+    .launch(&LaunchRequest {
+      command: &command,
+      cwd: &std::env::temp_dir(),
+      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+      stdin: StdinMode::Ignore,
+    })
+    .expect("launches");
+  let deadline = Instant::now() + Duration::from_secs(10);
+  loop {
+    if let Some(&pid) = live_sleeps(marker).first() {
+      return (pid, launched);
+    }
+    assert!(Instant::now() < deadline, "the command did not start");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_init_has_its_first_supervisor_forked_before_the_request_and_later_ones_at_it() {
+  let init = Init::start_warm(
+    Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    None,
+  )
+  .await
+  .expect("starts");
+  let keeper = init.pid().unwrap();
+  // Waiting: the keeper and its spare, nothing else.
+  let spare = tokio::time::timeout(Duration::from_secs(5), async {
+    loop {
+      if let [spare] = children(keeper)[..] {
+        return spare;
+      }
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+  })
+  .await
+  .expect("one spare");
+  // Long enough for the clock ticks (1/100 s) to tell a fork ahead from a fork at the request.
+  tokio::time::sleep(Duration::from_millis(80)).await;
+  let markers = [marker(), marker()];
+  let (first, first_ends) = sleep_on(&init, &markers[0]).await;
+  assert_eq!(
+    parent_of(first),
+    spare,
+    "the first command is supervised by the spare"
+  );
+  assert!(started_at(spare) + 4 <= started_at(first));
+  tokio::time::sleep(Duration::from_millis(80)).await;
+  let (second, second_ends) = sleep_on(&init, &markers[1]).await;
+  let supervisor = parent_of(second);
+  assert_ne!(supervisor, spare);
+  assert_eq!(parent_of(supervisor), keeper);
+  assert!(started_at(supervisor) + 2 >= started_at(second));
+  // No second spare: an idle init keeps only what its commands need.
+  let mut left = children(keeper);
+  left.sort();
+  let mut supervisors = vec![spare, supervisor];
+  supervisors.sort();
+  assert_eq!(left, supervisors);
+  drop((first_ends, second_ends));
+  init.shutdown().await;
+  assert!(markers.iter().all(|m| live_sleeps(m).is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose_host_left_ends() {
+  let init = Init::start_warm(
+    Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    None,
+  )
+  .await
+  .expect("starts");
+  let keeper = init.pid().unwrap();
+  let spare = loop {
+    if let [spare] = children(keeper)[..] {
+      break spare;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  };
+  // SAFETY: a signal to the spare of the init this test started.
+  unsafe { libc::kill(spare as libc::pid_t, libc::SIGKILL) };
+  let marker = marker();
+  let (sleep, ends) = sleep_on(&init, &marker).await;
+  assert_eq!(parent_of(parent_of(sleep)), keeper);
+  drop(ends);
+  init.shutdown().await;
+  assert!(live_sleeps(&marker).is_empty());
+
+  // Dropped while its spare waits: the spare sees the socket close and both end.
+  let init = Init::start_warm(
+    Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    None,
+  )
+  .await
+  .expect("starts");
+  let keeper = init.pid().unwrap();
+  let spare = loop {
+    if let [spare] = children(keeper)[..] {
+      break spare;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  };
+  drop(init);
+  let gone = async {
+    while [keeper, spare].into_iter().any(alive) {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  };
+  tokio::time::timeout(Duration::from_secs(5), gone)
+    .await
+    .expect("the keeper and its spare are gone");
 }
 
 async fn start(keeper: &Path) -> Result<Init, String> {
@@ -114,10 +262,30 @@ async fn a_dropped_init_ends_and_is_reaped() {
 /// interleave, once the host's ends are gone too no process of a command may live on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_init_killed_while_it_shuts_down_leaves_no_command_process() {
+  killed_while_it_shuts_down(false).await;
+}
+
+/// The same for a warm init, whose first command is supervised by its spare.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_init_killed_while_it_shuts_down_leaves_no_command_process() {
+  killed_while_it_shuts_down(true).await;
+}
+
+async fn killed_while_it_shuts_down(warm: bool) {
   const COMMANDS: usize = 8;
   let path = std::env::var("PATH").unwrap();
   for round in 0..40u64 {
-    let init = start(Path::new(KEEPER)).await.expect("starts");
+    let init = match warm {
+      true => Init::start_warm(
+        Path::new(KEEPER),
+        Confinement::None,
+        &Limits::default(),
+        None,
+      )
+      .await
+      .expect("starts"),
+      false => start(Path::new(KEEPER)).await.expect("starts"),
+    };
     let markers: Vec<String> = (0..COMMANDS).map(|_| marker()).collect();
     let host_ends: Vec<_> = markers
       .iter()

@@ -1,5 +1,6 @@
 //! `native-workspace-keeper <host-pid> [name=value ...]`: the per-sandbox init (the
-//! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu).
+//! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu; and `spare=1`, which forks the
+//! first command's supervisor ahead: see `Spare`).
 //!
 //! Started once per sandbox with a stream socket as its stdin. Once its limits and signals
 //! are set up it writes one byte, `init::READY`, on that socket; until then a failure goes
@@ -51,7 +52,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
 
-use native_workspace_core::init::socket;
+use native_workspace_core::init::{SPARE_ARG, socket};
 use native_workspace_core::vfork;
 
 /// The request socket of a keeper started by the host itself.
@@ -112,7 +113,11 @@ fn main() {
   let signals = SignalFd::new(&SIGNALS);
   close_fds_from(3, &[signals.fd]);
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
-  run_init(&signals, None, vec![Connection::new(REQUEST_FD)])
+  let mut connection = Connection::new(REQUEST_FD);
+  if args.iter().skip(2).any(|arg| arg == SPARE_ARG) {
+    connection.spare = Spare::fork(&connection, &signals);
+  }
+  run_init(&signals, None, vec![connection])
 }
 
 const SIGNALS: [libc::c_int; 5] = [
@@ -214,6 +219,8 @@ fn apply_limits(args: impl Iterator<Item = String>) {
 struct Connection {
   fd: RawFd,
   supervisors: Vec<libc::pid_t>,
+  /// While set, the spare reads this socket, not the init (see [`Spare`]).
+  spare: Option<Spare>,
 }
 
 impl Connection {
@@ -221,6 +228,104 @@ impl Connection {
     Connection {
       fd,
       supervisors: Vec::new(),
+      spare: None,
+    }
+  }
+}
+
+/// A supervisor forked ahead of the first request, waiting on the request socket itself:
+/// the first command of a new sandbox does not wait for the init to wake up and fork. It
+/// tells the init on `events` how it ended its wait: [`SPARE_TOOK`] (it supervises that
+/// command now), [`SPARE_EOF`] (the host closed the socket), [`SPARE_BAD`] (a bad request).
+/// Later requests are read by the init, as ever: only the first one needs the head start.
+#[derive(Clone, Copy)]
+struct Spare {
+  pid: libc::pid_t,
+  events: RawFd,
+}
+
+const SPARE_TOOK: u8 = b'T';
+const SPARE_EOF: u8 = b'E';
+const SPARE_BAD: u8 = b'B';
+
+impl Spare {
+  /// Forks the spare of `connection`, or None where it cannot be forked (the init then
+  /// reads the first request itself).
+  fn fork(connection: &Connection, signals: &SignalFd) -> Option<Spare> {
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 fills two descriptors.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+      return None;
+    }
+    let [events, tell] = ends;
+    let init = std::process::id() as libc::pid_t;
+    // SAFETY: single-threaded; the child goes on as the spare.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+      close(events);
+      run_spare(init, connection.fd, tell, signals);
+    }
+    close(tell);
+    if pid < 0 {
+      close(events);
+      return None;
+    }
+    Some(Spare { pid, events })
+  }
+
+  /// What the spare said: one of its events, or None if it ended without a word (killed).
+  fn outcome(&self) -> Option<u8> {
+    let mut byte = 0u8;
+    // SAFETY: reading one byte into a local.
+    let n = unsafe { libc::read(self.events, (&mut byte as *mut u8).cast(), 1) };
+    (n == 1).then_some(byte)
+  }
+}
+
+/// The spare's life: it waits for the first request on `socket` (answering socket requests
+/// meanwhile) and becomes that command's supervisor, or ends with the socket.
+fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) -> ! {
+  // SAFETY: process attribute syscalls on this single-threaded process. Until it has a
+  // command it holds nothing: it dies with the init.
+  unsafe {
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    if libc::getppid() != init {
+      libc::_exit(0);
+    }
+  }
+  let say = |event: u8| write_pipe(tell, &[event]);
+  loop {
+    let mut fds = [pollfd(socket), pollfd(signals.fd)];
+    if !poll(&mut fds) {
+      continue;
+    }
+    if fds[1].revents != 0 && signals.drain().iter().any(|&sig| sig != libc::SIGPIPE) {
+      // The init is shutting down.
+      std::process::exit(0);
+    }
+    if fds[0].revents == 0 {
+      continue;
+    }
+    match read_request(socket) {
+      Ok(Some(Incoming::Command(request))) => {
+        // A supervisor outlives the init, to end its tree (see `shutdown`).
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) };
+        say(SPARE_TOOK);
+        close(tell);
+        close(socket);
+        run_supervisor(request, signals);
+      }
+      Ok(Some(Incoming::Socket { family, reply })) => socket::answer_socket_request(family, reply),
+      Ok(None) => {
+        say(SPARE_EOF);
+        std::process::exit(0);
+      }
+      Err(err) => {
+        eprintln!("native-workspace-keeper: bad request: {err}");
+        say(SPARE_BAD);
+        std::process::exit(0);
+      }
     }
   }
 }
@@ -230,7 +335,11 @@ impl Connection {
 fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Connection>) -> ! {
   loop {
     let mut fds = vec![pollfd(signals.fd), pollfd(listener.unwrap_or(-1))];
-    fds.extend(connections.iter().map(|c| pollfd(c.fd)));
+    fds.extend(
+      connections
+        .iter()
+        .map(|c| pollfd(c.spare.map_or(c.fd, |spare| spare.events))),
+    );
     if !poll(&mut fds) {
       continue;
     }
@@ -250,6 +359,17 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       }
       let open: Vec<RawFd> = open_fds(listener, &connections);
       let connection = &mut connections[i];
+      if let Some(spare) = connection.spare {
+        match spare.outcome() {
+          Some(SPARE_TOOK) => connection.supervisors.push(spare.pid),
+          Some(_) => ended.push(i),
+          // Killed from outside, before any request: the init reads them from now on.
+          None => {}
+        }
+        close(spare.events);
+        connection.spare = None;
+        continue;
+      }
       match read_request(connection.fd) {
         Ok(Some(Incoming::Command(request))) => {
           if let Some(pid) = fork_supervisor(request, signals, &open) {
@@ -387,7 +507,10 @@ fn reap_supervisors(connections: &mut [Connection]) {
     }
   }
   for pid in children_of(std::process::id() as libc::pid_t) {
-    if !connections.iter().any(|c| c.supervisors.contains(&pid)) {
+    let known = |c: &Connection| {
+      c.supervisors.contains(&pid) || c.spare.is_some_and(|spare| spare.pid == pid)
+    };
+    if !connections.iter().any(known) {
       kill(pid, libc::SIGKILL);
     }
   }
@@ -958,6 +1081,12 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) {
     }
     bytes = &bytes[n as usize..];
   }
+}
+
+/// One short write to a pipe (a spare's event): all or nothing, as pipes take small writes.
+fn write_pipe(fd: RawFd, bytes: &[u8]) {
+  // SAFETY: writing from a valid slice.
+  unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 fn read_exact(fd: RawFd, mut buf: &mut [u8]) -> io::Result<()> {

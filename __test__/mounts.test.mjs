@@ -92,6 +92,17 @@ describe('LocalSandbox mounts', () => {
     expect((await sandbox.executeCommand('cat data/report.txt')).stdout).toBe('quarterly numbers\n')
   })
 
+  it('a mount added while a lazy start is under way is made even when the command that started it is aborted', async () => {
+    const { sandbox, filesystem } = setup()
+    const controller = new AbortController()
+    const first = sandbox.executeCommand('sleep 5', [], { abortSignal: controller.signal })
+    sandbox.mounts.add({ '/data': filesystem })
+    setTimeout(() => controller.abort(), 100)
+    await first.catch(() => {})
+    expect(sandbox.status).toBe('running')
+    expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+  })
+
   it('a mount added while an explicit start is under way is made by the time it returns', async () => {
     const { sandbox, filesystem } = setup()
     const starting = sandbox.ensureRunning()

@@ -222,10 +222,15 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
     const startingHere = lazy && sandbox[startsWithCommand]?.() === true
     if (lazy && !startingHere) await sandbox.ensureRunning()
     const startTime = Date.now()
-    const result = toResult(
-      await translating(() => nativeOf().executeCommand(command, args, nativeOptions, startingHere ? false : undefined)),
-    )
-    if (startingHere) await sandbox[startedWithCommand]()
+    let result
+    try {
+      result = toResult(
+        await translating(() => nativeOf().executeCommand(command, args, nativeOptions, startingHere ? false : undefined)),
+      )
+    } finally {
+      // Also when the command failed (a timeout, an abort): the start it made stands.
+      if (startingHere && sandbox.status === 'running') await sandbox[startedWithCommand]()
+    }
     if (result.leftRunning) sandbox.processes[noteStart](result.leftRunning.pid, startTime)
     return result
   } finally {

@@ -231,6 +231,14 @@ impl Connection {
       spare: None,
     }
   }
+
+  /// The pid of its spare, while that is an unreaped child.
+  fn live_spare(&self) -> Option<libc::pid_t> {
+    self
+      .spare
+      .filter(|spare| !spare.reaped)
+      .map(|spare| spare.pid)
+  }
 }
 
 /// A supervisor forked ahead of the first request, waiting on the request socket itself:
@@ -242,6 +250,9 @@ impl Connection {
 struct Spare {
   pid: libc::pid_t,
   events: RawFd,
+  /// Reaped already (a short first command can end before its `T` is read): its pid may
+  /// be anyone's by now, and must never be signalled or counted as a supervisor.
+  reaped: bool,
 }
 
 const SPARE_TOOK: u8 = b'T';
@@ -270,7 +281,11 @@ impl Spare {
       close(events);
       return None;
     }
-    Some(Spare { pid, events })
+    Some(Spare {
+      pid,
+      events,
+      reaped: false,
+    })
   }
 
   /// What the spare said: one of its events, or None if it ended without a word (killed).
@@ -361,7 +376,8 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       let connection = &mut connections[i];
       if let Some(spare) = connection.spare {
         match spare.outcome() {
-          Some(SPARE_TOOK) => connection.supervisors.push(spare.pid),
+          Some(SPARE_TOOK) if !spare.reaped => connection.supervisors.push(spare.pid),
+          Some(SPARE_TOOK) => {}
           Some(_) => ended.push(i),
           // Killed from outside, before any request: the init reads them from now on.
           None => {}
@@ -504,12 +520,15 @@ fn reap_supervisors(connections: &mut [Connection]) {
     }
     for connection in connections.iter_mut() {
       connection.supervisors.retain(|&s| s != pid);
+      if let Some(spare) = connection.spare.as_mut()
+        && spare.pid == pid
+      {
+        spare.reaped = true;
+      }
     }
   }
   for pid in children_of(std::process::id() as libc::pid_t) {
-    let known = |c: &Connection| {
-      c.supervisors.contains(&pid) || c.spare.is_some_and(|spare| spare.pid == pid)
-    };
+    let known = |c: &Connection| c.supervisors.contains(&pid) || c.live_spare() == Some(pid);
     if !connections.iter().any(known) {
       kill(pid, libc::SIGKILL);
     }
@@ -522,9 +541,11 @@ fn reap_supervisors(connections: &mut [Connection]) {
 /// leave the tree with no one to end it. A spared supervisor still sees its own end of
 /// the host close, and ends its tree then.
 fn shutdown(connections: &[Connection]) -> ! {
+  // A spare may have taken a command whose `T` is not read yet: it is asked too, as a
+  // supervisor (waiting, it just exits).
   let supervisors: Vec<libc::pid_t> = connections
     .iter()
-    .flat_map(|c| c.supervisors.iter().copied())
+    .flat_map(|c| c.supervisors.iter().copied().chain(c.live_spare()))
     .collect();
   for &pid in &supervisors {
     kill(pid, libc::SIGUSR1);

@@ -149,42 +149,17 @@ pub struct LaunchRequest<'a> {
 }
 
 impl Init {
-  /// Starts an init, confined as asked, inside `cgroup` when given, and waits until it
-  /// says it is ready. If it does not, the error carries what bubblewrap and the init
-  /// wrote, and nothing of the attempt is left running.
+  /// Starts an init, confined as asked, inside `cgroup` when given, waiting for its first
+  /// request as `wait` says, and waits until it says it is ready. If it does not, the error
+  /// carries what bubblewrap and the init wrote, and nothing of the attempt is left running.
   pub async fn start(
     keeper: &Path,
     confinement: Confinement,
     limits: &Limits,
     cgroup: Option<Cgroup>,
+    wait: Wait,
   ) -> Result<Init> {
-    Init::start_timed(
-      keeper,
-      confinement,
-      limits,
-      cgroup,
-      &mut Laps::new(),
-      Wait::Plain,
-    )
-    .await
-  }
-
-  /// [`Init::start`] for the warm pool: its first supervisor is forked ahead (see [`Wait`]).
-  pub async fn start_warm(
-    keeper: &Path,
-    confinement: Confinement,
-    limits: &Limits,
-    cgroup: Option<Cgroup>,
-  ) -> Result<Init> {
-    Init::start_timed(
-      keeper,
-      confinement,
-      limits,
-      cgroup,
-      &mut Laps::new(),
-      Wait::Spare,
-    )
-    .await
+    Init::start_timed(keeper, confinement, limits, cgroup, &mut Laps::new(), wait).await
   }
 
   /// [`Init::start`], with `laps` getting its steps: the arguments (and seccomp filter),

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 
 use crate::error::Result;
 use crate::idmap::Stage;
-use crate::init::{Confinement, Init};
+use crate::init::{Confinement, Init, Wait};
 use crate::isolation::{self, BindSources, SandboxPolicy};
 use crate::limits::Limits;
 use crate::sandbox::CgroupPlan;
@@ -90,7 +90,7 @@ impl Recipe {
         }
       }
     };
-    Init::start_warm(&self.keeper, confinement, &self.limits, cgroup).await
+    Init::start(&self.keeper, confinement, &self.limits, cgroup, Wait::Spare).await
   }
 }
 

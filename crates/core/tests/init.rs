@@ -4,12 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{Confinement, Init, LaunchRequest, Launched};
+use native_workspace_core::init::{Confinement, Init, Launched, Wait};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::process::StdinMode;
 
 mod common;
-use common::{KEEPER, live_sleeps, marker, parent_of};
+use common::{KEEPER, launch, live_sleeps, marker, parent_of};
 
 /// An executable script standing in for the keeper.
 fn fake_keeper(name: &str, script: &str) -> PathBuf {
@@ -60,15 +59,7 @@ fn children(pid: u32) -> Vec<u32> {
 /// `exec sleep <marker>` on `init`: the sleep's pid (its parent is the command's
 /// supervisor) and the host's ends of the command.
 async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
-  let command = format!("exec sleep {marker}");
-  let launched = init
-    .launch(&LaunchRequest {
-      command: &command,
-      cwd: &std::env::temp_dir(),
-      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
-      stdin: StdinMode::Ignore,
-    })
-    .expect("launches");
+  let launched = launch(init, &format!("exec sleep {marker}"));
   let deadline = Instant::now() + Duration::from_secs(10);
   loop {
     if let Some(&pid) = live_sleeps(marker).first() {
@@ -79,18 +70,18 @@ async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
   }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_init_has_its_first_supervisor_forked_before_the_request_and_later_ones_at_it() {
-  let init = Init::start_warm(
+/// A warm init and its spare, once that is forked.
+async fn warm_init() -> (Init, u32, u32) {
+  let init = Init::start(
     Path::new(KEEPER),
     Confinement::None,
     &Limits::default(),
     None,
+    Wait::Spare,
   )
   .await
   .expect("starts");
   let keeper = init.pid().unwrap();
-  // Waiting: the keeper and its spare, nothing else.
   let spare = tokio::time::timeout(Duration::from_secs(5), async {
     loop {
       if let [spare] = children(keeper)[..] {
@@ -100,7 +91,13 @@ async fn a_warm_init_has_its_first_supervisor_forked_before_the_request_and_late
     }
   })
   .await
-  .expect("one spare");
+  .expect("the keeper forks one spare, and nothing else");
+  (init, keeper, spare)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_init_has_its_first_supervisor_forked_before_the_request_and_later_ones_at_it() {
+  let (init, keeper, spare) = warm_init().await;
   // Long enough for the clock ticks (1/100 s) to tell a fork ahead from a fork at the request.
   tokio::time::sleep(Duration::from_millis(80)).await;
   let markers = [marker(), marker()];
@@ -130,21 +127,7 @@ async fn a_warm_init_has_its_first_supervisor_forked_before_the_request_and_late
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose_host_left_ends() {
-  let init = Init::start_warm(
-    Path::new(KEEPER),
-    Confinement::None,
-    &Limits::default(),
-    None,
-  )
-  .await
-  .expect("starts");
-  let keeper = init.pid().unwrap();
-  let spare = loop {
-    if let [spare] = children(keeper)[..] {
-      break spare;
-    }
-    tokio::time::sleep(Duration::from_millis(5)).await;
-  };
+  let (init, keeper, spare) = warm_init().await;
   // SAFETY: a signal to the spare of the init this test started.
   unsafe { libc::kill(spare as libc::pid_t, libc::SIGKILL) };
   let marker = marker();
@@ -155,21 +138,7 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
   assert!(live_sleeps(&marker).is_empty());
 
   // Dropped while its spare waits: the spare sees the socket close and both end.
-  let init = Init::start_warm(
-    Path::new(KEEPER),
-    Confinement::None,
-    &Limits::default(),
-    None,
-  )
-  .await
-  .expect("starts");
-  let keeper = init.pid().unwrap();
-  let spare = loop {
-    if let [spare] = children(keeper)[..] {
-      break spare;
-    }
-    tokio::time::sleep(Duration::from_millis(5)).await;
-  };
+  let (init, keeper, spare) = warm_init().await;
   drop(init);
   let gone = async {
     while [keeper, spare].into_iter().any(alive) {
@@ -182,9 +151,15 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
 }
 
 async fn start(keeper: &Path) -> Result<Init, String> {
-  Init::start(keeper, Confinement::None, &Limits::default(), None)
-    .await
-    .map_err(|e| format!("{} {e}", e.code()))
+  Init::start(
+    keeper,
+    Confinement::None,
+    &Limits::default(),
+    None,
+    Wait::Plain,
+  )
+  .await
+  .map_err(|e| format!("{} {e}", e.code()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,17 +248,9 @@ async fn a_warm_init_killed_while_it_shuts_down_leaves_no_command_process() {
 
 async fn killed_while_it_shuts_down(warm: bool) {
   const COMMANDS: usize = 8;
-  let path = std::env::var("PATH").unwrap();
   for round in 0..40u64 {
     let init = match warm {
-      true => Init::start_warm(
-        Path::new(KEEPER),
-        Confinement::None,
-        &Limits::default(),
-        None,
-      )
-      .await
-      .expect("starts"),
+      true => warm_init().await.0,
       false => start(Path::new(KEEPER)).await.expect("starts"),
     };
     let markers: Vec<String> = (0..COMMANDS).map(|_| marker()).collect();
@@ -291,15 +258,7 @@ async fn killed_while_it_shuts_down(warm: bool) {
       .iter()
       .map(|marker| {
         // In a session of its own: out of reach of a kill of the command's process group.
-        let command = format!("setsid sleep {marker} & wait");
-        init
-          .launch(&LaunchRequest {
-            command: &command,
-            cwd: &std::env::temp_dir(),
-            env: &[("PATH".to_owned(), path.clone())],
-            stdin: StdinMode::Ignore,
-          })
-          .expect("launches")
+        launch(&init, &format!("setsid sleep {marker} & wait"))
       })
       .collect();
     let running = || {

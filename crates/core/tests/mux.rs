@@ -13,7 +13,7 @@ use native_workspace_core::process::{Process, StdinMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{KEEPER, request, settles_at};
+use common::{KEEPER, launch, request, settles_at};
 
 /// A listening init, and muxes connected to it through their stdin and stdout.
 struct Keeper {
@@ -113,14 +113,7 @@ async fn output_nobody_reads_holds_back_only_its_own_command() {
   // Its stdout is never read: it fills its local pipe and its window, then waits. Named
   // for this process, so a run of this test beside it (another checkout) is not counted.
   let stalled_command = format!("yes stalled-{}", std::process::id());
-  let stalled = init
-    .launch(&LaunchRequest {
-      command: &stalled_command,
-      cwd: &std::env::temp_dir(),
-      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
-      stdin: StdinMode::Ignore,
-    })
-    .unwrap();
+  let stalled = launch(&init, &stalled_command);
   tokio::time::sleep(Duration::from_millis(300)).await;
   let started = Instant::now();
   for i in 0..20 {

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::init::{Confinement, Init, Wait};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::process::Process;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -63,6 +63,7 @@ async fn an_init_the_host_started_gives_sockets_between_commands() {
     Confinement::None,
     &Limits::default(),
     None,
+    Wait::Plain,
   )
   .await
   .unwrap();

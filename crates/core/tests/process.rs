@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{Confinement, Init};
+use native_workspace_core::init::{Confinement, Init, Wait};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
@@ -40,6 +40,7 @@ async fn init() -> Init {
     Confinement::None,
     &Limits::default(),
     None,
+    Wait::Plain,
   )
   .await
   .expect("init starts")
@@ -422,9 +423,15 @@ async fn limits_are_inherited_and_the_one_that_fired_is_named() {
     open_files: Some(32),
     ..Default::default()
   };
-  let init = Init::start(Path::new(KEEPER), Confinement::None, &limits, None)
-    .await
-    .unwrap();
+  let init = Init::start(
+    Path::new(KEEPER),
+    Confinement::None,
+    &limits,
+    None,
+    Wait::Plain,
+  )
+  .await
+  .unwrap();
   let dir = std::env::temp_dir().join(format!("nw-limits-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
   let mut req = request("ulimit -n; head -c 10000 /dev/zero > big");
@@ -466,6 +473,7 @@ async fn a_memory_limit_ends_the_command_that_exceeds_it_named_memory() {
     Confinement::None,
     &Limits::default(),
     Some(cgroup),
+    Wait::Plain,
   )
   .await
   .unwrap();

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use native_workspace_core::init::{Init, LaunchRequest, Launched};
 use native_workspace_core::process::{SpawnRequest, StdinMode};
 
 pub const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
@@ -22,6 +23,19 @@ pub fn request(command: &str) -> SpawnRequest {
     output_limit: None,
     adopt_leftovers: None,
   }
+}
+
+/// Launches `command` on `init` as [`request`] describes it; the host's ends of it.
+#[allow(dead_code)]
+pub fn launch(init: &Init, command: &str) -> Launched {
+  init
+    .launch(&LaunchRequest {
+      command,
+      cwd: &std::env::temp_dir(),
+      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+      stdin: StdinMode::Ignore,
+    })
+    .expect("launches")
 }
 
 /// Pids of live (not zombie) processes whose command line, its arguments joined by spaces,

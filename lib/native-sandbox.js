@@ -5,7 +5,7 @@
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
 const { check, describe, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative, startedWithCommand, startsWithCommand } = require('./process-manager')
+const { LocalProcessManager, executeNative, afterOnStartSkipped, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { translating } = require('./translate')
@@ -112,7 +112,7 @@ class NativeSandbox {
     return this.#lifecycle.call('ensureRunning', async () => {
       const hooked = this.#lifecycle.startHasWork()
       await this.#native.ensureRunning(hooked)
-      if (!hooked) await this[startedWithCommand]()
+      if (!hooked) await this[afterOnStartSkipped]()
     })
   }
 
@@ -121,7 +121,7 @@ class NativeSandbox {
   }
 
   /** After a start that skipped onStart: a mount added meanwhile is made now, as onStart would have. */
-  async [startedWithCommand]() {
+  async [afterOnStartSkipped]() {
     if (this.mounts.hasPending()) await this.mounts.processPending()
   }
 

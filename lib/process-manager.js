@@ -69,11 +69,11 @@ function checkCommand(command) {
 const noteStart = Symbol('noteStart')
 /**
  * A sandbox's answer to whether a command's own native call may start it (no lifecycle
- * step or hook around the caller, nothing for `onStart` to do), and what it does after
- * such a start.
+ * step or hook around the caller, nothing for `onStart` to do), and what it does after a
+ * start that skipped `onStart` (this one, or an `ensureRunning()`'s).
  */
 const startsWithCommand = Symbol('startsWithCommand')
-const startedWithCommand = Symbol('startedWithCommand')
+const afterOnStartSkipped = Symbol('afterOnStartSkipped')
 
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
@@ -229,7 +229,7 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
       )
     } finally {
       // Also when the command failed (a timeout, an abort): the start it made stands.
-      if (startingHere && sandbox.status === 'running') await sandbox[startedWithCommand]()
+      if (startingHere && sandbox.status === 'running') await sandbox[afterOnStartSkipped]()
     }
     if (result.leftRunning) sandbox.processes[noteStart](result.leftRunning.pid, startTime)
     return result
@@ -238,4 +238,4 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   }
 }
 
-module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, startedWithCommand }
+module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped }

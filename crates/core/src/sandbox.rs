@@ -532,16 +532,16 @@ impl Sandbox {
   }
 
   fn fill_warm_pool_now(&self) {
-    let bwrap = match self.isolation {
-      Isolation::None => None,
-      _ => isolation::find_in_path("bwrap"),
-    };
-    let slot = match (self.isolation, &bwrap, &self.policy) {
-      (Isolation::None, ..) => None,
-      (Isolation::Bwrap, Some(bwrap), Some(policy)) => Some((bwrap, policy)),
+    let slot = match (self.isolation, &self.policy) {
+      (Isolation::None, _) => None,
+      (Isolation::Bwrap, Some(policy)) => match isolation::find_in_path("bwrap") {
+        Some(bwrap) => Some((bwrap, policy)),
+        None => return,
+      },
       // Its start says why it cannot be isolated.
       _ => return,
     };
+    let slot = slot.as_ref().map(|(bwrap, policy)| (bwrap, *policy));
     if let Some(recipe) = self.pool_recipe(&self.rlimits(), slot) {
       pool::fill(&recipe, self.warm_pool as usize);
     }

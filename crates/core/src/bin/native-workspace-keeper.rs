@@ -687,8 +687,7 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   if main_pid < 0 {
     // On the command's stderr, where its own failure to start would be.
     let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
-    // SAFETY: writing a short message from a valid buffer to the stderr pipe.
-    unsafe { libc::write(request.fds[2], message.as_ptr().cast(), message.len()) };
+    write_pipe(request.fds[2], message.as_bytes());
   }
   for &fd in &request.fds[1..] {
     close(fd);
@@ -903,8 +902,7 @@ fn spawn_command(request: &Request) -> libc::pid_t {
       "native-workspace: cannot execute /bin/sh: {}\n",
       io::Error::from_raw_os_error(launch.exec_errno)
     );
-    // SAFETY: writing a short message from a valid buffer to the stderr pipe.
-    unsafe { libc::write(request.fds[2], message.as_ptr().cast(), message.len()) };
+    write_pipe(request.fds[2], message.as_bytes());
   }
   pid
 }
@@ -1104,7 +1102,8 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) {
   }
 }
 
-/// One short write to a pipe (a spare's event): all or nothing, as pipes take small writes.
+/// One short write to a pipe (a spare's event, a message on a command's stderr): all or
+/// nothing, as pipes take small writes.
 fn write_pipe(fd: RawFd, bytes: &[u8]) {
   // SAFETY: writing from a valid slice.
   unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };

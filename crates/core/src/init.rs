@@ -25,6 +25,7 @@ use crate::sync::Lock;
 use crate::timings::Laps;
 
 pub mod socket;
+pub mod wire;
 
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -507,10 +508,7 @@ impl Init {
           // For stdin the command gets the read end.
           fds.push(read_end.as_raw_fd());
         }
-        let header = (payload.len() as u32).to_le_bytes();
-        let mut socket = socket.locked();
-        let sent = send_with_fds(&socket, &header, &fds).and_then(|_| socket.write_all(&payload));
-        sent.map_err(gone)?;
+        wire::send_request(&socket.locked(), &payload, &fds).map_err(gone)?;
         // The init holds its copies now; ours of the command's ends must close, or EOF
         // never comes.
         drop((control_theirs, stdout_theirs, stderr_theirs));
@@ -698,43 +696,4 @@ pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
   }
   // SAFETY: both descriptors were just created and are owned by nobody else.
   Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Sends `bytes` with `fds` attached (SCM_RIGHTS), the whole of `bytes` even if the first
-/// `sendmsg` takes only part of it.
-pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-  // SAFETY: the msghdr points at live buffers for the duration of the call.
-  unsafe {
-    let fd_bytes = std::mem::size_of_val(fds);
-    let space = libc::CMSG_SPACE(fd_bytes as u32) as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec {
-      iov_base: bytes.as_ptr() as *mut _,
-      iov_len: bytes.len(),
-    };
-    let mut msg: libc::msghdr = std::mem::zeroed();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let cmsg = libc::CMSG_FIRSTHDR(&msg);
-    (*cmsg).cmsg_level = libc::SOL_SOCKET;
-    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-    (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-    std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), fd_bytes);
-    loop {
-      let n = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
-      if n == bytes.len() as isize {
-        return Ok(());
-      }
-      if n >= 0 {
-        // The descriptors went with the first byte; send the rest plainly.
-        return (&*socket).write_all(&bytes[n as usize..]);
-      }
-      let err = io::Error::last_os_error();
-      if err.kind() != io::ErrorKind::Interrupted {
-        return Err(err);
-      }
-    }
-  }
 }

@@ -48,16 +48,15 @@ mod mux;
 use std::ffi::CString;
 use std::io;
 use std::mem;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
 
-use native_workspace_core::init::{SPARE_ARG, socket};
+use native_workspace_core::init::{SPARE_ARG, socket, wire};
 use native_workspace_core::vfork;
 
 /// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;
-const MAX_FDS: usize = 4;
 
 /// Signals this init ignores (inherited, or this runtime's own SIGPIPE), which every
 /// command must get back at their default.
@@ -572,19 +571,28 @@ enum Incoming {
   },
 }
 
-/// Reads one request: `u32` payload length (little endian) with the descriptors attached,
-/// then the payload `cwd \0 command \0 (KEY=VALUE \0)*`, or a socket request.
+/// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
+/// (KEY=VALUE \0)*`, or a socket request.
+///
+/// The length is peeked first, then one read takes the whole request (all but one too
+/// large for a single buffer of the socket, whose rest follows): a spare supervisor killed
+/// while it reads never leaves part of a request behind, to be read as the next one.
 fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let mut header = [0u8; 4];
-  let (n, fds) = recv_with_fds(socket, &mut header)?;
-  if n == 0 {
-    return Ok(None);
+  match peek(socket, &mut header)? {
+    0 => return Ok(None),
+    4 => {}
+    _ => return Err(io::Error::other("a request's length came in pieces")),
   }
-  read_exact(socket, &mut header[n..])?;
-  let len = u32::from_le_bytes(header) as usize;
-  let mut payload = vec![0u8; len];
-  read_exact(socket, &mut payload)?;
-  if let (Some(family), [reply]) = (socket::requested_family(&payload), &fds[..]) {
+  let mut request = vec![0u8; 4 + u32::from_le_bytes(header) as usize];
+  let (n, fds) = wire::recv_with_fds(socket, &mut request, 0)?;
+  let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
+  if let Err(e) = read_exact(socket, &mut request[n..]) {
+    fds.iter().for_each(|&fd| close(fd));
+    return Err(e);
+  }
+  let payload = &request[4..];
+  if let (Some(family), [reply]) = (socket::requested_family(payload), &fds[..]) {
     // SAFETY: a descriptor just received, owned by nobody else.
     let reply = unsafe { OwnedFd::from_raw_fd(*reply) };
     return Ok(Some(Incoming::Socket { family, reply }));
@@ -1109,6 +1117,22 @@ fn write_pipe(fd: RawFd, bytes: &[u8]) {
   unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
 }
 
+/// Reads what `buf` can hold of what is waiting on `socket` without taking it (0 at end of
+/// file); blocks until something is.
+fn peek(socket: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+  loop {
+    // SAFETY: reading into a valid slice.
+    let n = unsafe { libc::recv(socket, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK) };
+    if n >= 0 {
+      return Ok(n as usize);
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() != io::ErrorKind::Interrupted {
+      return Err(err);
+    }
+  }
+}
+
 fn read_exact(fd: RawFd, mut buf: &mut [u8]) -> io::Result<()> {
   while !buf.is_empty() {
     // SAFETY: reading into a valid slice.
@@ -1125,46 +1149,6 @@ fn read_exact(fd: RawFd, mut buf: &mut [u8]) -> io::Result<()> {
     }
   }
   Ok(())
-}
-
-/// `recvmsg` that also collects passed descriptors (received close-on-exec).
-fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<RawFd>)> {
-  // SAFETY: msghdr and the control buffer are valid for the call; CMSG macros walk it.
-  unsafe {
-    let space = libc::CMSG_SPACE((MAX_FDS * mem::size_of::<RawFd>()) as u32) as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec {
-      iov_base: buf.as_mut_ptr().cast(),
-      iov_len: buf.len(),
-    };
-    let mut msg: libc::msghdr = mem::zeroed();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let n = loop {
-      let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC);
-      if n >= 0 {
-        break n as usize;
-      }
-      let err = io::Error::last_os_error();
-      if err.kind() != io::ErrorKind::Interrupted {
-        return Err(err);
-      }
-    };
-    let mut fds = Vec::new();
-    let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-    while !cmsg.is_null() {
-      if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-        let count =
-          ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / mem::size_of::<RawFd>();
-        let data = libc::CMSG_DATA(cmsg) as *const RawFd;
-        fds.extend((0..count).map(|i| ptr::read_unaligned(data.add(i))));
-      }
-      cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-    }
-    Ok((n, fds))
-  }
 }
 
 /// Signals delivered as readable events, so one `poll` waits for requests and signals.

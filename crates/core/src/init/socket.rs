@@ -15,10 +15,11 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
-use super::{Init, send_with_fds};
+use super::Init;
+use super::wire::{recv_with_fds, send_request, send_with_fds};
 use crate::error::{CoreError, Result};
 use crate::sync::Lock;
 
@@ -51,16 +52,8 @@ impl Init {
         "the sandbox's init is reached through a stream that cannot carry sockets",
       )));
     };
-    {
-      let socket = socket.locked();
-      send_with_fds(
-        &socket,
-        &(payload.len() as u32).to_le_bytes(),
-        &[theirs.as_raw_fd()],
-      )
-      .and_then(|_| io::Write::write_all(&mut &*socket, &payload))
+    send_request(&socket.locked(), &payload, &[theirs.as_raw_fd()])
       .map_err(|e| CoreError::io("The sandbox supervisor is gone", e))?;
-    }
     drop(theirs);
     reply.set_nonblocking(true).map_err(failed)?;
     let reply = tokio::net::UnixStream::from_std(reply).map_err(failed)?;
@@ -109,7 +102,7 @@ impl Init {
 /// Reads the init's answer: the socket, or why there is none.
 fn receive_answer(reply: &tokio::net::UnixStream) -> io::Result<OwnedFd> {
   let mut bytes = [0u8; 1 + MAX_REASON];
-  let (n, fds) = recv_with_fds(reply.as_raw_fd(), &mut bytes)?;
+  let (n, fds) = recv_with_fds(reply.as_raw_fd(), &mut bytes, libc::MSG_DONTWAIT)?;
   let mut fds = fds.into_iter();
   match (n, bytes[0], fds.next()) {
     (0, _, _) => Err(io::Error::new(
@@ -121,44 +114,6 @@ fn receive_answer(reply: &tokio::net::UnixStream) -> io::Result<OwnedFd> {
       String::from_utf8_lossy(&bytes[1..n]).into_owned(),
     )),
     _ => Err(io::Error::other("the init's answer was malformed")),
-  }
-}
-
-/// `recvmsg` of one datagram-sized read with at most one passed descriptor (close-on-exec).
-fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-  // SAFETY: msghdr and the control buffer are valid for the call; the CMSG macros walk it,
-  // and each received descriptor is owned from here on.
-  unsafe {
-    let space = libc::CMSG_SPACE((2 * std::mem::size_of::<RawFd>()) as u32) as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec {
-      iov_base: buf.as_mut_ptr().cast(),
-      iov_len: buf.len(),
-    };
-    let mut msg: libc::msghdr = std::mem::zeroed();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
-    if n < 0 {
-      return Err(io::Error::last_os_error());
-    }
-    let mut fds = Vec::new();
-    let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-    while !cmsg.is_null() {
-      if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-        let count =
-          ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
-        let data = libc::CMSG_DATA(cmsg) as *const RawFd;
-        fds.extend((0..count).map(|i| OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)))));
-      }
-      cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-    }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-      return Err(io::Error::other("the init passed more than one descriptor"));
-    }
-    Ok((n as usize, fds))
   }
 }
 
@@ -210,7 +165,7 @@ mod tests {
     let (ours, theirs) = UnixStream::pair().unwrap();
     answer_socket_request(family, OwnedFd::from(theirs));
     let mut bytes = [0u8; 1 + MAX_REASON];
-    let (n, fds) = recv_with_fds(ours.as_raw_fd(), &mut bytes).unwrap();
+    let (n, fds) = recv_with_fds(ours.as_raw_fd(), &mut bytes, 0).unwrap();
     (bytes[..n].to_vec(), fds)
   }
 

@@ -6,12 +6,13 @@
 //! commands of that connection, as for a host that died.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use native_workspace_core::init::{READY, pipe_pair, send_with_fds};
+use native_workspace_core::init::wire::send_request;
+use native_workspace_core::init::{READY, pipe_pair};
 use native_workspace_core::mux::*;
 
 use super::{close, pollfd};
@@ -329,8 +330,7 @@ fn launch(keeper: &UnixStream, payload: &[u8]) -> Channel {
     if let Some((read_end, _)) = &stdin {
       theirs.push(read_end.as_raw_fd());
     }
-    send_with_fds(keeper, &(request.len() as u32).to_le_bytes(), &theirs)?;
-    (&*keeper).write_all(request)?;
+    send_request(keeper, request, &theirs)?;
     let ours: Vec<OwnedFd> = [OwnedFd::from(control), stdout, stderr]
       .into_iter()
       .chain(stdin.map(|(_, write_end)| write_end))

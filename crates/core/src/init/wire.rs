@@ -1,0 +1,201 @@
+//! How requests and descriptors cross an init's request socket, for both ends: the host
+//! (and a `--mux` relaying for a remote host) frames a request, the keeper reads it.
+//!
+//! A request is a `u32` payload length (little endian) then the payload, sent in one
+//! `sendmsg` with the request's descriptors attached to its first byte.
+
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// The most descriptors one message carries: a command's control socket, stdout, stderr
+/// and stdin.
+pub const MAX_FDS: usize = 4;
+
+/// Sends a request: its length and `payload` in one message, so that the init wakes once,
+/// and that all of it sits in the socket by the time its first byte does (up to what one
+/// buffer of the socket holds).
+pub fn send_request(socket: &UnixStream, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
+  let length = u32::try_from(payload.len())
+    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a request over 4 GiB"))?;
+  send_parts(socket, &[&length.to_le_bytes(), payload], fds)
+}
+
+/// Sends `bytes` with `fds` attached (SCM_RIGHTS), the whole of `bytes` even if the first
+/// `sendmsg` takes only part of it.
+pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+  send_parts(socket, &[bytes], fds)
+}
+
+fn send_parts(socket: &UnixStream, parts: &[&[u8]], fds: &[RawFd]) -> io::Result<()> {
+  let mut iov: Vec<libc::iovec> = parts
+    .iter()
+    .map(|part| libc::iovec {
+      iov_base: part.as_ptr() as *mut _,
+      iov_len: part.len(),
+    })
+    .collect();
+  let fd_bytes = std::mem::size_of_val(fds);
+  // SAFETY: CMSG_SPACE only computes a size.
+  let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+  let mut control = vec![0u8; space];
+  // SAFETY: the msghdr points at live buffers (the parts, `iov`, `control`) for the
+  // duration of the calls; the CMSG macros stay within `control`.
+  let sent = unsafe {
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let cmsg = libc::CMSG_FIRSTHDR(&msg);
+    (*cmsg).cmsg_level = libc::SOL_SOCKET;
+    (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+    (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+    std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), fd_bytes);
+    loop {
+      let n = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+      if n >= 0 {
+        break n as usize;
+      }
+      let err = io::Error::last_os_error();
+      if err.kind() != io::ErrorKind::Interrupted {
+        return Err(err);
+      }
+    }
+  };
+  // The descriptors went with the first byte; what the first call did not take is sent
+  // plainly.
+  let mut skip = sent;
+  for part in parts {
+    if skip >= part.len() {
+      skip -= part.len();
+      continue;
+    }
+    (&*socket).write_all(&part[skip..])?;
+    skip = 0;
+  }
+  Ok(())
+}
+
+/// `recvmsg` into `buf`, with the descriptors passed (received close-on-exec, at most
+/// [`MAX_FDS`]: a message with more is an error, and the kernel has closed the rest).
+pub fn recv_with_fds(
+  fd: RawFd,
+  buf: &mut [u8],
+  flags: libc::c_int,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+  // SAFETY: CMSG_SPACE only computes a size.
+  let space = unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) };
+  let mut control = vec![0u8; space as usize];
+  let mut iov = libc::iovec {
+    iov_base: buf.as_mut_ptr().cast(),
+    iov_len: buf.len(),
+  };
+  // SAFETY: msghdr, `iov` and `control` are valid for the call; the CMSG macros walk
+  // `control` as the kernel filled it, and each descriptor received is owned from here on.
+  unsafe {
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let n = loop {
+      let n = libc::recvmsg(fd, &mut msg, flags | libc::MSG_CMSG_CLOEXEC);
+      if n >= 0 {
+        break n as usize;
+      }
+      let err = io::Error::last_os_error();
+      if err.kind() != io::ErrorKind::Interrupted {
+        return Err(err);
+      }
+    };
+    let mut fds = Vec::new();
+    let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+    while !cmsg.is_null() {
+      if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+        let count =
+          ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+        let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+        fds.extend((0..count).map(|i| OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)))));
+      }
+      cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+      return Err(io::Error::other(format!(
+        "a message passed more than {MAX_FDS} descriptors"
+      )));
+    }
+    Ok((n, fds))
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn pipe() -> (OwnedFd, OwnedFd) {
+    crate::init::pipe_pair().unwrap()
+  }
+
+  #[test]
+  fn a_request_arrives_whole_in_one_read_with_its_descriptors() {
+    let (host, init) = UnixStream::pair().unwrap();
+    let (read_end, write_end) = pipe();
+    // A long command with its environment: 16 KiB.
+    let long = vec![b'x'; 16 * 1024];
+    let requests = [&b"first"[..], &long[..], &b"third request"[..]];
+    for payload in requests {
+      send_request(&host, payload, &[write_end.as_raw_fd()]).unwrap();
+    }
+    for expected in requests {
+      let mut buf = vec![0u8; 4 + expected.len()];
+      let (n, fds) = recv_with_fds(init.as_raw_fd(), &mut buf, 0).unwrap();
+      assert_eq!(n, buf.len());
+      assert_eq!(
+        u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize,
+        expected.len()
+      );
+      assert_eq!(&buf[4..], expected);
+      // The descriptor passed is the pipe's write end: what goes in comes out of ours.
+      assert_eq!(fds.len(), 1);
+      std::fs::File::from(fds.into_iter().next().unwrap())
+        .write_all(b"x")
+        .unwrap();
+      let mut byte = [0u8; 1];
+      io::Read::read_exact(
+        &mut std::fs::File::from(read_end.try_clone().unwrap()),
+        &mut byte,
+      )
+      .unwrap();
+      assert_eq!(&byte, b"x");
+    }
+  }
+
+  #[test]
+  fn a_request_larger_than_the_socket_takes_is_sent_whole() {
+    let (host, init) = UnixStream::pair().unwrap();
+    let payload: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
+    let (_read_end, write_end) = pipe();
+    let sender = std::thread::spawn(move || {
+      send_request(&host, &payload, &[write_end.as_raw_fd()]).unwrap();
+      payload
+    });
+    let mut header = [0u8; 4];
+    let (n, fds) = recv_with_fds(init.as_raw_fd(), &mut header, 0).unwrap();
+    assert_eq!((n, fds.len()), (4, 1));
+    let mut got = vec![0u8; u32::from_le_bytes(header) as usize];
+    io::Read::read_exact(&mut &init, &mut got).unwrap();
+    assert_eq!(got, sender.join().unwrap());
+  }
+
+  #[test]
+  fn more_descriptors_than_a_message_may_carry_are_refused() {
+    let (host, init) = UnixStream::pair().unwrap();
+    let pipes: Vec<_> = (0..=MAX_FDS).map(|_| pipe()).collect();
+    let fds: Vec<RawFd> = pipes.iter().map(|(r, _)| r.as_raw_fd()).collect();
+    send_with_fds(&host, b"S", &fds).unwrap();
+    let mut buf = [0u8; 1];
+    let err = recv_with_fds(init.as_raw_fd(), &mut buf, 0).unwrap_err();
+    assert!(err.to_string().contains("more than 4 descriptors"), "{err}");
+  }
+}

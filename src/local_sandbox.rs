@@ -326,7 +326,8 @@ pub struct NativeLocalSandbox {
   /// The policy's, as given or as the workspace's defaults (for an unisolated sandbox, found
   /// when first read).
   protected_paths: OnceLock<Vec<String>>,
-  /// `$HOME` when the sandbox was made, for protected paths found later.
+  /// `$HOME` when the sandbox was made, for protected paths found later (only those of an
+  /// unisolated sandbox are).
   home_at_construction: Option<PathBuf>,
 }
 
@@ -402,8 +403,8 @@ impl NativeLocalSandbox {
     if !defaults_deferred {
       let _ = protected_paths.set(displayed(&policy.protected_paths));
     }
-    // As it is now: the defaults depend on it, and are found later.
-    let home_at_construction = home();
+    // As it is now, for defaults found later (the policy's own are found by now).
+    let home_at_construction = defaults_deferred.then(home).flatten();
     let inner = Sandbox::new(SandboxOptions {
       id: options.id,
       policy: Some(policy),

@@ -1,5 +1,6 @@
 //! The host's side of a sandbox's init (`native-workspace-keeper`, see its header for the
-//! protocol). One init per running sandbox; each command costs it a fork, not an exec.
+//! protocol, and [`wire`] for how a request is framed). One init per running sandbox; each
+//! command costs it a fork, not an exec.
 
 use std::ffi::OsStr;
 use std::io::{self, Write};

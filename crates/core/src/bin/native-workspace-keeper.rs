@@ -574,9 +574,9 @@ enum Incoming {
 /// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
 /// (KEY=VALUE \0)*`, or a socket request.
 ///
-/// The length is peeked first, then one read takes the whole request (all but one too
-/// large for a single buffer of the socket, whose rest follows): a spare supervisor killed
-/// while it reads never leaves part of a request behind, to be read as the next one.
+/// The length is peeked first, then one read takes the whole request (all but one larger
+/// than the kernel's piece of a stream message, whose rest follows): a spare supervisor
+/// killed while it reads leaves no part of such a request behind, to be read as the next.
 fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let mut header = [0u8; 4];
   match peek(socket, &mut header)? {
@@ -584,7 +584,11 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     4 => {}
     _ => return Err(io::Error::other("a request's length came in pieces")),
   }
-  let mut request = vec![0u8; 4 + u32::from_le_bytes(header) as usize];
+  let len = u32::from_le_bytes(header) as usize;
+  if len > wire::MAX_REQUEST {
+    return Err(io::Error::other(format!("a request of {len} bytes")));
+  }
+  let mut request = vec![0u8; 4 + len];
   let (n, fds) = wire::recv_with_fds(socket, &mut request, 0)?;
   let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
   if let Err(e) = read_exact(socket, &mut request[n..]) {
@@ -597,19 +601,19 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     let reply = unsafe { OwnedFd::from_raw_fd(*reply) };
     return Ok(Some(Incoming::Socket { family, reply }));
   }
-  if fds.len() < 3 {
+  let refuse = |why: &str| {
     fds.iter().for_each(|&fd| close(fd));
-    return Err(io::Error::other("a request needs at least 3 descriptors"));
+    Err(io::Error::other(why.to_owned()))
+  };
+  if fds.len() < 3 {
+    return refuse("a request needs at least 3 descriptors");
   }
   let mut parts = payload
     .split(|&b| b == 0)
     .map(|p| CString::new(p).expect("split at NUL"));
-  let cwd = parts
-    .next()
-    .ok_or_else(|| io::Error::other("missing cwd"))?;
-  let command = parts
-    .next()
-    .ok_or_else(|| io::Error::other("missing command"))?;
+  let (Some(cwd), Some(command)) = (parts.next(), parts.next()) else {
+    return refuse("a request needs a cwd and a command");
+  };
   let mut env: Vec<CString> = parts.filter(|p| !p.as_bytes().is_empty()).collect();
   env.extend(inherited_env(&env));
   Ok(Some(Incoming::Command(Request {

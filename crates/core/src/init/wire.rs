@@ -1,8 +1,9 @@
 //! How requests and descriptors cross an init's request socket, for both ends: the host
 //! (and a `--mux` relaying for a remote host) frames a request, the keeper reads it.
 //!
-//! A request is a `u32` payload length (little endian) then the payload, sent in one
-//! `sendmsg` with the request's descriptors attached to its first byte.
+//! A request is a `u32` payload length (little endian) then the payload, sent with one
+//! `sendmsg` (finished with plain writes if it is cut short) with the request's descriptors
+//! attached to its first byte.
 
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -12,12 +13,25 @@ use std::os::unix::net::UnixStream;
 /// and stdin.
 pub const MAX_FDS: usize = 4;
 
+/// The largest payload a request may have: far more than the kernel runs as one command
+/// with its environment, and a bound on what a reader allocates for a length it reads.
+pub const MAX_REQUEST: usize = 64 << 20;
+
 /// Sends a request: its length and `payload` in one message, so that the init wakes once,
-/// and that all of it sits in the socket by the time its first byte does (up to what one
-/// buffer of the socket holds).
+/// and that the request lies whole in the socket by the time its first byte does (up to
+/// the kernel's largest piece of a stream message, about 32 KiB; a larger one follows in
+/// pieces).
 pub fn send_request(socket: &UnixStream, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
-  let length = u32::try_from(payload.len())
-    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a request over 4 GiB"))?;
+  if payload.len() > MAX_REQUEST {
+    return Err(io::Error::new(
+      io::ErrorKind::InvalidInput,
+      format!(
+        "a request of {} bytes (at most {MAX_REQUEST})",
+        payload.len()
+      ),
+    ));
+  }
+  let length = payload.len() as u32;
   send_parts(socket, &[&length.to_le_bytes(), payload], fds)
 }
 
@@ -28,6 +42,13 @@ pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Re
 }
 
 fn send_parts(socket: &UnixStream, parts: &[&[u8]], fds: &[RawFd]) -> io::Result<()> {
+  if parts.iter().all(|part| part.is_empty()) {
+    // Descriptors travel with a byte: with none, they would be dropped unseen.
+    return Err(io::Error::new(
+      io::ErrorKind::InvalidInput,
+      "nothing to send the descriptors with",
+    ));
+  }
   let mut iov: Vec<libc::iovec> = parts
     .iter()
     .map(|part| libc::iovec {
@@ -44,7 +65,7 @@ fn send_parts(socket: &UnixStream, parts: &[&[u8]], fds: &[RawFd]) -> io::Result
   let sent = unsafe {
     let mut msg: libc::msghdr = std::mem::zeroed();
     msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = iov.len();
+    msg.msg_iovlen = iov.len() as _;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
     let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -78,7 +99,8 @@ fn send_parts(socket: &UnixStream, parts: &[&[u8]], fds: &[RawFd]) -> io::Result
 }
 
 /// `recvmsg` into `buf`, with the descriptors passed (received close-on-exec, at most
-/// [`MAX_FDS`]: a message with more is an error, and the kernel has closed the rest).
+/// [`MAX_FDS`]: a message with more is an error, as is one whose descriptors this process
+/// had no room for; the kernel has closed those it could not pass).
 pub fn recv_with_fds(
   fd: RawFd,
   buf: &mut [u8],
@@ -122,7 +144,7 @@ pub fn recv_with_fds(
     }
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
       return Err(io::Error::other(format!(
-        "a message passed more than {MAX_FDS} descriptors"
+        "a message passed more than {MAX_FDS} descriptors, or more than this process may open"
       )));
     }
     Ok((n, fds))
@@ -186,6 +208,14 @@ mod tests {
     let mut got = vec![0u8; u32::from_le_bytes(header) as usize];
     io::Read::read_exact(&mut &init, &mut got).unwrap();
     assert_eq!(got, sender.join().unwrap());
+  }
+
+  #[test]
+  fn descriptors_without_a_byte_to_go_with_are_refused_not_dropped() {
+    let (host, _init) = UnixStream::pair().unwrap();
+    let (read_end, _write_end) = pipe();
+    let err = send_with_fds(&host, b"", &[read_end.as_raw_fd()]).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
   }
 
   #[test]

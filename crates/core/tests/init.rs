@@ -150,6 +150,84 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
     .expect("the keeper and its spare are gone");
 }
 
+/// Stops `spare` (ptrace) as its first `recvmsg` returns, kills it there and reaps it (so
+/// that its parent sees it end); `traced` is told once the spare is stopped and traced.
+/// Runs on a thread of its own: only the tracing thread may ptrace.
+#[cfg(target_arch = "x86_64")]
+fn kill_after_first_recvmsg(spare: libc::pid_t, traced: std::sync::mpsc::Sender<()>) {
+  let wait = || {
+    let mut status = 0;
+    // SAFETY: waiting for the traced process.
+    assert_eq!(
+      unsafe { libc::waitpid(spare, &mut status, libc::__WALL) },
+      spare
+    );
+    status
+  };
+  // SAFETY: tracing and signalling the spare of an init this test started.
+  unsafe {
+    let seize = libc::ptrace(libc::PTRACE_SEIZE, spare, 0, libc::PTRACE_O_TRACESYSGOOD);
+    assert_eq!(
+      seize,
+      0,
+      "tracing the spare (a descendant: root, or kernel.yama.ptrace_scope at most 1): {}",
+      std::io::Error::last_os_error()
+    );
+    libc::ptrace(libc::PTRACE_INTERRUPT, spare, 0, 0);
+  }
+  wait();
+  traced.send(()).unwrap();
+  for _ in 0..10_000 {
+    // SAFETY: the spare is in a ptrace stop.
+    unsafe { libc::ptrace(libc::PTRACE_SYSCALL, spare, 0, 0) };
+    let status = wait();
+    if !libc::WIFSTOPPED(status) || libc::WSTOPSIG(status) != (libc::SIGTRAP | 0x80) {
+      continue;
+    }
+    // SAFETY: reading the registers of the stopped spare into a zeroed struct.
+    let regs = unsafe {
+      let mut regs: libc::user_regs_struct = std::mem::zeroed();
+      libc::ptrace(libc::PTRACE_GETREGS, spare, 0, &mut regs);
+      regs
+    };
+    // At a system call's entry its result register holds -ENOSYS; at its exit, the result.
+    let exiting = regs.rax != (-libc::ENOSYS) as u64;
+    if exiting && regs.orig_rax == libc::SYS_recvmsg as u64 {
+      // SAFETY: as above.
+      unsafe { libc::kill(spare, libc::SIGKILL) };
+      while !libc::WIFSIGNALED(wait()) {}
+      return;
+    }
+  }
+  panic!("the spare never read a request");
+}
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spare_killed_as_its_read_of_a_request_returns_leaves_the_next_request_whole() {
+  let (init, keeper, spare) = warm_init().await;
+  let (traced, stopped) = std::sync::mpsc::channel();
+  let tracer = std::thread::spawn(move || kill_after_first_recvmsg(spare as libc::pid_t, traced));
+  stopped.recv().unwrap();
+  // Taken whole by the spare, which dies with it: that command never runs.
+  let lost = marker();
+  let mut lost_ends = launch(&init, &format!("exec sleep {lost}"));
+  tokio::task::spawn_blocking(move || tracer.join().unwrap())
+    .await
+    .unwrap();
+  let mut byte = [0u8; 1];
+  let read = tokio::io::AsyncReadExt::read(&mut lost_ends.control, &mut byte).await;
+  assert!(matches!(read, Ok(0)), "{read:?}");
+  // The init reads the next request from its first byte, and forks its supervisor.
+  let next = marker();
+  let (sleep, ends) = sleep_on(&init, &next).await;
+  assert_eq!(parent_of(parent_of(sleep)), keeper);
+  assert!(live_sleeps(&lost).is_empty());
+  drop(ends);
+  init.shutdown().await;
+  assert!(live_sleeps(&next).is_empty());
+}
+
 async fn start(keeper: &Path) -> Result<Init, String> {
   Init::start(
     keeper,

@@ -18,22 +18,36 @@ use crate::engine::Connection;
 /// This process as [`OWNER_LABEL`] names it: boot id, pid and start time (in clock ticks
 /// since boot), so neither a reused pid nor a reboot makes a dead owner look alive.
 pub fn this_process() -> String {
-  owner_of(std::process::id()).unwrap_or_default()
+  static THIS: OnceLock<String> = OnceLock::new();
+  THIS
+    .get_or_init(|| owner_of(std::process::id()).unwrap_or_default())
+    .clone()
+}
+
+/// This boot of this host, read once.
+fn boot_id() -> Option<&'static str> {
+  static BOOT: OnceLock<Option<String>> = OnceLock::new();
+  BOOT
+    .get_or_init(|| {
+      let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+      Some(id.trim().to_owned())
+    })
+    .as_deref()
 }
 
 fn owner_of(pid: u32) -> Option<String> {
-  let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+  let boot = boot_id()?;
   let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
   // The command name may hold spaces and parentheses: fields are counted after its end.
   let after_name = &stat[stat.rfind(')')? + 2..];
   let start_time = after_name.split(' ').nth(19)?;
-  Some(format!("{}/{pid}/{start_time}", boot.trim()))
+  Some(format!("{boot}/{pid}/{start_time}"))
 }
 
 /// Whether the owner could be alive. An engine other hosts reach too (over TCP) holds
 /// their containers: only owners of this boot of this host are judged there.
 fn is_alive(owner: &str, shared_engine: bool) -> bool {
-  if shared_engine && owner.split('/').next() != this_process().split('/').next() {
+  if shared_engine && owner.split('/').next() != boot_id() {
     return true;
   }
   let Some(pid) = owner.split('/').nth(1).and_then(|p| p.parse::<u32>().ok()) else {

@@ -5,7 +5,7 @@
 //! command of that connection (see `native_workspace_core::mux`): a command costs a round
 //! trip on that stream, not an `exec`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -15,6 +15,7 @@ use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::ExecConfig;
 use bollard::query_parameters::UploadToContainerOptionsBuilder;
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use native_workspace_core::init::Init;
 use native_workspace_core::sync::Lock;
@@ -48,12 +49,6 @@ pub(crate) async fn upload_keeper(
   id: &str,
   keeper: &Path,
 ) -> Result<()> {
-  let binary = std::fs::read(keeper).map_err(|e| {
-    CoreError::io(
-      format!("Cannot read the sandbox supervisor {}", keeper.display()),
-      e,
-    )
-  })?;
   let options = UploadToContainerOptionsBuilder::default()
     .path(SOCKET_DIR_INSIDE)
     .build();
@@ -63,10 +58,37 @@ pub(crate) async fn upload_keeper(
     docker.upload_to_container(
       id,
       Some(options),
-      bollard::body_full(keeper_archive(&binary).into()),
+      bollard::body_full(archive_of(keeper).await?),
     ),
   )
   .await
+}
+
+/// The archive of the keeper at `keeper`, made from the file once per process (read on a
+/// blocking thread) and shared by every container it is uploaded into.
+async fn archive_of(keeper: &Path) -> Result<Bytes> {
+  static MADE: tokio::sync::OnceCell<(PathBuf, Bytes)> = tokio::sync::OnceCell::const_new();
+  let read = |keeper: PathBuf| async move {
+    let binary = tokio::task::spawn_blocking({
+      let keeper = keeper.clone();
+      move || std::fs::read(keeper)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    .map_err(|e| {
+      CoreError::io(
+        format!("Cannot read the sandbox supervisor {}", keeper.display()),
+        e,
+      )
+    })?;
+    Ok::<_, CoreError>((keeper, Bytes::from(keeper_archive(&binary))))
+  };
+  let (made_from, archive) = MADE.get_or_try_init(|| read(keeper.to_path_buf())).await?;
+  if made_from == keeper {
+    return Ok(archive.clone());
+  }
+  // Another keeper than the first: made for this upload alone.
+  Ok(read(keeper.to_path_buf()).await?.1)
 }
 
 /// A tar holding the keeper (mode 0755) and the directory any user of the container may
@@ -210,5 +232,26 @@ mod tests {
     assert!(checksum_ok(header(512)));
     assert!(archive[1024..].starts_with(b"\x7fELF binary\0"));
     assert!(archive[1536..].iter().all(|&b| b == 0));
+  }
+
+  #[tokio::test]
+  async fn the_keeper_is_read_once_and_its_archive_shared_by_every_upload() {
+    let dir = std::env::temp_dir().join(format!("nw-remote-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (first, other) = (dir.join("keeper"), dir.join("other"));
+    std::fs::write(&first, b"first keeper").unwrap();
+    std::fs::write(&other, b"other keeper").unwrap();
+    let made = archive_of(&first).await.unwrap();
+    assert_eq!(made, Bytes::from(keeper_archive(b"first keeper")));
+    // Changed on disk since: the process goes on uploading the keeper it read first.
+    std::fs::write(&first, b"changed").unwrap();
+    let again = archive_of(&first).await.unwrap();
+    assert_eq!(again.as_ptr(), made.as_ptr(), "the same bytes, not a copy");
+    // Another path is read for its own upload.
+    assert_eq!(
+      archive_of(&other).await.unwrap(),
+      Bytes::from(keeper_archive(b"other keeper"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
   }
 }

@@ -23,12 +23,17 @@ const CLIENTS = {
   gcs: { command: 'gcsfuse', install: 'see https://cloud.google.com/storage/docs/cloud-storage-fuse/install' },
 }
 
+/** `value` if it is a finite number above 0 (anything else, e.g. an unset variable: `fallback`). */
+function positiveOr(value, fallback) {
+  return Number.isFinite(value) && value > 0 ? value : fallback
+}
+
 /**
  * How long a daemon may take to mount (s3fs checks the bucket first, with retries).
  * NATIVE_WORKSPACE_TEST_READY_DEADLINE_MS, read once here, shortens it for the tests of a
  * hanging endpoint only; it is not an option of this package.
  */
-const READY_DEADLINE_MS = Number(process.env.NATIVE_WORKSPACE_TEST_READY_DEADLINE_MS) || 60_000
+const READY_DEADLINE_MS = positiveOr(Number(process.env.NATIVE_WORKSPACE_TEST_READY_DEADLINE_MS), 60_000)
 /** How long a daemon may take to end after SIGTERM before it gets SIGKILL. */
 const STOP_GRACE_MS = 10_000
 /** The end of a daemon's log kept for its error message. */

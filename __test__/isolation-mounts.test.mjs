@@ -139,6 +139,26 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     }
   })
 
+  it('a command made the moment the sandbox runs, before its start has bound a workspace\'s mounts, waits for them', async () => {
+    for (const run of ['executeCommand', 'spawn']) {
+      const sb = sandbox()
+      new Workspace({ sandbox: sb, mounts: { '/a': new LocalFilesystem({ basePath: dataDir() }) } })
+      const starting = sb.start()
+      // Spinning holds this thread, so the start's onStart (which binds /a) cannot run
+      // before the command is made: the command is made in the window between the two.
+      const deadline = Date.now() + 10_000
+      while (sb.status !== 'running') if (Date.now() > deadline) throw new Error('the sandbox did not start')
+      const r =
+        run === 'spawn'
+          ? await sb.processes.spawn('ls -d /a').then((handle) => handle.wait())
+          : await sb.executeCommand('ls -d /a')
+      await starting
+      expect(r, run).toMatchObject({ exitCode: 0, stdout: '/a\n' })
+      expect(sb.mounts.entries.get('/a')?.state, run).toBe('mounted')
+      await sb.destroy()
+    }
+  })
+
   it('a command started while mount() or unmount() restarts the init is not killed by it', async () => {
     const sb = sandbox()
     const data = dataDir()

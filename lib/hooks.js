@@ -70,6 +70,8 @@ class SandboxLifecycle {
 
   #prepareStart
   #startPrepared
+  /** Settles once the start in flight has made its preparation (see `startSettled`). */
+  #preparation
 
   /**
    * `prepareStart`, when given, runs at each start before the `onStart` hook, as part of
@@ -100,6 +102,18 @@ class SandboxLifecycle {
     return activeScopes().length === 0 && !this.startHasWork()
   }
 
+  /**
+   * What a command made now, outside this sandbox's steps and hooks, waits for first (a
+   * promise), if anything: that a start in flight has made its preparation (a workspace's mounts, made in its `onStart`). The
+   * sandbox is running before its `onStart` runs: a command let in then would run without
+   * the mounts, and keep the sandbox busy, so that binding them would be refused. The
+   * wait is for the preparation only, not for the user's `onStart` hook after it.
+   */
+  startSettled() {
+    const preparation = this.#preparation
+    return preparation && !enclosingScope(this.#owner) ? preparation.made : undefined
+  }
+
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
     const compose = check.requiredFunction(update, 'setOnStart(update): update')
@@ -122,7 +136,11 @@ class SandboxLifecycle {
     if (!hook && !prepare) return
     const sandbox = this.#owner
     await this.runStep(name, async () => {
-      await prepare?.(outcome)
+      try {
+        await prepare?.(outcome)
+      } finally {
+        if (prepare) this.#preparation?.done()
+      }
       await hook?.(name === 'onStart' ? { sandbox, outcome } : { sandbox })
     })
   }
@@ -157,12 +175,24 @@ class SandboxLifecycle {
     if (inside?.step === 'start') return undefined
     const waiting = activeScopes()
     if (waiting.length > 0) this.#waiting.add(waiting)
+    // A call that may start the sandbox with preparation to do (seen before it begins):
+    // commands from outside wait for that preparation until this call settles.
+    let preparation
+    if (transitionOf(method) === 'start' && !this.#preparation && this.#startPrepared?.()) {
+      preparation = {}
+      preparation.made = new Promise((resolve) => (preparation.done = resolve))
+      this.#preparation = preparation
+    }
     try {
       return await invoke()
     } catch (err) {
       throw this.#ownError(method, fromNative(err))
     } finally {
       this.#waiting.delete(waiting)
+      if (preparation) {
+        preparation.done()
+        if (this.#preparation === preparation) this.#preparation = undefined
+      }
     }
   }
 

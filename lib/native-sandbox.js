@@ -5,7 +5,7 @@
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
 const { check, describe, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative, afterOnStartSkipped, startsWithCommand } = require('./process-manager')
+const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { translating } = require('./translate')
@@ -118,6 +118,10 @@ class NativeSandbox {
 
   [startsWithCommand]() {
     return this.#lifecycle.startsUnobserved()
+  }
+
+  [beforeCommand]() {
+    return this.#lifecycle.startSettled()
   }
 
   /** After a start that skipped onStart: a mount added meanwhile is made now, as onStart would have. */

@@ -74,6 +74,8 @@ const noteStart = Symbol('noteStart')
  */
 const startsWithCommand = Symbol('startsWithCommand')
 const afterOnStartSkipped = Symbol('afterOnStartSkipped')
+/** What a command made now waits for first, if anything (a promise): see `startSettled` in hooks.js. */
+const beforeCommand = Symbol('beforeCommand')
 
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
@@ -114,6 +116,8 @@ class LocalProcessManager extends SandboxProcessManager {
     try {
       const nativeOptions = commandOptions(options, token)
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
+      const settling = this.sandbox[beforeCommand]?.()
+      if (settling) await settling
       native = await translating(() => this.#native.spawn(command, nativeOptions))
     } catch (err) {
       detach()
@@ -215,6 +219,8 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   const { token, detach } = abortToken(signal)
   try {
     const nativeOptions = commandOptions(options, token)
+    const settling = sandbox[beforeCommand]?.()
+    if (settling) await settling
     // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers; one
     // that has nothing to obey them for (see `startsWithCommand`) is made by the command's
     // own native call, which saves a round trip.
@@ -238,4 +244,4 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   }
 }
 
-module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped }
+module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped, beforeCommand }

@@ -118,6 +118,11 @@ class LocalProcessManager extends SandboxProcessManager {
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
       const settling = this.sandbox[beforeCommand]?.()
       if (settling) await settling
+      // A lazy start the native spawn may make itself only when nothing observes it (as for
+      // executeCommand); otherwise it goes through the lifecycle, which knows the steps and
+      // hooks the caller is part of, so that a hook calling back into them is refused, not
+      // left waiting for itself.
+      if (this.sandbox.status !== 'running' && this.sandbox[startsWithCommand]?.() !== true) await this.sandbox.ensureRunning()
       native = await translating(() => this.#native.spawn(command, nativeOptions))
     } catch (err) {
       detach()

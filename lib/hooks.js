@@ -44,6 +44,24 @@ function lifecycleHooks(options) {
 }
 
 const HOOKS = ['onStart', 'onStop', 'onDestroy']
+
+/** The most a command waits for a start's preparation (see `preparationMade`). */
+const PREPARATION_WAIT_MS = 60_000
+
+/** A preparation in flight: `done()` settles `madeOrLate`, as does `PREPARATION_WAIT_MS`. */
+function madePreparation() {
+  const preparation = {}
+  preparation.madeOrLate = new Promise((resolve) => {
+    const late = setTimeout(resolve, PREPARATION_WAIT_MS)
+    // The timer must not keep the process alive on its own.
+    late.unref()
+    preparation.done = () => {
+      clearTimeout(late)
+      resolve()
+    }
+  })
+  return preparation
+}
 /** The transition a public method waits for (a lazy start for everything but stop/destroy). */
 const transitionOf = (method) => (method === 'stop' || method === 'destroy' ? method : 'start')
 const hookOf = (transition) => `on${transition[0].toUpperCase()}${transition.slice(1)}`
@@ -70,7 +88,7 @@ class SandboxLifecycle {
 
   #prepareStart
   #startPrepared
-  /** Settles once the start in flight has made its preparation (see `startSettled`). */
+  /** Made by a start in flight that has a preparation to make (see `preparationMade`). */
   #preparation
 
   /**
@@ -104,14 +122,18 @@ class SandboxLifecycle {
 
   /**
    * What a command made now, outside this sandbox's steps and hooks, waits for first (a
-   * promise), if anything: that a start in flight has made its preparation (a workspace's mounts, made in its `onStart`). The
-   * sandbox is running before its `onStart` runs: a command let in then would run without
-   * the mounts, and keep the sandbox busy, so that binding them would be refused. The
-   * wait is for the preparation only, not for the user's `onStart` hook after it.
+   * promise), if anything: the preparation of the start in flight (a workspace's mounts,
+   * made in its `onStart`). The sandbox is `running` before its `onStart` runs, and a
+   * command let in then would run without the mounts, and keep the sandbox busy, so that
+   * binding them would be refused. Not the user's `onStart` hook after it; and at most
+   * `PREPARATION_WAIT_MS`, after which the command goes on as it would have without it,
+   * so that no wait this cannot see through (a mount's own callback running a command)
+   * lasts.
    */
-  startSettled() {
+  preparationMade() {
     const preparation = this.#preparation
-    return preparation && !enclosingScope(this.#owner) ? preparation.made : undefined
+    if (!preparation || this.#owner.status !== 'running' || enclosingScope(this.#owner)) return undefined
+    return preparation.madeOrLate
   }
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
@@ -175,12 +197,13 @@ class SandboxLifecycle {
     if (inside?.step === 'start') return undefined
     const waiting = activeScopes()
     if (waiting.length > 0) this.#waiting.add(waiting)
-    // A call that may start the sandbox with preparation to do (seen before it begins):
-    // commands from outside wait for that preparation until this call settles.
+    // A call that starts the sandbox now with a preparation to make (seen before it begins;
+    // not one that joins a running or stopping sandbox): commands from outside wait for
+    // that preparation, at most until this call settles.
     let preparation
-    if (transitionOf(method) === 'start' && !this.#preparation && this.#startPrepared?.()) {
-      preparation = {}
-      preparation.made = new Promise((resolve) => (preparation.done = resolve))
+    const startsNow = transitionOf(method) === 'start' && !['running', 'stopping'].includes(this.#owner.status)
+    if (startsNow && !this.#preparation && this.#startPrepared?.()) {
+      preparation = madePreparation()
       this.#preparation = preparation
     }
     try {

@@ -121,7 +121,7 @@ class NativeSandbox {
   }
 
   [beforeCommand]() {
-    return this.#lifecycle.startSettled()
+    return this.#lifecycle.preparationMade()
   }
 
   /** After a start that skipped onStart: a mount added meanwhile is made now, as onStart would have. */

@@ -74,7 +74,7 @@ const noteStart = Symbol('noteStart')
  */
 const startsWithCommand = Symbol('startsWithCommand')
 const afterOnStartSkipped = Symbol('afterOnStartSkipped')
-/** What a command made now waits for first, if anything (a promise): see `startSettled` in hooks.js. */
+/** What a command made now waits for first, if anything (a promise): see `preparationMade` in hooks.js. */
 const beforeCommand = Symbol('beforeCommand')
 
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
@@ -116,13 +116,8 @@ class LocalProcessManager extends SandboxProcessManager {
     try {
       const nativeOptions = commandOptions(options, token)
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
-      const settling = this.sandbox[beforeCommand]?.()
-      if (settling) await settling
-      // A lazy start the native spawn may make itself only when nothing observes it (as for
-      // executeCommand); otherwise it goes through the lifecycle, which knows the steps and
-      // hooks the caller is part of, so that a hook calling back into them is refused, not
-      // left waiting for itself.
-      if (this.sandbox.status !== 'running' && this.sandbox[startsWithCommand]?.() !== true) await this.sandbox.ensureRunning()
+      // When the start is left to it, the native spawn makes it.
+      await beforeNativeCommand(this.sandbox)
       native = await translating(() => this.#native.spawn(command, nativeOptions))
     } catch (err) {
       detach()
@@ -212,6 +207,22 @@ class LocalProcessManager extends SandboxProcessManager {
 }
 
 /**
+ * What a command does before its native call: waits for the preparation of a start in
+ * flight (see `beforeCommand`), and starts a sandbox that is not running through its
+ * lifecycle, whose rules for calls from hooks and resolvers that start obeys, unless it has
+ * nothing to obey them for (see `startsWithCommand`): then the command's own native call
+ * makes it, which saves a round trip. Returns whether that is so.
+ */
+async function beforeNativeCommand(sandbox) {
+  const preparing = sandbox[beforeCommand]?.()
+  if (preparing) await preparing
+  if (sandbox.status === 'running') return false
+  if (sandbox[startsWithCommand]?.() === true) return true
+  await sandbox.ensureRunning()
+  return false
+}
+
+/**
  * `executeCommand` of a sandbox on the native engine (`LocalSandbox`, `DockerSandbox`):
  * runs `command` (a shell string; `args` are quoted and appended) to completion with stdin
  * closed, and resolves with its result; a failing command resolves too. `nativeOf()` gives
@@ -224,14 +235,7 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   const { token, detach } = abortToken(signal)
   try {
     const nativeOptions = commandOptions(options, token)
-    const settling = sandbox[beforeCommand]?.()
-    if (settling) await settling
-    // A lazy start goes by the lifecycle's rules for calls from hooks and resolvers; one
-    // that has nothing to obey them for (see `startsWithCommand`) is made by the command's
-    // own native call, which saves a round trip.
-    const lazy = sandbox.status !== 'running'
-    const startingHere = lazy && sandbox[startsWithCommand]?.() === true
-    if (lazy && !startingHere) await sandbox.ensureRunning()
+    const startingHere = await beforeNativeCommand(sandbox)
     const startTime = Date.now()
     let result
     try {

@@ -8,7 +8,7 @@ use native_workspace_core::init::{Confinement, Init, Launched, Wait};
 use native_workspace_core::limits::Limits;
 
 mod common;
-use common::{KEEPER, launch, live_sleeps, marker, parent_of};
+use common::{KEEPER, keeper_init, launch, live_sleeps, marker, parent_of};
 
 /// An executable script standing in for the keeper.
 fn fake_keeper(name: &str, script: &str) -> PathBuf {
@@ -72,15 +72,7 @@ async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
 
 /// A warm init and its spare, once that is forked.
 async fn warm_init() -> (Init, u32, u32) {
-  let init = Init::start(
-    Path::new(KEEPER),
-    Confinement::None,
-    &Limits::default(),
-    None,
-    Wait::Spare,
-  )
-  .await
-  .expect("starts");
+  let init = keeper_init(Wait::Spare).await;
   let keeper = init.pid().unwrap();
   let spare = tokio::time::timeout(Duration::from_secs(5), async {
     loop {

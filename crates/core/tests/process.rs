@@ -10,7 +10,7 @@ use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
 use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
 
 mod common;
-use common::{KEEPER, live_sleeps, marker, request};
+use common::{KEEPER, keeper_init, live_sleeps, marker, request};
 
 /// A process with the init that forked it (dropping an init ends all of its commands).
 struct Running {
@@ -35,15 +35,7 @@ async fn spawn(req: SpawnRequest) -> Running {
 }
 
 async fn init() -> Init {
-  Init::start(
-    Path::new(KEEPER),
-    Confinement::None,
-    &Limits::default(),
-    None,
-    Wait::Plain,
-  )
-  .await
-  .expect("init starts")
+  keeper_init(Wait::Plain).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,10 +3,25 @@
 
 use std::collections::BTreeMap;
 
-use native_workspace_core::init::{Init, LaunchRequest, Launched};
+use native_workspace_core::init::{Confinement, Init, LaunchRequest, Launched, Wait};
+use native_workspace_core::limits::Limits;
 use native_workspace_core::process::{SpawnRequest, StdinMode};
 
 pub const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
+
+/// An unconfined init of the test keeper, default limits, no cgroup, waiting as `wait` says.
+#[allow(dead_code)]
+pub async fn keeper_init(wait: Wait) -> Init {
+  Init::start(
+    std::path::Path::new(KEEPER),
+    Confinement::None,
+    &Limits::default(),
+    None,
+    wait,
+  )
+  .await
+  .expect("the init starts")
+}
 
 /// `command` with only the host's PATH, in the temp directory, no timeout, stdin closed,
 /// leftovers killed.

@@ -930,7 +930,13 @@ fn unreachable_supervisor(id: &str, why: &str) -> CoreError {
   ))
 }
 
-/// Removes a container with its anonymous volumes; one already gone is fine.
+/// How often a removal that another caller began is looked at again.
+const REMOVAL_POLL: Duration = Duration::from_millis(50);
+
+/// Removes a container with its anonymous volumes; one already gone is fine. Where
+/// another caller is removing it (a sweep, a concurrent destroy), waits until it is gone,
+/// and removes it itself should that removal fail: once this returns, the engine no longer
+/// lists it.
 pub(crate) async fn remove_container(
   connection: &Connection,
   docker: &Docker,
@@ -940,9 +946,21 @@ pub(crate) async fn remove_container(
     .force(true)
     .v(true)
     .build();
-  let removed = docker.remove_container(id, Some(options));
-  let gone = |status, message: &str| status == 404 || message.contains("is already in progress");
-  call_unless_done(connection, "removing the container", gone, removed).await
+  let until_gone = async {
+    loop {
+      match docker.remove_container(id, Some(options.clone())).await {
+        Err(error) => match refusal(&error) {
+          Some((404, _)) => return Ok(()),
+          Some((_, message)) if message.contains("is already in progress") => {
+            tokio::time::sleep(REMOVAL_POLL).await
+          }
+          _ => return Err(error),
+        },
+        Ok(()) => return Ok(()),
+      }
+    }
+  };
+  call(connection, "removing the container", until_gone).await
 }
 
 impl ContainerHost for DockerHost {

@@ -2,30 +2,48 @@
 // after the handshake): s3fs's check of the bucket hangs, and a stat of its mount point
 // with it. Mounts waiting on it must not take the host's threadpool (4 threads, shared by
 // all of its file I/O, DNS and crypto), and fail at their deadline leaving nothing behind.
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect, it } from 'vitest'
+import { IsolationUnavailableError, LocalSandbox } from '../lib/index.mjs'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
-import { pidsOf } from './helpers.mjs'
+import { pidsOf, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
 
 const HOST = fileURLToPath(new URL('./s3-hang-host.mjs', import.meta.url))
 const MOUNTS = 5
 const DEADLINE_S = 5
+/** How long an isolated sandbox's start may spend on the host's paths (the core's deadline). */
+const PATHS_DEADLINE_S = 10
+
+/** A TCP server on loopback that accepts connections and never answers; `close()` ends it. */
+async function silentServer() {
+  const held = new Set()
+  const server = net.createServer((socket) => {
+    held.add(socket)
+    socket.on('error', () => {})
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    endpoint: `http://127.0.0.1:${server.address().port}`,
+    close() {
+      for (const socket of held) socket.destroy()
+      server.close()
+    },
+  }
+}
 
 describeS3('Object storage whose endpoint never answers', () => {
   it(`${MOUNTS} mounts waiting on it leave the threadpool free, fail at their deadline, and leave no s3fs, mount or stat`, async () => {
-    const held = new Set()
-    const server = net.createServer((socket) => {
-      held.add(socket)
-      socket.on('error', () => {})
-    })
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const server = await silentServer()
     const bucket = `hang-${process.pid}`
     let output = ''
     try {
-      const host = spawn(process.execPath, [HOST, `http://127.0.0.1:${server.address().port}`, bucket, String(MOUNTS)], {
+      const host = spawn(process.execPath, [HOST, server.endpoint, bucket, String(MOUNTS)], {
         env: { ...process.env, UV_THREADPOOL_SIZE: '4', NATIVE_WORKSPACE_TEST_READY_DEADLINE_MS: String(DEADLINE_S * 1000) },
         stdio: ['ignore', 'pipe', 'inherit'],
       })
@@ -34,7 +52,6 @@ describeS3('Object storage whose endpoint never answers', () => {
       })
       expect(await new Promise((resolve) => host.once('close', resolve))).toBe(0)
     } finally {
-      for (const socket of held) socket.destroy()
       server.close()
     }
     const report = JSON.parse(output)
@@ -55,4 +72,65 @@ describeS3('Object storage whose endpoint never answers', () => {
     for (const dir of report.mounted) expect(left).not.toContain(dir)
     expect(await pidsOf('stat', FUSE_MOUNTS_DIRECTORY)).toEqual([])
   }, 90_000)
+})
+
+describeS3('A bind source on a FUSE mount that stopped answering', () => {
+  // A stat of the mount point hangs for as long as its server is silent.
+  const runs = process.getuid() === 0 && LocalSandbox.detectIsolation().available === true
+  it.runIf(runs)(
+    'holds neither the runtime nor the start: each isolated start fails at its deadline, other sandboxes run meanwhile',
+    async () => {
+      const server = await silentServer()
+      const top = tempDir()
+      fs.chmodSync(top, 0o755)
+      const mountPoint = path.join(top, 'bucket')
+      fs.mkdirSync(mountPoint)
+      const passwd = path.join(top, 'passwd')
+      fs.writeFileSync(passwd, 'AKID:secret\n', { mode: 0o600 })
+      const bucket = `hang-bind-${process.pid}`
+      const s3fs = spawn('s3fs', [bucket, mountPoint, '-f', '-o', `url=${server.endpoint},use_path_request_style,passwd_file=${passwd}`], {
+        stdio: 'ignore',
+      })
+      const sandboxes = []
+      try {
+        expect(await waitFor(async () => (await s3fsMounts()).includes(mountPoint))).toBe(true)
+        // One launched sandbox per runtime worker (were each start to hold a worker, none
+        // would be left), and one taking a warm sandbox from the pool.
+        const hung = Array.from({ length: os.availableParallelism() + 1 }, (_, i) => {
+          const workingDirectory = path.join(top, `ws${i}`)
+          fs.mkdirSync(workingDirectory, { mode: 0o755 })
+          const pooled = i === 0
+          const sb = new LocalSandbox({ workingDirectory, isolation: 'bwrap', nativeSandbox: { warmPool: pooled ? 1 : 0, readOnlyPaths: [mountPoint] } })
+          sandboxes.push(sb)
+          return timed(() => sb.executeCommand('echo unreachable').then(() => null, (error) => error))
+        })
+        // Meanwhile another sandbox works as ever.
+        await new Promise((resolve) => setTimeout(resolve, 1000))
+        const other = new LocalSandbox({ workingDirectory: path.join(top, 'other') })
+        sandboxes.push(other)
+        const [alive, aliveMs] = await timed(() => other.executeCommand('echo alive'))
+        expect(alive.stdout).toBe('alive\n')
+        expect(aliveMs).toBeLessThan(2000)
+        for (const [error, ms] of await Promise.all(hung)) {
+          expect(error).toBeInstanceOf(IsolationUnavailableError)
+          expect(error.code).toBe('ISOLATION_UNAVAILABLE')
+          expect(error.message).toMatch(new RegExp(`took longer than ${PATHS_DEADLINE_S} s: a path it looks at may be on a file system that no longer answers`))
+          expect(ms).toBeGreaterThan(PATHS_DEADLINE_S * 1000 - 500)
+          expect(ms).toBeLessThan(PATHS_DEADLINE_S * 1000 + 8000)
+        }
+        // Nothing was left started: every sandbox that failed shows as such, and ends.
+        for (const sb of sandboxes.slice(0, -1)) expect(sb.status).not.toBe('running')
+      } finally {
+        s3fs.kill('SIGKILL')
+        try {
+          execFileSync('umount', ['-l', mountPoint])
+        } catch {}
+        server.close()
+        await Promise.allSettled(sandboxes.map((sb) => sb.destroy()))
+      }
+      expect(await s3fsPids(bucket)).toEqual([])
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+    },
+    60_000,
+  )
 })

@@ -88,7 +88,7 @@ pub struct NativeUlimit {
 }
 
 /// The core sandbox of a `DockerSandbox`: nothing is created until its start.
-pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Sandbox> {
+pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
   let pem = |buffer: Option<Buffer>| buffer.map(|b| b.to_vec());
   let mut connection = Connection::from_settings(&Settings {
     socket_path: options.socket_path,

@@ -422,7 +422,6 @@ impl NativeLocalSandbox {
       warm_pool,
     })
     .map_err(sync_error)?;
-    let inner = Arc::new(inner);
     napi::bindgen_prelude::within_runtime_if_available(|| inner.fill_warm_pool());
     Ok(NativeLocalSandbox {
       inner,
@@ -439,7 +438,7 @@ impl NativeLocalSandbox {
   ) -> napi::Result<Self, ErrorCode> {
     let inner = crate::docker_sandbox::docker_sandbox(options).map_err(sync_error)?;
     Ok(NativeLocalSandbox {
-      inner: Arc::new(inner),
+      inner,
       protected_paths: OnceLock::from(Vec::new()),
       home_at_construction: None,
     })

@@ -139,6 +139,8 @@ type Tracked = HashMap<String, (u64, Arc<Process>)>;
 type Exited = VecDeque<(String, Weak<Process>)>;
 
 pub struct Sandbox {
+  /// This sandbox, for work it hands to a blocking thread (see [`Self::off_runtime`]).
+  me: Weak<Sandbox>,
   id: String,
   working_directory: PathBuf,
   base_env: BTreeMap<String, String>,
@@ -186,7 +188,7 @@ pub struct Sandbox {
 impl Sandbox {
   /// Refuses, naming the option, a policy that would weaken the sandbox and, under
   /// isolation, a working directory that is a system directory.
-  pub fn new(options: SandboxOptions) -> Result<Self> {
+  pub fn new(options: SandboxOptions) -> Result<Arc<Self>> {
     if let Some(policy) = &options.policy {
       policy
         .check(&options.own_files)
@@ -207,7 +209,8 @@ impl Sandbox {
         Some(Egress::new(&options.id, egress)?)
       }
     };
-    Ok(Sandbox {
+    Ok(Arc::new_cyclic(|me| Sandbox {
+      me: me.clone(),
       id: options.id.clone(),
       working_directory: options.working_directory,
       base_env: options.env,
@@ -235,7 +238,7 @@ impl Sandbox {
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
       spawning: tokio::sync::RwLock::new(()),
-    })
+    }))
   }
 
   pub fn id(&self) -> &str {
@@ -663,7 +666,11 @@ impl Sandbox {
   async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Warm> {
     let tenant = match self.isolation {
       Isolation::None => None,
-      Isolation::Bwrap => Some(self.tenant(laps)?),
+      Isolation::Bwrap => Some(
+        self
+          .off_runtime_timed(CHECKING_PATHS, laps, |sandbox, laps| sandbox.tenant(laps))
+          .await?,
+      ),
       Isolation::Seatbelt => return Ok(Warm::Missed(None)),
     };
     let slot = tenant.as_ref().map(|t| (&t.bwrap, &t.policy));
@@ -680,24 +687,27 @@ impl Sandbox {
     else {
       return Ok(Warm::Taken(init));
     };
-    let workspace = (self.working_directory.clone(), self.workspace_real()?);
-    let attached = tokio::task::spawn_blocking(move || {
-      let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
-      (init, attached)
-    })
-    .await;
+    let (init, attached) = self
+      .off_runtime(
+        "attaching the workspace to a warm sandbox",
+        move |sandbox| {
+          let workspace = (sandbox.working_directory.clone(), sandbox.workspace_real()?);
+          let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
+          Ok((init, attached))
+        },
+      )
+      .await?;
     match attached {
-      Ok((init, Ok(()))) => {
+      Ok(()) => {
         laps.lap("tenant attached");
         Ok(Warm::Taken(init))
       }
       // The start launches its own sandbox, which says what is wrong if it cannot either.
-      Ok((init, Err(reason))) => {
+      Err(reason) => {
         tracing::debug!(%reason, "a warm sandbox could not take its tenant");
         init.shutdown().await;
         Ok(Warm::Missed(None))
       }
-      Err(_) => Ok(Warm::Missed(None)),
     }
   }
 
@@ -724,6 +734,46 @@ impl Sandbox {
     Ok(now)
   }
 
+  /// Runs `job` with this sandbox on a blocking thread, for at most [`PATHS_DEADLINE`]: a
+  /// system call on a path that no longer answers then holds that thread only, not a
+  /// runtime worker (with it, other sandboxes' work) nor the caller. Past the deadline the
+  /// call fails saying `what` took too long, and `job` is left to end on its own; what it
+  /// made is dropped then (its placeholders and staged mounts go with it).
+  async fn off_runtime<T: Send + 'static>(
+    &self,
+    what: &str,
+    job: impl FnOnce(&Sandbox) -> Result<T> + Send + 'static,
+  ) -> Result<T> {
+    // Only a sandbox being dropped has no Arc left, and nothing starts it any more.
+    let me = self.me.upgrade().ok_or(CoreError::Destroyed)?;
+    match tokio::time::timeout(PATHS_DEADLINE, blocking(move || job(&me))).await {
+      Ok(result) => result,
+      Err(_) => Err(CoreError::IsolationUnavailable {
+        backend: "bwrap".into(),
+        reason: format!(
+          "{what} took longer than {} s: a path it looks at may be on a file system that no longer answers (a FUSE or network mount)",
+          PATHS_DEADLINE.as_secs()
+        ),
+      }),
+    }
+  }
+
+  /// [`Self::off_runtime`] for a step of a start, timed in `laps` (left as they were if it
+  /// fails).
+  async fn off_runtime_timed<T: Send + 'static>(
+    &self,
+    what: &str,
+    laps: &mut Laps,
+    job: impl FnOnce(&Sandbox, &mut Laps) -> Result<T> + Send + 'static,
+  ) -> Result<T> {
+    let mut moved = std::mem::take(laps);
+    let (result, moved) = self
+      .off_runtime(what, move |sandbox| Ok((job(sandbox, &mut moved), moved)))
+      .await?;
+    *laps = moved;
+    result
+  }
+
   /// The host directory of the sandbox's `/tmp`, made at its first start.
   fn private_tmp_dir(&self) -> std::result::Result<PathBuf, String> {
     let mut holder = self.private_tmp.locked();
@@ -748,7 +798,7 @@ impl Sandbox {
       return Ok(Vec::new());
     }
     let policy = match (&self.policy, self.isolation) {
-      (Some(policy), Isolation::Bwrap) => policy,
+      (Some(policy), Isolation::Bwrap) => policy.clone(),
       _ => {
         return Err(CoreError::InvalidOption(format!(
           "mounts into the sandbox need isolation 'bwrap' (this one has '{}')",
@@ -763,7 +813,12 @@ impl Sandbox {
       .filter(|m| !known.contains(m))
       .cloned()
       .collect();
-    self.check_mounts(policy, &added, &mounts)?;
+    let mounts = self
+      .off_runtime(CHECKING_PATHS, move |sandbox| {
+        sandbox.check_mounts(&policy, &added, &mounts)?;
+        Ok(mounts)
+      })
+      .await?;
     // The start in flight may have read the mounts already: bind them once its init is in
     // place. Not once the whole start is done: its `onStart` hook may be mounting too
     // (a workspace's mounts), queued behind this call.
@@ -943,7 +998,16 @@ impl Sandbox {
     let init = match warm {
       Warm::Taken(init) => init,
       Warm::Missed(tenant) => {
-        let confinement = self.confinement(tenant, &mut laps)?;
+        let confinement = match self.isolation {
+          Isolation::None => Confinement::None,
+          _ => {
+            self
+              .off_runtime_timed(CHECKING_PATHS, &mut laps, |sandbox, laps| {
+                sandbox.confinement(tenant, laps)
+              })
+              .await?
+          }
+        };
         let cgroup = self.cgroup_plan().create()?;
         laps.lap("cgroup");
         Init::start_timed(
@@ -1291,15 +1355,23 @@ impl Provider for Sandbox {
       self.restart_init(&self.replacing_init.lock().await).await?;
       return Ok(outcome);
     }
-    if self.isolation != Isolation::None {
-      // Before anything is created: a symbolic link on the way may lead into the system.
-      isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
-    }
     let mut laps = Laps::new();
-    let outcome = prepare_directory(&self.working_directory)?;
-    if self.isolation != Isolation::None {
-      self.workspace_real()?;
-    }
+    let outcome = match self.isolation {
+      // Made here: the first command of a sandbox without isolation waits for no other thread.
+      Isolation::None => prepare_directory(&self.working_directory)?,
+      _ => {
+        self
+          .off_runtime("making the working directory", |sandbox| {
+            let dir = &sandbox.working_directory;
+            // Before anything is created: a symbolic link on the way may lead into the system.
+            isolation::check_workspace(dir).map_err(CoreError::InvalidOption)?;
+            let outcome = prepare_directory(dir)?;
+            sandbox.workspace_real()?;
+            Ok(outcome)
+          })
+          .await?
+      }
+    };
     laps.lap("directory");
     // Before the init: nothing runs in the directory while it is filled. Without a
     // checkpoint to seed from there is nothing to wait for on a blocking thread.
@@ -1362,7 +1434,7 @@ impl Drop for Sandbox {
   }
 }
 
-/// Runs a copy on the runtime's blocking threads, off the ones that poll futures (and the
+/// Runs `job` on the runtime's blocking threads, off the ones that poll futures (and the
 /// JavaScript thread); its panic goes on as a panic of the caller.
 async fn blocking<T: Send + 'static>(
   job: impl FnOnce() -> Result<T> + Send + 'static,
@@ -1371,10 +1443,19 @@ async fn blocking<T: Send + 'static>(
     Ok(result) => result,
     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
     Err(_) => Err(CoreError::ProviderFailed(
-      "the copy was cancelled: the runtime is shutting down".into(),
+      "the work was cancelled: the runtime is shutting down".into(),
     )),
   }
 }
+
+/// How long an isolated sandbox's look at the host's paths may take (its workspace, binds,
+/// mounts and protected paths, at a start or a mount): one on a file system that stopped
+/// answering (a FUSE or network mount whose server is gone) would otherwise hold it for good.
+const PATHS_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What a start or a mount does with the paths of an isolated sandbox, as its deadline's
+/// error names it.
+const CHECKING_PATHS: &str = "checking the sandbox's paths";
 
 /// Creates the working directory if needed and says whether this call made it (only then
 /// is it the sandbox's own).

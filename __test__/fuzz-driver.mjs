@@ -648,12 +648,13 @@ async function containersLabelled(label, { remove = false } = {}) {
   // Not kept alive: a connection left open would count as a descriptor the scenario leaked.
   const options = { headers: { Connection: 'close' } }
   const found = await engineJson(endpoint, 'GET', `/containers/json?all=1&filters=${filters}`, options)
-  // While another caller removes a container the engine answers 409 at once: wait it out,
-  // so that what was removed here is gone when this returns.
+  // While another caller removes a container the engine answers "already in progress" at
+  // once: wait it out, so that what was removed here is gone when this returns (one still
+  // there past CALL_MS shows in the next listing).
   const removeUntilGone = async (id) => {
     for (const until = Date.now() + CALL_MS; Date.now() < until; await sleep(50)) {
       const res = await engineRequest(endpoint, 'DELETE', `/containers/${id}?force=1&v=1`, options)
-      if (res.status !== 409) return
+      if (res.status !== 409 || !res.body.toString('utf8').includes('in progress')) return
     }
   }
   if (remove) await Promise.all(found.map((c) => removeUntilGone(c.Id)))

@@ -183,6 +183,10 @@ pub struct Sandbox {
   /// exclusively by a mount from counting the running processes until its new init is in
   /// place: a restart kills no command it did not count. Taken before `replacing_init`.
   spawning: tokio::sync::RwLock<()>,
+  /// Held by a job of [`Self::off_runtime`] until it ends, also past its deadline: the next
+  /// one waits for it (within its own deadline), so that an abandoned job never acts
+  /// beside a later one (its placeholders, dropped late, would be a later start's).
+  paths_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Sandbox {
@@ -238,6 +242,7 @@ impl Sandbox {
       mounts: Mutex::new(Vec::new()),
       replacing_init: tokio::sync::Mutex::new(()),
       spawning: tokio::sync::RwLock::new(()),
+      paths_turn: Arc::new(tokio::sync::Mutex::new(())),
     }))
   }
 
@@ -738,7 +743,8 @@ impl Sandbox {
   /// system call on a path that no longer answers then holds that thread only, not a
   /// runtime worker (with it, other sandboxes' work) nor the caller. Past the deadline the
   /// call fails saying `what` took too long, and `job` is left to end on its own; what it
-  /// made is dropped then (its placeholders and staged mounts go with it).
+  /// made is dropped then (its placeholders and staged mounts go with it), before the next
+  /// job of this sandbox may begin.
   async fn off_runtime<T: Send + 'static>(
     &self,
     what: &str,
@@ -746,8 +752,15 @@ impl Sandbox {
   ) -> Result<T> {
     // Only a sandbox being dropped has no Arc left, and nothing starts it any more.
     let me = self.me.upgrade().ok_or(CoreError::Destroyed)?;
-    match tokio::time::timeout(PATHS_DEADLINE, blocking(move || job(&me))).await {
-      Ok(result) => result,
+    let turn = self.paths_turn.clone();
+    let in_turn = async move {
+      let turn = turn.lock_owned().await;
+      // The turn after the result: an abandoned job's result is dropped with this tuple,
+      // its fields in order, so it is gone before the next job begins.
+      blocking(move || Ok((job(&me), turn))).await
+    };
+    match tokio::time::timeout(PATHS_DEADLINE, in_turn).await {
+      Ok(done) => done?.0,
       Err(_) => Err(CoreError::IsolationUnavailable {
         backend: "bwrap".into(),
         reason: format!(
@@ -758,8 +771,8 @@ impl Sandbox {
     }
   }
 
-  /// [`Self::off_runtime`] for a step of a start, timed in `laps` (left as they were if it
-  /// fails).
+  /// [`Self::off_runtime`] for a step of a start, timed in `laps` (which are of no use
+  /// after a failure: a failed start records no timings).
   async fn off_runtime_timed<T: Send + 'static>(
     &self,
     what: &str,
@@ -777,6 +790,11 @@ impl Sandbox {
   /// The host directory of the sandbox's `/tmp`, made at its first start.
   fn private_tmp_dir(&self) -> std::result::Result<PathBuf, String> {
     let mut holder = self.private_tmp.locked();
+    // A start abandoned at its deadline may get here after a destroy removed the `/tmp`
+    // (under this lock): none is made again, for nobody.
+    if matches!(self.status(), Status::Destroying | Status::Destroyed) {
+      return Err("the sandbox is destroyed".into());
+    }
     let tmp = match holder.take() {
       Some(tmp) => tmp,
       None => PrivateTmp::create()?,
@@ -1023,8 +1041,11 @@ impl Sandbox {
     };
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
+    if let Err(error) = self.watch_disk(&init).await {
+      init.shutdown().await;
+      return Err(error);
+    }
     *self.init.locked() = Some(init.clone());
-    self.watch_disk(&init);
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
@@ -1044,9 +1065,13 @@ impl Sandbox {
 
   /// Starts the disk watchdog of this init (under isolation always, with a default budget
   /// of half of what is free; otherwise when a budget is set). It ends with the init.
-  fn watch_disk(&self, init: &Arc<Init>) {
-    let mut writable = vec![self.working_directory.clone()];
+  async fn watch_disk(&self, init: &Arc<Init>) -> Result<()> {
     let isolated = self.isolation != Isolation::None;
+    // Without isolation there is no default budget and no `/tmp` of its own to watch.
+    if !isolated && self.limits.disk == DiskBudget::default() {
+      return Ok(());
+    }
+    let mut writable = vec![self.working_directory.clone()];
     let mut bounded = None;
     if let Some(policy) = self.policy.as_ref().filter(|_| isolated) {
       if policy.read_only_workspace {
@@ -1059,13 +1084,20 @@ impl Sandbox {
         bounded = Some(Bounded::new(tmp.dir(), policy.tmp_bytes));
       }
     }
-    let half_of_free = |free: &[Free]| DiskBudget {
+    let half_of_free = move |free: &[Free]| DiskBudget {
       bytes: isolated.then(|| free.iter().map(|f| f.bytes).sum::<u64>() / 2),
       inodes: isolated.then(|| free.iter().filter_map(|f| f.inodes).sum::<u64>() / 2),
     };
-    let Some(mut watch) = DiskWatch::start(&writable, self.limits.disk, half_of_free, bounded)
+    let budget = self.limits.disk;
+    // Every look at the filesystems is made on a blocking thread: one that stops answering
+    // holds the start to its deadline, then this watch, never a runtime worker.
+    let Some(mut watch) = self
+      .off_runtime(CHECKING_PATHS, move |_| {
+        Ok(DiskWatch::start(&writable, budget, half_of_free, bounded))
+      })
+      .await?
     else {
-      return;
+      return Ok(());
     };
     let init = Arc::downgrade(init);
     let processes = Arc::downgrade(&self.processes);
@@ -1078,7 +1110,15 @@ impl Sandbox {
         if !init.is_alive() {
           return;
         }
-        if let Some(limit) = watch.check() {
+        let checked = tokio::task::spawn_blocking(move || {
+          let over = watch.check();
+          (watch, over)
+        });
+        let Ok((checked, over)) = checked.await else {
+          return;
+        };
+        watch = checked;
+        if let Some(limit) = over {
           tracing::warn!(limit, "sandbox over its disk budget; killing its processes");
           init.kills().record(limit);
           for (_, process) in processes.locked().values() {
@@ -1087,6 +1127,7 @@ impl Sandbox {
         }
       }
     });
+    Ok(())
   }
 
   /// The limits the init sets on itself: as asked, plus a cap on open files under

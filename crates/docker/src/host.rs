@@ -946,21 +946,39 @@ pub(crate) async fn remove_container(
     .force(true)
     .v(true)
     .build();
+  let remove = || docker.remove_container(id, Some(options.clone()));
+  let removing_elsewhere = |error: &bollard::errors::Error| {
+    refusal(error).is_some_and(|(_, message)| message.contains("is already in progress"))
+  };
+  let is_gone =
+    |error: &bollard::errors::Error| refusal(error).is_some_and(|(status, _)| status == 404);
+  let removed = call(connection, "removing the container", async {
+    match remove().await {
+      Err(error) if removing_elsewhere(&error) => Ok(false),
+      Err(error) if is_gone(&error) => Ok(true),
+      other => other.map(|()| true),
+    }
+  })
+  .await?;
+  if removed {
+    return Ok(());
+  }
   let until_gone = async {
     loop {
-      match docker.remove_container(id, Some(options.clone())).await {
-        Err(error) => match refusal(&error) {
-          Some((404, _)) => return Ok(()),
-          Some((_, message)) if message.contains("is already in progress") => {
-            tokio::time::sleep(REMOVAL_POLL).await
-          }
-          _ => return Err(error),
-        },
-        Ok(()) => return Ok(()),
+      tokio::time::sleep(REMOVAL_POLL).await;
+      match remove().await {
+        Err(error) if removing_elsewhere(&error) => continue,
+        Err(error) if is_gone(&error) => return Ok(()),
+        other => return other,
       }
     }
   };
-  call(connection, "removing the container", until_gone).await
+  call(
+    connection,
+    "the end of the container's removal begun elsewhere",
+    until_gone,
+  )
+  .await
 }
 
 impl ContainerHost for DockerHost {

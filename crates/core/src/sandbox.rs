@@ -752,22 +752,30 @@ impl Sandbox {
   ) -> Result<T> {
     // Only a sandbox being dropped has no Arc left, and nothing starts it any more.
     let me = self.me.upgrade().ok_or(CoreError::Destroyed)?;
-    let turn = self.paths_turn.clone();
-    let in_turn = async move {
-      let turn = turn.lock_owned().await;
-      // The turn after the result: an abandoned job's result is dropped with this tuple,
-      // its fields in order, so it is gone before the next job begins.
-      blocking(move || Ok((job(&me), turn))).await
+    let deadline = tokio::time::Instant::now() + PATHS_DEADLINE;
+    let late = |reason: String| match self.isolation {
+      Isolation::None => CoreError::ProviderFailed(reason),
+      isolation => CoreError::IsolationUnavailable {
+        backend: isolation.as_str().into(),
+        reason,
+      },
     };
-    match tokio::time::timeout(PATHS_DEADLINE, in_turn).await {
+    let Ok(turn) = tokio::time::timeout_at(deadline, self.paths_turn.clone().lock_owned()).await
+    else {
+      return Err(late(format!(
+        "{what} waited {} s for an earlier look at the sandbox's paths, which has not ended: a path may be on a file system that no longer answers (a FUSE or network mount)",
+        PATHS_DEADLINE.as_secs()
+      )));
+    };
+    // The turn after the result: an abandoned job's result is dropped with this tuple, its
+    // fields in order, so it is gone before the next job begins.
+    let job = blocking(move || Ok((job(&me), turn)));
+    match tokio::time::timeout_at(deadline, job).await {
       Ok(done) => done?.0,
-      Err(_) => Err(CoreError::IsolationUnavailable {
-        backend: "bwrap".into(),
-        reason: format!(
-          "{what} took longer than {} s: a path it looks at may be on a file system that no longer answers (a FUSE or network mount)",
-          PATHS_DEADLINE.as_secs()
-        ),
-      }),
+      Err(_) => Err(late(format!(
+        "{what} took longer than {} s: a path it looks at may be on a file system that no longer answers (a FUSE or network mount)",
+        PATHS_DEADLINE.as_secs()
+      ))),
     }
   }
 
@@ -831,12 +839,18 @@ impl Sandbox {
       .filter(|m| !known.contains(m))
       .cloned()
       .collect();
-    let mounts = self
-      .off_runtime(CHECKING_PATHS, move |sandbox| {
-        sandbox.check_mounts(&policy, &added, &mounts)?;
-        Ok(mounts)
-      })
-      .await?;
+    // Removing a mount looks at no path (it may be the one that stopped answering).
+    let mounts = match added.is_empty() {
+      true => mounts,
+      false => {
+        self
+          .off_runtime(CHECKING_PATHS, move |sandbox| {
+            sandbox.check_mounts(&policy, &added, &mounts)?;
+            Ok(mounts)
+          })
+          .await?
+      }
+    };
     // The start in flight may have read the mounts already: bind them once its init is in
     // place. Not once the whole start is done: its `onStart` hook may be mounting too
     // (a workspace's mounts), queued behind this call.
@@ -1042,6 +1056,9 @@ impl Sandbox {
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
     if let Err(error) = self.watch_disk(&init).await {
+      if let Some(egress) = &self.egress {
+        egress.close();
+      }
       init.shutdown().await;
       return Err(error);
     }
@@ -1072,7 +1089,7 @@ impl Sandbox {
       return Ok(());
     }
     let mut writable = vec![self.working_directory.clone()];
-    let mut bounded = None;
+    let mut bounded_tmp = None;
     if let Some(policy) = self.policy.as_ref().filter(|_| isolated) {
       if policy.read_only_workspace {
         writable.clear();
@@ -1081,7 +1098,7 @@ impl Sandbox {
       // Its `/tmp` is a host directory now: it counts as written to, within `tmp_bytes`.
       if let Some(tmp) = self.private_tmp.locked().as_ref() {
         writable.push(tmp.dir().to_path_buf());
-        bounded = Some(Bounded::new(tmp.dir(), policy.tmp_bytes));
+        bounded_tmp = Some((tmp.dir().to_path_buf(), policy.tmp_bytes));
       }
     }
     let half_of_free = move |free: &[Free]| DiskBudget {
@@ -1093,6 +1110,7 @@ impl Sandbox {
     // holds the start to its deadline, then this watch, never a runtime worker.
     let Some(mut watch) = self
       .off_runtime(CHECKING_PATHS, move |_| {
+        let bounded = bounded_tmp.map(|(dir, bytes)| Bounded::new(&dir, bytes));
         Ok(DiskWatch::start(&writable, budget, half_of_free, bounded))
       })
       .await?
@@ -1101,13 +1119,16 @@ impl Sandbox {
     };
     let init = Arc::downgrade(init);
     let processes = Arc::downgrade(&self.processes);
+    // Neither the init nor the processes are held while a check runs: a check that never
+    // returns (a filesystem gone silent) keeps neither alive.
+    let live = move || {
+      let (init, processes) = (init.upgrade()?, processes.upgrade()?);
+      init.is_alive().then_some((init, processes))
+    };
     tokio::spawn(async move {
       loop {
         tokio::time::sleep(disk::POLL).await;
-        let (Some(init), Some(processes)) = (init.upgrade(), processes.upgrade()) else {
-          return;
-        };
-        if !init.is_alive() {
+        if live().is_none() {
           return;
         }
         let checked = tokio::task::spawn_blocking(move || {
@@ -1118,6 +1139,9 @@ impl Sandbox {
           return;
         };
         watch = checked;
+        let Some((init, processes)) = live() else {
+          return;
+        };
         if let Some(limit) = over {
           tracing::warn!(limit, "sandbox over its disk budget; killing its processes");
           init.kills().record(limit);

@@ -952,33 +952,32 @@ pub(crate) async fn remove_container(
   };
   let is_gone =
     |error: &bollard::errors::Error| refusal(error).is_some_and(|(status, _)| status == 404);
-  let removed = call(connection, "removing the container", async {
-    match remove().await {
-      Err(error) if removing_elsewhere(&error) => Ok(false),
-      Err(error) if is_gone(&error) => Ok(true),
-      other => other.map(|()| true),
-    }
-  })
-  .await?;
-  if removed {
-    return Ok(());
-  }
+  // Set once the engine said another removal is under way: a deadline passed then is that
+  // removal's, not an engine that does not answer.
+  let elsewhere = std::sync::atomic::AtomicBool::new(false);
   let until_gone = async {
     loop {
-      tokio::time::sleep(REMOVAL_POLL).await;
       match remove().await {
-        Err(error) if removing_elsewhere(&error) => continue,
+        Err(error) if removing_elsewhere(&error) => {
+          elsewhere.store(true, std::sync::atomic::Ordering::Relaxed);
+          tokio::time::sleep(REMOVAL_POLL).await;
+        }
         Err(error) if is_gone(&error) => return Ok(()),
         other => return other,
       }
     }
   };
-  call(
-    connection,
-    "the end of the container's removal begun elsewhere",
-    until_gone,
-  )
-  .await
+  match call(connection, "removing the container", until_gone).await {
+    Err(CoreError::EngineUnreachable(_))
+      if elsewhere.load(std::sync::atomic::Ordering::Relaxed) =>
+    {
+      Err(CoreError::Engine(format!(
+        "The container {id} was still being removed, by a removal begun elsewhere, after {} ms",
+        connection.timeout.as_millis()
+      )))
+    }
+    other => other,
+  }
 }
 
 impl ContainerHost for DockerHost {

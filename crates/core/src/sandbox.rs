@@ -1055,14 +1055,8 @@ impl Sandbox {
     };
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
-    if let Err(error) = self.watch_disk(&init).await {
-      if let Some(egress) = &self.egress {
-        egress.close();
-      }
-      init.shutdown().await;
-      return Err(error);
-    }
     *self.init.locked() = Some(init.clone());
+    self.watch_disk(&init);
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
@@ -1082,11 +1076,11 @@ impl Sandbox {
 
   /// Starts the disk watchdog of this init (under isolation always, with a default budget
   /// of half of what is free; otherwise when a budget is set). It ends with the init.
-  async fn watch_disk(&self, init: &Arc<Init>) -> Result<()> {
+  fn watch_disk(&self, init: &Arc<Init>) {
     let isolated = self.isolation != Isolation::None;
     // Without isolation there is no default budget and no `/tmp` of its own to watch.
     if !isolated && self.limits.disk == DiskBudget::default() {
-      return Ok(());
+      return;
     }
     let mut writable = vec![self.working_directory.clone()];
     let mut bounded_tmp = None;
@@ -1106,26 +1100,26 @@ impl Sandbox {
       inodes: isolated.then(|| free.iter().filter_map(|f| f.inodes).sum::<u64>() / 2),
     };
     let budget = self.limits.disk;
-    // Every look at the filesystems is made on a blocking thread: one that stops answering
-    // holds the start to its deadline, then this watch, never a runtime worker.
-    let Some(mut watch) = self
-      .off_runtime(CHECKING_PATHS, move |_| {
-        let bounded = bounded_tmp.map(|(dir, bytes)| Bounded::new(&dir, bytes));
-        Ok(DiskWatch::start(&writable, budget, half_of_free, bounded))
-      })
-      .await?
-    else {
-      return Ok(());
-    };
     let init = Arc::downgrade(init);
     let processes = Arc::downgrade(&self.processes);
-    // Neither the init nor the processes are held while a check runs: a check that never
-    // returns (a filesystem gone silent) keeps neither alive.
+    // Neither the init nor the processes are held while the filesystems are looked at: a
+    // look that never returns (a filesystem gone silent) keeps neither alive.
     let live = move || {
       let (init, processes) = (init.upgrade()?, processes.upgrade()?);
       init.is_alive().then_some((init, processes))
     };
+    // Every look at the filesystems is made on a blocking thread: one that stops answering
+    // stalls this watch, never a runtime worker. The start does not wait for the first (it
+    // would pay a thread's wake-up): that is taken as the first command is only being sent,
+    // and what a command could write before it is nothing beside a budget.
     tokio::spawn(async move {
+      let started = tokio::task::spawn_blocking(move || {
+        let bounded = bounded_tmp.map(|(dir, bytes)| Bounded::new(&dir, bytes));
+        DiskWatch::start(&writable, budget, half_of_free, bounded)
+      });
+      let Ok(Some(mut watch)) = started.await else {
+        return;
+      };
       loop {
         tokio::time::sleep(disk::POLL).await;
         if live().is_none() {
@@ -1151,7 +1145,6 @@ impl Sandbox {
         }
       }
     });
-    Ok(())
   }
 
   /// The limits the init sets on itself: as asked, plus a cap on open files under

@@ -139,7 +139,7 @@ type Tracked = HashMap<String, (u64, Arc<Process>)>;
 type Exited = VecDeque<(String, Weak<Process>)>;
 
 pub struct Sandbox {
-  /// This sandbox, for work it hands to a blocking thread (see [`Self::off_runtime`]).
+  /// This sandbox, for work it hands to other threads (see [`Self::off_runtime`]).
   me: Weak<Sandbox>,
   id: String,
   working_directory: PathBuf,
@@ -520,7 +520,7 @@ impl Sandbox {
 
   /// Starts filling the warm pool this sandbox takes its inits from, if it has one, ahead of
   /// its first start, in the background. Must be called within the runtime.
-  pub fn fill_warm_pool(self: &Arc<Self>) {
+  pub fn fill_warm_pool(&self) {
     if self.warm_pool == 0 {
       return;
     }
@@ -531,7 +531,7 @@ impl Sandbox {
     }
     // Off the caller's thread (a JavaScript constructor): finding bubblewrap and the
     // system paths reads the filesystem.
-    let sandbox = Arc::downgrade(self);
+    let sandbox = self.me.clone();
     tokio::task::spawn_blocking(move || {
       if let Some(sandbox) = sandbox.upgrade() {
         sandbox.fill_warm_pool_now();
@@ -753,12 +753,9 @@ impl Sandbox {
     // Only a sandbox being dropped has no Arc left, and nothing starts it any more.
     let me = self.me.upgrade().ok_or(CoreError::Destroyed)?;
     let deadline = tokio::time::Instant::now() + PATHS_DEADLINE;
-    let late = |reason: String| match self.isolation {
-      Isolation::None => CoreError::ProviderFailed(reason),
-      isolation => CoreError::IsolationUnavailable {
-        backend: isolation.as_str().into(),
-        reason,
-      },
+    let late = |reason: String| CoreError::IsolationUnavailable {
+      backend: self.isolation.as_str().into(),
+      reason,
     };
     let Ok(turn) = tokio::time::timeout_at(deadline, self.paths_turn.clone().lock_owned()).await
     else {
@@ -840,16 +837,15 @@ impl Sandbox {
       .cloned()
       .collect();
     // Removing a mount looks at no path (it may be the one that stopped answering).
-    let mounts = match added.is_empty() {
-      true => mounts,
-      false => {
-        self
-          .off_runtime(CHECKING_PATHS, move |sandbox| {
-            sandbox.check_mounts(&policy, &added, &mounts)?;
-            Ok(mounts)
-          })
-          .await?
-      }
+    let mounts = if added.is_empty() {
+      mounts
+    } else {
+      self
+        .off_runtime(CHECKING_PATHS, move |sandbox| {
+          sandbox.check_mounts(&policy, &added, &mounts)?;
+          Ok(mounts)
+        })
+        .await?
     };
     // The start in flight may have read the mounts already: bind them once its init is in
     // place. Not once the whole start is done: its `onStart` hook may be mounting too

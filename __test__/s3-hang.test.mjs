@@ -2,7 +2,7 @@
 // after the handshake): s3fs's check of the bucket hangs, and a stat of its mount point
 // with it. Mounts waiting on it must not take the host's threadpool (4 threads, shared by
 // all of its file I/O, DNS and crypto), and fail at their deadline leaving nothing behind.
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
@@ -15,6 +15,7 @@ import { pidsOf, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
 
 const HOST = fileURLToPath(new URL('./s3-hang-host.mjs', import.meta.url))
+const HOME_HOST = fileURLToPath(new URL('./s3-hang-home.mjs', import.meta.url))
 const MOUNTS = 5
 const DEADLINE_S = 5
 /** How long an isolated sandbox's start may spend on the host's paths (the core's deadline). */
@@ -35,6 +36,39 @@ async function silentServer() {
       server.close()
     },
   }
+}
+
+/**
+ * An s3fs mount (as root) of a bucket on a `silentServer`: a look at anything under its
+ * mount point hangs. `end()` kills s3fs and detaches the mount.
+ */
+async function silentMount(name) {
+  const server = await silentServer()
+  const top = tempDir()
+  fs.chmodSync(top, 0o755)
+  const mountPoint = path.join(top, 'bucket')
+  fs.mkdirSync(mountPoint)
+  const passwd = path.join(top, 'passwd')
+  fs.writeFileSync(passwd, 'AKID:secret\n', { mode: 0o600 })
+  const bucket = `${name}-${process.pid}`
+  const s3fs = spawn('s3fs', [bucket, mountPoint, '-f', '-o', `url=${server.endpoint},use_path_request_style,passwd_file=${passwd}`], {
+    stdio: 'ignore',
+  })
+  let ended = false
+  const end = () => {
+    if (ended) return
+    ended = true
+    s3fs.kill('SIGKILL')
+    try {
+      execFileSync('umount', ['-l', mountPoint], { stdio: 'ignore' })
+    } catch {}
+    server.close()
+  }
+  if (!(await waitFor(async () => (await s3fsMounts()).includes(mountPoint)))) {
+    end()
+    throw new Error(`s3fs did not mount ${mountPoint}`)
+  }
+  return { top, mountPoint, bucket, end }
 }
 
 describeS3('Object storage whose endpoint never answers', () => {
@@ -80,20 +114,9 @@ describeS3('A bind source on a FUSE mount that stopped answering', () => {
   it.runIf(runs)(
     'holds neither the runtime nor the start: each isolated start fails at its deadline, other sandboxes run meanwhile, and it starts again once the mount is gone',
     async () => {
-      const server = await silentServer()
-      const top = tempDir()
-      fs.chmodSync(top, 0o755)
-      const mountPoint = path.join(top, 'bucket')
-      fs.mkdirSync(mountPoint)
-      const passwd = path.join(top, 'passwd')
-      fs.writeFileSync(passwd, 'AKID:secret\n', { mode: 0o600 })
-      const bucket = `hang-bind-${process.pid}`
-      const s3fs = spawn('s3fs', [bucket, mountPoint, '-f', '-o', `url=${server.endpoint},use_path_request_style,passwd_file=${passwd}`], {
-        stdio: 'ignore',
-      })
+      const { top, mountPoint, bucket, end } = await silentMount('hang-bind')
       const sandboxes = []
       try {
-        expect(await waitFor(async () => (await s3fsMounts()).includes(mountPoint))).toBe(true)
         // One launched sandbox per runtime worker (were each start to hold a worker, none
         // would be left), and one taking a warm sandbox from the pool.
         const hung = Array.from({ length: os.availableParallelism() + 1 }, (_, i) => {
@@ -119,8 +142,7 @@ describeS3('A bind source on a FUSE mount that stopped answering', () => {
           expect(ms).toBeLessThan(PATHS_DEADLINE_S * 1000 + 8000)
         }
         for (const sb of sandboxes.slice(0, -1)) expect(sb.status).toBe('error')
-        s3fs.kill('SIGKILL')
-        execFileSync('umount', ['-l', mountPoint])
+        end()
         // The mount gone, the abandoned work ends: the same sandboxes start again, the
         // pooled one and a launched one.
         for (const sb of sandboxes.slice(0, 2)) {
@@ -128,13 +150,46 @@ describeS3('A bind source on a FUSE mount that stopped answering', () => {
           expect(back.stdout).toBe('back\n')
         }
       } finally {
-        s3fs.kill('SIGKILL')
-        try {
-          execFileSync('umount', ['-l', mountPoint], { stdio: 'ignore' })
-        } catch {}
-        server.close()
+        end()
         await Promise.allSettled(sandboxes.map((sb) => sb.destroy()))
       }
+      expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+    },
+    60_000,
+  )
+
+  it.runIf(runs)(
+    'a home directory on it holds no constructor: an isolated sandbox is made at the look\'s deadline, protects the start-up files, and runs',
+    async () => {
+      const { top, mountPoint, bucket, end } = await silentMount('hang-home')
+      const workingDirectory = path.join(top, 'ws')
+      fs.mkdirSync(workingDirectory, { mode: 0o755 })
+      fs.writeFileSync(path.join(workingDirectory, '.bashrc'), 'host\n')
+      let child
+      try {
+        // In a process of its own: a constructor that hangs holds its JavaScript thread,
+        // which no timeout of this file could end.
+        child = spawnSync(process.execPath, [HOME_HOST, workingDirectory], {
+          env: { ...process.env, HOME: path.join(mountPoint, 'home', 'agent') },
+          encoding: 'utf8',
+          timeout: 30_000,
+          killSignal: 'SIGKILL',
+        })
+      } finally {
+        end()
+      }
+      expect(child.error).toBeUndefined()
+      expect(child.status).toBe(0)
+      const report = JSON.parse(child.stdout)
+      // The first waits for the look's deadline (half a second); the next finds it stuck.
+      expect(report.firstMs).toBeGreaterThan(400)
+      expect(report.firstMs).toBeLessThan(5000)
+      expect(report.secondMs).toBeLessThan(400)
+      for (const paths of [report.isolated, report.unisolated]) expect(paths).toEqual(expect.arrayContaining(['.bashrc', '.profile', '.git/hooks']))
+      expect(report.write.exitCode).not.toBe(0)
+      expect(report.echo).toBe('ok\n')
+      expect(fs.readFileSync(path.join(workingDirectory, '.bashrc'), 'utf8')).toBe('host\n')
       expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
       expect(await s3fsMounts()).not.toContain(mountPoint)
     },

@@ -12,6 +12,8 @@
 //! sandbox runs.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::isolation::TenantBind;
 
@@ -68,18 +70,72 @@ const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] 
 }
 
 /// The default protected paths of `workspace`: home-only ones included when it is a home
-/// directory (see [`is_home_directory`]; `home` is this process's `$HOME`).
+/// directory, or may be one (see [`may_be_home_directory`]; `home` is this process's
+/// `$HOME`).
 pub fn default_protected_paths(workspace: &Path, home: Option<&Path>) -> Vec<PathBuf> {
-  let home = is_home_directory(
-    workspace,
-    &std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
-    home,
-  );
+  let home = may_be_home_directory(workspace, home, HOMES_DEADLINE);
   DEFAULT_PROTECTED_PATHS
     .iter()
     .filter(|p| home || !HOME_PROTECTED_PATHS.contains(p))
     .map(PathBuf::from)
     .collect()
+}
+
+/// How long the look at the accounts' home directories may take. It takes well under a
+/// millisecond; its callers include constructors on the host's JavaScript thread.
+const HOMES_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The look at the home directories in progress, if any (when it began), and its end.
+static HOMES_LOOK: (Mutex<Option<Instant>>, Condvar) = (Mutex::new(None), Condvar::new());
+
+/// Ends the look in progress, however its thread ends.
+struct HomesLookEnds;
+
+impl Drop for HomesLookEnds {
+  fn drop(&mut self) {
+    let (running, ended) = &HOMES_LOOK;
+    *running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    ended.notify_all();
+  }
+}
+
+/// [`is_home_directory`] with `/etc/passwd`, on a thread of its own: a home on a file
+/// system that stopped answering (NFS, autofs, FUSE) would hold its caller for as long.
+/// Past `deadline`, or while an earlier look is stuck past its own, the workspace is taken
+/// for a home directory, so that its start-up files are protected too: the safe side. One
+/// look runs at a time, so a stuck one keeps one thread until the file system answers.
+fn may_be_home_directory(workspace: &Path, home: Option<&Path>, deadline: Duration) -> bool {
+  let (running, ended) = &HOMES_LOOK;
+  let started = Instant::now();
+  let mut look = running.lock().unwrap_or_else(PoisonError::into_inner);
+  while let Some(began) = *look {
+    let left = deadline.saturating_sub(started.elapsed().max(began.elapsed()));
+    if left.is_zero() {
+      return true;
+    }
+    look = ended
+      .wait_timeout(look, left)
+      .unwrap_or_else(PoisonError::into_inner)
+      .0;
+  }
+  *look = Some(started);
+  drop(look);
+  let (answer, answered) = std::sync::mpsc::sync_channel(1);
+  let (workspace, home) = (workspace.to_path_buf(), home.map(Path::to_path_buf));
+  let spawned = std::thread::Builder::new()
+    .name("native-workspace-homes".into())
+    .spawn(move || {
+      let _ends = HomesLookEnds;
+      let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+      let _ = answer.send(is_home_directory(&workspace, &passwd, home.as_deref()));
+    });
+  if spawned.is_err() {
+    drop(HomesLookEnds);
+    return true;
+  }
+  answered
+    .recv_timeout(deadline.saturating_sub(started.elapsed()))
+    .unwrap_or(true)
 }
 
 /// Whether `workspace` is where a login shell or the host's own tools would read start-up
@@ -418,6 +474,8 @@ mod tests {
     std::fs::remove_file(link).unwrap();
     let project = default_protected_paths(&ws, None);
     assert!(project.contains(&PathBuf::from(".git/hooks")));
+    let home = default_protected_paths(&ws, Some(&ws));
+    assert!(home.contains(&PathBuf::from(".bashrc")));
     assert!(
       !project
         .iter()

@@ -9,7 +9,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect, it } from 'vitest'
-import { IsolationUnavailableError, LocalSandbox } from '../lib/index.mjs'
+import { IsolationUnavailableError, LocalSandbox, SandboxError } from '../lib/index.mjs'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
 import { pidsOf, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
@@ -108,8 +108,8 @@ describeS3('Object storage whose endpoint never answers', () => {
   }, 90_000)
 })
 
-describeS3('A bind source on a FUSE mount that stopped answering', () => {
-  // A stat of the mount point hangs for as long as its server is silent.
+describeS3('A FUSE mount that stopped answering', () => {
+  // A look at the mount point, or under it, hangs for as long as its server is silent.
   const runs = process.getuid() === 0 && LocalSandbox.detectIsolation().available === true
   it.runIf(runs)(
     'holds neither the runtime nor the start: each isolated start fails at its deadline, other sandboxes run meanwhile, and it starts again once the mount is gone',
@@ -190,6 +190,47 @@ describeS3('A bind source on a FUSE mount that stopped answering', () => {
       expect(report.write.exitCode).not.toBe(0)
       expect(report.echo).toBe('ok\n')
       expect(fs.readFileSync(path.join(workingDirectory, '.bashrc'), 'utf8')).toBe('host\n')
+      expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+    },
+    60_000,
+  )
+
+  it.runIf(process.getuid() === 0)(
+    "a command's working directory on it holds only that command: other sandboxes run meanwhile, and it fails once the mount is gone",
+    async () => {
+      const { top, mountPoint, bucket, end } = await silentMount('hang-cwd')
+      const cwd = path.join(mountPoint, 'sub')
+      const sandboxes = Array.from({ length: os.availableParallelism() + 2 }, (_, i) => new LocalSandbox({ workingDirectory: path.join(top, `ws${i}`) }))
+      const other = sandboxes.pop()
+      const settled = new Set()
+      const hung = sandboxes.map((sb, i) => {
+        const run = sb.executeCommand('echo unreachable', [], { cwd }).then(
+          () => null,
+          (error) => error,
+        )
+        run.then(() => settled.add(i))
+        return run
+      })
+      const waitAtMost = (ms, promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, ms, 'still waiting'))])
+      let alive
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 1000))
+        alive = await timed(() => waitAtMost(5000, other.executeCommand('echo alive')))
+        expect(settled.size).toBe(0)
+      } finally {
+        end()
+      }
+      const [result, aliveMs] = alive
+      expect(result.stdout).toBe('alive\n')
+      expect(aliveMs).toBeLessThan(2000)
+      // The mount gone, each look at the directory fails, and its command with it.
+      for (const error of await waitAtMost(10_000, Promise.all(hung))) {
+        expect(error).toBeInstanceOf(SandboxError)
+        expect(error.message).toContain(cwd)
+      }
+      for (const sb of sandboxes) expect((await sb.executeCommand('echo back')).stdout).toBe('back\n')
+      await Promise.all([...sandboxes, other].map((sb) => sb.destroy()))
       expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
       expect(await s3fsMounts()).not.toContain(mountPoint)
     },

@@ -411,11 +411,6 @@ impl Init {
     })
   }
 
-  /// Whether its commands see this host's files at the same paths (not a container's).
-  pub fn sees_host_files(&self) -> bool {
-    self.connected.is_none()
-  }
-
   /// Kills made by the sandbox's limits (and its cgroup, when they need one).
   pub fn kills(&self) -> &Arc<LimitKills> {
     &self.kills

@@ -153,10 +153,6 @@ struct Handover {
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
-    // A container's paths are not the host's: there the command's shell finds out.
-    if init.sees_host_files() {
-      check_cwd(&request.cwd)?;
-    }
     let env: Vec<(String, String)> = request.env.into_iter().collect();
     let started = Instant::now();
     let kills = (init.kills().clone(), init.kills().snapshot());
@@ -561,15 +557,7 @@ async fn feed_stdin(
   }
 }
 
-fn check_cwd(cwd: &std::path::Path) -> Result<()> {
-  match std::fs::metadata(cwd) {
-    Ok(m) if m.is_dir() => Ok(()),
-    Ok(_) => Err(CoreError::CwdNotDirectory(cwd.to_owned())),
-    Err(e) => Err(cwd_error(cwd, e)),
-  }
-}
-
-/// Why a command cannot run in `cwd`, from the error of looking it up or entering it.
+/// Why a command cannot run in `cwd`, from the supervisor's error entering it.
 fn cwd_error(cwd: &std::path::Path, e: std::io::Error) -> CoreError {
   match e.raw_os_error() {
     _ if e.kind() == std::io::ErrorKind::NotFound => CoreError::CwdNotFound(cwd.to_owned()),
@@ -578,7 +566,6 @@ fn cwd_error(cwd: &std::path::Path, e: std::io::Error) -> CoreError {
   }
 }
 
-/// Reads one pipe to EOF into the retention buffer and the sinks.
 /// Reads one stream to its end, delivering as it goes. A consumer may hold the stream back
 /// (see `Pace`) while the command runs; once it has ended, what is left in the pipe is
 /// read regardless, so the result is complete and nothing waits on a reader that stopped.

@@ -686,8 +686,8 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
   // SAFETY: getpid has no preconditions.
   let me = unsafe { libc::getpid() };
   // A working directory that cannot be entered is the caller's error, told apart from the
-  // command's own failures: `D<errno>` instead of a start. (The host checks it first where
-  // it sees the same files; in a container only this side does.)
+  // command's own failures: `D<errno>` instead of a start. Only this side looks at it: on a
+  // file system that stopped answering, the look holds this supervisor, not the host.
   // SAFETY: chdir to a NUL-terminated path; the command inherits it.
   if unsafe { libc::chdir(request.cwd.as_ptr()) } != 0 {
     let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);

@@ -85,57 +85,78 @@ pub fn default_protected_paths(workspace: &Path, home: Option<&Path>) -> Vec<Pat
 /// millisecond; its callers include constructors on the host's JavaScript thread.
 const HOMES_DEADLINE: Duration = Duration::from_millis(500);
 
-/// The look at the home directories in progress, if any (when it began), and its end.
-static HOMES_LOOK: (Mutex<Option<Instant>>, Condvar) = (Mutex::new(None), Condvar::new());
+/// One look at a time (see [`bounded_look`]): when the one in progress began, and its end.
+type LookSlot = (Mutex<Option<Instant>>, Condvar);
 
-/// Ends the look in progress, however its thread ends.
-struct HomesLookEnds;
+/// The looks at the home directories.
+static HOMES_LOOK: LookSlot = (Mutex::new(None), Condvar::new());
 
-impl Drop for HomesLookEnds {
+/// Ends the look in progress in its slot, however its thread ends.
+struct LookEnds(&'static LookSlot);
+
+impl Drop for LookEnds {
   fn drop(&mut self) {
-    let (running, ended) = &HOMES_LOOK;
+    let (running, ended) = self.0;
     *running.lock().unwrap_or_else(PoisonError::into_inner) = None;
     ended.notify_all();
   }
 }
 
-/// [`is_home_directory`] with `/etc/passwd`, on a thread of its own: a home on a file
-/// system that stopped answering (NFS, autofs, FUSE) would hold its caller for as long.
-/// Past `deadline`, or while an earlier look is stuck past its own, the workspace is taken
-/// for a home directory, so that its start-up files are protected too: the safe side. One
-/// look runs at a time, so a stuck one keeps one thread until the file system answers.
+/// [`is_home_directory`] with `/etc/passwd`, on a thread of its own (see [`bounded_look`]):
+/// a home on a file system that stopped answering (NFS, autofs, FUSE) would hold its caller
+/// for as long. Past `deadline` the workspace is taken for a home directory, so that its
+/// start-up files are protected too: the safe side.
 fn may_be_home_directory(workspace: &Path, home: Option<&Path>, deadline: Duration) -> bool {
-  let (running, ended) = &HOMES_LOOK;
-  let started = Instant::now();
-  let mut look = running.lock().unwrap_or_else(PoisonError::into_inner);
-  while let Some(began) = *look {
-    let left = deadline.saturating_sub(started.elapsed().max(began.elapsed()));
+  let (workspace, home) = (workspace.to_path_buf(), home.map(Path::to_path_buf));
+  let answer = bounded_look(&HOMES_LOOK, deadline, move || {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    is_home_directory(&workspace, &passwd, home.as_deref())
+  });
+  answer.unwrap_or_else(|| {
+    tracing::debug!(
+      "the home directories did not answer in time: start-up files are protected too"
+    );
+    true
+  })
+}
+
+/// What `look` answers, run on a thread of its own within `deadline`, or None past it, or
+/// while the slot's earlier look is stuck past its own. One look runs at a time in a slot,
+/// so a stuck one keeps one thread until it ends.
+fn bounded_look(
+  slot: &'static LookSlot,
+  deadline: Duration,
+  look: impl FnOnce() -> bool + Send + 'static,
+) -> Option<bool> {
+  let (running, ended) = slot;
+  let arrived = Instant::now();
+  let mut began = running.lock().unwrap_or_else(PoisonError::into_inner);
+  while let Some(earlier) = *began {
+    let left = deadline.saturating_sub(arrived.elapsed().max(earlier.elapsed()));
     if left.is_zero() {
-      return true;
+      return None;
     }
-    look = ended
-      .wait_timeout(look, left)
+    began = ended
+      .wait_timeout(began, left)
       .unwrap_or_else(PoisonError::into_inner)
       .0;
   }
-  *look = Some(started);
-  drop(look);
+  *began = Some(Instant::now());
+  drop(began);
   let (answer, answered) = std::sync::mpsc::sync_channel(1);
-  let (workspace, home) = (workspace.to_path_buf(), home.map(Path::to_path_buf));
   let spawned = std::thread::Builder::new()
-    .name("native-workspace-homes".into())
+    .name("native-workspace-look".into())
     .spawn(move || {
-      let _ends = HomesLookEnds;
-      let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-      let _ = answer.send(is_home_directory(&workspace, &passwd, home.as_deref()));
+      let _ends = LookEnds(slot);
+      let _ = answer.send(look());
     });
   if spawned.is_err() {
-    drop(HomesLookEnds);
-    return true;
+    drop(LookEnds(slot));
+    return None;
   }
   answered
-    .recv_timeout(deadline.saturating_sub(started.elapsed()))
-    .unwrap_or(true)
+    .recv_timeout(deadline.saturating_sub(arrived.elapsed()))
+    .ok()
 }
 
 /// Whether `workspace` is where a login shell or the host's own tools would read start-up
@@ -487,6 +508,52 @@ mod tests {
         .all(|p| DEFAULT_PROTECTED_PATHS.contains(p))
     );
     std::fs::remove_dir_all(ws).unwrap();
+  }
+
+  #[test]
+  fn a_look_past_its_deadline_answers_none_and_holds_the_next_caller_no_longer() {
+    static SLOT: LookSlot = (Mutex::new(None), Condvar::new());
+    let deadline = Duration::from_millis(100);
+    let (release, stuck) = std::sync::mpsc::channel::<()>();
+    let started = Instant::now();
+    // A look that does not end until released: its caller gets no answer at its deadline.
+    assert_eq!(
+      bounded_look(&SLOT, deadline, move || stuck.recv().is_ok()),
+      None
+    );
+    assert!(started.elapsed() >= deadline);
+    // While it is stuck past its deadline, the next caller does not wait, nor start another.
+    let next = Instant::now();
+    assert_eq!(bounded_look(&SLOT, deadline, || false), None);
+    assert!(next.elapsed() < deadline);
+    // Once it ends, looks run again and their answers come back.
+    release.send(()).unwrap();
+    let (running, _) = &SLOT;
+    while running.lock().unwrap().is_some() {
+      std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(bounded_look(&SLOT, deadline, || false), Some(false));
+    assert_eq!(bounded_look(&SLOT, deadline, || true), Some(true));
+  }
+
+  #[test]
+  fn a_caller_waits_for_a_look_in_progress_within_its_own_deadline() {
+    static SLOT: LookSlot = (Mutex::new(None), Condvar::new());
+    let slow = std::thread::spawn(|| {
+      bounded_look(&SLOT, Duration::from_secs(5), || {
+        std::thread::sleep(Duration::from_millis(50));
+        true
+      })
+    });
+    while SLOT.0.lock().unwrap().is_none() {
+      std::thread::yield_now();
+    }
+    // It waits for the slow look to end, then runs its own.
+    assert_eq!(
+      bounded_look(&SLOT, Duration::from_secs(5), || false),
+      Some(false)
+    );
+    assert_eq!(slow.join().unwrap(), Some(true));
   }
 
   #[test]

@@ -9,9 +9,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { expect, it } from 'vitest'
-import { IsolationUnavailableError, LocalSandbox, SandboxError } from '../lib/index.mjs'
+import { IsolationUnavailableError, LocalSandbox, SandboxError, SandboxNotReadyError } from '../lib/index.mjs'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
-import { pidsOf, tempDir, timed, waitFor } from './helpers.mjs'
+import { pidsOf, sleep, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
 
 const HOST = fileURLToPath(new URL('./s3-hang-host.mjs', import.meta.url))
@@ -20,6 +20,8 @@ const MOUNTS = 5
 const DEADLINE_S = 5
 /** How long an isolated sandbox's start may spend on the host's paths (the core's deadline). */
 const PATHS_DEADLINE_S = 10
+/** The name the kernel gives the keeper's processes (its 15 first characters). */
+const KEEPER_COMM = 'native-workspace-keeper'.slice(0, 15)
 
 /** A TCP server on loopback that accepts connections and never answers; `close()` ends it. */
 async function silentServer() {
@@ -197,40 +199,53 @@ describeS3('A FUSE mount that stopped answering', () => {
   )
 
   it.runIf(process.getuid() === 0)(
-    "a command's working directory on it holds only that command: other sandboxes run meanwhile, and it fails once the mount is gone",
+    "a command's working directory on it holds only that command: other sandboxes run meanwhile, a destroy ends it, and it fails once the mount is gone",
     async () => {
       const { top, mountPoint, bucket, end } = await silentMount('hang-cwd')
       const cwd = path.join(mountPoint, 'sub')
-      const sandboxes = Array.from({ length: os.availableParallelism() + 2 }, (_, i) => new LocalSandbox({ workingDirectory: path.join(top, `ws${i}`) }))
-      const other = sandboxes.pop()
+      const keepersBefore = new Set(await pidsOf(KEEPER_COMM))
+      // Launched inits only: a warm pool's idle inits would outlive the destroys below.
+      const made = (name) => new LocalSandbox({ workingDirectory: path.join(top, name), nativeSandbox: { warmPool: 0 } })
+      const sandboxes = Array.from({ length: os.availableParallelism() + 1 }, (_, i) => made(`ws${i}`))
+      const other = made('other')
+      const within = (ms, promise, what) =>
+        Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))])
       const settled = new Set()
       const hung = sandboxes.map((sb, i) => {
-        const run = sb.executeCommand('echo unreachable', [], { cwd }).then(
+        const run = sb.executeCommand(`touch ${path.join(top, `ran${i}`)}`, [], { cwd }).then(
           () => null,
           (error) => error,
         )
         run.then(() => settled.add(i))
         return run
       })
-      const waitAtMost = (ms, promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, ms, 'still waiting'))])
-      let alive
+      const [kept, ...destroyed] = sandboxes
       try {
-        await new Promise((resolve) => setTimeout(resolve, 1000))
-        alive = await timed(() => waitAtMost(5000, other.executeCommand('echo alive')))
+        await sleep(1000)
+        const [alive, aliveMs] = await timed(() => within(5000, other.executeCommand('echo alive'), 'a command of another sandbox'))
+        expect(alive.stdout).toBe('alive\n')
+        expect(aliveMs).toBeLessThan(2000)
         expect(settled.size).toBe(0)
+        // A destroy ends the commands that wait: it does not wait for their look (a request
+        // its FUSE server has taken holds a process past any signal, until it is answered).
+        await within(10_000, Promise.all(destroyed.map((sb) => sb.destroy())), 'the destroys')
+        for (const error of await within(1000, Promise.all(hung.slice(1)), 'the destroyed sandboxes\' commands')) {
+          expect(error).toBeInstanceOf(SandboxNotReadyError)
+        }
+        expect(settled.has(0)).toBe(false)
+        await other.destroy()
       } finally {
         end()
+        await Promise.allSettled(destroyed.map((sb) => sb.destroy()))
       }
-      const [result, aliveMs] = alive
-      expect(result.stdout).toBe('alive\n')
-      expect(aliveMs).toBeLessThan(2000)
-      // The mount gone, each look at the directory fails, and its command with it.
-      for (const error of await waitAtMost(10_000, Promise.all(hung))) {
-        expect(error).toBeInstanceOf(SandboxError)
-        expect(error.message).toContain(cwd)
-      }
-      for (const sb of sandboxes) expect((await sb.executeCommand('echo back')).stdout).toBe('back\n')
-      await Promise.all([...sandboxes, other].map((sb) => sb.destroy()))
+      // The mount gone, the look fails, and the command with it; the sandbox runs the next.
+      const error = await within(10_000, hung[0], 'the command in the lost directory')
+      expect(error).toBeInstanceOf(SandboxError)
+      expect(error.message).toContain(cwd)
+      expect((await kept.executeCommand('echo back')).stdout).toBe('back\n')
+      await kept.destroy()
+      expect(await waitFor(async () => (await pidsOf(KEEPER_COMM)).every((pid) => keepersBefore.has(pid)))).toBe(true)
+      for (let i = 0; i < sandboxes.length; i++) expect(fs.existsSync(path.join(top, `ran${i}`))).toBe(false)
       expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
       expect(await s3fsMounts()).not.toContain(mountPoint)
     },

@@ -72,6 +72,8 @@ pub struct Init {
   slot: Option<SlotNamespaces>,
   /// The protection of the tenant attached, kept as `_confinement`'s is.
   tenant: Mutex<Option<Protection>>,
+  /// Set once it is shut down or dropped (see [`Init::closed`]).
+  closed: tokio::sync::watch::Sender<bool>,
 }
 
 /// How requests reach the init.
@@ -87,6 +89,7 @@ enum Link {
 /// queue, it would stay a zombie of the host until some later child happened to exit.
 impl Drop for Init {
   fn drop(&mut self) {
+    self.closed.send_replace(true);
     let child = self
       .child
       .get_mut()
@@ -322,6 +325,7 @@ impl Init {
       _confinement: confinement,
       slot,
       tenant: Mutex::new(None),
+      closed: tokio::sync::watch::Sender::new(false),
     })
   }
 
@@ -381,6 +385,7 @@ impl Init {
       _confinement: Confinement::None,
       slot: None,
       tenant: Mutex::new(None),
+      closed: tokio::sync::watch::Sender::new(false),
     })
   }
 
@@ -408,6 +413,7 @@ impl Init {
       _confinement: Confinement::None,
       slot: None,
       tenant: Mutex::new(None),
+      closed: tokio::sync::watch::Sender::new(false),
     })
   }
 
@@ -436,9 +442,16 @@ impl Init {
     }
   }
 
+  /// Resolves once the init is being shut down: a command that has not started by then
+  /// (its supervisor still entering its working directory) is not waited for.
+  pub async fn closed(&self) {
+    let _ = self.closed.subscribe().wait_for(|closed| *closed).await;
+  }
+
   /// Ends the init and waits until it is reaped. Closing its socket makes it kill what
   /// is left of its commands and exit; if it does not, it is killed.
   pub async fn shutdown(&self) {
+    self.closed.send_replace(true);
     match &self.link {
       Link::Socket(socket) => {
         let _ = socket.locked().shutdown(std::net::Shutdown::Both);

@@ -165,7 +165,17 @@ impl Process {
     let (control_read, control_write) = launched.control.into_split();
     let mut control_read = BufReader::new(control_read);
     let mut line = Vec::new();
-    let pid = match read_message(&mut control_read, &mut line).await {
+    let message = tokio::select! {
+      message = read_message(&mut control_read, &mut line) => message,
+      // Its supervisor may be held where no signal reaches it (a request to a FUSE server
+      // that stopped answering): it dies with the init, and is not waited for.
+      () = init.closed() => {
+        return Err(CoreError::Spawn(std::io::Error::other(
+          "the sandbox's init was shut down before the command started",
+        )));
+      }
+    };
+    let pid = match message {
       Some(Message::Started(pid)) => pid,
       Some(Message::CwdUnusable(errno)) => {
         return Err(cwd_error(

@@ -322,13 +322,10 @@ fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) 
     }
     match read_request(socket) {
       Ok(Some(Incoming::Command(request))) => {
-        // A supervisor outlives the init, to end its tree (see `shutdown`).
-        // SAFETY: as above.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) };
         say(SPARE_TOOK);
         close(tell);
         close(socket);
-        run_supervisor(request, signals);
+        run_supervisor(request, signals, init);
       }
       Ok(Some(Incoming::Socket { family, reply })) => socket::answer_socket_request(family, reply),
       Ok(None) => {
@@ -651,11 +648,12 @@ fn fork_supervisor(
   signals: &SignalFd,
   init_fds: &[RawFd],
 ) -> Option<libc::pid_t> {
+  let init = std::process::id() as libc::pid_t;
   // SAFETY: single-threaded; the child continues as the supervisor.
   let pid = unsafe { libc::fork() };
   if pid == 0 {
     init_fds.iter().for_each(|&fd| close(fd));
-    run_supervisor(request, signals);
+    run_supervisor(request, signals, init);
   }
   if pid < 0 {
     let reason = fork_failure("the command's supervisor");
@@ -679,20 +677,40 @@ fn fork_failure(what: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // supervisor
 
-fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
+fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) -> ! {
   let ctl = request.fds[0];
+  // Until its command starts it holds nothing, and it must not start it once the init is
+  // gone or shutting down: the init's SIGUSR1 ends it at once (its default action), also
+  // inside a `chdir` into a file system that stopped answering, where a signal reaches it;
+  // where none does (a request its FUSE server has taken), it dies with the init on its way
+  // back, rather than start the command whenever the file system answers.
+  let shutdown = signal_set(&[libc::SIGUSR1]);
+  // SAFETY: process attribute and mask syscalls on this single-threaded process.
+  unsafe {
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    if libc::getppid() != init {
+      libc::_exit(0);
+    }
+    libc::sigprocmask(libc::SIG_UNBLOCK, &shutdown, ptr::null_mut());
+  }
   // SAFETY: see main.
   unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
   // SAFETY: getpid has no preconditions.
   let me = unsafe { libc::getpid() };
   // A working directory that cannot be entered is the caller's error, told apart from the
   // command's own failures: `D<errno>` instead of a start. Only this side looks at it: on a
-  // file system that stopped answering, the look holds this supervisor, not the host.
+  // file system that stopped answering, the look holds this supervisor, not a host thread.
   // SAFETY: chdir to a NUL-terminated path; the command inherits it.
   if unsafe { libc::chdir(request.cwd.as_ptr()) } != 0 {
     let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
     write_all(ctl, format!("D{errno}\n").as_bytes());
     std::process::exit(0);
+  }
+  // SAFETY: as above. From now on it outlives the init, to end its tree (see `shutdown`),
+  // and reads the init's SIGUSR1 from `signals`.
+  unsafe {
+    libc::sigprocmask(libc::SIG_BLOCK, &shutdown, ptr::null_mut());
+    libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
   }
   write_all(ctl, format!("P{me}\n").as_bytes());
   let main_pid = spawn_command(&request);
@@ -705,8 +723,7 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
     close(fd);
   }
   if main_pid < 0 {
-    write_all(ctl, b"X32512\n"); // as if exited with status 127
-    std::process::exit(0);
+    report_end(ctl, 32512); // as if exited with status 127
   }
 
   let mut main_status: Option<libc::c_int> = None;
@@ -753,16 +770,14 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
           Vec::new()
         };
         let Some(&first) = left.first() else {
-          write_all(ctl, format!("X{status}\n").as_bytes());
-          std::process::exit(0);
+          report_end(ctl, status);
         };
         // The host decides whether they run on as processes of their own or die now.
         report_leftovers(ctl, &left, status);
         leftover = Some((first, None));
       }
       (Some(_), Some((_, first_status))) if children_of(me).is_empty() => {
-        write_all(ctl, format!("X{}\n", first_status.unwrap_or(0)).as_bytes());
-        std::process::exit(0);
+        report_end(ctl, first_status.unwrap_or(0));
       }
       _ => {}
     }
@@ -793,8 +808,7 @@ fn run_supervisor(request: Request, signals: &SignalFd) -> ! {
 fn end_tree_and_exit(ctl: RawFd, main_pid: libc::pid_t, main_status: Option<libc::c_int>) -> ! {
   signal_tree(main_pid, main_status.is_none(), libc::SIGKILL);
   kill_tree_until_empty(&[]);
-  write_all(ctl, format!("X{}\n", libc::SIGKILL).as_bytes());
-  std::process::exit(0);
+  report_end(ctl, libc::SIGKILL);
 }
 
 /// SIGKILLs the tree. Once the command itself has ended, nothing it reports on can change
@@ -815,6 +829,11 @@ fn kill_tree_and_exit(
     Some((_, first_status)) => first_status.unwrap_or(libc::SIGKILL),
     None => main_status,
   };
+  report_end(ctl, status);
+}
+
+/// Reports the end of the command (`X<wait status>`) and exits.
+fn report_end(ctl: RawFd, status: libc::c_int) -> ! {
   write_all(ctl, format!("X{status}\n").as_bytes());
   std::process::exit(0);
 }
@@ -1155,6 +1174,19 @@ fn read_exact(fd: RawFd, mut buf: &mut [u8]) -> io::Result<()> {
   Ok(())
 }
 
+/// A signal set holding `signals`.
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+  // SAFETY: an empty set filled with valid signal numbers.
+  unsafe {
+    let mut set: libc::sigset_t = mem::zeroed();
+    libc::sigemptyset(&mut set);
+    for &sig in signals {
+      libc::sigaddset(&mut set, sig);
+    }
+    set
+  }
+}
+
 /// Signals delivered as readable events, so one `poll` waits for requests and signals.
 struct SignalFd {
   fd: RawFd,
@@ -1162,13 +1194,9 @@ struct SignalFd {
 
 impl SignalFd {
   fn new(signals: &[libc::c_int]) -> Self {
-    // SAFETY: builds a signal set, blocks it, and opens a signalfd for it.
+    let set = signal_set(&[signals, &[libc::SIGUSR1]].concat());
+    // SAFETY: blocks a signal set and opens a signalfd for it.
     unsafe {
-      let mut set: libc::sigset_t = mem::zeroed();
-      libc::sigemptyset(&mut set);
-      for &sig in signals.iter().chain([libc::SIGUSR1].iter()) {
-        libc::sigaddset(&mut set, sig);
-      }
       libc::sigprocmask(libc::SIG_BLOCK, &set, ptr::null_mut());
       let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
       if fd < 0 {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { expect, it } from 'vitest'
 import { IsolationUnavailableError, LocalSandbox, SandboxError, SandboxNotReadyError } from '../lib/index.mjs'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
-import { pidsOf, sleep, tempDir, timed, waitFor } from './helpers.mjs'
+import { pidsOf, processesWith, sleep, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
 
 const HOST = fileURLToPath(new URL('./s3-hang-host.mjs', import.meta.url))
@@ -20,8 +20,8 @@ const MOUNTS = 5
 const DEADLINE_S = 5
 /** How long an isolated sandbox's start may spend on the host's paths (the core's deadline). */
 const PATHS_DEADLINE_S = 10
-/** The name the kernel gives the keeper's processes (its 15 first characters). */
-const KEEPER_COMM = 'native-workspace-keeper'.slice(0, 15)
+/** The pids of the keeper's processes (inits and supervisors) alive now. */
+const keepers = () => processesWith('native-workspace-keeper').map((p) => p.pid)
 
 /** A TCP server on loopback that accepts connections and never answers; `close()` ends it. */
 async function silentServer() {
@@ -203,7 +203,7 @@ describeS3('A FUSE mount that stopped answering', () => {
     async () => {
       const { top, mountPoint, bucket, end } = await silentMount('hang-cwd')
       const cwd = path.join(mountPoint, 'sub')
-      const keepersBefore = new Set(await pidsOf(KEEPER_COMM))
+      const keepersBefore = new Set(keepers())
       // Launched inits only: a warm pool's idle inits would outlive the destroys below.
       const made = (name) => new LocalSandbox({ workingDirectory: path.join(top, name), nativeSandbox: { warmPool: 0 } })
       const sandboxes = Array.from({ length: os.availableParallelism() + 1 }, (_, i) => made(`ws${i}`))
@@ -244,7 +244,7 @@ describeS3('A FUSE mount that stopped answering', () => {
       expect(error.message).toContain(cwd)
       expect((await kept.executeCommand('echo back')).stdout).toBe('back\n')
       await kept.destroy()
-      expect(await waitFor(async () => (await pidsOf(KEEPER_COMM)).every((pid) => keepersBefore.has(pid)))).toBe(true)
+      expect(await waitFor(() => keepers().every((pid) => keepersBefore.has(pid)))).toBe(true)
       for (let i = 0; i < sandboxes.length; i++) expect(fs.existsSync(path.join(top, `ran${i}`))).toBe(false)
       expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
       expect(await s3fsMounts()).not.toContain(mountPoint)

@@ -731,6 +731,9 @@ where
   T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
   F: 'static + Send + std::future::Future<Output = std::result::Result<T, Failure>>,
 {
+  // Boxed once here: each async layer below (and napi's own) would otherwise hold a copy
+  // of the whole command future by value, and a call would copy tens of kilobytes.
+  let fut = Box::pin(fut);
   let outcome = async move {
     match catching_panics(fut).await {
       Ok(result) => result,

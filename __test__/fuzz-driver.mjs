@@ -867,6 +867,8 @@ function ourProcesses() {
     .filter((s) => {
       if (s.pid === process.pid) return false
       const cmd = cmdline(s.pid)
+      // The keeper that forks the driver's unisolated inits lives as long as the driver.
+      if (cmd.split(' ')[1] === '--zygote') return false
       // A keeper names the Node process it serves (other processes' keepers are not ours).
       const ourKeeper = s.comm.startsWith(KEEPER.slice(0, 15)) && cmd.split(' ').includes(String(process.pid))
       return mine.has(s.pid) || ourKeeper || cmd.includes(cfg.top)

@@ -176,6 +176,14 @@ function cmdline(pid) {
 }
 
 /**
+ * Whether `pid` is the keeper that forks a host's unisolated inits (`--zygote`): it lives as
+ * long as its host, so it is no sandbox's process and outlives any test's sandboxes.
+ */
+export function isZygote(pid) {
+  return cmdline(pid)?.split(' ')[1] === '--zygote'
+}
+
+/**
  * A unique argument for `sleep`, e.g. `1000.042917365`: a ~17 min sleep whose argv can
  * be found in /proc. Fixed width, so no marker is a prefix of another.
  */

@@ -7,7 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, isIsolationAvailable } from '../lib/index.mjs'
-import { LIB_CJS, gone, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, gone, isZygote, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -99,7 +99,7 @@ const settles = (promise, what) => withDeadline(promise, 5000, what)
 /** Live sandbox inits (keepers, or the bubblewrap holding one) started by `pid`. */
 function keepersOf(pid = process.pid) {
   return processesWith('native-workspace-keeper')
-    .filter((p) => procStat(p.pid)?.ppid === pid)
+    .filter((p) => procStat(p.pid)?.ppid === pid && !isZygote(p.pid))
     .map((p) => p.pid)
 }
 
@@ -410,10 +410,12 @@ async function use(kind, marker, dir) {
 }
 ;(async () => {
   // Warm up what lives as long as the process (the runtime's threads and descriptors, the
-  // user namespace of a root host's isolated workspaces).
-  const warm = new LocalSandbox({ workingDirectory: ${JSON.stringify(path.join(top, 'warm'))}, isolation: ${JSON.stringify(isolations.at(-1))} })
-  await warm.executeCommand('true')
-  await warm.destroy()
+  // zygote of unisolated inits, the user namespace of a root host's isolated workspaces).
+  for (const isolation of new Set(['none', ${JSON.stringify(isolations.at(-1))}])) {
+    const warm = new LocalSandbox({ workingDirectory: ${JSON.stringify(top)} + '/warm-' + isolation, isolation })
+    await warm.executeCommand('true')
+    await warm.destroy()
+  }
   for (let i = 0; i < 5; i++) { global.gc(); await sleep(20) }
   const before = fds()
   const uses = ${JSON.stringify(uses)}

@@ -4,7 +4,7 @@ import fc from 'fast-check'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline, firstJsonLine } from './helpers.mjs'
+import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, isZygote, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline, firstJsonLine } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 const NATIVE_SANDBOX_CJS = new URL('../lib/native-sandbox.js', import.meta.url).pathname
@@ -21,7 +21,7 @@ function keepers() {
     .map(Number)
     .filter((pid) => {
       const stat = procStat(pid)
-      if (!stat || stat.ppid !== process.pid || !isAlive(pid)) return false
+      if (!stat || stat.ppid !== process.pid || !isAlive(pid) || isZygote(pid)) return false
       try {
         return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')[0].endsWith('native-workspace-keeper')
       } catch {
@@ -231,17 +231,19 @@ describe('warm inits when the host dies', () => {
   const CHILD = `
 const fs = require('node:fs')
 const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
-const keepers = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).filter((p) => {
+const children = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).filter((p) => {
   try {
     const stat = fs.readFileSync('/proc/' + p + '/stat', 'latin1')
     return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
   } catch { return false }
 })
+const isZygote = (p) => fs.readFileSync('/proc/' + p + '/cmdline', 'latin1').split('\\0')[1] === '--zygote'
 ;(async () => {
   const sb = new LocalSandbox({ workingDirectory: process.env.NW_WORKDIR, nativeSandbox: { warmPool: 3 } })
   await sb.executeCommand('true')
-  while (keepers().length < 4) await new Promise((r) => setTimeout(r, 20))
-  process.stdout.write(JSON.stringify(keepers().map(Number)) + '\\n')
+  while (children().filter((p) => !isZygote(p)).length < 4) await new Promise((r) => setTimeout(r, 20))
+  const inits = children().filter((p) => !isZygote(p)).map(Number)
+  process.stdout.write(JSON.stringify({ inits, zygotes: children().filter(isZygote).map(Number) }) + '\\n')
   if (process.env.NW_MODE === 'exit') process.exit(0)
   setInterval(() => {}, 1000)
 })()
@@ -252,11 +254,13 @@ const keepers = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).fi
       const { child, exited } = startNode(CHILD, { NW_WORKDIR: workdir, NW_MODE: mode })
       // Whatever the test finds, the host it started does not outlive it.
       onTestFinished(() => child.kill('SIGKILL'))
-      const pids = await firstJsonLine(child, 10_000, 'the child reports its inits')
-      expect(pids).toHaveLength(4)
+      const { inits, zygotes } = await firstJsonLine(child, 10_000, 'the child reports its inits')
+      expect(inits).toHaveLength(4)
+      // The keeper that forked them dies with the host too.
+      expect(zygotes).toHaveLength(1)
       if (mode === 'kill') child.kill('SIGKILL')
       await withDeadline(exited, 10_000, 'child exit')
-      for (const pid of pids) expect(await gone(pid)).toBe(true)
+      for (const pid of [...inits, ...zygotes]) expect(await gone(pid)).toBe(true)
       fs.rmSync(workdir, { recursive: true, force: true })
     })
   }

@@ -27,6 +27,7 @@ use crate::timings::Laps;
 
 pub mod socket;
 pub mod wire;
+pub mod zygote;
 
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -60,7 +61,7 @@ pub struct Init {
   link: Link,
   /// The init this process started; `None` for one reached through its socket (a
   /// container's), or once shut down.
-  child: Mutex<Option<tokio::process::Child>>,
+  child: Mutex<Option<InitProcess>>,
   /// Reached through its socket: alive while the socket is open and not shut down.
   connected: Option<std::sync::atomic::AtomicBool>,
   kills: Arc<LimitKills>,
@@ -104,8 +105,65 @@ impl Drop for Init {
   }
 }
 
+/// The process of an init this host started.
+enum InitProcess {
+  /// Executed by this host: bubblewrap, or the keeper where it joins a cgroup first.
+  Spawned(tokio::process::Child),
+  /// Forked by the zygote, as this host's child.
+  Forked(zygote::ForkedInit),
+}
+
+impl InitProcess {
+  fn id(&self) -> Option<u32> {
+    match self {
+      InitProcess::Spawned(child) => child.id(),
+      InitProcess::Forked(init) => init.id(),
+    }
+  }
+
+  fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+    match self {
+      InitProcess::Spawned(child) => child.try_wait(),
+      InitProcess::Forked(init) => init.try_wait(),
+    }
+  }
+
+  async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
+    match self {
+      InitProcess::Spawned(child) => child.wait().await,
+      InitProcess::Forked(init) => init.wait().await,
+    }
+  }
+
+  fn start_kill(&mut self) -> io::Result<()> {
+    match self {
+      InitProcess::Spawned(child) => child.start_kill(),
+      InitProcess::Forked(init) => init.start_kill(),
+    }
+  }
+}
+
+/// An init forked by the zygote with `args`, `socket` as its request socket, and the read
+/// end of its stderr; None where the zygote cannot fork one (the init is then executed).
+async fn fork_through_zygote(
+  keeper: &Path,
+  args: &[String],
+  socket: &UnixStream,
+) -> Option<(zygote::ForkedInit, pipe::Receiver)> {
+  let attempt = async {
+    let (stderr_read, stderr_write) = pipe_pair()?;
+    let init =
+      zygote::fork_init(keeper, args, socket.as_raw_fd(), stderr_write.as_raw_fd()).await?;
+    io::Result::Ok((init, pipe::Receiver::from_owned_fd(stderr_read)?))
+  };
+  attempt
+    .await
+    .inspect_err(|e| tracing::debug!(error = %e, "the zygote forked no init; executing one"))
+    .ok()
+}
+
 /// Waits for an init whose socket is closed to exit, and kills it if it does not in time.
-async fn reap(mut child: tokio::process::Child) {
+async fn reap(mut child: InitProcess) {
   if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
     .await
     .is_err()
@@ -196,6 +254,15 @@ impl Init {
     }
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
+    // An unisolated init that joins no cgroup is forked by the zygote, where it can be.
+    let zygote_args: Option<Vec<String>> = match (&confinement, kills.cgroup()) {
+      (Confinement::None, None) => Some(
+        std::iter::once(std::process::id().to_string())
+          .chain(rlimits.iter().cloned())
+          .collect(),
+      ),
+      _ => None,
+    };
     match &confinement {
       Confinement::None => {
         cmd.arg(std::process::id().to_string()).args(rlimits);
@@ -248,37 +315,31 @@ impl Init {
     }
     cmd
       .env_clear()
-      .stdin(Stdio::from(OwnedFd::from(theirs)))
       .stdout(Stdio::null())
       .stderr(Stdio::piped())
       // Signals for the host's process group (Ctrl-C) are for the host, not the sandbox.
       .process_group(0);
     laps.lap("arguments");
-    // On failure the confinement (its placeholders) and the cgroup go with this frame.
-    let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-      let staging = match &confinement {
-        Confinement::Bwrap {
-          stage: Some(stage), ..
-        }
-        | Confinement::Slot {
-          stage: Some(stage), ..
-        } => stage.failure(&e),
-        _ => None,
-      };
-      match staging {
-        Some(reason) => CoreError::IsolationUnavailable {
-          backend: "bwrap".into(),
-          reason,
-        },
-        None => CoreError::io(
-          format!(
-            "Starting the sandbox supervisor {} failed",
-            keeper.display()
-          ),
-          e,
-        ),
+    let forked = match &zygote_args {
+      Some(args) => fork_through_zygote(keeper, args, &theirs).await,
+      None => None,
+    };
+    // Its stderr is read from the start, so a chatty init never blocks on a full pipe
+    // before it is ready; after a successful start nobody looks at it, but it keeps being
+    // drained.
+    let (mut child, stderr_tail) = match forked {
+      Some((init, stderr)) => {
+        // The init holds its end now; ours must close, or its exit is never seen.
+        drop(theirs);
+        (InitProcess::Forked(init), Some(keep_tail(stderr)))
       }
-    })?;
+      None => {
+        cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
+        let mut child = Init::spawn(cmd, keeper, &confinement)?;
+        let stderr = child.stderr.take().map(keep_tail);
+        (InitProcess::Spawned(child), stderr)
+      }
+    };
     drop(seccomp_read_end);
     if let Confinement::Bwrap { stage, .. } | Confinement::Slot { stage, .. } = &mut confinement {
       // Its mounts are made: nothing more to report.
@@ -301,9 +362,6 @@ impl Init {
       _ => None,
     };
     laps.lap("launch");
-    // Read from the start, so a chatty init never blocks on a full pipe before it is ready;
-    // after a successful start nobody looks at it, but it keeps being drained.
-    let stderr_tail = child.stderr.take().map(keep_tail);
     let (ours, ready) = wait_ready(ours).await;
     laps.lap("ready");
     if let Err(why) = ready {
@@ -326,6 +384,39 @@ impl Init {
       slot,
       tenant: Mutex::new(None),
       closed: tokio::sync::watch::Sender::new(false),
+    })
+  }
+
+  /// Executes `cmd` (bubblewrap, or the keeper) for an init confined as `confinement`.
+  /// On failure the confinement (its placeholders) and the cgroup go with the caller's frame.
+  fn spawn(
+    cmd: std::process::Command,
+    keeper: &Path,
+    confinement: &Confinement,
+  ) -> Result<tokio::process::Child> {
+    tokio::process::Command::from(cmd).spawn().map_err(|e| {
+      let staging = match &confinement {
+        Confinement::Bwrap {
+          stage: Some(stage), ..
+        }
+        | Confinement::Slot {
+          stage: Some(stage), ..
+        } => stage.failure(&e),
+        _ => None,
+      };
+      match staging {
+        Some(reason) => CoreError::IsolationUnavailable {
+          backend: "bwrap".into(),
+          reason,
+        },
+        None => CoreError::io(
+          format!(
+            "Starting the sandbox supervisor {} failed",
+            keeper.display()
+          ),
+          e,
+        ),
+      }
     })
   }
 
@@ -601,7 +692,9 @@ fn peer_open(socket: &UnixStream) -> bool {
 }
 
 /// Reads `stderr` to its end, keeping the last [`START_MESSAGE_BYTES`].
-fn keep_tail(mut stderr: tokio::process::ChildStderr) -> tokio::task::JoinHandle<Vec<u8>> {
+fn keep_tail(
+  mut stderr: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+) -> tokio::task::JoinHandle<Vec<u8>> {
   use tokio::io::AsyncReadExt;
   tokio::spawn(async move {
     let mut tail: Vec<u8> = Vec::new();
@@ -618,7 +711,7 @@ fn keep_tail(mut stderr: tokio::process::ChildStderr) -> tokio::task::JoinHandle
 /// Ends a start that failed and says why: how it ended, and the end of what bubblewrap
 /// and the init wrote to stderr (once every writer is gone, within a bound).
 async fn start_failure(
-  child: &mut tokio::process::Child,
+  child: &mut InitProcess,
   stderr_tail: Option<tokio::task::JoinHandle<Vec<u8>>>,
   kills: &LimitKills,
   why: &str,

@@ -38,6 +38,13 @@
 //! a host can reattach. A connection from one of its own descendants (a command) is closed
 //! unanswered. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
 //!
+//! `native-workspace-keeper --zygote <host-pid> <padding>`: forks the host's unisolated
+//! inits on request (see `init::zygote`), so that a start costs a fork of this small process
+//! rather than an exec. Each request carries an init's arguments and, as descriptors, its
+//! request socket and stderr; the answer is `P<pid>\n`, or `E<reason>\n`. The inits are
+//! the host's children, not its own (`CLONE_PARENT`), and `padding` leaves room to show
+//! their own arguments in place of these.
+//!
 //! `native-workspace-keeper --mux <socket path>`: a connection to such an init carried over
 //! stdin and stdout, for a host that reaches the container only through an attached stream
 //! (a remote engine); see `mux`.
@@ -99,7 +106,15 @@ fn main() {
     close_fds_from(3, &[signals.fd, listener]);
     run_init(&signals, Some(listener), Vec::new())
   }
-  let host: libc::pid_t = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+  if args.get(1).map(String::as_str) == Some("--zygote") {
+    run_zygote(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0));
+  }
+  run_host_init(&args[1..])
+}
+
+/// The init of a sandbox on this host, `args` being `<host-pid> [name=value ...]`.
+fn run_host_init(args: &[String]) -> ! {
+  let host: libc::pid_t = args.first().and_then(|s| s.parse().ok()).unwrap_or(0);
   // SAFETY: process attribute syscalls on this single-threaded process.
   unsafe {
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -108,15 +123,113 @@ fn main() {
       std::process::exit(1); // the host died before the death signal was armed
     }
   }
-  apply_limits(args.iter().skip(2).cloned());
+  apply_limits(args.iter().skip(1).cloned());
   let signals = SignalFd::new(&SIGNALS);
   close_fds_from(3, &[signals.fd]);
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   let mut connection = Connection::new(REQUEST_FD);
-  if args.iter().skip(2).any(|arg| arg == SPARE_ARG) {
+  if args.iter().skip(1).any(|arg| arg == SPARE_ARG) {
     connection.spare = Spare::fork(&connection, &signals);
   }
   run_init(&signals, None, vec![connection])
+}
+
+// ---------------------------------------------------------------------------------------
+// zygote
+
+/// Serves init requests on its stdin socket until the host closes it; dies with the host.
+fn run_zygote(host: libc::pid_t) -> ! {
+  // SAFETY: process attribute syscalls on this single-threaded process.
+  unsafe {
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    if host <= 0 || libc::getppid() != host {
+      std::process::exit(1);
+    }
+  }
+  close_fds_from(3, &[]);
+  write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
+  loop {
+    let (payload, fds) = match read_framed(REQUEST_FD) {
+      Ok(Some(request)) => request,
+      Ok(None) => std::process::exit(0),
+      Err(err) => {
+        eprintln!("native-workspace-keeper: bad request: {err}");
+        std::process::exit(1);
+      }
+    };
+    let answer = match fds[..] {
+      [socket, stderr] => match fork_init(&payload, socket, stderr) {
+        Ok(pid) => format!("P{pid}\n"),
+        Err(why) => format!("E{why}\n"),
+      },
+      _ => "Ean init request needs its socket and stderr\n".to_owned(),
+    };
+    fds.iter().for_each(|&fd| close(fd));
+    write_all(REQUEST_FD, answer.as_bytes());
+  }
+}
+
+/// Forks an init with the NUL-separated `args` of `payload`, as the host's child
+/// (`CLONE_PARENT`): the host waits for it, reaps it and reads its exit status as if it had
+/// started it, and it lives on should this zygote die.
+fn fork_init(payload: &[u8], socket: RawFd, stderr: RawFd) -> Result<libc::pid_t, String> {
+  let args: Vec<String> = payload
+    .split(|&b| b == 0)
+    .filter(|arg| !arg.is_empty())
+    .map(|arg| String::from_utf8_lossy(arg).into_owned())
+    .collect();
+  // SAFETY: a fork of this single-threaded process (no shared memory). The raw system call
+  // leaves the C library's record of the thread id stale in the child, which only
+  // `raise` reads: an init that aborts dies of SIGSEGV rather than SIGABRT.
+  let pid = unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_PARENT, 0, 0, 0, 0) };
+  if pid == 0 {
+    // SAFETY: descriptor and process-group calls of the new process. Over fd 0 goes the
+    // zygote's own socket, which the init must not hold.
+    unsafe {
+      libc::dup2(socket, REQUEST_FD);
+      libc::dup2(stderr, 2);
+      libc::setpgid(0, 0);
+    }
+    show_arguments(&args);
+    run_host_init(&args);
+  }
+  if pid < 0 {
+    return Err(fork_failure("an init"));
+  }
+  Ok(pid as libc::pid_t)
+}
+
+/// Writes `native-workspace-keeper <args>` over this process's arguments as `ps` and
+/// `/proc/<pid>/cmdline` show them (the zygote's, inherited), cut to the room there is.
+fn show_arguments(args: &[String]) {
+  let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    return;
+  };
+  // Fields 48 and 49 (arg_start, arg_end), counted after the parenthesised name.
+  let Some(after_name) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+    return;
+  };
+  let fields: Vec<&str> = after_name.split_whitespace().collect();
+  let (Some(Ok(start)), Some(Ok(end))) = (
+    fields.get(45).map(|f| f.parse::<usize>()),
+    fields.get(46).map(|f| f.parse::<usize>()),
+  ) else {
+    return;
+  };
+  let Some(room) = end.checked_sub(start).filter(|&room| room > 0) else {
+    return;
+  };
+  let program = std::env::args().next().unwrap_or_default();
+  let mut shown: Vec<u8> = Vec::with_capacity(room);
+  for arg in std::iter::once(&program).chain(args) {
+    shown.extend_from_slice(arg.as_bytes());
+    shown.push(0);
+  }
+  shown.resize(room, 0);
+  shown[room - 1] = 0;
+  // SAFETY: [start, end) is this process's own argument area, writable, which nothing
+  // else in this process reads: `program` and `args` are copies.
+  unsafe { ptr::copy_nonoverlapping(shown.as_ptr(), start as *mut u8, room) };
 }
 
 const SIGNALS: [libc::c_int; 5] = [
@@ -568,13 +681,13 @@ enum Incoming {
   },
 }
 
-/// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
-/// (KEY=VALUE \0)*`, or a socket request.
+/// Reads one framed message (see `init::wire`): its payload and the descriptors that came
+/// with it; None at end of file.
 ///
-/// The length is peeked first, then one read takes the whole request (all but one larger
+/// The length is peeked first, then one read takes the whole message (all but one larger
 /// than the kernel's piece of a stream message, whose rest follows): a spare supervisor
 /// killed while it reads leaves no part of such a request behind, to be read as the next.
-fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
+fn read_framed(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<RawFd>)>> {
   let mut header = [0u8; 4];
   match peek(socket, &mut header)? {
     0 => return Ok(None),
@@ -585,14 +698,24 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   if len > wire::MAX_REQUEST {
     return Err(io::Error::other(format!("a request of {len} bytes")));
   }
-  let mut request = vec![0u8; 4 + len];
-  let (n, fds) = wire::recv_with_fds(socket, &mut request, 0)?;
+  let mut message = vec![0u8; 4 + len];
+  let (n, fds) = wire::recv_with_fds(socket, &mut message, 0)?;
   let fds: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
-  if let Err(e) = read_exact(socket, &mut request[n..]) {
+  if let Err(e) = read_exact(socket, &mut message[n..]) {
     fds.iter().for_each(|&fd| close(fd));
     return Err(e);
   }
-  let payload = &request[4..];
+  message.drain(..4);
+  Ok(Some((message, fds)))
+}
+
+/// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
+/// (KEY=VALUE \0)*`, or a socket request.
+fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
+  let Some((payload, fds)) = read_framed(socket)? else {
+    return Ok(None);
+  };
+  let payload = &payload[..];
   if let (Some(family), [reply]) = (socket::requested_family(payload), &fds[..]) {
     // SAFETY: a descriptor just received, owned by nobody else.
     let reply = unsafe { OwnedFd::from_raw_fd(*reply) };

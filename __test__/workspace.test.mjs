@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import { RequestContext } from '@mastra/core/request-context'
 import { createWorkspaceTools as mastraCreateWorkspaceTools } from '@mastra/core/workspace'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { LocalSandbox, Workspace, WorkspaceError, createWorkspaceTools } from '../lib/index.mjs'
+import { LocalSandbox, Workspace, WorkspaceError, callLifecycle, createWorkspaceTools } from '../lib/index.mjs'
 import { freshWorkdir, sleep, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const EXEC = 'mastra_workspace_execute_command'
@@ -195,6 +195,23 @@ describe('lifecycle', () => {
     expect(sandbox.status).toBe('destroyed')
     expect(bg.exitCode).toBeDefined()
     await expect(sandbox.executeCommand('echo')).rejects.toMatchObject({ code: 'NOT_READY' })
+  })
+
+  it('callLifecycle calls _<method>() or <method>(), and rejects any other method with a typed error, calling nothing', async () => {
+    const calls = []
+    const provider = {
+      _start: () => calls.push('_start'),
+      stop: () => calls.push('stop'),
+      toString: () => calls.push('toString'),
+    }
+    await callLifecycle(provider, 'start')
+    await callLifecycle(provider, 'stop')
+    for (const method of ['toString', '_start', Symbol('start'), 1, undefined]) {
+      const rejected = await callLifecycle(provider, method).catch((e) => e)
+      expect(rejected).toBeInstanceOf(WorkspaceError)
+      expect(rejected).toMatchObject({ code: 'INVALID_OPTION', message: expect.stringContaining("'init', 'start', 'stop', 'destroy'") })
+    }
+    expect(calls).toEqual(['_start', 'stop'])
   })
 
   it('destroy() is idempotent; concurrent calls join one destruction', async () => {

@@ -18,7 +18,12 @@ const CACHE_KEY_HINT =
   ' If this process was started from a dynamic sandbox resolver, configure sandboxCacheKey or have the resolver return the same sandbox for follow-up calls.'
 
 /** Calls `_method` (a provider's race-safe wrapper) when there is one, else `method`. */
+const LIFECYCLE_METHODS = ['init', 'start', 'stop', 'destroy']
+
 async function callLifecycle(provider, method) {
+  if (!LIFECYCLE_METHODS.includes(method)) {
+    throw new WorkspaceError(`callLifecycle: method must be one of ${LIFECYCLE_METHODS.map((m) => `'${m}'`).join(', ')}, got ${describe(method)}`, 'INVALID_OPTION')
+  }
   if (!provider) return undefined
   const fn = typeof provider[`_${method}`] === 'function' ? provider[`_${method}`] : provider[method]
   return typeof fn === 'function' ? fn.call(provider) : undefined

@@ -237,7 +237,9 @@ const children = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p)).f
     return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
   } catch { return false }
 })
-const isZygote = (p) => fs.readFileSync('/proc/' + p + '/cmdline', 'latin1').split('\\0')[1] === '--zygote'
+const isZygote = (p) => {
+  try { return fs.readFileSync('/proc/' + p + '/cmdline', 'latin1').split('\\0')[1] === '--zygote' } catch { return false }
+}
 ;(async () => {
   const sb = new LocalSandbox({ workingDirectory: process.env.NW_WORKDIR, nativeSandbox: { warmPool: 3 } })
   await sb.executeCommand('true')

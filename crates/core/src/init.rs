@@ -143,25 +143,6 @@ impl InitProcess {
   }
 }
 
-/// An init forked by the zygote with `args`, `socket` as its request socket, and the read
-/// end of its stderr; None where the zygote cannot fork one (the init is then executed).
-async fn fork_through_zygote(
-  keeper: &Path,
-  args: &[String],
-  socket: &UnixStream,
-) -> Option<(zygote::ForkedInit, pipe::Receiver)> {
-  let attempt = async {
-    let (stderr_read, stderr_write) = pipe_pair()?;
-    let init =
-      zygote::fork_init(keeper, args, socket.as_raw_fd(), stderr_write.as_raw_fd()).await?;
-    io::Result::Ok((init, pipe::Receiver::from_owned_fd(stderr_read)?))
-  };
-  attempt
-    .await
-    .inspect_err(|e| tracing::debug!(error = %e, "the zygote forked no init; executing one"))
-    .ok()
-}
-
 /// Waits for an init whose socket is closed to exit, and kills it if it does not in time.
 async fn reap(mut child: InitProcess) {
   if tokio::time::timeout(SHUTDOWN_GRACE, child.wait())
@@ -235,8 +216,6 @@ impl Init {
     laps: &mut Laps,
     wait: Wait,
   ) -> Result<Init> {
-    let (ours, theirs) =
-      UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
     let program = match &confinement {
       Confinement::None => keeper,
       Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
@@ -321,23 +300,28 @@ impl Init {
       .process_group(0);
     laps.lap("arguments");
     let forked = match &zygote_args {
-      Some(args) => fork_through_zygote(keeper, args, &theirs).await,
+      Some(args) => zygote::fork_init(keeper, args)
+        .await
+        .inspect_err(|e| tracing::debug!(error = %e, "the zygote forked no init; executing one"))
+        .ok(),
       None => None,
     };
     // Its stderr is read from the start, so a chatty init never blocks on a full pipe
     // before it is ready; after a successful start nobody looks at it, but it keeps being
     // drained.
-    let (mut child, stderr_tail) = match forked {
-      Some((init, stderr)) => {
-        // The init holds its end now; ours must close, or its exit is never seen.
-        drop(theirs);
-        (InitProcess::Forked(init), Some(keep_tail(stderr)))
-      }
+    let (ours, mut child, stderr_tail) = match forked {
+      Some(forked) => (
+        forked.socket,
+        InitProcess::Forked(forked.init),
+        Some(keep_tail(forked.stderr)),
+      ),
       None => {
+        let (ours, theirs) =
+          UnixStream::pair().map_err(|e| CoreError::io("Creating the init socket failed", e))?;
         cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
         let mut child = Init::spawn(cmd, keeper, &confinement)?;
         let stderr = child.stderr.take().map(keep_tail);
-        (InitProcess::Spawned(child), stderr)
+        (ours, InitProcess::Spawned(child), stderr)
       }
     };
     drop(seccomp_read_end);

@@ -42,8 +42,9 @@
 //! inits on request (see `init::zygote`), so that a start costs a fork of this small process
 //! rather than an exec. Each request carries an init's arguments and, as descriptors, its
 //! request socket and stderr; the answer is `P<pid>\n`, or `E<reason>\n`. The inits are
-//! the host's children, not its own (`CLONE_PARENT`), and `padding` leaves room to show
-//! their own arguments in place of these.
+//! the host's children, not its own (`CLONE_PARENT`); each writes its pid (`u32`, little
+//! endian) on its request socket before its ready byte. `padding` leaves room to show their
+//! own arguments in place of these.
 //!
 //! `native-workspace-keeper --mux <socket path>`: a connection to such an init carried over
 //! stdin and stdout, for a host that reaches the container only through an attached stream
@@ -59,7 +60,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
 
-use native_workspace_core::init::{SPARE_ARG, socket, wire};
+use native_workspace_core::init::{SPARE_ARG, socket, wire, zygote};
 use native_workspace_core::vfork;
 
 /// The request socket of a keeper started by the host itself.
@@ -147,6 +148,10 @@ fn run_zygote(host: libc::pid_t) -> ! {
     }
   }
   close_fds_from(3, &[]);
+  // Its inits must not hold the host's directory of the moment (a mount kept busy): each
+  // command enters its own.
+  // SAFETY: chdir to a NUL-terminated path.
+  unsafe { libc::chdir(c"/".as_ptr()) };
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   loop {
     let (payload, fds) = match read_framed(REQUEST_FD) {
@@ -178,18 +183,23 @@ fn fork_init(payload: &[u8], socket: RawFd, stderr: RawFd) -> Result<libc::pid_t
     .filter(|arg| !arg.is_empty())
     .map(|arg| String::from_utf8_lossy(arg).into_owned())
     .collect();
-  // SAFETY: a fork of this single-threaded process (no shared memory). The raw system call
-  // leaves the C library's record of the thread id stale in the child, which only
-  // `raise` reads: an init that aborts dies of SIGSEGV rather than SIGABRT.
+  // SAFETY: a fork of this single-threaded process (no shared memory, no lock held). The raw
+  // system call does not update the C library's record of the thread's id, which nothing
+  // the init calls reads (a signal to itself goes by `gettid`).
   let pid = unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_PARENT, 0, 0, 0, 0) };
   if pid == 0 {
-    // SAFETY: descriptor and process-group calls of the new process. Over fd 0 goes the
+    // SAFETY: descriptor and process calls of the new process. Over fd 0 goes the
     // zygote's own socket, which the init must not hold.
-    unsafe {
+    let me = unsafe {
       libc::dup2(socket, REQUEST_FD);
       libc::dup2(stderr, 2);
       libc::setpgid(0, 0);
-    }
+      libc::getpid()
+    };
+    // First on its socket, before its ready byte: the host learns of it from itself.
+    let pid = (me as u32).to_le_bytes();
+    const _: () = assert!(std::mem::size_of::<u32>() == zygote::FORKED_PID_BYTES);
+    write_all(REQUEST_FD, &pid);
     show_arguments(&args);
     run_host_init(&args);
   }

@@ -1,13 +1,15 @@
 //! The zygote: one `native-workspace-keeper --zygote` per host process, which forks the
 //! host's unisolated inits on request. A freshly executed program's C library probes the
 //! processor before its `main`, and on some virtual machines each probe traps to the
-//! hypervisor: executing the keeper for every new sandbox cost about half a millisecond
-//! there, where a fork of the zygote costs a tenth of that.
+//! hypervisor: executing the keeper for every new sandbox took about 0.7 ms there, where
+//! asking the zygote for a fork takes 0.2.
 //!
 //! The zygote is started with the first such init and lives as long as the host. The inits
 //! it forks are the host's own children (see the keeper's `fork_init`): the host reaps them
 //! and reads their exit status through their pidfd ([`ForkedInit`]), and they live on if
-//! the zygote dies; the next start then starts a new zygote.
+//! the zygote dies; the next start then starts a new zygote. A forked init first writes
+//! its own pid ([`FORKED_PID_BYTES`]) on its request socket: the host learns of every init
+//! forked for it even where the zygote's answer is lost (the zygote killed as it forks).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -17,8 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::io::AsyncBufReadExt;
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::net::unix::pipe;
 
 use super::{READY_TIMEOUT, wait_ready, wire};
 
@@ -30,6 +33,9 @@ struct Zygote {
   keeper: PathBuf,
   socket: UnixStream,
   process: std::process::Child,
+  /// False from a request's sending until its answer is read: a zygote found so (its
+  /// caller went away in between) would answer out of step, and is replaced.
+  in_step: bool,
 }
 
 impl Drop for Zygote {
@@ -45,28 +51,88 @@ impl Drop for Zygote {
 /// The zygote of this process, if one runs; requests go through it one at a time.
 static ZYGOTE: tokio::sync::Mutex<Option<Zygote>> = tokio::sync::Mutex::const_new(None);
 
-/// Set where the kernel has no pidfds (before 5.3): inits are executed, as without a zygote.
+/// Set where this kernel, or a filter on its system calls, gives no pidfds that can be
+/// waited for (before 5.4): inits are executed, as without a zygote.
 static NO_PIDFDS: AtomicBool = AtomicBool::new(false);
 
-/// Forks an init running `keeper` with `args` (`<host-pid> [name=value ...]`), `socket`
-/// as its request socket and `stderr` as its stderr, through the zygote (started first if
-/// none runs, or if the one that ran is gone). Returns the init as this process's child.
-pub async fn fork_init(
-  keeper: &Path,
-  args: &[String],
-  socket: RawFd,
-  stderr: RawFd,
-) -> io::Result<ForkedInit> {
+/// How a forked init's pid comes first on its request socket, before its ready byte.
+pub const FORKED_PID_BYTES: usize = 4;
+
+/// An init the zygote forked, with the host's end of its request socket and the read end of
+/// its stderr.
+pub struct Forked {
+  pub init: ForkedInit,
+  pub socket: UnixStream,
+  pub stderr: pipe::Receiver,
+}
+
+/// Forks an init running `keeper` with `args` (`<host-pid> [name=value ...]`) through the
+/// zygote (started first if none runs, or if the one that ran is gone). It runs to its end
+/// as a task of its own: a caller that goes away meanwhile leaves no init unaccounted for
+/// (one forked for it is dropped, and so killed and reaped).
+pub async fn fork_init(keeper: &Path, args: &[String]) -> io::Result<Forked> {
   if NO_PIDFDS.load(Ordering::Relaxed) {
     return Err(io::ErrorKind::Unsupported.into());
   }
+  let keeper = keeper.to_owned();
+  let args = args.to_vec();
+  tokio::spawn(async move { fork_init_now(&keeper, &args).await })
+    .await
+    .map_err(io::Error::other)?
+}
+
+async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
   let mut payload = Vec::new();
   for arg in args {
     payload.extend_from_slice(arg.as_bytes());
     payload.push(0);
   }
-  let mut zygote = ZYGOTE.lock().await;
-  if zygote.as_ref().is_some_and(|z| z.keeper != keeper) {
+  let (ours, theirs) = UnixStream::pair()?;
+  let (stderr_read, stderr_write) = super::pipe_pair()?;
+  let stderr = pipe::Receiver::from_owned_fd(stderr_read)?;
+  let asked = {
+    let mut zygote = ZYGOTE.lock().await;
+    ask_zygote(
+      &mut zygote,
+      keeper,
+      &payload,
+      [theirs.as_raw_fd(), stderr_write.as_raw_fd()],
+    )
+    .await
+  };
+  // Whatever the zygote answered, an init forked for this request holds the other ends
+  // now: with ours closed, the socket ends unless there is one.
+  drop((theirs, stderr_write));
+  let pid = match read_forked_pid(&ours).await? {
+    Some(pid) => pid,
+    None => {
+      return Err(
+        asked
+          .err()
+          .unwrap_or_else(|| io::Error::other("the zygote forked no init")),
+      );
+    }
+  };
+  Ok(Forked {
+    init: ForkedInit::new(pid)?,
+    socket: ours,
+    stderr,
+  })
+}
+
+/// Asks the zygote of `keeper` to fork an init; a zygote found gone before the request
+/// reached it is replaced once (one found gone after it is not asked again: it may have
+/// forked).
+async fn ask_zygote(
+  zygote: &mut Option<Zygote>,
+  keeper: &Path,
+  payload: &[u8],
+  fds: [RawFd; 2],
+) -> io::Result<()> {
+  if zygote
+    .as_ref()
+    .is_some_and(|z| z.keeper != keeper || !z.in_step)
+  {
     *zygote = None;
   }
   let mut started_now = false;
@@ -78,35 +144,39 @@ pub async fn fork_init(
         zygote.insert(Zygote::start(keeper).await?)
       }
     };
-    match current.ask(&payload, socket, stderr).await {
-      Ok(Answer::Forked(pid)) => {
-        return ForkedInit::new(pid).inspect_err(|e| {
-          // Without its pidfd it cannot be waited for as it must: it goes, and the caller
-          // executes an init instead.
-          // SAFETY: signalling and reaping our own child, which nothing else reaps.
-          unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-          }
-          if e.raw_os_error() == Some(libc::ENOSYS) {
-            NO_PIDFDS.store(true, Ordering::Relaxed);
-          }
-        });
-      }
-      Ok(Answer::Refused(reason)) => return Err(io::Error::other(reason)),
-      // A zygote gone since the last start (killed from outside) is replaced once.
-      Err(_) if !started_now => *zygote = None,
-      Err(e) => {
-        *zygote = None;
+    if let Err(e) = wire::send_request(&current.socket, payload, &fds) {
+      *zygote = None;
+      if started_now {
         return Err(e);
       }
+      continue;
     }
+    current.in_step = false;
+    let answer = current.answer().await;
+    match &answer {
+      Ok(_) => current.in_step = true,
+      Err(_) => *zygote = None,
+    }
+    return answer;
   }
 }
 
-enum Answer {
-  Forked(libc::pid_t),
-  Refused(String),
+/// The pid a forked init writes first on its socket; None if the socket ends before it (no
+/// init was forked).
+async fn read_forked_pid(socket: &UnixStream) -> io::Result<Option<libc::pid_t>> {
+  socket.set_nonblocking(true)?;
+  let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
+  let mut pid = [0u8; FORKED_PID_BYTES];
+  let read = tokio::time::timeout(READY_TIMEOUT, stream.read_exact(&mut pid)).await;
+  drop(stream);
+  // Blocking again, as the start goes on to use it (see `wait_ready`).
+  socket.set_nonblocking(false)?;
+  match read {
+    Ok(Ok(_)) => Ok(Some(u32::from_le_bytes(pid) as libc::pid_t)),
+    Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+    Ok(Err(e)) => Err(e),
+    Err(_) => Err(io::ErrorKind::TimedOut.into()),
+  }
 }
 
 impl Zygote {
@@ -128,6 +198,7 @@ impl Zygote {
       keeper: keeper.to_owned(),
       socket: ours,
       process,
+      in_step: true,
     };
     let (socket, ready) = wait_ready(zygote.socket.try_clone()?).await;
     ready.map_err(|why| io::Error::other(format!("the zygote did not start: {why}")))?;
@@ -136,15 +207,14 @@ impl Zygote {
     Ok(zygote)
   }
 
-  /// Sends one request and waits for its answer (a fork takes the zygote well under a
-  /// millisecond; one that has not answered within [`READY_TIMEOUT`] is given up on).
-  async fn ask(&mut self, payload: &[u8], socket: RawFd, stderr: RawFd) -> io::Result<Answer> {
-    wire::send_request(&self.socket, payload, &[socket, stderr])?;
+  /// The zygote's answer to the request just sent: Ok once it has forked (a fork takes it
+  /// well under a millisecond; one that has not answered within [`READY_TIMEOUT`] is given
+  /// up on), its reason if it could not.
+  async fn answer(&self) -> io::Result<()> {
     let mut reader =
       tokio::io::BufReader::new(tokio::net::UnixStream::from_std(self.socket.try_clone()?)?);
     let mut line = Vec::new();
-    let read = tokio::time::timeout(READY_TIMEOUT, reader.read_until(b'\n', &mut line)).await;
-    match read {
+    match tokio::time::timeout(READY_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
       Ok(Ok(_)) if line.ends_with(b"\n") => {}
       Ok(Ok(_)) => return Err(io::ErrorKind::UnexpectedEof.into()),
       Ok(Err(e)) => return Err(e),
@@ -152,11 +222,8 @@ impl Zygote {
     }
     let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
     match text.split_at_checked(1) {
-      Some(("P", pid)) => pid
-        .parse()
-        .map(Answer::Forked)
-        .map_err(|_| io::Error::other(format!("the zygote answered {text:?}"))),
-      Some(("E", reason)) => Ok(Answer::Refused(reason.to_owned())),
+      Some(("P", _)) => Ok(()),
+      Some(("E", reason)) => Err(io::Error::other(reason.to_owned())),
       _ => Err(io::Error::other(format!("the zygote answered {text:?}"))),
     }
   }
@@ -207,9 +274,32 @@ pub struct ForkedInit {
 }
 
 impl ForkedInit {
-  /// Its pidfd is opened before anything reaps it (only this process can), so the pid is
-  /// still the init's.
+  /// Takes on `pid`, a child of this process nothing else reaps (so the pid is still the
+  /// init's). Where it cannot be waited for through a pidfd, it is killed and reaped now,
+  /// and later inits are executed.
   fn new(pid: libc::pid_t) -> io::Result<ForkedInit> {
+    let opened = ForkedInit::open(pid).and_then(|mut init| {
+      // A first look, which fails where waitid knows no pidfds (kernel 5.3).
+      init.try_wait()?;
+      Ok(init)
+    });
+    if let Err(e) = &opened {
+      if matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS | libc::EPERM | libc::EINVAL)
+      ) {
+        NO_PIDFDS.store(true, Ordering::Relaxed);
+      }
+      // SAFETY: signalling and reaping our own child, which nothing else reaps.
+      unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+      }
+    }
+    opened
+  }
+
+  fn open(pid: libc::pid_t) -> io::Result<ForkedInit> {
     // SAFETY: pidfd_open has no memory arguments; the descriptor returned is ours.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -254,6 +344,7 @@ impl ForkedInit {
       if pid != 0 {
         self.status = Some(match code {
           libc::CLD_EXITED => ExitStatus::from_raw((value & 0xff) << 8),
+          libc::CLD_DUMPED => ExitStatus::from_raw((value & 0x7f) | 0x80),
           _ => ExitStatus::from_raw(value & 0x7f),
         });
       }
@@ -293,5 +384,37 @@ impl ForkedInit {
       _ if error.raw_os_error() == Some(libc::ESRCH) => Ok(()),
       _ => Err(error),
     }
+  }
+}
+
+/// One dropped before it was reaped (its sandbox's init handed to a runtime that was shut
+/// down, a start given up on) is killed, and reaped by a thread of its own: no zombie stays.
+impl Drop for ForkedInit {
+  fn drop(&mut self) {
+    if !matches!(self.try_wait(), Ok(None)) {
+      return;
+    }
+    let _ = self.start_kill();
+    // SAFETY: dup of our own pidfd, for the reaping thread to own.
+    let fd = unsafe { libc::fcntl(self.pidfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+      return;
+    }
+    // SAFETY: a descriptor just made, owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let _ = std::thread::Builder::new()
+      .name("native-workspace-reap".into())
+      .spawn(move || {
+        // SAFETY: siginfo_t is plain data; a blocking waitid on our own killed child.
+        unsafe {
+          let mut info: libc::siginfo_t = std::mem::zeroed();
+          libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED,
+          );
+        }
+      });
   }
 }

@@ -156,6 +156,7 @@ async fn an_unisolated_init_is_forked_as_this_processs_child_and_outlives_a_kill
     init.shutdown().await;
     until_gone(pid, "a shut-down init").await;
   }
+  std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
 }
 
 /// An init that fails before it is ready is reported with its exit status, read through
@@ -185,6 +186,7 @@ async fn a_forked_init_that_fails_to_start_says_why_with_its_exit_status() {
   );
   assert!(error.contains("cannot set nofile"), "{error}");
   assert_eq!(zygotes(&keeper).len(), 1, "the zygote itself goes on");
+  std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
 }
 
 /// An init whose runtime is gone when it is dropped (where its reaping would have been
@@ -195,13 +197,22 @@ fn a_forked_init_dropped_after_its_runtime_is_killed_and_reaped() {
   let (init, _alone) = runtime.block_on(async {
     let alone = ONE_AT_A_TIME.lock().await;
     let keeper = keeper_copy("orphan");
+    drop(
+      start(&keeper, &Limits::default(), Wait::Plain)
+        .await
+        .unwrap(),
+    );
+    // Unexecutable now: the init to drop can only be a forked one.
+    set_mode(&keeper, 0o644);
     let init = start(&keeper, &Limits::default(), Wait::Plain)
       .await
       .unwrap();
+    std::fs::remove_dir_all(keeper.parent().unwrap()).unwrap();
     (init, alone)
   });
   let pid = init.pid().unwrap();
   drop(runtime);
+  // Its socket closes, so it ends by itself within the grace of a shutdown (or is killed).
   drop(init);
   let deadline = Instant::now() + Duration::from_secs(5);
   while Path::new(&format!("/proc/{pid}")).exists() {

@@ -18,12 +18,13 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::net::unix::pipe;
 
-use super::{READY_TIMEOUT, wait_ready, wire};
+use super::{SHUTDOWN_GRACE, wait_ready, wire};
 
 /// Room the zygote leaves in its arguments for an init's own, which are shown in their
 /// place (an init's are its host's pid and a few `name=value` limits).
@@ -58,6 +59,15 @@ static NO_PIDFDS: AtomicBool = AtomicBool::new(false);
 /// How a forked init's pid comes first on its request socket, before its ready byte.
 pub const FORKED_PID_BYTES: usize = 4;
 
+/// How long the zygote's answer, and then the init's pid, may take: a fork takes well under
+/// a millisecond.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// After a zygote failed to start, inits are executed for this long before another is tried:
+/// starts queued behind the zygote's lock do not each wait for one that cannot start.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+static FAILED_START: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
 /// An init the zygote forked, with the host's end of its request socket and the read end of
 /// its stderr.
 pub struct Forked {
@@ -71,14 +81,20 @@ pub struct Forked {
 /// as a task of its own: a caller that goes away meanwhile leaves no init unaccounted for
 /// (one forked for it is dropped, and so killed and reaped).
 pub async fn fork_init(keeper: &Path, args: &[String]) -> io::Result<Forked> {
-  if NO_PIDFDS.load(Ordering::Relaxed) {
+  let backing_off = FAILED_START
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .is_some_and(|at| at.elapsed() < RETRY_AFTER);
+  if NO_PIDFDS.load(Ordering::Relaxed) || backing_off {
     return Err(io::ErrorKind::Unsupported.into());
   }
   let keeper = keeper.to_owned();
   let args = args.to_vec();
-  tokio::spawn(async move { fork_init_now(&keeper, &args).await })
-    .await
-    .map_err(io::Error::other)?
+  match tokio::spawn(async move { fork_init_now(&keeper, &args).await }).await {
+    Ok(forked) => forked,
+    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+    Err(e) => Err(io::Error::other(e)),
+  }
 }
 
 async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
@@ -103,21 +119,30 @@ async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
   // Whatever the zygote answered, an init forked for this request holds the other ends
   // now: with ours closed, the socket ends unless there is one.
   drop((theirs, stderr_write));
-  let pid = match read_forked_pid(&ours).await? {
-    Some(pid) => pid,
-    None => {
-      return Err(
-        asked
-          .err()
-          .unwrap_or_else(|| io::Error::other("the zygote forked no init")),
-      );
+  let told = read_forked_pid(&ours).await;
+  let answered = asked.as_ref().ok().copied();
+  match told {
+    Ok(Some(pid)) if answered.is_none_or(|answered| answered == pid) => Ok(Forked {
+      init: ForkedInit::new(pid)?,
+      socket: ours,
+      stderr,
+    }),
+    told => {
+      // An init the zygote says it forked, that did not tell its pid (killed before it
+      // could, or too late): it ends with its socket, and is reaped here.
+      if let Some(pid) = answered {
+        drop(ours);
+        ForkedInit::abandon(pid);
+      }
+      Err(match (told, asked) {
+        (Err(e), _) | (_, Err(e)) => e,
+        (Ok(Some(pid)), Ok(answered)) => io::Error::other(format!(
+          "the init said its pid was {pid}, the zygote {answered}"
+        )),
+        (Ok(None), Ok(_)) => io::Error::other("the init ended before it told its pid"),
+      })
     }
-  };
-  Ok(Forked {
-    init: ForkedInit::new(pid)?,
-    socket: ours,
-    stderr,
-  })
+  }
 }
 
 /// Asks the zygote of `keeper` to fork an init; a zygote found gone before the request
@@ -128,7 +153,7 @@ async fn ask_zygote(
   keeper: &Path,
   payload: &[u8],
   fds: [RawFd; 2],
-) -> io::Result<()> {
+) -> io::Result<libc::pid_t> {
   if zygote
     .as_ref()
     .is_some_and(|z| z.keeper != keeper || !z.in_step)
@@ -141,7 +166,10 @@ async fn ask_zygote(
       Some(current) => current,
       None => {
         started_now = true;
-        zygote.insert(Zygote::start(keeper).await?)
+        let started = Zygote::start(keeper).await;
+        *FAILED_START.lock().unwrap_or_else(|e| e.into_inner()) =
+          started.is_err().then(Instant::now);
+        zygote.insert(started?)
       }
     };
     if let Err(e) = wire::send_request(&current.socket, payload, &fds) {
@@ -152,12 +180,16 @@ async fn ask_zygote(
       continue;
     }
     current.in_step = false;
-    let answer = current.answer().await;
-    match &answer {
-      Ok(_) => current.in_step = true,
-      Err(_) => *zygote = None,
-    }
-    return answer;
+    return match current.answer().await {
+      Ok(answer) => {
+        current.in_step = true;
+        answer
+      }
+      Err(e) => {
+        *zygote = None;
+        Err(e)
+      }
+    };
   }
 }
 
@@ -167,7 +199,7 @@ async fn read_forked_pid(socket: &UnixStream) -> io::Result<Option<libc::pid_t>>
   socket.set_nonblocking(true)?;
   let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
   let mut pid = [0u8; FORKED_PID_BYTES];
-  let read = tokio::time::timeout(READY_TIMEOUT, stream.read_exact(&mut pid)).await;
+  let read = tokio::time::timeout(ANSWER_TIMEOUT, stream.read_exact(&mut pid)).await;
   drop(stream);
   // Blocking again, as the start goes on to use it (see `wait_ready`).
   socket.set_nonblocking(false)?;
@@ -207,24 +239,25 @@ impl Zygote {
     Ok(zygote)
   }
 
-  /// The zygote's answer to the request just sent: Ok once it has forked (a fork takes it
-  /// well under a millisecond; one that has not answered within [`READY_TIMEOUT`] is given
-  /// up on), its reason if it could not.
-  async fn answer(&self) -> io::Result<()> {
+  /// The zygote's answer to the request just sent: the pid of the init it forked, or why it
+  /// could not fork one. An error is a zygote out of step (gone, silent, or answering
+  /// nonsense), which must not be asked again.
+  async fn answer(&self) -> io::Result<io::Result<libc::pid_t>> {
     let mut reader =
       tokio::io::BufReader::new(tokio::net::UnixStream::from_std(self.socket.try_clone()?)?);
     let mut line = Vec::new();
-    match tokio::time::timeout(READY_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
+    match tokio::time::timeout(ANSWER_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
       Ok(Ok(_)) if line.ends_with(b"\n") => {}
       Ok(Ok(_)) => return Err(io::ErrorKind::UnexpectedEof.into()),
       Ok(Err(e)) => return Err(e),
       Err(_) => return Err(io::ErrorKind::TimedOut.into()),
     }
     let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+    let nonsense = || io::Error::other(format!("the zygote answered {text:?}"));
     match text.split_at_checked(1) {
-      Some(("P", _)) => Ok(()),
-      Some(("E", reason)) => Err(io::Error::other(reason.to_owned())),
-      _ => Err(io::Error::other(format!("the zygote answered {text:?}"))),
+      Some(("P", pid)) => pid.parse().map(Ok).map_err(|_| nonsense()),
+      Some(("E", reason)) => Ok(Err(io::Error::other(reason.to_owned()))),
+      _ => Err(nonsense()),
     }
   }
 }
@@ -367,54 +400,103 @@ impl ForkedInit {
     if self.status.is_some() {
       return Ok(());
     }
-    // SAFETY: pidfd_send_signal on our own pidfd, without a siginfo.
-    let sent = unsafe {
-      libc::syscall(
-        libc::SYS_pidfd_send_signal,
-        self.pidfd.as_raw_fd(),
-        libc::SIGKILL,
-        std::ptr::null::<libc::siginfo_t>(),
-        0,
-      )
-    };
-    let error = io::Error::last_os_error();
-    match sent {
-      0 => Ok(()),
-      // Exited, not yet reaped: nothing left to kill.
-      _ if error.raw_os_error() == Some(libc::ESRCH) => Ok(()),
-      _ => Err(error),
-    }
+    kill_by_pidfd(self.pidfd.as_raw_fd())
   }
 }
 
 /// One dropped before it was reaped (its sandbox's init handed to a runtime that was shut
-/// down, a start given up on) is killed, and reaped by a thread of its own: no zombie stays.
+/// down, a start given up on) is reaped by a thread of its own: no zombie stays.
 impl Drop for ForkedInit {
   fn drop(&mut self) {
     if !matches!(self.try_wait(), Ok(None)) {
       return;
     }
-    let _ = self.start_kill();
-    // SAFETY: dup of our own pidfd, for the reaping thread to own.
-    let fd = unsafe { libc::fcntl(self.pidfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-    if fd < 0 {
-      return;
+    match self.pidfd.get_ref().try_clone() {
+      Ok(pidfd) => reap_in_background(pidfd),
+      Err(_) => {
+        let _ = self.start_kill();
+        reap_now(self.pidfd.as_raw_fd());
+      }
     }
-    // SAFETY: a descriptor just made, owned by nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let _ = std::thread::Builder::new()
+  }
+}
+
+impl ForkedInit {
+  /// An init forked for this host that it will not use (it did not tell its pid): it ends
+  /// once its socket is closed, and is reaped.
+  fn abandon(pid: libc::pid_t) {
+    // SAFETY: pidfd_open has no memory arguments; the descriptor returned is ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd >= 0 {
+      // SAFETY: a descriptor just opened, owned by nobody else.
+      reap_in_background(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    } else {
+      // SAFETY: signalling and reaping our own child, which nothing else reaps.
+      unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+      }
+    }
+  }
+}
+
+/// Gives the init of `pidfd` the grace of a shutdown to end by itself (its socket closed,
+/// it ends its commands' trees first), kills it past that, and reaps it, on a thread of its
+/// own; where no thread can be started, kills and reaps it now.
+fn reap_in_background(pidfd: OwnedFd) {
+  let reaping = pidfd.try_clone().and_then(|own| {
+    std::thread::Builder::new()
       .name("native-workspace-reap".into())
       .spawn(move || {
-        // SAFETY: siginfo_t is plain data; a blocking waitid on our own killed child.
-        unsafe {
-          let mut info: libc::siginfo_t = std::mem::zeroed();
-          libc::waitid(
-            libc::P_PIDFD,
-            pidfd.as_raw_fd() as libc::id_t,
-            &mut info,
-            libc::WEXITED,
-          );
+        let mut exited = libc::pollfd {
+          fd: own.as_raw_fd(),
+          events: libc::POLLIN,
+          revents: 0,
+        };
+        let grace = SHUTDOWN_GRACE.as_millis() as libc::c_int;
+        // SAFETY: poll on one pollfd of our own.
+        if unsafe { libc::poll(&mut exited, 1, grace) } <= 0 {
+          let _ = kill_by_pidfd(own.as_raw_fd());
         }
-      });
+        reap_now(own.as_raw_fd());
+      })
+  });
+  if reaping.is_err() {
+    let _ = kill_by_pidfd(pidfd.as_raw_fd());
+    reap_now(pidfd.as_raw_fd());
+  }
+}
+
+/// SIGKILLs the process of `pidfd`; one that has exited already (not yet reaped) is fine.
+fn kill_by_pidfd(pidfd: RawFd) -> io::Result<()> {
+  // SAFETY: pidfd_send_signal on a pidfd of our own, without a siginfo.
+  let sent = unsafe {
+    libc::syscall(
+      libc::SYS_pidfd_send_signal,
+      pidfd,
+      libc::SIGKILL,
+      std::ptr::null::<libc::siginfo_t>(),
+      0,
+    )
+  };
+  let error = io::Error::last_os_error();
+  match sent {
+    0 => Ok(()),
+    _ if error.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+    _ => Err(error),
+  }
+}
+
+/// Waits for the process of `pidfd`, our child, to exit, and reaps it.
+fn reap_now(pidfd: RawFd) {
+  loop {
+    // SAFETY: siginfo_t is plain data that waitid fills; our own pidfd.
+    let waited = unsafe {
+      let mut info: libc::siginfo_t = std::mem::zeroed();
+      libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, libc::WEXITED)
+    };
+    if waited == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+      return;
+    }
   }
 }

@@ -66,6 +66,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// After a zygote failed to start, inits are executed for this long before another is tried:
 /// starts queued behind the zygote's lock do not each wait for one that cannot start.
 const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// When the last zygote failed to start, if it did.
 static FAILED_START: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
 
 /// An init the zygote forked, with the host's end of its request socket and the read end of
@@ -128,10 +129,11 @@ async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
       stderr,
     }),
     told => {
-      // An init the zygote says it forked, that did not tell its pid (killed before it
-      // could, or too late): it ends with its socket, and is reaped here.
+      // An init the zygote says it forked (the pid its clone returned), that did not tell
+      // its pid (killed before it could, or too late): it ends with its socket, and is
+      // reaped here.
+      drop(ours);
       if let Some(pid) = answered {
-        drop(ours);
         ForkedInit::abandon(pid);
       }
       Err(match (told, asked) {

@@ -234,9 +234,10 @@ impl Init {
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;
     // An unisolated init that joins no cgroup is forked by the zygote, where it can be.
+    let host = std::process::id().to_string();
     let zygote_args: Option<Vec<String>> = match (&confinement, kills.cgroup()) {
       (Confinement::None, None) => Some(
-        std::iter::once(std::process::id().to_string())
+        std::iter::once(host.clone())
           .chain(rlimits.iter().cloned())
           .collect(),
       ),
@@ -244,7 +245,7 @@ impl Init {
     };
     match &confinement {
       Confinement::None => {
-        cmd.arg(std::process::id().to_string()).args(rlimits);
+        cmd.arg(host).args(rlimits);
       }
       Confinement::Bwrap { stage, .. } | Confinement::Slot { stage, .. } => {
         // Still root here: the staged mounts are made before the launcher drops to the
@@ -635,28 +636,44 @@ impl Init {
 /// Waits for the init's ready byte on its request socket (see the keeper's header), and
 /// gives the socket back for blocking use.
 async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), String>) {
-  let read_one = async {
-    socket.set_nonblocking(true)?;
-    let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
-    let mut byte = [0u8; 1];
-    let n = tokio::io::AsyncReadExt::read(&mut stream, &mut byte).await?;
-    socket.set_nonblocking(false)?;
-    io::Result::Ok((n == 1).then_some(byte[0]))
-  };
-  let outcome = match tokio::time::timeout(READY_TIMEOUT, read_one).await {
-    Ok(Ok(Some(READY))) => Ok(()),
-    Ok(Ok(Some(other))) => Err(format!(
+  let mut byte = [0u8; 1];
+  let outcome = match read_within(&socket, &mut byte, READY_TIMEOUT).await {
+    Ok(()) if byte[0] == READY => Ok(()),
+    Ok(()) => Err(format!(
       "it answered {:?} instead of saying it was ready",
-      char::from(other)
+      char::from(byte[0])
     )),
-    Ok(Ok(None)) => Err("it exited before it was ready".to_owned()),
-    Ok(Err(e)) => Err(format!("its socket failed: {e}")),
-    Err(_) => Err(format!(
+    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+      Err("it exited before it was ready".to_owned())
+    }
+    Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(format!(
       "it was not ready after {} s",
       READY_TIMEOUT.as_secs()
     )),
+    Err(e) => Err(format!("its socket failed: {e}")),
   };
   (socket, outcome)
+}
+
+/// Fills `buf` from `socket` on the runtime (`UnexpectedEof` if it ends first, `TimedOut`
+/// past `within`), and leaves the socket blocking, for the host's requests.
+async fn read_within(
+  socket: &UnixStream,
+  buf: &mut [u8],
+  within: std::time::Duration,
+) -> io::Result<()> {
+  socket.set_nonblocking(true)?;
+  let read = async {
+    let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
+    tokio::io::AsyncReadExt::read_exact(&mut stream, buf)
+      .await
+      .map(drop)
+  };
+  let read = tokio::time::timeout(within, read)
+    .await
+    .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
+  socket.set_nonblocking(false)?;
+  read
 }
 
 /// Whether the other end of `socket` is still there (it sends nothing unasked: readable

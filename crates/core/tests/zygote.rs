@@ -40,6 +40,17 @@ fn set_mode(path: &Path, mode: u32) {
   std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// A keeper copy whose zygote runs, made unexecutable: an init that starts from it after
+/// this can only be forked. Also the init whose start started that zygote.
+async fn forking_only(name: &str) -> (PathBuf, Init) {
+  let keeper = keeper_copy(name);
+  let first = start(&keeper, &Limits::default(), Wait::Plain)
+    .await
+    .unwrap();
+  set_mode(&keeper, 0o644);
+  (keeper, first)
+}
+
 async fn start(keeper: &Path, limits: &Limits, wait: Wait) -> Result<Init, String> {
   Init::start(keeper, Confinement::None, limits, None, wait)
     .await
@@ -106,15 +117,10 @@ async fn until_gone(pid: u32, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unisolated_init_is_forked_as_this_processs_child_and_outlives_a_killed_zygote() {
   let _alone = ONE_AT_A_TIME.lock().await;
-  let keeper = keeper_copy("forked");
-  let first = start(&keeper, &Limits::default(), Wait::Plain)
-    .await
-    .unwrap();
+  let (keeper, first) = forking_only("forked").await;
   let [zygote] = zygotes(&keeper)[..] else {
     panic!("one zygote runs: {:?}", zygotes(&keeper));
   };
-  // Unexecutable now: what starts from here on is forked.
-  set_mode(&keeper, 0o644);
   let second = start(&keeper, &Limits::default(), Wait::Spare)
     .await
     .expect("a forked init starts without an exec");
@@ -164,13 +170,7 @@ async fn an_unisolated_init_is_forked_as_this_processs_child_and_outlives_a_kill
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forked_init_that_fails_to_start_says_why_with_its_exit_status() {
   let _alone = ONE_AT_A_TIME.lock().await;
-  let keeper = keeper_copy("failing");
-  drop(
-    start(&keeper, &Limits::default(), Wait::Plain)
-      .await
-      .unwrap(),
-  );
-  set_mode(&keeper, 0o644);
+  let (keeper, _first) = forking_only("failing").await;
   let limits = Limits {
     // Above what the kernel allows anyone (fs.nr_open): its setrlimit fails, as root too.
     open_files: Some(u64::MAX),
@@ -196,14 +196,8 @@ fn a_forked_init_dropped_after_its_runtime_is_killed_and_reaped() {
   let runtime = tokio::runtime::Runtime::new().unwrap();
   let (init, _alone) = runtime.block_on(async {
     let alone = ONE_AT_A_TIME.lock().await;
-    let keeper = keeper_copy("orphan");
-    drop(
-      start(&keeper, &Limits::default(), Wait::Plain)
-        .await
-        .unwrap(),
-    );
-    // Unexecutable now: the init to drop can only be a forked one.
-    set_mode(&keeper, 0o644);
+    let (keeper, first) = forking_only("orphan").await;
+    first.shutdown().await;
     let init = start(&keeper, &Limits::default(), Wait::Plain)
       .await
       .unwrap();

@@ -152,6 +152,8 @@ fn run_zygote(host: libc::pid_t) -> ! {
   // command enters its own.
   // SAFETY: chdir to a NUL-terminated path.
   unsafe { libc::chdir(c"/".as_ptr()) };
+  // The same in every fork: read once.
+  let arguments = argument_area();
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   loop {
     let (payload, fds) = match read_framed(REQUEST_FD) {
@@ -163,7 +165,7 @@ fn run_zygote(host: libc::pid_t) -> ! {
       }
     };
     let answer = match fds[..] {
-      [socket, stderr] => match fork_init(&payload, socket, stderr) {
+      [socket, stderr] => match fork_init(&payload, socket, stderr, arguments) {
         Ok(pid) => format!("P{pid}\n"),
         Err(why) => format!("E{why}\n"),
       },
@@ -177,7 +179,12 @@ fn run_zygote(host: libc::pid_t) -> ! {
 /// Forks an init with the NUL-separated `args` of `payload`, as the host's child
 /// (`CLONE_PARENT`): the host waits for it, reaps it and reads its exit status as if it had
 /// started it, and it lives on should this zygote die.
-fn fork_init(payload: &[u8], socket: RawFd, stderr: RawFd) -> Result<libc::pid_t, String> {
+fn fork_init(
+  payload: &[u8],
+  socket: RawFd,
+  stderr: RawFd,
+  arguments: Option<(usize, usize)>,
+) -> Result<libc::pid_t, String> {
   let args: Vec<String> = payload
     .split(|&b| b == 0)
     .filter(|arg| !arg.is_empty())
@@ -200,7 +207,9 @@ fn fork_init(payload: &[u8], socket: RawFd, stderr: RawFd) -> Result<libc::pid_t
     let pid = (me as u32).to_le_bytes();
     const _: () = assert!(std::mem::size_of::<u32>() == zygote::FORKED_PID_BYTES);
     write_all(REQUEST_FD, &pid);
-    show_arguments(&args);
+    if let Some(area) = arguments {
+      show_arguments(area, &args);
+    }
     run_host_init(&args);
   }
   if pid < 0 {
@@ -209,26 +218,21 @@ fn fork_init(payload: &[u8], socket: RawFd, stderr: RawFd) -> Result<libc::pid_t
   Ok(pid as libc::pid_t)
 }
 
-/// Writes `native-workspace-keeper <args>` over this process's arguments as `ps` and
-/// `/proc/<pid>/cmdline` show them (the zygote's, inherited), cut to the room there is.
-fn show_arguments(args: &[String]) {
-  let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-    return;
-  };
-  // Fields 48 and 49 (arg_start, arg_end), counted after the parenthesised name.
-  let Some(after_name) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
-    return;
-  };
-  let fields: Vec<&str> = after_name.split_whitespace().collect();
-  let (Some(Ok(start)), Some(Ok(end))) = (
-    fields.get(45).map(|f| f.parse::<usize>()),
-    fields.get(46).map(|f| f.parse::<usize>()),
-  ) else {
-    return;
-  };
-  let Some(room) = end.checked_sub(start).filter(|&room| room > 0) else {
-    return;
-  };
+/// Where this process's arguments lie, as `ps` and `/proc/<pid>/cmdline` read them:
+/// (start, end) of the area, from fields 48 and 49 of `/proc/self/stat`.
+fn argument_area() -> Option<(usize, usize)> {
+  let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+  // Counted after the parenthesised name, which may hold spaces.
+  let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+  let start = fields.get(45)?.parse().ok()?;
+  let end = fields.get(46)?.parse().ok()?;
+  (end > start).then_some((start, end))
+}
+
+/// Writes `native-workspace-keeper <args>` over this process's arguments in `area` (the
+/// zygote's, inherited), cut to the room there is.
+fn show_arguments((start, end): (usize, usize), args: &[String]) {
+  let room = end - start;
   let program = std::env::args().next().unwrap_or_default();
   let mut shown: Vec<u8> = Vec::with_capacity(room);
   for arg in std::iter::once(&program).chain(args) {

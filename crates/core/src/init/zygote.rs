@@ -20,11 +20,11 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::io::AsyncBufReadExt;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::net::unix::pipe;
 
-use super::{SHUTDOWN_GRACE, wait_ready, wire};
+use super::{SHUTDOWN_GRACE, read_within, wait_ready, wire};
 
 /// Room the zygote leaves in its arguments for an init's own, which are shown in their
 /// place (an init's are its host's pid and a few `name=value` limits).
@@ -198,18 +198,11 @@ async fn ask_zygote(
 /// The pid a forked init writes first on its socket; None if the socket ends before it (no
 /// init was forked).
 async fn read_forked_pid(socket: &UnixStream) -> io::Result<Option<libc::pid_t>> {
-  socket.set_nonblocking(true)?;
-  let mut stream = tokio::net::UnixStream::from_std(socket.try_clone()?)?;
   let mut pid = [0u8; FORKED_PID_BYTES];
-  let read = tokio::time::timeout(ANSWER_TIMEOUT, stream.read_exact(&mut pid)).await;
-  drop(stream);
-  // Blocking again, as the start goes on to use it (see `wait_ready`).
-  socket.set_nonblocking(false)?;
-  match read {
-    Ok(Ok(_)) => Ok(Some(u32::from_le_bytes(pid) as libc::pid_t)),
-    Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-    Ok(Err(e)) => Err(e),
-    Err(_) => Err(io::ErrorKind::TimedOut.into()),
+  match read_within(socket, &mut pid, ANSWER_TIMEOUT).await {
+    Ok(()) => Ok(Some(u32::from_le_bytes(pid) as libc::pid_t)),
+    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+    Err(e) => Err(e),
   }
 }
 

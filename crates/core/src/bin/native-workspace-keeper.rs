@@ -849,13 +849,15 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) -> ! 
     libc::sigprocmask(libc::SIG_BLOCK, &shutdown, ptr::null_mut());
     libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
   }
-  write_all(ctl, format!("P{me}\n").as_bytes());
   let main_pid = spawn_command(&request);
   if main_pid < 0 {
     // On the command's stderr, where its own failure to start would be.
     let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
     write_pipe(request.fds[2], message.as_bytes());
   }
+  // Told once the shell runs, not before: the host, woken by it, takes up the command
+  // while it runs, instead of taking this supervisor's CPU before it starts it.
+  write_all(ctl, format!("P{me}\n").as_bytes());
   for &fd in &request.fds[1..] {
     close(fd);
   }

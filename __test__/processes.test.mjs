@@ -77,3 +77,43 @@ describe('streams', () => {
     await handle.kill()
   })
 })
+
+describe('supervisors that stay for the next command', () => {
+  it('commands in a row share one supervisor; a spawned process keeps its own pid, exit and output', async () => {
+    const sb = makeSandbox()
+    const parents = new Set()
+    for (let i = 0; i < 5; i++) {
+      parents.add((await sb.executeCommand('echo $PPID')).stdout.trim())
+      // Far longer than the supervisor's word with the init after each command.
+      await sleep(50)
+    }
+    expect(parents.size).toBe(1)
+    const [stayed] = parents
+    expect(childrenOf(Number(stayed)).length).toBe(0)
+    // A spawned process is kept under its pid once exited: the supervisor that stayed takes
+    // it, and does not stay after it.
+    const spawned = await sb.processes.spawn('echo kept; exit 3')
+    expect(String(spawned.pid)).toBe(stayed)
+    expect(await spawned.wait()).toMatchObject({ exitCode: 3 })
+    expect(await waitFor(() => !fs.existsSync(`/proc/${stayed}`), { timeout: 5000 })).toBe(true)
+    const later = []
+    for (let i = 0; i < 3; i++) later.push((await sb.executeCommand('echo $PPID')).stdout.trim())
+    expect(later).not.toContain(stayed)
+    expect(await sb.processes.list()).toEqual([{ pid: spawned.pid, command: 'echo kept; exit 3', running: false, exitCode: 3 }])
+    const kept = await sb.processes.get(spawned.pid)
+    expect(kept.exitCode).toBe(3)
+    expect(kept.stdout).toBe('kept\n')
+  })
+
+  it('concurrent commands each get their own result, and none stays listed', async () => {
+    const sb = makeSandbox()
+    await sb.executeCommand('true')
+    const runs = Array.from({ length: 24 }, (_, i) => sb.executeCommand(`echo ${i}; exit ${i % 5}`))
+    const results = await Promise.all(runs)
+    results.forEach((result, i) => {
+      expect(result.stdout).toBe(`${i}\n`)
+      expect(result.exitCode).toBe(i % 5)
+    })
+    expect(await sb.processes.list()).toEqual([])
+  })
+})

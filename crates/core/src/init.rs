@@ -190,6 +190,8 @@ pub struct LaunchRequest<'a> {
   pub cwd: &'a Path,
   pub env: &'a [(String, String)],
   pub stdin: StdinMode,
+  /// See [`SpawnRequest::supervisor_may_stay`](crate::process::SpawnRequest).
+  pub supervisor_may_stay: bool,
 }
 
 impl Init {
@@ -558,6 +560,11 @@ impl Init {
       }
     }
     let mut payload = Vec::with_capacity(request.command.len() + 256);
+    payload.push(if request.supervisor_may_stay {
+      wire::SUPERVISOR_MAY_STAY
+    } else {
+      0
+    });
     payload.extend_from_slice(request.cwd.as_os_str().as_bytes());
     payload.push(0);
     payload.extend_from_slice(request.command.as_bytes());

@@ -60,6 +60,9 @@ pub struct SpawnRequest {
   /// own (see [`Process::take_leftovers`]) keeping this much output per stream, unless the
   /// command was being stopped. `None`: they are killed when it ends.
   pub adopt_leftovers: Option<Retention>,
+  /// Nothing is kept under the command's pid once it has ended (`execute`): its supervisor
+  /// may then stay to serve the next command, which saves a fork and an exit per command.
+  pub supervisor_may_stay: bool,
 }
 
 /// How a command ended.
@@ -161,6 +164,7 @@ impl Process {
       cwd: &request.cwd,
       env: &env,
       stdin: request.stdin,
+      supervisor_may_stay: request.supervisor_may_stay,
     })?;
     let (control_read, control_write) = launched.control.into_split();
     let mut control_read = BufReader::new(control_read);

@@ -110,6 +110,7 @@ struct EntryDefaults {
   output_limit: Option<u64>,
   /// What the command's leftovers keep, if they are adopted rather than killed.
   adopt_leftovers: Option<Retention>,
+  supervisor_may_stay: bool,
 }
 
 /// Result of `execute`: the outcome plus the command string that ran.
@@ -369,6 +370,8 @@ impl Sandbox {
       timeout: None,
       output_limit: None,
       adopt_leftovers: None,
+      // Kept readable under its pid once exited, which must stay its own.
+      supervisor_may_stay: false,
     };
     // Not waited for, so its refusals are let go to whichever command ends next.
     let egress = self.egress.as_ref().map(Egress::for_command);
@@ -442,6 +445,8 @@ impl Sandbox {
       timeout: self.timeout,
       output_limit,
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
+      // Its pid is released below once it has ended.
+      supervisor_may_stay: true,
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
     let process = self
@@ -456,7 +461,7 @@ impl Sandbox {
       }
       outcome.stderr.push_str(&note);
     }
-    self.release(&process.pid().to_string());
+    self.forget(&process);
     let left_running = process.take_leftovers().map(|adopted| {
       self.track(&adopted);
       self.bound_when_exited(&adopted);
@@ -507,6 +512,19 @@ impl Sandbox {
       });
     }
     Ok(process)
+  }
+
+  /// Drops `process` from the table, unless its pid stands for a later command by now (one
+  /// its supervisor stayed for, see [`SpawnRequest::supervisor_may_stay`]).
+  fn forget(&self, process: &Arc<Process>) {
+    let pid = process.pid().to_string();
+    let mut tracked = self.processes.locked();
+    if tracked
+      .get(&pid)
+      .is_some_and(|(_, tracked)| Arc::ptr_eq(tracked, process))
+    {
+      tracked.remove(&pid);
+    }
   }
 
   fn track(&self, process: &Arc<Process>) {
@@ -1198,6 +1216,7 @@ impl Sandbox {
       sinks: options.sinks,
       output_limit: defaults.output_limit,
       adopt_leftovers: defaults.adopt_leftovers,
+      supervisor_may_stay: defaults.supervisor_may_stay,
     }
   }
 

@@ -8,7 +8,7 @@ use native_workspace_core::init::{Confinement, Init, Launched, Wait};
 use native_workspace_core::limits::Limits;
 
 mod common;
-use common::{KEEPER, keeper_init, launch, live_sleeps, marker, parent_of};
+use common::{KEEPER, keeper_init, launch, launch_with, live_sleeps, marker, parent_of};
 
 /// An executable script standing in for the keeper.
 fn fake_keeper(name: &str, script: &str) -> PathBuf {
@@ -140,6 +140,101 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
   tokio::time::timeout(Duration::from_secs(5), gone)
     .await
     .expect("the keeper and its spare are gone");
+}
+
+/// Runs `command` on `init` (its supervisor let stay or not) to its end: the pid its
+/// supervisor gave (`P`), and every line it wrote, once it has closed its control socket.
+async fn run_to_end(init: &Init, command: &str, supervisor_may_stay: bool) -> (u32, String) {
+  use tokio::io::AsyncReadExt;
+  let mut launched = launch_with(init, command, supervisor_may_stay);
+  let mut lines = String::new();
+  tokio::time::timeout(
+    Duration::from_secs(10),
+    launched.control.read_to_string(&mut lines),
+  )
+  .await
+  .expect("the command ends")
+  .unwrap();
+  let pid = lines
+    .strip_prefix('P')
+    .and_then(|rest| rest.split('\n').next())
+    .and_then(|pid| pid.parse().ok())
+    .unwrap_or_else(|| panic!("no pid first: {lines:?}"));
+  (pid, lines)
+}
+
+/// The supervisor's pid of `true` run to its end.
+async fn run_true(init: &Init, supervisor_may_stay: bool) -> u32 {
+  let (pid, lines) = run_to_end(init, "true", supervisor_may_stay).await;
+  assert!(lines.ends_with("\nX0\n"), "{lines:?}");
+  pid
+}
+
+/// Until `pid` has ended, within `limit`.
+async fn ended_within(pid: u32, limit: Duration) {
+  let ended = async {
+    while alive(pid) {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  };
+  tokio::time::timeout(limit, ended)
+    .await
+    .unwrap_or_else(|_| panic!("{pid} still runs after {limit:?}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_let_stay_serves_the_next_commands_and_one_not_let_stay_exits() {
+  let init = keeper_init(Wait::Plain).await;
+  let keeper = init.pid().unwrap();
+  let first = run_true(&init, true).await;
+  // A pause far longer than the supervisor's word with the init after its command.
+  tokio::time::sleep(Duration::from_millis(200)).await;
+  assert_eq!(
+    children(keeper),
+    [first],
+    "it stayed, and nothing else runs"
+  );
+  for _ in 0..3 {
+    assert_eq!(run_true(&init, true).await, first);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+  }
+  // Taken by it too, but one whose pid the host keeps: it ends with its command, long
+  // before a stayed one would (2 s idle).
+  assert_eq!(run_true(&init, false).await, first);
+  ended_within(first, Duration::from_secs(1)).await;
+  assert!(children(keeper).is_empty());
+  // The init reads the next request itself again.
+  let next = run_true(&init, true).await;
+  assert_ne!(next, first);
+  assert_eq!(parent_of(next), keeper);
+  init.shutdown().await;
+  assert!(!alive(next), "a staying supervisor ends with its init");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staying_supervisor_left_idle_exits_and_one_whose_command_left_processes_does_not_stay() {
+  let init = keeper_init(Wait::Plain).await;
+  let keeper = init.pid().unwrap();
+  let stayed = run_true(&init, true).await;
+  tokio::time::sleep(Duration::from_millis(200)).await;
+  assert!(alive(stayed));
+  // Its idle limit is 2 s.
+  ended_within(stayed, Duration::from_secs(10)).await;
+  tokio::time::sleep(Duration::from_millis(50)).await;
+  assert!(children(keeper).is_empty(), "nothing but the init is kept");
+  let next = run_true(&init, true).await;
+  assert_ne!(next, stayed);
+  assert_eq!(parent_of(next), keeper);
+  tokio::time::sleep(Duration::from_millis(200)).await;
+  // Taken by the supervisor that stayed; its command leaves a process that ends by itself.
+  let (supervisor, lines) = run_to_end(&init, "sleep 0.3 & exit 0", true).await;
+  assert_eq!(supervisor, next);
+  assert!(
+    lines.contains("\nL0\n") && lines.ends_with("\nX0\n"),
+    "{lines:?}"
+  );
+  ended_within(supervisor, Duration::from_secs(1)).await;
+  init.shutdown().await;
 }
 
 /// Stops `spare` (ptrace) as its first `recvmsg` returns, kills it there and reaps it (so

@@ -8,7 +8,9 @@
 //! carries a command and, as passed descriptors, a control socket and the command's stdio
 //! pipes. For each request the init forks a *supervisor* (no exec: the same small process),
 //! which becomes a child subreaper, starts `/bin/sh -c <command>` (vfork), and owns everything the
-//! command ever starts — `setsid`, double-forked and daemonized descendants included.
+//! command ever starts — `setsid`, double-forked and daemonized descendants included. A
+//! request may let its supervisor stay: once its command has ended leaving nothing running,
+//! it reads the next request itself (see `Spare`), for up to 2 s.
 //!
 //! Supervisor protocol on the control socket:
 //! - it writes `P<pid>\n` once started and `X<wait status>\n` once the command has ended
@@ -344,7 +346,7 @@ fn apply_limits(args: impl Iterator<Item = String>) {
 /// A request socket and the supervisors of the commands it asked for.
 struct Connection {
   fd: RawFd,
-  supervisors: Vec<libc::pid_t>,
+  supervisors: Vec<Supervisor>,
   /// While set, the spare reads this socket, not the init (see [`Spare`]).
   spare: Option<Spare>,
 }
@@ -365,13 +367,28 @@ impl Connection {
       .filter(|spare| !spare.reaped)
       .map(|spare| spare.pid)
   }
+
+  fn supervisor_pids(&self) -> impl Iterator<Item = libc::pid_t> + '_ {
+    self.supervisors.iter().map(|s| s.pid)
+  }
 }
 
-/// A supervisor forked ahead of the first request, waiting on the request socket itself:
-/// the first command of a new sandbox does not wait for the init to wake up and fork. It
-/// tells the init on `events` how it ended its wait: [`SPARE_TOOK`] (it supervises that
-/// command now), [`SPARE_EOF`] (the host closed the socket), [`SPARE_BAD`] (a bad request).
-/// Later requests are read by the init, as ever: only the first one needs the head start.
+/// A supervisor running one of a connection's commands. `events`: the init's end of the
+/// line on which one that may serve again asks to ([`SUPERVISOR_FREE`]), until it has.
+#[derive(Clone, Copy)]
+struct Supervisor {
+  pid: libc::pid_t,
+  events: Option<RawFd>,
+}
+
+/// A supervisor waiting for a command on the request socket itself, which the init then
+/// leaves to it: forked ahead of a sandbox's first request, so that its first command does
+/// not wait for the init to wake up and fork; or one whose command (of `executeCommand`,
+/// which the host forgets once ended) ended with nothing left running, and that stays for
+/// the next, so that commands in a row cost neither a fork nor an exit. It tells the init on
+/// `events` how it ended its wait: [`SPARE_TOOK`] (it supervises that command now; the init
+/// reads the requests after it), [`SPARE_EOF`] (the host closed the socket), [`SPARE_BAD`]
+/// (a bad request); or it ends without a word (killed, or idle for [`SPARE_IDLE`]).
 #[derive(Clone, Copy)]
 struct Spare {
   pid: libc::pid_t,
@@ -384,23 +401,27 @@ struct Spare {
 const SPARE_TOOK: u8 = b'T';
 const SPARE_EOF: u8 = b'E';
 const SPARE_BAD: u8 = b'B';
+/// From a supervisor whose command ended cleanly: it would read the next request. The init
+/// answers [`SPARE_GRANTED`] if nobody else does, else [`SPARE_NOT_NEEDED`] (it exits).
+const SUPERVISOR_FREE: u8 = b'F';
+const SPARE_GRANTED: u8 = b'G';
+const SPARE_NOT_NEEDED: u8 = b'Q';
+
+/// How long a supervisor that stayed after its command waits for the next one before it
+/// exits: commands in a row find it, an idle sandbox keeps only its init.
+const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Spare {
   /// Forks the spare of `connection`, or None where it cannot be forked (the init then
   /// reads the first request itself).
   fn fork(connection: &Connection, signals: &SignalFd) -> Option<Spare> {
-    let mut ends = [0; 2];
-    // SAFETY: pipe2 fills two descriptors.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-      return None;
-    }
-    let [events, tell] = ends;
+    let (events, tell) = event_line()?;
     let init = std::process::id() as libc::pid_t;
     // SAFETY: single-threaded; the child goes on as the spare.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
       close(events);
-      run_spare(init, connection.fd, tell, signals);
+      serve(init, connection.fd, tell, signals, None);
     }
     close(tell);
     if pid < 0 {
@@ -413,19 +434,104 @@ impl Spare {
       reaped: false,
     })
   }
+}
 
-  /// What the spare said: one of its events, or None if it ended without a word (killed).
-  fn outcome(&self) -> Option<u8> {
-    let mut byte = 0u8;
-    // SAFETY: reading one byte into a local.
-    let n = unsafe { libc::read(self.events, (&mut byte as *mut u8).cast(), 1) };
-    (n == 1).then_some(byte)
+/// A line between the init (the first end) and one supervisor (the second).
+fn event_line() -> Option<(RawFd, RawFd)> {
+  let mut ends = [0; 2];
+  // SAFETY: socketpair fills two descriptors.
+  let made = unsafe {
+    libc::socketpair(
+      libc::AF_UNIX,
+      libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+      0,
+      ends.as_mut_ptr(),
+    )
+  };
+  (made == 0).then_some((ends[0], ends[1]))
+}
+
+/// One byte from an event line; None at its end (its other side is gone).
+fn read_event(fd: RawFd) -> Option<u8> {
+  let mut byte = 0u8;
+  // SAFETY: reading one byte into a local.
+  let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+  (n == 1).then_some(byte)
+}
+
+/// How long a spare waits for a request.
+#[derive(Clone, Copy)]
+enum Wait {
+  Unbounded,
+  Within(std::time::Duration),
+}
+
+/// A supervisor's life: it supervises `first` (a command the init read for it) or waits for
+/// a request on `socket` as the spare (answering socket requests meanwhile), and, where its
+/// command may be followed (see [`Spare`]) and the init lets it, waits for the next.
+/// `socket` and `tell` are its connection's request socket and its end of its event line.
+fn serve(
+  init: libc::pid_t,
+  socket: RawFd,
+  tell: RawFd,
+  signals: &SignalFd,
+  first: Option<Request>,
+) -> ! {
+  let mut next = first;
+  let mut wait = Wait::Unbounded;
+  loop {
+    let request = match next.take() {
+      Some(request) => request,
+      None => await_request(init, socket, tell, signals, wait),
+    };
+    if !request.may_stay {
+      close(tell);
+      close(socket);
+    }
+    // Returns only after a clean end of a command it may stay after.
+    run_supervisor(request, signals, init);
+    stay_or_exit(tell, signals);
+    wait = Wait::Within(SPARE_IDLE);
   }
 }
 
-/// The spare's life: it waits for the first request on `socket` (answering socket requests
-/// meanwhile) and becomes that command's supervisor, or ends with the socket.
-fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) -> ! {
+/// After a clean end: asks the init to read the next request, and exits unless it may.
+fn stay_or_exit(tell: RawFd, signals: &SignalFd) {
+  // Out of the command's directory: a mount there may be unmounted while it waits.
+  // SAFETY: chdir to a constant path.
+  unsafe { libc::chdir(c"/".as_ptr()) };
+  write_pipe(tell, &[SUPERVISOR_FREE]);
+  loop {
+    let mut fds = [pollfd(tell), pollfd(signals.fd)];
+    if !poll(&mut fds) {
+      continue;
+    }
+    if fds[1].revents != 0 && signals.drain().iter().any(|&sig| shuts_down(sig)) {
+      std::process::exit(0);
+    }
+    if fds[0].revents != 0 {
+      match read_event(tell) {
+        Some(SPARE_GRANTED) => return,
+        _ => std::process::exit(0),
+      }
+    }
+  }
+}
+
+/// Whether `sig`, read by a supervisor with no command, means the init is shutting down
+/// (a SIGCHLD of its last command's tree may still be pending).
+fn shuts_down(sig: libc::c_int) -> bool {
+  sig != libc::SIGPIPE && sig != libc::SIGCHLD
+}
+
+/// The spare's wait: the next command request on `socket`, or its end (the spare then exits).
+fn await_request(
+  init: libc::pid_t,
+  socket: RawFd,
+  tell: RawFd,
+  signals: &SignalFd,
+  wait: Wait,
+) -> Request {
   // SAFETY: process attribute syscalls on this single-threaded process. Until it has a
   // command it holds nothing: it dies with the init.
   unsafe {
@@ -435,13 +541,33 @@ fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) 
     }
   }
   let say = |event: u8| write_pipe(tell, &[event]);
+  let deadline = match wait {
+    Wait::Unbounded => None,
+    Wait::Within(idle) => Some(std::time::Instant::now() + idle),
+  };
   loop {
     let mut fds = [pollfd(socket), pollfd(signals.fd)];
-    if !poll(&mut fds) {
+    let timeout = deadline.map(|deadline| {
+      let left = deadline.saturating_duration_since(std::time::Instant::now());
+      left.as_millis().min(i32::MAX as u128) as libc::c_int
+    });
+    // SAFETY: valid array of pollfd.
+    let ready = unsafe {
+      libc::poll(
+        fds.as_mut_ptr(),
+        fds.len() as libc::nfds_t,
+        timeout.unwrap_or(-1),
+      )
+    };
+    if ready == 0 {
+      // Idle too long: its end of the line closing tells the init to read again. Nothing
+      // of a request is taken: each is read whole, in one call.
+      std::process::exit(0);
+    }
+    if ready < 0 {
       continue;
     }
-    if fds[1].revents != 0 && signals.drain().iter().any(|&sig| sig != libc::SIGPIPE) {
-      // The init is shutting down.
+    if fds[1].revents != 0 && signals.drain().iter().any(|&sig| shuts_down(sig)) {
       std::process::exit(0);
     }
     if fds[0].revents == 0 {
@@ -450,9 +576,7 @@ fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) 
     match read_request(socket) {
       Ok(Some(Incoming::Command(request))) => {
         say(SPARE_TOOK);
-        close(tell);
-        close(socket);
-        run_supervisor(request, signals, init);
+        return request;
       }
       Ok(Some(Incoming::Socket { family, reply })) => socket::answer_socket_request(family, reply),
       Ok(None) => {
@@ -468,16 +592,35 @@ fn run_spare(init: libc::pid_t, socket: RawFd, tell: RawFd, signals: &SignalFd) 
   }
 }
 
+/// What one of the init's polled descriptors stands for.
+#[derive(Clone, Copy)]
+enum Source {
+  /// Connection `i`'s request socket, which the init reads itself.
+  Requests(usize),
+  /// The event line of connection `i`'s spare.
+  Spare(usize),
+  /// The event line of a supervisor of connection `i`.
+  Supervisor(usize, libc::pid_t),
+}
+
 /// Serves `connections`, and those `listener` accepts. Without a listener the init ends with
 /// its one connection; with one, a connection ending takes only its own commands along.
 fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Connection>) -> ! {
   loop {
+    let mut sources = Vec::new();
     let mut fds = vec![pollfd(signals.fd), pollfd(listener.unwrap_or(-1))];
-    fds.extend(
-      connections
-        .iter()
-        .map(|c| pollfd(c.spare.map_or(c.fd, |spare| spare.events))),
-    );
+    for (i, c) in connections.iter().enumerate() {
+      match c.spare {
+        Some(spare) => sources.push((Source::Spare(i), spare.events)),
+        None => sources.push((Source::Requests(i), c.fd)),
+      }
+      for s in &c.supervisors {
+        if let Some(events) = s.events {
+          sources.push((Source::Supervisor(i, s.pid), events));
+        }
+      }
+    }
+    fds.extend(sources.iter().map(|&(_, fd)| pollfd(fd)));
     if !poll(&mut fds) {
       continue;
     }
@@ -490,29 +633,77 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
         }
       }
     }
+    let ready: Vec<Source> = sources
+      .iter()
+      .zip(&fds[2..])
+      .filter(|(_, poll)| poll.revents != 0)
+      .map(|(&(source, _), _)| source)
+      .collect();
     let mut ended = Vec::new();
-    for (i, poll) in fds[2..].iter().enumerate() {
-      if poll.revents == 0 {
-        continue;
-      }
-      let open: Vec<RawFd> = open_fds(listener, &connections);
+    // In this order: what a spare said (it may have taken a request), then supervisors
+    // asking to stay (one is let read the requests if nobody does), then the requests the
+    // init reads itself, if it still does.
+    for &source in &ready {
+      let Source::Spare(i) = source else { continue };
       let connection = &mut connections[i];
-      if let Some(spare) = connection.spare {
-        match spare.outcome() {
-          Some(SPARE_TOOK) if !spare.reaped => connection.supervisors.push(spare.pid),
-          Some(SPARE_TOOK) => {}
-          Some(_) => ended.push(i),
-          // Killed from outside, before any request: the init reads them from now on.
-          None => {}
+      let Some(spare) = connection.spare.take() else {
+        continue;
+      };
+      match read_event(spare.events) {
+        Some(SPARE_TOOK) if !spare.reaped => connection.supervisors.push(Supervisor {
+          pid: spare.pid,
+          events: Some(spare.events),
+        }),
+        Some(SPARE_TOOK) => close(spare.events),
+        Some(_) => {
+          close(spare.events);
+          ended.push(i);
         }
-        close(spare.events);
-        connection.spare = None;
+        // Gone without a word (killed, or idle too long): the init reads from now on.
+        None => close(spare.events),
+      }
+    }
+    for &source in &ready {
+      let Source::Supervisor(i, pid) = source else {
+        continue;
+      };
+      let connection = &mut connections[i];
+      let Some(at) = connection.supervisors.iter().position(|s| s.pid == pid) else {
+        continue;
+      };
+      let Some(events) = connection.supervisors[at].events else {
+        continue;
+      };
+      let free = read_event(events) == Some(SUPERVISOR_FREE);
+      if free && connection.spare.is_none() && !ended.contains(&i) {
+        write_pipe(events, &[SPARE_GRANTED]);
+        connection.supervisors.remove(at);
+        connection.spare = Some(Spare {
+          pid,
+          events,
+          reaped: false,
+        });
+      } else {
+        if free {
+          write_pipe(events, &[SPARE_NOT_NEEDED]);
+        }
+        close(events);
+        connection.supervisors[at].events = None;
+      }
+    }
+    for &source in &ready {
+      let Source::Requests(i) = source else {
+        continue;
+      };
+      if connections[i].spare.is_some() {
         continue;
       }
+      let open = init_fds(listener, &connections);
+      let connection = &mut connections[i];
       match read_request(connection.fd) {
         Ok(Some(Incoming::Command(request))) => {
-          if let Some(pid) = fork_supervisor(request, signals, &open) {
-            connection.supervisors.push(pid);
+          if let Some(supervisor) = fork_supervisor(request, signals, &open, connection.fd) {
+            connection.supervisors.push(supervisor);
           }
         }
         Ok(Some(Incoming::Socket { family, reply })) => {
@@ -528,11 +719,16 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
     if !ended.is_empty() && listener.is_none() {
       shutdown(&connections);
     }
+    ended.sort_unstable();
+    ended.dedup();
     for i in ended.into_iter().rev() {
       let connection = connections.remove(i);
       // Each supervisor kills its tree and exits; the SIGCHLD reaps it.
-      for &pid in &connection.supervisors {
-        kill(pid, libc::SIGUSR1);
+      for supervisor in &connection.supervisors {
+        kill(supervisor.pid, libc::SIGUSR1);
+        if let Some(events) = supervisor.events {
+          close(events);
+        }
       }
       close(connection.fd);
     }
@@ -623,12 +819,15 @@ fn bound_reads(socket: RawFd) {
   };
 }
 
-/// The init's own descriptors, which a supervisor closes.
-fn open_fds(listener: Option<RawFd>, connections: &[Connection]) -> Vec<RawFd> {
-  listener
-    .into_iter()
-    .chain(connections.iter().map(|c| c.fd))
-    .collect()
+/// The init's own descriptors (sockets, event lines), which a supervisor closes.
+fn init_fds(listener: Option<RawFd>, connections: &[Connection]) -> Vec<RawFd> {
+  let mut fds: Vec<RawFd> = listener.into_iter().collect();
+  for c in connections {
+    fds.push(c.fd);
+    fds.extend(c.spare.map(|spare| spare.events));
+    fds.extend(c.supervisors.iter().filter_map(|s| s.events));
+  }
+  fds
 }
 
 /// Reaps exited supervisors, then kills any other child: an orphan re-parented here
@@ -642,7 +841,14 @@ fn reap_supervisors(connections: &mut [Connection]) {
       break;
     }
     for connection in connections.iter_mut() {
-      connection.supervisors.retain(|&s| s != pid);
+      connection.supervisors.retain(|s| {
+        if s.pid == pid
+          && let Some(events) = s.events
+        {
+          close(events);
+        }
+        s.pid != pid
+      });
       if let Some(spare) = connection.spare.as_mut()
         && spare.pid == pid
       {
@@ -651,7 +857,8 @@ fn reap_supervisors(connections: &mut [Connection]) {
     }
   }
   for pid in children_of(std::process::id() as libc::pid_t) {
-    let known = |c: &Connection| c.supervisors.contains(&pid) || c.live_spare() == Some(pid);
+    let known =
+      |c: &Connection| c.supervisor_pids().any(|s| s == pid) || c.live_spare() == Some(pid);
     if !connections.iter().any(known) {
       kill(pid, libc::SIGKILL);
     }
@@ -668,7 +875,7 @@ fn shutdown(connections: &[Connection]) -> ! {
   // supervisor (waiting, it just exits).
   let supervisors: Vec<libc::pid_t> = connections
     .iter()
-    .flat_map(|c| c.supervisors.iter().copied().chain(c.live_spare()))
+    .flat_map(|c| c.supervisor_pids().chain(c.live_spare()))
     .collect();
   for &pid in &supervisors {
     kill(pid, libc::SIGUSR1);
@@ -683,6 +890,8 @@ struct Request {
   env: Vec<CString>,
   /// control socket, stdout, stderr, and stdin when piped.
   fds: Vec<RawFd>,
+  /// Its supervisor may stay for later commands once it has ended cleanly (see [`Spare`]).
+  may_stay: bool,
 }
 
 /// What a request asks for.
@@ -723,8 +932,8 @@ fn read_framed(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<RawFd>)>> {
   Ok(Some((message, fds)))
 }
 
-/// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
-/// (KEY=VALUE \0)*`, or a socket request.
+/// Reads one request (framed as `init::wire` says): the payload is `flags cwd \0 command
+/// \0 (KEY=VALUE \0)*`, or a socket request.
 fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let Some((payload, fds)) = read_framed(socket)? else {
     return Ok(None);
@@ -742,6 +951,9 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   if fds.len() < 3 {
     return refuse("a request needs at least 3 descriptors");
   }
+  let Some((&flags, payload)) = payload.split_first() else {
+    return refuse("an empty request");
+  };
   let mut parts = payload
     .split(|&b| b == 0)
     .map(|p| CString::new(p).expect("split at NUL"));
@@ -755,6 +967,7 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     cwd,
     env,
     fds,
+    may_stay: flags & wire::SUPERVISOR_MAY_STAY != 0,
   })))
 }
 
@@ -779,25 +992,58 @@ fn inherited_env(request_env: &[CString]) -> Vec<CString> {
     .collect()
 }
 
-/// `init_fds`: the init's own sockets, which the supervisor does not keep.
+/// Forks the supervisor of a request the init read from its connection `connection_fd`.
+/// `init_fds`: the init's own descriptors, which the supervisor does not keep, but for that
+/// connection's where it may stay to read it (with an event line to the init then).
 fn fork_supervisor(
   request: Request,
   signals: &SignalFd,
   init_fds: &[RawFd],
-) -> Option<libc::pid_t> {
+  connection_fd: RawFd,
+) -> Option<Supervisor> {
   let init = std::process::id() as libc::pid_t;
+  let line = if request.may_stay { event_line() } else { None };
   // SAFETY: single-threaded; the child continues as the supervisor.
   let pid = unsafe { libc::fork() };
   if pid == 0 {
-    init_fds.iter().for_each(|&fd| close(fd));
-    run_supervisor(request, signals, init);
+    match line {
+      Some((events, tell)) => {
+        close(events);
+        init_fds
+          .iter()
+          .filter(|&&fd| fd != connection_fd)
+          .for_each(|&fd| close(fd));
+        serve(init, connection_fd, tell, signals, Some(request));
+      }
+      None => {
+        init_fds.iter().for_each(|&fd| close(fd));
+        run_supervisor(
+          Request {
+            may_stay: false,
+            ..request
+          },
+          signals,
+          init,
+        );
+        unreachable!("a supervisor that may not stay exits with its command");
+      }
+    }
+  }
+  if let Some((_, tell)) = line {
+    close(tell);
   }
   if pid < 0 {
+    if let Some((events, _)) = line {
+      close(events);
+    }
     let reason = fork_failure("the command's supervisor");
     write_all(request.fds[0], format!("E{reason}\n").as_bytes());
   }
   request.fds.iter().for_each(|&fd| close(fd));
-  (pid > 0).then_some(pid)
+  (pid > 0).then_some(Supervisor {
+    pid,
+    events: line.map(|(events, _)| events),
+  })
 }
 
 /// Why a fork just failed, naming the limit that usually makes it fail.
@@ -814,7 +1060,10 @@ fn fork_failure(what: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // supervisor
 
-fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) -> ! {
+/// Starts and supervises the command of `request`, and exits once it has ended; but for a
+/// request whose supervisor may stay, which it leaves once its command ended leaving nothing
+/// running, everything of it closed and reaped.
+fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
   let ctl = request.fds[0];
   // Until its command starts it holds nothing, and it must not start it once the init is
   // gone or shutting down: the init's SIGUSR1 ends it at once (its default action), also
@@ -909,6 +1158,11 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) -> ! 
           Vec::new()
         };
         let Some(&first) = left.first() else {
+          if request.may_stay {
+            tell_end(ctl, status);
+            close(ctl);
+            return;
+          }
           report_end(ctl, status);
         };
         // The host decides whether they run on as processes of their own or die now.
@@ -973,8 +1227,12 @@ fn kill_tree_and_exit(
 
 /// Reports the end of the command (`X<wait status>`) and exits.
 fn report_end(ctl: RawFd, status: libc::c_int) -> ! {
-  write_all(ctl, format!("X{status}\n").as_bytes());
+  tell_end(ctl, status);
   std::process::exit(0);
+}
+
+fn tell_end(ctl: RawFd, status: libc::c_int) {
+  write_all(ctl, format!("X{status}\n").as_bytes());
 }
 
 /// The argv of `pid`, NUL-separated. A shell's child caught between its fork and its

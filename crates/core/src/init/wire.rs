@@ -13,6 +13,11 @@ use std::os::unix::net::UnixStream;
 /// and stdin.
 pub const MAX_FDS: usize = 4;
 
+/// A command request's payload begins with a byte of flags. This one: the command's
+/// supervisor may stay, once the command has ended leaving nothing running, to take the
+/// next request (the host keeps nothing under the pid of such a command once it has ended).
+pub const SUPERVISOR_MAY_STAY: u8 = 1;
+
 /// The largest payload a request may have: far more than the kernel runs as one command
 /// with its environment, and a bound on what a reader allocates for a length it reads.
 pub const MAX_REQUEST: usize = 64 << 20;

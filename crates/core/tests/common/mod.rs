@@ -37,18 +37,26 @@ pub fn request(command: &str) -> SpawnRequest {
     sinks: Vec::new(),
     output_limit: None,
     adopt_leftovers: None,
+    supervisor_may_stay: false,
   }
 }
 
 /// Launches `command` on `init` as [`request`] describes it; the host's ends of it.
 #[allow(dead_code)]
 pub fn launch(init: &Init, command: &str) -> Launched {
+  launch_with(init, command, false)
+}
+
+/// [`launch`], its supervisor let stay for the next command or not.
+#[allow(dead_code)]
+pub fn launch_with(init: &Init, command: &str, supervisor_may_stay: bool) -> Launched {
   init
     .launch(&LaunchRequest {
       command,
       cwd: &std::env::temp_dir(),
       env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
       stdin: StdinMode::Ignore,
+      supervisor_may_stay,
     })
     .expect("launches")
 }

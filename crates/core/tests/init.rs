@@ -163,7 +163,7 @@ async fn run_to_end(init: &Init, command: &str, supervisor_may_stay: bool) -> (u
   (pid, lines)
 }
 
-/// The supervisor's pid of `true` run to its end.
+/// The pid `true` run to its end was named by (`P`).
 async fn run_true(init: &Init, supervisor_may_stay: bool) -> u32 {
   let (pid, lines) = run_to_end(init, "true", supervisor_may_stay).await;
   assert!(lines.ends_with("\nX0\n"), "{lines:?}");
@@ -182,31 +182,52 @@ async fn ended_within(pid: u32, limit: Duration) {
     .unwrap_or_else(|_| panic!("{pid} still runs after {limit:?}"));
 }
 
+/// The init's children once `wanted` accepts them, within 10 s (one that exited is listed
+/// until the init has reaped it).
+async fn children_once(keeper: u32, wanted: impl Fn(&[u32]) -> bool) -> Vec<u32> {
+  let deadline = Instant::now() + Duration::from_secs(10);
+  loop {
+    let now = children(keeper);
+    if wanted(&now) {
+      return now;
+    }
+    assert!(Instant::now() < deadline, "the init keeps {now:?}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+}
+
+/// The one process the init keeps once its commands have ended (the supervisor that
+/// stayed), after a pause far longer than its word with the init.
+async fn the_stayed_supervisor(keeper: u32) -> u32 {
+  tokio::time::sleep(Duration::from_millis(200)).await;
+  children_once(keeper, |now| matches!(now, [one] if alive(*one))).await[0]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supervisor_let_stay_serves_the_next_commands_and_one_not_let_stay_exits() {
   let init = keeper_init(Wait::Plain).await;
   let keeper = init.pid().unwrap();
-  let first = run_true(&init, true).await;
-  // A pause far longer than the supervisor's word with the init after its command.
-  tokio::time::sleep(Duration::from_millis(200)).await;
-  assert_eq!(
-    children(keeper),
-    [first],
-    "it stayed, and nothing else runs"
-  );
+  let mut names = vec![run_true(&init, true).await];
+  let stayed = the_stayed_supervisor(keeper).await;
   for _ in 0..3 {
-    assert_eq!(run_true(&init, true).await, first);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    names.push(run_true(&init, true).await);
+    assert_eq!(the_stayed_supervisor(keeper).await, stayed);
   }
-  // Taken by it too, but one whose pid the host keeps: it ends with its command, long
-  // before a stayed one would (2 s idle).
-  assert_eq!(run_true(&init, false).await, first);
-  ended_within(first, Duration::from_secs(1)).await;
-  assert!(children(keeper).is_empty());
+  // Each command it ran is named by its own shell's pid, never by the supervisor's.
+  let mut distinct = names.clone();
+  distinct.sort();
+  distinct.dedup();
+  assert_eq!(distinct.len(), names.len(), "{names:?}");
+  assert!(!names.contains(&stayed));
+  // A command whose pid the host keeps is taken by it too, named by its pid, and it ends
+  // with that command, long before a stayed one would (2 s idle).
+  assert_eq!(run_true(&init, false).await, stayed);
+  ended_within(stayed, Duration::from_secs(1)).await;
+  children_once(keeper, <[u32]>::is_empty).await;
   // The init reads the next request itself again.
-  let next = run_true(&init, true).await;
-  assert_ne!(next, first);
-  assert_eq!(parent_of(next), keeper);
+  run_true(&init, true).await;
+  let next = the_stayed_supervisor(keeper).await;
+  assert_ne!(next, stayed);
   init.shutdown().await;
   assert!(!alive(next), "a staying supervisor ends with its init");
 }
@@ -215,25 +236,22 @@ async fn a_supervisor_let_stay_serves_the_next_commands_and_one_not_let_stay_exi
 async fn a_staying_supervisor_left_idle_exits_and_one_whose_command_left_processes_does_not_stay() {
   let init = keeper_init(Wait::Plain).await;
   let keeper = init.pid().unwrap();
-  let stayed = run_true(&init, true).await;
-  tokio::time::sleep(Duration::from_millis(200)).await;
-  assert!(alive(stayed));
+  run_true(&init, true).await;
+  let stayed = the_stayed_supervisor(keeper).await;
   // Its idle limit is 2 s.
   ended_within(stayed, Duration::from_secs(10)).await;
-  tokio::time::sleep(Duration::from_millis(50)).await;
-  assert!(children(keeper).is_empty(), "nothing but the init is kept");
-  let next = run_true(&init, true).await;
+  // Nothing but the init is kept.
+  children_once(keeper, <[u32]>::is_empty).await;
+  run_true(&init, true).await;
+  let next = the_stayed_supervisor(keeper).await;
   assert_ne!(next, stayed);
-  assert_eq!(parent_of(next), keeper);
-  tokio::time::sleep(Duration::from_millis(200)).await;
   // Taken by the supervisor that stayed; its command leaves a process that ends by itself.
-  let (supervisor, lines) = run_to_end(&init, "sleep 0.3 & exit 0", true).await;
-  assert_eq!(supervisor, next);
+  let (_, lines) = run_to_end(&init, "sleep 0.3 & exit 0", true).await;
   assert!(
     lines.contains("\nL0\n") && lines.ends_with("\nX0\n"),
     "{lines:?}"
   );
-  ended_within(supervisor, Duration::from_secs(1)).await;
+  ended_within(next, Duration::from_secs(1)).await;
   init.shutdown().await;
 }
 

@@ -13,8 +13,10 @@
 //! it reads the next request itself (see `Spare`), for up to 2 s.
 //!
 //! Supervisor protocol on the control socket:
-//! - it writes `P<pid>\n` once started and `X<wait status>\n` once the command has ended
-//!   and every process of its tree is gone; when no supervisor could be forked, the init
+//! - it writes `P<pid>\n` once started (its own pid; its shell's where it may stay for later
+//!   commands, so that each command has a name of its own) and `X<wait status>\n` once the
+//!   command has ended and every process of its tree is gone; when no supervisor could be
+//!   forked, the init
 //!   writes `E<reason>\n` instead and closes it;
 //! - when the command ends leaving processes behind (`cmd &`, a daemon), it writes
 //!   `A<pid> <argv>\n` for each of them and `L<wait status of the command>\n`, and goes on
@@ -497,9 +499,6 @@ fn serve(
 
 /// After a clean end: asks the init to read the next request, and exits unless it may.
 fn stay_or_exit(tell: RawFd, signals: &SignalFd) {
-  // Out of the command's directory: a mount there may be unmounted while it waits.
-  // SAFETY: chdir to a constant path.
-  unsafe { libc::chdir(c"/".as_ptr()) };
   write_pipe(tell, &[SUPERVISOR_FREE]);
   loop {
     let mut fds = [pollfd(tell), pollfd(signals.fd)];
@@ -1105,8 +1104,15 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
     write_pipe(request.fds[2], message.as_bytes());
   }
   // Told once the shell runs, not before: the host, woken by it, takes up the command
-  // while it runs, instead of taking this supervisor's CPU before it starts it.
-  write_all(ctl, format!("P{me}\n").as_bytes());
+  // while it runs, instead of taking this supervisor's CPU before it starts it. The pid
+  // names the command in the host's tables: a supervisor that may stay for later commands
+  // gives its shell's, which is the command's alone.
+  let name = if request.may_stay && main_pid > 0 {
+    main_pid
+  } else {
+    me
+  };
+  write_all(ctl, format!("P{name}\n").as_bytes());
   for &fd in &request.fds[1..] {
     close(fd);
   }
@@ -1159,6 +1165,10 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
         };
         let Some(&first) = left.first() else {
           if request.may_stay {
+            // Out of the command's directory before the host hears of its end: a mount
+            // there may be unmounted at once.
+            // SAFETY: chdir to a constant path.
+            unsafe { libc::chdir(c"/".as_ptr()) };
             tell_end(ctl, status);
             close(ctl);
             return;

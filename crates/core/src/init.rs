@@ -560,11 +560,6 @@ impl Init {
       }
     }
     let mut payload = Vec::with_capacity(request.command.len() + 256);
-    payload.push(if request.supervisor_may_stay {
-      wire::SUPERVISOR_MAY_STAY
-    } else {
-      0
-    });
     payload.extend_from_slice(request.cwd.as_os_str().as_bytes());
     payload.push(0);
     payload.extend_from_slice(request.command.as_bytes());
@@ -578,6 +573,10 @@ impl Init {
       payload.extend_from_slice(OsStr::new(key).as_bytes());
       payload.push(b'=');
       payload.extend_from_slice(value.as_bytes());
+    }
+    if request.supervisor_may_stay {
+      payload.push(0);
+      payload.extend_from_slice(wire::SUPERVISOR_MAY_STAY);
     }
 
     let io_err = |e| CoreError::io("Setting up the command's pipes failed", e);

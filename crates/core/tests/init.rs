@@ -255,6 +255,35 @@ async fn a_staying_supervisor_left_idle_exits_and_one_whose_command_left_process
   init.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mark_that_lets_a_supervisor_stay_reaches_no_command_and_is_no_command_s_text() {
+  use native_workspace_core::init::LaunchRequest;
+  use native_workspace_core::process::StdinMode;
+  use tokio::io::AsyncReadExt;
+  let init = keeper_init(Wait::Plain).await;
+  let mut launched = launch_with(&init, "env", true);
+  let mut seen = String::new();
+  launched.stdout.read_to_string(&mut seen).await.unwrap();
+  assert!(seen.contains("PATH="), "{seen:?}");
+  assert!(!seen.contains("supervisor-may-stay"), "{seen:?}");
+  // With no variable at all, a command that is the mark's text is still only a command.
+  for supervisor_may_stay in [false, true] {
+    let mut launched = init
+      .launch(&LaunchRequest {
+        command: "=supervisor-may-stay",
+        cwd: &std::env::temp_dir(),
+        env: &[],
+        stdin: StdinMode::Ignore,
+        supervisor_may_stay,
+      })
+      .unwrap();
+    let mut lines = String::new();
+    launched.control.read_to_string(&mut lines).await.unwrap();
+    assert!(lines.ends_with(&format!("\nX{}\n", 127 << 8)), "{lines:?}");
+  }
+  init.shutdown().await;
+}
+
 /// Stops `spare` (ptrace) as its first `recvmsg` returns, kills it there and reaps it (so
 /// that its parent sees it end); `traced` is told once the spare is stopped and traced.
 /// Runs on a thread of its own: only the tracing thread may ptrace.

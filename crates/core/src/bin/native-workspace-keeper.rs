@@ -931,8 +931,9 @@ fn read_framed(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<RawFd>)>> {
   Ok(Some((message, fds)))
 }
 
-/// Reads one request (framed as `init::wire` says): the payload is `flags cwd \0 command
-/// \0 (KEY=VALUE \0)*`, or a socket request.
+/// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
+/// (KEY=VALUE \0)*`, the last entry perhaps [`wire::SUPERVISOR_MAY_STAY`], or a socket
+/// request.
 fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let Some((payload, fds)) = read_framed(socket)? else {
     return Ok(None);
@@ -950,9 +951,6 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   if fds.len() < 3 {
     return refuse("a request needs at least 3 descriptors");
   }
-  let Some((&flags, payload)) = payload.split_first() else {
-    return refuse("an empty request");
-  };
   let mut parts = payload
     .split(|&b| b == 0)
     .map(|p| CString::new(p).expect("split at NUL"));
@@ -960,13 +958,17 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     return refuse("a request needs a cwd and a command");
   };
   let mut env: Vec<CString> = parts.filter(|p| !p.as_bytes().is_empty()).collect();
+  let may_stay = env.last().map(|e| e.as_bytes()) == Some(wire::SUPERVISOR_MAY_STAY);
+  if may_stay {
+    env.pop();
+  }
   env.extend(inherited_env(&env));
   Ok(Some(Incoming::Command(Request {
     command,
     cwd,
     env,
     fds,
-    may_stay: flags & wire::SUPERVISOR_MAY_STAY != 0,
+    may_stay,
   })))
 }
 

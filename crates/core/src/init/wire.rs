@@ -13,10 +13,13 @@ use std::os::unix::net::UnixStream;
 /// and stdin.
 pub const MAX_FDS: usize = 4;
 
-/// A command request's payload begins with a byte of flags. This one: the command's
-/// supervisor may stay, once the command has ended leaving nothing running, to take the
-/// next request (the host keeps nothing under the pid of such a command once it has ended).
-pub const SUPERVISOR_MAY_STAY: u8 = 1;
+/// The last entry of a command request's environment part that lets the command's
+/// supervisor stay, once the command has ended leaving nothing running, to take the next
+/// request (the host keeps nothing under the pid of such a command once it has ended). Its
+/// name is empty, which no variable of a caller's can have (they are refused); a keeper
+/// that predates it (a container's init started by an older host) passes it to the command
+/// as an entry with no name, which shells ignore, and lets no supervisor stay.
+pub const SUPERVISOR_MAY_STAY: &[u8] = b"=supervisor-may-stay";
 
 /// The largest payload a request may have: far more than the kernel runs as one command
 /// with its environment, and a bound on what a reader allocates for a length it reads.

@@ -284,6 +284,18 @@ async fn the_mark_that_lets_a_supervisor_stay_reaches_no_command_and_is_no_comma
   init.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_kills_its_supervisor_at_once_was_told_started_first() {
+  let init = keeper_init(Wait::Plain).await;
+  for round in 0..20 {
+    for supervisor_may_stay in [false, true] {
+      let (_, lines) = run_to_end(&init, "kill -9 $PPID", supervisor_may_stay).await;
+      assert!(lines.starts_with('P'), "round {round}: {lines:?}");
+    }
+  }
+  init.shutdown().await;
+}
+
 /// Stops `spare` (ptrace) as its first `recvmsg` returns, kills it there and reaps it (so
 /// that its parent sees it end); `traced` is told once the spare is stopped and traced.
 /// Runs on a thread of its own: only the tracing thread may ptrace.

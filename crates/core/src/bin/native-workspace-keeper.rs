@@ -1099,22 +1099,14 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
     libc::sigprocmask(libc::SIG_BLOCK, &shutdown, ptr::null_mut());
     libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
   }
-  let main_pid = spawn_command(&request);
+  // The command's child tells the host it started (see `exec_command`).
+  let main_pid = spawn_command(&request, me);
   if main_pid < 0 {
+    write_all(ctl, format!("P{me}\n").as_bytes());
     // On the command's stderr, where its own failure to start would be.
     let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
     write_pipe(request.fds[2], message.as_bytes());
   }
-  // Told once the shell runs, not before: the host, woken by it, takes up the command
-  // while it runs, instead of taking this supervisor's CPU before it starts it. The pid
-  // names the command in the host's tables: a supervisor that may stay for later commands
-  // gives its shell's, which is the command's alone.
-  let name = if request.may_stay && main_pid > 0 {
-    main_pid
-  } else {
-    me
-  };
-  write_all(ctl, format!("P{name}\n").as_bytes());
   for &fd in &request.fds[1..] {
     close(fd);
   }
@@ -1301,6 +1293,7 @@ struct Launch<'a> {
   request: &'a Request,
   argv: [*const libc::c_char; 4],
   envp: Vec<*const libc::c_char>,
+  supervisor: libc::pid_t,
   /// Set by the child when `execve` failed.
   exec_errno: libc::c_int,
 }
@@ -1308,7 +1301,7 @@ struct Launch<'a> {
 /// Starts `/bin/sh -c <command>` with the request's stdio, cwd and environment, in a child
 /// that shares the supervisor's memory until it execs (`vfork`): nothing of the supervisor
 /// is copied for a process that is about to replace itself.
-fn spawn_command(request: &Request) -> libc::pid_t {
+fn spawn_command(request: &Request, supervisor: libc::pid_t) -> libc::pid_t {
   // argv[0] is the path, as a shell started by path reports it ("/bin/sh: 1: x: not found").
   let argv = [
     SHELL.as_ptr(),
@@ -1322,6 +1315,7 @@ fn spawn_command(request: &Request) -> libc::pid_t {
     request,
     argv,
     envp,
+    supervisor,
     exec_errno: 0,
   };
   let mut stack = vfork::ChildStack::new();
@@ -1355,6 +1349,17 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   // SAFETY: the supervisor's `Launch`, alive until this child has exec'd or exited.
   let launch = unsafe { &mut *launch.cast::<Launch>() };
   let request = launch.request;
+  // The host hears that the command started before it can do anything, killing its
+  // supervisor included. It is named by this child's pid (its shell's) where the
+  // supervisor may stay for later commands, so that each has a name of its own; else by
+  // the supervisor's, which signals the whole tree.
+  let name = if request.may_stay {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+  } else {
+    launch.supervisor
+  };
+  tell_started(request.fds[0], name);
   // SAFETY: system calls on this child's own descriptors, signals and process.
   unsafe {
     match request.fds.get(3).copied() {
@@ -1388,6 +1393,33 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
     launch.exec_errno = *libc::__errno_location();
     libc::_exit(127);
   }
+}
+
+/// Writes `P<pid>\n` on `ctl` without allocating (a child sharing its parent's memory).
+fn tell_started(ctl: RawFd, pid: libc::pid_t) {
+  let mut line = [0u8; 16];
+  let mut at = line.len() - 1;
+  line[at] = b'\n';
+  let mut rest = pid.unsigned_abs();
+  loop {
+    at -= 1;
+    line[at] = b'0' + (rest % 10) as u8;
+    rest /= 10;
+    if rest == 0 {
+      break;
+    }
+  }
+  at -= 1;
+  line[at] = b'P';
+  // SAFETY: sending from a local buffer; a closed peer is not fatal.
+  unsafe {
+    libc::send(
+      ctl,
+      line[at..].as_ptr().cast(),
+      line.len() - at,
+      libc::MSG_NOSIGNAL,
+    )
+  };
 }
 
 /// Reaps every exited child; returns each one's pid and wait status.

@@ -445,7 +445,7 @@ impl Sandbox {
       timeout: self.timeout,
       output_limit,
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
-      // Its pid is released below once it has ended.
+      // Its pid (its shell's, then) is released below once it has ended.
       supervisor_may_stay: true,
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
@@ -461,7 +461,7 @@ impl Sandbox {
       }
       outcome.stderr.push_str(&note);
     }
-    self.forget(&process);
+    self.release(&process.pid().to_string());
     let left_running = process.take_leftovers().map(|adopted| {
       self.track(&adopted);
       self.bound_when_exited(&adopted);
@@ -512,19 +512,6 @@ impl Sandbox {
       });
     }
     Ok(process)
-  }
-
-  /// Drops `process` from the table, unless its pid stands for a later command by now (one
-  /// its supervisor stayed for, see [`SpawnRequest::supervisor_may_stay`]).
-  fn forget(&self, process: &Arc<Process>) {
-    let pid = process.pid().to_string();
-    let mut tracked = self.processes.locked();
-    if tracked
-      .get(&pid)
-      .is_some_and(|(_, tracked)| Arc::ptr_eq(tracked, process))
-    {
-      tracked.remove(&pid);
-    }
   }
 
   fn track(&self, process: &Arc<Process>) {

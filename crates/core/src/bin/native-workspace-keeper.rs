@@ -16,8 +16,7 @@
 //! - it writes `P<pid>\n` once started (its own pid; its shell's where it may stay for later
 //!   commands, so that each command has a name of its own) and `X<wait status>\n` once the
 //!   command has ended and every process of its tree is gone; when no supervisor could be
-//!   forked, the init
-//!   writes `E<reason>\n` instead and closes it;
+//!   forked, the init writes `E<reason>\n` instead and closes it;
 //! - when the command ends leaving processes behind (`cmd &`, a daemon), it writes
 //!   `A<pid> <argv>\n` for each of them and `L<wait status of the command>\n`, and goes on
 //!   supervising them: `X<wait status of the first of them>\n` once the tree is empty (or
@@ -461,13 +460,6 @@ fn read_event(fd: RawFd) -> Option<u8> {
   (n == 1).then_some(byte)
 }
 
-/// How long a spare waits for a request.
-#[derive(Clone, Copy)]
-enum Wait {
-  Unbounded,
-  Within(std::time::Duration),
-}
-
 /// A supervisor's life: it supervises `first` (a command the init read for it) or waits for
 /// a request on `socket` as the spare (answering socket requests meanwhile), and, where its
 /// command may be followed (see [`Spare`]) and the init lets it, waits for the next.
@@ -480,11 +472,12 @@ fn serve(
   first: Option<Request>,
 ) -> ! {
   let mut next = first;
-  let mut wait = Wait::Unbounded;
+  // Forked ahead of a first request, it waits for it as long as it takes.
+  let mut idle_limit = None;
   loop {
     let request = match next.take() {
       Some(request) => request,
-      None => await_request(init, socket, tell, signals, wait),
+      None => await_request(init, socket, tell, signals, idle_limit),
     };
     if !request.may_stay {
       close(tell);
@@ -493,7 +486,7 @@ fn serve(
     // Returns only after a clean end of a command it may stay after.
     run_supervisor(request, signals, init);
     stay_or_exit(tell, signals);
-    wait = Wait::Within(SPARE_IDLE);
+    idle_limit = Some(SPARE_IDLE);
   }
 }
 
@@ -523,13 +516,14 @@ fn shuts_down(sig: libc::c_int) -> bool {
   sig != libc::SIGPIPE && sig != libc::SIGCHLD
 }
 
-/// The spare's wait: the next command request on `socket`, or its end (the spare then exits).
+/// The spare's wait: the next command request on `socket`, or its end, or `idle_limit`
+/// without one (the spare then exits).
 fn await_request(
   init: libc::pid_t,
   socket: RawFd,
   tell: RawFd,
   signals: &SignalFd,
-  wait: Wait,
+  idle_limit: Option<std::time::Duration>,
 ) -> Request {
   // SAFETY: process attribute syscalls on this single-threaded process. Until it has a
   // command it holds nothing: it dies with the init.
@@ -540,24 +534,12 @@ fn await_request(
     }
   }
   let say = |event: u8| write_pipe(tell, &[event]);
-  let deadline = match wait {
-    Wait::Unbounded => None,
-    Wait::Within(idle) => Some(std::time::Instant::now() + idle),
-  };
+  let deadline = idle_limit.map(|idle| std::time::Instant::now() + idle);
   loop {
     let mut fds = [pollfd(socket), pollfd(signals.fd)];
-    let timeout = deadline.map(|deadline| {
-      let left = deadline.saturating_duration_since(std::time::Instant::now());
-      left.as_millis().min(i32::MAX as u128) as libc::c_int
-    });
-    // SAFETY: valid array of pollfd.
-    let ready = unsafe {
-      libc::poll(
-        fds.as_mut_ptr(),
-        fds.len() as libc::nfds_t,
-        timeout.unwrap_or(-1),
-      )
-    };
+    let left =
+      deadline.map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()));
+    let ready = poll_for(&mut fds, left);
     if ready == 0 {
       // Idle too long: its end of the line closing tells the init to read again. Nothing
       // of a request is taken: each is read whole, in one call.
@@ -997,35 +979,30 @@ fn inherited_env(request_env: &[CString]) -> Vec<CString> {
 /// `init_fds`: the init's own descriptors, which the supervisor does not keep, but for that
 /// connection's where it may stay to read it (with an event line to the init then).
 fn fork_supervisor(
-  request: Request,
+  mut request: Request,
   signals: &SignalFd,
   init_fds: &[RawFd],
   connection_fd: RawFd,
 ) -> Option<Supervisor> {
   let init = std::process::id() as libc::pid_t;
   let line = if request.may_stay { event_line() } else { None };
+  // Without a line to the init it cannot ask to stay.
+  request.may_stay = line.is_some();
   // SAFETY: single-threaded; the child continues as the supervisor.
   let pid = unsafe { libc::fork() };
   if pid == 0 {
+    let kept = line.map(|_| connection_fd);
+    init_fds
+      .iter()
+      .filter(|&&fd| Some(fd) != kept)
+      .for_each(|&fd| close(fd));
     match line {
       Some((events, tell)) => {
         close(events);
-        init_fds
-          .iter()
-          .filter(|&&fd| fd != connection_fd)
-          .for_each(|&fd| close(fd));
         serve(init, connection_fd, tell, signals, Some(request));
       }
       None => {
-        init_fds.iter().for_each(|&fd| close(fd));
-        run_supervisor(
-          Request {
-            may_stay: false,
-            ..request
-          },
-          signals,
-          init,
-        );
+        run_supervisor(request, signals, init);
         unreachable!("a supervisor that may not stay exits with its command");
       }
     }
@@ -1556,8 +1533,17 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 
 /// Waits for any of `fds`; false when interrupted.
 fn poll(fds: &mut [libc::pollfd]) -> bool {
+  poll_for(fds, None) > 0
+}
+
+/// Waits for any of `fds` for at most `limit` (`None`: without end): how many are ready, 0
+/// once `limit` has passed, -1 when interrupted.
+fn poll_for(fds: &mut [libc::pollfd], limit: Option<std::time::Duration>) -> libc::c_int {
+  let timeout = limit.map_or(-1, |limit| {
+    limit.as_millis().min(i32::MAX as u128) as libc::c_int
+  });
   // SAFETY: valid array of pollfd.
-  unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) > 0 }
+  unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) }
 }
 
 fn write_all(fd: RawFd, mut bytes: &[u8]) {
@@ -1574,8 +1560,8 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) {
   }
 }
 
-/// One short write to a pipe (a spare's event, a message on a command's stderr): all or
-/// nothing, as pipes take small writes.
+/// One short write to a pipe or an event line (a supervisor's event, the init's answer, a
+/// message on a command's stderr): all or nothing, as they take small writes.
 fn write_pipe(fd: RawFd, bytes: &[u8]) {
   // SAFETY: writing from a valid slice.
   unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };

@@ -401,6 +401,20 @@ export function sandboxContract(label, factory, traits) {
         expect(result.stderr.split('\n')).toHaveLength(5001)
       })
 
+      it('short commands in a row: each one has had all its output delivered when it resolves', async () => {
+        // A command's last chunk may still be on its way to the JS thread when it exits.
+        for (let i = 0; i < 60; i++) {
+          const out = []
+          const err = []
+          const result = await sb().executeCommand(`printf o${i}; printf e${i} >&2`, [], {
+            onStdout: (d) => out.push(d),
+            onStderr: (d) => err.push(d),
+          })
+          expect([out.join(''), err.join('')]).toEqual([`o${i}`, `e${i}`])
+          expect([result.stdout, result.stderr]).toEqual([`o${i}`, `e${i}`])
+        }
+      })
+
       it('decodes UTF-8 across reads, never splitting a character; invalid bytes become U+FFFD', async () => {
         const chunks = []
         const result = await sb().executeCommand("printf '\\342'; sleep 0.1; printf '\\230\\203\\n'", [], { onStdout: (d) => chunks.push(d) })

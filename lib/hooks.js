@@ -45,6 +45,9 @@ function lifecycleHooks(options) {
 
 const HOOKS = ['onStart', 'onStop', 'onDestroy']
 
+/** The hooks the native side is given (see `SandboxLifecycle.nativeHooks`). */
+const nativeHookNames = (hooks) => HOOKS.filter((name) => name === 'onStart' || hooks[name])
+
 /** The most a command waits for a start's preparation (see `preparationMade`). */
 const PREPARATION_WAIT_MS = 60_000
 
@@ -144,12 +147,18 @@ class SandboxLifecycle {
 
   /**
    * The hook functions for the native side. They reach this object only weakly: a function
-   * held by native code is a GC root, and the sandbox must stay collectable.
+   * held by native code is a GC root, and the sandbox must stay collectable. `onStart` is
+   * always there (a preparation or `setOnStart` may give it work later); `onStop` and
+   * `onDestroy` only where given, as nothing adds them later: each costs the native side a
+   * threadsafe function, made with the sandbox.
    */
   nativeHooks() {
+    // No function made here may refer to `this`: the context it would share with the hooks
+    // would hold this object strongly.
+    const names = nativeHookNames(this.hooks)
     const self = new WeakRef(this)
     const call = (name) => async (arg) => self.deref()?.#runHook(name, arg)
-    return Object.fromEntries(HOOKS.map((name) => [name, call(name)]))
+    return Object.fromEntries(names.map((name) => [name, call(name)]))
   }
 
   async #runHook(name, outcome) {

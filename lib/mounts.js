@@ -308,7 +308,7 @@ class LocalMounter {
    * `fuseOwner` ({ uid, gid }, this process's by default) is the host user that commands
    * run as: files of object storage are shown as theirs.
    */
-  constructor(manager, root, bind, fuseOwner = { uid: process.getuid(), gid: process.getgid() }) {
+  constructor(manager, root, bind, fuseOwner) {
     this.#manager = manager
     this.#root = root
     this.#bind = bind
@@ -371,7 +371,9 @@ class LocalMounter {
     const configHash = this.#manager.computeConfigHash(config)
     const current = this.#storage.get(mountPath)
     if (current?.configHash === configHash && current.storage.running) return current.storage.source
-    const storage = await mountObjectStorage(config, mountPath, this.#fuseOwner)
+    // Read when a mount needs it: two system calls that most sandboxes never need.
+    const owner = this.#fuseOwner ?? { uid: process.getuid(), gid: process.getgid() }
+    const storage = await mountObjectStorage(config, mountPath, owner)
     storage.onLost = (reason) => {
       if (this.#storage.get(mountPath)?.storage !== storage) return
       this.#storage.delete(mountPath)

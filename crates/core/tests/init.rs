@@ -521,3 +521,49 @@ async fn killed_while_it_shuts_down(warm: bool) {
     }
   }
 }
+
+/// The host hears of a command's end and of its output's end together: the supervisor's
+/// copies of the output pipes stay open while the command runs (even after it closed its
+/// own), and are closed by the time it reports the end, for a command it may stay after
+/// and for one it may not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_output_pipes_end_with_the_report_of_the_end_not_before() {
+  use tokio::io::AsyncReadExt;
+  let init = keeper_init(Wait::Plain).await;
+  for may_stay in [true, false] {
+    let mut launched = launch_with(&init, "exec >/dev/null 2>&1; sleep 0.3", may_stay);
+    let mut buf = [0u8; 16];
+    // The command no longer holds them, and is still running.
+    let early =
+      tokio::time::timeout(Duration::from_millis(150), launched.stdout.read(&mut buf)).await;
+    assert!(
+      early.is_err(),
+      "stdout ended while the command ran: {early:?}"
+    );
+    let mut lines = String::new();
+    tokio::time::timeout(
+      Duration::from_secs(10),
+      launched.control.read_to_string(&mut lines),
+    )
+    .await
+    .expect("the command ends")
+    .unwrap();
+    assert!(lines.ends_with("\nX0\n"), "{lines:?}");
+    for pipe in [&launched.stdout, &launched.stderr] {
+      // Closed before the report was written: no writer is left, at once.
+      use std::os::fd::AsRawFd;
+      let mut poll = libc::pollfd {
+        fd: pipe.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+      };
+      // SAFETY: one pollfd for a descriptor the pipe holds open; no waiting.
+      let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+      assert_eq!(
+        (ready, poll.revents & libc::POLLHUP),
+        (1, libc::POLLHUP),
+        "a pipe is still open after the end"
+      );
+    }
+  }
+}

@@ -1084,7 +1084,11 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
     let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
     write_pipe(request.fds[2], message.as_bytes());
   }
-  for &fd in &request.fds[1..] {
+  // Its copies of the output pipes stay open until it reports: the host then hears of
+  // the end and of the pipes' end at once, in one wake-up rather than two. The stdin end
+  // is the command's alone.
+  let outputs = [request.fds[1], request.fds[2]];
+  for &fd in &request.fds[3..] {
     close(fd);
   }
   if main_pid < 0 {
@@ -1134,6 +1138,11 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
         } else {
           Vec::new()
         };
+        // What is left writes on without this supervisor's copies, and the host's readers
+        // end with it.
+        for fd in outputs {
+          close(fd);
+        }
         let Some(&first) = left.first() else {
           if request.may_stay {
             // Out of the command's directory before the host hears of its end: a mount

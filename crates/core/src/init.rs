@@ -36,19 +36,23 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 /// its first request): the start waits for it, so a sandbox that cannot start says why.
 pub const READY: u8 = b'R';
 
-/// The keeper argument that has it fork the first command's supervisor ahead (see
-/// [`Wait`]).
+/// The keeper arguments that have it fork the first command's supervisor ahead (see
+/// [`Wait`]): one that waits for that command for good, and one that waits as briefly as a
+/// supervisor that stayed after a command waits for the next.
 pub const SPARE_ARG: &str = "spare=1";
+pub const BRIEF_SPARE_ARG: &str = "spare=brief";
 
 /// How an init waits for its first request. `Spare`: with a supervisor forked ahead
 /// (a process more while it waits), so that the first command does not wait for a fork;
 /// for an init that waits in the warm pool, where that fork is made before anyone asks.
-/// `Plain`: the init forks when the request comes; a sandbox's own start sends it at once,
-/// and a fork then would only compete with it.
+/// `BriefSpare`: the same for a start whose first command follows at once (the fork runs
+/// while the host readies that request), whose supervisor leaves after 2 s without one.
+/// `Plain`: the init forks when a request comes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
   Plain,
   Spare,
+  BriefSpare,
 }
 
 /// How long a new init may take to say it is ready (it takes milliseconds).
@@ -230,8 +234,10 @@ impl Init {
       unsafe { cmd.pre_exec(move || cgroup.join_self()) };
     }
     let mut rlimits = limits.keeper_args(kills.cgroup().is_some_and(|c| c.limits_processes()));
-    if wait == Wait::Spare {
-      rlimits.push(SPARE_ARG.to_owned());
+    match wait {
+      Wait::Plain => {}
+      Wait::Spare => rlimits.push(SPARE_ARG.to_owned()),
+      Wait::BriefSpare => rlimits.push(BRIEF_SPARE_ARG.to_owned()),
     }
     // Kept open until bubblewrap has been started; it reads the filter from it.
     let mut seccomp_read_end: Option<OwnedFd> = None;

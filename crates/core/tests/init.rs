@@ -72,7 +72,12 @@ async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
 
 /// A warm init and its spare, once that is forked.
 async fn warm_init() -> (Init, u32, u32) {
-  let init = keeper_init(Wait::Spare).await;
+  init_with_spare(Wait::Spare).await
+}
+
+/// An init started to wait as `wait` says, and the spare it forks ahead.
+async fn init_with_spare(wait: Wait) -> (Init, u32, u32) {
+  let init = keeper_init(wait).await;
   let keeper = init.pid().unwrap();
   let spare = tokio::time::timeout(Duration::from_secs(5), async {
     loop {
@@ -566,4 +571,27 @@ async fn the_output_pipes_end_with_the_report_of_the_end_not_before() {
       );
     }
   }
+}
+
+/// A sandbox's own init forks its first command's supervisor ahead, as a pool's does, but
+/// that supervisor waits for the command no longer than one that stayed after a command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brief_spare_runs_the_first_command_or_leaves_when_none_comes() {
+  let (init, _, spare) = init_with_spare(Wait::BriefSpare).await;
+  let marker = marker();
+  let (sleep, _launched) = sleep_on(&init, &marker).await;
+  assert_eq!(parent_of(sleep), spare, "the spare supervises the first command");
+  drop((_launched, init));
+
+  let (init, keeper, spare) = init_with_spare(Wait::BriefSpare).await;
+  let waiting = Instant::now();
+  ended_within(spare, Duration::from_secs(6)).await;
+  assert!(
+    waiting.elapsed() >= Duration::from_millis(1500),
+    "it left after {:?}, before its wait was over",
+    waiting.elapsed()
+  );
+  // The init reads the requests itself from then on.
+  run_true(&init, true).await;
+  assert!(alive(keeper));
 }

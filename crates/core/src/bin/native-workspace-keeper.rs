@@ -1,6 +1,6 @@
 //! `native-workspace-keeper <host-pid> [name=value ...]`: the per-sandbox init (the
-//! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu; and `spare=1`, which forks the
-//! first command's supervisor ahead: see `Spare`).
+//! `name=value` pairs are rlimits: nproc, nofile, fsize, cpu; and `spare=1` or
+//! `spare=brief`, which fork the first command's supervisor ahead: see `Spare`).
 //!
 //! Started once per sandbox with a stream socket as its stdin. Once its limits and signals
 //! are set up it writes one byte, `init::READY`, on that socket; until then a failure goes
@@ -63,7 +63,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
 
-use native_workspace_core::init::{SPARE_ARG, socket, wire, zygote};
+use native_workspace_core::init::{BRIEF_SPARE_ARG, SPARE_ARG, socket, wire, zygote};
 use native_workspace_core::vfork;
 
 /// The request socket of a keeper started by the host itself.
@@ -132,8 +132,15 @@ fn run_host_init(args: &[String]) -> ! {
   close_fds_from(3, &[signals.fd]);
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   let mut connection = Connection::new(REQUEST_FD);
-  if args.iter().skip(1).any(|arg| arg == SPARE_ARG) {
-    connection.spare = Spare::fork(&connection, &signals);
+  // A pool's init waits for its first command for good; a sandbox's own, whose command
+  // comes at once, as briefly as a supervisor that stayed after one.
+  let spare = args.iter().skip(1).find_map(|arg| match arg.as_str() {
+    SPARE_ARG => Some(None),
+    BRIEF_SPARE_ARG => Some(Some(SPARE_IDLE)),
+    _ => None,
+  });
+  if let Some(wait) = spare {
+    connection.spare = Spare::fork(&connection, &signals, wait);
   }
   run_init(&signals, None, vec![connection])
 }
@@ -415,14 +422,19 @@ const SPARE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 impl Spare {
   /// Forks the spare of `connection`, or None where it cannot be forked (the init then
   /// reads the first request itself).
-  fn fork(connection: &Connection, signals: &SignalFd) -> Option<Spare> {
+  /// It waits for the first request for at most `wait` (for good without one).
+  fn fork(
+    connection: &Connection,
+    signals: &SignalFd,
+    wait: Option<std::time::Duration>,
+  ) -> Option<Spare> {
     let (events, tell) = event_line()?;
     let init = std::process::id() as libc::pid_t;
     // SAFETY: single-threaded; the child goes on as the spare.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
       close(events);
-      serve(init, connection.fd, tell, signals, None);
+      serve(init, connection.fd, tell, signals, None, wait);
     }
     close(tell);
     if pid < 0 {
@@ -463,17 +475,18 @@ fn read_event(fd: RawFd) -> Option<u8> {
 /// A supervisor's life: it supervises `first` (a command the init read for it) or waits for
 /// a request on `socket` as the spare (answering socket requests meanwhile), and, where its
 /// command may be followed (see [`Spare`]) and the init lets it, waits for the next.
-/// `socket` and `tell` are its connection's request socket and its end of its event line.
+/// `socket` and `tell` are its connection's request socket and its end of its event line;
+/// `first_wait` bounds its wait for a first request it was forked ahead of.
 fn serve(
   init: libc::pid_t,
   socket: RawFd,
   tell: RawFd,
   signals: &SignalFd,
   first: Option<Request>,
+  first_wait: Option<std::time::Duration>,
 ) -> ! {
   let mut next = first;
-  // Forked ahead of a first request, it waits for it as long as it takes.
-  let mut idle_limit = None;
+  let mut idle_limit = first_wait;
   loop {
     let request = match next.take() {
       Some(request) => request,
@@ -999,7 +1012,7 @@ fn fork_supervisor(
     match line {
       Some((events, tell)) => {
         close(events);
-        serve(init, connection_fd, tell, signals, Some(request));
+        serve(init, connection_fd, tell, signals, Some(request), None);
       }
       None => {
         run_supervisor(request, signals, init);

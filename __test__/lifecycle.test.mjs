@@ -43,6 +43,30 @@ describe('start', () => {
     expect(events).toEqual([['start', ['outcome', 'sandbox'], 'running', 'connected', true]])
   })
 
+  it('makes the missing parents of its working directory too, and runs its first command there', async () => {
+    const dir = path.join(tempDir(), 'a', 'b', 'c')
+    const sb = makeSandbox({ workingDirectory: dir })
+    const result = await sb.executeCommand('pwd')
+    expect(result.stdout).toBe(`${dir}\n`)
+    expect(fs.statSync(dir).isDirectory()).toBe(true)
+  })
+
+  it('a working directory that cannot be made fails the start, naming it, and leaves no init running', async () => {
+    const before = keepersOf()
+    const file = path.join(tempDir(), 'a-file')
+    fs.writeFileSync(file, 'kept')
+    for (const dir of [file, path.join(file, 'below')]) {
+      const sb = makeSandbox({ workingDirectory: dir })
+      const error = await sb.executeCommand('true').then(
+        () => undefined,
+        (e) => e,
+      )
+      expect(error?.message).toContain(dir)
+      expect(sb.status).not.toBe('running')
+    }
+    expect(fs.readFileSync(file, 'utf8')).toBe('kept')
+    await expectNoNewKeepers(before)
+  })
 })
 
 describe('stop', () => {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
@@ -1000,6 +1000,35 @@ impl Sandbox {
     Ok(init)
   }
 
+  /// The start of an unisolated sandbox with no checkpoint to seed: its working directory
+  /// is made on a blocking thread while its init launches (neither needs the other), and is
+  /// there before the start ends, so before any command. Its step is the wait for it after
+  /// the launch.
+  async fn start_beside_directory(&self) -> Result<StartOutcome> {
+    let dir = self.working_directory.clone();
+    let directory = blocking(move || prepare_directory(&dir));
+    let launched = {
+      let one = self.replacing_init.lock().await;
+      self.restart_init_timed(&one, Laps::new()).await
+    };
+    let waited = Instant::now();
+    let made = directory.await;
+    match (made, launched) {
+      (Ok(outcome), Ok(_)) => {
+        let mut timings = self.start_timings.locked();
+        timings.steps.insert(0, ("directory", waited.elapsed()));
+        Ok(outcome)
+      }
+      (Err(e), launched) => {
+        if launched.is_ok() {
+          self.shutdown_init().await;
+        }
+        Err(e)
+      }
+      (Ok(_), Err(e)) => Err(e),
+    }
+  }
+
   async fn restart_init(&self, one: &tokio::sync::MutexGuard<'_, ()>) -> Result<Arc<Init>> {
     self.restart_init_timed(one, Laps::new()).await
   }
@@ -1049,7 +1078,8 @@ impl Sandbox {
           &limits,
           cgroup,
           &mut laps,
-          Wait::Plain,
+          // Its first command's supervisor is forked while the host readies the request.
+          Wait::BriefSpare,
         )
         .await?
       }
@@ -1417,6 +1447,9 @@ impl Provider for Sandbox {
     }
     let mut laps = Laps::new();
     let outcome = match self.isolation {
+      Isolation::None if !self.checkpoints.may_seed() => {
+        return self.start_beside_directory().await;
+      }
       // Made here: the first command of a sandbox without isolation waits for no other thread.
       Isolation::None => prepare_directory(&self.working_directory)?,
       _ => {
@@ -1495,16 +1528,19 @@ impl Drop for Sandbox {
 }
 
 /// Runs `job` on the runtime's blocking threads, off the ones that poll futures (and the
-/// JavaScript thread); its panic goes on as a panic of the caller.
-async fn blocking<T: Send + 'static>(
+/// JavaScript thread), from now on; its panic goes on as a panic of the caller.
+fn blocking<T: Send + 'static>(
   job: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-  match tokio::task::spawn_blocking(job).await {
-    Ok(result) => result,
-    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-    Err(_) => Err(CoreError::ProviderFailed(
-      "the work was cancelled: the runtime is shutting down".into(),
-    )),
+) -> impl Future<Output = Result<T>> {
+  let job = tokio::task::spawn_blocking(job);
+  async move {
+    match job.await {
+      Ok(result) => result,
+      Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+      Err(_) => Err(CoreError::ProviderFailed(
+        "the work was cancelled: the runtime is shutting down".into(),
+      )),
+    }
   }
 }
 
@@ -1526,10 +1562,17 @@ fn prepare_directory(dir: &Path) -> Result<StartOutcome> {
       e,
     )
   };
-  if let Some(parent) = dir.parent() {
-    std::fs::create_dir_all(parent).map_err(cannot_create)?;
-  }
-  match std::fs::create_dir(dir) {
+  let made = match std::fs::create_dir(dir) {
+    // Its parents are made only where missing: most sandboxes are made in one that exists.
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+      if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(cannot_create)?;
+      }
+      std::fs::create_dir(dir)
+    }
+    made => made,
+  };
+  match made {
     Ok(()) => Ok(StartOutcome::Created),
     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::metadata(dir) {
       Ok(meta) if meta.is_dir() => Ok(StartOutcome::Connected),

@@ -1000,8 +1000,9 @@ impl Sandbox {
     Ok(init)
   }
 
-  /// The start of an unisolated sandbox with no checkpoint to seed: its working directory
-  /// is made on a blocking thread while its init launches (neither needs the other), and is
+  /// The start of an unisolated sandbox with no checkpoint to seed and no warm pool: its
+  /// working directory is made on a blocking thread while its init launches (neither needs
+  /// the other), and is
   /// there before the start ends, so before any command. Its step is the wait for it after
   /// the launch.
   async fn start_beside_directory(&self) -> Result<StartOutcome> {
@@ -1447,7 +1448,8 @@ impl Provider for Sandbox {
     }
     let mut laps = Laps::new();
     let outcome = match self.isolation {
-      Isolation::None if !self.checkpoints.may_seed() => {
+      // With a warm pool the init is there at once: nothing to make the directory beside.
+      Isolation::None if !self.checkpoints.may_seed() && self.warm_pool == 0 => {
         return self.start_beside_directory().await;
       }
       // Made here: the first command of a sandbox without isolation waits for no other thread.

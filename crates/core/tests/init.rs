@@ -580,7 +580,11 @@ async fn a_brief_spare_runs_the_first_command_or_leaves_when_none_comes() {
   let (init, _, spare) = init_with_spare(Wait::BriefSpare).await;
   let marker = marker();
   let (sleep, _launched) = sleep_on(&init, &marker).await;
-  assert_eq!(parent_of(sleep), spare, "the spare supervises the first command");
+  assert_eq!(
+    parent_of(sleep),
+    spare,
+    "the spare supervises the first command"
+  );
   drop((_launched, init));
 
   let (init, keeper, spare) = init_with_spare(Wait::BriefSpare).await;

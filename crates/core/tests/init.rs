@@ -150,8 +150,18 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
 /// Runs `command` on `init` (its supervisor let stay or not) to its end: the pid its
 /// supervisor gave (`P`), and every line it wrote, once it has closed its control socket.
 async fn run_to_end(init: &Init, command: &str, supervisor_may_stay: bool) -> (u32, String) {
+  let lines = control_lines(&mut launch_with(init, command, supervisor_may_stay)).await;
+  let pid = lines
+    .strip_prefix('P')
+    .and_then(|rest| rest.split('\n').next())
+    .and_then(|pid| pid.parse().ok())
+    .unwrap_or_else(|| panic!("no pid first: {lines:?}"));
+  (pid, lines)
+}
+
+/// Every line a launched command's supervisor writes, once it has closed its control socket.
+async fn control_lines(launched: &mut Launched) -> String {
   use tokio::io::AsyncReadExt;
-  let mut launched = launch_with(init, command, supervisor_may_stay);
   let mut lines = String::new();
   tokio::time::timeout(
     Duration::from_secs(10),
@@ -160,12 +170,7 @@ async fn run_to_end(init: &Init, command: &str, supervisor_may_stay: bool) -> (u
   .await
   .expect("the command ends")
   .unwrap();
-  let pid = lines
-    .strip_prefix('P')
-    .and_then(|rest| rest.split('\n').next())
-    .and_then(|pid| pid.parse().ok())
-    .unwrap_or_else(|| panic!("no pid first: {lines:?}"));
-  (pid, lines)
+  lines
 }
 
 /// The pid `true` run to its end was named by (`P`).
@@ -545,14 +550,7 @@ async fn the_output_pipes_end_with_the_report_of_the_end_not_before() {
       early.is_err(),
       "stdout ended while the command ran: {early:?}"
     );
-    let mut lines = String::new();
-    tokio::time::timeout(
-      Duration::from_secs(10),
-      launched.control.read_to_string(&mut lines),
-    )
-    .await
-    .expect("the command ends")
-    .unwrap();
+    let lines = control_lines(&mut launched).await;
     assert!(lines.ends_with("\nX0\n"), "{lines:?}");
     for pipe in [&launched.stdout, &launched.stderr] {
       // Closed before the report was written: no writer is left, at once.

@@ -51,6 +51,21 @@ describe('start', () => {
     expect(fs.statSync(dir).isDirectory()).toBe(true)
   })
 
+  it('a disk budget without isolation holds for a working directory its first start makes', async () => {
+    const dir = path.join(tempDir(), 'new')
+    const sb = makeSandbox({ workingDirectory: dir, nativeSandbox: { limits: { diskInodes: 2000 } } })
+    const flood = `/usr/bin/python3 -c "
+import os
+os.makedirs('many')
+i = 0
+while True:
+    open('many/f%d' % i, 'w').close(); i += 1
+"`
+    const result = await withDeadline(sb.executeCommand(flood), 10_000, 'the file flood to be stopped')
+    expect(result).toMatchObject({ exitCode: 137, limitExceeded: 'inodes' })
+    expect(fs.readdirSync(path.join(dir, 'many')).length).toBeLessThan(200_000)
+  })
+
   it('a working directory that cannot be made fails the start, naming it, and leaves no init running', async () => {
     const before = keepersOf()
     const file = path.join(tempDir(), 'a-file')

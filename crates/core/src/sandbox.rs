@@ -1000,11 +1000,10 @@ impl Sandbox {
     Ok(init)
   }
 
-  /// The start of an unisolated sandbox with no checkpoint to seed and no warm pool: its
-  /// working directory is made on a blocking thread while its init launches (neither needs
-  /// the other), and is
-  /// there before the start ends, so before any command. Its step is the wait for it after
-  /// the launch.
+  /// The start of an unisolated sandbox with no checkpoint to seed, no warm pool and no disk
+  /// watch: its working directory is made on a blocking thread while its init launches
+  /// (nothing of the launch looks at it), and is there before the start ends, so before any
+  /// command. Its step is the wait for it after the launch.
   async fn start_beside_directory(&self) -> Result<StartOutcome> {
     let dir = self.working_directory.clone();
     let directory = blocking(move || prepare_directory(&dir));
@@ -1108,12 +1107,17 @@ impl Sandbox {
 
   /// Starts the disk watchdog of this init (under isolation always, with a default budget
   /// of half of what is free; otherwise when a budget is set). It ends with the init.
+  /// Whether a start watches the disk: without isolation there is no default budget and no
+  /// `/tmp` of its own to watch.
+  fn watches_disk(&self) -> bool {
+    self.isolation != Isolation::None || self.limits.disk != DiskBudget::default()
+  }
+
   fn watch_disk(&self, init: &Arc<Init>) {
-    let isolated = self.isolation != Isolation::None;
-    // Without isolation there is no default budget and no `/tmp` of its own to watch.
-    if !isolated && self.limits.disk == DiskBudget::default() {
+    if !self.watches_disk() {
       return;
     }
+    let isolated = self.isolation != Isolation::None;
     let mut writable = vec![self.working_directory.clone()];
     let mut bounded_tmp = None;
     if let Some(policy) = self.policy.as_ref().filter(|_| isolated) {
@@ -1449,7 +1453,10 @@ impl Provider for Sandbox {
     let mut laps = Laps::new();
     let outcome = match self.isolation {
       // With a warm pool the init is there at once: nothing to make the directory beside.
-      Isolation::None if !self.checkpoints.may_seed() && self.warm_pool == 0 => {
+      // A disk watch looks at the directory as the init starts: it must be there by then.
+      Isolation::None
+        if !self.checkpoints.may_seed() && self.warm_pool == 0 && !self.watches_disk() =>
+      {
         return self.start_beside_directory().await;
       }
       // Made here: the first command of a sandbox without isolation waits for no other thread.

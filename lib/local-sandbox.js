@@ -111,7 +111,9 @@ class LocalSandbox extends NativeSandbox {
       check.object(options, 'options')
       const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
       const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
-      this.#nativeSandbox = nativeSandboxConfig(options.nativeSandbox)
+      // Unset, its defaults are the native side's own: most sandboxes give none, and neither
+      // side builds them at construction (`getInfo` does when asked).
+      this.#nativeSandbox = options.nativeSandbox === undefined ? undefined : nativeSandboxConfig(options.nativeSandbox)
       const instructions = options.instructions
       if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
         check.string(instructions, 'instructions')
@@ -129,7 +131,7 @@ class LocalSandbox extends NativeSandbox {
         env: check.env(options.env, 'env'),
         timeout: check.duration(options.timeout, 'timeout'),
         isolation,
-        nativeSandbox: (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
+        nativeSandbox: this.#nativeSandbox && (({ seatbeltProfilePath, ...bwrap }) => bwrap)(this.#nativeSandbox),
         packageFiles: PACKAGE_FILES,
         checkpointName: check.string(options.checkpointName, 'checkpointName'),
         seedCheckpointName: check.string(options.seedCheckpointName, 'seedCheckpointName'),
@@ -304,7 +306,7 @@ class LocalSandbox extends NativeSandbox {
 
   getInfo() {
     const isolation = this.isolation
-    const { allowNetwork, readOnlyPaths, readWritePaths, allowedDomains } = this.#nativeSandbox
+    const { allowNetwork, readOnlyPaths, readWritePaths, allowedDomains } = this.#nativeSandbox ?? nativeSandboxConfig(undefined)
     return {
       id: this.id,
       name: this.name,

@@ -28,8 +28,14 @@ pub fn own_files(package_files: Vec<String>) -> Vec<PathBuf> {
   files
 }
 
-/// The shared object this code was loaded from.
+/// The shared object this code was loaded from (looked up once: it does not move, and the
+/// lookup walks the loader's tables at every sandbox's construction otherwise).
 fn addon_file() -> Option<PathBuf> {
+  static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+  FILE.get_or_init(find_addon_file).clone()
+}
+
+fn find_addon_file() -> Option<PathBuf> {
   // SAFETY: dladdr only reads loader tables; the address is a function of this library.
   unsafe {
     let mut info: libc::Dl_info = std::mem::zeroed();

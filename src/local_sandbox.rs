@@ -108,15 +108,16 @@ const MOST_TMP_BYTES: u64 = i64::MAX as u64;
 /// what `ls -la /usr/bin | wc -l; echo a | cat | cat` needs). `most`: what the kernel takes
 /// (for an rlimit, this process's hard limit, which the sandbox cannot raise); a larger
 /// value (`Infinity` too) is that, "as much as there is": no limit where the kernel knows
-/// none (`u64::MAX` is its "unlimited" for memory and rlimits).
+/// none (`u64::MAX` is its "unlimited" for memory and rlimits). It is looked up only for a
+/// limit that is given: most sandboxes give none, and each lookup is a system call.
 struct Range {
   least: u64,
-  most: u64,
+  most: fn() -> u64,
 }
 
 const ANY: Range = Range {
   least: 1,
-  most: u64::MAX,
+  most: || u64::MAX,
 };
 
 /// `nativeSandbox.limits.<key>`: a whole number in its range, or `Infinity`.
@@ -138,7 +139,7 @@ fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
       js_number(value)
     )));
   }
-  Ok(Some(whole.min(range.most)))
+  Ok(Some(whole.min((range.most)())))
 }
 
 /// The environment variable that sets `nativeSandbox.warmPool` for sandboxes that do not:
@@ -210,7 +211,7 @@ impl NativeLimits {
         "memoryBytes",
         Range {
           least: 4 << 20,
-          most: u64::MAX,
+          most: || u64::MAX,
         },
       )?,
       processes: limit(
@@ -219,9 +220,11 @@ impl NativeLimits {
         Range {
           least: 8,
           // SAFETY (each getrlimit): it only writes the struct it is given.
-          most: MOST_PROCESSES.min(hard_limit(|r| unsafe {
-            libc::getrlimit(libc::RLIMIT_NPROC, r)
-          })),
+          most: || {
+            MOST_PROCESSES.min(hard_limit(|r| unsafe {
+              libc::getrlimit(libc::RLIMIT_NPROC, r)
+            }))
+          },
         },
       )?,
       open_files: limit(
@@ -229,7 +232,7 @@ impl NativeLimits {
         "openFiles",
         Range {
           least: 16,
-          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, r) }),
+          most: || hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, r) }),
         },
       )?,
       file_size_bytes: limit(
@@ -237,7 +240,7 @@ impl NativeLimits {
         "fileSizeBytes",
         Range {
           least: 1,
-          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, r) }),
+          most: || hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, r) }),
         },
       )?,
       cpu_seconds: limit(
@@ -245,7 +248,7 @@ impl NativeLimits {
         "cpuSeconds",
         Range {
           least: 1,
-          most: hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_CPU, r) }),
+          most: || hard_limit(|r| unsafe { libc::getrlimit(libc::RLIMIT_CPU, r) }),
         },
       )?,
       output_bytes: limit(self.output_bytes, "outputBytes", ANY)?,
@@ -261,7 +264,7 @@ impl NativeLimits {
       "tmpSizeBytes",
       Range {
         least: 1,
-        most: MOST_TMP_BYTES,
+        most: || MOST_TMP_BYTES,
       },
     )?;
     Ok((limits, tmp_bytes))
@@ -757,7 +760,7 @@ mod tests {
         "processes",
         Range {
           least: 8,
-          most: 100,
+          most: || 100,
         },
       )
       .map_err(|e| e.to_string())

@@ -1616,10 +1616,11 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// `~` and `~/x` expand to the home directory; relative paths resolve from the host's cwd.
 pub fn resolve_working_directory(dir: Option<&str>) -> Result<PathBuf> {
+  // Read only for a relative path: an absolute one needs none (and it is a system call).
   let cwd =
-    std::env::current_dir().map_err(|e| CoreError::io("Cannot read the current directory", e))?;
+    || std::env::current_dir().map_err(|e| CoreError::io("Cannot read the current directory", e));
   let Some(dir) = dir else {
-    return Ok(cwd.join(".sandbox"));
+    return Ok(cwd()?.join(".sandbox"));
   };
   let home = || std::env::var_os("HOME").map(PathBuf::from);
   let expanded = match dir.strip_prefix('~') {
@@ -1628,5 +1629,8 @@ pub fn resolve_working_directory(dir: Option<&str>) -> Result<PathBuf> {
     _ => None,
   }
   .unwrap_or_else(|| PathBuf::from(dir));
-  Ok(normalize(&cwd.join(expanded)))
+  if expanded.is_absolute() {
+    return Ok(normalize(&expanded));
+  }
+  Ok(normalize(&cwd()?.join(expanded)))
 }

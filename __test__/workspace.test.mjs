@@ -772,4 +772,75 @@ describe('calls back into the workspace from a resolver or a hook', () => {
     expect(ws.status).toBe('destroyed')
     expect(sandbox.status).toBe('destroyed')
   })
+  /** A promise and its resolve function: one side of a test says when the other may go on. */
+  const gate = () => {
+    let open
+    const opened = new Promise((resolve) => (open = resolve))
+    return { open, opened }
+  }
+
+  it.each(['stop', 'destroy'])(
+    'a sandbox’s %s hook that joins a resolution in flight, whose resolver then asks for that transition, closes no cycle: the resolver gets REENTRANT_CALL',
+    async (transition) => {
+      const hookJoined = gate()
+      let fromHook
+      let fromResolver
+      const hookName = transition === 'stop' ? 'onStop' : 'onDestroy'
+      const sb = makeSandbox({
+        [hookName]: async () => {
+          const joining = ws.getSandbox({ requestContext: context('t') })
+          hookJoined.open()
+          fromHook = await joining.catch((e) => e)
+        },
+      })
+      const ws = workspace({
+        sandboxCacheKey: () => 'k',
+        sandbox: async () => {
+          await hookJoined.opened
+          fromResolver = await sb[transition]().catch((e) => e)
+          return fakeSandbox('resolved')
+        },
+      })
+      await settles(sb.executeCommand('true'), 'first command')
+      const resolving = ws.getSandbox({ requestContext: context('t') })
+      await settles(sb[transition](), transition)
+      expect(fromResolver?.code).toBe('REENTRANT_CALL')
+      expect(fromResolver.message).toContain(`${transition}() was called from inside its ${hookName} hook`)
+      expect((await settles(resolving, 'the first resolution')).id).toBe('resolved')
+      expect(fromHook?.id).toBe('resolved')
+      expect(sb.status).toBe(transition === 'stop' ? 'stopped' : 'destroyed')
+    },
+  )
+
+  it('a sandbox’s onStop hook asking for a resolution whose resolver already waits for that stop gets REENTRANT_CALL', async () => {
+    const hookRuns = gate()
+    const resolverWaits = gate()
+    let fromHook
+    let fromResolver
+    const sb = makeSandbox({
+      onStop: async () => {
+        hookRuns.open()
+        await resolverWaits.opened
+        fromHook = await ws.getSandbox({ requestContext: context('t') }).catch((e) => e)
+      },
+    })
+    const ws = workspace({
+      sandboxCacheKey: () => 'k',
+      sandbox: async () => {
+        await hookRuns.opened
+        const stopping = sb.stop()
+        resolverWaits.open()
+        fromResolver = await stopping.catch((e) => e)
+        return fakeSandbox('resolved')
+      },
+    })
+    await settles(sb.executeCommand('true'), 'first command')
+    const resolving = ws.getSandbox({ requestContext: context('t') })
+    await settles(sb.stop(), 'stop')
+    expect(fromHook).toBeInstanceOf(WorkspaceError)
+    expect(fromHook.code).toBe('REENTRANT_CALL')
+    expect(fromResolver).toBeUndefined()
+    expect((await settles(resolving, 'the resolution')).id).toBe('resolved')
+    expect(sb.status).toBe('stopped')
+  })
 })

@@ -15,18 +15,33 @@ const scopes = new AsyncLocalStorage()
 const activeScopes = () => (scopes.getStore() ?? []).filter((scope) => scope.active)
 
 /**
- * Runs `fn` as part of `{ owner, step, target }`, and of the `outer` scopes (those whose
- * callers wait for this one).
+ * Runs `fn` as part of `{ owner, step, target }`, and of the scopes in `store` (those whose
+ * callers wait for this one), which it takes as its own and adds its scope to: scopes added
+ * to it later (see `joinRun`) are part of the run from then on. `running`, if given, maps
+ * the run's own scope to `store` while it lasts.
  */
-async function runAsPartOf({ owner, step, target }, outer, fn) {
+async function runAsPartOf({ owner, step, target }, store, fn, running) {
   const scope = { owner, step, target, active: true }
+  store.push(scope)
+  running?.set(scope, store)
   try {
-    return await scopes.run([...outer, scope], fn)
+    return await scopes.run(store, fn)
   } finally {
+    running?.delete(scope)
     // The store lives on in whatever the step created (timers, native callbacks): an
     // ended scope must not keep its owner alive through it.
     Object.assign(scope, { active: false, owner: undefined, target: undefined })
   }
+}
+
+/**
+ * A caller part of the `waiting` scopes now waits for the run whose scopes are `store`:
+ * from now on the run's code is part of them too, as if they had waited from its start.
+ * Without it a cycle closed by a late waiter goes unseen: a hook that joins a resolution
+ * in flight, whose resolver then stops the hook's own sandbox, would wait for itself.
+ */
+function joinRun(store, waiting) {
+  for (const scope of waiting) if (!store.includes(scope)) store.push(scope)
 }
 
 /** The innermost scope of `owner` the running code is part of and `test` accepts. */
@@ -88,6 +103,8 @@ class SandboxLifecycle {
   #failures = {}
   /** Scopes of the callers waiting now for a lifecycle call: the steps they wait in wait too. */
   #waiting = new Set()
+  /** The scopes of the steps and hooks running now, which a caller that comes to wait joins. */
+  #running = new Map()
 
   #prepareStart
   #startPrepared
@@ -180,7 +197,7 @@ class SandboxLifecycle {
   async runStep(step, fn) {
     const outer = [...this.#waiting].flat()
     try {
-      return await runAsPartOf({ owner: this.#owner, step }, outer, fn)
+      return await runAsPartOf({ owner: this.#owner, step }, outer, fn, this.#running)
     } catch (err) {
       this.#failures[step] = err
       throw err
@@ -205,7 +222,10 @@ class SandboxLifecycle {
     // the sandbox is running, stopping or destroying, and ensureRunning() waits for nothing.
     if (inside?.step === 'start') return undefined
     const waiting = activeScopes()
-    if (waiting.length > 0) this.#waiting.add(waiting)
+    if (waiting.length > 0) {
+      this.#waiting.add(waiting)
+      for (const store of this.#running.values()) joinRun(store, waiting)
+    }
     // A call that starts the sandbox now with a preparation to make (seen before it begins;
     // not one that joins a running or stopping sandbox): commands from outside wait for
     // that preparation, at most until this call settles.
@@ -244,4 +264,4 @@ class SandboxLifecycle {
   }
 }
 
-module.exports = { SandboxLifecycle, runAsPartOf, enclosingScope, activeScopes }
+module.exports = { SandboxLifecycle, runAsPartOf, joinRun, enclosingScope, activeScopes }

@@ -5,7 +5,7 @@ const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
 const { mountedAt } = require('./mounts')
 const { adoptProtection } = require('./local-filesystem')
-const { activeScopes, enclosingScope, runAsPartOf } = require('./hooks')
+const { activeScopes, enclosingScope, joinRun, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
 const { checkToolsConfig } = require('./tools-config')
@@ -67,6 +67,8 @@ class Workspace {
         resolverErrors: new WeakSet(),
         registered: new Map(),
         nextId: 1,
+        /** By target, the scopes of those waiting for a shared resolution (see `resolution`). */
+        resolving: { sandbox: new Map(), filesystem: new Map() },
       }
       this.id = check.string(config.id, 'id') ?? randomId('ws')
       this.name = check.string(config.name, 'name') ?? `workspace-${this.id.slice(0, 8)}`
@@ -202,27 +204,29 @@ class Workspace {
     // What the resolution is shared by: its cache key, or else its request context.
     const target = keyed ? String(key) : requestContext
     const what = keyed ? `cache key "${target}"` : 'the same request context'
-    const resolveOnce = resolution(this, 'sandbox', target, what, async () =>
-      checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result'),
-    )
+    const resolve = async () => checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result')
     if (keyed) {
       // A rejection is the resolver's own error (passed on as is) or the cache's (translated).
       const own = this[state].resolverErrors
-      const id = await this[state].keyedSandboxes
-        .resolve(target, async () => {
-          try {
-            return this[register](await resolveOnce())
-          } catch (err) {
-            if (Object(err) === err) own.add(err)
-            throw err
-          }
-        })
-        .catch((err) => {
-          throw own.has(err) ? err : fromNative(err)
-        })
+      const id = await resolution(this, { kind: 'sandbox', target, what, shared: true }, resolve, (resolveOnce) =>
+        this[state].keyedSandboxes
+          .resolve(target, async () => {
+            try {
+              return this[register](await resolveOnce())
+            } catch (err) {
+              if (Object(err) === err) own.add(err)
+              throw err
+            }
+          })
+          .catch((err) => {
+            throw own.has(err) ? err : fromNative(err)
+          }),
+      )
       return this[state].registered.get(id)
     }
-    return memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce)
+    return resolution(this, { kind: 'sandbox', target, what, shared: isMemoized(requestContext) }, resolve, (resolveOnce) =>
+      memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce),
+    )
   }
 
   /** The live sandbox of a request, for tools and workflow steps. */
@@ -234,10 +238,10 @@ class Workspace {
     const requestContext = requestContextOf(args, 'resolveFilesystem(args)')
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
-    const resolveOnce = resolution(this, 'filesystem', requestContext, 'the same request context', async () =>
-      resolver({ requestContext }),
+    const about = { kind: 'filesystem', target: requestContext, what: 'the same request context', shared: isMemoized(requestContext) }
+    return resolution(this, about, async () => resolver({ requestContext }), (resolveOnce) =>
+      memoizeByContext(this[state].filesystemsByContext, requestContext, resolveOnce),
     )
-    return memoizeByContext(this[state].filesystemsByContext, requestContext, resolveOnce)
   }
 
   [register](sandbox) {
@@ -414,12 +418,16 @@ class Workspace {
 }
 
 /**
- * The resolution of `workspace`'s `kind` for `target` (a cache key or a request context):
- * `resolve` run so that a call from inside it asking for that same resolution is refused,
- * as it would wait for itself. Throws at once if the caller is such a call. (Scopes are
- * owned by the state: the same object whether `this` is the workspace or a proxy of it.)
+ * The resolution of `workspace`'s `kind` for `target` (a cache key or a request context),
+ * as `share(resolveOnce)` gets it from its cache: `resolveOnce()` runs `resolve` so that a
+ * call from inside it asking for that same resolution is refused, as it would wait for
+ * itself. Throws at once if the caller is such a call. A resolution the cache gives every
+ * caller of its target while it runs (`shared`) runs as part of all of them, also those who
+ * came after it began: a hook that waits for it makes its own sandbox's steps off limits to
+ * the resolver, whose step would wait for the hook. (Scopes are owned by the state: the same
+ * object whether `this` is the workspace or a proxy of it.)
  */
-function resolution(workspace, kind, target, what, resolve) {
+async function resolution(workspace, { kind, target, what, shared }, resolve, share) {
   const owner = workspace[state]
   const step = `resolve ${kind}`
   if (enclosingScope(owner, (scope) => scope.step === step && Object.is(scope.target, target))) {
@@ -430,7 +438,17 @@ function resolution(workspace, kind, target, what, resolve) {
     )
   }
   const outer = activeScopes()
-  return () => runAsPartOf({ owner, step, target }, outer, resolve)
+  if (!shared) return share(() => runAsPartOf({ owner, step, target }, outer, resolve))
+  const waiters = owner.resolving[kind]
+  const entry = waiters.get(target) ?? { scopes: [], callers: 0 }
+  waiters.set(target, entry)
+  joinRun(entry.scopes, outer)
+  entry.callers++
+  try {
+    return await share(() => runAsPartOf({ owner, step, target }, entry.scopes, resolve))
+  } finally {
+    if (--entry.callers === 0) waiters.delete(target)
+  }
 }
 
 /**
@@ -499,8 +517,11 @@ async function closeBrowser(workspace) {
 /** The `requestContext` of a `{ requestContext }` argument; one that cannot be read is a `SandboxOptionError`. */
 const requestContextOf = (args, name) => readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext))
 
+/** Whether resolutions for `requestContext` are kept for it (and shared while they run). */
+const isMemoized = (requestContext) => requestContext !== null && typeof requestContext === 'object'
+
 function memoizeByContext(memo, requestContext, resolve) {
-  if (requestContext === null || typeof requestContext !== 'object') return resolve()
+  if (!isMemoized(requestContext)) return resolve()
   let pending = memo.get(requestContext)
   if (!pending) {
     pending = resolve()

@@ -219,6 +219,27 @@ describe('sandbox file modes and capabilities', () => {
     }
   })
 
+  it('validateSandboxFileMode refuses any bad mode with its SandboxError, however the mode and the input are shown', () => {
+    const hostile = { toString: () => { throw new Error('toString') } }
+    for (const [mode, where, shown] of [
+      [Symbol('m'), undefined, 'Invalid file mode Symbol(m): '],
+      [0o1000, Symbol('w'), 'Invalid file mode 512 for Symbol(w): '],
+      [hostile, hostile, 'Invalid file mode an object for an object: '],
+      [() => {}, 'files[2]', 'Invalid file mode a function for files[2]: '],
+    ]) {
+      const error = (() => {
+        try {
+          ours.validateSandboxFileMode(mode, where)
+        } catch (err) {
+          return err
+        }
+      })()
+      expect(error).toBeInstanceOf(ours.SandboxError)
+      expect(error.code).toBe('INVALID_ARGUMENT')
+      expect(error.message.startsWith(shown), error.message).toBe(true)
+    }
+  })
+
   it('assertModesUnsupported refuses a file with a mode (SandboxUnsupportedFeatureError), as Mastra’s', () => {
     ours.assertModesUnsupported([{ path: 'a', content: 'x' }], 'remote')
     const files = [{ path: 'a', content: 'x' }, { path: 'b', content: 'y', mode: 0o755 }]

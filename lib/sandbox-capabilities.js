@@ -7,14 +7,19 @@ const { describe, readingOptions } = require('./options')
 /** The largest `mode` a file written into a sandbox may ask for: permission bits only (0o777). */
 const MAX_SANDBOX_FILE_MODE = 0o777
 
+/**
+ * A primitive as Mastra prints it (a symbol too, which a template string refuses); an
+ * object by its kind (its own toString may throw).
+ */
+const shownInMessage = (value) =>
+  value !== null && (typeof value === 'object' || typeof value === 'function') ? describe(value) : String(value)
+
 /** Refuses a `mode` that is not an integer from 0o001 to 0o777 (`SandboxError` `INVALID_ARGUMENT`). */
 function validateSandboxFileMode(mode, where) {
   if (!Number.isInteger(mode) || mode < 1 || mode > MAX_SANDBOX_FILE_MODE) {
     // `where` (this package's own callers) names the input that carried the mode.
-    const of = where === undefined ? '' : ` for ${where}`
-    // A primitive as Mastra prints it; an object by its kind (its own toString may throw).
-    const shown = mode !== null && (typeof mode === 'object' || typeof mode === 'function') ? describe(mode) : String(mode)
-    throw new SandboxError(`Invalid file mode ${shown}${of}: must be an integer between 0o001 (1) and 0o777 (511).`, 'INVALID_ARGUMENT', {
+    const of = where === undefined ? '' : ` for ${shownInMessage(where)}`
+    throw new SandboxError(`Invalid file mode ${shownInMessage(mode)}${of}: must be an integer between 0o001 (1) and 0o777 (511).`, 'INVALID_ARGUMENT', {
       mode,
     })
   }

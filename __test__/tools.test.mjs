@@ -393,6 +393,11 @@ describe('input validation', () => {
     for (const context of [proxy, throwingGetter]) {
       for (const [toolSet, name, input] of [
         [tools, 'mastra_workspace_mkdir', { path: 'made' }],
+        // The file tools guarded by read records and the write lock read the context first.
+        [tools, 'mastra_workspace_read_file', { path: 'a.txt' }],
+        [tools, 'mastra_workspace_write_file', { path: 'written.txt', content: 'x' }],
+        [tools, 'mastra_workspace_edit_file', { path: 'edited.txt', old_string: 'a', new_string: 'b' }],
+        [tools, 'mastra_workspace_delete', { path: 'made' }],
         [ours.tools, EXEC, { command: `touch ${basePath}/ran` }],
       ]) {
         const err = await toolSet[name].execute(input, context).catch((e) => e)

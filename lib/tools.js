@@ -432,7 +432,8 @@ const GUARDS = {
  */
 function trackingReads(run, mode, { workspace, settings, readTracker }) {
   return async (input, context, guarded) => {
-    const requestContext = requestContextOf(context)
+    // Before the call reads it: a context that cannot be read is refused here the same way.
+    const requestContext = requestContextOf(readableContext(context, settings.name))
     const filesystem = await filesystemOf(workspace, requestContext)
     const scope = filesystem ? readScope(filesystem) : undefined
     if (mode === 'check' && filesystem) {

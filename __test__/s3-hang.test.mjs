@@ -254,4 +254,44 @@ describeS3('A FUSE mount that stopped answering', () => {
     },
     60_000,
   )
+
+  it.runIf(process.getuid() === 0)(
+    "a command whose working directory is on it ends at its timeout or its abort, as one stopped at once would, and never runs",
+    async () => {
+      const { top, mountPoint, bucket, end } = await silentMount('hang-timeout')
+      const cwd = path.join(mountPoint, 'sub')
+      const ran = (name) => path.join(top, name)
+      const sb = new LocalSandbox({ workingDirectory: path.join(top, 'ws'), nativeSandbox: { warmPool: 0 } })
+      try {
+        // Running already: only the look at the command's directory hangs.
+        await sb.executeCommand('true')
+        const [timedOut, timedOutMs] = await timed(() => sb.executeCommand(`touch ${ran('timed')}`, [], { cwd, timeout: 1000 }))
+        expect(timedOut).toMatchObject({ success: false, exitCode: 124, timedOut: true, killed: true, stdout: '', stderr: '\nProcess timed out after 1000ms' })
+        expect(timedOutMs).toBeGreaterThan(900)
+        expect(timedOutMs).toBeLessThan(5000)
+        const controller = new AbortController()
+        setTimeout(() => controller.abort(), 300)
+        const [aborted, abortedMs] = await timed(() => sb.executeCommand(`touch ${ran('aborted')}`, [], { cwd, abortSignal: controller.signal }))
+        expect(aborted).toMatchObject({ success: false, exitCode: 137, killed: true, timedOut: false, stdout: '', stderr: '' })
+        expect(abortedMs).toBeLessThan(5000)
+        // A spawn has a handle only once its process runs: its timeout fails the spawn.
+        const [notSpawned, notSpawnedMs] = await timed(() => sb.processes.spawn(`touch ${ran('spawned')}`, { cwd, timeout: 1000 }).catch((e) => e))
+        expect(notSpawned).toBeInstanceOf(SandboxError)
+        expect(notSpawned.code).toBe('SPAWN_FAILED')
+        expect(notSpawned.message).toBe(`The command did not start: its working directory ${cwd} did not answer within its timeout of 1000 ms`)
+        expect(notSpawnedMs).toBeLessThan(5000)
+        expect((await sb.executeCommand('echo alive')).stdout).toBe('alive\n')
+      } finally {
+        end()
+      }
+      // The mount gone, the looks that held the supervisors end: none starts its command.
+      await sleep(1000)
+      for (const name of ['timed', 'aborted', 'spawned']) expect(fs.existsSync(ran(name))).toBe(false)
+      expect((await sb.executeCommand('echo back')).stdout).toBe('back\n')
+      await sb.destroy()
+      expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)
+      expect(await s3fsMounts()).not.toContain(mountPoint)
+    },
+    60_000,
+  )
 })

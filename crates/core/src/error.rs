@@ -63,12 +63,34 @@ pub enum CoreError {
   ReadOnly(String),
   #[error("Failed to start the command: {0}")]
   Spawn(#[source] std::io::Error),
+  /// The look at the command's working directory still held its supervisor (a file system
+  /// that stopped answering) when the caller gave up on it.
+  #[error("The command did not start: its working directory {} did not answer {why}", .cwd.display())]
+  NotStarted { cwd: PathBuf, why: GaveUp },
   #[error("{context}: {source}")]
   Io {
     context: String,
     #[source]
     source: std::io::Error,
   },
+}
+
+/// Why a command's start was given up before the command ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GaveUp {
+  /// Its timeout came.
+  Timeout(std::time::Duration),
+  /// Its abort signal fired.
+  Abort,
+}
+
+impl std::fmt::Display for GaveUp {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match self {
+      GaveUp::Timeout(timeout) => write!(f, "within its timeout of {} ms", timeout.as_millis()),
+      GaveUp::Abort => f.write_str("before its abort"),
+    }
+  }
 }
 
 impl CoreError {
@@ -97,7 +119,7 @@ impl CoreError {
       CoreError::PermissionDenied { .. } => "PERMISSION_DENIED",
       CoreError::FileTooLarge { .. } => "FILE_TOO_LARGE",
       CoreError::ReadOnly(_) => "READ_ONLY",
-      CoreError::Spawn(_) => "SPAWN_FAILED",
+      CoreError::Spawn(_) | CoreError::NotStarted { .. } => "SPAWN_FAILED",
       CoreError::Io { .. } => "IO_ERROR",
     }
   }

@@ -15,7 +15,8 @@ use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::error::{CoreError, Result};
+use crate::abort::AbortToken;
+use crate::error::{CoreError, GaveUp, Result};
 use crate::init::{Init, LaunchRequest};
 use crate::limits::LimitKills;
 use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
@@ -35,6 +36,19 @@ const MAX_NAMED_LEFTOVERS: usize = 3;
 
 /// Exit code reported for a command stopped by its timeout.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// What a command stopped by its timeout has at the end of its stderr.
+fn timeout_note(timeout: Duration) -> String {
+  format!("\nProcess timed out after {}ms", timeout.as_millis())
+}
+
+/// Resolves once `token`, if any, is aborted; never without one.
+async fn aborted(token: Option<&AbortToken>) {
+  match token {
+    Some(token) => token.aborted().await,
+    None => std::future::pending().await,
+  }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StdinMode {
@@ -63,6 +77,9 @@ pub struct SpawnRequest {
   /// Nothing is kept under the command's pid once it has ended (`execute`): its supervisor
   /// may then stay to serve the next command, which saves a fork and an exit per command.
   pub supervisor_may_stay: bool,
+  /// Raised before the command has started, it ends the wait for the start
+  /// (`CoreError::NotStarted`), as the timeout does.
+  pub give_up_on_abort: Option<AbortToken>,
 }
 
 /// How a command ended.
@@ -90,6 +107,30 @@ pub struct Outcome {
   pub stderr: String,
   pub stdout_dropped_bytes: u64,
   pub stderr_dropped_bytes: u64,
+}
+
+impl Outcome {
+  /// The outcome of a command whose start was given up after `waited`: as if it had been
+  /// stopped at once by what gave it up (its timeout, or the SIGKILL of an abort).
+  pub fn given_up(why: GaveUp, waited: Duration) -> Outcome {
+    let (exit_code, timed_out, stderr) = match why {
+      GaveUp::Timeout(timeout) => (TIMEOUT_EXIT_CODE, true, timeout_note(timeout)),
+      GaveUp::Abort => (128 + libc::SIGKILL, false, String::new()),
+    };
+    Outcome {
+      exit: Exit {
+        exit_code,
+        killed: true,
+        timed_out,
+        execution_time_ms: waited.as_secs_f64() * 1000.0,
+        limit_exceeded: None,
+      },
+      stdout: String::new(),
+      stderr,
+      stdout_dropped_bytes: 0,
+      stderr_dropped_bytes: 0,
+    }
+  }
 }
 
 #[derive(Clone, Copy)]
@@ -158,6 +199,10 @@ impl Process {
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
     let env: Vec<(String, String)> = request.env.into_iter().collect();
     let started = Instant::now();
+    let deadline = request
+      .timeout
+      .and_then(|timeout| started.checked_add(timeout))
+      .map(tokio::time::Instant::from_std);
     let kills = (init.kills().clone(), init.kills().snapshot());
     let launched = init.launch(&LaunchRequest {
       command: &request.command,
@@ -177,6 +222,16 @@ impl Process {
         return Err(CoreError::Spawn(std::io::Error::other(
           "the sandbox's init was shut down before the command started",
         )));
+      }
+      // Its supervisor looks at the working directory first; on a file system that stopped
+      // answering the look holds it past any signal. The command's timeout and abort end
+      // the wait all the same: the control socket goes, and the supervisor never starts it.
+      () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+        let timeout = request.timeout.unwrap_or_default();
+        return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Timeout(timeout) });
+      }
+      () = aborted(request.give_up_on_abort.as_ref()) => {
+        return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Abort });
       }
     };
     let pid = match message {
@@ -928,11 +983,10 @@ async fn publish(s: &mut DriveState, status: Option<i32>) {
   let (exit_code, killed) = decode_status(status);
   let flooded = s.output.locked().flood.as_ref().is_some_and(|f| f.tripped);
   let exit = if s.timed_out {
-    let ms = s.timeout.unwrap_or_default().as_millis();
     deliver(
       &s.output,
       Stream::Stderr,
-      &format!("\nProcess timed out after {ms}ms"),
+      &timeout_note(s.timeout.unwrap_or_default()),
     )
     .await;
     Exit {

@@ -111,6 +111,10 @@ struct EntryDefaults {
   /// What the command's leftovers keep, if they are adopted rather than killed.
   adopt_leftovers: Option<Retention>,
   supervisor_may_stay: bool,
+  /// An abort before the command has started gives up its start (see `Process::spawn`):
+  /// for `execute`, whose outcome is then that of a command killed at once; a spawn's
+  /// handle is made even for an abort that came first.
+  abort_gives_up_start: bool,
 }
 
 /// Result of `execute`: the outcome plus the command string that ran.
@@ -372,6 +376,7 @@ impl Sandbox {
       adopt_leftovers: None,
       // Kept readable under its pid once exited, which must stay its own.
       supervisor_may_stay: false,
+      abort_gives_up_start: false,
     };
     // Not waited for, so its refusals are let go to whichever command ends next.
     let egress = self.egress.as_ref().map(Egress::for_command);
@@ -447,11 +452,25 @@ impl Sandbox {
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
       // Its pid (its shell's, then) is released below once it has ended.
       supervisor_may_stay: true,
+      abort_gives_up_start: true,
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
-    let process = self
+    let asked = Instant::now();
+    let process = match self
       .start_tracked(&full, options, defaults, egress.as_ref())
-      .await?;
+      .await
+    {
+      Ok(process) => process,
+      // Its working directory held it until its timeout or abort: it ends as it would have.
+      Err(CoreError::NotStarted { why, .. }) => {
+        return Ok(CommandResult {
+          outcome: Outcome::given_up(why, asked.elapsed()),
+          command: full,
+          left_running: None,
+        });
+      }
+      Err(error) => return Err(error),
+    };
     let mut outcome = process.into_outcome().await;
     // What the proxy refused for this command (or for none being waited for): named where
     // an agent reads why its download failed.
@@ -486,7 +505,11 @@ impl Sandbox {
     egress: Option<&CommandEgress<'_>>,
   ) -> Result<Arc<Process>> {
     let abort = options.abort.take();
-    let request = self.request(command, options, defaults, egress);
+    let gives_up_start = defaults.abort_gives_up_start;
+    let mut request = self.request(command, options, defaults, egress);
+    if gives_up_start {
+      request.give_up_on_abort = abort.clone();
+    }
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
@@ -1239,6 +1262,7 @@ impl Sandbox {
       output_limit: defaults.output_limit,
       adopt_leftovers: defaults.adopt_leftovers,
       supervisor_may_stay: defaults.supervisor_may_stay,
+      give_up_on_abort: None,
     }
   }
 

@@ -306,32 +306,39 @@ async fn a_command_that_kills_its_supervisor_at_once_was_told_started_first() {
   init.shutdown().await;
 }
 
+/// Seizes `pid` (ptrace, with `options`) and holds it in a stop; returns the wait for its
+/// next stop or its end. Only the calling thread may go on tracing it.
+fn seize_held(pid: libc::pid_t, options: libc::c_int) -> impl Fn() -> libc::c_int {
+  let wait = move || {
+    let mut status = 0;
+    // SAFETY: waiting for the traced process.
+    assert_eq!(
+      unsafe { libc::waitpid(pid, &mut status, libc::__WALL) },
+      pid
+    );
+    status
+  };
+  // SAFETY: tracing a process of an init this test started.
+  unsafe {
+    let seize = libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options);
+    assert_eq!(
+      seize,
+      0,
+      "tracing a keeper process (a descendant: root, or kernel.yama.ptrace_scope at most 1): {}",
+      std::io::Error::last_os_error()
+    );
+    libc::ptrace(libc::PTRACE_INTERRUPT, pid, 0, 0);
+  }
+  wait();
+  wait
+}
+
 /// Stops `spare` (ptrace) as its first `recvmsg` returns, kills it there and reaps it (so
 /// that its parent sees it end); `traced` is told once the spare is stopped and traced.
 /// Runs on a thread of its own: only the tracing thread may ptrace.
 #[cfg(target_arch = "x86_64")]
 fn kill_after_first_recvmsg(spare: libc::pid_t, traced: std::sync::mpsc::Sender<()>) {
-  let wait = || {
-    let mut status = 0;
-    // SAFETY: waiting for the traced process.
-    assert_eq!(
-      unsafe { libc::waitpid(spare, &mut status, libc::__WALL) },
-      spare
-    );
-    status
-  };
-  // SAFETY: tracing and signalling the spare of an init this test started.
-  unsafe {
-    let seize = libc::ptrace(libc::PTRACE_SEIZE, spare, 0, libc::PTRACE_O_TRACESYSGOOD);
-    assert_eq!(
-      seize,
-      0,
-      "tracing the spare (a descendant: root, or kernel.yama.ptrace_scope at most 1): {}",
-      std::io::Error::last_os_error()
-    );
-    libc::ptrace(libc::PTRACE_INTERRUPT, spare, 0, 0);
-  }
-  wait();
+  let wait = seize_held(spare, libc::PTRACE_O_TRACESYSGOOD);
   traced.send(()).unwrap();
   for _ in 0..10_000 {
     // SAFETY: the spare is in a ptrace stop.
@@ -379,6 +386,82 @@ async fn a_spare_killed_as_its_read_of_a_request_returns_leaves_the_next_request
   let (sleep, ends) = sleep_on(&init, &next).await;
   assert_eq!(parent_of(parent_of(sleep)), keeper);
   assert!(live_sleeps(&lost).is_empty());
+  drop(ends);
+  init.shutdown().await;
+  assert!(live_sleeps(&next).is_empty());
+}
+
+/// Holds `spare` (ptrace) until `go` says, then follows it until it forks or ends: whether
+/// it started a process (the one it forked is killed, and so is the spare). `held` is told
+/// once it is held. Runs on a thread of its own: only the tracing thread may ptrace.
+fn forks_before_it_ends(
+  spare: libc::pid_t,
+  held: std::sync::mpsc::Sender<()>,
+  go: std::sync::mpsc::Receiver<()>,
+) -> bool {
+  let forks = libc::PTRACE_O_TRACEFORK | libc::PTRACE_O_TRACEVFORK | libc::PTRACE_O_TRACECLONE;
+  let wait = seize_held(spare, forks);
+  held.send(()).unwrap();
+  go.recv().unwrap();
+  let mut signal = 0;
+  loop {
+    // SAFETY: the spare is in a ptrace stop.
+    unsafe { libc::ptrace(libc::PTRACE_CONT, spare, 0, signal) };
+    let status = wait();
+    if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+      return false;
+    }
+    let event = (status >> 16) & 0xff;
+    if [
+      libc::PTRACE_EVENT_FORK,
+      libc::PTRACE_EVENT_VFORK,
+      libc::PTRACE_EVENT_CLONE,
+    ]
+    .contains(&event)
+    {
+      let mut child: libc::c_ulong = 0;
+      // SAFETY: reading the new child's pid from the stopped spare; then killing both.
+      unsafe {
+        libc::ptrace(libc::PTRACE_GETEVENTMSG, spare, 0, &mut child);
+        libc::kill(child as libc::pid_t, libc::SIGKILL);
+        libc::kill(spare, libc::SIGKILL);
+      }
+      while !libc::WIFSIGNALED(wait()) {}
+      return true;
+    }
+    // A signal the spare was sent goes on to it; a stop of the tracer's own, nothing.
+    signal = if event == 0 {
+      libc::WSTOPSIG(status)
+    } else {
+      0
+    };
+  }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_whose_host_let_go_before_the_command_could_start_starts_nothing() {
+  let (init, keeper, spare) = warm_init().await;
+  let (held, holding) = std::sync::mpsc::channel();
+  let (go, going) = std::sync::mpsc::channel();
+  let tracer = std::thread::spawn(move || forks_before_it_ends(spare as libc::pid_t, held, going));
+  holding.recv().unwrap();
+  // The request waits for the held spare, as one waits for a supervisor whose look at the
+  // command's directory hangs; meanwhile the host lets go of it (its timeout, an abort).
+  let given_up = marker();
+  drop(launch(&init, &format!("exec sleep {given_up}")));
+  go.send(()).unwrap();
+  let forked = tokio::task::spawn_blocking(move || tracer.join().unwrap())
+    .await
+    .unwrap();
+  assert!(
+    !forked,
+    "the supervisor started the command its host had let go of"
+  );
+  assert!(live_sleeps(&given_up).is_empty());
+  // The init serves the next request.
+  let next = marker();
+  let (sleep, ends) = sleep_on(&init, &next).await;
+  assert_eq!(parent_of(parent_of(sleep)), keeper);
   drop(ends);
   init.shutdown().await;
   assert!(live_sleeps(&next).is_empty());

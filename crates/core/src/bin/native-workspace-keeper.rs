@@ -1083,6 +1083,13 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
     write_all(ctl, format!("D{errno}\n").as_bytes());
     std::process::exit(0);
   }
+  // The host may have given up on the command while that look held this supervisor (its
+  // timeout or its abort came first) and closed its end: the command is not started. The
+  // host sends nothing before the command has started, so anything readable is that end.
+  let mut host = [pollfd(ctl)];
+  if poll_for(&mut host, Some(std::time::Duration::ZERO)) > 0 {
+    std::process::exit(0);
+  }
   // SAFETY: as above. From now on it outlives the init, to end its tree (see `shutdown`),
   // and reads the init's SIGUSR1 from `signals`.
   unsafe {

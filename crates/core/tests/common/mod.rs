@@ -38,6 +38,7 @@ pub fn request(command: &str) -> SpawnRequest {
     output_limit: None,
     adopt_leftovers: None,
     supervisor_may_stay: false,
+    give_up_on_abort: None,
   }
 }
 

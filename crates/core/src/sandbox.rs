@@ -1128,14 +1128,14 @@ impl Sandbox {
     Ok(())
   }
 
-  /// Starts the disk watchdog of this init (under isolation always, with a default budget
-  /// of half of what is free; otherwise when a budget is set). It ends with the init.
   /// Whether a start watches the disk: without isolation there is no default budget and no
   /// `/tmp` of its own to watch.
   fn watches_disk(&self) -> bool {
     self.isolation != Isolation::None || self.limits.disk != DiskBudget::default()
   }
 
+  /// Starts the disk watchdog of this init (under isolation always, with a default budget
+  /// of half of what is free; otherwise when a budget is set). It ends with the init.
   fn watch_disk(&self, init: &Arc<Init>) {
     if !self.watches_disk() {
       return;

@@ -7,6 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, isIsolationAvailable } from '../lib/index.mjs'
+import { startStepsOf } from '../bench/start-steps.mjs'
 import { LIB_CJS, gone, isZygote, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
@@ -64,6 +65,35 @@ while True:
     const result = await withDeadline(sb.executeCommand(flood), 10_000, 'the file flood to be stopped')
     expect(result).toMatchObject({ exitCode: 137, limitExceeded: 'inodes' })
     expect(fs.readdirSync(path.join(dir, 'many')).length).toBeLessThan(200_000)
+  })
+
+  it('its first command goes to the new init with the start, before the init is ready; a start of its own sends none', async () => {
+    const dir = path.join(tempDir(), 'made', 'by', 'first')
+    const first = makeSandbox({ workingDirectory: dir, env: { FROM_SANDBOX: 'sandbox' } })
+    const result = await first.executeCommand('pwd; echo "$FROM_SANDBOX $FROM_COMMAND"', [], { env: { FROM_COMMAND: 'command' } })
+    expect(result).toMatchObject({ exitCode: 0, stdout: `${dir}\nsandbox command\n`, stderr: '' })
+    const steps = startStepsOf(first).map((s) => s.step)
+    expect(steps.indexOf('first command')).toBeGreaterThan(steps.indexOf('launch'))
+    expect(steps.indexOf('first command')).toBeLessThan(steps.indexOf('ready'))
+    // Its second command finds it running: nothing more is sent with a start.
+    expect((await first.executeCommand('echo again')).stdout).toBe('again\n')
+
+    const own = makeSandbox()
+    await own.start()
+    expect(startStepsOf(own).map((s) => s.step)).not.toContain('first command')
+    // With an onStart hook, the hook runs first: its command goes once the hook is done.
+    const marker = path.join(tempDir(), 'hooked')
+    const hooked = makeSandbox({ onStart: async () => fs.writeFileSync(marker, 'hooked') })
+    expect((await hooked.executeCommand(`cat ${marker}`)).stdout).toBe('hooked')
+    expect(startStepsOf(hooked).map((s) => s.step)).not.toContain('first command')
+  })
+
+  it('many first commands at once: each runs once, and gets its own output', async () => {
+    const sb = makeSandbox()
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => sb.executeCommand(`echo ${i}; echo e${i} >&2`)))
+    expect(results.map((r) => [r.exitCode, r.stdout, r.stderr])).toEqual(Array.from({ length: 8 }, (_, i) => [0, `${i}\n`, `e${i}\n`]))
+    // One start: at most one of them went with it.
+    expect(startStepsOf(sb).filter((s) => s.step === 'first command').length).toBeLessThanOrEqual(1)
   })
 
   it('a working directory that cannot be made fails the start, naming it, and leaves no init running', async () => {

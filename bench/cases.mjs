@@ -362,6 +362,7 @@ const STEP_LABELS = {
   'protected paths': 'protected paths scanned',
   arguments: 'bwrap arguments + seccomp filter',
   launch: 'launch: fork, cgroup join, staging mounts, exec',
+  'first command': 'first command sent to the launched init',
   ready: "ready: bubblewrap's own setup + keeper start",
   'disk watch': 'disk watchdog started',
 }

@@ -16,6 +16,7 @@ export const START_STEPS = [
   'cgroup',
   'arguments',
   'launch',
+  'first command',
   'ready',
   'disk watch',
 ]

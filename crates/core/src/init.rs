@@ -160,6 +160,8 @@ async fn reap(mut child: InitProcess) {
 
 /// The host's ends of a launched command.
 pub struct Launched {
+  /// When its request was written: its timeout and its run time count from here.
+  pub at: std::time::Instant,
   pub control: tokio::net::UnixStream,
   pub stdout: pipe::Receiver,
   pub stderr: pipe::Receiver,
@@ -198,6 +200,69 @@ pub struct LaunchRequest<'a> {
   pub supervisor_may_stay: bool,
 }
 
+/// An init launched and not yet known to be ready (see [`Init::launch_init`]).
+pub struct Starting {
+  socket: UnixStream,
+  child: InitProcess,
+  stderr_tail: Option<tokio::task::JoinHandle<Vec<u8>>>,
+  kills: Arc<LimitKills>,
+  confinement: Confinement,
+  slot: Option<SlotNamespaces>,
+}
+
+impl Starting {
+  /// Asks the init to start one command, as [`Init::launch`] does: the request waits in
+  /// its socket until it is ready.
+  pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
+    launch_via(Via::Socket(&self.socket), request)
+  }
+
+  /// Waits until the init says it is ready. If it does not, the error carries what
+  /// bubblewrap and the init wrote, and nothing of the attempt is left running.
+  pub async fn ready(self, laps: &mut Laps) -> Result<Init> {
+    let Starting {
+      socket,
+      mut child,
+      stderr_tail,
+      kills,
+      confinement,
+      slot,
+    } = self;
+    let ready = wait_ready(&socket).await;
+    laps.lap("ready");
+    if let Err(why) = ready {
+      let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
+      return Err(match confinement {
+        Confinement::None => CoreError::Spawn(io::Error::other(reason)),
+        Confinement::Bwrap { .. } | Confinement::Slot { .. } => CoreError::IsolationUnavailable {
+          backend: "bwrap".into(),
+          reason,
+        },
+      });
+    }
+    Ok(Init {
+      link: Link::Socket(Mutex::new(socket)),
+      child: Mutex::new(Some(child)),
+      connected: None,
+      kills,
+      runtime: tokio::runtime::Handle::current(),
+      _confinement: confinement,
+      slot,
+      tenant: Mutex::new(None),
+      closed: tokio::sync::watch::Sender::new(false),
+    })
+  }
+
+  /// Ends an init that will not be used, and waits until it is reaped.
+  pub async fn abandon(self) {
+    let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    reap(self.child).await;
+    if let Some(cgroup) = self.kills.cgroup() {
+      cgroup.remove().await;
+    }
+  }
+}
+
 impl Init {
   /// Starts an init, confined as asked, inside `cgroup` when given, waiting for its first
   /// request as `wait` says, and waits until it says it is ready. If it does not, the error
@@ -216,12 +281,28 @@ impl Init {
   /// the launch (up to the exec) and the wait until the init is ready.
   pub async fn start_timed(
     keeper: &Path,
-    mut confinement: Confinement,
+    confinement: Confinement,
     limits: &Limits,
     cgroup: Option<Cgroup>,
     laps: &mut Laps,
     wait: Wait,
   ) -> Result<Init> {
+    Init::launch_init(keeper, confinement, limits, cgroup, laps, wait)
+      .await?
+      .ready(laps)
+      .await
+  }
+
+  /// The first half of [`Init::start_timed`]: the init is launched, and may be sent
+  /// requests (it reads them once ready), but is not known to be ready yet.
+  pub async fn launch_init(
+    keeper: &Path,
+    mut confinement: Confinement,
+    limits: &Limits,
+    cgroup: Option<Cgroup>,
+    laps: &mut Laps,
+    wait: Wait,
+  ) -> Result<Starting> {
     let program = match &confinement {
       Confinement::None => keeper,
       Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
@@ -355,28 +436,13 @@ impl Init {
       _ => None,
     };
     laps.lap("launch");
-    let (ours, ready) = wait_ready(ours).await;
-    laps.lap("ready");
-    if let Err(why) = ready {
-      let reason = start_failure(&mut child, stderr_tail, &kills, &why).await;
-      return Err(match confinement {
-        Confinement::None => CoreError::Spawn(io::Error::other(reason)),
-        Confinement::Bwrap { .. } | Confinement::Slot { .. } => CoreError::IsolationUnavailable {
-          backend: "bwrap".into(),
-          reason,
-        },
-      });
-    }
-    Ok(Init {
-      link: Link::Socket(Mutex::new(ours)),
-      child: Mutex::new(Some(child)),
-      connected: None,
+    Ok(Starting {
+      socket: ours,
+      child,
+      stderr_tail,
       kills,
-      runtime: tokio::runtime::Handle::current(),
-      _confinement: confinement,
+      confinement,
       slot,
-      tenant: Mutex::new(None),
-      closed: tokio::sync::watch::Sender::new(false),
     })
   }
 
@@ -453,8 +519,7 @@ impl Init {
           e,
         )
       })?;
-    let (stream, ready) = wait_ready(stream).await;
-    if let Err(why) = ready {
+    if let Err(why) = wait_ready(&stream).await {
       return Err(CoreError::Spawn(io::Error::other(format!(
         "the sandbox supervisor at {} did not answer: {why}",
         socket.display()
@@ -557,99 +622,113 @@ impl Init {
 
   /// Asks the init to start one command. Returns once the request is written.
   pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
-    check_exec_limits(request)?;
-    for part in [request.command, &request.cwd.to_string_lossy()] {
-      if part.contains('\0') {
-        return Err(CoreError::InvalidOption(
-          "command and cwd must not contain NUL characters".into(),
-        ));
-      }
+    match &self.link {
+      Link::Socket(socket) => launch_via(Via::Socket(&socket.locked()), request),
+      Link::Mux(link) => launch_via(Via::Mux(link), request),
     }
-    let mut payload = Vec::with_capacity(request.command.len() + 256);
-    payload.extend_from_slice(request.cwd.as_os_str().as_bytes());
-    payload.push(0);
-    payload.extend_from_slice(request.command.as_bytes());
-    for (key, value) in request.env {
-      if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
-        return Err(CoreError::InvalidOption(format!(
-          "env: invalid variable name or value for {key:?}"
-        )));
-      }
-      payload.push(0);
-      payload.extend_from_slice(OsStr::new(key).as_bytes());
-      payload.push(b'=');
-      payload.extend_from_slice(value.as_bytes());
-    }
-    if request.supervisor_may_stay {
-      payload.push(0);
-      payload.extend_from_slice(wire::SUPERVISOR_MAY_STAY);
-    }
-
-    let io_err = |e| CoreError::io("Setting up the command's pipes failed", e);
-    let (control, control_theirs) = UnixStream::pair().map_err(io_err)?;
-    let (stdout_ours, stdout_theirs) = pipe_pair().map_err(io_err)?;
-    let (stderr_ours, stderr_theirs) = pipe_pair().map_err(io_err)?;
-    let stdin = match request.stdin {
-      StdinMode::Pipe => Some(pipe_pair().map_err(io_err)?),
-      StdinMode::Ignore => None,
-    };
-    let gone = |e| CoreError::io("The sandbox supervisor is gone", e);
-    let stdin = match &self.link {
-      Link::Socket(socket) => {
-        let mut fds = vec![
-          control_theirs.as_raw_fd(),
-          stdout_theirs.as_raw_fd(),
-          stderr_theirs.as_raw_fd(),
-        ];
-        if let Some((read_end, _)) = &stdin {
-          // For stdin the command gets the read end.
-          fds.push(read_end.as_raw_fd());
-        }
-        wire::send_request(&socket.locked(), &payload, &fds).map_err(gone)?;
-        // The init holds its copies now; ours of the command's ends must close, or EOF
-        // never comes.
-        drop((control_theirs, stdout_theirs, stderr_theirs));
-        stdin.map(|(_, write_end)| write_end)
-      }
-      Link::Mux(link) => {
-        // The link feeds the command's ends from the stream (and closes them at its end).
-        let flags = if stdin.is_some() {
-          crate::mux::STDIN_PIPED
-        } else {
-          0
-        };
-        let request = [&[flags][..], &payload].concat();
-        let (stdin_read, stdin_write) = stdin.unzip();
-        link
-          .launch(
-            &request,
-            control_theirs,
-            stdout_theirs,
-            stderr_theirs,
-            stdin_read,
-          )
-          .map_err(gone)?;
-        stdin_write
-      }
-    };
-    control.set_nonblocking(true).map_err(io_err)?;
-    Ok(Launched {
-      control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
-      stdout: pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?,
-      stderr: pipe::Receiver::from_owned_fd(stderr_ours).map_err(io_err)?,
-      stdin: stdin
-        .map(pipe::Sender::from_owned_fd)
-        .transpose()
-        .map_err(io_err)?,
-    })
   }
+}
+
+/// Where a launch request is written: an init's socket, or the mux link to it.
+enum Via<'a> {
+  Socket(&'a UnixStream),
+  Mux(&'a crate::mux::Link),
+}
+
+fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
+  check_exec_limits(request)?;
+  for part in [request.command, &request.cwd.to_string_lossy()] {
+    if part.contains('\0') {
+      return Err(CoreError::InvalidOption(
+        "command and cwd must not contain NUL characters".into(),
+      ));
+    }
+  }
+  let mut payload = Vec::with_capacity(request.command.len() + 256);
+  payload.extend_from_slice(request.cwd.as_os_str().as_bytes());
+  payload.push(0);
+  payload.extend_from_slice(request.command.as_bytes());
+  for (key, value) in request.env {
+    if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+      return Err(CoreError::InvalidOption(format!(
+        "env: invalid variable name or value for {key:?}"
+      )));
+    }
+    payload.push(0);
+    payload.extend_from_slice(OsStr::new(key).as_bytes());
+    payload.push(b'=');
+    payload.extend_from_slice(value.as_bytes());
+  }
+  if request.supervisor_may_stay {
+    payload.push(0);
+    payload.extend_from_slice(wire::SUPERVISOR_MAY_STAY);
+  }
+
+  let io_err = |e| CoreError::io("Setting up the command's pipes failed", e);
+  let (control, control_theirs) = UnixStream::pair().map_err(io_err)?;
+  let (stdout_ours, stdout_theirs) = pipe_pair().map_err(io_err)?;
+  let (stderr_ours, stderr_theirs) = pipe_pair().map_err(io_err)?;
+  let stdin = match request.stdin {
+    StdinMode::Pipe => Some(pipe_pair().map_err(io_err)?),
+    StdinMode::Ignore => None,
+  };
+  let gone = |e| CoreError::io("The sandbox supervisor is gone", e);
+  let stdin = match via {
+    Via::Socket(socket) => {
+      let mut fds = vec![
+        control_theirs.as_raw_fd(),
+        stdout_theirs.as_raw_fd(),
+        stderr_theirs.as_raw_fd(),
+      ];
+      if let Some((read_end, _)) = &stdin {
+        // For stdin the command gets the read end.
+        fds.push(read_end.as_raw_fd());
+      }
+      wire::send_request(socket, &payload, &fds).map_err(gone)?;
+      // The init holds its copies now; ours of the command's ends must close, or EOF
+      // never comes.
+      drop((control_theirs, stdout_theirs, stderr_theirs));
+      stdin.map(|(_, write_end)| write_end)
+    }
+    Via::Mux(link) => {
+      // The link feeds the command's ends from the stream (and closes them at its end).
+      let flags = if stdin.is_some() {
+        crate::mux::STDIN_PIPED
+      } else {
+        0
+      };
+      let request = [&[flags][..], &payload].concat();
+      let (stdin_read, stdin_write) = stdin.unzip();
+      link
+        .launch(
+          &request,
+          control_theirs,
+          stdout_theirs,
+          stderr_theirs,
+          stdin_read,
+        )
+        .map_err(gone)?;
+      stdin_write
+    }
+  };
+  control.set_nonblocking(true).map_err(io_err)?;
+  Ok(Launched {
+    at: std::time::Instant::now(),
+    control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
+    stdout: pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?,
+    stderr: pipe::Receiver::from_owned_fd(stderr_ours).map_err(io_err)?,
+    stdin: stdin
+      .map(pipe::Sender::from_owned_fd)
+      .transpose()
+      .map_err(io_err)?,
+  })
 }
 
 /// Waits for the init's ready byte on its request socket (see the keeper's header), and
 /// gives the socket back for blocking use.
-async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), String>) {
+async fn wait_ready(socket: &UnixStream) -> std::result::Result<(), String> {
   let mut byte = [0u8; 1];
-  let outcome = match read_within(&socket, &mut byte, READY_TIMEOUT).await {
+  match read_within(socket, &mut byte, READY_TIMEOUT).await {
     Ok(()) if byte[0] == READY => Ok(()),
     Ok(()) => Err(format!(
       "it answered {:?} instead of saying it was ready",
@@ -663,8 +742,7 @@ async fn wait_ready(socket: UnixStream) -> (UnixStream, std::result::Result<(), 
       READY_TIMEOUT.as_secs()
     )),
     Err(e) => Err(format!("its socket failed: {e}")),
-  };
-  (socket, outcome)
+  }
 }
 
 /// Fills `buf` from `socket` on the runtime (`UnexpectedEof` if it ends first, `TimedOut`

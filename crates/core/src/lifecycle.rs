@@ -95,6 +95,8 @@ struct StartRecord {
   completed: u64,
   outcome: StartOutcome,
   in_flight: bool,
+  /// The start in flight runs an `onStart` hook after its provider's start.
+  runs_hook: bool,
 }
 
 pub struct Lifecycle {
@@ -118,6 +120,7 @@ impl Lifecycle {
         completed: 0,
         outcome: StartOutcome::Connected,
         in_flight: false,
+        runs_hook: false,
       }),
     }
   }
@@ -129,6 +132,13 @@ impl Lifecycle {
   /// The message of the last failure, while the status is `error`.
   pub fn error(&self) -> Option<String> {
     self.state.borrow().1.clone()
+  }
+
+  /// Whether the start in flight runs an `onStart` hook once its provider has started:
+  /// nothing may run in the sandbox before that hook has.
+  pub fn start_runs_hook(&self) -> bool {
+    let last = self.last_start.locked();
+    last.in_flight && last.runs_hook
   }
 
   /// Resolves once the status is not `starting`. Unlike joining the start it does not
@@ -214,7 +224,12 @@ impl Lifecycle {
       _ => {}
     }
     self.set_status(Status::Starting);
-    self.last_start.locked().in_flight = true;
+    {
+      let runs_hook = on_start == OnStart::Run && self.hooks.locked().on_start.is_some();
+      let mut last = self.last_start.locked();
+      last.in_flight = true;
+      last.runs_hook = runs_hook;
+    }
     let result = self.run_start(provider, on_start).await;
     let mut last = self.last_start.locked();
     last.in_flight = false;
@@ -334,6 +349,45 @@ mod tests {
     }
     async fn abandon(&self) {
       self.0.lock().unwrap().push("abandon");
+    }
+  }
+
+  /// A provider that records, as it starts, whether the lifecycle says a hook follows.
+  struct HookAware<'a>(&'a Lifecycle, Mutex<Vec<bool>>);
+
+  impl Provider for HookAware<'_> {
+    async fn start(&self) -> Result<StartOutcome> {
+      self.1.lock().unwrap().push(self.0.start_runs_hook());
+      Ok(StartOutcome::Created)
+    }
+    async fn stop(&self) -> Result<()> {
+      Ok(())
+    }
+    async fn destroy(&self) -> Result<()> {
+      Ok(())
+    }
+  }
+
+  #[tokio::test]
+  async fn a_start_in_flight_says_whether_an_on_start_hook_follows_it() {
+    let hook: Option<Hook<StartOutcome>> = Some(Arc::new(|_| Box::pin(async { Ok(()) })));
+    for (on_start, hook, follows) in [
+      (OnStart::Run, hook.clone(), true),
+      (OnStart::Skip, hook, false),
+      (OnStart::Run, None, false),
+    ] {
+      let lifecycle = Lifecycle::new(
+        "s".into(),
+        Hooks {
+          on_start: hook,
+          ..Hooks::default()
+        },
+      );
+      let provider = HookAware(&lifecycle, Mutex::default());
+      lifecycle.start_with(&provider, on_start).await.unwrap();
+      assert_eq!(*provider.1.lock().unwrap(), [follows], "{on_start:?}");
+      // None is in flight once it is done.
+      assert!(!lifecycle.start_runs_hook());
     }
   }
 

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::abort::AbortToken;
 use crate::error::{CoreError, GaveUp, Result};
-use crate::init::{Init, LaunchRequest};
+use crate::init::{Init, LaunchRequest, Launched};
 use crate::limits::LimitKills;
 use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
 use crate::sync::Lock;
@@ -80,6 +80,27 @@ pub struct SpawnRequest {
   /// Raised before the command has started, it ends the wait for the start
   /// (`CoreError::NotStarted`), as the timeout does.
   pub give_up_on_abort: Option<AbortToken>,
+}
+
+impl SpawnRequest {
+  /// Writes this command's request with `launch` (see [`Init::launch`]).
+  pub fn launch_with(
+    &self,
+    launch: impl FnOnce(&LaunchRequest) -> Result<Launched>,
+  ) -> Result<Launched> {
+    let env: Vec<(String, String)> = self
+      .env
+      .iter()
+      .map(|(key, value)| (key.clone(), value.clone()))
+      .collect();
+    launch(&LaunchRequest {
+      command: &self.command,
+      cwd: &self.cwd,
+      env: &env,
+      stdin: self.stdin,
+      supervisor_may_stay: self.supervisor_may_stay,
+    })
+  }
 }
 
 /// How a command ended.
@@ -197,20 +218,22 @@ struct Handover {
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
-    let env: Vec<(String, String)> = request.env.into_iter().collect();
-    let started = Instant::now();
+    let launched = request.launch_with(|launch| init.launch(launch))?;
+    Process::spawn_launched(init, request, launched).await
+  }
+
+  /// [`Process::spawn`] of a command whose request `init` was sent already (`launched`).
+  pub async fn spawn_launched(
+    init: &Init,
+    request: SpawnRequest,
+    launched: Launched,
+  ) -> Result<Arc<Process>> {
+    let started = launched.at;
     let deadline = request
       .timeout
       .and_then(|timeout| started.checked_add(timeout))
       .map(tokio::time::Instant::from_std);
     let kills = (init.kills().clone(), init.kills().snapshot());
-    let launched = init.launch(&LaunchRequest {
-      command: &request.command,
-      cwd: &request.cwd,
-      env: &env,
-      stdin: request.stdin,
-      supervisor_may_stay: request.supervisor_may_stay,
-    })?;
     let (control_read, control_write) = launched.control.into_split();
     let mut control_read = BufReader::new(control_read);
     let mut line = Vec::new();

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
+use tokio::sync::oneshot;
+
 use crate::abort::AbortToken;
 use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::checkpoint::Checkpoints;
@@ -14,7 +16,7 @@ use crate::container::ContainerHost;
 use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
-use crate::init::{Confinement, Init, Wait};
+use crate::init::{Confinement, Init, Launched, Starting, Wait};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status};
 use crate::limits::Limits;
@@ -180,6 +182,9 @@ pub struct Sandbox {
   start_timings: Mutex<StartTimings>,
   /// Filesystems mounted into an isolated sandbox, bound at each start.
   mounts: Mutex<Vec<BindMount>>,
+  /// The command that is making the start under way, if one is (see
+  /// [`Self::ensure_running_for`]).
+  first_command: Mutex<Option<FirstCommand>>,
   /// Held by whatever replaces the init (a start, a command finding it dead, a mount), so
   /// that one init at a time adopts the protected paths' placeholders and concurrent
   /// commands make one. Its guard is what [`Self::restart_init`] asks for.
@@ -245,6 +250,7 @@ impl Sandbox {
       workspace_real: Mutex::new(None),
       start_timings: Mutex::new(StartTimings::default()),
       mounts: Mutex::new(Vec::new()),
+      first_command: Mutex::new(None),
       replacing_init: tokio::sync::Mutex::new(()),
       spawning: tokio::sync::RwLock::new(()),
       paths_turn: Arc::new(tokio::sync::Mutex::new(())),
@@ -380,9 +386,8 @@ impl Sandbox {
     };
     // Not waited for, so its refusals are let go to whichever command ends next.
     let egress = self.egress.as_ref().map(Egress::for_command);
-    let process = self
-      .start_tracked(command, options, defaults, egress.as_ref())
-      .await?;
+    let (request, abort) = self.command_request(command, options, defaults, egress.as_ref());
+    let process = self.start_tracked(request, abort, None).await?;
     self.bound_when_exited(&process);
     Ok(process)
   }
@@ -434,7 +439,6 @@ impl Sandbox {
     options: CommandOptions,
     on_start: OnStart,
   ) -> Result<CommandResult> {
-    self.ensure_running_with(on_start).await?;
     let full = crate::quote::join_command(command, args);
     let output_limit = self.output_limit();
     let defaults = EntryDefaults {
@@ -456,10 +460,9 @@ impl Sandbox {
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
     let asked = Instant::now();
-    let process = match self
-      .start_tracked(&full, options, defaults, egress.as_ref())
-      .await
-    {
+    let command_request = || self.command_request(&full, options, defaults, egress.as_ref());
+    let ((request, abort), launched) = self.ensure_running_for(command_request, on_start).await?;
+    let process = match self.start_tracked(request, abort, launched).await {
       Ok(process) => process,
       // Its working directory held it until its timeout or abort: it ends as it would have.
       Err(CoreError::NotStarted { why, .. }) => {
@@ -496,26 +499,106 @@ impl Sandbox {
     })
   }
 
-  /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
-  async fn start_tracked(
+  /// The request of a command, and its abort token (which gives up its start too where
+  /// `defaults` say so).
+  fn command_request(
     &self,
     command: &str,
     mut options: CommandOptions,
     defaults: EntryDefaults,
     egress: Option<&CommandEgress<'_>>,
-  ) -> Result<Arc<Process>> {
+  ) -> (SpawnRequest, Option<AbortToken>) {
     let abort = options.abort.take();
     let gives_up_start = defaults.abort_gives_up_start;
     let mut request = self.request(command, options, defaults, egress);
     if gives_up_start {
       request.give_up_on_abort = abort.clone();
     }
+    (request, abort)
+  }
+
+  /// [`Self::ensure_running_with`] for the command whose request `command_request` makes,
+  /// once the sandbox runs (an egress proxy's address, say, is known then). A start this
+  /// makes of a sandbox that starts beside its directory, where the request needs nothing
+  /// of the start, sends the command to the new init as soon as the directory is there,
+  /// before the init says it is ready (it reads it then), which spares the command a round
+  /// trip: the command comes back with its ends.
+  async fn ensure_running_for<T>(
+    &self,
+    command_request: impl FnOnce() -> (SpawnRequest, T),
+    on_start: OnStart,
+  ) -> Result<((SpawnRequest, T), Option<Launched>)> {
+    // With an `onStart` hook to run, no command goes before it.
+    if on_start == OnStart::Run
+      || self.status() == Status::Running
+      || self.egress.is_some()
+      || !self.starts_beside_directory()
+    {
+      self.ensure_running_with(on_start).await?;
+      return Ok((command_request(), None));
+    }
+    let (request, rest) = command_request();
+    static FIRST_COMMANDS: AtomicU64 = AtomicU64::new(0);
+    let id = FIRST_COMMANDS.fetch_add(1, Ordering::Relaxed);
+    let (answer, mut answered) = oneshot::channel();
+    let not_first = {
+      let mut slot = self.first_command.locked();
+      match *slot {
+        // A start under way has its first command already: this one waits for it.
+        Some(_) => Some(request),
+        None => {
+          *slot = Some(FirstCommand {
+            id,
+            request,
+            answer,
+          });
+          None
+        }
+      }
+    };
+    if let Some(request) = not_first {
+      self.ensure_running_with(on_start).await?;
+      return Ok(((request, rest), None));
+    }
+    let started = self.ensure_running_with(on_start).await;
+    // Under the slot's lock: the start either left it there, or has answered (a later
+    // start may have taken it after this one, and answered as well).
+    let (request, launched) = {
+      let mut slot = self.first_command.locked();
+      match slot.take_if(|first| first.id == id) {
+        Some(first) => (first.request, None),
+        None => match answered.try_recv() {
+          Ok((request, launched)) => (request, Some(launched)),
+          // Never: a start sends what it takes under this lock.
+          Err(_) => return started.and(Err(CoreError::NotReady(self.id.clone()))),
+        },
+      }
+    };
+    started?;
+    match launched {
+      Some(launched) => Ok(((request, rest), Some(launched?))),
+      None => Ok(((request, rest), None)),
+    }
+  }
+
+  /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
+  /// `launched`: its request was sent already.
+  async fn start_tracked(
+    &self,
+    request: SpawnRequest,
+    abort: Option<AbortToken>,
+    launched: Option<Launched>,
+  ) -> Result<Arc<Process>> {
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
       None => self.replace_dead_init().await?,
     };
-    let process = match Process::spawn(&init, request).await {
+    let spawned = match launched {
+      Some(launched) => Process::spawn_launched(&init, request, launched).await,
+      None => Process::spawn(&init, request).await,
+    };
+    let process = match spawned {
       Ok(process) => process,
       // A stop or destroy ended the init under this launch: the command raced it.
       Err(_) if self.status() != Status::Running => {
@@ -1026,30 +1109,49 @@ impl Sandbox {
   /// The start of an unisolated sandbox with no checkpoint to seed, no warm pool and no disk
   /// watch: its working directory is made on a blocking thread while its init launches
   /// (nothing of the launch looks at it), and is there before the start ends, so before any
-  /// command. Its step is the wait for it after the launch.
+  /// command. Its step is the wait for it after the launch. The command that made the start,
+  /// if one did, is sent then, before the init is ready.
   async fn start_beside_directory(&self) -> Result<StartOutcome> {
     let dir = self.working_directory.clone();
     let directory = blocking(move || prepare_directory(&dir));
-    let launched = {
-      let one = self.replacing_init.lock().await;
-      self.restart_init_timed(&one, Laps::new()).await
-    };
-    let waited = Instant::now();
+    let one = self.replacing_init.lock().await;
+    let mut laps = Laps::new();
+    let launched = self.launch_init(&one, &mut laps).await;
     let made = directory.await;
-    match (made, launched) {
-      (Ok(outcome), Ok(_)) => {
-        let mut timings = self.start_timings.locked();
-        timings.steps.insert(0, ("directory", waited.elapsed()));
-        Ok(outcome)
-      }
+    laps.lap_first("directory");
+    let (outcome, new_init) = match (made, launched) {
+      (Ok(outcome), Ok(new_init)) => (outcome, new_init),
       (Err(e), launched) => {
-        if launched.is_ok() {
-          self.shutdown_init().await;
+        if let Ok(new_init) = launched {
+          new_init.abandon().await;
         }
-        Err(e)
+        return Err(e);
       }
-      (Ok(_), Err(e)) => Err(e),
-    }
+      (Ok(_), Err(e)) => return Err(e),
+    };
+    let init = match new_init {
+      NewInit::Ready(init) => init,
+      NewInit::Starting(starting) => {
+        if self.send_first_command(&starting) {
+          laps.lap("first command");
+        }
+        starting.ready(&mut laps).await?
+      }
+    };
+    self.adopt_init(init, laps).await?;
+    Ok(outcome)
+  }
+
+  /// Whether a start makes the working directory beside the init's launch (see
+  /// [`Self::start_beside_directory`]). With a warm pool the init is there at once: nothing
+  /// to make the directory beside. A disk watch looks at the directory as the init starts:
+  /// it must be there by then.
+  fn starts_beside_directory(&self) -> bool {
+    self.isolation == Isolation::None
+      && self.container.is_none()
+      && !self.checkpoints.may_seed()
+      && self.warm_pool == 0
+      && !self.watches_disk()
   }
 
   async fn restart_init(&self, one: &tokio::sync::MutexGuard<'_, ()>) -> Result<Arc<Init>> {
@@ -1059,54 +1161,74 @@ impl Sandbox {
   /// [`Self::restart_init`], its steps timed after those `laps` holds.
   async fn restart_init_timed(
     &self,
-    _one: &tokio::sync::MutexGuard<'_, ()>,
+    one: &tokio::sync::MutexGuard<'_, ()>,
     mut laps: Laps,
   ) -> Result<Arc<Init>> {
-    // The previous init is shut down and reaped (a dropped one would stay a zombie until
-    // the runtime happens to reap orphans), and its placeholders go before the new one's
-    // are made: removing one later would take the mount over it away in the new sandbox
-    // too. (A live one, replaced to bind new mounts, has no process left.)
-    self.shutdown_init().await;
-    laps.lap("previous init ended");
     if let Some(container) = &self.container {
+      self.shutdown_init().await;
+      laps.lap("previous init ended");
       // A container's init outlives a connection: reaching it again is enough.
       let init = Arc::new(container.connect().await?);
       self.serve_egress(&init).await?;
       *self.init.locked() = Some(init.clone());
       return Ok(init);
     }
+    let init = match self.launch_init(one, &mut laps).await? {
+      NewInit::Ready(init) => init,
+      NewInit::Starting(starting) => starting.ready(&mut laps).await?,
+    };
+    self.adopt_init(init, laps).await
+  }
+
+  /// The first half of a new init's start: the previous init is ended and the new one
+  /// taken from the warm pool, or launched.
+  async fn launch_init(
+    &self,
+    _one: &tokio::sync::MutexGuard<'_, ()>,
+    laps: &mut Laps,
+  ) -> Result<NewInit> {
+    // The previous init is shut down and reaped (a dropped one would stay a zombie until
+    // the runtime happens to reap orphans), and its placeholders go before the new one's
+    // are made: removing one later would take the mount over it away in the new sandbox
+    // too. (A live one, replaced to bind new mounts, has no process left.)
+    self.shutdown_init().await;
+    laps.lap("previous init ended");
     let limits = self.rlimits();
     let warm = match self.warm_pool {
       0 => Warm::Missed(None),
-      _ => self.warm_init(&limits, &mut laps).await?,
+      _ => self.warm_init(&limits, laps).await?,
     };
-    let init = match warm {
-      Warm::Taken(init) => init,
-      Warm::Missed(tenant) => {
-        let confinement = match self.isolation {
-          Isolation::None => Confinement::None,
-          _ => {
-            self
-              .off_runtime_timed(CHECKING_PATHS, &mut laps, |sandbox, laps| {
-                sandbox.confinement(tenant, laps)
-              })
-              .await?
-          }
-        };
-        let cgroup = self.cgroup_plan().create()?;
-        laps.lap("cgroup");
-        Init::start_timed(
-          &self.keeper,
-          confinement,
-          &limits,
-          cgroup,
-          &mut laps,
-          // Its first command's supervisor is forked while the host readies the request.
-          Wait::BriefSpare,
-        )
-        .await?
+    let tenant = match warm {
+      Warm::Taken(init) => return Ok(NewInit::Ready(init)),
+      Warm::Missed(tenant) => tenant,
+    };
+    let confinement = match self.isolation {
+      Isolation::None => Confinement::None,
+      _ => {
+        self
+          .off_runtime_timed(CHECKING_PATHS, laps, |sandbox, laps| {
+            sandbox.confinement(tenant, laps)
+          })
+          .await?
       }
     };
+    let cgroup = self.cgroup_plan().create()?;
+    laps.lap("cgroup");
+    let starting = Init::launch_init(
+      &self.keeper,
+      confinement,
+      &limits,
+      cgroup,
+      laps,
+      // Its first command's supervisor is forked while the host readies the request.
+      Wait::BriefSpare,
+    )
+    .await?;
+    Ok(NewInit::Starting(starting))
+  }
+
+  /// The second half: the new init, ready, becomes the sandbox's.
+  async fn adopt_init(&self, init: Init, mut laps: Laps) -> Result<Arc<Init>> {
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
     *self.init.locked() = Some(init.clone());
@@ -1114,6 +1236,23 @@ impl Sandbox {
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
+  }
+
+  /// Sends the command whose lazy start this is to the new init (see
+  /// [`Self::ensure_running_for`]), which reads it once ready, and says whether there was
+  /// one. Under the slot's lock, so that its caller finds it either still there or answered.
+  fn send_first_command(&self, starting: &Starting) -> bool {
+    // Its `onStart` hook, if it runs one, runs before any command.
+    if self.lifecycle.start_runs_hook() {
+      return false;
+    }
+    let mut slot = self.first_command.locked();
+    let Some(first) = slot.take() else {
+      return false;
+    };
+    let launched = first.request.launch_with(|launch| starting.launch(launch));
+    let _ = first.answer.send((first.request, launched));
+    true
   }
 
   /// Opens the egress proxy's endpoint in `init`'s namespace, if the sandbox has one; an
@@ -1362,6 +1501,34 @@ fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
   Ok(())
 }
 
+/// A new init, as [`Sandbox::launch_init`] gives it (one per start, so the size of its
+/// variants does not matter).
+#[allow(clippy::large_enum_variant)]
+enum NewInit {
+  /// Taken from the warm pool: ready.
+  Ready(Init),
+  /// Launched: it reads requests once ready.
+  Starting(Starting),
+}
+
+impl NewInit {
+  async fn abandon(self) {
+    match self {
+      NewInit::Ready(init) => init.shutdown().await,
+      NewInit::Starting(starting) => starting.abandon().await,
+    }
+  }
+}
+
+/// The command whose lazy start is under way, sent to the new init before it is ready
+/// (see [`Sandbox::ensure_running_for`]).
+struct FirstCommand {
+  /// Which caller's it is.
+  id: u64,
+  request: SpawnRequest,
+  answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
+}
+
 /// What the warm pool gave a start (one per start, so the size of its variants does not
 /// matter).
 #[allow(clippy::large_enum_variant)]
@@ -1474,15 +1641,11 @@ impl Provider for Sandbox {
       self.restart_init(&self.replacing_init.lock().await).await?;
       return Ok(outcome);
     }
+    if self.starts_beside_directory() {
+      return self.start_beside_directory().await;
+    }
     let mut laps = Laps::new();
     let outcome = match self.isolation {
-      // With a warm pool the init is there at once: nothing to make the directory beside.
-      // A disk watch looks at the directory as the init starts: it must be there by then.
-      Isolation::None
-        if !self.checkpoints.may_seed() && self.warm_pool == 0 && !self.watches_disk() =>
-      {
-        return self.start_beside_directory().await;
-      }
       // Made here: the first command of a sandbox without isolation waits for no other thread.
       Isolation::None => prepare_directory(&self.working_directory)?,
       _ => {

@@ -36,6 +36,14 @@ impl Laps {
     self.last = now;
   }
 
+  /// Ends step `name` now, listed first: a step that ran beside the earlier ones, whose
+  /// time is the wait for it after them.
+  pub fn lap_first(&mut self, name: &'static str) {
+    let now = Instant::now();
+    self.timings.steps.insert(0, (name, now - self.last));
+    self.last = now;
+  }
+
   pub fn finish(self) -> StartTimings {
     self.timings
   }

@@ -221,16 +221,16 @@ impl Zygote {
       // Signals for the host's process group (Ctrl-C) are for the host.
       .process_group(0);
     let process = spawn_from_lasting_thread(command).await?;
-    let mut zygote = Zygote {
+    let zygote = Zygote {
       keeper: keeper.to_owned(),
       socket: ours,
       process,
       in_step: true,
     };
-    let (socket, ready) = wait_ready(zygote.socket.try_clone()?).await;
-    ready.map_err(|why| io::Error::other(format!("the zygote did not start: {why}")))?;
-    socket.set_nonblocking(true)?;
-    zygote.socket = socket;
+    wait_ready(&zygote.socket)
+      .await
+      .map_err(|why| io::Error::other(format!("the zygote did not start: {why}")))?;
+    zygote.socket.set_nonblocking(true)?;
     Ok(zygote)
   }
 

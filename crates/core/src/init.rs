@@ -158,6 +158,15 @@ async fn reap(mut child: InitProcess) {
   }
 }
 
+/// Reaps an init whose socket is closed, then removes its cgroup: anything that escaped
+/// the init's own tree kill dies there.
+async fn end(child: InitProcess, kills: &LimitKills) {
+  reap(child).await;
+  if let Some(cgroup) = kills.cgroup() {
+    cgroup.remove().await;
+  }
+}
+
 /// The host's ends of a launched command.
 pub struct Launched {
   /// When its request was written: its timeout and its run time count from here.
@@ -256,10 +265,7 @@ impl Starting {
   /// Ends an init that will not be used, and waits until it is reaped.
   pub async fn abandon(self) {
     let _ = self.socket.shutdown(std::net::Shutdown::Both);
-    reap(self.child).await;
-    if let Some(cgroup) = self.kills.cgroup() {
-      cgroup.remove().await;
-    }
+    end(self.child, &self.kills).await;
   }
 }
 
@@ -613,11 +619,7 @@ impl Init {
     let Some(child) = self.child.locked().take() else {
       return;
     };
-    reap(child).await;
-    if let Some(cgroup) = self.kills.cgroup() {
-      // Anything that escaped the init's own tree kill dies here.
-      cgroup.remove().await;
-    }
+    end(child, &self.kills).await;
   }
 
   /// Asks the init to start one command. Returns once the request is written.

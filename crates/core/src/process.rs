@@ -83,16 +83,13 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-  /// Writes this command's request with `launch` (see [`Init::launch`]).
+  /// Writes this command's request with `launch` (see [`Init::launch`]). A request is
+  /// written once: its env goes into it, and is gone from `self` after.
   pub fn launch_with(
-    &self,
+    &mut self,
     launch: impl FnOnce(&LaunchRequest) -> Result<Launched>,
   ) -> Result<Launched> {
-    let env: Vec<(String, String)> = self
-      .env
-      .iter()
-      .map(|(key, value)| (key.clone(), value.clone()))
-      .collect();
+    let env: Vec<(String, String)> = std::mem::take(&mut self.env).into_iter().collect();
     launch(&LaunchRequest {
       command: &self.command,
       cwd: &self.cwd,
@@ -217,7 +214,7 @@ struct Handover {
 
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
-  pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
+  pub async fn spawn(init: &Init, mut request: SpawnRequest) -> Result<Arc<Process>> {
     let launched = request.launch_with(|launch| init.launch(launch))?;
     Process::spawn_launched(init, request, launched).await
   }

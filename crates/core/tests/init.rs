@@ -70,6 +70,17 @@ async fn sleep_on(init: &Init, marker: &str) -> (u32, Launched) {
   }
 }
 
+/// `init` (whose pid is `keeper`) runs a command under a supervisor of its own, and
+/// ends it when shut down.
+async fn serves_then_ends(init: &Init, keeper: u32) {
+  let marker = marker();
+  let (sleep, ends) = sleep_on(init, &marker).await;
+  assert_eq!(parent_of(parent_of(sleep)), keeper);
+  drop(ends);
+  init.shutdown().await;
+  assert!(live_sleeps(&marker).is_empty());
+}
+
 /// A warm init and its spare, once that is forked.
 async fn warm_init() -> (Init, u32, u32) {
   init_with_spare(Wait::Spare).await
@@ -127,12 +138,7 @@ async fn a_warm_init_whose_spare_was_killed_serves_requests_itself_and_one_whose
   let (init, keeper, spare) = warm_init().await;
   // SAFETY: a signal to the spare of the init this test started.
   unsafe { libc::kill(spare as libc::pid_t, libc::SIGKILL) };
-  let marker = marker();
-  let (sleep, ends) = sleep_on(&init, &marker).await;
-  assert_eq!(parent_of(parent_of(sleep)), keeper);
-  drop(ends);
-  init.shutdown().await;
-  assert!(live_sleeps(&marker).is_empty());
+  serves_then_ends(&init, keeper).await;
 
   // Dropped while its spare waits: the spare sees the socket close and both end.
   let (init, keeper, spare) = warm_init().await;
@@ -459,12 +465,7 @@ async fn a_supervisor_whose_host_let_go_before_the_command_could_start_starts_no
   );
   assert!(live_sleeps(&given_up).is_empty());
   // The init serves the next request.
-  let next = marker();
-  let (sleep, ends) = sleep_on(&init, &next).await;
-  assert_eq!(parent_of(parent_of(sleep)), keeper);
-  drop(ends);
-  init.shutdown().await;
-  assert!(live_sleeps(&next).is_empty());
+  serves_then_ends(&init, keeper).await;
 }
 
 async fn start(keeper: &Path) -> Result<Init, String> {

@@ -2,6 +2,7 @@
 //! protocol, and [`wire`] for how a request is framed). One init per running sandbox; each
 //! command costs it a fork, not an exec.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -203,7 +204,7 @@ pub enum Confinement {
 pub struct LaunchRequest<'a> {
   pub command: &'a str,
   pub cwd: &'a Path,
-  pub env: &'a [(String, String)],
+  pub env: &'a BTreeMap<String, String>,
   pub stdin: StdinMode,
   /// See [`SpawnRequest::supervisor_may_stay`](crate::process::SpawnRequest).
   pub supervisor_may_stay: bool,

@@ -83,17 +83,15 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-  /// Writes this command's request with `launch` (see [`Init::launch`]). A request is
-  /// written once: its env goes into it, and is gone from `self` after.
+  /// Writes this command's request with `launch` (see [`Init::launch`]).
   pub fn launch_with(
-    &mut self,
+    &self,
     launch: impl FnOnce(&LaunchRequest) -> Result<Launched>,
   ) -> Result<Launched> {
-    let env: Vec<(String, String)> = std::mem::take(&mut self.env).into_iter().collect();
     launch(&LaunchRequest {
       command: &self.command,
       cwd: &self.cwd,
-      env: &env,
+      env: &self.env,
       stdin: self.stdin,
       supervisor_may_stay: self.supervisor_may_stay,
     })
@@ -214,7 +212,7 @@ struct Handover {
 
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
-  pub async fn spawn(init: &Init, mut request: SpawnRequest) -> Result<Arc<Process>> {
+  pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
     let launched = request.launch_with(|launch| init.launch(launch))?;
     Process::spawn_launched(init, request, launched).await
   }

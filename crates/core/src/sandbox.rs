@@ -1247,7 +1247,7 @@ impl Sandbox {
       return false;
     }
     let mut slot = self.first_command.locked();
-    let Some(mut first) = slot.take() else {
+    let Some(first) = slot.take() else {
       return false;
     };
     let launched = first.request.launch_with(|launch| starting.launch(launch));

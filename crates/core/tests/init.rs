@@ -288,7 +288,7 @@ async fn the_mark_that_lets_a_supervisor_stay_reaches_no_command_and_is_no_comma
       .launch(&LaunchRequest {
         command: "=supervisor-may-stay",
         cwd: &std::env::temp_dir(),
-        env: &[],
+        env: &Default::default(),
         stdin: StdinMode::Ignore,
         supervisor_may_stay,
       })

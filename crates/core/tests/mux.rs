@@ -165,7 +165,7 @@ async fn a_killed_tree_whose_output_nobody_reads_reports_its_end_whatever_dies_f
       .launch(&LaunchRequest {
         command: &command,
         cwd: &std::env::temp_dir(),
-        env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+        env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())].into(),
         stdin: StdinMode::Ignore,
         supervisor_may_stay: false,
       })

@@ -55,7 +55,7 @@ pub fn launch_with(init: &Init, command: &str, supervisor_may_stay: bool) -> Lau
     .launch(&LaunchRequest {
       command,
       cwd: &std::env::temp_dir(),
-      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())],
+      env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())].into(),
       stdin: StdinMode::Ignore,
       supervisor_may_stay,
     })

@@ -727,8 +727,8 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
   })
 }
 
-/// Waits for the init's ready byte on its request socket (see the keeper's header), and
-/// gives the socket back for blocking use.
+/// Waits for the init's ready byte on its request socket (see the keeper's header); the
+/// socket is left blocking, for the host's requests.
 async fn wait_ready(socket: &UnixStream) -> std::result::Result<(), String> {
   let mut byte = [0u8; 1];
   match read_within(socket, &mut byte, READY_TIMEOUT).await {

@@ -83,18 +83,15 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-  /// Writes this command's request with `launch` (see [`Init::launch`]).
-  pub fn launch_with(
-    &self,
-    launch: impl FnOnce(&LaunchRequest) -> Result<Launched>,
-  ) -> Result<Launched> {
-    launch(&LaunchRequest {
+  /// What an init is asked to start for this command (see [`Init::launch`]).
+  pub fn as_launch(&self) -> LaunchRequest<'_> {
+    LaunchRequest {
       command: &self.command,
       cwd: &self.cwd,
       env: &self.env,
       stdin: self.stdin,
       supervisor_may_stay: self.supervisor_may_stay,
-    })
+    }
   }
 }
 
@@ -213,7 +210,7 @@ struct Handover {
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
-    let launched = request.launch_with(|launch| init.launch(launch))?;
+    let launched = init.launch(&request.as_launch())?;
     Process::spawn_launched(init, request, launched).await
   }
 

@@ -1250,7 +1250,7 @@ impl Sandbox {
     let Some(first) = slot.take() else {
       return false;
     };
-    let launched = first.request.launch_with(|launch| starting.launch(launch));
+    let launched = starting.launch(&first.request.as_launch());
     let _ = first.answer.send((first.request, launched));
     true
   }

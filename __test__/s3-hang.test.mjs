@@ -256,7 +256,7 @@ describeS3('A FUSE mount that stopped answering', () => {
   )
 
   it.runIf(process.getuid() === 0)(
-    "a command whose working directory is on it ends at its timeout or its abort, as one stopped at once would, and never runs",
+    "a command whose working directory is on it ends at its timeout or its abort, as one stopped at once would, and never runs; a spawn of one fails",
     async () => {
       const { top, mountPoint, bucket, end } = await silentMount('hang-timeout')
       const cwd = path.join(mountPoint, 'sub')
@@ -280,13 +280,24 @@ describeS3('A FUSE mount that stopped answering', () => {
         expect(notSpawned.code).toBe('SPAWN_FAILED')
         expect(notSpawned.message).toBe(`The command did not start: its working directory ${cwd} did not answer within its timeout of 1000 ms`)
         expect(notSpawnedMs).toBeLessThan(5000)
+        // Its abort too, once the grace a slow start has is over.
+        const spawnController = new AbortController()
+        setTimeout(() => spawnController.abort(), 300)
+        const [abortedSpawn, abortedSpawnMs] = await timed(() =>
+          sb.processes.spawn(`touch ${ran('spawned-aborted')}`, { cwd, abortSignal: spawnController.signal }).catch((e) => e),
+        )
+        expect(abortedSpawn).toBeInstanceOf(SandboxError)
+        expect(abortedSpawn.code).toBe('SPAWN_FAILED')
+        expect(abortedSpawn.message).toBe(`The command did not start: its working directory ${cwd} did not answer before its abort`)
+        expect(abortedSpawnMs).toBeGreaterThan(1200)
+        expect(abortedSpawnMs).toBeLessThan(5000)
         expect((await sb.executeCommand('echo alive')).stdout).toBe('alive\n')
       } finally {
         end()
       }
       // The mount gone, the looks that held the supervisors end: none starts its command.
       await sleep(1000)
-      for (const name of ['timed', 'aborted', 'spawned']) expect(fs.existsSync(ran(name))).toBe(false)
+      for (const name of ['timed', 'aborted', 'spawned', 'spawned-aborted']) expect(fs.existsSync(ran(name))).toBe(false)
       expect((await sb.executeCommand('echo back')).stdout).toBe('back\n')
       await sb.destroy()
       expect(await waitFor(async () => (await s3fsPids(bucket)).length === 0)).toBe(true)

@@ -50,6 +50,14 @@ async fn aborted(token: Option<&AbortToken>) {
   }
 }
 
+/// Resolves once `give_up`, if any, is aborted and its grace has passed; never without one.
+async fn given_up(give_up: Option<&GiveUpOnAbort>) {
+  aborted(give_up.map(|g| &g.token)).await;
+  if let Some(give_up) = give_up {
+    tokio::time::sleep(give_up.grace).await;
+  }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StdinMode {
   Pipe,
@@ -78,8 +86,18 @@ pub struct SpawnRequest {
   /// may then stay to serve the next command, which saves a fork and an exit per command.
   pub supervisor_may_stay: bool,
   /// Raised before the command has started, it ends the wait for the start
-  /// (`CoreError::NotStarted`), as the timeout does.
-  pub give_up_on_abort: Option<AbortToken>,
+  /// (`CoreError::NotStarted`), as the timeout does, once the command has not started
+  /// within the grace that follows it.
+  pub give_up_on_abort: Option<GiveUpOnAbort>,
+}
+
+/// An abort that ends the wait for a command's start (see [`SpawnRequest::give_up_on_abort`]).
+#[derive(Clone)]
+pub struct GiveUpOnAbort {
+  pub token: AbortToken,
+  /// How long the command still has to start once the token is raised: a start that is
+  /// only slow ends as it would have, one held by its working directory is given up.
+  pub grace: Duration,
 }
 
 impl SpawnRequest {
@@ -245,7 +263,7 @@ impl Process {
         let timeout = request.timeout.unwrap_or_default();
         return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Timeout(timeout) });
       }
-      () = aborted(request.give_up_on_abort.as_ref()) => {
+      () = given_up(request.give_up_on_abort.as_ref()) => {
         return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Abort });
       }
     };

@@ -24,7 +24,7 @@ use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
 use crate::pool;
 use crate::private_tmp::PrivateTmp;
-use crate::process::{Outcome, Process, SpawnRequest, StdinMode};
+use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest, StdinMode};
 use crate::protect::{Protected, Protection};
 use crate::sync::Lock;
 use crate::timings::{Laps, StartTimings};
@@ -113,11 +113,17 @@ struct EntryDefaults {
   /// What the command's leftovers keep, if they are adopted rather than killed.
   adopt_leftovers: Option<Retention>,
   supervisor_may_stay: bool,
-  /// An abort before the command has started gives up its start (see `Process::spawn`):
-  /// for `execute`, whose outcome is then that of a command killed at once; a spawn's
-  /// handle is made even for an abort that came first.
-  abort_gives_up_start: bool,
+  /// How long after an abort a command that has not started yet is given up (see
+  /// `Process::spawn`): at once for `execute`, whose outcome is then that of a command
+  /// killed at once; a spawn's handle is made even for an abort that came first, if its
+  /// command starts within this.
+  abort_gives_up_start_after: Duration,
 }
+
+/// How long a spawned command still has to start after its abort, before the spawn fails
+/// (see `EntryDefaults::abort_gives_up_start_after`): far more than a start takes, even on
+/// a busy host; only a look at a working directory that stopped answering takes longer.
+const SPAWN_ABORT_GRACE: Duration = Duration::from_secs(1);
 
 /// Result of `execute`: the outcome plus the command string that ran.
 pub struct CommandResult {
@@ -382,7 +388,7 @@ impl Sandbox {
       adopt_leftovers: None,
       // Kept readable under its pid once exited, which must stay its own.
       supervisor_may_stay: false,
-      abort_gives_up_start: false,
+      abort_gives_up_start_after: SPAWN_ABORT_GRACE,
     };
     // Not waited for, so its refusals are let go to whichever command ends next.
     let egress = self.egress.as_ref().map(Egress::for_command);
@@ -456,7 +462,7 @@ impl Sandbox {
       adopt_leftovers: Some(Some(DEFAULT_SPAWN_RETENTION)),
       // Its pid (its shell's, then) is released below once it has ended.
       supervisor_may_stay: true,
-      abort_gives_up_start: true,
+      abort_gives_up_start_after: Duration::ZERO,
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
     let asked = Instant::now();
@@ -499,8 +505,8 @@ impl Sandbox {
     })
   }
 
-  /// The request of a command, and its abort token (which gives up its start too where
-  /// `defaults` say so).
+  /// The request of a command, and its abort token (which gives up its start too, after
+  /// the grace `defaults` give it).
   fn command_request(
     &self,
     command: &str,
@@ -509,11 +515,9 @@ impl Sandbox {
     egress: Option<&CommandEgress<'_>>,
   ) -> (SpawnRequest, Option<AbortToken>) {
     let abort = options.abort.take();
-    let gives_up_start = defaults.abort_gives_up_start;
+    let grace = defaults.abort_gives_up_start_after;
     let mut request = self.request(command, options, defaults, egress);
-    if gives_up_start {
-      request.give_up_on_abort = abort.clone();
-    }
+    request.give_up_on_abort = abort.clone().map(|token| GiveUpOnAbort { token, grace });
     (request, abort)
   }
 

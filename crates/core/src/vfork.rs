@@ -11,28 +11,12 @@
 use std::io;
 
 /// A stack for the child: plenty for system-call wrappers and the code around them. Its
-/// pages are mapped fresh and only those the child touches are ever made. One stack serves
-/// any number of children, one after another.
+/// pages are mapped fresh and only those the child touches are ever made.
 pub struct ChildStack(Vec<u8>);
-
-/// How much of the top of a stack [`ChildStack::prefault`] makes: what a child that sets
-/// itself up and execs uses, with room to spare.
-const PREFAULTED: usize = 16 << 10;
 
 impl ChildStack {
   pub fn new() -> Self {
     ChildStack(vec![0u8; 256 << 10])
-  }
-
-  /// Makes the pages at the top of the stack now, for a stack made before it is needed:
-  /// the child then does not stop at its first touch of each.
-  pub fn prefault(&mut self) {
-    let len = self.0.len();
-    for at in (len.saturating_sub(PREFAULTED)..len).step_by(4096) {
-      // SAFETY: `at` is within the buffer; a volatile write of the zero already there is
-      // kept, so the page is made.
-      unsafe { std::ptr::write_volatile(self.0.as_mut_ptr().add(at), 0) };
-    }
   }
 }
 
@@ -179,11 +163,10 @@ mod tests {
   }
 
   #[test]
-  fn the_child_and_its_parent_keep_every_cpu_the_parent_had_and_one_stack_serves_both_children() {
+  fn the_child_and_its_parent_keep_every_cpu_the_parent_had() {
     let before = affinity();
-    let mut stack = ChildStack::new();
-    stack.prefault();
     for _ in 0..2 {
+      let mut stack = ChildStack::new();
       // SAFETY: an empty set is all zeros.
       let mut seen: libc::cpu_set_t = unsafe { std::mem::zeroed() };
       // SAFETY: the child writes only `seen`, which outlives the call.

@@ -487,9 +487,6 @@ fn serve(
 ) -> ! {
   let mut next = first;
   let mut idle_limit = first_wait;
-  // Made while it waits, and kept for each command it serves.
-  let mut stack = vfork::ChildStack::new();
-  stack.prefault();
   loop {
     let request = match next.take() {
       Some(request) => request,
@@ -500,7 +497,7 @@ fn serve(
       close(socket);
     }
     // Returns only after a clean end of a command it may stay after.
-    run_supervisor(request, signals, init, &mut stack);
+    run_supervisor(request, signals, init);
     stay_or_exit(tell, signals);
     idle_limit = Some(SPARE_IDLE);
   }
@@ -1018,7 +1015,7 @@ fn fork_supervisor(
         serve(init, connection_fd, tell, signals, Some(request), None);
       }
       None => {
-        run_supervisor(request, signals, init, &mut vfork::ChildStack::new());
+        run_supervisor(request, signals, init);
         unreachable!("a supervisor that may not stay exits with its command");
       }
     }
@@ -1057,12 +1054,7 @@ fn fork_failure(what: &str) -> String {
 /// Starts and supervises the command of `request`, and exits once it has ended; but for a
 /// request whose supervisor may stay, which it leaves once its command ended leaving nothing
 /// running, everything of it closed and reaped.
-fn run_supervisor(
-  request: Request,
-  signals: &SignalFd,
-  init: libc::pid_t,
-  stack: &mut vfork::ChildStack,
-) {
+fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
   let ctl = request.fds[0];
   // Until its command starts it holds nothing, and it must not start it once the init is
   // gone or shutting down: the init's SIGUSR1 ends it at once (its default action), also
@@ -1105,7 +1097,7 @@ fn run_supervisor(
     libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
   }
   // The command's child tells the host it started (see `exec_command`).
-  let main_pid = spawn_command(&request, me, stack);
+  let main_pid = spawn_command(&request, me);
   if main_pid < 0 {
     write_all(ctl, format!("P{me}\n").as_bytes());
     // On the command's stderr, where its own failure to start would be.
@@ -1315,11 +1307,7 @@ struct Launch<'a> {
 /// Starts `/bin/sh -c <command>` with the request's stdio, cwd and environment, in a child
 /// that shares the supervisor's memory until it execs (`vfork`): nothing of the supervisor
 /// is copied for a process that is about to replace itself.
-fn spawn_command(
-  request: &Request,
-  supervisor: libc::pid_t,
-  stack: &mut vfork::ChildStack,
-) -> libc::pid_t {
+fn spawn_command(request: &Request, supervisor: libc::pid_t) -> libc::pid_t {
   // argv[0] is the path, as a shell started by path reports it ("/bin/sh: 1: x: not found").
   let argv = [
     SHELL.as_ptr(),
@@ -1336,9 +1324,16 @@ fn spawn_command(
     supervisor,
     exec_errno: 0,
   };
+  let mut stack = vfork::ChildStack::new();
   // SAFETY: the child makes only system calls and writes `launch.exec_errno`; `launch` and
   // `stack` outlive it.
-  let spawned = unsafe { vfork::spawn(exec_command, (&mut launch as *mut Launch).cast(), stack) };
+  let spawned = unsafe {
+    vfork::spawn(
+      exec_command,
+      (&mut launch as *mut Launch).cast(),
+      &mut stack,
+    )
+  };
   let Ok(pid) = spawned else {
     return -1;
   };

@@ -53,8 +53,9 @@ async fn aborted(token: Option<&AbortToken>) {
 /// Resolves once `give_up`, if any, is aborted and its grace has passed; never without one.
 async fn given_up(give_up: Option<&GiveUpOnAbort>) {
   aborted(give_up.map(|g| &g.token)).await;
-  if let Some(give_up) = give_up {
-    tokio::time::sleep(give_up.grace).await;
+  // Without a grace, at once: even a timer due now waits for the timer's next tick.
+  if let Some(grace) = give_up.map(|g| g.grace).filter(|grace| !grace.is_zero()) {
+    tokio::time::sleep(grace).await;
   }
 }
 

@@ -1,5 +1,4 @@
 // Process-tree guarantees, judged by the host's state (/proc), never by the library's word.
-import fs from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { LIB_CJS, childrenOf, fdCount, fdTargets, freshWorkdir, runNode, startNode, gone, processesWith, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
@@ -89,21 +88,6 @@ describe('stop and destroy', () => {
       expect(first.exitCode).toBe(137)
     })
   }
-})
-
-describe('what a command inherits', () => {
-  it('every CPU the host may run on, for each command a supervisor serves and for a spawned one', async () => {
-    const cpus = (status) => status.match(/^Cpus_allowed_list:\s*(\S+)$/m)?.[1]
-    const host = cpus(fs.readFileSync('/proc/self/status', 'utf8'))
-    const sb = makeSandbox()
-    const seen = []
-    for (let i = 0; i < 3; i++) seen.push(cpus((await sb.executeCommand('cat /proc/self/status')).stdout))
-    const handle = await sb.processes.spawn('cat /proc/self/status')
-    await handle.wait()
-    seen.push(cpus(handle.stdout))
-    expect(host).toBeTruthy()
-    expect(seen).toEqual([host, host, host, host])
-  })
 })
 
 describe('resource hygiene', () => {

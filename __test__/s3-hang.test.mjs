@@ -288,7 +288,7 @@ describeS3('A FUSE mount that stopped answering', () => {
         )
         expect(abortedSpawn).toBeInstanceOf(SandboxError)
         expect(abortedSpawn.code).toBe('SPAWN_FAILED')
-        expect(abortedSpawn.message).toBe(`The command did not start: its working directory ${cwd} did not answer before its abort`)
+        expect(abortedSpawn.message).toBe(`The command did not start: its working directory ${cwd} did not answer within 1000 ms of its abort`)
         expect(abortedSpawnMs).toBeGreaterThan(1200)
         expect(abortedSpawnMs).toBeLessThan(5000)
         expect((await sb.executeCommand('echo alive')).stdout).toBe('alive\n')

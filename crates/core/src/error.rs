@@ -80,15 +80,16 @@ pub enum CoreError {
 pub enum GaveUp {
   /// Its timeout came.
   Timeout(std::time::Duration),
-  /// Its abort signal fired.
-  Abort,
+  /// Its abort signal fired, and the command had not started within `grace` after it.
+  Abort { grace: std::time::Duration },
 }
 
 impl std::fmt::Display for GaveUp {
   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
     match self {
       GaveUp::Timeout(timeout) => write!(f, "within its timeout of {} ms", timeout.as_millis()),
-      GaveUp::Abort => f.write_str("before its abort"),
+      GaveUp::Abort { grace } if grace.is_zero() => f.write_str("before its abort"),
+      GaveUp::Abort { grace } => write!(f, "within {} ms of its abort", grace.as_millis()),
     }
   }
 }

@@ -147,7 +147,7 @@ impl Outcome {
   pub fn given_up(why: GaveUp, waited: Duration) -> Outcome {
     let (exit_code, timed_out, stderr) = match why {
       GaveUp::Timeout(timeout) => (TIMEOUT_EXIT_CODE, true, timeout_note(timeout)),
-      GaveUp::Abort => (128 + libc::SIGKILL, false, String::new()),
+      GaveUp::Abort { .. } => (128 + libc::SIGKILL, false, String::new()),
     };
     Outcome {
       exit: Exit {
@@ -265,7 +265,8 @@ impl Process {
         return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Timeout(timeout) });
       }
       () = given_up(request.give_up_on_abort.as_ref()) => {
-        return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Abort });
+        let grace = request.give_up_on_abort.map(|g| g.grace).unwrap_or_default();
+        return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Abort { grace } });
       }
     };
     let pid = match message {

@@ -42,21 +42,18 @@ fn timeout_note(timeout: Duration) -> String {
   format!("\nProcess timed out after {}ms", timeout.as_millis())
 }
 
-/// Resolves once `token`, if any, is aborted; never without one.
-async fn aborted(token: Option<&AbortToken>) {
-  match token {
-    Some(token) => token.aborted().await,
-    None => std::future::pending().await,
-  }
-}
-
-/// Resolves once `give_up`, if any, is aborted and its grace has passed; never without one.
-async fn given_up(give_up: Option<&GiveUpOnAbort>) {
-  aborted(give_up.map(|g| &g.token)).await;
+/// Resolves once `give_up`, if any, is aborted and its grace has passed, to why the start
+/// was given up; never without one.
+async fn given_up(give_up: Option<&GiveUpOnAbort>) -> GaveUp {
+  let Some(GiveUpOnAbort { token, grace }) = give_up else {
+    return std::future::pending().await;
+  };
+  token.aborted().await;
   // Without a grace, at once: even a timer due now waits for the timer's next tick.
-  if let Some(grace) = give_up.map(|g| g.grace).filter(|grace| !grace.is_zero()) {
-    tokio::time::sleep(grace).await;
+  if !grace.is_zero() {
+    tokio::time::sleep(*grace).await;
   }
+  GaveUp::Abort { grace: *grace }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +90,6 @@ pub struct SpawnRequest {
 }
 
 /// An abort that ends the wait for a command's start (see [`SpawnRequest::give_up_on_abort`]).
-#[derive(Clone)]
 pub struct GiveUpOnAbort {
   pub token: AbortToken,
   /// How long the command still has to start once the token is raised: a start that is
@@ -264,9 +260,8 @@ impl Process {
         let timeout = request.timeout.unwrap_or_default();
         return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Timeout(timeout) });
       }
-      () = given_up(request.give_up_on_abort.as_ref()) => {
-        let grace = request.give_up_on_abort.map(|g| g.grace).unwrap_or_default();
-        return Err(CoreError::NotStarted { cwd: request.cwd, why: GaveUp::Abort { grace } });
+      why = given_up(request.give_up_on_abort.as_ref()) => {
+        return Err(CoreError::NotStarted { cwd: request.cwd, why });
       }
     };
     let pid = match message {

@@ -1,5 +1,6 @@
 // nativeSandbox.warmPool: inits started ahead of need, judged by the host's processes.
 import fs from 'node:fs'
+import path from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { LocalSandbox } from '../lib/index.mjs'
@@ -91,6 +92,31 @@ describe('nativeSandbox.warmPool', () => {
     const again = await initOf(after)
     expect(again).not.toBe(afterInit)
     expect((await warmInits([again])).includes(afterInit)).toBe(false)
+  })
+
+  it('a first command travels while the working directory is made: it runs there, and never where none can be made', async () => {
+    const root = path.dirname(freshWorkdir())
+    fs.mkdirSync(root, { recursive: true })
+    // The pool is full before each sandbox below takes from it.
+    const firstInit = await initOf(pooled())
+    await warmInits([firstInit])
+    const sb = pooled({ workingDirectory: path.join(root, 'not', 'made', 'yet') })
+    const { stdout } = await sb.executeCommand('pwd; touch ran')
+    expect(stdout).toBe(`${sb.workingDirectory}\n`)
+    expect(fs.existsSync(path.join(sb.workingDirectory, 'ran'))).toBe(true)
+    expect(startStepsOf(sb).map((s) => s.step)).toEqual(expect.arrayContaining(['warm init', 'first command', 'directory']))
+
+    const warm = await warmInits([firstInit, await initOf(sb)])
+    fs.writeFileSync(path.join(root, 'a-file'), '')
+    const ran = path.join(root, 'ran-without-its-directory')
+    const refused = pooled({ workingDirectory: path.join(root, 'a-file', 'sub') })
+    const error = await refused.executeCommand(`touch ${ran}`).catch((e) => e)
+    expect(error).toMatchObject({ name: 'SandboxError', code: 'IO_ERROR' })
+    expect(error.message).toContain(`Cannot create working directory ${refused.workingDirectory}`)
+    // The warm init it took is ended with its command, which never ran.
+    expect(await waitFor(() => warm.filter((pid) => !isAlive(pid)).length === 1)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(fs.existsSync(ran)).toBe(false)
   })
 
   it('refuses a size that is not a whole number from 0 to 32, and where it cannot apply', () => {

@@ -178,6 +178,25 @@ pub struct Launched {
   pub stdin: Option<pipe::Sender>,
 }
 
+impl Launched {
+  /// Lets a command sent held ([`LaunchRequest::held`]) enter its working directory, now
+  /// that it is there.
+  pub fn go(&self) {
+    // Nothing was written on this socket before: one byte never blocks. Written directly,
+    // not through the runtime, which learns that a new socket is writable only later. A
+    // supervisor gone meanwhile reports its end through the same socket.
+    // SAFETY: sending one byte from a constant on a socket this owns.
+    unsafe {
+      libc::send(
+        self.control.as_raw_fd(),
+        [wire::GO].as_ptr().cast(),
+        1,
+        libc::MSG_NOSIGNAL,
+      )
+    };
+  }
+}
+
 /// How a sandbox's init (and so every command) is confined. One per running sandbox, so
 /// the size of its variants does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -208,6 +227,9 @@ pub struct LaunchRequest<'a> {
   pub stdin: StdinMode,
   /// See [`SpawnRequest::supervisor_may_stay`](crate::process::SpawnRequest).
   pub supervisor_may_stay: bool,
+  /// Its working directory is still being made: the command waits for
+  /// [`Launched::go`] (see [`wire::HELD_UNTIL_GO`]).
+  pub held: bool,
 }
 
 /// An init launched and not yet known to be ready (see [`Init::launch_init`]).
@@ -665,6 +687,10 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
   if request.supervisor_may_stay {
     payload.push(0);
     payload.extend_from_slice(wire::SUPERVISOR_MAY_STAY);
+  }
+  if request.held {
+    payload.push(0);
+    payload.extend_from_slice(wire::HELD_UNTIL_GO);
   }
 
   let io_err = |e| CoreError::io("Setting up the command's pipes failed", e);

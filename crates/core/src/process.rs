@@ -106,6 +106,7 @@ impl SpawnRequest {
       env: &self.env,
       stdin: self.stdin,
       supervisor_may_stay: self.supervisor_may_stay,
+      held: false,
     }
   }
 }

@@ -16,7 +16,7 @@ use crate::container::ContainerHost;
 use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
-use crate::init::{Confinement, Init, Launched, Starting, Wait};
+use crate::init::{Confinement, Init, LaunchRequest, Launched, Starting, Wait};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::lifecycle::{Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status};
 use crate::limits::Limits;
@@ -524,9 +524,9 @@ impl Sandbox {
   /// [`Self::ensure_running_with`] for the command whose request `command_request` makes,
   /// once the sandbox runs (an egress proxy's address, say, is known then). A start this
   /// makes of a sandbox that starts beside its directory, where the request needs nothing
-  /// of the start, sends the command to the new init as soon as the directory is there,
-  /// before the init says it is ready (it reads it then), which spares the command a round
-  /// trip: the command comes back with its ends.
+  /// of the start, sends the command to the new init as soon as there is one, held until
+  /// the directory is there and before the init says it is ready (it reads it then), which
+  /// spares the command the round trips: the command comes back with its ends.
   async fn ensure_running_for<T>(
     &self,
     command_request: impl FnOnce() -> (SpawnRequest, T),
@@ -565,7 +565,7 @@ impl Sandbox {
       return Ok(((request, rest), None));
     }
     let started = self.ensure_running_with(on_start).await;
-    // Under the slot's lock: the start either left it there, or has answered (a later
+    // The start has ended: it either left the request there, or has answered (a later
     // start may have taken it after this one, and answered as well).
     let (request, launched) = {
       let mut slot = self.first_command.locked();
@@ -573,7 +573,7 @@ impl Sandbox {
         Some(first) => (first.request, None),
         None => match answered.try_recv() {
           Ok((request, launched)) => (request, Some(launched)),
-          // Never: a start sends what it takes under this lock.
+          // Taken by a start that failed before it let the command go: that says why.
           Err(_) => return started.and(Err(CoreError::NotReady(self.id.clone()))),
         },
       }
@@ -1110,22 +1110,32 @@ impl Sandbox {
     Ok(init)
   }
 
-  /// The start of an unisolated sandbox with no checkpoint to seed, no warm pool and no disk
-  /// watch: its working directory is made on a blocking thread while its init launches
-  /// (nothing of the launch looks at it), and is there before the start ends, so before any
-  /// command. Its step is the wait for it after the launch. The command that made the start,
-  /// if one did, is sent then, before the init is ready.
+  /// The start of an unisolated sandbox with no checkpoint to seed and no disk watch: its
+  /// working directory is made on a blocking thread while its init launches or is taken
+  /// from the warm pool (nothing of either looks at it), and is there before the start
+  /// ends, so before any command. Its step is the wait for it after the launch. The command
+  /// that made the start, if one did, is sent as soon as there is an init, before it is
+  /// ready, and held until the directory is there.
   async fn start_beside_directory(&self) -> Result<StartOutcome> {
     let dir = self.working_directory.clone();
     let directory = blocking(move || prepare_directory(&dir));
     let one = self.replacing_init.lock().await;
     let mut laps = Laps::new();
     let launched = self.launch_init(&one, &mut laps).await;
+    let first = match &launched {
+      Ok(new_init) => self.send_first_command(new_init),
+      Err(_) => None,
+    };
+    if first.is_some() {
+      laps.lap("first command");
+    }
     let made = directory.await;
     laps.lap_first("directory");
     let (outcome, new_init) = match (made, launched) {
       (Ok(outcome), Ok(new_init)) => (outcome, new_init),
       (Err(e), launched) => {
+        // Its command, never let go, starts nothing.
+        drop(first);
         if let Ok(new_init) = launched {
           new_init.abandon().await;
         }
@@ -1133,28 +1143,24 @@ impl Sandbox {
       }
       (Ok(_), Err(e)) => return Err(e),
     };
+    if let Some(first) = first {
+      first.go();
+    }
     let init = match new_init {
       NewInit::Ready(init) => init,
-      NewInit::Starting(starting) => {
-        if self.send_first_command(&starting) {
-          laps.lap("first command");
-        }
-        starting.ready(&mut laps).await?
-      }
+      NewInit::Starting(starting) => starting.ready(&mut laps).await?,
     };
     self.adopt_init(init, laps).await?;
     Ok(outcome)
   }
 
   /// Whether a start makes the working directory beside the init's launch (see
-  /// [`Self::start_beside_directory`]). With a warm pool the init is there at once: nothing
-  /// to make the directory beside. A disk watch looks at the directory as the init starts:
-  /// it must be there by then.
+  /// [`Self::start_beside_directory`]). A disk watch looks at the directory as the init
+  /// starts: it must be there by then.
   fn starts_beside_directory(&self) -> bool {
     self.isolation == Isolation::None
       && self.container.is_none()
       && !self.checkpoints.may_seed()
-      && self.warm_pool == 0
       && !self.watches_disk()
   }
 
@@ -1243,20 +1249,30 @@ impl Sandbox {
   }
 
   /// Sends the command whose lazy start this is to the new init (see
-  /// [`Self::ensure_running_for`]), which reads it once ready, and says whether there was
-  /// one. Under the slot's lock, so that its caller finds it either still there or answered.
-  fn send_first_command(&self, starting: &Starting) -> bool {
+  /// [`Self::ensure_running_for`]), held until its working directory is there; a warm
+  /// init reads it at once, a launched one once ready. Its caller, once the start has
+  /// ended, finds it either still there or answered (or dropped by a start that failed).
+  fn send_first_command(&self, init: &NewInit) -> Option<HeldFirst> {
     // Its `onStart` hook, if it runs one, runs before any command.
     if self.lifecycle.start_runs_hook() {
-      return false;
+      return None;
     }
-    let mut slot = self.first_command.locked();
-    let Some(first) = slot.take() else {
-      return false;
+    let FirstCommand {
+      request, answer, ..
+    } = self.first_command.locked().take()?;
+    let held = LaunchRequest {
+      held: true,
+      ..request.as_launch()
     };
-    let launched = starting.launch(&first.request.as_launch());
-    let _ = first.answer.send((first.request, launched));
-    true
+    let launched = match init {
+      NewInit::Ready(init) => init.launch(&held),
+      NewInit::Starting(starting) => starting.launch(&held),
+    };
+    Some(HeldFirst {
+      request,
+      launched,
+      answer,
+    })
   }
 
   /// Opens the egress proxy's endpoint in `init`'s namespace, if the sandbox has one; an
@@ -1531,6 +1547,25 @@ struct FirstCommand {
   id: u64,
   request: SpawnRequest,
   answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
+}
+
+/// A first command sent held (see [`Sandbox::send_first_command`]). Dropped instead of
+/// let go, its control socket closes and its supervisor starts nothing; its caller then
+/// has the start's error.
+struct HeldFirst {
+  request: SpawnRequest,
+  launched: Result<Launched>,
+  answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
+}
+
+impl HeldFirst {
+  /// Lets the command into its working directory, now made, and hands it to its caller.
+  fn go(self) {
+    if let Ok(launched) = &self.launched {
+      launched.go();
+    }
+    let _ = self.answer.send((self.request, self.launched));
+  }
 }
 
 /// What the warm pool gave a start (one per start, so the size of its variants does not

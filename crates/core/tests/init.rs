@@ -282,22 +282,104 @@ async fn the_mark_that_lets_a_supervisor_stay_reaches_no_command_and_is_no_comma
   launched.stdout.read_to_string(&mut seen).await.unwrap();
   assert!(seen.contains("PATH="), "{seen:?}");
   assert!(!seen.contains("supervisor-may-stay"), "{seen:?}");
-  // With no variable at all, a command that is the mark's text is still only a command.
-  for supervisor_may_stay in [false, true] {
-    let mut launched = init
-      .launch(&LaunchRequest {
-        command: "=supervisor-may-stay",
-        cwd: &std::env::temp_dir(),
-        env: &Default::default(),
-        stdin: StdinMode::Ignore,
-        supervisor_may_stay,
-      })
-      .unwrap();
-    let mut lines = String::new();
-    launched.control.read_to_string(&mut lines).await.unwrap();
-    assert!(lines.ends_with(&format!("\nX{}\n", 127 << 8)), "{lines:?}");
+  // With no variable at all, a command that is a mark's text is still only a command.
+  for command in ["=supervisor-may-stay", "=held-until-go"] {
+    for supervisor_may_stay in [false, true] {
+      let mut launched = init
+        .launch(&LaunchRequest {
+          command,
+          cwd: &std::env::temp_dir(),
+          env: &Default::default(),
+          stdin: StdinMode::Ignore,
+          supervisor_may_stay,
+          held: false,
+        })
+        .unwrap();
+      let mut lines = String::new();
+      launched.control.read_to_string(&mut lines).await.unwrap();
+      assert!(lines.ends_with(&format!("\nX{}\n", 127 << 8)), "{lines:?}");
+    }
   }
   init.shutdown().await;
+}
+
+/// Whether `launched`'s supervisor has written anything yet (without reading it).
+fn has_written(launched: &Launched) -> bool {
+  use std::os::fd::AsRawFd;
+  let mut byte = [0u8; 1];
+  // SAFETY: peeking into a local buffer, without waiting.
+  let n = unsafe {
+    libc::recv(
+      launched.control.as_raw_fd(),
+      byte.as_mut_ptr().cast(),
+      1,
+      libc::MSG_PEEK | libc::MSG_DONTWAIT,
+    )
+  };
+  n > 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_command_enters_its_directory_at_its_go_and_never_once_let_go() {
+  use native_workspace_core::init::LaunchRequest;
+  use native_workspace_core::process::StdinMode;
+  use tokio::io::AsyncReadExt;
+  let init = keeper_init(Wait::Plain).await;
+  let keeper = init.pid().unwrap();
+  let base = std::env::temp_dir().join(format!("nw-held-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&base);
+  std::fs::create_dir_all(&base).unwrap();
+  let env = [("PATH".to_owned(), std::env::var("PATH").unwrap())].into();
+  let held = |cwd: &Path| {
+    init
+      .launch(&LaunchRequest {
+        command: "pwd; env; touch ran",
+        cwd,
+        env: &env,
+        stdin: StdinMode::Ignore,
+        supervisor_may_stay: false,
+        held: true,
+      })
+      .unwrap()
+  };
+
+  // Sent before its directory exists, which unheld would be refused as unusable (`D`).
+  let dir = base.join("made-after-the-request");
+  let mut launched = held(&dir);
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  assert!(!has_written(&launched), "it started before its go");
+  std::fs::create_dir(&dir).unwrap();
+  launched.go();
+  let lines = control_lines(&mut launched).await;
+  assert!(
+    lines.starts_with('P') && lines.ends_with("\nX0\n"),
+    "{lines:?}"
+  );
+  let mut out = String::new();
+  launched.stdout.read_to_string(&mut out).await.unwrap();
+  assert_eq!(out.lines().next(), Some(dir.to_str().unwrap()), "{out:?}");
+  assert!(
+    out.contains("PATH=") && !out.contains("held-until-go"),
+    "{out:?}"
+  );
+  assert!(dir.join("ran").exists());
+
+  // Let go without its go (its directory there all along): nothing of it runs, and its
+  // supervisor ends.
+  children_once(keeper, |now| now.iter().all(|&pid| !alive(pid))).await;
+  let dir = base.join("there-all-along");
+  std::fs::create_dir(&dir).unwrap();
+  let launched = held(&dir);
+  let supervisor = children_once(keeper, |now| now.iter().any(|&pid| alive(pid))).await;
+  tokio::time::sleep(Duration::from_millis(100)).await;
+  drop(launched);
+  for pid in supervisor {
+    ended_within(pid, Duration::from_secs(5)).await;
+  }
+  tokio::time::sleep(Duration::from_millis(100)).await;
+  assert!(!dir.join("ran").exists(), "a command let go ran");
+  init.shutdown().await;
+  std::fs::remove_dir_all(&base).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

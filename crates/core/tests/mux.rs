@@ -168,6 +168,7 @@ async fn a_killed_tree_whose_output_nobody_reads_reports_its_end_whatever_dies_f
         env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())].into(),
         stdin: StdinMode::Ignore,
         supervisor_may_stay: false,
+        held: false,
       })
       .unwrap();
     assert!(settles_at(&marker, 4).await, "round {round}: the tree runs");

@@ -886,6 +886,8 @@ struct Request {
   fds: Vec<RawFd>,
   /// Its supervisor may stay for later commands once it has ended cleanly (see [`Spare`]).
   may_stay: bool,
+  /// Its supervisor waits for the host's go first (see [`wire::HELD_UNTIL_GO`]).
+  held: bool,
 }
 
 /// What a request asks for.
@@ -927,8 +929,8 @@ fn read_framed(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<RawFd>)>> {
 }
 
 /// Reads one request (framed as `init::wire` says): the payload is `cwd \0 command \0
-/// (KEY=VALUE \0)*`, the last entry perhaps [`wire::SUPERVISOR_MAY_STAY`], or a socket
-/// request.
+/// (KEY=VALUE \0)*`, the last entries perhaps [`wire::SUPERVISOR_MAY_STAY`] then
+/// [`wire::HELD_UNTIL_GO`], or a socket request.
 fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
   let Some((payload, fds)) = read_framed(socket)? else {
     return Ok(None);
@@ -953,10 +955,15 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     return refuse("a request needs a cwd and a command");
   };
   let mut env: Vec<CString> = parts.filter(|p| !p.as_bytes().is_empty()).collect();
-  let may_stay = env.last().map(|e| e.as_bytes()) == Some(wire::SUPERVISOR_MAY_STAY);
-  if may_stay {
-    env.pop();
-  }
+  let mut marked = |marker: &[u8]| {
+    let found = env.last().map(|e| e.as_bytes()) == Some(marker);
+    if found {
+      env.pop();
+    }
+    found
+  };
+  let held = marked(wire::HELD_UNTIL_GO);
+  let may_stay = marked(wire::SUPERVISOR_MAY_STAY);
   env.extend(inherited_env(&env));
   Ok(Some(Incoming::Command(Request {
     command,
@@ -964,6 +971,7 @@ fn read_request(socket: RawFd) -> io::Result<Option<Incoming>> {
     env,
     fds,
     may_stay,
+    held,
   })))
 }
 
@@ -1074,6 +1082,11 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
   unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
   // SAFETY: getpid has no preconditions.
   let me = unsafe { libc::getpid() };
+  // The host still makes the directory: nothing looks at it before the host says it is
+  // there. A host that gave up closes its end instead, and nothing is started.
+  if request.held && !went(ctl) {
+    std::process::exit(0);
+  }
   // A working directory that cannot be entered is the caller's error, told apart from the
   // command's own failures: `D<errno>` instead of a start. Only this side looks at it: on a
   // file system that stopped answering, the look holds this supervisor, not a host thread.
@@ -1204,6 +1217,13 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
       }
     }
   }
+}
+
+/// Waits for the host's go on `ctl` (see [`wire::HELD_UNTIL_GO`]): false if the host
+/// closed its end, or sent anything else first.
+fn went(ctl: RawFd) -> bool {
+  let mut byte = [0u8; 1];
+  read_exact(ctl, &mut byte).is_ok() && byte[0] == wire::GO
 }
 
 /// Empties the tree now and exits, reporting the command as killed: the host let go of

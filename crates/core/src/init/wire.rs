@@ -21,6 +21,16 @@ pub const MAX_FDS: usize = 4;
 /// as an entry with no name, which shells ignore, and lets no supervisor stay.
 pub const SUPERVISOR_MAY_STAY: &[u8] = b"=supervisor-may-stay";
 
+/// The entry after every other of a command request whose working directory the host is
+/// still making: its supervisor waits for [`GO`] on the command's control socket before
+/// it enters the directory, and starts nothing if the host closes that socket instead. A
+/// new sandbox's first command is sent so, to travel while the directory is made. Only an
+/// init started by this host (never a container's) is sent one.
+pub const HELD_UNTIL_GO: &[u8] = b"=held-until-go";
+
+/// What the host sends a held command's supervisor once its working directory is there.
+pub const GO: u8 = b'G';
+
 /// The largest payload a request may have: far more than the kernel runs as one command
 /// with its environment, and a bound on what a reader allocates for a length it reads.
 pub const MAX_REQUEST: usize = 64 << 20;

@@ -58,6 +58,7 @@ pub fn launch_with(init: &Init, command: &str, supervisor_may_stay: bool) -> Lau
       env: &[("PATH".to_owned(), std::env::var("PATH").unwrap())].into(),
       stdin: StdinMode::Ignore,
       supervisor_may_stay,
+      held: false,
     })
     .expect("launches")
 }

@@ -488,6 +488,16 @@ describe('instructions', () => {
     expect(await ws.getInstructionsAsync({ requestContext: context() })).toBe(expected)
   })
 
+  it("a provider's instructions read the caller's options only to compute them, and an unreadable one is a typed error", () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    const plain = makeSandbox()
+    expect(plain.getInstructions(proxy)).toBe(`Local command execution. Working directory: "${plain.workingDirectory}".`)
+    const computed = makeSandbox({ instructions: ({ auto, requestContext }) => `${requestContext ?? 'none'}: ${auto}` })
+    expect(computed.getInstructions({ requestContext: 'ctx' })).toMatch(/^ctx: Local command execution/)
+    expect(() => computed.getInstructions(proxy)).toThrow(expect.objectContaining({ name: 'SandboxOptionError', code: 'INVALID_OPTION' }))
+  })
+
   it('default (placeholder) mode describes a dynamic sandbox without calling the resolver', async () => {
     const resolver = countingResolver()
     const ws = workspace({ sandbox: resolver })

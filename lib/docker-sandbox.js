@@ -552,7 +552,7 @@ class DockerSandbox extends NativeSandbox {
       'You can execute shell commands using executeCommand().',
       'You can spawn background processes using processes.spawn().',
     ].join('\n')
-    return instructionsText(this.#instructions, auto, options?.requestContext)
+    return instructionsText(this.#instructions, auto, options)
   }
 
   /**

@@ -487,7 +487,7 @@ class LocalFilesystem extends MastraFilesystem {
     const reach = allowed ? `Nothing but ${allowed} can be reached.` : 'Nothing outside it can be reached.'
     const access = this.readOnly ? `It is read-only.${allowed ? ` ${reach}` : ''}` : reach
     const auto = `Local filesystem at "${this.basePath}". Use paths relative to it. ${access}`
-    return instructionsText(this.#instructions, auto, options?.requestContext)
+    return instructionsText(this.#instructions, auto, options)
   }
 }
 

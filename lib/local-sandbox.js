@@ -338,7 +338,7 @@ class LocalSandbox extends NativeSandbox {
 
   getInstructions(options = {}) {
     const auto = `Local command execution. Working directory: "${this.workingDirectory}".`
-    return instructionsText(this.#instructions, auto, options?.requestContext)
+    return instructionsText(this.#instructions, auto, options)
   }
 
   static detectIsolation() {

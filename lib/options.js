@@ -195,11 +195,13 @@ const check = {
 
 /**
  * A provider's instructions: its default text, unless `custom` replaces it (a string,
- * the empty string included) or computes it (a function given the default as `auto`).
+ * the empty string included) or computes it (a function given the default as `auto`, and
+ * the `requestContext` of the caller's `options`, read only then).
  */
-function instructionsText(custom, auto, requestContext) {
+function instructionsText(custom, auto, options) {
   if (custom === undefined) return auto
   if (typeof custom === 'string') return custom
+  const requestContext = readingOptions('options', () => options?.requestContext)
   return custom({ auto, defaultInstructions: auto, requestContext })
 }
 

@@ -105,6 +105,19 @@ describe('supervisors that stay for the next command', () => {
     expect(kept.stdout).toBe('kept\n')
   })
 
+  it('a pid that cannot be read is a typed error of get, kill and release, and the process runs on', async () => {
+    const sb = makeSandbox()
+    const handle = await sb.processes.spawn('sleep 30')
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    const typed = expect.objectContaining({ name: 'SandboxOptionError', code: 'INVALID_OPTION', message: expect.stringContaining('pid') })
+    await expect(sb.processes.get(proxy)).rejects.toEqual(typed)
+    await expect(sb.processes.kill(proxy)).rejects.toEqual(typed)
+    expect(() => sb.processes.release(proxy)).toThrow(typed)
+    expect(await sb.processes.list()).toEqual([{ pid: handle.pid, command: 'sleep 30', running: true }])
+    expect(await sb.processes.kill(handle.pid)).toBe(true)
+  })
+
   it('concurrent commands each get their own result, and none stays listed', async () => {
     const sb = makeSandbox()
     await sb.executeCommand('true')

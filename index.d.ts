@@ -209,6 +209,13 @@ export declare function grepPatternError(pattern: string, caseSensitive: boolean
  */
 export declare function grepText(text: Buffer, pattern: string, caseSensitive: boolean, maxMatches: number, contextLines: number, timeoutMs: number): Promise<GrepFileResult>
 
+/**
+ * The pids of the warm inits kept ready now (`nativeSandbox.warmPool`), each with its
+ * spare beneath it: processes the package keeps on purpose, for a look at what sandboxes
+ * left behind.
+ */
+export declare function idleWarmInits(): Array<number>
+
 /** Whether `backend` can be used on this machine; `'none'` always can. */
 export declare function isIsolationAvailable(backend: 'seatbelt' | 'bwrap' | 'none'): boolean
 
@@ -442,7 +449,8 @@ export interface NativeSandboxConfig {
   egressHosts?: Record<string, string>
   /**
    * How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
-   * unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else 0.
+   * unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else the core's
+   * default (`WarmPool::Default`).
    */
   warmPool?: number
 }

@@ -850,6 +850,7 @@ module.exports.extractTailPipe = nativeBinding.extractTailPipe
 module.exports.generateSeatbeltProfile = nativeBinding.generateSeatbeltProfile
 module.exports.grepPatternError = nativeBinding.grepPatternError
 module.exports.grepText = nativeBinding.grepText
+module.exports.idleWarmInits = nativeBinding.idleWarmInits
 module.exports.isIsolationAvailable = nativeBinding.isIsolationAvailable
 module.exports.killedText = nativeBinding.killedText
 module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart

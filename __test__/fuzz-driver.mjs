@@ -21,6 +21,7 @@ import fc from 'fast-check'
 
 const require = createRequire(import.meta.url)
 const lib = require('../lib/index.js')
+const native = require('../index.js')
 const LIB_DIR = path.dirname(require.resolve('../lib/index.js'))
 
 const cfg = JSON.parse(process.env.NW_FUZZ)
@@ -858,6 +859,7 @@ function ourProcesses() {
     .filter((name) => /^\d+$/.test(name))
     .map((name) => procStat(Number(name)))
     .filter(Boolean)
+  const warm = native.idleWarmInits()
   const mine = new Set([process.pid])
   for (let grew = true; grew; ) {
     grew = false
@@ -867,8 +869,9 @@ function ourProcesses() {
     .filter((s) => {
       if (s.pid === process.pid) return false
       const cmd = cmdline(s.pid)
-      // The keeper that forks the driver's unisolated inits lives as long as the driver.
-      if (cmd.split(' ')[1] === '--zygote') return false
+      // The keeper that forks the driver's unisolated inits lives as long as the driver, and
+      // so do the warm inits kept ready for the next sandbox (with their spares).
+      if (cmd.split(' ')[1] === '--zygote' || warm.includes(s.pid) || warm.includes(s.ppid)) return false
       // A keeper names the Node process it serves (other processes' keepers are not ours).
       const ourKeeper = s.comm.startsWith(KEEPER.slice(0, 15)) && cmd.split(' ').includes(String(process.pid))
       return mine.has(s.pid) || ourKeeper || cmd.includes(cfg.top)

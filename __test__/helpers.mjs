@@ -2,6 +2,7 @@
 // each test, /proc scanning (judge the host's state, not the library's word), deadlines.
 import { execFileSync, spawn as spawnChild } from 'node:child_process'
 import fs from 'node:fs'
+import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -181,6 +182,18 @@ function cmdline(pid) {
  */
 export function isZygote(pid) {
   return cmdline(pid)?.split(' ')[1] === '--zygote'
+}
+
+const native = createRequire(import.meta.url)('../index.js')
+
+/**
+ * Whether `pid` is a warm init the package keeps ready for the next sandbox
+ * (`nativeSandbox.warmPool`; one by default after an unisolated start), or that init's spare:
+ * kept on purpose as long as the host lives, as the zygote is, so no sandbox's leftover.
+ */
+export function isKeptWarm(pid) {
+  const warm = native.idleWarmInits()
+  return warm.includes(pid) || warm.includes(procStat(pid)?.ppid)
 }
 
 /**

@@ -8,7 +8,7 @@ import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, isIsolationAvailable } from '../lib/index.mjs'
 import { startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, gone, isZygote, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, gone, isKeptWarm, isZygote, processesWith, procStat, sleep, survivors, tempDir, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -69,7 +69,8 @@ while True:
 
   it('its first command goes to the new init with the start, before the init is ready; a start of its own sends none', async () => {
     const dir = path.join(tempDir(), 'made', 'by', 'first')
-    const first = makeSandbox({ workingDirectory: dir, env: { FROM_SANDBOX: 'sandbox' } })
+    // One that launches its own init (a warm one is ready at once: see warm-pool.test.mjs).
+    const first = makeSandbox({ workingDirectory: dir, env: { FROM_SANDBOX: 'sandbox' }, nativeSandbox: { warmPool: 0 } })
     const result = await first.executeCommand('pwd; echo "$FROM_SANDBOX $FROM_COMMAND"', [], { env: { FROM_COMMAND: 'command' } })
     expect(result).toMatchObject({ exitCode: 0, stdout: `${dir}\nsandbox command\n`, stderr: '' })
     const steps = startStepsOf(first).map((s) => s.step)
@@ -170,7 +171,7 @@ const settles = (promise, what) => withDeadline(promise, 5000, what)
 /** Live sandbox inits (keepers, or the bubblewrap holding one) started by `pid`. */
 function keepersOf(pid = process.pid) {
   return processesWith('native-workspace-keeper')
-    .filter((p) => procStat(p.pid)?.ppid === pid && !isZygote(p.pid))
+    .filter((p) => procStat(p.pid)?.ppid === pid && !isZygote(p.pid) && !isKeptWarm(p.pid))
     .map((p) => p.pid)
 }
 
@@ -504,7 +505,11 @@ async function use(kind, marker, dir) {
 })()
 `,
     )
-    const child = spawnChild(process.execPath, ['--expose-gc', script], { stdio: ['pipe', 'pipe', 'inherit'] })
+    // Without a warm pool: the init it keeps for the next sandbox would outlive these on purpose.
+    const child = spawnChild(process.execPath, ['--expose-gc', script], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: { ...process.env, NATIVE_WORKSPACE_WARM_POOL: '0' },
+    })
     const lines = []
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (d) => lines.push(...d.split('\n').filter(Boolean).map((l) => JSON.parse(l))))

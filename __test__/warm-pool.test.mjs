@@ -1,5 +1,6 @@
 // nativeSandbox.warmPool: inits started ahead of need, judged by the host's processes.
 import fs from 'node:fs'
+import { createRequire } from 'node:module'
 import path from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -8,6 +9,7 @@ import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
 import { LIB_CJS, expectOptionErrors, runNode, freshWorkdir, gone, isAlive, isZygote, procStat, startNode, survivors, uniqueMarker, useSandboxes, waitFor, waitForMarkers, withDeadline, firstJsonLine } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
+const native = createRequire(import.meta.url)('../index.js')
 const NATIVE_SANDBOX_CJS = new URL('../lib/native-sandbox.js', import.meta.url).pathname
 // The generated test's seed: fixed under CI (NW_PROPERTY_SEED repeats any run), else new.
 const SEED = Number(process.env.NW_PROPERTY_SEED ?? (process.env.CI ? 20261130 : Date.now() % 2 ** 31))
@@ -292,4 +294,35 @@ const isZygote = (p) => {
       fs.rmSync(workdir, { recursive: true, force: true })
     })
   }
+})
+
+// Last: the warm init it leaves is kept for good, which the counts above would see.
+describe('the default warm pool', () => {
+  it('nothing before a start; an unisolated start leaves one warm init, which the next sandbox takes', async () => {
+    // A shape (its rlimits) no other test here uses: its pool is this test's alone.
+    const options = { nativeSandbox: { limits: { openFiles: 771 } } }
+    const ofShape = () => keepers().filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('nofile=771'))
+    const first = makeSandbox(options)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(ofShape()).toEqual([])
+
+    // Its start finds none ready and launches its own; one warm init follows it.
+    const firstInit = await initOf(first)
+    expect(startStepsOf(first).map((s) => s.step)).toContain('launch')
+    expect(await waitFor(() => ofShape().length === 2)).toBe(true)
+    const [warm] = ofShape().filter((pid) => pid !== firstInit)
+    expect(native.idleWarmInits()).toContain(warm)
+
+    const second = makeSandbox(options)
+    expect(await initOf(second)).toBe(warm)
+    expect(startStepsOf(second).map((s) => s.step)).toContain('warm init')
+    expect(native.idleWarmInits()).not.toContain(warm)
+    // Refilled to one, never more.
+    expect(await waitFor(() => ofShape().length === 3)).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(ofShape()).toHaveLength(3)
+    // Taken, it is the sandbox's: it ends with it.
+    await second.destroy()
+    expect(await gone(warm)).toBe(true)
+  })
 })

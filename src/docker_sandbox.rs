@@ -12,7 +12,7 @@ use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
 use native_workspace_core::net::EgressOptions;
-use native_workspace_core::sandbox::{Sandbox, SandboxOptions};
+use native_workspace_core::sandbox::{Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
 
@@ -175,7 +175,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
     hooks: lifecycle_hooks(options.hooks),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
     egress,
-    warm_pool: 0,
+    warm_pool: WarmPool::Sized(0),
   })
 }
 

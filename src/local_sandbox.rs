@@ -15,7 +15,9 @@ use native_workspace_core::limits::Limits;
 use native_workspace_core::net::EgressOptions;
 use native_workspace_core::pool;
 use native_workspace_core::protect::default_protected_paths;
-use native_workspace_core::sandbox::{Sandbox, SandboxOptions, resolve_working_directory};
+use native_workspace_core::sandbox::{
+  Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
+};
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
@@ -68,7 +70,8 @@ pub struct NativeSandboxConfig {
   /// then be private or loopback).
   pub egress_hosts: Option<HashMap<String, String>>,
   /// How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
-  /// unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else 0.
+  /// unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else the core's
+  /// default (`WarmPool::Default`).
   pub warm_pool: Option<f64>,
 }
 
@@ -143,17 +146,26 @@ fn limit(value: Option<f64>, key: &str, range: Range) -> Result<Option<u64>> {
 }
 
 /// The environment variable that sets `nativeSandbox.warmPool` for sandboxes that do not:
-/// a deployment turns the pool on without a change to its code.
+/// a deployment sizes the pool (or turns it off) without a change to its code.
 const WARM_POOL_VARIABLE: &str = "NATIVE_WORKSPACE_WARM_POOL";
 
+/// The pids of the warm inits kept ready now (`nativeSandbox.warmPool`), each with its
+/// spare beneath it: processes the package keeps on purpose, for a look at what sandboxes
+/// left behind.
+#[napi(catch_unwind)]
+pub fn idle_warm_inits() -> Vec<u32> {
+  pool::idle_pids()
+}
+
 /// `nativeSandbox.warmPool`: a whole number from 0 (its most is the core's: a larger one
-/// saturates to be refused there, naming its size); unset, [`WARM_POOL_VARIABLE`]'s.
-fn warm_pool(value: Option<f64>) -> Result<u32> {
+/// saturates to be refused there, naming its size); unset, [`WARM_POOL_VARIABLE`]'s, else
+/// the core's default.
+fn warm_pool(value: Option<f64>) -> Result<WarmPool> {
   match value {
     None => default_warm_pool(),
     // `as` saturates: past u32, and Infinity, are u32::MAX.
     Some(value) if value >= 0.0 && (value.fract() == 0.0 || value.is_infinite()) => {
-      Ok(value as u32)
+      Ok(WarmPool::Sized(value as u32))
     }
     Some(value) => Err(CoreError::InvalidOption(format!(
       "nativeSandbox.warmPool must be a whole number from 0, got {}",
@@ -162,17 +174,17 @@ fn warm_pool(value: Option<f64>) -> Result<u32> {
   }
 }
 
-/// [`WARM_POOL_VARIABLE`], 0 when unset or empty.
-fn default_warm_pool() -> Result<u32> {
+/// [`WARM_POOL_VARIABLE`]'s size; the core's default when it is unset or empty.
+fn default_warm_pool() -> Result<WarmPool> {
   let Some(value) = std::env::var_os(WARM_POOL_VARIABLE) else {
-    return Ok(0);
+    return Ok(WarmPool::Default);
   };
   let text = value.to_string_lossy();
   if text.is_empty() {
-    return Ok(0);
+    return Ok(WarmPool::Default);
   }
   match text.parse::<u32>() {
-    Ok(size) if size <= pool::MAX_WARM_INITS => Ok(size),
+    Ok(size) if size <= pool::MAX_WARM_INITS => Ok(WarmPool::Sized(size)),
     _ => Err(CoreError::InvalidOption(format!(
       "{WARM_POOL_VARIABLE} must be a whole number from 0 to {}, got {text:?}",
       pool::MAX_WARM_INITS

@@ -134,19 +134,24 @@ enum Found {
   Nothing,
 }
 
-/// A live warm init of `recipe`'s shape, if its pool has one or a refill of it runs (its
-/// next init is awaited, by one start at a time); either way the pool is refilled, in the
-/// background, up to `size` (which it keeps from then on if it is the largest yet). Must
-/// be called within the runtime.
-pub async fn take(recipe: &Recipe, size: usize) -> Option<Init> {
-  let launched = match visit(recipe, size, true) {
+/// A live warm init of `recipe`'s shape, if its pool has one, or if a refill of it runs
+/// and `wait` says to wait for it (its next init is awaited, by one start at a time);
+/// either way the pool is refilled, in the background, up to `size` (which it keeps from
+/// then on if it is the largest yet). A start that does not wait launches its own init,
+/// and the refill comes after it. Must be called within the runtime.
+pub async fn take(recipe: &Recipe, size: usize, wait: bool) -> Option<Init> {
+  let visit = match wait {
+    true => Visit::Take,
+    false => Visit::TakeReady,
+  };
+  let launched = match self::visit(recipe, size, visit) {
     Found::Init(init) => return Some(init),
     Found::Nothing => return None,
     Found::Coming(launched) => launched,
   };
   // A launch ends within the init's own ready timeout: no deadline of its own.
   launched.notified().await;
-  match visit(recipe, size, true) {
+  match self::visit(recipe, size, visit) {
     Found::Init(init) => Some(init),
     _ => None,
   }
@@ -156,11 +161,32 @@ pub async fn take(recipe: &Recipe, size: usize) -> Option<Init> {
 /// start that takes from it (a sandbox asks when it is made). Must be called within the
 /// runtime.
 pub fn fill(recipe: &Recipe, size: usize) {
-  visit(recipe, size, false);
+  visit(recipe, size, Visit::Fill);
 }
 
-/// [`take`] (with `take`) or [`fill`].
-fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
+/// The pids of the inits all pools hold ready now, each with its spare beneath it: the
+/// processes the package keeps on purpose, which a look for what a sandbox left behind
+/// leaves out.
+pub fn idle_pids() -> Vec<u32> {
+  POOLS
+    .locked()
+    .values()
+    .flat_map(|pool| pool.ready.iter().filter_map(Init::pid))
+    .collect()
+}
+
+/// What a visit to a pool is for.
+#[derive(Clone, Copy, PartialEq)]
+enum Visit {
+  Fill,
+  /// A start's, which waits for the refill's next init if none is ready.
+  Take,
+  /// A start's, which takes an init only if one is ready.
+  TakeReady,
+}
+
+/// [`take`] or [`fill`].
+fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
   let shape = recipe.shape();
   let mut pools = POOLS.locked();
   let pool = pools.entry(shape.clone()).or_insert_with(|| Pool {
@@ -177,15 +203,18 @@ fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
   pool.size = pool.size.max(size);
   pool.asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
   // One that died while it waited (killed from outside) is dropped, which reaps it.
-  let taken = match take {
-    true => std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive),
-    false => None,
+  let taken = match visit {
+    Visit::Fill => None,
+    Visit::Take | Visit::TakeReady => {
+      std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive)
+    }
   };
   if !pool.filling && pool.ready.len() < pool.size {
     pool.filling = true;
-    let delay = match taken {
-      Some(_) => REFILL_DELAY,
-      None => std::time::Duration::ZERO,
+    // After a start that goes on without waiting for it.
+    let delay = match taken.is_some() || visit == Visit::TakeReady {
+      true => REFILL_DELAY,
+      false => std::time::Duration::ZERO,
     };
     // Launching from now on, for a start that comes before the refill's task runs.
     pool.launching = delay.is_zero();
@@ -193,7 +222,7 @@ fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
   }
   match taken {
     Some(init) => Found::Init(init),
-    None if take && pool.filling && !pool.awaited => {
+    None if visit == Visit::Take && pool.filling && !pool.awaited => {
       pool.awaited = true;
       if !pool.launching {
         // Its delay is for a start that took an init, not for one that waits.
@@ -205,9 +234,9 @@ fn visit(recipe: &Recipe, size: usize, take: bool) -> Found {
   }
 }
 
-/// How long a refill waits after an init was taken: the first command of the sandbox that
-/// took it, which the pool is there to speed up, comes next, and a launch (bubblewrap's
-/// namespaces above all) would compete with it for the CPU.
+/// How long a refill waits after a start took an init, or went on to launch its own: the
+/// first command of that sandbox, which the pool is there to speed up, comes next, and a
+/// launch (bubblewrap's namespaces above all) would compete with it for the CPU.
 const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Starts inits one at a time, after `delay` (cut short by `hurry`), until the pool has its

@@ -86,8 +86,22 @@ pub struct SandboxOptions {
   /// container created without a network).
   pub egress: Option<EgressOptions>,
   /// `warmPool`: how many inits of this sandbox's shape to keep started for new sandboxes
-  /// (see `pool`); 0 for none.
-  pub warm_pool: u32,
+  /// (see `pool`).
+  pub warm_pool: WarmPool,
+}
+
+/// How many inits of a sandbox's shape are kept started for new sandboxes (see `pool`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WarmPool {
+  /// Asked for (`nativeSandbox.warmPool`, or its environment variable; 0 for none): kept
+  /// from the sandbox's construction on, and a start that finds none ready waits for the
+  /// refill's next.
+  Sized(u32),
+  /// Neither: a start without isolation takes a warm init if one is ready, and leaves one
+  /// behind for the next sandbox of its shape either way (two small processes: a host that
+  /// starts sandboxes one after another, a sandbox per conversation, starts each faster).
+  /// An isolated sandbox keeps none: each would be a bubblewrap sandbox of its own.
+  Default,
 }
 
 /// What a caller may set per spawn or per command.
@@ -165,7 +179,7 @@ pub struct Sandbox {
   keeper: PathBuf,
   own_files: Vec<PathBuf>,
   checkpoints: Arc<Checkpoints>,
-  warm_pool: u32,
+  warm_pool: WarmPool,
   container: Option<Arc<dyn ContainerHost>>,
   created_at: SystemTime,
   lifecycle: Lifecycle,
@@ -636,12 +650,12 @@ impl Sandbox {
   /// Starts filling the warm pool this sandbox takes its inits from, if it has one, ahead of
   /// its first start, in the background. Must be called within the runtime.
   pub fn fill_warm_pool(&self) {
-    if self.warm_pool == 0 {
+    let WarmPool::Sized(size @ 1..) = self.warm_pool else {
       return;
-    }
+    };
     // Unconfined, the pool's kind is known without reading the filesystem.
     if self.isolation == Isolation::None {
-      self.fill_warm_pool_now();
+      self.fill_warm_pool_now(size);
       return;
     }
     // Off the caller's thread (a JavaScript constructor): finding bubblewrap and the
@@ -649,12 +663,12 @@ impl Sandbox {
     let sandbox = self.me.clone();
     tokio::task::spawn_blocking(move || {
       if let Some(sandbox) = sandbox.upgrade() {
-        sandbox.fill_warm_pool_now();
+        sandbox.fill_warm_pool_now(size);
       }
     });
   }
 
-  fn fill_warm_pool_now(&self) {
+  fn fill_warm_pool_now(&self, size: u32) {
     let slot = match (self.isolation, &self.policy) {
       (Isolation::None, _) => None,
       (Isolation::Bwrap, Some(policy)) => match isolation::find_in_path("bwrap") {
@@ -666,7 +680,16 @@ impl Sandbox {
     };
     let slot = slot.as_ref().map(|(bwrap, policy)| (bwrap, *policy));
     if let Some(recipe) = self.pool_recipe(&self.rlimits(), slot) {
-      pool::fill(&recipe, self.warm_pool as usize);
+      pool::fill(&recipe, size as usize);
+    }
+  }
+
+  /// How many warm inits a start of this sandbox takes from, and leaves behind.
+  fn warm_pool_size(&self) -> u32 {
+    match self.warm_pool {
+      WarmPool::Sized(size) => size,
+      WarmPool::Default if self.isolation == Isolation::None => 1,
+      WarmPool::Default => 0,
     }
   }
 
@@ -783,7 +806,7 @@ impl Sandbox {
 
   /// An init from the warm pool, with this sandbox's tenant attached when it is isolated;
   /// where the pool cannot serve it, the start launches its own (with the tenant made here).
-  async fn warm_init(&self, limits: &Limits, laps: &mut Laps) -> Result<Warm> {
+  async fn warm_init(&self, limits: &Limits, size: u32, laps: &mut Laps) -> Result<Warm> {
     let tenant = match self.isolation {
       Isolation::None => None,
       Isolation::Bwrap => Some(
@@ -797,7 +820,8 @@ impl Sandbox {
     let Some(recipe) = self.pool_recipe(limits, slot) else {
       return Ok(Warm::Missed(tenant));
     };
-    let Some(init) = pool::take(&recipe, self.warm_pool as usize).await else {
+    let waits = matches!(self.warm_pool, WarmPool::Sized(_));
+    let Some(init) = pool::take(&recipe, size as usize, waits).await else {
       return Ok(Warm::Missed(tenant));
     };
     laps.lap("warm init");
@@ -1204,9 +1228,9 @@ impl Sandbox {
     self.shutdown_init().await;
     laps.lap("previous init ended");
     let limits = self.rlimits();
-    let warm = match self.warm_pool {
+    let warm = match self.warm_pool_size() {
       0 => Warm::Missed(None),
-      _ => self.warm_init(&limits, laps).await?,
+      size => self.warm_init(&limits, size, laps).await?,
     };
     let tenant = match warm {
       Warm::Taken(init) => return Ok(NewInit::Ready(init)),
@@ -1511,8 +1535,9 @@ impl Sandbox {
 /// isolated sandbox's namespaces hold its workspace) and without a cgroup (each sandbox's
 /// limits are its own).
 fn check_warm_pool(options: &SandboxOptions) -> Result<()> {
-  let size = options.warm_pool;
-  if size > pool::MAX_WARM_INITS {
+  if let WarmPool::Sized(size) = options.warm_pool
+    && size > pool::MAX_WARM_INITS
+  {
     return Err(CoreError::InvalidOption(format!(
       "nativeSandbox.warmPool ({size}) must be at most {}",
       pool::MAX_WARM_INITS

@@ -372,6 +372,7 @@ const STEP_LABELS = {
  * sandbox per conversation), each timed from its constructor to the end of its first
  * command (a lazy start); for ours, the start's own steps too. Then `idle` started sandboxes are left idle,
  * and the processes they keep (beside this one) and those processes' PSS are counted.
+ * Ours with its defaults: without isolation, the warm init each start leaves for the next.
  */
 const START_CASE = {
   id: 'start',
@@ -446,6 +447,19 @@ const WARM_START_CASE = {
   id: 'start_warm',
   title: (p) => START_CASE.title(p).replace('(start)', `(start, ours with a warm pool of ${p.warmPool})`),
   params: (quick) => ({ ...START_CASE.params(quick), warmPool: 2 }),
+}
+
+/**
+ * Case (start_cold): the start case with `nativeSandbox.warmPool: 0` for ours: every start
+ * launches its own init (as the first of a process does). No target: the start case's is
+ * for the defaults.
+ */
+const COLD_START_CASE = {
+  ...START_CASE,
+  id: 'start_cold',
+  targets: undefined,
+  title: (p) => START_CASE.title(p).replace('(start)', '(start, ours with warmPool: 0)'),
+  params: (quick) => ({ ...START_CASE.params(quick), warmPool: 0 }),
 }
 
 /**
@@ -593,7 +607,7 @@ const DOCKER_CASES = [
 ]
 
 export const CASES = [
-  ...[...BASE_CASES, START_CASE, WARM_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
+  ...[...BASE_CASES, START_CASE, WARM_START_CASE, COLD_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
   ...DOCKER_CASES,
 ]

@@ -38,7 +38,7 @@ export async function loadImpl(name) {
   const t0 = performance.now()
   const mod = await import(SPECIFIERS[name])
   const importMs = performance.now() - t0
-  // `warmPool`: ours only (nativeSandbox.warmPool); the others have no such thing.
+  // `warmPool`: ours only (nativeSandbox.warmPool, 0 included); the others have no such thing.
   const open = (workingDirectory, { isolation = 'none', warmPool } = {}) =>
     name === 'raw'
       ? new RawSandbox(mod, workingDirectory, isolation)
@@ -55,7 +55,7 @@ class MastraApiSandbox {
   constructor(name, mod, workingDirectory, isolation, warmPool) {
     this.#name = name
     this.#mod = mod
-    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation, ...(warmPool && { nativeSandbox: { warmPool } }) })
+    this.#sandbox = new mod.LocalSandbox({ workingDirectory, isolation, ...(warmPool !== undefined && { nativeSandbox: { warmPool } }) })
     this.workingDirectory = workingDirectory
   }
 

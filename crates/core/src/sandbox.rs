@@ -1138,28 +1138,27 @@ impl Sandbox {
   /// working directory is made on a blocking thread while its init launches or is taken
   /// from the warm pool (nothing of either looks at it), and is there before the start
   /// ends, so before any command. Its step is the wait for it after the launch. The command
-  /// that made the start, if one did, is sent as soon as there is an init, before it is
-  /// ready, and held until the directory is there.
+  /// that made the start, if one did, is sent before the init is ready. A warm init's spare
+  /// reads it at once: it goes at once, held until the directory is there. A launched init
+  /// reads it only once ready, by when the directory is made: it goes once that is, as any
+  /// command, which spares its supervisor the wait for the go.
   async fn start_beside_directory(&self) -> Result<StartOutcome> {
     let dir = self.working_directory.clone();
     let directory = blocking(move || prepare_directory(&dir));
     let one = self.replacing_init.lock().await;
     let mut laps = Laps::new();
     let launched = self.launch_init(&one, &mut laps).await;
-    let first = match &launched {
-      Ok(new_init) => self.send_first_command(new_init),
-      Err(_) => None,
+    let held = match &launched {
+      Ok(warm @ NewInit::Ready(_)) => self.send_first_command(warm, true),
+      _ => None,
     };
-    if first.is_some() {
-      laps.lap("first command");
-    }
     let made = directory.await;
     laps.lap_first("directory");
     let (outcome, new_init) = match (made, launched) {
       (Ok(outcome), Ok(new_init)) => (outcome, new_init),
       (Err(e), launched) => {
         // Its command, never let go, starts nothing.
-        drop(first);
+        drop(held);
         if let Ok(new_init) = launched {
           new_init.abandon().await;
         }
@@ -1167,8 +1166,9 @@ impl Sandbox {
       }
       (Ok(_), Err(e)) => return Err(e),
     };
-    if let Some(first) = first {
+    if let Some(first) = held.or_else(|| self.send_first_command(&new_init, false)) {
       first.go();
+      laps.lap("first command");
     }
     let init = match new_init {
       NewInit::Ready(init) => init,
@@ -1273,10 +1273,10 @@ impl Sandbox {
   }
 
   /// Sends the command whose lazy start this is to the new init (see
-  /// [`Self::ensure_running_for`]), held until its working directory is there; a warm
-  /// init reads it at once, a launched one once ready. Its caller, once the start has
-  /// ended, finds it either still there or answered (or dropped by a start that failed).
-  fn send_first_command(&self, init: &NewInit) -> Option<HeldFirst> {
+  /// [`Self::ensure_running_for`]); `held`, it waits for its go (its working directory is
+  /// still being made). Its caller, once the start has ended, finds it either still there
+  /// or answered (or dropped by a start that failed).
+  fn send_first_command(&self, init: &NewInit, held: bool) -> Option<FirstSent> {
     // Its `onStart` hook, if it runs one, runs before any command.
     if self.lifecycle.start_runs_hook() {
       return None;
@@ -1284,18 +1284,19 @@ impl Sandbox {
     let FirstCommand {
       request, answer, ..
     } = self.first_command.locked().take()?;
-    let held = LaunchRequest {
-      held: true,
+    let launch = LaunchRequest {
+      held,
       ..request.as_launch()
     };
     let launched = match init {
-      NewInit::Ready(init) => init.launch(&held),
-      NewInit::Starting(starting) => starting.launch(&held),
+      NewInit::Ready(init) => init.launch(&launch),
+      NewInit::Starting(starting) => starting.launch(&launch),
     };
-    Some(HeldFirst {
+    Some(FirstSent {
       request,
       launched,
       answer,
+      held,
     })
   }
 
@@ -1574,19 +1575,21 @@ struct FirstCommand {
   answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
 }
 
-/// A first command sent held (see [`Sandbox::send_first_command`]). Dropped instead of
-/// let go, its control socket closes and its supervisor starts nothing; its caller then
-/// has the start's error.
-struct HeldFirst {
+/// A first command sent (see [`Sandbox::send_first_command`]). One sent held and dropped
+/// instead of let go closes its control socket, and its supervisor starts nothing; its
+/// caller then has the start's error.
+struct FirstSent {
   request: SpawnRequest,
   launched: Result<Launched>,
   answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
+  held: bool,
 }
 
-impl HeldFirst {
-  /// Lets the command into its working directory, now made, and hands it to its caller.
+impl FirstSent {
+  /// Lets the command into its working directory, now made, if it was held, and hands it
+  /// to its caller.
   fn go(self) {
-    if let Ok(launched) = &self.launched {
+    if let (true, Ok(launched)) = (self.held, &self.launched) {
       launched.go();
     }
     let _ = self.answer.send((self.request, self.launched));

@@ -538,9 +538,9 @@ impl Sandbox {
   /// [`Self::ensure_running_with`] for the command whose request `command_request` makes,
   /// once the sandbox runs (an egress proxy's address, say, is known then). A start this
   /// makes of a sandbox that starts beside its directory, where the request needs nothing
-  /// of the start, sends the command to the new init as soon as there is one, held until
-  /// the directory is there and before the init says it is ready (it reads it then), which
-  /// spares the command the round trips: the command comes back with its ends.
+  /// of the start, sends the command to the new init before it says it is ready (it reads
+  /// it then; see [`Self::start_beside_directory`]), which spares the command the round
+  /// trips: the command comes back with its ends.
   async fn ensure_running_for<T>(
     &self,
     command_request: impl FnOnce() -> (SpawnRequest, T),

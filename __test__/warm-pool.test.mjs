@@ -325,4 +325,23 @@ describe('the default warm pool', () => {
     await second.destroy()
     expect(await gone(warm)).toBe(true)
   })
+
+  it('default pools keep at most 4 warm inits together: the kinds started least recently give way', async () => {
+    // Six more kinds (their rlimits) after the one above, each started once.
+    const kinds = [801, 802, 803, 804, 805, 806]
+    const args = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1')
+    const ofKind = (n) => keepers().filter((pid) => args(pid).includes(`nofile=${n}\0`))
+    for (const n of kinds) {
+      const sb = makeSandbox({ nativeSandbox: { limits: { openFiles: n } } })
+      await sb.executeCommand('true')
+      await sb.destroy()
+      // Its own init gone, the warm one left for the next sandbox of its kind.
+      expect(await waitFor(() => ofKind(n).length === 1)).toBe(true)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(kinds.map((n) => ofKind(n).length)).toEqual([0, 0, 1, 1, 1, 1])
+    expect(ofKind(771)).toEqual([])
+    // A pool asked for by size is not one of them, and keeps its size.
+    expect(await waitFor(() => keepers().filter((pid) => !args(pid).includes('nofile=')).length === POOL)).toBe(true)
+  })
 })

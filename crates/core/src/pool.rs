@@ -111,12 +111,19 @@ struct Pool {
   hurry: Arc<Notify>,
   /// When a sandbox last asked for it (see [`MAX_IDLE_INITS`]).
   asked: u64,
+  /// A sandbox asked for it by size (`warmPool`); else it is a default pool.
+  sized: bool,
 }
 
 /// The most idle inits all pools keep together: each shape of sandbox (its limits,
 /// network, system paths) has a pool of its own. Past it, a refill takes an idle init
 /// (and a place) from the pool asked for least recently, or stops.
 pub const MAX_IDLE_INITS: usize = 64;
+
+/// The most idle inits the default pools (those no sandbox asked for by size) keep
+/// together, within [`MAX_IDLE_INITS`]: a host that runs sandboxes of many shapes (limits
+/// per tenant) keeps warm inits for the few it started last, not for every one.
+pub const MAX_DEFAULT_IDLE_INITS: usize = 4;
 
 /// Counts the visits to pools, so that each knows when it was last asked for.
 static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -199,8 +206,10 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
     launched: Arc::default(),
     hurry: Arc::default(),
     asked: 0,
+    sized: false,
   });
   pool.size = pool.size.max(size);
+  pool.sized |= visit != Visit::TakeReady;
   pool.asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
   // One that died while it waited (killed from outside) is dropped, which reaps it.
   let taken = match visit {
@@ -251,16 +260,18 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
   loop {
     let recipe = {
       let mut pools = POOLS.locked();
-      if !room_for_one(&mut pools, &shape) {
+      // Full already, it takes no room: an idle init of another pool is not ended for it.
+      let wants_one = pools
+        .get(&shape)
+        .is_some_and(|pool| pool.ready.len() < pool.size);
+      if !wants_one || !room_for_one(&mut pools, &shape) {
         return;
       }
-      match pools.get_mut(&shape) {
-        Some(pool) if pool.ready.len() < pool.size => {
-          pool.launching = true;
-          pool.recipe.clone()
-        }
-        _ => return,
-      }
+      let Some(pool) = pools.get_mut(&shape) else {
+        return;
+      };
+      pool.launching = true;
+      pool.recipe.clone()
     };
     let started = recipe.start().await;
     let mut pools = POOLS.locked();
@@ -278,21 +289,38 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
   }
 }
 
-/// Whether the pool of `shape` may launch one more init within [`MAX_IDLE_INITS`]: if
-/// all pools are full together, an idle init of the pool asked for least recently (before
-/// this one) is ended to make room, and that pool keeps the size it has left.
+/// Whether the pool of `shape` may launch one more init within [`MAX_IDLE_INITS`], and a
+/// default pool within [`MAX_DEFAULT_IDLE_INITS`] too.
 fn room_for_one(pools: &mut HashMap<Shape, Pool>, shape: &Shape) -> bool {
+  let by_default = pools.get(shape).is_some_and(|pool| !pool.sized);
+  (!by_default || room_among(pools, shape, MAX_DEFAULT_IDLE_INITS, |pool| !pool.sized))
+    && room_among(pools, shape, MAX_IDLE_INITS, |_| true)
+}
+
+/// Whether the pools that `counted` picks keep fewer than `most` idle inits together, or
+/// can be made to: if they are full, an idle init of the one of them asked for least
+/// recently (before the pool of `shape`) is ended to make room, and that pool keeps the
+/// size it has left.
+fn room_among(
+  pools: &mut HashMap<Shape, Pool>,
+  shape: &Shape,
+  most: usize,
+  counted: impl Fn(&Pool) -> bool,
+) -> bool {
   let idle: usize = pools
     .values()
+    .filter(|pool| counted(pool))
     .map(|pool| pool.ready.len() + usize::from(pool.launching))
     .sum();
-  if idle < MAX_IDLE_INITS {
+  if idle < most {
     return true;
   }
   let asked = pools.get(shape).map_or(u64::MAX, |pool| pool.asked);
   let stale = pools
     .iter_mut()
-    .filter(|(other, pool)| *other != shape && !pool.ready.is_empty() && pool.asked < asked)
+    .filter(|(other, pool)| {
+      counted(pool) && *other != shape && !pool.ready.is_empty() && pool.asked < asked
+    })
     .min_by_key(|(_, pool)| pool.asked);
   let Some((_, pool)) = stale else {
     return false;

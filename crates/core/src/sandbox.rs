@@ -99,8 +99,9 @@ pub enum WarmPool {
   Sized(u32),
   /// Neither: a start without isolation takes a warm init if one is ready, and leaves one
   /// behind for the next sandbox of its shape either way (two small processes: a host that
-  /// starts sandboxes one after another, a sandbox per conversation, starts each faster).
-  /// An isolated sandbox keeps none: each would be a bubblewrap sandbox of its own.
+  /// starts sandboxes one after another, a sandbox per conversation, starts each faster),
+  /// for the few shapes started last (`pool::MAX_DEFAULT_IDLE_INITS`). An isolated sandbox
+  /// keeps none: each would be a bubblewrap sandbox of its own.
   Default,
 }
 

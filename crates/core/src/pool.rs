@@ -147,18 +147,18 @@ enum Found {
 /// then on if it is the largest yet). A start that does not wait launches its own init,
 /// and the refill comes after it. Must be called within the runtime.
 pub async fn take(recipe: &Recipe, size: usize, wait: bool) -> Option<Init> {
-  let visit = match wait {
+  let how = match wait {
     true => Visit::Take,
     false => Visit::TakeReady,
   };
-  let launched = match self::visit(recipe, size, visit) {
+  let launched = match visit(recipe, size, how) {
     Found::Init(init) => return Some(init),
     Found::Nothing => return None,
     Found::Coming(launched) => launched,
   };
   // A launch ends within the init's own ready timeout: no deadline of its own.
   launched.notified().await;
-  match self::visit(recipe, size, visit) {
+  match visit(recipe, size, how) {
     Found::Init(init) => Some(init),
     _ => None,
   }

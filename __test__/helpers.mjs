@@ -296,7 +296,6 @@ export async function waitFor(predicate, { timeout = 10_000, interval = 20 } = {
   }
 }
 
-/** Rejects with a clear message if `promise` has not settled within `ms` (deadlock/hang guard). */
 /**
  * Waits until `read()` has given the same value for `quietMs` (something settling in the
  * background, as a warm pool refilling), and returns that value.
@@ -313,6 +312,7 @@ export async function steady(read, { quietMs = 300, timeout = 10_000 } = {}) {
   return value
 }
 
+/** Rejects with a clear message if `promise` has not settled within `ms` (deadlock/hang guard). */
 export function withDeadline(promise, ms, what) {
   let timer
   const deadline = new Promise((_, reject) => {

@@ -158,6 +158,14 @@ describe('glob helpers', () => {
       [() => ours.createGlobMatcher('*', { dot: 'yes' }), 'dot must be a boolean, got string'],
     ]
     for (const [call, message] of refused) expect(call).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message }))
+    // Patterns that cannot be read at all: a revoked Proxy, an array whose element throws.
+    const revoked = Proxy.revocable([], {})
+    revoked.revoke()
+    const throwing = ['*.ts']
+    Object.defineProperty(throwing, 1, { get: () => { throw new Error('no element') }, enumerable: true })
+    for (const patterns of [revoked.proxy, throwing]) {
+      expect(() => ours.createGlobMatcher(patterns)).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/^patterns could not be read: /) }))
+    }
     expect(ours.createGlobMatcher(['*.ts'], null)('a.ts')).toBe(true)
   })
 

@@ -290,7 +290,9 @@ function compile(pattern, dot) {
  */
 function createGlobMatcher(patterns, options) {
   const dot = readingOptions('options', () => check.boolean(check.object(options ?? undefined, 'options')?.dot, 'dot') ?? false)
-  const tests = (Array.isArray(patterns) ? patterns : [patterns]).map((pattern) => compile(pattern, dot))
+  // Read once, whole: an array that cannot be read (a revoked Proxy, a throwing getter) is a typed error.
+  const list = readingOptions('patterns', () => (Array.isArray(patterns) ? [...patterns] : [patterns]))
+  const tests = list.map((pattern) => compile(pattern, dot))
   return (path) => {
     const normalized = normalizeForMatch(text(path, 'path'))
     return normalized !== '' && tests.some((test) => test(normalized))

@@ -8,6 +8,8 @@ export default defineConfig({
     pool: 'forks',
     fileParallelism: false,
     reporters: ['default', ['json', { outputFile: process.env.VITEST_REPORT ?? 'target/vitest-report.json' }]],
+    // Stops the Docker Engines the run started, once it ends.
+    globalSetup: ['__test__/global-setup.mjs'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },

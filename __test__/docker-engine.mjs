@@ -2,7 +2,8 @@
 // they are not running (scripts/docker-engine.mjs: a "local" engine on a unix socket and a
 // "remote" one on TCP loopback, both holding the offline TEST_IMAGE). Where none can be
 // started (no root, no docker.io) the suites built with `describeDocker` are skipped with
-// the reason; under CI=true that is a failure instead: CI must run them.
+// the reason; under CI=true that is a failure instead: CI must run them. A run stops the
+// engines it started when it ends (global-setup.mjs).
 import { describe } from 'vitest'
 import { engineJson, engineRequest, restartEngine, startEngines, TEST_IMAGE } from '../scripts/docker-engine.mjs'
 

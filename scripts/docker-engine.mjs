@@ -316,9 +316,18 @@ export async function stopEngine(engine, report = () => {}) {
   fs.rmSync(runDir(engine), { recursive: true, force: true })
 }
 
-/** Stops both engines and removes their bridges; data stays. */
-export async function stopEngines({ report = () => {} } = {}) {
-  await Promise.all(ENGINES.map((engine) => stopEngine(engine, report)))
+/** The names of the engines that answer now. */
+export async function enginesUp() {
+  const up = await Promise.all(ENGINES.map(isUp))
+  return ENGINES.filter((_, i) => up[i]).map((engine) => engine.name)
+}
+
+/**
+ * Stops both engines and removes their bridges; data stays. `only`: the names of the
+ * engines to stop, when not both.
+ */
+export async function stopEngines({ report = () => {}, only } = {}) {
+  await Promise.all(ENGINES.filter((engine) => !only || only.includes(engine.name)).map((engine) => stopEngine(engine, report)))
   // Directories dockerd and containerd make at fixed places; removed only when left empty.
   for (const dir of [RUN_DIR, '/run/docker/plugins', '/run/docker', '/run/containerd/s', '/run/containerd']) {
     try {

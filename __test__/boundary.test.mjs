@@ -236,7 +236,7 @@ describe('hostile option values are described, never run, and refused with Sandb
     ['timeout: 10n', { timeout: 10n }, 'timeout must be', 'bigint'],
     ['id: Symbol()', { id: Symbol('id') }, 'id must be a string', 'symbol'],
     ['env: { A: 1n }', { env: { A: 1n } }, 'env.A must be a string', 'bigint'],
-    ['env: a revoked Proxy', { env: revoked() }, 'options could not be read', 'revoked'],
+    ['env: a revoked Proxy', { env: revoked() }, 'env could not be read', 'revoked'],
     ['nativeSandbox: a Proxy whose traps throw', { nativeSandbox: trapping }, 'options could not be read', 'hostile code ran'],
     ['limits: { processes: 10n }', { nativeSandbox: { limits: { processes: 10n } } }, 'nativeSandbox.limits.processes', 'bigint'],
     ['limits: a revoked Proxy', { nativeSandbox: { limits: revoked() } }, 'could not be read', 'revoked'],

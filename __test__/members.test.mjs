@@ -288,6 +288,11 @@ describe('LocalSandbox.buildEnv()', () => {
     const seen = Object.fromEntries(stdout.trim().split('\n').map((line) => line.split(/=(.*)/s).slice(0, 2)))
     for (const [key, value] of Object.entries(built)) expect(seen[key], key).toBe(value)
     expect(() => sandbox.buildEnv({ X: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining('additionalEnv.X') }))
+    // An env that cannot be read at all is the same typed error, and changes nothing.
+    const revoked = Proxy.revocable({}, {})
+    revoked.revoke()
+    expect(() => sandbox.buildEnv(revoked.proxy)).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/^additionalEnv could not be read: /) }))
+    expect(sandbox.buildEnv({ C: 'extra', D: 'extra' })).toEqual(built)
   })
 })
 

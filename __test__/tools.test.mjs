@@ -520,6 +520,15 @@ describe('tools config', () => {
     await expect(createWorkspaceTools(clash)).rejects.toThrow('Duplicate workspace tool name')
   })
 
+  it('a config context that cannot be read (a revoked Proxy) is a typed error', async () => {
+    const revoked = Proxy.revocable({}, {})
+    revoked.revoke()
+    await expect(createWorkspaceTools(new Workspace({ sandbox: sandbox() }), revoked.proxy)).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+      message: expect.stringMatching(/^configContext could not be read: /),
+    })
+  })
+
   it('an unknown tool key is a WorkspaceError INVALID_CONFIG', async () => {
     const attempt = async () =>
       createWorkspaceTools(new Workspace({ sandbox: sandbox(), tools: { mastra_workspace_execute_comand: { name: 'typo' } } }))

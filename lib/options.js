@@ -162,16 +162,22 @@ const check = {
     value.forEach((item, i) => typeof item !== 'string' && fail(`${name}[${i}]`, 'a string', item))
     return value
   },
-  /** An env map: string values are kept, undefined values dropped. */
+  /**
+   * An env map: string values are kept, undefined values dropped. Read whole here, so that
+   * one that cannot be read (a revoked Proxy, a throwing getter) is a typed error wherever
+   * an env is taken.
+   */
   env(value, name) {
-    const env = check.object(value, name)
-    const out = {}
-    for (const [key, v] of Object.entries(env)) {
-      if (v === undefined) continue
-      if (typeof v !== 'string') fail(`${name}.${key}`, 'a string', v)
-      out[key] = v
-    }
-    return out
+    return readingOptions(name, () => {
+      const env = check.object(value, name)
+      const out = {}
+      for (const [key, v] of Object.entries(env)) {
+        if (v === undefined) continue
+        if (typeof v !== 'string') fail(`${name}.${key}`, 'a string', v)
+        out[key] = v
+      }
+      return out
+    })
   },
   abortSignal(value, name) {
     if (value === undefined || value === null || value === false) return undefined

@@ -19,7 +19,7 @@ const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
 const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { checkToolsConfig } = require('./tools-config')
 const { logTo } = require('./logging')
-const { check, describe } = require('./options')
+const { check, describe, readingOptions } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS
@@ -508,7 +508,7 @@ async function createWorkspaceTools(workspace, configContext) {
   checkToolsConfig(toolsConfig)
   const hooks = toolsConfig?.hooks
   const writeLock = new FileWriteLock({ timeoutMs: toolsConfig?.writeLockTimeoutMs })
-  const readTracker = configContext?.readTracker ?? new FileReadTracker()
+  const readTracker = readingOptions('configContext', () => configContext?.readTracker) ?? new FileReadTracker()
   const tools = {}
   const sandbox = workspace.sandbox
   const dynamic = !sandbox && workspace.hasSandboxResolver?.()

@@ -17,6 +17,14 @@ import {
   createWorkspaceTools,
   generateSeatbeltProfile,
   isIsolationAvailable,
+  requireFilesystem,
+  requireSandbox,
+  requireWorkspace,
+  resolveToolConfig,
+  SandboxProcessManager,
+  setLogger,
+  supportsComputer,
+  supportsNetworking,
 } from '../lib/index.mjs'
 import { LIB_CJS, freshWorkdir, tempDir, useSandboxes } from './helpers.mjs'
 
@@ -387,6 +395,43 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
     expect(error.cause).toBeDefined()
   })
 
+  // Every other entry point that reads an object it is given: one that cannot be read at all
+  // (a revoked Proxy, or one whose every trap throws) is a typed error naming the argument.
+  const trapping = () => {
+    const trap = () => {
+      throw new Error('trap ran')
+    }
+    return new Proxy({}, { get: trap, has: trap, ownKeys: trap, getOwnPropertyDescriptor: trap, getPrototypeOf: trap })
+  }
+  it.each([
+    ['sandbox.spawn(options)', (bad) => makeSandbox().spawn(bad), 'spawn options could not be read'],
+    ['workspace.setToolsConfig(config)', (bad) => new Workspace({ sandbox: makeSandbox() }).setToolsConfig(bad), 'tools could not be read'],
+    ['workspace.clearSandboxCache(cacheKey)', (bad) => new Workspace({ sandbox: makeSandbox() }).clearSandboxCache(bad), 'cacheKey could not be read'],
+    ['mounts.setContext(context)', (bad) => makeSandbox().mounts.setContext(bad), 'context could not be read'],
+    ['mounts.add(mounts)', (bad) => makeSandbox().mounts.add(bad), 'mounts could not be read'],
+    ['mounts.set(mountPath, updates)', (bad) => makeSandbox().mounts.set('/data', bad), 'updates could not be read'],
+    ['mounts.markerFilename(mountPath)', (bad) => makeSandbox().mounts.markerFilename(bad), 'mountPath could not be read'],
+    ['mounts.parseMarkerContent(content)', (bad) => makeSandbox().mounts.parseMarkerContent(bad), 'content could not be read'],
+    ['mounts.computeConfigHash(config)', (bad) => makeSandbox().mounts.computeConfigHash(bad), 'config could not be read'],
+    ['new MastraSandbox(options)', (bad) => new MastraSandbox(bad), 'options could not be read'],
+    ['new SandboxProcessManager(options)', (bad) => new SandboxProcessManager(bad), 'options could not be read'],
+    ['generateSeatbeltProfile(path, config)', (bad) => generateSeatbeltProfile('/w', bad), 'config could not be read'],
+    ['requireWorkspace(context)', (bad) => requireWorkspace(bad), 'context could not be read'],
+    ['requireFilesystem(context)', (bad) => requireFilesystem({ workspace: bad }), 'context.workspace could not be read'],
+    ['requireSandbox(context)', (bad) => requireSandbox({ workspace: bad }), 'context.workspace could not be read'],
+    ['resolveToolConfig(config, name)', (bad) => resolveToolConfig(bad, 'mastra_workspace_read_file'), 'tools could not be read'],
+    ['resolveToolConfig(…, context)', (bad) => resolveToolConfig({}, 'mastra_workspace_read_file', bad), 'context could not be read'],
+    ['setLogger(logger, options)', (bad) => setLogger(null, bad), 'options could not be read'],
+    ['supportsNetworking(sandbox)', (bad) => supportsNetworking(bad), 'sandbox could not be read'],
+    ['supportsComputer(sandbox)', (bad) => supportsComputer(bad), 'sandbox could not be read'],
+  ])('%s: an argument that cannot be read is a typed error naming it', async (_, call, message) => {
+    for (const bad of [revoked(), trapping()]) {
+      const error = await thrown(() => call(bad))
+      expectOptionError(error, message)
+      expect(error.cause).toBeDefined()
+    }
+  })
+
   it('LocalFilesystem methods name a path, content or options of the wrong type, and change nothing', async () => {
     const basePath = tempDir()
     const filesystem = new LocalFilesystem({ basePath })
@@ -405,6 +450,7 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
       [() => filesystem.writeFile(Symbol('p'), 'x'), 'path must be a string, got symbol'],
       [() => filesystem.writeFile('big.txt', 10n), 'content must be a string, Buffer or Uint8Array, got bigint'],
       [() => filesystem.appendFile('kept.txt', { length: 3 }), 'content must be a string, Buffer or Uint8Array, got object'],
+      [() => filesystem.writeFile('kept.txt', revoked()), 'content could not be read'],
       [() => filesystem.readdir('.', revoked()), 'options could not be read'],
       [() => filesystem.readdir('.', { maxDepth: '2' }), 'options.maxDepth must be a number, got string'],
       [() => filesystem.readdir('.', 5), 'options must be an object, got number'],

@@ -17,7 +17,7 @@ const { SandboxProcessManager } = require('./sandbox-process-manager')
 const { MountManager } = require('./mounts')
 const { createTool } = require('./create-tool')
 const { translatingSync } = require('./translate')
-const { check } = require('./options')
+const { check, readingOptions } = require('./options')
 const { setLogger } = require('./logging')
 const { WORKSPACE_TOOLS, WORKSPACE_TOOLS_PREFIX } = require('./constants')
 
@@ -29,7 +29,10 @@ const isIsolationAvailable = (backend) => native.isIsolationAvailable(check.requ
 /** The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options. */
 const generateSeatbeltProfile = (workspacePath, config = {}) =>
   translatingSync(() =>
-    native.generateSeatbeltProfile(check.requiredString(workspacePath, 'workspacePath'), nativeSandboxConfig(config)),
+    native.generateSeatbeltProfile(
+      check.requiredString(workspacePath, 'workspacePath'),
+      readingOptions('config', () => nativeSandboxConfig(config)),
+    ),
   )
 const getRecommendedIsolation = () => {
   const detected = native.detectIsolation()

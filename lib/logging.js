@@ -3,6 +3,7 @@ const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
 const { catchRejection } = require('./thenable')
+const { check, readingOptions } = require('./options')
 
 let current
 /** The least severe level `current` is given. */
@@ -37,7 +38,9 @@ function deliver(record) {
  * busy, …) at `level` and above to `logger`: `console`, a Mastra logger, or any object
  * with `error`/`warn`/`info`/`debug` methods. `null` stops them.
  */
-function setLogger(logger, { level = 'warn' } = {}) {
+function setLogger(logger, options) {
+  const given = readingOptions('options', () => check.object(options, 'options')?.level)
+  const level = given === undefined ? 'warn' : given
   if (logger !== null && logger !== undefined && typeof logger !== 'object') {
     throw new SandboxOptionError(`logger must be an object with error/warn/info/debug methods or null, got ${typeof logger}`)
   }

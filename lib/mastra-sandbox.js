@@ -1,6 +1,6 @@
 'use strict'
 const { NativeLifecycle } = require('../index.js')
-const { check, updatedEnv } = require('./options')
+const { check, readingOptions, updatedEnv } = require('./options')
 const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
@@ -27,17 +27,20 @@ class MastraSandbox {
   #env
 
   constructor(options = {}) {
-    check.object(options, 'options')
-    this.name = check.string(options.name, 'name') ?? new.target.name
+    const processes = readingOptions('options', () => {
+      check.object(options, 'options')
+      this.name = check.string(options.name, 'name') ?? new.target.name
+      this.#env = { ...check.env(options.env, 'env') }
+      this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts?.processPending() })
+      if (options.workingDirectory !== undefined) this.workingDirectory = check.string(options.workingDirectory, 'workingDirectory')
+      return options.processes
+    })
     this.createdAt = new Date()
     /** Whether `snapshot()` persists checkpoints: a subclass that implements it says true. */
     this.supportsCheckpoints = false
-    this.#env = { ...check.env(options.env, 'env') }
-    this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts?.processPending() })
     if (typeof this.mount === 'function') {
       this.mounts = new MountManager({ mount: (filesystem, mountPath) => this.mount(filesystem, mountPath), logger: packageLogger })
     }
-    if (options.workingDirectory !== undefined) this.workingDirectory = check.string(options.workingDirectory, 'workingDirectory')
     // The subclass's own methods are the steps; the public names go through the lifecycle.
     this.#steps = { start: this.start, stop: this.stop, destroy: this.destroy }
     this.start = () => this._start()
@@ -50,7 +53,7 @@ class MastraSandbox {
         return execute.apply(this, args)
       }
     }
-    if (options.processes !== undefined) this.#useProcesses(options.processes)
+    if (processes !== undefined) this.#useProcesses(processes)
   }
 
   /**

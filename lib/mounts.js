@@ -73,8 +73,10 @@ class MountManager {
 
   /** The sandbox and workspace handed to the `onMount` hook (a `Workspace` sets them). */
   setContext(context) {
-    check.requiredObject(context, 'context')
-    this.#context = { sandbox: context.sandbox, workspace: context.workspace }
+    this.#context = readingOptions('context', () => {
+      check.requiredObject(context, 'context')
+      return { sandbox: context.sandbox, workspace: context.workspace }
+    })
   }
 
   /**
@@ -110,8 +112,10 @@ class MountManager {
 
   /** Adds `{ mountPath: filesystem }` as pending mounts, made by `processPending()`. */
   add(mounts) {
-    check.requiredObject(mounts, 'mounts')
-    const added = Object.entries(mounts).map(([mountPath, filesystem]) => [normalizeMountPath(mountPath), filesystem])
+    const added = readingOptions('mounts', () => Object.entries(check.requiredObject(mounts, 'mounts'))).map(([mountPath, filesystem]) => [
+      normalizeMountPath(mountPath),
+      filesystem,
+    ])
     this.#log('debug', 'Adding pending mounts', { count: added.length, paths: added.map(([p]) => p) })
     for (const [mountPath, filesystem] of added) this.#entries.set(mountPath, { filesystem, state: 'pending' })
   }
@@ -120,8 +124,12 @@ class MountManager {
    * Updates the entry at `mountPath` (its state, and config and error when given), or
    * creates it when `filesystem` is given.
    */
-  set(mountPath, updates) {
-    check.requiredObject(updates, 'updates')
+  set(mountPath, given) {
+    // Read once, whole: updates that cannot be read change nothing.
+    const updates = readingOptions('updates', () => {
+      const { filesystem, state, config, error } = check.requiredObject(given, 'updates')
+      return { filesystem, state, config, ...('error' in given && { error }) }
+    })
     let entry = this.#entries.get(mountPath)
     if (!entry) {
       if (!updates.filesystem) {
@@ -253,7 +261,7 @@ class MountManager {
 
   /** A file name for the marker of `mountPath` (`mount-<hash>`), safe in any directory. */
   markerFilename(mountPath) {
-    const text = String(mountPath)
+    const text = readingOptions('mountPath', () => String(mountPath))
     let hash = 0
     for (let i = 0; i < text.length; i++) hash = (Math.imul(hash, 31) + text.charCodeAt(i)) | 0
     return `mount-${Math.abs(hash).toString(36)}`
@@ -267,7 +275,7 @@ class MountManager {
 
   /** `{ path, configHash }` of a marker's content, or null when it is not one. */
   parseMarkerContent(content) {
-    const text = String(content)
+    const text = readingOptions('content', () => String(content))
     const at = text.lastIndexOf('|')
     if (at <= 0 || at === text.length - 1) return null
     return { path: text.slice(0, at), configHash: text.slice(at + 1) }
@@ -280,7 +288,7 @@ class MountManager {
 
   /** A short hash of a mount config, the same for configs equal up to key order. */
   computeConfigHash(config) {
-    return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 16)
+    return createHash('sha256').update(readingOptions('config', () => canonicalJson(config))).digest('hex').slice(0, 16)
   }
 }
 

@@ -4,7 +4,7 @@
 // processes, environment and mounts are the same code for both; a backend adds its options,
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
-const { check, describe, updatedEnv } = require('./options')
+const { check, describe, readingOptions, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
@@ -159,8 +159,7 @@ class NativeSandbox {
 
   /** Starts a long-running process (a server, watcher or worker) and returns its handle. */
   async spawn(options) {
-    check.object(options, 'spawn options')
-    const { command, ...rest } = options ?? {}
+    const { command, ...rest } = readingOptions('spawn options', () => ({ ...check.object(options, 'spawn options') }))
     return this.processes.spawn(command, rest)
   }
 

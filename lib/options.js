@@ -140,7 +140,7 @@ const check = {
   },
   /** File content: a string, a Buffer or another Uint8Array. */
   content(value, name) {
-    if (typeof value !== 'string' && !(value instanceof Uint8Array)) fail(name, 'a string, Buffer or Uint8Array', value)
+    if (typeof value !== 'string' && !readingOptions(name, () => value instanceof Uint8Array)) fail(name, 'a string, Buffer or Uint8Array', value)
     return value
   },
   /** An object with the methods `methods`, such as a workspace of this package or of Mastra. */

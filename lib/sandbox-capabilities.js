@@ -44,7 +44,7 @@ function assertModesUnsupported(files, provider) {
 
 /** Whether `sandbox.networking` can give URLs of the sandbox's ports. */
 function supportsNetworking(sandbox) {
-  return typeof sandbox?.networking?.getPortUrl === 'function'
+  return readingOptions('sandbox', () => typeof sandbox?.networking?.getPortUrl === 'function')
 }
 
 const COMPUTER_METHODS = [
@@ -63,8 +63,10 @@ const COMPUTER_METHODS = [
 
 /** Whether `sandbox.computer` drives a desktop (every method of the computer-use capability). */
 function supportsComputer(sandbox) {
-  const computer = sandbox?.computer
-  return COMPUTER_METHODS.every((method) => typeof computer?.[method] === 'function')
+  return readingOptions('sandbox', () => {
+    const computer = sandbox?.computer
+    return COMPUTER_METHODS.every((method) => typeof computer?.[method] === 'function')
+  })
 }
 
 module.exports = { MAX_SANDBOX_FILE_MODE, validateSandboxFileMode, assertModesUnsupported, supportsNetworking, supportsComputer }

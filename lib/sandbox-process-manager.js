@@ -1,5 +1,5 @@
 'use strict'
-const { check } = require('./options')
+const { check, readingOptions } = require('./options')
 
 /**
  * Passed to the constructor by a subclass whose own spawn/list/get already start the
@@ -18,14 +18,17 @@ const STEPS_OF_ITS_OWN = Symbol('stepsOfItsOwn')
  */
 class SandboxProcessManager {
   constructor(options = {}) {
-    check.object(options, 'options')
+    const { env, stepsOfItsOwn } = readingOptions('options', () => {
+      check.object(options, 'options')
+      return { env: check.env(options.env, 'env'), stepsOfItsOwn: options[STEPS_OF_ITS_OWN] }
+    })
     /** Environment every spawned process starts with. */
-    this.env = { ...check.env(options.env, 'env') }
+    this.env = { ...env }
     /** Handles by PID: `get` finds them, `kill` and `release` drop them. */
     this._tracked = new Map()
     /** PIDs whose exit was read: `get` no longer offers them. */
     this._dismissed = new Set()
-    if (options[STEPS_OF_ITS_OWN]) return
+    if (stepsOfItsOwn) return
     const own = { spawn: this.spawn.bind(this), list: this.list.bind(this), get: this.get.bind(this) }
     this.spawn = async (command, spawnOptions) => {
       check.retention(spawnOptions?.maxRetainedBytes)

@@ -3,7 +3,7 @@
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceError } = require('./errors')
 const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
-const { describe } = require('./options')
+const { describe, readingOptions } = require('./options')
 
 const { EXECUTE_COMMAND } = WORKSPACE_TOOLS.SANDBOX
 const { READ_FILE } = WORKSPACE_TOOLS.FILESYSTEM
@@ -113,15 +113,17 @@ function checkBackgroundProcesses(tool, value, name) {
  */
 function checkToolsConfig(toolsConfig) {
   if (toolsConfig === undefined || toolsConfig === null) return
-  if (typeof toolsConfig !== 'object' || Array.isArray(toolsConfig)) {
-    throw toolsConfigError(`tools must be an object, got ${describe(toolsConfig)}`)
-  }
-  for (const [key, value] of Object.entries(toolsConfig)) {
-    if (UNSUPPORTED[key]) throw toolsConfigError(`tools.${key} is not supported: ${UNSUPPORTED[key]}`)
-    if (TOP_LEVEL_KEYS.has(key)) checkTopLevel(key, value)
-    else if (KNOWN_TOOLS.has(key)) checkToolEntry(key, value)
-    else throw toolsConfigError(`Unknown workspace tool "${key}" in the tools config (tools.${key})`)
-  }
+  readingOptions('tools', () => {
+    if (typeof toolsConfig !== 'object' || Array.isArray(toolsConfig)) {
+      throw toolsConfigError(`tools must be an object, got ${describe(toolsConfig)}`)
+    }
+    for (const [key, value] of Object.entries(toolsConfig)) {
+      if (UNSUPPORTED[key]) throw toolsConfigError(`tools.${key} is not supported: ${UNSUPPORTED[key]}`)
+      if (TOP_LEVEL_KEYS.has(key)) checkTopLevel(key, value)
+      else if (KNOWN_TOOLS.has(key)) checkToolEntry(key, value)
+      else throw toolsConfigError(`Unknown workspace tool "${key}" in the tools config (tools.${key})`)
+    }
+  })
 }
 
 module.exports = { checkToolsConfig }

@@ -299,17 +299,22 @@ async function resolveDynamicValue(value, context, fallback, logger) {
  * each call to decide.
  */
 async function resolveToolConfig(toolsConfig, toolName, context) {
-  const own = toolsConfig?.[toolName] || {}
-  const enabled = own.enabled ?? toolsConfig?.enabled ?? true
-  return {
-    enabled: await resolveDynamicValue(enabled, context, false, context?.workspace?.logger),
-    requireApproval: own.requireApproval ?? toolsConfig?.requireApproval ?? false,
-    background: own.background,
-    requireReadBeforeWrite: own.requireReadBeforeWrite,
-    maxOutputTokens: own.maxOutputTokens,
-    name: own.name,
-    hooks: toolsConfig?.hooks,
-  }
+  const { enabled, settings } = readingOptions('tools', () => {
+    const own = toolsConfig?.[toolName] || {}
+    return {
+      enabled: own.enabled ?? toolsConfig?.enabled ?? true,
+      settings: {
+        requireApproval: own.requireApproval ?? toolsConfig?.requireApproval ?? false,
+        background: own.background,
+        requireReadBeforeWrite: own.requireReadBeforeWrite,
+        maxOutputTokens: own.maxOutputTokens,
+        name: own.name,
+        hooks: toolsConfig?.hooks,
+      },
+    }
+  })
+  const logger = readingOptions('context', () => context?.workspace?.logger)
+  return { enabled: await resolveDynamicValue(enabled, context, false, logger), ...settings }
 }
 
 /**
@@ -385,22 +390,25 @@ function buildTool(name, id, background, bind, guard) {
 
 /** The workspace of a tool call's context, or a `WorkspaceNotAvailableError`. */
 function requireWorkspace(context) {
-  if (!context?.workspace) throw new WorkspaceNotAvailableError()
-  return context.workspace
+  const workspace = readingOptions('context', () => context?.workspace)
+  if (!workspace) throw new WorkspaceNotAvailableError()
+  return workspace
 }
 
 /** The workspace of a tool call's context and its filesystem, or why not (a typed error). */
 function requireFilesystem(context) {
   const workspace = requireWorkspace(context)
-  if (!workspace.filesystem) throw new FilesystemNotAvailableError()
-  return { workspace, filesystem: workspace.filesystem }
+  const filesystem = readingOptions('context.workspace', () => workspace.filesystem)
+  if (!filesystem) throw new FilesystemNotAvailableError()
+  return { workspace, filesystem }
 }
 
 /** The workspace of a tool call's context and its sandbox, or why not (a typed error). */
 function requireSandbox(context) {
   const workspace = requireWorkspace(context)
-  if (!workspace.sandbox) throw new SandboxNotAvailableError()
-  return { workspace, sandbox: workspace.sandbox }
+  const sandbox = readingOptions('context.workspace', () => workspace.sandbox)
+  if (!sandbox) throw new SandboxNotAvailableError()
+  return { workspace, sandbox }
 }
 
 /**

@@ -202,6 +202,7 @@ const INSTANCE_TARGETS = {
   filesystem: lib.LocalFilesystem,
   workspace: lib.Workspace,
   mastra: lib.MastraSandbox,
+  mounts: lib.MountManager,
 }
 const TARGETS = {
   ...Object.fromEntries(Object.entries(INSTANCE_TARGETS).map(([t, cls]) => [t, membersOf(cls.prototype)])),
@@ -441,7 +442,7 @@ function toolInput(name) {
 }
 
 /** How often each target is called: where a model's and an application's calls land. */
-const TARGET_WEIGHTS = { sandbox: 5, tool: 5, filesystem: 3, processes: 2, handle: 2, workspace: 2, export: 2, new: 2, mastra: 1, static: 1 }
+const TARGET_WEIGHTS = { sandbox: 5, tool: 5, filesystem: 3, processes: 2, handle: 2, workspace: 2, export: 2, new: 2, mastra: 1, mounts: 1, static: 1 }
 const apiStep = fc.oneof(
   ...Object.entries(TARGETS).map(([target, { methods, getters }]) => ({
     weight: TARGET_WEIGHTS[target],
@@ -769,7 +770,15 @@ async function attempt(call, recipes, fn, scenario) {
 }
 
 function targetObject(world, target) {
-  return { sandbox: world.sb, processes: world.sb.processes, handle: world.handle, filesystem: world.fs, workspace: world.ws, mastra: world.ms }[target]
+  return {
+    sandbox: world.sb,
+    processes: world.sb.processes,
+    mounts: world.sb.mounts,
+    handle: world.handle,
+    filesystem: world.fs,
+    workspace: world.ws,
+    mastra: world.ms,
+  }[target]
 }
 
 async function ensureHandle(world, scn) {

@@ -168,7 +168,8 @@ export function allPids() {
     .map(Number)
 }
 
-function cmdline(pid) {
+/** The command line of `pid`, its arguments joined by spaces; undefined once it is gone. */
+export function cmdline(pid) {
   try {
     return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
   } catch {

@@ -27,6 +27,8 @@ const DOCKER_BUDGET_MS = Number(process.env.NW_PROPERTY_DOCKER_BUDGET_MS ?? 20_0
 // seed alone); every other run draws a new seed, to explore.
 const CI_SEED = 1
 const SEED = Number(process.env.NW_PROPERTY_SEED ?? (process.env.CI ? CI_SEED : Date.now() % 2 ** 31))
+// Named up front too: a run that is cut short still says how to repeat it.
+console.info(`property test seed: ${SEED} (NW_PROPERTY_SEED=${SEED} repeats it)`)
 /** No progress for this long: the driver's event loop is blocked (each call has 10 s). */
 const STALL_MS = 25_000
 const REPLAY = process.env.NW_PROPERTY_REPLAY ? JSON.parse(process.env.NW_PROPERTY_REPLAY) : undefined

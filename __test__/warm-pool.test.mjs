@@ -206,7 +206,7 @@ describe('nativeSandbox.warmPool', () => {
     const init = await initOf(sb)
     // Another shape (its rlimits) than the pooled sandboxes': nothing of its kind waits.
     await new Promise((resolve) => setTimeout(resolve, 300))
-    const ofItsShape = keepers().filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('nofile=777'))
+    const ofItsShape = keepers().filter((pid) => cmdline(pid)?.includes('nofile=777'))
     expect(ofItsShape).toEqual([init])
   })
 })
@@ -301,7 +301,7 @@ describe('the default warm pool', () => {
   it('nothing before a start; an unisolated start leaves one warm init, which the next sandbox takes', async () => {
     // A shape (its rlimits) no other test here uses: its pool is this test's alone.
     const options = { nativeSandbox: { limits: { openFiles: 771 } } }
-    const ofShape = () => keepers().filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('nofile=771'))
+    const ofShape = () => keepers().filter((pid) => cmdline(pid)?.includes('nofile=771'))
     const first = makeSandbox(options)
     await new Promise((resolve) => setTimeout(resolve, 200))
     expect(ofShape()).toEqual([])

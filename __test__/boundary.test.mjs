@@ -405,6 +405,9 @@ describe('arguments of the workspace, its tools and its filesystem are checked b
   }
   it.each([
     ['sandbox.spawn(options)', (bad) => makeSandbox().spawn(bad), 'spawn options could not be read'],
+    ['processes.get(pid)', (bad) => makeSandbox().processes.get(bad), 'pid could not be read'],
+    ['processes.kill(pid)', (bad) => makeSandbox().processes.kill(bad), 'pid could not be read'],
+    ['processes.release(pid)', (bad) => makeSandbox().processes.release(bad), 'pid could not be read'],
     ['workspace.setToolsConfig(config)', (bad) => new Workspace({ sandbox: makeSandbox() }).setToolsConfig(bad), 'tools could not be read'],
     ['workspace.clearSandboxCache(cacheKey)', (bad) => new Workspace({ sandbox: makeSandbox() }).clearSandboxCache(bad), 'cacheKey could not be read'],
     ['mounts.setContext(context)', (bad) => makeSandbox().mounts.setContext(bad), 'context could not be read'],

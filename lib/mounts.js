@@ -261,7 +261,7 @@ class MountManager {
 
   /** A file name for the marker of `mountPath` (`mount-<hash>`), safe in any directory. */
   markerFilename(mountPath) {
-    const text = readingOptions('mountPath', () => String(mountPath))
+    const text = check.stringified(mountPath, 'mountPath')
     let hash = 0
     for (let i = 0; i < text.length; i++) hash = (Math.imul(hash, 31) + text.charCodeAt(i)) | 0
     return `mount-${Math.abs(hash).toString(36)}`
@@ -275,7 +275,7 @@ class MountManager {
 
   /** `{ path, configHash }` of a marker's content, or null when it is not one. */
   parseMarkerContent(content) {
-    const text = readingOptions('content', () => String(content))
+    const text = check.stringified(content, 'content')
     const at = text.lastIndexOf('|')
     if (at <= 0 || at === text.length - 1) return null
     return { path: text.slice(0, at), configHash: text.slice(at + 1) }

@@ -138,6 +138,13 @@ const check = {
     if (typeof value !== 'function' || isClass(value)) fail(name, 'a function', value)
     return value
   },
+  /**
+   * Any value as the string `String()` makes of it (a pid, a key); one that cannot be
+   * converted (a revoked Proxy, a throwing `toString`) is a typed error naming it.
+   */
+  stringified(value, name) {
+    return readingOptions(name, () => String(value))
+  },
   /** File content: a string, a Buffer or another Uint8Array. */
   content(value, name) {
     if (typeof value !== 'string' && !readingOptions(name, () => value instanceof Uint8Array)) fail(name, 'a string, Buffer or Uint8Array', value)

@@ -153,7 +153,7 @@ class LocalProcessManager extends SandboxProcessManager {
 
   /** The handle of a tracked process (the same object every time), or undefined. */
   async get(pid) {
-    const key = pidKey(pid)
+    const key = check.stringified(pid, 'pid')
     const native = this.#native.get(key)
     if (!native) {
       this.#letGo(key)
@@ -169,7 +169,7 @@ class LocalProcessManager extends SandboxProcessManager {
 
   /** Kills a process tree, waits for it, and stops tracking it. False if unknown or already exited. */
   async kill(pid) {
-    const key = pidKey(pid)
+    const key = check.stringified(pid, 'pid')
     const killed = await translating(() => this.#native.kill(key))
     this.#letGo(key)
     return killed
@@ -177,7 +177,7 @@ class LocalProcessManager extends SandboxProcessManager {
 
   /** Stops tracking a process without killing it. */
   release(pid) {
-    const key = pidKey(pid)
+    const key = check.stringified(pid, 'pid')
     this.#native.release(key)
     this.#letGo(key)
   }
@@ -220,11 +220,6 @@ async function beforeNativeCommand(sandbox) {
   if (sandbox[startsWithCommand]?.() === true) return true
   await sandbox.ensureRunning()
   return false
-}
-
-/** The key a process is tracked by: its pid as a string, read as an option would be. */
-function pidKey(pid) {
-  return readingOptions('pid', () => String(pid))
 }
 
 /**

@@ -255,7 +255,7 @@ class Workspace {
    * belong to the application: they are never stopped or destroyed here.
    */
   clearSandboxCache(cacheKey) {
-    this[state].keyedSandboxes.clear(cacheKey === undefined ? undefined : readingOptions('cacheKey', () => String(cacheKey)))
+    this[state].keyedSandboxes.clear(cacheKey === undefined ? undefined : check.stringified(cacheKey, 'cacheKey'))
     const kept = new Set(this[state].keyedSandboxes.values())
     for (const id of this[state].registered.keys()) if (!kept.has(id)) this[state].registered.delete(id)
   }

@@ -17,5 +17,6 @@ mod local_sandbox;
 mod logging;
 mod options;
 mod process_handle;
+mod promise;
 mod resolver_cache;
 mod tool_text;

@@ -1,9 +1,9 @@
 //! The promises of the async methods. Each JavaScript environment gets one threadsafe
 //! function, made on its first call, through which every core future's result comes back
-//! to be settled on its thread: napi-rs's own bridge makes (and tears down) a threadsafe
-//! function and two runtime tasks per call, which costs a command a fifth of its host-side
-//! time. The threadsafe function keeps the event loop alive only while a promise is
-//! pending, as napi-rs's per-call ones do.
+//! to be settled on its thread, and one runtime task per call: napi-rs's own bridge makes
+//! (and tears down) a threadsafe function and two tasks per call. The threadsafe function
+//! keeps the event loop alive only while a promise is pending, as napi-rs's per-call ones
+//! do.
 //!
 //! [`settle_starting_here`] also polls the future once on the calling thread, so that a
 //! command's request is on its way before any runtime thread wakes; the core moves off

@@ -653,9 +653,21 @@ impl Init {
     })
   }
 
+  /// [`Init::launch`], sent in a first poll on the calling thread (see
+  /// [`crate::caller_thread`]) where that needs no wait, else from the runtime.
+  pub async fn launch_unblocking(&self, request: &LaunchRequest<'_>) -> Result<Launched> {
+    if crate::caller_thread::polled_by_caller() {
+      if let Some(launched) = self.launch_if_room(request)? {
+        return Ok(launched);
+      }
+      crate::caller_thread::leave().await;
+    }
+    self.launch(request)
+  }
+
   /// [`Init::launch`] if it needs no wait: `None` (nothing sent) where another launch
   /// holds the socket, or the request does not fit in one piece into the room it has.
-  pub fn launch_if_room(&self, request: &LaunchRequest) -> Result<Option<Launched>> {
+  fn launch_if_room(&self, request: &LaunchRequest) -> Result<Option<Launched>> {
     match &self.link {
       Link::Socket(socket) => match socket.locked_if_free() {
         Some(socket) => launch_via(Via::SocketIfRoom(&socket), request),

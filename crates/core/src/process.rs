@@ -226,18 +226,7 @@ struct Handover {
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
-    let launch = request.as_launch();
-    let at_once = match crate::caller_thread::polled_by_caller() {
-      true => init.launch_if_room(&launch)?,
-      false => None,
-    };
-    let launched = match at_once {
-      Some(launched) => launched,
-      None => {
-        crate::caller_thread::leave().await;
-        init.launch(&launch)?
-      }
-    };
+    let launched = init.launch_unblocking(&request.as_launch()).await?;
     Process::spawn_launched(init, request, launched).await
   }
 

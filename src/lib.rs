@@ -17,6 +17,5 @@ mod local_sandbox;
 mod logging;
 mod options;
 mod process_handle;
-mod promise;
 mod resolver_cache;
 mod tool_text;

@@ -12,7 +12,7 @@ use native_workspace_core::CoreError;
 use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome};
 
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
-use crate::promise::settle;
+use crate::local_sandbox::settle;
 
 /// A backend step: weak (it does not keep Node alive), errors returned as values.
 type JsStep<R> = ThreadsafeFunction<(), Promise<R>, (), Status, false, true>;

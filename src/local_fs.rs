@@ -15,7 +15,7 @@ use native_workspace_core::tools::read::{Encoding, FileText, ReadRequest, file_t
 use crate::isolation::protected_paths_of;
 
 use crate::errors::{ErrorCode, sync_error};
-use crate::promise::settle;
+use crate::local_sandbox::settle;
 
 #[napi(object)]
 pub struct NativeFileStat {

@@ -21,13 +21,12 @@ use native_workspace_core::sandbox::{
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
-use crate::errors::{ErrorCode, sync_error};
+use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
 use crate::options::{NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
-use crate::promise::{settle, settle_starting_here};
 
 #[napi(object, object_to_js = false)]
 pub struct NativeSandboxOptions {
@@ -668,7 +667,7 @@ impl NativeLocalSandbox {
     let options = options.into_core()?;
     let inner = self.inner.clone();
     let on_start = on_start_of(on_start);
-    settle_starting_here(env, async move {
+    settle(env, async move {
       let result = inner.execute(&command, &args, options, on_start).await?;
       let mut native = NativeExecutionResult::from_outcome(result.outcome, Some(result.command));
       native.left_running =
@@ -692,7 +691,7 @@ impl NativeLocalSandbox {
   ) -> napi::Result<PromiseRaw<'env, NativeProcess>, ErrorCode> {
     let options = options.into_core()?;
     let inner = self.inner.clone();
-    settle_starting_here(env, async move {
+    settle(env, async move {
       Ok(NativeProcess::new(inner.spawn(&command, options).await?))
     })
     .map_err(crate::errors::from_napi)
@@ -728,6 +727,37 @@ impl NativeLocalSandbox {
   pub fn release(&self, pid: String) {
     self.inner.release(&pid);
   }
+}
+
+/// Runs a core future on the runtime and settles a promise with its value, or with a JS
+/// error carrying the core error's `code` (`INTERNAL` if the future panicked).
+pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
+{
+  settle_failure(env, async move { fut.await.map_err(Failure::Core) })
+}
+
+/// `settle` for a future that fails otherwise than with a core error (a JS callback's own
+/// error is passed on as is).
+pub fn settle_failure<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = std::result::Result<T, Failure>>,
+{
+  // Boxed once here: each async layer below (and napi's own) would otherwise hold a copy
+  // of the whole command future by value, and a call would copy tens of kilobytes.
+  let fut = Box::pin(fut);
+  let outcome = async move {
+    match catching_panics(fut).await {
+      Ok(result) => result,
+      Err(message) => Err(Failure::Panic(message)),
+    }
+  };
+  env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
+    outcome.map_err(|e| to_js_error(env, e))
+  })
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use native_workspace_core::sync::Lock;
 
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
-use crate::promise::settle;
+use crate::local_sandbox::settle;
 
 #[napi(object)]
 pub struct NativeExecutionResult {

@@ -246,7 +246,7 @@ impl Starting {
   /// Asks the init to start one command, as [`Init::launch`] does: the request waits in
   /// its socket until it is ready.
   pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
-    sent(launch_via(Via::Socket(&self.socket), request))
+    launch_via(Via::Socket(&self.socket), request)
   }
 
   /// Waits until the init says it is ready. If it does not, the error carries what
@@ -647,52 +647,20 @@ impl Init {
 
   /// Asks the init to start one command. Returns once the request is written.
   pub fn launch(&self, request: &LaunchRequest) -> Result<Launched> {
-    sent(match &self.link {
-      Link::Socket(socket) => launch_via(Via::Socket(&socket.locked()), request),
-      Link::Mux(link) => launch_via(Via::Mux(link), request),
-    })
-  }
-
-  /// [`Init::launch`], sent in a first poll on the calling thread (see
-  /// [`crate::caller_thread`]) where that needs no wait, else from the runtime.
-  pub async fn launch_unblocking(&self, request: &LaunchRequest<'_>) -> Result<Launched> {
-    if crate::caller_thread::polled_by_caller() {
-      if let Some(launched) = self.launch_if_room(request)? {
-        return Ok(launched);
-      }
-      crate::caller_thread::leave().await;
-    }
-    self.launch(request)
-  }
-
-  /// [`Init::launch`] if it needs no wait: `None` (nothing sent) where another launch
-  /// holds the socket, or the request does not fit in one piece into the room it has.
-  fn launch_if_room(&self, request: &LaunchRequest) -> Result<Option<Launched>> {
     match &self.link {
-      Link::Socket(socket) => match socket.locked_if_free() {
-        Some(socket) => launch_via(Via::SocketIfRoom(&socket), request),
-        None => Ok(None),
-      },
+      Link::Socket(socket) => launch_via(Via::Socket(&socket.locked()), request),
       Link::Mux(link) => launch_via(Via::Mux(link), request),
     }
   }
 }
 
-/// Where a launch request is written: an init's socket (waiting for room in it, or only
-/// if it has room), or the mux link to it (which never waits).
+/// Where a launch request is written: an init's socket, or the mux link to it.
 enum Via<'a> {
   Socket(&'a UnixStream),
-  SocketIfRoom(&'a UnixStream),
   Mux(&'a crate::mux::Link),
 }
 
-/// A launch that waits for room has always sent its request.
-fn sent(launched: Result<Option<Launched>>) -> Result<Launched> {
-  launched?.ok_or_else(|| CoreError::Spawn(io::ErrorKind::WouldBlock.into()))
-}
-
-/// Sends `request` as `via` says; `None` if it did not, for want of room.
-fn launch_via(via: Via, request: &LaunchRequest) -> Result<Option<Launched>> {
+fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
   check_exec_limits(request)?;
   for part in [request.command, &request.cwd.to_string_lossy()] {
     if part.contains('\0') {
@@ -735,7 +703,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Option<Launched>> {
   };
   let gone = |e| CoreError::io("The sandbox supervisor is gone", e);
   let stdin = match via {
-    Via::Socket(socket) | Via::SocketIfRoom(socket) => {
+    Via::Socket(socket) => {
       let mut fds = vec![
         control_theirs.as_raw_fd(),
         stdout_theirs.as_raw_fd(),
@@ -745,13 +713,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Option<Launched>> {
         // For stdin the command gets the read end.
         fds.push(read_end.as_raw_fd());
       }
-      if let Via::SocketIfRoom(_) = via {
-        if !wire::send_request_if_room(socket, &payload, &fds).map_err(gone)? {
-          return Ok(None);
-        }
-      } else {
-        wire::send_request(socket, &payload, &fds).map_err(gone)?;
-      }
+      wire::send_request(socket, &payload, &fds).map_err(gone)?;
       // The init holds its copies now; ours of the command's ends must close, or EOF
       // never comes.
       drop((control_theirs, stdout_theirs, stderr_theirs));
@@ -779,7 +741,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Option<Launched>> {
     }
   };
   control.set_nonblocking(true).map_err(io_err)?;
-  Ok(Some(Launched {
+  Ok(Launched {
     at: std::time::Instant::now(),
     control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
     stdout: pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?,
@@ -788,7 +750,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Option<Launched>> {
       .map(pipe::Sender::from_owned_fd)
       .transpose()
       .map_err(io_err)?,
-  }))
+  })
 }
 
 /// Waits for the init's ready byte on its request socket (see the keeper's header); the

@@ -3,7 +3,6 @@
 //! napi binding at the repository root only converts values and calls in.
 
 pub mod abort;
-pub mod caller_thread;
 pub mod cgroup;
 pub mod checkpoint;
 pub mod container;

@@ -311,8 +311,6 @@ impl Lifecycle {
       Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
       _ => {}
     }
-    // A start blocks here and there (directories, cgroups, a launch).
-    crate::caller_thread::leave().await;
     self.start_with(provider, on_start).await?;
     if self.status() == Status::Running {
       Ok(())

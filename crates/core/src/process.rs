@@ -226,7 +226,7 @@ struct Handover {
 impl Process {
   /// Starts `request` through the sandbox's init and waits until it runs.
   pub async fn spawn(init: &Init, request: SpawnRequest) -> Result<Arc<Process>> {
-    let launched = init.launch_unblocking(&request.as_launch()).await?;
+    let launched = init.launch(&request.as_launch())?;
     Process::spawn_launched(init, request, launched).await
   }
 

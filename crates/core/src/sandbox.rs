@@ -611,10 +611,7 @@ impl Sandbox {
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
-      None => {
-        crate::caller_thread::leave().await;
-        self.replace_dead_init().await?
-      }
+      None => self.replace_dead_init().await?,
     };
     let spawned = match launched {
       Some(launched) => Process::spawn_launched(&init, request, launched).await,

@@ -3,27 +3,16 @@
 //! left behind is still consistent: a poisoned lock is used as it is, instead of turning
 //! one panic (caught at the binding's boundary) into a panic in every later call.
 
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub trait Lock<T: ?Sized> {
   /// The guard, whether or not an earlier holder panicked.
   fn locked(&self) -> MutexGuard<'_, T>;
-
-  /// The guard if no one holds the lock now.
-  fn locked_if_free(&self) -> Option<MutexGuard<'_, T>>;
 }
 
 impl<T: ?Sized> Lock<T> for Mutex<T> {
   fn locked(&self) -> MutexGuard<'_, T> {
     self.lock().unwrap_or_else(PoisonError::into_inner)
-  }
-
-  fn locked_if_free(&self) -> Option<MutexGuard<'_, T>> {
-    match self.try_lock() {
-      Ok(guard) => Some(guard),
-      Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-      Err(TryLockError::WouldBlock) => None,
-    }
   }
 }
 
@@ -42,9 +31,5 @@ mod tests {
     assert!(poisoned.is_err() && count.is_poisoned());
     *count.locked() += 1;
     assert_eq!(*count.locked(), 3);
-    assert_eq!(count.locked_if_free().map(|held| *held), Some(3));
-    let held = count.locked();
-    assert!(count.locked_if_free().is_none());
-    drop(held);
   }
 }

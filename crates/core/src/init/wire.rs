@@ -50,46 +50,16 @@ pub fn send_request(socket: &UnixStream, payload: &[u8], fds: &[RawFd]) -> io::R
     ));
   }
   let length = payload.len() as u32;
-  send_parts(socket, &[&length.to_le_bytes(), payload], fds, 0)
-}
-
-/// The largest request [`send_request_if_room`] sends: a stream socket takes a message of
-/// this size whole or not at all (it is one piece), so a send that may not wait cannot
-/// stop halfway.
-pub const ONE_PIECE: usize = 4096;
-
-/// [`send_request`] if the request is at most [`ONE_PIECE`] and the socket has room for it
-/// now: `false` (nothing sent) otherwise.
-pub fn send_request_if_room(
-  socket: &UnixStream,
-  payload: &[u8],
-  fds: &[RawFd],
-) -> io::Result<bool> {
-  if 4 + payload.len() > ONE_PIECE {
-    return Ok(false);
-  }
-  let length = payload.len() as u32;
-  let parts = [&length.to_le_bytes()[..], payload];
-  match send_parts(socket, &parts, fds, libc::MSG_DONTWAIT) {
-    Ok(()) => Ok(true),
-    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-    Err(e) => Err(e),
-  }
+  send_parts(socket, &[&length.to_le_bytes(), payload], fds)
 }
 
 /// Sends `bytes` with `fds` attached (SCM_RIGHTS), the whole of `bytes` even if the first
 /// `sendmsg` takes only part of it.
 pub fn send_with_fds(socket: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-  send_parts(socket, &[bytes], fds, 0)
+  send_parts(socket, &[bytes], fds)
 }
 
-/// `flags` are the first `sendmsg`'s; what it does not take is written plainly after it.
-fn send_parts(
-  socket: &UnixStream,
-  parts: &[&[u8]],
-  fds: &[RawFd],
-  flags: libc::c_int,
-) -> io::Result<()> {
+fn send_parts(socket: &UnixStream, parts: &[&[u8]], fds: &[RawFd]) -> io::Result<()> {
   if parts.iter().all(|part| part.is_empty()) {
     // Descriptors travel with a byte: with none, they would be dropped unseen.
     return Err(io::Error::new(
@@ -122,7 +92,7 @@ fn send_parts(
     (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
     std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), fd_bytes);
     loop {
-      let n = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | flags);
+      let n = libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
       if n >= 0 {
         break n as usize;
       }

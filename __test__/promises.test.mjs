@@ -2,9 +2,10 @@
 // for holds the JavaScript thread, and environments that end with promises pending.
 import { spawn } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
-import { LIB_CJS, cmdline, freshWorkdir, isZygote, procStat, processesWith, runNode, uniqueMarker, useSandboxes, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, cmdline, freshWorkdir, isZygote, procStat, processesWith, runNode, uniqueMarker, useIsolatedSandboxes, useSandboxes, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
+const isolated = useIsolatedSandboxes('nw-promises-')
 
 /** The init of an unisolated sandbox, found above `pid` (a process it runs): the topmost keeper below the zygote or this process. */
 function initAbove(pid) {
@@ -73,30 +74,40 @@ describe('promises', () => {
     expect(result).toMatchObject({ exitCode: 0, stdout: `${value.length}\n` })
   })
 
-  it('a worker thread ended with commands pending leaves the host and its other sandboxes working', async () => {
+  it.each(['none', 'bwrap'])("a worker thread ended with commands pending takes its sandbox's processes with it (isolation %s), and leaves the host and its other sandboxes working", async (isolation) => {
+    const [ran, spawned] = [uniqueMarker(), uniqueMarker()]
+    const workingDirectory = isolation === 'bwrap' ? isolated.fresh() : freshWorkdir()
+    const workerSource = `
+      const { parentPort } = require('node:worker_threads')
+      const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+      const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(workingDirectory)}, isolation: '${isolation}' })
+      sb.executeCommand('echo in-worker').then((result) => {
+        sb.executeCommand('sleep ${ran}')
+        sb.processes.spawn('sleep ${spawned}').then((handle) => handle.wait())
+        parentPort.postMessage(result.stdout)
+      })
+    `
     const { stdout, code, signal } = await runNode(`
+      const fs = require('node:fs')
       const { Worker } = require('node:worker_threads')
       const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
-      const worker = new Worker(\`
-        const { parentPort } = require('node:worker_threads')
-        const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
-        const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(freshWorkdir())} })
-        sb.executeCommand('echo in-worker').then((result) => {
-          parentPort.postMessage(result.stdout)
-          sb.executeCommand('sleep 5')
-          sb.processes.spawn('sleep 5').then((handle) => handle.wait())
-          parentPort.postMessage('pending')
-        })
-      \`, { eval: true })
+      const running = (marker) => fs.readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p)).some((p) => {
+        try { return fs.readFileSync('/proc/' + p + '/cmdline', 'latin1').split('\\0').join(' ').trim() === 'sleep ' + marker } catch { return false }
+      })
+      const until = async (ok) => { for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 20)); return ok() }
+      const worker = new Worker(${JSON.stringify(workerSource)}, { eval: true })
       worker.on('message', async (message) => {
-        if (message !== 'pending') return process.stdout.write(message)
+        const started = await until(() => running(${JSON.stringify(ran)}) && running(${JSON.stringify(spawned)}))
         await worker.terminate()
+        const ended = await until(() => !running(${JSON.stringify(ran)}) && !running(${JSON.stringify(spawned)}))
         const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(freshWorkdir())} })
-        process.stdout.write((await sb.executeCommand('echo after')).stdout)
+        const after = (await sb.executeCommand('echo after')).stdout
         await sb.destroy()
+        console.log(JSON.stringify({ message, started, ended, after }))
         process.exit(0)
       })
     `)
-    expect({ stdout, code, signal }).toEqual({ stdout: 'in-worker\nafter\n', code: 0, signal: null })
+    expect({ code, signal }).toEqual({ code: 0, signal: null })
+    expect(JSON.parse(stdout)).toEqual({ message: 'in-worker\n', started: true, ended: true, after: 'after\n' })
   })
 })

@@ -7,6 +7,7 @@
 
 mod abort_token;
 mod docker_sandbox;
+mod environment;
 mod errors;
 mod isolation;
 mod js_callback;

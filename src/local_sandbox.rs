@@ -21,6 +21,7 @@ use native_workspace_core::sandbox::{
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
+use crate::environment::end_with_environment;
 use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
@@ -369,7 +370,7 @@ fn displayed(paths: &[PathBuf]) -> Vec<String> {
 #[napi]
 impl NativeLocalSandbox {
   #[napi(constructor, catch_unwind)]
-  pub fn new(options: NativeSandboxOptions) -> napi::Result<Self, ErrorCode> {
+  pub fn new(env: Env, options: NativeSandboxOptions) -> napi::Result<Self, ErrorCode> {
     let isolation = match options.isolation.as_deref() {
       None => Isolation::None,
       Some(name) => Isolation::parse(name).ok_or_else(|| {
@@ -438,6 +439,7 @@ impl NativeLocalSandbox {
     })
     .map_err(sync_error)?;
     napi::bindgen_prelude::within_runtime_if_available(|| inner.fill_warm_pool());
+    end_with_environment(&env, &inner).map_err(crate::errors::from_napi)?;
     Ok(NativeLocalSandbox {
       inner,
       protected_paths,
@@ -449,9 +451,11 @@ impl NativeLocalSandbox {
   /// init the container's PID 1.
   #[napi(factory, catch_unwind)]
   pub fn docker(
+    env: Env,
     options: crate::docker_sandbox::NativeDockerOptions,
   ) -> napi::Result<Self, ErrorCode> {
     let inner = crate::docker_sandbox::docker_sandbox(options).map_err(sync_error)?;
+    end_with_environment(&env, &inner).map_err(crate::errors::from_napi)?;
     Ok(NativeLocalSandbox {
       inner,
       protected_paths: OnceLock::from(Vec::new()),

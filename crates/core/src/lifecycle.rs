@@ -9,6 +9,7 @@
 //! and a failing `onStart` abandons the start.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{CoreError, Result};
@@ -107,6 +108,8 @@ pub struct Lifecycle {
   /// Serialises transitions; concurrent callers queue and then find the work done.
   transition: tokio::sync::Mutex<()>,
   last_start: Mutex<StartRecord>,
+  /// Set by [`Self::host_gone`]: the status stays `destroyed`.
+  host_gone: AtomicBool,
 }
 
 impl Lifecycle {
@@ -122,6 +125,7 @@ impl Lifecycle {
         in_flight: false,
         runs_hook: false,
       }),
+      host_gone: AtomicBool::new(false),
     }
   }
 
@@ -151,14 +155,32 @@ impl Lifecycle {
   }
 
   fn set_status(&self, status: Status) {
-    self.state.send_replace((status, None));
+    self.publish((status, None));
   }
 
   fn fail<T>(&self, err: CoreError) -> Result<T> {
-    self
-      .state
-      .send_replace((Status::Error, Some(err.to_string())));
+    self.publish((Status::Error, Some(err.to_string())));
     Err(err)
+  }
+
+  /// The new status, unless the host is gone.
+  fn publish(&self, state: (Status, Option<String>)) {
+    if !self.host_is_gone() {
+      self.state.send_replace(state);
+    }
+  }
+
+  /// For a provider whose host went away without destroying it: `destroyed` from now on,
+  /// whatever a transition in flight would make it, and its hooks (the host's functions)
+  /// are never called again.
+  pub fn host_gone(&self) {
+    self.host_gone.store(true, Ordering::Release);
+    *self.hooks.locked() = Hooks::default();
+    self.state.send_replace((Status::Destroyed, None));
+  }
+
+  pub fn host_is_gone(&self) -> bool {
+    self.host_gone.load(Ordering::Acquire)
   }
 
   /// A running provider lost what it runs on (its container was stopped or removed from
@@ -167,6 +189,7 @@ impl Lifecycle {
   /// already moving, and is left to it.
   pub fn lost(&self, err: &CoreError) {
     self.state.send_if_modified(|state| {
+      // Once the host is gone the status is `destroyed`, never `running`.
       let running = state.0 == Status::Running;
       if running {
         *state = (Status::Error, Some(err.to_string()));
@@ -389,6 +412,52 @@ mod tests {
       // None is in flight once it is done.
       assert!(!lifecycle.start_runs_hook());
     }
+  }
+
+  /// A provider whose host goes away while it starts.
+  struct HostGoesAway<'a>(&'a Lifecycle);
+
+  impl Provider for HostGoesAway<'_> {
+    async fn start(&self) -> Result<StartOutcome> {
+      self.0.host_gone();
+      Ok(StartOutcome::Created)
+    }
+    async fn stop(&self) -> Result<()> {
+      Ok(())
+    }
+    async fn destroy(&self) -> Result<()> {
+      Ok(())
+    }
+  }
+
+  #[tokio::test]
+  async fn once_its_host_is_gone_a_lifecycle_stays_destroyed_and_calls_no_hook() {
+    let called = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = called.clone();
+    let lifecycle = Lifecycle::new(
+      "s".into(),
+      Hooks {
+        on_start: Some(Arc::new(move |_| {
+          seen.store(true, Ordering::SeqCst);
+          Box::pin(async { Ok(()) })
+        })),
+        ..Hooks::default()
+      },
+    );
+    let provider = HostGoesAway(&lifecycle);
+    // The start in flight when the host went away ends without making it `running`.
+    let _ = lifecycle.start(&provider).await;
+    assert_eq!(lifecycle.status(), Status::Destroyed);
+    assert!(
+      !called.load(Ordering::SeqCst),
+      "onStart ran for a host that is gone"
+    );
+    assert!(matches!(
+      lifecycle.ensure_running(&provider, OnStart::Run).await,
+      Err(CoreError::NotReady(_))
+    ));
+    lifecycle.lost(&CoreError::Destroyed);
+    assert_eq!(lifecycle.status(), Status::Destroyed);
   }
 
   fn failing<A: 'static>() -> Option<Hook<A>> {

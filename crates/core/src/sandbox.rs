@@ -639,6 +639,28 @@ impl Sandbox {
     Ok(process)
   }
 
+  /// What the end of the host process does to the sandbox, for a host that goes away
+  /// without destroying it (a JavaScript environment torn down with its worker thread):
+  /// every tracked process killed, its forwarded ports and egress proxy closed, its init
+  /// let go (whose end kills every tree), and no start after this one.
+  pub fn host_gone(&self) {
+    self.lifecycle.host_gone();
+    self.ports.close_all();
+    if let Some(egress) = &self.egress {
+      egress.close();
+    }
+    self.let_go();
+  }
+
+  /// Kills every tracked process and lets the init go: the host's end of the sandbox.
+  fn let_go(&self) {
+    let tracked = std::mem::take(&mut *self.processes.locked());
+    for (_, process) in tracked.values() {
+      process.kill();
+    }
+    drop(self.init.locked().take());
+  }
+
   fn track(&self, process: &Arc<Process>) {
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
     self
@@ -1205,7 +1227,7 @@ impl Sandbox {
       // A container's init outlives a connection: reaching it again is enough.
       let init = Arc::new(container.connect().await?);
       self.serve_egress(&init).await?;
-      *self.init.locked() = Some(init.clone());
+      self.install_init(&init).await?;
       return Ok(init);
     }
     let init = match self.launch_init(one, &mut laps).await? {
@@ -1266,11 +1288,26 @@ impl Sandbox {
   async fn adopt_init(&self, init: Init, mut laps: Laps) -> Result<Arc<Init>> {
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
-    *self.init.locked() = Some(init.clone());
+    self.install_init(&init).await?;
     self.watch_disk(&init);
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
+  }
+
+  /// Makes `init` the sandbox's, unless its host went away while it started (see
+  /// [`Self::host_gone`], which marks the lifecycle before it takes the init from its slot:
+  /// one of the two ends it).
+  async fn install_init(&self, init: &Arc<Init>) -> Result<()> {
+    {
+      let mut slot = self.init.locked();
+      if !self.lifecycle.host_is_gone() {
+        *slot = Some(init.clone());
+        return Ok(());
+      }
+    }
+    init.shutdown().await;
+    Err(CoreError::Destroyed)
   }
 
   /// Sends the command whose lazy start this is to the new init (see
@@ -1783,11 +1820,7 @@ impl Provider for Sandbox {
 /// closes, and the init kills what is left and exits.
 impl Drop for Sandbox {
   fn drop(&mut self) {
-    let tracked = std::mem::take(&mut *self.processes.lock().unwrap_or_else(|e| e.into_inner()));
-    for (_, process) in tracked.values() {
-      process.kill();
-    }
-    drop(self.init.lock().unwrap_or_else(|e| e.into_inner()).take());
+    self.let_go();
   }
 }
 

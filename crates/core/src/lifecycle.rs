@@ -375,12 +375,13 @@ mod tests {
     }
   }
 
-  /// A provider that records, as it starts, whether the lifecycle says a hook follows.
-  struct HookAware<'a>(&'a Lifecycle, Mutex<Vec<bool>>);
+  /// A provider whose start runs its function (which looks at, or acts on, the lifecycle
+  /// meanwhile).
+  struct StartingWith<F>(F);
 
-  impl Provider for HookAware<'_> {
+  impl<F: Fn() + Sync> Provider for StartingWith<F> {
     async fn start(&self) -> Result<StartOutcome> {
-      self.1.lock().unwrap().push(self.0.start_runs_hook());
+      (self.0)();
       Ok(StartOutcome::Created)
     }
     async fn stop(&self) -> Result<()> {
@@ -406,27 +407,12 @@ mod tests {
           ..Hooks::default()
         },
       );
-      let provider = HookAware(&lifecycle, Mutex::default());
+      let seen = Mutex::new(Vec::new());
+      let provider = StartingWith(|| seen.lock().unwrap().push(lifecycle.start_runs_hook()));
       lifecycle.start_with(&provider, on_start).await.unwrap();
-      assert_eq!(*provider.1.lock().unwrap(), [follows], "{on_start:?}");
+      assert_eq!(*seen.lock().unwrap(), [follows], "{on_start:?}");
       // None is in flight once it is done.
       assert!(!lifecycle.start_runs_hook());
-    }
-  }
-
-  /// A provider whose host goes away while it starts.
-  struct HostGoesAway<'a>(&'a Lifecycle);
-
-  impl Provider for HostGoesAway<'_> {
-    async fn start(&self) -> Result<StartOutcome> {
-      self.0.host_gone();
-      Ok(StartOutcome::Created)
-    }
-    async fn stop(&self) -> Result<()> {
-      Ok(())
-    }
-    async fn destroy(&self) -> Result<()> {
-      Ok(())
     }
   }
 
@@ -444,8 +430,8 @@ mod tests {
         ..Hooks::default()
       },
     );
-    let provider = HostGoesAway(&lifecycle);
     // The start in flight when the host went away ends without making it `running`.
+    let provider = StartingWith(|| lifecycle.host_gone());
     let _ = lifecycle.start(&provider).await;
     assert_eq!(lifecycle.status(), Status::Destroyed);
     assert!(

@@ -27,8 +27,9 @@ pub fn end_with_environment(env: &Env, sandbox: &Arc<Sandbox>) -> napi::Result<(
       _ => {
         let list = Made::default();
         env.add_env_cleanup_hook(list.clone(), |list| {
+          // A panic must not unwind into Node; the other sandboxes still end.
           for sandbox in list.take().iter().filter_map(Weak::upgrade) {
-            sandbox.host_gone();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sandbox.host_gone()));
           }
         })?;
         *made = Some((env.raw(), list.clone()));
@@ -36,7 +37,7 @@ pub fn end_with_environment(env: &Env, sandbox: &Arc<Sandbox>) -> napi::Result<(
       }
     };
     let mut list = list.borrow_mut();
-    // Pruned when full, so it holds at most about twice the sandboxes alive.
+    // Pruned when full: it never holds more than about twice as many as were alive at once.
     if list.len() == list.capacity() {
       list.retain(|sandbox| sandbox.strong_count() > 0);
     }

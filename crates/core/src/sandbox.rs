@@ -663,11 +663,15 @@ impl Sandbox {
 
   fn track(&self, process: &Arc<Process>) {
     let seq = self.spawn_seq.fetch_add(1, Ordering::Relaxed);
-    self
-      .processes
-      .lock()
-      .unwrap()
-      .insert(process.pid().to_string(), (seq, process.clone()));
+    let mut tracked = self.processes.locked();
+    // Started as its host went away: `host_gone` marks the lifecycle before it takes the
+    // tracked processes, so one of the two kills it.
+    if self.lifecycle.host_is_gone() {
+      drop(tracked);
+      process.kill();
+      return;
+    }
+    tracked.insert(process.pid().to_string(), (seq, process.clone()));
   }
 
   /// Starts filling the warm pool this sandbox takes its inits from, if it has one, ahead of

@@ -43,7 +43,7 @@ describe('promises', () => {
     process.kill(init, 'SIGSTOP')
     // Should a call wait for room, the JavaScript thread would wait until the init reads
     // again: this lets it go on after 15 s, so that such a failure is reported, not a hang.
-    const rescue = spawn('sh', ['-c', `sleep 15; kill -CONT ${init}`], { stdio: 'ignore' })
+    const rescue = spawn('sh', ['-c', `sleep 15; kill -CONT ${init}`], { stdio: 'ignore', detached: true })
     let commands
     let issuing
     let stateAfter
@@ -58,7 +58,8 @@ describe('promises', () => {
       stateAfter = procStat(init)?.state
     } finally {
       process.kill(init, 'SIGCONT')
-      rescue.kill()
+      // Its whole group: its `sleep` too.
+      process.kill(-rescue.pid, 'SIGKILL')
     }
     expect(stateAfter, 'the init was still stopped after the calls').toBe('T')
     expect(issuing, 'ms the 200 calls held the JavaScript thread').toBeLessThan(10_000)

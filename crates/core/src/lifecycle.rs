@@ -163,11 +163,17 @@ impl Lifecycle {
     Err(err)
   }
 
-  /// The new status, unless the host is gone.
+  /// The new status, unless the host is gone. Looked at under the watch's lock, which
+  /// `host_gone` takes after it marks the host gone: a status published meanwhile is
+  /// replaced by `destroyed`.
   fn publish(&self, state: (Status, Option<String>)) {
-    if !self.host_is_gone() {
-      self.state.send_replace(state);
-    }
+    self.state.send_if_modified(|current| {
+      let publish = !self.host_is_gone();
+      if publish {
+        *current = state;
+      }
+      publish
+    });
   }
 
   /// For a provider whose host went away without destroying it: `destroyed` from now on,

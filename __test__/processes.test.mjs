@@ -50,6 +50,32 @@ describe('commands started while the sandbox is destroyed', () => {
   })
 })
 
+describe('commands racing stop()', () => {
+  it('a command made beside start() and stop() runs, or is refused as not ready: never another error', { timeout: 90_000 }, async () => {
+    const seen = new Map()
+    const note = (what) => seen.set(what, (seen.get(what) ?? 0) + 1)
+    const outcome = (error) => `${error.name} ${error.code}`
+    for (let i = 0; i < 150; i++) {
+      const sb = makeSandbox()
+      // A later start (the command's own, after the stop) must not hide that its first
+      // init was shut down under it.
+      await Promise.all([
+        sb.start(),
+        i % 2
+          ? sb.executeCommand('echo ran').then((r) => note(r.killed ? `executed ${r.exitCode} killed` : `executed ${r.exitCode} ${r.stdout}`), (e) => note(outcome(e)))
+          : sb.processes.spawn('echo ran').then((h) => h.wait()).then((r) => note(`spawned ${r.exitCode}`), (e) => note(outcome(e))),
+        sb.stop(),
+      ])
+      await sb.destroy()
+    }
+    // Ran, or was killed by the stop, or was refused.
+    const allowed = ['executed 0 ran\n', 'executed 137 killed', 'spawned 0', 'spawned 137', 'SandboxNotReadyError NOT_READY']
+    expect([...seen.keys()].filter((what) => !allowed.includes(what)), JSON.stringify([...seen])).toEqual([])
+    // The race was run: some commands lost it.
+    expect(seen.get('SandboxNotReadyError NOT_READY')).toBeGreaterThan(0)
+  })
+})
+
 describe('streams', () => {
   it('an unread reader holds the command back (bounded buffer); reading lets it go on', async () => {
     const sb = makeSandbox()

@@ -206,6 +206,10 @@ pub struct Sandbox {
   /// The command that is making the start under way, if one is (see
   /// [`Self::ensure_running_for`]).
   first_command: Mutex<Option<FirstCommand>>,
+  /// How many of its inits have been shut down (by a stop, a destroy, a restart): a
+  /// command whose init was shut down under it raced that, whatever the status is by the
+  /// time its launch fails (a later start may have made it running again).
+  inits_ended: AtomicU64,
   /// Held by whatever replaces the init (a start, a command finding it dead, a mount), so
   /// that one init at a time adopts the protected paths' placeholders and concurrent
   /// commands make one. Its guard is what [`Self::restart_init`] asks for.
@@ -272,6 +276,7 @@ impl Sandbox {
       start_timings: Mutex::new(StartTimings::default()),
       mounts: Mutex::new(Vec::new()),
       first_command: Mutex::new(None),
+      inits_ended: AtomicU64::new(0),
       replacing_init: tokio::sync::Mutex::new(()),
       spawning: tokio::sync::RwLock::new(()),
       paths_turn: Arc::new(tokio::sync::Mutex::new(())),
@@ -394,6 +399,7 @@ impl Sandbox {
   /// exited, until it is among the first to have exited past the bound (see
   /// `bound_when_exited`).
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
+    let inits_ended = self.inits_ended.load(Ordering::Acquire);
     self.ensure_running().await?;
     let defaults = EntryDefaults {
       retention: Some(DEFAULT_SPAWN_RETENTION),
@@ -408,7 +414,9 @@ impl Sandbox {
     // Not waited for, so its refusals are let go to whichever command ends next.
     let egress = self.egress.as_ref().map(Egress::for_command);
     let (request, abort) = self.command_request(command, options, defaults, egress.as_ref());
-    let process = self.start_tracked(request, abort, None).await?;
+    let process = self
+      .start_tracked(request, abort, None, inits_ended)
+      .await?;
     self.bound_when_exited(&process);
     Ok(process)
   }
@@ -481,9 +489,13 @@ impl Sandbox {
     };
     let egress = self.egress.as_ref().map(Egress::for_command);
     let asked = Instant::now();
+    let inits_ended = self.inits_ended.load(Ordering::Acquire);
     let command_request = || self.command_request(&full, options, defaults, egress.as_ref());
     let ((request, abort), launched) = self.ensure_running_for(command_request, on_start).await?;
-    let process = match self.start_tracked(request, abort, launched).await {
+    let process = match self
+      .start_tracked(request, abort, launched, inits_ended)
+      .await
+    {
       Ok(process) => process,
       // Its working directory held it until its timeout or abort: it ends as it would have.
       Err(CoreError::NotStarted { why, .. }) => {
@@ -601,12 +613,14 @@ impl Sandbox {
   }
 
   /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
-  /// `launched`: its request was sent already.
+  /// `launched`: its request was sent already. `inits_ended`: [`Self::inits_ended`] when
+  /// the command was asked for.
   async fn start_tracked(
     &self,
     request: SpawnRequest,
     abort: Option<AbortToken>,
     launched: Option<Launched>,
+    inits_ended: u64,
   ) -> Result<Arc<Process>> {
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
@@ -620,7 +634,10 @@ impl Sandbox {
     let process = match spawned {
       Ok(process) => process,
       // A stop or destroy ended the init under this launch: the command raced it.
-      Err(_) if self.status() != Status::Running => {
+      Err(_)
+        if self.status() != Status::Running
+          || self.inits_ended.load(Ordering::Acquire) != inits_ended =>
+      {
         return Err(CoreError::NotReady(self.id.clone()));
       }
       Err(error) => return Err(error),
@@ -1123,6 +1140,7 @@ impl Sandbox {
     }
     let init = self.init.locked().take();
     if let Some(init) = init {
+      self.inits_ended.fetch_add(1, Ordering::AcqRel);
       init.shutdown().await;
     }
   }

@@ -19,4 +19,5 @@ mod logging;
 mod options;
 mod process_handle;
 mod resolver_cache;
+mod runtime;
 mod tool_text;

@@ -337,6 +337,7 @@ impl Init {
       Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
     };
     let mut cmd = std::process::Command::new(program);
+    crate::sched::as_host_before_exec(&mut cmd);
     let kills = Arc::new(LimitKills::new(cgroup));
     if let Some(cgroup) = kills.cgroup().cloned() {
       // SAFETY: join_self makes only async-signal-safe calls. It runs first, while this

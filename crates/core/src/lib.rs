@@ -23,6 +23,7 @@ pub mod process;
 pub mod protect;
 pub mod quote;
 pub mod sandbox;
+pub mod sched;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod slot;

@@ -220,6 +220,7 @@ impl Zygote {
       .stderr(Stdio::null())
       // Signals for the host's process group (Ctrl-C) are for the host.
       .process_group(0);
+    crate::sched::as_host_before_exec(&mut command);
     let process = spawn_from_lasting_thread(command).await?;
     let zygote = Zygote {
       keeper: keeper.to_owned(),

@@ -1,0 +1,24 @@
+//! The runtime the binding's async calls run on: napi's Tokio runtime, built here so that
+//! each of its threads yields its wake-ups to the thread it wakes from (see the core's
+//! `sched`): the JavaScript thread goes on at once after handing a call over.
+
+use std::sync::Once;
+
+#[napi_derive::module_init]
+fn init() {
+  // Run as the addon loads: a panic must not abort Node. Should this fail in any way, napi
+  // builds its default runtime, whose threads do not yield.
+  let _ = std::panic::catch_unwind(|| {
+    // Once per process: a worker thread's environment loading the addon again shares it.
+    static BUILT: Once = Once::new();
+    BUILT.call_once(|| {
+      let built = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_start(native_workspace_core::sched::yield_wakeups_of_this_thread)
+        .build();
+      if let Ok(runtime) = built {
+        napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+      }
+    });
+  });
+}

@@ -63,10 +63,28 @@ function killLeaked(marker) {
   return leaked
 }
 
+/**
+ * How long the JavaScript thread waits, after each of `count` calls of `fn`, for its next
+ * task (a `setImmediate`): the call's own synchronous part, and the time the threads it
+ * woke keep its CPU. Median µs.
+ */
+async function handover(fn, count) {
+  const waits = []
+  for (let i = 0; i < count; i++) {
+    const t0 = now()
+    const done = fn()
+    await new Promise((resolve) => setImmediate(resolve))
+    waits.push(now() - t0)
+    await done
+  }
+  return median(waits) * 1000
+}
+
 /** Case (a): sequential `true`, with or without isolation. */
 async function sequentialTrue({ sb, params }) {
   await warmUp(sb)
-  return sequential(() => sb.exec('true'), params)
+  const timed = await sequential(() => sb.exec('true'), params)
+  return { ...timed, handover_us: await handover(() => sb.exec('true'), params.count) }
 }
 
 const SEQUENTIAL_METRICS = [
@@ -81,7 +99,10 @@ const BASE_CASES = [
     impls: ALL,
     runs: 3,
     params: (quick) => ({ warmups: 5, count: quick ? 50 : 200 }),
-    metrics: SEQUENTIAL_METRICS,
+    metrics: [
+      ...SEQUENTIAL_METRICS,
+      { key: 'handover_us', label: "the JavaScript thread's wait for its next task after each call: median µs", better: 'lower' },
+    ],
     targets: [
       { key: 'median_ms', vsMastra: 0.5 },
       { key: 'median_ms', vsRaw: 1 },

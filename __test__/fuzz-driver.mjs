@@ -18,10 +18,10 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import fc from 'fast-check'
+import { allPids, cmdline, isKeptWarm, isZygote, procStat } from './proc.mjs'
 
 const require = createRequire(import.meta.url)
 const lib = require('../lib/index.js')
-const native = require('../index.js')
 const LIB_DIR = path.dirname(require.resolve('../lib/index.js'))
 
 const cfg = JSON.parse(process.env.NW_FUZZ)
@@ -840,35 +840,12 @@ const LIFECYCLE = {
 // ---------------------------------------------------------------------------------------
 // Host state: processes and descriptors
 
-function procStat(pid) {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-    return { pid, state: fields[0], ppid: Number(fields[1]), comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')) }
-  } catch {
-    return undefined
-  }
-}
-
-function cmdline(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
-  } catch {
-    return ''
-  }
-}
-
 /**
  * Processes this driver is answerable for: its descendants, its keepers, and anything whose
  * command line names the test's directory (they may have been re-parented).
  */
 function ourProcesses() {
-  const stats = fs
-    .readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .map((name) => procStat(Number(name)))
-    .filter(Boolean)
-  const warm = native.idleWarmInits()
+  const stats = allPids().map(procStat).filter(Boolean)
   const mine = new Set([process.pid])
   for (let grew = true; grew; ) {
     grew = false
@@ -877,15 +854,15 @@ function ourProcesses() {
   return stats
     .filter((s) => {
       if (s.pid === process.pid) return false
-      const cmd = cmdline(s.pid)
+      const cmd = cmdline(s.pid) ?? ''
       // The keeper that forks the driver's unisolated inits lives as long as the driver, and
       // so do the warm inits kept ready for the next sandbox (with their spares).
-      if (cmd.split(' ')[1] === '--zygote' || warm.includes(s.pid) || warm.includes(s.ppid)) return false
+      if (isZygote(s.pid) || isKeptWarm(s.pid)) return false
       // A keeper names the Node process it serves (other processes' keepers are not ours).
       const ourKeeper = s.comm.startsWith(KEEPER.slice(0, 15)) && cmd.split(' ').includes(String(process.pid))
       return mine.has(s.pid) || ourKeeper || cmd.includes(cfg.top)
     })
-    .map((s) => ({ pid: s.pid, ppid: s.ppid, state: s.state, cmd: cmdline(s.pid).slice(0, 160) || s.comm }))
+    .map((s) => ({ pid: s.pid, ppid: s.ppid, state: s.state, cmd: (cmdline(s.pid) ?? '').slice(0, 160) || s.comm }))
 }
 
 const isHelper = (p) => p.cmd.includes(KEEPER) || /(^|\/)bwrap\b/.test(p.cmd)

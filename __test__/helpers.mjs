@@ -2,12 +2,12 @@
 // each test, /proc scanning (judge the host's state, not the library's word), deadlines.
 import { execFileSync, spawn as spawnChild } from 'node:child_process'
 import fs from 'node:fs'
-import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, expect } from 'vitest'
 import { LocalSandbox, SandboxOptionError } from '../lib/index.mjs'
+import { allPids, cmdline, procStat } from './proc.mjs'
 
 /** Absolute path of the CommonJS entry, for child Node scripts. */
 export const LIB_CJS = fileURLToPath(new URL('../lib/index.js', import.meta.url))
@@ -120,18 +120,7 @@ export function sandboxCgroups() {
 // ---------------------------------------------------------------------------------------
 // /proc scanning
 
-/** `{ pid, state, ppid }` from /proc/<pid>/stat, or undefined if there is no such process. */
-export function procStat(pid) {
-  let text
-  try {
-    text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
-  } catch {
-    return undefined
-  }
-  // The command name is in parentheses and may contain spaces: split after the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-  return { pid: Number(pid), state: fields[0], ppid: Number(fields[1]) }
-}
+export { allPids, cmdline, isKeptWarm, isZygote, procStat } from './proc.mjs'
 
 /** The bubblewrap processes above `pid` (its sandbox's, seen from the host). */
 export function bwrapAbove(pid) {
@@ -159,42 +148,6 @@ export function isAlive(pid) {
  */
 export async function gone(pid, timeout = 10_000) {
   return waitFor(() => !isAlive(pid), { timeout })
-}
-
-export function allPids() {
-  return fs
-    .readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .map(Number)
-}
-
-/** The command line of `pid`, its arguments joined by spaces; undefined once it is gone. */
-export function cmdline(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * Whether `pid` is the keeper that forks a host's unisolated inits (`--zygote`): it lives as
- * long as its host, so it is no sandbox's process and outlives any test's sandboxes.
- */
-export function isZygote(pid) {
-  return cmdline(pid)?.split(' ')[1] === '--zygote'
-}
-
-const native = createRequire(import.meta.url)('../index.js')
-
-/**
- * Whether `pid` is a warm init the package keeps ready for the next sandbox
- * (`nativeSandbox.warmPool`; one by default after an unisolated start), or that init's spare:
- * kept on purpose as long as the host lives, as the zygote is, so no sandbox's leftover.
- */
-export function isKeptWarm(pid) {
-  const warm = native.idleWarmInits()
-  return warm.includes(pid) || warm.includes(procStat(pid)?.ppid)
 }
 
 /**

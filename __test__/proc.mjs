@@ -1,0 +1,57 @@
+// What /proc says of the host's processes, for the vitest suite (through helpers.mjs) and
+// for the generated-use driver, which runs outside vitest: nothing here imports it.
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+
+/**
+ * `{ pid, state, ppid, comm }` from /proc/<pid>/stat, or undefined if there is no such
+ * process.
+ */
+export function procStat(pid) {
+  let text
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+  } catch {
+    return undefined
+  }
+  // The command name is in parentheses and may contain spaces: split after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  return { pid: Number(pid), state: fields[0], ppid: Number(fields[1]), comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')) }
+}
+
+/** Every pid in /proc. */
+export function allPids() {
+  return fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+}
+
+/** The command line of `pid`, its arguments joined by spaces; undefined once it is gone. */
+export function cmdline(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ').trim()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Whether `pid` is the keeper that forks a host's unisolated inits (`--zygote`): it lives as
+ * long as its host, so it is no sandbox's process and outlives any test's sandboxes.
+ */
+export function isZygote(pid) {
+  return cmdline(pid)?.split(' ')[1] === '--zygote'
+}
+
+const native = createRequire(import.meta.url)('../index.js')
+
+/**
+ * Whether `pid` is a warm init the package keeps ready for the next sandbox
+ * (`nativeSandbox.warmPool`; one by default after an unisolated start), or that init's spare:
+ * kept on purpose as long as the host lives, as the zygote is, so no sandbox's leftover.
+ */
+export function isKeptWarm(pid) {
+  const warm = native.idleWarmInits()
+  return warm.includes(pid) || warm.includes(procStat(pid)?.ppid)
+}

@@ -4,7 +4,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { childrenOf, isKeptWarm, isZygote, processesWith, sleep, survivors, uniqueMarker, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
+import { childrenOf, isKeptWarm, isZygote, processesWith, procStat, sleep, survivors, uniqueMarker, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -73,6 +73,22 @@ describe('commands racing stop()', () => {
     expect([...seen.keys()].filter((what) => !allowed.includes(what)), JSON.stringify([...seen])).toEqual([])
     // The race was run: some commands lost it.
     expect(seen.get('SandboxNotReadyError NOT_READY')).toBeGreaterThan(0)
+  })
+})
+
+describe('a command whose init was killed from outside', () => {
+  it('gets its own error from the init that replaces it, not NOT_READY', async () => {
+    const sb = makeSandbox()
+    // The command's parent is its supervisor; the supervisor's parent is the init.
+    const { stdout } = await sb.executeCommand('cat /proc/$PPID/stat')
+    const init = Number(stdout.slice(stdout.lastIndexOf(')') + 2).split(' ')[1])
+    expect(init).toBeGreaterThan(1)
+    process.kill(init, 'SIGKILL')
+    await waitFor(() => ['Z', undefined].includes(procStat(init)?.state))
+    const missing = path.join(sb.workingDirectory, 'missing')
+    const error = await sb.executeCommand('true', [], { cwd: missing }).catch((e) => e)
+    expect(error).toMatchObject({ code: 'CWD_NOT_FOUND' })
+    expect((await sb.executeCommand('echo again')).stdout).toBe('again\n')
   })
 })
 

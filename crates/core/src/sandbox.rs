@@ -206,9 +206,9 @@ pub struct Sandbox {
   /// The command that is making the start under way, if one is (see
   /// [`Self::ensure_running_for`]).
   first_command: Mutex<Option<FirstCommand>>,
-  /// How many of its inits have been shut down (by a stop, a destroy, a restart): a
-  /// command whose init was shut down under it raced that, whatever the status is by the
-  /// time its launch fails (a later start may have made it running again).
+  /// How many of its inits the lifecycle has ended (a stop, a destroy, an abandoned start;
+  /// not a restart): a command whose init was ended under it raced that, whatever the
+  /// status is by the time its launch fails (a later start may have made it running again).
   inits_ended: AtomicU64,
   /// Held by whatever replaces the init (a start, a command finding it dead, a mount), so
   /// that one init at a time adopts the protected paths' placeholders and concurrent
@@ -633,10 +633,12 @@ impl Sandbox {
     };
     let process = match spawned {
       Ok(process) => process,
-      // A stop or destroy ended the init under this launch: the command raced it.
-      Err(_)
-        if self.status() != Status::Running
-          || self.inits_ended.load(Ordering::Acquire) != inits_ended =>
+      // A stop or destroy ended the init under this launch: the command raced it. Its own
+      // timeout or abort, which gave up on it first, says so as it would have.
+      Err(error)
+        if !matches!(error, CoreError::NotStarted { .. })
+          && (self.status() != Status::Running
+            || self.inits_ended.load(Ordering::Acquire) != inits_ended) =>
       {
         return Err(CoreError::NotReady(self.id.clone()));
       }
@@ -1134,13 +1136,21 @@ impl Sandbox {
     init.as_ref()?.kills().cgroup()?.memory_bytes()
   }
 
+  /// Shuts the init down for the lifecycle (a stop, a destroy, an abandoned start): a
+  /// command launched on it raced that (see [`Self::inits_ended`]).
+  async fn end_init(&self) {
+    if self.init.locked().is_some() {
+      self.inits_ended.fetch_add(1, Ordering::AcqRel);
+    }
+    self.shutdown_init().await;
+  }
+
   async fn shutdown_init(&self) {
     if let Some(egress) = &self.egress {
       egress.close();
     }
     let init = self.init.locked().take();
     if let Some(init) = init {
-      self.inits_ended.fetch_add(1, Ordering::AcqRel);
       init.shutdown().await;
     }
   }
@@ -1173,7 +1183,7 @@ impl Sandbox {
     };
     // A stop or destroy that began meanwhile has not seen this init: it goes now.
     if self.status() != Status::Running {
-      self.shutdown_init().await;
+      self.end_init().await;
       return Err(not_ready());
     }
     Ok(init)
@@ -1804,7 +1814,7 @@ impl Provider for Sandbox {
   async fn stop(&self) -> Result<()> {
     self.ports.close_all();
     self.kill_all().await;
-    self.shutdown_init().await;
+    self.end_init().await;
     if let Some(container) = &self.container {
       container.stop().await?;
     }
@@ -1814,7 +1824,7 @@ impl Provider for Sandbox {
   async fn destroy(&self) -> Result<()> {
     self.ports.close_all();
     self.kill_all().await;
-    self.shutdown_init().await;
+    self.end_init().await;
     // Its `/tmp` and mounts outlive a stop, not a destroy.
     drop(self.private_tmp.locked().take());
     self.mounts.locked().clear();
@@ -1828,7 +1838,7 @@ impl Provider for Sandbox {
   async fn abandon(&self) {
     self.ports.close_all();
     self.kill_all().await;
-    self.shutdown_init().await;
+    self.end_init().await;
     if let Some(container) = &self.container
       && let Err(error) = container.stop().await
     {

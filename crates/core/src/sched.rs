@@ -8,8 +8,9 @@
 //!
 //! A process forked from such a thread would inherit the policy, so the processes that
 //! outlive their launch (the zygote, a sandbox's init, and through them the supervisors
-//! and commands) are put back to the ordinary one before their exec (see
-//! [`as_host_before_exec`]): they keep preempting as a process of Node's own thread would.
+//! and commands) get the ordinary one back: the zygote is spawned from a thread that has
+//! it again ([`as_host_for_this_thread`]), an init takes it before its exec
+//! ([`as_host_before_exec`]). They keep preempting as a process of Node's own thread would.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,6 +30,18 @@ pub fn yield_wakeups_of_this_thread() {
     if made {
       YIELDING.store(true, Ordering::Relaxed);
     }
+  }
+}
+
+/// Puts the calling thread back to the ordinary policy, where runtime threads yield their
+/// wake-ups: a thread started from one inherited theirs, and what it spawns should not (a
+/// spawn needs no `pre_exec` then, which would make it a fork of the whole host).
+pub fn as_host_for_this_thread() {
+  #[cfg(target_os = "linux")]
+  if YIELDING.load(Ordering::Relaxed) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a scheduling syscall on the calling thread, with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
   }
 }
 

@@ -220,7 +220,6 @@ impl Zygote {
       .stderr(Stdio::null())
       // Signals for the host's process group (Ctrl-C) are for the host.
       .process_group(0);
-    crate::sched::as_host_before_exec(&mut command);
     let process = spawn_from_lasting_thread(command).await?;
     let zygote = Zygote {
       keeper: keeper.to_owned(),
@@ -278,6 +277,7 @@ async fn spawn_from_lasting_thread(
     let _ = std::thread::Builder::new()
       .name("native-workspace-zygote".into())
       .spawn(move || {
+        crate::sched::as_host_for_this_thread();
         for (mut command, reply) in queue {
           let _ = reply.send(command.spawn());
         }

@@ -855,12 +855,12 @@ function ourProcesses() {
     .filter((s) => {
       if (s.pid === process.pid) return false
       const cmd = cmdline(s.pid) ?? ''
-      // The keeper that forks the driver's unisolated inits lives as long as the driver, and
-      // so do the warm inits kept ready for the next sandbox (with their spares).
-      if (isZygote(s.pid) || isKeptWarm(s.pid)) return false
       // A keeper names the Node process it serves (other processes' keepers are not ours).
       const ourKeeper = s.comm.startsWith(KEEPER.slice(0, 15)) && cmd.split(' ').includes(String(process.pid))
-      return mine.has(s.pid) || ourKeeper || cmd.includes(cfg.top)
+      if (!mine.has(s.pid) && !ourKeeper && !cmd.includes(cfg.top)) return false
+      // The keeper that forks the driver's unisolated inits lives as long as the driver, and
+      // so do the warm inits kept ready for the next sandbox (with their spares).
+      return !isZygote(s.pid) && !isKeptWarm(s.pid)
     })
     .map((s) => ({ pid: s.pid, ppid: s.ppid, state: s.state, cmd: (cmdline(s.pid) ?? '').slice(0, 160) || s.comm }))
 }

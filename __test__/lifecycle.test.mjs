@@ -451,7 +451,7 @@ describe('a sandbox collected without destroy()', () => {
   // a sandbox its resolver made.
   const uses = [...isolations, 'workspace', 'resolved']
 
-  it(`releases its init, its processes and its descriptors (${uses.join(', ')})`, async () => {
+  it(`releases its init, its processes and its descriptors, its ended commands' callbacks referring to it (${uses.join(', ')})`, async () => {
     // The sandbox user must reach an isolated workspace: world-traversable parents.
     const top = tempDir()
     fs.chmodSync(top, 0o755)
@@ -477,7 +477,12 @@ async function use(kind, marker, dir) {
   } else {
     sb = new LocalSandbox({ workingDirectory: dir, isolation: kind })
   }
-  await sb.executeCommand('echo hi')
+  // Output callbacks that refer to the sandbox, as a logger naming it would: a command that
+  // has ended lets go of them, so they do not keep it.
+  const onOutput = (data) => void (sb.id + data)
+  await sb.executeCommand('echo hi', [], { onStdout: onOutput, onStderr: onOutput })
+  const ended = await sb.processes.spawn('echo hi; echo there >&2', { onStdout: onOutput, onStderr: onOutput })
+  await ended.wait({ onStdout: onOutput })
   await sb.processes.spawn('sleep ' + marker)
 }
 ;(async () => {

@@ -109,23 +109,8 @@ async function drive(mode, seed, budgetMs, known, extra) {
 
 const keyOf = (v) => `${v.kind} | ${typeof v.call === 'string' ? v.call : v.call?.call}`
 
-/**
- * Found by this test and not fixed yet, each named in the README: printed, not failed on.
- * Only these exact shapes pass — a live leftover process, or any other kind, still fails.
- */
-const KNOWN = [
-  // An init that exited under some hostile sequences is left unreaped (a zombie) until the
-  // runtime reaps orphans; it holds no resources but its process-table entry.
-  (v) => v.kind === 'leak-process' && Array.isArray(v.detail) && v.detail.every((p) => p.state === 'Z'),
-  // Objects of such a scenario are then still reachable after its destroy().
-  (v) => v.kind === 'not-collected',
-]
-
 /** One entry per kind of violation, call and error, with the smallest example seen. */
-function distinct(all) {
-  const known = all.filter((v) => KNOWN.some((isKnown) => isKnown(v)))
-  if (known.length > 0) console.warn(`known, not fixed yet (${known.length}):`, [...new Set(known.map(keyOf))])
-  const violations = all.filter((v) => !known.includes(v))
+function distinct(violations) {
   const byKey = new Map()
   for (const v of violations) {
     const detail = typeof v.detail === 'string' ? v.detail : JSON.stringify(v.detail ?? '')

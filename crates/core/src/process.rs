@@ -1042,16 +1042,18 @@ async fn publish(s: &mut DriveState, status: Option<i32>) {
       },
     }
   };
-  let sinks: Vec<Arc<dyn OutputSink>> = s
-    .output
-    .locked()
-    .sinks
-    .iter()
-    .map(|(_, k)| k.clone())
-    .collect();
-  for sink in sinks {
+  let sinks: Vec<(u64, Arc<dyn OutputSink>)> = s.output.locked().sinks.clone();
+  for (_, sink) in &sinks {
     sink.flush().await;
   }
+  // They have had everything: let go of them. A sink may be a JavaScript callback whose
+  // closure holds the sandbox, which holds this process, so keeping it would keep a dropped
+  // sandbox alive for good. One that subscribed meanwhile gets what is retained, and goes
+  // when its consumer unsubscribes.
+  s.output
+    .locked()
+    .sinks
+    .retain(|(id, _)| !sinks.iter().any(|(flushed, _)| flushed == id));
   let _ = s.exit.send(Some(exit));
 }
 

@@ -229,6 +229,34 @@ async fn sinks_see_everything_while_retention_keeps_the_newest_bytes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_command_lets_go_of_its_sinks_but_not_of_a_later_consumer() {
+  // A sink may hold its sandbox (a JavaScript callback's closure): kept by a process that
+  // outlives its command, it would keep that sandbox for good.
+  let sink = Arc::new(Collect::default());
+  let mut req = request("echo out; echo err >&2");
+  req.sinks = vec![sink.clone()];
+  let p = spawn(req).await;
+  p.wait().await;
+  assert_eq!(
+    *sink.0.lock().unwrap(),
+    ("out\n".to_owned(), "err\n".to_owned())
+  );
+  assert_eq!(
+    Arc::strong_count(&sink),
+    1,
+    "the ended process still holds its sink"
+  );
+  // One that comes after the end is the consumer's to let go of.
+  let late = Arc::new(Collect::default());
+  let id = p.subscribe(late.clone());
+  p.flush_sink(id).await;
+  assert_eq!(late.0.lock().unwrap().0, "out\n");
+  assert_eq!(Arc::strong_count(&late), 2);
+  p.unsubscribe(id);
+  assert_eq!(Arc::strong_count(&late), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_that_subscribes_while_output_flows_gets_every_byte_once() {
   // Everything is retained, so a late consumer must see exactly the whole output whenever
   // it comes: a chunk missed or doubled at the seam would show.

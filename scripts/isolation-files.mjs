@@ -1,8 +1,10 @@
 // The isolation suite: the vitest files that attack an isolated sandbox or judge what it
-// leaves on the host. `npm test` runs them with everything else, then again as an
-// unprivileged user (test-unprivileged.mjs) and again with the warm pool of isolated inits
-// on (test-pooled.mjs, and test-unprivileged.mjs --pooled), so that every attack is tried
-// from both kinds of host, on inits launched for their sandbox and on pooled ones.
+// leaves on the host. `npm test` runs them with everything else (the default warm pool:
+// each kind's first sandbox launches its own init, the next ones take the one it left),
+// then again as an unprivileged user (test-unprivileged.mjs), and in each of the two
+// warm pool modes below as either user (test-warm-pool.mjs, test-unprivileged.mjs
+// --pooled / --unpooled), so that every attack is tried from both kinds of host, on inits
+// launched for their sandbox and on pooled ones.
 
 export const ISOLATION_FILES = [
   '__test__/isolation.test.mjs',
@@ -26,5 +28,12 @@ export const ISOLATION_FILES = [
   '__test__/isolation-links.test.mjs',
 ]
 
-/** The environment of a run with the pool on: every sandbox without a warmPool option keeps 2 inits warm. */
-export const WARM_POOL_ENV = { NATIVE_WORKSPACE_WARM_POOL: '2' }
+/**
+ * The isolation suite's runs in a warm pool mode, by name: `pooled`, every sandbox without a
+ * warmPool option keeps 2 inits warm and starts from one of them; `unpooled`, none is kept
+ * and every sandbox launches its own.
+ */
+export const WARM_POOL_MODES = {
+  pooled: { label: 'with the warm pool on', env: { NATIVE_WORKSPACE_WARM_POOL: '2' } },
+  unpooled: { label: 'with the warm pool off', env: { NATIVE_WORKSPACE_WARM_POOL: '0' } },
+}

@@ -1,8 +1,9 @@
 // Prints the vitest totals as plain closing lines ("vitest: N passed, N failed"), so a
 // reader of the log sees the JavaScript suite's result last, counting the isolation suite's
-// second runs when there were any: as an unprivileged user, with the warm pool of isolated
-// inits on, and both. Exits non-zero on failures.
+// other runs when there were any: as an unprivileged user, in each warm pool mode, and
+// both. Exits non-zero on failures.
 import { existsSync, readFileSync } from 'node:fs'
+import { WARM_POOL_MODES } from './isolation-files.mjs'
 
 const read = (name) => {
   const file = new URL(`../target/${name}`, import.meta.url)
@@ -18,8 +19,10 @@ if (!main) {
 }
 const again = [
   ['vitest, isolation suite again as uid 65534', read('vitest-report-unprivileged.json')],
-  ['vitest, isolation suite again with the warm pool on', read('vitest-report-pooled.json')],
-  ['vitest, isolation suite again as uid 65534 with the warm pool on', read('vitest-report-unprivileged-pooled.json')],
+  ...Object.entries(WARM_POOL_MODES).flatMap(([mode, { label }]) => [
+    [`vitest, isolation suite again ${label}`, read(`vitest-report-${mode}.json`)],
+    [`vitest, isolation suite again as uid 65534 ${label}`, read(`vitest-report-unprivileged-${mode}.json`)],
+  ]),
 ].filter(([, report]) => report)
 for (const [label, report] of again) console.log(`${label}: ${line(report)}`)
 const reports = [main, ...again.map(([, report]) => report)]

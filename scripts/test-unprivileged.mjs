@@ -1,20 +1,20 @@
 // When the tests run as root, runs the isolation suite (isolation-files.mjs) again as an
 // unprivileged user (uid 65534), so every attack in it is tried from both kinds of host.
 // Its vitest report goes to target/vitest-report-unprivileged.json for the closing summary.
-// With --pooled, the run has the warm pool of isolated inits on (NATIVE_WORKSPACE_WARM_POOL)
-// and its report goes to target/vitest-report-unprivileged-pooled.json.
+// With --pooled or --unpooled, the run is in that warm pool mode (WARM_POOL_MODES) and its
+// report goes to target/vitest-report-unprivileged-<mode>.json.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { ISOLATION_FILES, WARM_POOL_ENV } from './isolation-files.mjs'
+import { ISOLATION_FILES, WARM_POOL_MODES } from './isolation-files.mjs'
 
 const UNPRIVILEGED = 65534
-const pooled = process.argv.includes('--pooled')
-const name = pooled ? 'test-unprivileged --pooled' : 'test-unprivileged'
+const mode = Object.keys(WARM_POOL_MODES).find((name) => process.argv.includes(`--${name}`))
+const name = mode ? `test-unprivileged --${mode}` : 'test-unprivileged'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const copy = path.join(root, 'target', pooled ? 'vitest-report-unprivileged-pooled.json' : 'vitest-report-unprivileged.json')
+const copy = path.join(root, 'target', mode ? `vitest-report-unprivileged-${mode}.json` : 'vitest-report-unprivileged.json')
 fs.rmSync(copy, { force: true })
 if (process.getuid() !== 0) {
   console.log(`${name}: not root, the main run already was unprivileged`)
@@ -34,7 +34,7 @@ const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-g
 const run = spawnSync(
   'unshare',
   ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec setpriv "$@"', 'sh', root, view, ...asUser],
-  { stdio: 'inherit', env: { ...process.env, ...(pooled ? WARM_POOL_ENV : {}), HOME: home, VITEST_REPORT: report } },
+  { stdio: 'inherit', env: { ...process.env, ...(mode ? WARM_POOL_MODES[mode].env : {}), HOME: home, VITEST_REPORT: report } },
 )
 if (fs.existsSync(report)) fs.copyFileSync(report, copy)
 fs.rmdirSync(view)

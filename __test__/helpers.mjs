@@ -131,9 +131,11 @@ export function bwrapAbove(pid) {
   return found
 }
 
-/** Whether idle inits of the warm pool are kept for sandboxes that do not ask (the isolation
- * suite runs a second time so, see scripts/test-pooled.mjs): they have cgroups of their own. */
-export const POOL_BY_DEFAULT = Number(process.env.NATIVE_WORKSPACE_WARM_POOL || 0) > 0
+/** Whether idle inits of the warm pool may be kept for sandboxes that do not ask (by default,
+ * once a sandbox of their kind started; not where NATIVE_WORKSPACE_WARM_POOL is 0, as in the
+ * isolation suite's unpooled runs, see scripts/test-warm-pool.mjs): they have cgroups of
+ * their own. */
+export const POOL_BY_DEFAULT = Number(process.env.NATIVE_WORKSPACE_WARM_POOL || 1) > 0
 
 /** True while `pid` exists and is not a zombie (a zombie is dead, only unreaped). */
 export function isAlive(pid) {

@@ -48,10 +48,13 @@ const native = createRequire(import.meta.url)('../index.js')
 
 /**
  * Whether `pid` is a warm init the package keeps ready for the next sandbox
- * (`nativeSandbox.warmPool`; one by default after an unisolated start), or that init's spare:
- * kept on purpose as long as the host lives, as the zygote is, so no sandbox's leftover.
+ * (`nativeSandbox.warmPool`; one by default after a sandbox of its kind started), or a
+ * process below one (an unisolated init's spare; an isolated one's keeper and its spare,
+ * below bubblewrap): kept on purpose as long as the host lives, as the zygote is, so no
+ * sandbox's leftover.
  */
 export function isKeptWarm(pid) {
-  const warm = native.idleWarmInits()
-  return warm.includes(pid) || warm.includes(procStat(pid)?.ppid)
+  const warm = new Set(native.idleWarmInits())
+  for (let p = pid; p > 1; p = procStat(p)?.ppid ?? 0) if (warm.has(p)) return true
+  return false
 }

@@ -657,6 +657,14 @@ describe.skipIf(!available)('NATIVE_WORKSPACE_WARM_POOL', () => {
     expect(out.idle).toBeGreaterThanOrEqual(1)
   })
 
+  it('0, with no warmPool option, keeps none: the sandbox launches its own init and nothing is started beside it', async () => {
+    const out = await run({ NATIVE_WORKSPACE_WARM_POOL: '0', NW_POOL_OPTION: undefined })
+    expect(out.stdout).toBe('ran\n')
+    expect(out.steps).toContain('launch')
+    expect(out.steps).not.toContain('warm init')
+    expect(out.idle).toBe(0)
+  })
+
   it('an explicit warmPool: 0 overrides it: the sandbox launches its own init', async () => {
     const out = await run({ NATIVE_WORKSPACE_WARM_POOL: '2', NW_POOL_OPTION: '0' })
     expect(out.stdout).toBe('ran\n')
@@ -672,5 +680,59 @@ describe.skipIf(!available)('NATIVE_WORKSPACE_WARM_POOL', () => {
     expect(out.error.name).toBe('SandboxOptionError')
     expect(out.error.code).toBe('INVALID_OPTION')
     expect(out.error.message).toContain('NATIVE_WORKSPACE_WARM_POOL')
+  })
+})
+
+describe.skipIf(!available)('the default warm pool with isolation', () => {
+  // Neither the option nor the variable: the first sandbox of a kind launches its own init
+  // and leaves one warm sandbox behind, which the next sandbox of that kind takes.
+  const CHILD = `${CHILD_PRELUDE}
+;(async () => {
+  const bwraps = () => inits().map(([bwrap]) => bwrap)
+  const open = (name) => new LocalSandbox({ workingDirectory: path.join(process.env.NW_WORKDIR, name), isolation: 'bwrap' })
+  const idleBesides = (busy) => bwraps().filter((b) => !busy.includes(b))
+  const settle = async (ok) => { for (let end = Date.now() + 5000; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20)) }
+  const first = open('first')
+  const before = bwraps()
+  const firstRan = (await first.executeCommand('echo first > /tmp/left; echo first')).stdout
+  const firstSteps = stepsOf(first)
+  const own = bwraps()
+  await settle(() => idleBesides(own).length > 0)
+  await new Promise((r) => setTimeout(r, 200))
+  const warm = idleBesides(own)
+  const second = open('second')
+  const secondRan = (await second.executeCommand('echo second; cat /tmp/left 2>&1')).stdout
+  const secondSteps = stepsOf(second)
+  await settle(() => idleBesides([...own, ...warm]).length > 0)
+  await new Promise((r) => setTimeout(r, 200))
+  const refilled = idleBesides([...own, ...warm])
+  await second.destroy()
+  await settle(() => bwraps().some((b) => warm.includes(b)) === false)
+  const warmAfter = bwraps().filter((b) => warm.includes(b))
+  await first.destroy()
+  console.log(JSON.stringify({ before, firstRan, firstSteps, warm, secondRan, secondSteps, refilled, warmAfter }))
+  process.exit(0)
+})()
+`
+
+  it('nothing before a start; an isolated start leaves one warm sandbox, which the next sandbox takes, with nothing of the first', async () => {
+    const { stdout, code } = await runNode(CHILD, { NW_WORKDIR: fresh('default'), NATIVE_WORKSPACE_WARM_POOL: undefined })
+    expect(code, stdout).toBe(0)
+    const out = JSON.parse(stdout.trim().split('\n').at(-1))
+    expect(out.before).toEqual([])
+    // The first launches its own: nothing was kept before a sandbox of its kind started.
+    expect(out.firstRan).toBe('first\n')
+    expect(out.firstSteps).toContain('launch')
+    expect(out.firstSteps).not.toContain('warm init')
+    // One warm sandbox follows it, and the second sandbox is attached to it.
+    expect(out.warm).toHaveLength(1)
+    expect(out.secondSteps).toContain('warm init')
+    expect(out.secondSteps).toContain('tenant attached')
+    expect(out.secondSteps).not.toContain('launch')
+    // Its /tmp is its own: the first's file is not there.
+    expect(out.secondRan).toBe('second\ncat: /tmp/left: No such file or directory\n')
+    // Refilled to one, never more; the one taken ended with the sandbox that took it.
+    expect(out.refilled).toHaveLength(1)
+    expect(out.warmAfter).toEqual([])
   })
 })

@@ -393,7 +393,7 @@ const STEP_LABELS = {
  * sandbox per conversation), each timed from its constructor to the end of its first
  * command (a lazy start); for ours, the start's own steps too. Then `idle` started sandboxes are left idle,
  * and the processes they keep (beside this one) and those processes' PSS are counted.
- * Ours with its defaults: without isolation, the warm init each start leaves for the next.
+ * Ours with its defaults: the warm init each start leaves for the next.
  */
 const START_CASE = {
   id: 'start',
@@ -472,13 +472,14 @@ const WARM_START_CASE = {
 
 /**
  * Case (start_cold): the start case with `nativeSandbox.warmPool: 0` for ours: every start
- * launches its own init (as the first of a process does). No target: the start case's is
- * for the defaults.
+ * launches its own init (as the first of its kind in a process does). No target: the start
+ * case's is for the defaults.
  */
 const COLD_START_CASE = {
   ...START_CASE,
   id: 'start_cold',
   targets: undefined,
+  isolatedTargets: undefined,
   title: (p) => START_CASE.title(p).replace('(start)', '(start, ours with warmPool: 0)'),
   params: (quick) => ({ ...START_CASE.params(quick), warmPool: 0 }),
 }
@@ -553,7 +554,7 @@ const CHECKPOINT_CASE = {
 }
 
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
-const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm'])
+const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm', 'start_cold'])
 const withBwrap = (c) => ({
   ...c,
   id: `${c.id}_bwrap`,

@@ -193,9 +193,9 @@ export interface NativeSandboxConfig {
   /**
    * How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
    * first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
-   * environment variable; else, without isolation, one kept from the first start on for the
-   * next sandbox, which takes it only if it is ready (for the four kinds started last), and
-   * with isolation none; at most 32; 0 keeps none). Without isolation each is an init (the
+   * environment variable; else one kept from the first start of its kind on for the next
+   * sandbox, which takes it only if it is ready, for the four kinds started last; at most
+   * 32; 0 keeps none). Without isolation each is an init (the
    * supervisor every command of a sandbox is forked by, about 200 KiB); with
    * `isolation: 'bwrap'` it is a whole bubblewrap sandbox with no tenant yet, to which the
    * sandbox that takes it attaches its workspace, `/tmp`, paths and mounts. Each has

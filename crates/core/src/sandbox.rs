@@ -97,11 +97,11 @@ pub enum WarmPool {
   /// from the sandbox's construction on, and a start that finds none ready waits for the
   /// refill's next.
   Sized(u32),
-  /// Neither: a start without isolation takes a warm init if one is ready, and leaves one
-  /// behind for the next sandbox of its shape either way (two small processes: a host that
-  /// starts sandboxes one after another, a sandbox per conversation, starts each faster),
-  /// for the few shapes started last (`pool::MAX_DEFAULT_IDLE_INITS`). An isolated sandbox
-  /// keeps none: each would be a bubblewrap sandbox of its own.
+  /// Neither: a start takes a warm init if one is ready, and leaves one behind for the next
+  /// sandbox of its shape either way (without isolation two small processes, with it a
+  /// bubblewrap sandbox with no tenant yet: a host that starts sandboxes one after another,
+  /// a sandbox per conversation, starts each faster), for the few shapes started last
+  /// (`pool::MAX_DEFAULT_IDLE_INITS`), so what the default keeps idle stays bounded.
   Default,
 }
 
@@ -734,8 +734,7 @@ impl Sandbox {
   fn warm_pool_size(&self) -> u32 {
     match self.warm_pool {
       WarmPool::Sized(size) => size,
-      WarmPool::Default if self.isolation == Isolation::None => 1,
-      WarmPool::Default => 0,
+      WarmPool::Default => 1,
     }
   }
 

@@ -1319,8 +1319,17 @@ impl Sandbox {
   async fn adopt_init(&self, init: Init, mut laps: Laps) -> Result<Arc<Init>> {
     let init = Arc::new(init);
     self.serve_egress(&init).await?;
+    let watch = match self.disk_watch().await {
+      Ok(watch) => watch,
+      Err(error) => {
+        init.shutdown().await;
+        return Err(error);
+      }
+    };
     self.install_init(&init).await?;
-    self.watch_disk(&init);
+    if let Some(watch) = watch {
+      self.keep_watching_disk(&init, watch);
+    }
     laps.lap("disk watch");
     *self.start_timings.locked() = laps.finish();
     Ok(init)
@@ -1387,11 +1396,13 @@ impl Sandbox {
     self.isolation != Isolation::None || self.limits.disk != DiskBudget::default()
   }
 
-  /// Starts the disk watchdog of this init (under isolation always, with a default budget
-  /// of half of what is free; otherwise when a budget is set). It ends with the init.
-  fn watch_disk(&self, init: &Arc<Init>) {
+  /// The disk watchdog of a new init (under isolation always, with a default budget of
+  /// half of what is free; otherwise when a budget is set), its starting point measured
+  /// before the init runs any command: what a command wrote before it would be the
+  /// watchdog's baseline, not counted against the budget or the bound of `/tmp`.
+  async fn disk_watch(&self) -> Result<Option<DiskWatch>> {
     if !self.watches_disk() {
-      return;
+      return Ok(None);
     }
     let isolated = self.isolation != Isolation::None;
     let mut writable = vec![self.working_directory.clone()];
@@ -1412,6 +1423,17 @@ impl Sandbox {
       inodes: isolated.then(|| free.iter().filter_map(|f| f.inodes).sum::<u64>() / 2),
     };
     let budget = self.limits.disk;
+    self
+      .off_runtime("measuring the disk the sandbox writes to", move |_| {
+        let bounded = bounded_tmp.map(|(dir, bytes)| Bounded::new(&dir, bytes));
+        Ok(DiskWatch::start(&writable, budget, half_of_free, bounded))
+      })
+      .await
+  }
+
+  /// Polls `watch` while `init` lives, and kills the sandbox's processes when it is over
+  /// its budget while still growing.
+  fn keep_watching_disk(&self, init: &Arc<Init>, mut watch: DiskWatch) {
     let init = Arc::downgrade(init);
     let processes = Arc::downgrade(&self.processes);
     // Neither the init nor the processes are held while the filesystems are looked at: a
@@ -1421,17 +1443,8 @@ impl Sandbox {
       init.is_alive().then_some((init, processes))
     };
     // Every look at the filesystems is made on a blocking thread: one that stops answering
-    // stalls this watch, never a runtime worker. The start does not wait for the first (it
-    // would pay a thread's wake-up): that is taken as the first command is only being sent,
-    // and what a command could write before it is nothing beside a budget.
+    // stalls this watch, never a runtime worker.
     tokio::spawn(async move {
-      let started = tokio::task::spawn_blocking(move || {
-        let bounded = bounded_tmp.map(|(dir, bytes)| Bounded::new(&dir, bytes));
-        DiskWatch::start(&writable, budget, half_of_free, bounded)
-      });
-      let Ok(Some(mut watch)) = started.await else {
-        return;
-      };
       loop {
         tokio::time::sleep(disk::POLL).await;
         if live().is_none() {

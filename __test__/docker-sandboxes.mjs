@@ -3,15 +3,19 @@
 import { DockerSandbox } from '../lib/index.js'
 import { dockerEngines, engineJson, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 
-/** How a sandbox reaches each test engine, and where its keeper is in the container. */
+/**
+ * How a sandbox reaches each test engine, and its keeper's command line in the container: on
+ * the local engine it connects to the host's sockets in the directory it sees read-only, on
+ * the remote one it listens on an abstract socket of its own.
+ */
 export const ENGINES = {
   local: {
     connection: (engine) => ({ socketPath: engine.socketPath }),
-    keeper: '/.native-workspace-keeper --listen /.native-workspace/keeper.sock',
+    keeper: /^\/\.native-workspace-keeper --connect \/\.native-workspace$/,
   },
   remote: {
     connection: (engine) => ({ host: engine.host, port: engine.port }),
-    keeper: '/.native-workspace/keeper --listen /.native-workspace/run/keeper.sock',
+    keeper: /^\/\.native-workspace\/keeper --listen @native-workspace-keeper-[0-9a-f]{16}$/,
   },
 }
 

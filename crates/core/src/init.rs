@@ -533,29 +533,12 @@ impl Init {
     Ok(())
   }
 
-  /// Reaches an init listening on `socket` (a container's PID 1, `--listen`) and waits
-  /// until it says it is ready. Its commands are killed when this connection closes; the
+  /// A container's init (PID 1, `--listen` or `--connect`) at the other end of `stream`,
+  /// a connection that has proved it is that init and that it is ready (see
+  /// `container::authenticate`). Its commands are killed when this connection closes; the
   /// init itself lives on, and ends with its container.
-  pub async fn connect(socket: &Path) -> Result<Init> {
-    let stream = tokio::net::UnixStream::connect(socket)
-      .await
-      .and_then(|s| s.into_std())
-      .map_err(|e| {
-        CoreError::io(
-          format!(
-            "Cannot reach the sandbox supervisor at {}",
-            socket.display()
-          ),
-          e,
-        )
-      })?;
-    if let Err(why) = wait_ready(&stream).await {
-      return Err(CoreError::Spawn(io::Error::other(format!(
-        "the sandbox supervisor at {} did not answer: {why}",
-        socket.display()
-      ))));
-    }
-    Ok(Init {
+  pub fn attach(stream: UnixStream) -> Init {
+    Init {
       link: Link::Socket(Mutex::new(stream)),
       child: Mutex::new(None),
       connected: Some(std::sync::atomic::AtomicBool::new(true)),
@@ -565,12 +548,13 @@ impl Init {
       slot: None,
       tenant: Mutex::new(None),
       closed: tokio::sync::watch::Sender::new(false),
-    })
+    }
   }
 
   /// Reaches an init through a `native-workspace-keeper --mux` at the other end of
-  /// `reader` and `writer` (a remote container's attached exec) and waits until it says it
-  /// is ready. The commands of this connection die when the stream ends, from either side.
+  /// `reader` and `writer` (a remote container's attached exec), once the init proved itself
+  /// on that stream (see `container::authenticate`), and waits until the mux says it is
+  /// ready. The commands of this connection die when the stream ends, from either side.
   pub async fn remote<R, W>(reader: R, writer: W) -> Result<Init>
   where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,

@@ -4,57 +4,49 @@
 //! holds back only itself; the end of the stream kills that connection's commands and
 //! leaves the init serving the next one.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use native_workspace_core::container::authenticate;
 use native_workspace_core::init::{Init, LaunchRequest};
 use native_workspace_core::process::{Process, StdinMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{KEEPER, launch, request, settles_at};
+use common::{ContainerInit, KEEPER, launch, request, settles_at};
 
 /// A listening init, and muxes connected to it through their stdin and stdout.
 struct Keeper {
-  init: std::process::Child,
-  dir: PathBuf,
+  init: ContainerInit,
+  given: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
   fn start(name: &str) -> Keeper {
-    let dir = std::env::temp_dir().join(format!("nw-mux-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let init = std::process::Command::new(KEEPER)
-      .arg("--listen")
-      .arg(dir.join("sock"))
-      .spawn()
-      .unwrap();
-    Keeper { init, dir }
+    Keeper {
+      init: ContainerInit::listening(&format!("mux-{name}")),
+      given: std::sync::atomic::AtomicBool::new(false),
+    }
   }
 
-  /// A host connection through a new mux (which waits for the init to listen).
+  /// A host connection through a new mux (which waits for the init to listen), proving the
+  /// init's key through it (given on the first one).
   async fn mux(&self) -> (Init, tokio::process::Child) {
     let mut mux = tokio::process::Command::new(KEEPER)
       .arg("--mux")
-      .arg(self.dir.join("sock"))
+      .arg(self.init.address.as_deref().unwrap())
       .stdin(Stdio::piped())
       .stdout(Stdio::piped())
       .kill_on_drop(true)
       .spawn()
       .unwrap();
-    let reader = mux.stdout.take().unwrap();
-    let writer = mux.stdin.take().unwrap();
+    let mut reader = mux.stdout.take().unwrap();
+    let mut writer = mux.stdin.take().unwrap();
+    let gives = !self.given.swap(true, std::sync::atomic::Ordering::AcqRel);
+    authenticate(&mut reader, &mut writer, &self.init.key, gives)
+      .await
+      .unwrap();
     (Init::remote(reader, writer).await.unwrap(), mux)
-  }
-}
-
-impl Drop for Keeper {
-  fn drop(&mut self) {
-    let _ = self.init.kill();
-    let _ = self.init.wait();
-    let _ = std::fs::remove_dir_all(&self.dir);
   }
 }
 

@@ -4,7 +4,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant};
 
 use native_workspace_core::init::{Confinement, Init, Wait};
 use native_workspace_core::limits::Limits;
@@ -12,7 +11,7 @@ use native_workspace_core::process::Process;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{KEEPER, request};
+use common::{ContainerInit, KEEPER, request};
 
 fn tcp(socket: OwnedFd) -> tokio::net::TcpSocket {
   let stream = std::net::TcpStream::from(socket);
@@ -72,27 +71,9 @@ async fn an_init_the_host_started_gives_sockets_between_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_listening_init_gives_sockets_to_its_connection() {
-  let dir = std::env::temp_dir().join(format!("nw-nssocket-{}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&dir);
-  std::fs::create_dir_all(&dir).unwrap();
-  let path = dir.join("sock");
-  let mut child = std::process::Command::new(KEEPER)
-    .arg("--listen")
-    .arg(&path)
-    .spawn()
-    .unwrap();
-  let deadline = Instant::now() + Duration::from_secs(10);
-  let init = loop {
-    match Init::connect(&path).await {
-      Ok(init) => break init,
-      Err(e) if Instant::now() > deadline => panic!("never listened: {e}"),
-      Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-    }
-  };
+async fn a_container_init_gives_sockets_to_its_connection() {
+  let keeper = ContainerInit::listening("nssocket");
+  let init = keeper.connect().await;
   exercise(&init).await;
   init.shutdown().await;
-  let _ = child.kill();
-  let _ = child.wait();
-  let _ = std::fs::remove_dir_all(&dir);
 }

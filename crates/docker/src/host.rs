@@ -1,8 +1,12 @@
 //! One sandbox's container: found by its label or created, started, stopped, removed, and
-//! its keeper reached through the socket in a host directory bind-mounted into it.
+//! its keeper reached: on a local engine through the sockets this host shows in a host
+//! directory the container sees read-only (the keeper connects to them), on a remote one
+//! through an attached exec (see `remote`). Either way the keeper and this host prove to
+//! each other that they hold the container's key, which this host keeps in its own runtime
+//! directory (see `native_workspace_core::container`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,7 +23,7 @@ use bollard::query_parameters::{
   UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use native_workspace_core::container::{ContainerHost, HostFuture};
+use native_workspace_core::container::{ContainerHost, HostFuture, KeeperDoor, Key};
 use native_workspace_core::init::Init;
 use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
 use native_workspace_core::lifecycle::StartOutcome;
@@ -30,12 +34,17 @@ use crate::engine::{Connection, call, call_unless_done, refusal};
 use crate::remote;
 use crate::{CHECKPOINT_REPOSITORY, OWNER_LABEL, SANDBOX_LABEL};
 
-/// Where the host directory holding the keeper's socket is mounted in the container.
+/// Where the keeper is reached from in the container: the host directory of a local engine
+/// (read-only), or the volume holding the keeper on a remote one (read-only too).
 pub(crate) const SOCKET_DIR_INSIDE: &str = "/.native-workspace";
-pub(crate) const SOCKET_NAME: &str = "keeper.sock";
+/// The keeper's arguments that say how it meets its hosts.
+const KEEPER_CONNECTS: &str = "--connect";
+const KEEPER_LISTENS: &str = "--listen";
 
-/// How long a started container's keeper may take to answer on its socket.
+/// How long a started container's keeper may take to reach this host and prove itself.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a connection waiting for its keeper looks whether the container still runs.
+const RUNNING_CHECK: Duration = Duration::from_millis(250);
 /// How long a stop lets the keeper end its commands (it needs milliseconds) before the
 /// engine kills the container.
 const STOP_GRACE_SECONDS: i32 = 5;
@@ -112,8 +121,18 @@ pub struct ContainerSpec {
 #[derive(Clone)]
 struct Started {
   id: String,
-  /// The host directory holding the keeper's socket; `None` on a remote engine.
-  socket_dir: Option<PathBuf>,
+  keeper: KeeperPlace,
+}
+
+/// Where a container's keeper is reached from.
+#[derive(Clone, Debug, PartialEq)]
+enum KeeperPlace {
+  /// A local engine's: the host directory the container sees read-only, where this host
+  /// shows the sockets the keeper connects to. The container's key is kept beside it.
+  Shared(PathBuf),
+  /// A remote engine's: the volume holding the keeper (read-only in the container) and the
+  /// abstract address it listens on, reached through an attached exec.
+  Remote { volume: String, address: String },
 }
 
 pub struct DockerHost {
@@ -123,6 +142,9 @@ pub struct DockerHost {
   started: std::sync::Mutex<Option<Started>>,
   /// A workspace's filesystems, bound at the container's creation.
   binds: std::sync::Mutex<Vec<BindMount>>,
+  /// Set when this host started the container, until its next connection: its keeper has
+  /// no key yet and nothing else runs in it, so that connection gives it the key.
+  gives_key: std::sync::atomic::AtomicBool,
 }
 
 impl DockerHost {
@@ -133,6 +155,7 @@ impl DockerHost {
       docker: tokio::sync::OnceCell::new(),
       started: std::sync::Mutex::new(None),
       binds: std::sync::Mutex::new(Vec::new()),
+      gives_key: std::sync::atomic::AtomicBool::new(false),
     }
   }
 
@@ -171,20 +194,19 @@ impl DockerHost {
   async fn create(&self, docker: &Docker) -> Result<Started> {
     self.check_mounts(docker)?;
     let image = self.boot_image(docker).await?;
-    // A local engine shares a host directory for the keeper's socket; a remote one cannot.
-    let socket_dir = match self.connection.is_local() {
-      true => Some(new_socket_dir()?),
-      false => None,
+    // A local engine shares a host directory with the keeper; a remote one cannot, and gets
+    // the keeper in a volume of its own.
+    let keeper = match self.connection.is_local() {
+      true => KeeperPlace::Shared(new_socket_dir()?),
+      false => KeeperPlace::Remote {
+        volume: format!("{}-keeper", self.spec.name),
+        address: remote::new_address(),
+      },
     };
-    match self
-      .create_from(docker, &image, socket_dir.as_deref())
-      .await
-    {
-      Ok(id) => Ok(Started { id, socket_dir }),
+    match self.create_from(docker, &image, &keeper).await {
+      Ok(id) => Ok(Started { id, keeper }),
       Err(error) => {
-        if let Some(dir) = &socket_dir {
-          let _ = std::fs::remove_dir_all(dir);
-        }
+        self.remove_keeper_place(docker, &keeper, None).await;
         if let Err(error) = self.remove_volumes(docker).await {
           tracing::warn!(%error, "the volumes of a container that was not created were not removed");
         }
@@ -197,13 +219,25 @@ impl DockerHost {
     &self,
     docker: &Docker,
     image: &str,
-    socket_dir: Option<&Path>,
+    keeper: &KeeperPlace,
   ) -> Result<String> {
     self.create_volumes(docker).await?;
+    if let KeeperPlace::Remote { volume, .. } = keeper {
+      let labels = self.keeper_volume_labels();
+      remote::fill_keeper_volume(
+        &self.connection,
+        docker,
+        image,
+        volume,
+        labels,
+        &self.spec.keeper,
+      )
+      .await?;
+    }
     let options = CreateContainerOptionsBuilder::default()
       .name(&self.spec.name)
       .build();
-    let body = self.body(image, socket_dir);
+    let body = self.body(image, keeper);
     let created = call(
       &self.connection,
       "creating the container",
@@ -211,9 +245,6 @@ impl DockerHost {
     )
     .await?;
     let prepared = async {
-      if socket_dir.is_none() {
-        remote::upload_keeper(&self.connection, docker, &created.id, &self.spec.keeper).await?;
-      }
       if self.makes_working_dir() {
         self.make_working_dir(docker, &created.id).await?;
       }
@@ -315,6 +346,16 @@ impl DockerHost {
         SUBPATH_API.0, SUBPATH_API.1, speaks.0, speaks.1
       ))),
     }
+  }
+
+  /// Labels of the volume holding a remote container's keeper: the user's, and its
+  /// process's where the container has one (so that a sweep removes it with it).
+  fn keeper_volume_labels(&self) -> HashMap<String, String> {
+    let mut labels: HashMap<String, String> = self.spec.labels.clone().into_iter().collect();
+    if self.spec.owned_by_process {
+      labels.insert(OWNER_LABEL.into(), crate::sweep::this_process());
+    }
+    labels
   }
 
   /// Labels of the container: the user's, then those that find it again.
@@ -468,35 +509,43 @@ impl DockerHost {
     call(&self.connection, "looking for the working directory", stat).await
   }
 
-  /// Where the keeper comes from and where its socket is: a local engine bind-mounts the
-  /// keeper and the host's socket directory (`socket_dir`); a remote one (no `socket_dir`)
-  /// gets an anonymous volume the keeper is uploaded into before the start.
-  /// Returns the keeper's path, its socket's path and the mounts.
-  fn keeper_placement(&self, socket_dir: Option<&Path>) -> (String, String, Vec<Mount>) {
-    match socket_dir {
-      Some(dir) => (
-        KEEPER_INSIDE.to_owned(),
-        format!("{SOCKET_DIR_INSIDE}/{SOCKET_NAME}"),
+  /// The keeper's command line and mounts. A local engine binds the keeper and the host's
+  /// socket directory, both read-only: the keeper connects to the sockets this host shows
+  /// there. A remote one mounts the volume the keeper was put in, read-only, and the keeper
+  /// listens on an abstract socket, which only it holds while it runs.
+  fn keeper_placement(&self, keeper: &KeeperPlace) -> (Vec<String>, Vec<Mount>) {
+    match keeper {
+      KeeperPlace::Shared(dir) => (
+        vec![
+          KEEPER_INSIDE.to_owned(),
+          KEEPER_CONNECTS.to_owned(),
+          SOCKET_DIR_INSIDE.to_owned(),
+        ],
         vec![
           bind(&self.spec.keeper, KEEPER_INSIDE, true),
-          bind(dir, SOCKET_DIR_INSIDE, false),
+          bind(dir, SOCKET_DIR_INSIDE, true),
         ],
       ),
-      None => (
-        remote::keeper_inside(),
-        remote::socket_inside(),
+      KeeperPlace::Remote { volume, address } => (
+        vec![
+          remote::keeper_inside(),
+          KEEPER_LISTENS.to_owned(),
+          address.clone(),
+        ],
         vec![Mount {
           typ: Some(MountType::VOLUME),
+          source: Some(volume.clone()),
           target: Some(SOCKET_DIR_INSIDE.to_owned()),
+          read_only: Some(true),
           ..Default::default()
         }],
       ),
     }
   }
 
-  fn body(&self, image: &str, socket_dir: Option<&Path>) -> ContainerCreateBody {
+  fn body(&self, image: &str, keeper: &KeeperPlace) -> ContainerCreateBody {
     let spec = &self.spec;
-    let (keeper, socket, mut mounts) = self.keeper_placement(socket_dir);
+    let (entrypoint, mut mounts) = self.keeper_placement(keeper);
     mounts.extend(spec.mounts.iter().cloned());
     for workspace in self.binds.locked().iter() {
       mounts.push(bind(
@@ -513,7 +562,7 @@ impl DockerHost {
     ContainerCreateBody {
       image: Some(image.to_owned()),
       // The keeper replaces the image's entrypoint and command.
-      entrypoint: Some(vec![keeper, "--listen".to_owned(), socket]),
+      entrypoint: Some(entrypoint),
       cmd: Some(Vec::new()),
       env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
       // Made after the creation instead when it must be the user's.
@@ -568,8 +617,9 @@ impl DockerHost {
     }
   }
 
-  /// An existing container's socket directory (from its mounts), made again if it is gone
-  /// (a host reboot empties it), and its state.
+  /// Where an existing container's keeper is reached from (from its mounts and command
+  /// line; a socket directory is made again if it is gone: a host reboot empties it), and
+  /// its state.
   async fn existing(&self, docker: &Docker, id: &str) -> Result<(Started, bool)> {
     let inspected = call(
       &self.connection,
@@ -582,8 +632,8 @@ impl DockerHost {
       .unwrap_or_default()
       .into_iter()
       .find(|m| m.destination.as_deref() == Some(SOCKET_DIR_INSIDE));
-    let socket_dir = self.socket_dir_of(id, keeper_mount)?;
-    if let Some(dir) = &socket_dir {
+    let keeper = self.keeper_place_of(id, keeper_mount, inspected.args.as_deref())?;
+    if let KeeperPlace::Shared(dir) = &keeper {
       ensure_socket_dir(dir)?;
     }
     if self.spec.network_must_be_none {
@@ -593,18 +643,24 @@ impl DockerHost {
     Ok((
       Started {
         id: id.to_owned(),
-        socket_dir,
+        keeper,
       },
       running,
     ))
   }
 
-  /// The host directory of the keeper's socket of the container `id` found again (none
-  /// when the engine is remote), from its mount at [`SOCKET_DIR_INSIDE`]. One made through
-  /// the other kind of connection is refused before anything is done: its bind is a
-  /// directory of the engine's host, which a TCP connection does not reach; its volume is
-  /// the engine's own storage, no directory of this host's to use.
-  fn socket_dir_of(&self, id: &str, keeper_mount: Option<MountPoint>) -> Result<Option<PathBuf>> {
+  /// Where the keeper of the container `id` found again is reached from: its mount at
+  /// [`SOCKET_DIR_INSIDE`] and its keeper's arguments (`args`). One made through the other
+  /// kind of connection is refused before anything is done: its bind is a directory of the
+  /// engine's host, which a TCP connection does not reach; its volume is the engine's own
+  /// storage, no directory of this host's to use. So is one whose keeper does not meet its
+  /// hosts as this package's does now (made by an earlier version).
+  fn keeper_place_of(
+    &self,
+    id: &str,
+    keeper_mount: Option<MountPoint>,
+    args: Option<&[String]>,
+  ) -> Result<KeeperPlace> {
     let not_made_here = || {
       CoreError::Engine(format!(
         "Container {id} carries the label {SANDBOX_LABEL}={} but was not made by DockerSandbox (no {SOCKET_DIR_INSIDE} bind or volume)",
@@ -617,6 +673,12 @@ impl DockerHost {
       Some(MountType::VOLUME) => false,
       _ => return Err(not_made_here()),
     };
+    let earlier = || {
+      CoreError::Engine(format!(
+        "Container {id} of sandbox {} runs a supervisor that does not prove itself as this version's does (it was made by an earlier version of this package): destroy the sandbox to make its container again",
+        self.spec.id
+      ))
+    };
     let (made_through, why) = match (made_locally, self.connection.is_local()) {
       (true, true) => {
         let dir: PathBuf = mount.source.ok_or_else(not_made_here)?.into();
@@ -628,9 +690,25 @@ impl DockerHost {
             dir.display()
           )));
         }
-        return Ok(Some(dir));
+        return match args {
+          Some([connects, ..]) if connects == KEEPER_CONNECTS => Ok(KeeperPlace::Shared(dir)),
+          _ => Err(earlier()),
+        };
       }
-      (false, false) => return Ok(None),
+      (false, false) => {
+        let volume = mount.name.filter(|name| !name.is_empty());
+        return match (volume, args) {
+          (Some(volume), Some([listens, address, ..]))
+            if listens == KEEPER_LISTENS && address.starts_with('@') =>
+          {
+            Ok(KeeperPlace::Remote {
+              volume,
+              address: address.clone(),
+            })
+          }
+          _ => Err(earlier()),
+        };
+      }
       (true, false) => (
         "a local connection (unix socket)",
         "its supervisor's socket is in a directory of the engine's host, which a TCP connection does not reach",
@@ -646,16 +724,27 @@ impl DockerHost {
     )))
   }
 
+  /// Starts the container; when this call started it (rather than finding it started:
+  /// 304), its keeper has no key yet and nothing else runs in it: this host's next
+  /// connection gives it the key.
   async fn start_container(&self, docker: &Docker, id: &str) -> Result<()> {
-    let started = docker.start_container(id, None::<StartContainerOptions>);
-    // 304: already started.
-    call_unless_done(
-      &self.connection,
-      "starting the container",
-      |status, _| status == 304,
-      started,
-    )
-    .await
+    let started = async {
+      match docker
+        .start_container(id, None::<StartContainerOptions>)
+        .await
+      {
+        Ok(()) => Ok(true),
+        Err(error) if refusal(&error).is_some_and(|(status, _)| status == 304) => Ok(false),
+        Err(error) => Err(error),
+      }
+    };
+    let now = call(&self.connection, "starting the container", started).await?;
+    if now {
+      self
+        .gives_key
+        .store(true, std::sync::atomic::Ordering::Release);
+    }
+    Ok(())
   }
 
   /// Why the container's keeper does not answer, if the container says: it is not running
@@ -698,38 +787,96 @@ impl DockerHost {
       .clone()
       .ok_or_else(|| CoreError::NotReady(self.spec.id.clone()))?;
     let docker = self.docker().await?;
-    let Some(socket_dir) = &started.socket_dir else {
-      let connected = remote::connect(&self.connection, docker, &started.id).await;
-      return match connected {
-        // An engine gone says so as it is.
-        Err(error @ CoreError::EngineUnreachable(_)) => Err(error),
-        Err(error) => Err(match self.not_running(docker, &started.id).await? {
-          Some(why) => unreachable_supervisor(&started.id, &why),
-          None => error,
-        }),
-        init => init,
-      };
+    // Only this host's first connection after it started the container may give the key.
+    let gives = self
+      .gives_key
+      .swap(false, std::sync::atomic::Ordering::AcqRel);
+    let key = self.key_of(&started, gives)?;
+    let connected = match &started.keeper {
+      KeeperPlace::Remote { address, .. } => {
+        let init = remote::connect(&self.connection, docker, &started.id, address, &key, gives);
+        init.await
+      }
+      KeeperPlace::Shared(dir) => {
+        self
+          .meet_keeper(docker, &started.id, dir, &key, gives)
+          .await
+      }
     };
-    let socket = socket_dir.join(SOCKET_NAME);
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let mut attempts = 0u32;
-    loop {
-      let error = match Init::connect(&socket).await {
-        Ok(init) => return Ok(init),
-        Err(error) => error,
-      };
-      attempts += 1;
-      // Until the keeper listens the socket is missing (or stale, from a previous run).
-      if attempts.is_multiple_of(10)
-        && let Some(why) = self.not_running(docker, &started.id).await?
-      {
-        return Err(unreachable_supervisor(&started.id, &why));
-      }
-      if Instant::now() >= deadline {
-        return Err(error);
-      }
-      tokio::time::sleep(Duration::from_millis(5)).await;
+    match connected {
+      // An engine gone says so as it is.
+      Err(error @ CoreError::EngineUnreachable(_)) => Err(error),
+      Err(error) => Err(match self.not_running(docker, &started.id).await? {
+        Some(why) => unreachable_supervisor(&started.id, &why),
+        None => error,
+      }),
+      init => init,
     }
+  }
+
+  /// A local engine's keeper: it connects to a socket this host shows in `dir` (the
+  /// container sees that directory read-only) and proves itself there; connections that do
+  /// not are closed, and the last one's reason is the error's once the wait is over.
+  async fn meet_keeper(
+    &self,
+    docker: &Docker,
+    id: &str,
+    dir: &Path,
+    key: &Key,
+    gives: bool,
+  ) -> Result<Init> {
+    let door = KeeperDoor::open(dir).map_err(|e| {
+      CoreError::io(
+        format!(
+          "Cannot open a socket for the sandbox supervisor in {}",
+          dir.display()
+        ),
+        e,
+      )
+    })?;
+    let refused = std::sync::Mutex::new(None);
+    let keeper = door.keeper(key, gives, &refused);
+    tokio::pin!(keeper);
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    loop {
+      tokio::select! {
+        stream = &mut keeper => return Ok(Init::attach(stream)),
+        () = tokio::time::sleep(RUNNING_CHECK) => {
+          if let Some(why) = self.not_running(docker, id).await? {
+            return Err(unreachable_supervisor(id, &why));
+          }
+          if Instant::now() >= deadline {
+            let why = refused.locked().take().unwrap_or_else(|| {
+              format!("it did not reach this host within {} s", CONNECT_TIMEOUT.as_secs())
+            });
+            return Err(unreachable_supervisor(id, &why));
+          }
+        }
+      }
+    }
+  }
+
+  /// The container's key, as this host keeps it. Where this connection gives it, one is
+  /// made if there is none (the first start, or a host whose runtime directory was emptied);
+  /// otherwise a missing key is an error: a keeper holding one this host does not have is
+  /// not to be talked to.
+  fn key_of(&self, started: &Started, gives: bool) -> Result<Key> {
+    let file = key_file(&started.keeper, &started.id)?;
+    if let Some(key) = read_key(&file)? {
+      return Ok(key);
+    }
+    if !gives {
+      return Err(unreachable_supervisor(
+        &started.id,
+        &format!(
+          "this host holds no key for it ({} is missing): stop the sandbox and start it again, which gives its supervisor a new one",
+          file.display()
+        ),
+      ));
+    }
+    let key = native_workspace_core::container::new_key();
+    write_key(&file, &key)?;
+    Ok(key)
   }
 
   async fn start_now(&self) -> Result<StartOutcome> {
@@ -743,10 +890,12 @@ impl DockerHost {
         (started, StartOutcome::Connected)
       }
       None => {
-        // One removed from outside leaves its socket directory behind.
+        // One removed from outside leaves its keeper's place behind.
         let previous = self.started.locked().take();
-        if let Some(dir) = previous.and_then(|p| p.socket_dir) {
-          let _ = std::fs::remove_dir_all(dir);
+        if let Some(previous) = previous {
+          self
+            .remove_keeper_place(docker, &previous.keeper, Some(&previous.id))
+            .await;
         }
         let started = self.create(docker).await?;
         if let Err(error) = self.start_container(docker, &started.id).await {
@@ -789,9 +938,9 @@ impl DockerHost {
     let docker = self.docker().await?;
     remove_container(&self.connection, docker, &started.id).await?;
     *self.started.locked() = None;
-    if let Some(dir) = &started.socket_dir {
-      let _ = std::fs::remove_dir_all(dir);
-    }
+    self
+      .remove_keeper_place(docker, &started.keeper, Some(&started.id))
+      .await;
     self.remove_volumes(docker).await
   }
 
@@ -904,8 +1053,27 @@ impl DockerHost {
     if let Err(error) = remove_container(&self.connection, docker, &started.id).await {
       tracing::warn!(%error, "a container that did not start was not removed");
     }
-    if let Some(dir) = &started.socket_dir {
-      let _ = std::fs::remove_dir_all(dir);
+    self
+      .remove_keeper_place(docker, &started.keeper, Some(&started.id))
+      .await;
+  }
+
+  /// Removes what a removed (or never made) container had for its keeper: its socket
+  /// directory and key, or its keeper's volume and the key of `container` (once made).
+  async fn remove_keeper_place(
+    &self,
+    docker: &Docker,
+    keeper: &KeeperPlace,
+    container: Option<&str>,
+  ) {
+    match keeper {
+      KeeperPlace::Shared(dir) => remove_socket_dir(dir),
+      KeeperPlace::Remote { volume, .. } => {
+        if let Some(id) = container {
+          remove_key(id);
+        }
+        remote::remove_keeper_volume(&self.connection, docker, volume).await;
+      }
     }
   }
 }
@@ -1113,8 +1281,8 @@ fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
   }
 }
 
-/// This user's directory of socket directories: private to the user (other host users
-/// cannot reach the sockets), refused if someone else made it.
+/// This user's directory of socket directories and keys: private to the user (other host
+/// users can reach neither), refused if someone else made it.
 fn runtime_root() -> Result<PathBuf> {
   // SAFETY: getuid has no preconditions.
   let uid = unsafe { libc::getuid() };
@@ -1141,7 +1309,6 @@ fn runtime_root() -> Result<PathBuf> {
   Ok(root)
 }
 
-/// A fresh directory for one container's keeper socket.
 /// Whether `dir` has the shape of a socket directory [`new_socket_dir`] makes (16 hex
 /// digits in a `native-workspace-docker…` directory): what an engine reports as one is
 /// removed recursively, so a bind of anything else (a home directory) never is.
@@ -1161,14 +1328,16 @@ pub(crate) fn is_socket_dir(dir: &Path) -> bool {
   in_a_root && dir.file_name().is_some_and(hex)
 }
 
+/// A fresh directory where this host shows one container's keeper the sockets to connect to.
 fn new_socket_dir() -> Result<PathBuf> {
   let root = runtime_root()?;
   let mut seed = [0u8; 8];
   // SAFETY: getrandom fills the buffer it is given.
   unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
   let dir = root.join(seed.iter().map(|b| format!("{b:02x}")).collect::<String>());
-  // A unix socket's path has room for 107 bytes.
-  let socket = dir.join(SOCKET_NAME);
+  // A unix socket's path has room for 107 bytes; the host's are named `.` and 16 hex
+  // digits while they are made, then `<16 hex digits>.sock`.
+  let socket = dir.join(format!("{}.sock", "0".repeat(16)));
   if socket.as_os_str().len() > 107 {
     return Err(CoreError::InvalidOption(format!(
       "The keeper's socket path {} is longer than a unix socket allows (107 bytes): set a shorter XDG_RUNTIME_DIR or TMPDIR",
@@ -1182,20 +1351,91 @@ fn new_socket_dir() -> Result<PathBuf> {
 }
 
 fn ensure_socket_dir(dir: &Path) -> Result<()> {
-  if dir.is_dir() {
-    return Ok(());
+  if !dir.is_dir() {
+    runtime_root()?;
+    std::fs::create_dir_all(dir)
+      .map_err(|e| CoreError::io(format!("Cannot create {}", dir.display()), e))?;
   }
-  runtime_root()?;
-  std::fs::create_dir_all(dir)
-    .map_err(|e| CoreError::io(format!("Cannot create {}", dir.display()), e))?;
   open_to_container(dir)
 }
 
-/// Whatever user the container runs as may create the socket; the private parent keeps
-/// other host users out.
+/// Whatever user the container runs as may watch the directory and connect to the sockets
+/// in it, and nobody but this host's user may create anything there (the container sees it
+/// read-only besides); the private parent keeps other host users out.
 fn open_to_container(dir: &Path) -> Result<()> {
-  std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+  std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
     .map_err(|e| CoreError::io(format!("Cannot open {} to the container", dir.display()), e))
+}
+
+/// Removes a socket directory and the key kept beside it.
+pub(crate) fn remove_socket_dir(dir: &Path) {
+  let _ = std::fs::remove_dir_all(dir);
+  let _ = std::fs::remove_file(dir.with_extension(KEY_EXTENSION));
+}
+
+const KEY_EXTENSION: &str = "key";
+
+/// Where this host keeps the key of the container `id`: beside its socket directory (a
+/// local engine's), or in this user's runtime directory, named after the container (a
+/// remote engine's, which shares no directory with this host).
+fn key_file(keeper: &KeeperPlace, id: &str) -> Result<PathBuf> {
+  match keeper {
+    KeeperPlace::Shared(dir) => Ok(dir.with_extension(KEY_EXTENSION)),
+    KeeperPlace::Remote { .. } => Ok(runtime_root()?.join(format!("{id}.{KEY_EXTENSION}"))),
+  }
+}
+
+/// Removes the key this host keeps for the remote container `id`.
+pub(crate) fn remove_key(id: &str) {
+  if let Ok(root) = runtime_root() {
+    let _ = std::fs::remove_file(root.join(format!("{id}.{KEY_EXTENSION}")));
+  }
+}
+
+/// The key in `file`, or `None` when there is none.
+fn read_key(file: &Path) -> Result<Option<Key>> {
+  let read = std::fs::OpenOptions::new()
+    .read(true)
+    .custom_flags(libc::O_NOFOLLOW)
+    .open(file)
+    .and_then(|mut opened| {
+      let mut key = Key::default();
+      std::io::Read::read_exact(&mut opened, &mut key)?;
+      Ok(key)
+    });
+  match read {
+    Ok(key) => Ok(Some(key)),
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+    Err(e) => Err(CoreError::io(
+      format!(
+        "Cannot read the sandbox supervisor's key {}",
+        file.display()
+      ),
+      e,
+    )),
+  }
+}
+
+/// Writes `key` to `file`, readable by this user only, whole or not at all.
+fn write_key(file: &Path, key: &Key) -> Result<()> {
+  let making = file.with_extension(format!("{KEY_EXTENSION}-{}", std::process::id()));
+  let written = std::fs::OpenOptions::new()
+    .write(true)
+    .create_new(true)
+    .mode(0o600)
+    .open(&making)
+    .and_then(|mut opened| std::io::Write::write_all(&mut opened, key))
+    .and_then(|()| std::fs::rename(&making, file));
+  written.map_err(|e| {
+    let _ = std::fs::remove_file(&making);
+    CoreError::io(
+      format!(
+        "Cannot keep the sandbox supervisor's key in {}",
+        file.display()
+      ),
+      e,
+    )
+  })
 }
 
 #[cfg(test)]
@@ -1237,7 +1477,7 @@ mod tests {
       .unwrap(),
       spec,
     );
-    let body = host.body("image", Some(Path::new("/tmp/socket-dir")));
+    let body = host.body("image", &KeeperPlace::Shared("/tmp/socket-dir".into()));
     assert_eq!(
       body.exposed_ports,
       Some(vec!["8080/tcp".to_owned(), "53/tcp".to_owned()])
@@ -1301,7 +1541,8 @@ mod tests {
   }
 
   #[test]
-  fn a_remote_engine_gets_the_keeper_in_an_anonymous_volume_and_a_local_one_binds_it() {
+  fn a_remote_engine_mounts_the_keeper_volume_read_only_and_a_local_one_binds_the_keeper_and_its_directory_read_only()
+   {
     let spec = ContainerSpec {
       keeper: PathBuf::from("/pkg/native-workspace-keeper"),
       ..Default::default()
@@ -1314,35 +1555,47 @@ mod tests {
       .unwrap(),
       spec.clone(),
     );
-    let body = remote.body("image", None);
+    let place = KeeperPlace::Remote {
+      volume: "box-keeper".into(),
+      address: "@native-workspace-keeper-0123".into(),
+    };
+    let body = remote.body("image", &place);
     assert_eq!(
       body.entrypoint,
       Some(vec![
         "/.native-workspace/keeper".to_owned(),
         "--listen".to_owned(),
-        "/.native-workspace/run/keeper.sock".to_owned(),
+        "@native-workspace-keeper-0123".to_owned(),
       ])
     );
     let mounts = body.host_config.unwrap().mounts.unwrap();
-    assert_eq!(mounts.len(), 1);
-    assert_eq!(mounts[0].typ, Some(MountType::VOLUME));
-    assert_eq!(mounts[0].target.as_deref(), Some("/.native-workspace"));
-    // No source: anonymous, removed with the container (`v=1`).
-    assert_eq!(mounts[0].source, None);
+    let volumes: Vec<_> = mounts
+      .iter()
+      .map(|m| (m.typ, m.source.as_deref(), m.target.as_deref(), m.read_only))
+      .collect();
+    assert_eq!(
+      volumes,
+      [(
+        Some(MountType::VOLUME),
+        Some("box-keeper"),
+        Some("/.native-workspace"),
+        Some(true)
+      )]
+    );
 
     let local = DockerHost::new(
       Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
       spec,
     );
-    let body = local.body("image", Some(Path::new("/run/user/0/x")));
+    let body = local.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
     assert_eq!(
-      body.entrypoint.unwrap()[0],
-      native_workspace_core::isolation::KEEPER_INSIDE
+      body.entrypoint.unwrap(),
+      [KEEPER_INSIDE, "--connect", "/.native-workspace"]
     );
     let mounts = body.host_config.unwrap().mounts.unwrap();
     let binds: Vec<_> = mounts
       .iter()
-      .map(|m| (m.typ, m.source.as_deref(), m.target.as_deref()))
+      .map(|m| (m.typ, m.source.as_deref(), m.target.as_deref(), m.read_only))
       .collect();
     assert_eq!(
       binds,
@@ -1350,12 +1603,14 @@ mod tests {
         (
           Some(MountType::BIND),
           Some("/pkg/native-workspace-keeper"),
-          Some(KEEPER_INSIDE)
+          Some(KEEPER_INSIDE),
+          Some(true)
         ),
         (
           Some(MountType::BIND),
           Some("/run/user/0/x"),
-          Some("/.native-workspace")
+          Some("/.native-workspace"),
+          Some(true)
         ),
       ]
     );
@@ -1381,6 +1636,7 @@ mod tests {
     let keeper_mount = |typ: &str, source: &str| {
       Some(MountPoint {
         typ: Some(typ.into()),
+        name: (typ == "volume").then(|| "box-keeper".into()),
         source: Some(source.into()),
         destination: Some(SOCKET_DIR_INSIDE.into()),
         ..Default::default()
@@ -1392,36 +1648,61 @@ mod tests {
         "/run/user/0/native-workspace-docker/00112233445566ab",
       )
     };
-    let volume = || keeper_mount("volume", "/var/lib/docker/volumes/f00/_data");
-    let refusal = |found: Result<Option<PathBuf>>| match found {
+    let volume = || keeper_mount("volume", "/var/lib/docker/volumes/box-keeper/_data");
+    let args = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let connects = args(&["--connect", "/.native-workspace"]);
+    let listens = args(&["--listen", "@native-workspace-keeper-0123"]);
+    let refusal = |found: Result<KeeperPlace>| match found {
       Err(CoreError::Engine(message)) => message,
       other => panic!("{:?}", other.map_err(|e| e.to_string())),
     };
 
     assert_eq!(
-      local.socket_dir_of("c1", bound()).unwrap(),
-      Some(PathBuf::from(
+      local
+        .keeper_place_of("c1", bound(), Some(&connects))
+        .unwrap(),
+      KeeperPlace::Shared(PathBuf::from(
         "/run/user/0/native-workspace-docker/00112233445566ab"
       ))
     );
     // A bind of anything else is never taken for the socket directory (it is removed).
     assert!(
-      refusal(local.socket_dir_of("c1", keeper_mount("bind", "/root")))
+      refusal(local.keeper_place_of("c1", keeper_mount("bind", "/root"), Some(&connects)))
         .contains("bound from /root")
     );
-    assert_eq!(remote.socket_dir_of("c1", volume()).unwrap(), None);
     assert_eq!(
-      refusal(local.socket_dir_of("c1", volume())),
+      remote
+        .keeper_place_of("c1", volume(), Some(&listens))
+        .unwrap(),
+      KeeperPlace::Remote {
+        volume: "box-keeper".into(),
+        address: "@native-workspace-keeper-0123".into()
+      }
+    );
+    // A keeper of an earlier version (listening on a path of the container) is not talked to.
+    let earlier = args(&["--listen", "/.native-workspace/run/keeper.sock"]);
+    for (connection, mount, args) in [
+      (&remote, volume(), Some(&earlier)),
+      (&local, bound(), Some(&earlier)),
+      (&local, bound(), None),
+    ] {
+      assert!(
+        refusal(connection.keeper_place_of("c1", mount, args.map(Vec::as_slice)))
+          .contains("does not prove itself as this version's does")
+      );
+    }
+    assert_eq!(
+      refusal(local.keeper_place_of("c1", volume(), Some(&listens))),
       "Container c1 of sandbox box was made through a remote connection (TCP) to its engine, and this one is unix:///x.sock: its supervisor is in a volume of the engine's own, reached through the engine only, not in a directory of this host. Reach it as it was made, with the same dockerOptions or DOCKER_HOST"
     );
     assert_eq!(
-      refusal(remote.socket_dir_of("c1", bound())),
+      refusal(remote.keeper_place_of("c1", bound(), Some(&connects))),
       "Container c1 of sandbox box was made through a local connection (unix socket) to its engine, and this one is tcp://engine.example:2375: its supervisor's socket is in a directory of the engine's host, which a TCP connection does not reach. Reach it as it was made, with the same dockerOptions or DOCKER_HOST"
     );
     for connection in [&local, &remote] {
       for mount in [None, keeper_mount("tmpfs", "")] {
         assert!(
-          refusal(connection.socket_dir_of("c1", mount))
+          refusal(connection.keeper_place_of("c1", mount, Some(&connects)))
             .ends_with("was not made by DockerSandbox (no /.native-workspace bind or volume)")
         );
       }
@@ -1438,7 +1719,7 @@ mod tests {
       .unwrap(),
       ContainerSpec::default(),
     );
-    let body = host.body("image", Some(Path::new("/tmp/socket-dir")));
+    let body = host.body("image", &KeeperPlace::Shared("/tmp/socket-dir".into()));
     assert_eq!(body.exposed_ports, None);
     assert_eq!(body.host_config.unwrap().port_bindings, None);
   }

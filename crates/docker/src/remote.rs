@@ -1,67 +1,151 @@
 //! A container on an engine that does not share this host's files (reached over TCP): the
-//! keeper is uploaded into an anonymous volume of the created container (so a read-only
-//! root works, and `v=1` removes it with the container), and each host connection to it is
-//! one attached `exec` of `keeper --mux`, which carries the keeper protocol for every
-//! command of that connection (see `native_workspace_core::mux`): a command costs a round
-//! trip on that stream, not an `exec`.
+//! keeper is put in a volume of its own (through a container made for that alone and
+//! removed at once), which the sandbox's container mounts read-only: a read-only root
+//! works, and no process of the container can change the keeper or write there. The keeper
+//! listens on an abstract socket, and each host connection to it is one attached `exec` of
+//! `keeper --mux`, run as a user of its own from a file that user may execute but not read
+//! (so that, as the keeper, it cannot be traced by the container's processes); through it
+//! the host and the keeper first prove they hold the container's key, then it carries the
+//! keeper protocol for every command of that connection (see `native_workspace_core::mux`):
+//! a command costs a round trip on that stream, not an `exec`.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
+
+use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
-use bollard::query_parameters::UploadToContainerOptionsBuilder;
+use bollard::models::{
+  ContainerCreateBody, ExecConfig, HostConfig, Mount, MountType, VolumeCreateRequest,
+};
+use bollard::query_parameters::{RemoveVolumeOptions, UploadToContainerOptionsBuilder};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use native_workspace_core::container::{HANDSHAKE_TIMEOUT, Key};
 use native_workspace_core::init::Init;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
-use crate::engine::{Connection, call};
-use crate::host::{SOCKET_DIR_INSIDE, SOCKET_NAME};
+use crate::engine::{Connection, call, refusal};
+use crate::host::{SOCKET_DIR_INSIDE, remove_container};
 
 /// The keeper's file in the volume at [`SOCKET_DIR_INSIDE`].
 const KEEPER_NAME: &str = "keeper";
-/// The directory of the keeper's socket in that volume, open to any user (the volume's
-/// own root stays root's: the engine does not apply an archive's mode to it).
-const RUN_DIR: &str = "run";
 /// What the mux wrote on its stderr, kept for a failure's message (its end).
 const STDERR_TAIL: usize = 4096;
+/// The user the mux runs as: not root, so that the keeper's file, which it may execute but
+/// not read, makes it undumpable from its first instruction (no process of the container
+/// can trace it, whatever user that process takes).
+const MUX_USER: &str = "65534:65534";
+/// How long a new connection may take to prove itself: the mux waits for a keeper that has
+/// just started to listen (10 s at most), then the handshake has its own bound.
+const PROVE_TIMEOUT: Duration = Duration::from_secs(10).saturating_add(HANDSHAKE_TIMEOUT);
 
 /// The keeper's path in a remote container.
 pub(crate) fn keeper_inside() -> String {
   format!("{SOCKET_DIR_INSIDE}/{KEEPER_NAME}")
 }
 
-/// The keeper's socket in a remote container.
-pub(crate) fn socket_inside() -> String {
-  format!("{SOCKET_DIR_INSIDE}/{RUN_DIR}/{SOCKET_NAME}")
+/// A fresh abstract address for a new container's keeper to listen on.
+pub(crate) fn new_address() -> String {
+  let name: String = native_workspace_core::container::random_bytes::<8>()
+    .iter()
+    .map(|b| format!("{b:02x}"))
+    .collect();
+  format!("@native-workspace-keeper-{name}")
 }
 
-/// Puts the keeper into the created (not yet started) container's volume.
-pub(crate) async fn upload_keeper(
+/// Makes the named volume `volume` (labelled `labels`) and puts the keeper in it, through a
+/// container of `image` made for that alone (never started) and removed at once: the
+/// sandbox's container mounts it read-only, where nothing can be uploaded.
+pub(crate) async fn fill_keeper_volume(
   connection: &Connection,
   docker: &Docker,
-  id: &str,
+  image: &str,
+  volume: &str,
+  labels: HashMap<String, String>,
   keeper: &Path,
 ) -> Result<()> {
+  let request = VolumeCreateRequest {
+    name: Some(volume.to_owned()),
+    labels: Some(labels.clone()),
+    ..Default::default()
+  };
+  call(
+    connection,
+    "creating the volume of the sandbox supervisor",
+    docker.create_volume(request),
+  )
+  .await?;
+  // Swept with its process should that die before it is removed here.
+  let mut labels = labels;
+  labels.insert(crate::OWNER_LABEL.into(), crate::sweep::this_process());
+  let body = ContainerCreateBody {
+    image: Some(image.to_owned()),
+    entrypoint: Some(vec![keeper_inside()]),
+    cmd: Some(Vec::new()),
+    labels: Some(labels),
+    host_config: Some(HostConfig {
+      network_mode: Some("none".into()),
+      mounts: Some(vec![Mount {
+        typ: Some(MountType::VOLUME),
+        source: Some(volume.to_owned()),
+        target: Some(SOCKET_DIR_INSIDE.to_owned()),
+        ..Default::default()
+      }]),
+      ..Default::default()
+    }),
+    ..Default::default()
+  };
+  let filler = call(
+    connection,
+    "creating a container to fill the supervisor's volume",
+    docker.create_container(
+      None::<bollard::query_parameters::CreateContainerOptions>,
+      body,
+    ),
+  )
+  .await?;
   let options = UploadToContainerOptionsBuilder::default()
     .path(SOCKET_DIR_INSIDE)
     .build();
-  call(
-    connection,
-    "copying the sandbox supervisor into the container",
-    docker.upload_to_container(
-      id,
+  let uploaded = async {
+    let upload = docker.upload_to_container(
+      &filler.id,
       Some(options),
       bollard::body_full(archive_of(keeper).await?),
-    ),
-  )
-  .await
+    );
+    call(
+      connection,
+      "copying the sandbox supervisor into its volume",
+      upload,
+    )
+    .await
+  }
+  .await;
+  let removed = remove_container(connection, docker, &filler.id).await;
+  uploaded.and(removed)
+}
+
+/// Removes the volume of a removed container's keeper; one already gone is fine.
+pub(crate) async fn remove_keeper_volume(connection: &Connection, docker: &Docker, volume: &str) {
+  let removed = async {
+    match docker
+      .remove_volume(volume, None::<RemoveVolumeOptions>)
+      .await
+    {
+      Err(error) if refusal(&error).is_some_and(|(status, _)| status == 404) => Ok(()),
+      other => other,
+    }
+  };
+  if let Err(error) = call(connection, "removing the supervisor's volume", removed).await {
+    tracing::warn!(%error, volume, "the volume of a removed container's supervisor stays");
+  }
 }
 
 /// The archive of the keeper at `keeper`, made from the file once per process (read on a
@@ -91,12 +175,11 @@ async fn archive_of(keeper: &Path) -> Result<Bytes> {
   Ok(read(keeper.to_path_buf()).await?.1)
 }
 
-/// A tar holding the keeper (mode 0755) and the directory any user of the container may
-/// create the keeper's socket in (mode 1777, as `/tmp`).
+/// A tar holding the keeper, owned by root: any user may execute it (the container's, as
+/// its init; the mux's), no user but root may read it.
 fn keeper_archive(keeper: &[u8]) -> Vec<u8> {
-  let mut tar = Vec::with_capacity(keeper.len() + 3 * 512);
-  tar.extend_from_slice(&ustar_header(&format!("{RUN_DIR}/"), 0o1777, 0, b'5'));
-  tar.extend_from_slice(&ustar_header(KEEPER_NAME, 0o755, keeper.len() as u64, b'0'));
+  let mut tar = Vec::with_capacity(keeper.len() + 2 * 512);
+  tar.extend_from_slice(&ustar_header(KEEPER_NAME, 0o711, keeper.len() as u64, b'0'));
   tar.extend_from_slice(keeper);
   tar.resize(tar.len().next_multiple_of(512), 0);
   // The end of the archive: two empty blocks.
@@ -124,16 +207,29 @@ fn ustar_header(name: &str, mode: u32, size: u64, kind: u8) -> [u8; 512] {
   block
 }
 
-/// A new host connection to the keeper of the running container `id`: one attached exec of
-/// `keeper --mux`.
-pub(crate) async fn connect(connection: &Connection, docker: &Docker, id: &str) -> Result<Init> {
-  let socket = socket_inside();
+/// A new host connection to the keeper of the running container `id`, listening at
+/// `address`: one attached exec of `keeper --mux`, through which the keeper and this host
+/// prove they hold `key` (given to the keeper when `gives`) before anything else is sent.
+pub(crate) async fn connect(
+  connection: &Connection,
+  docker: &Docker,
+  id: &str,
+  address: &str,
+  key: &Key,
+  gives: bool,
+) -> Result<Init> {
   let config = ExecConfig {
     attach_stdin: Some(true),
     attach_stdout: Some(true),
     attach_stderr: Some(true),
     tty: Some(false),
-    cmd: Some(vec![keeper_inside(), "--mux".to_owned(), socket]),
+    user: Some(MUX_USER.to_owned()),
+    working_dir: Some("/".to_owned()),
+    cmd: Some(vec![
+      keeper_inside(),
+      "--mux".to_owned(),
+      address.to_owned(),
+    ]),
     ..Default::default()
   };
   let exec = call(
@@ -154,20 +250,37 @@ pub(crate) async fn connect(connection: &Connection, docker: &Docker, id: &str) 
     ));
   };
   let stderr = Arc::new(Mutex::new(Vec::new()));
-  let reader = tokio_util::io::StreamReader::new(Stdout {
+  let mut reader = tokio_util::io::StreamReader::new(Stdout {
     output,
     stderr: stderr.clone(),
   });
-  // The mux's readiness is bounded by the init's own ready timeout.
-  Init::remote(reader, input).await.map_err(|error| {
+  let mut writer = input;
+  let with_tail = |error: String| {
     let tail = String::from_utf8_lossy(&stderr.locked()).trim().to_owned();
-    match tail.is_empty() {
-      true => error,
-      false => CoreError::Engine(format!(
-        "The supervisor in the sandbox's container {id} cannot be reached: {error}: {tail}"
-      )),
-    }
-  })
+    let tail = match tail.is_empty() {
+      true => String::new(),
+      false => format!(": {tail}"),
+    };
+    CoreError::Engine(format!(
+      "The supervisor in the sandbox's container {id} cannot be reached: {error}{tail}"
+    ))
+  };
+  let proved = tokio::time::timeout(
+    PROVE_TIMEOUT,
+    native_workspace_core::container::authenticate(&mut reader, &mut writer, key, gives),
+  )
+  .await
+  .unwrap_or_else(|_| {
+    Err(format!(
+      "it did not prove itself within {} s",
+      PROVE_TIMEOUT.as_secs()
+    ))
+  });
+  proved.map_err(with_tail)?;
+  // The mux's readiness is bounded by the init's own ready timeout.
+  Init::remote(reader, writer)
+    .await
+    .map_err(|error| with_tail(error.to_string()))
 }
 
 type Output =
@@ -210,28 +323,25 @@ mod tests {
   use super::*;
 
   #[test]
-  fn the_keeper_archive_is_a_ustar_with_the_keeper_and_an_open_directory() {
+  fn the_keeper_archive_is_a_ustar_with_the_keeper_only_its_owner_may_read() {
     let archive = keeper_archive(b"\x7fELF binary");
     assert_eq!(archive.len() % 512, 0);
-    assert_eq!(archive.len(), 512 + 512 + 512 + 1024);
-    let header = |at: usize| &archive[at..at + 512];
-    let checksum_ok = |block: &[u8]| {
-      let mut copy = block.to_vec();
-      copy[148..156].fill(b' ');
-      let sum: u32 = copy.iter().map(|&b| u32::from(b)).sum();
-      let stored = std::str::from_utf8(&block[148..154]).unwrap();
-      u32::from_str_radix(stored, 8).unwrap() == sum
-    };
-    assert!(header(0).starts_with(b"run/\0"));
-    assert_eq!(&header(0)[100..107], b"0001777");
-    assert_eq!(header(0)[156], b'5');
-    assert!(checksum_ok(header(0)));
-    assert!(header(512).starts_with(b"keeper\0"));
-    assert_eq!(&header(512)[100..107], b"0000755");
-    assert_eq!(&header(512)[124..135], b"00000000013");
-    assert!(checksum_ok(header(512)));
-    assert!(archive[1024..].starts_with(b"\x7fELF binary\0"));
-    assert!(archive[1536..].iter().all(|&b| b == 0));
+    assert_eq!(archive.len(), 512 + 512 + 1024);
+    let header = &archive[..512];
+    let mut blank = header.to_vec();
+    blank[148..156].fill(b' ');
+    let sum: u32 = blank.iter().map(|&b| u32::from(b)).sum();
+    let stored = std::str::from_utf8(&header[148..154]).unwrap();
+    assert_eq!(u32::from_str_radix(stored, 8).unwrap(), sum);
+    assert!(header.starts_with(b"keeper\0"));
+    assert_eq!(&header[100..107], b"0000711");
+    assert_eq!(
+      (&header[108..115], &header[116..123]),
+      (&b"0000000"[..], &b"0000000"[..])
+    );
+    assert_eq!(&header[124..135], b"00000000013");
+    assert!(archive[512..].starts_with(b"\x7fELF binary\0"));
+    assert!(archive[1024..].iter().all(|&b| b == 0));
   }
 
   #[tokio::test]

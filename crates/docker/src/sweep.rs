@@ -68,9 +68,9 @@ pub async fn once(connection: &Connection, docker: &Docker) {
   }
 }
 
-/// Removes every container (and its anonymous volumes, and its socket directory) whose
-/// creator is dead, and the named volumes such sandboxes made for their `mounts` (unless
-/// kept: those carry no owner). Returns how many containers.
+/// Removes every container (and its anonymous volumes, its socket directory and its key)
+/// whose creator is dead, and the named volumes such sandboxes made for their `mounts`
+/// (unless kept: those carry no owner) and their keepers. Returns how many containers.
 pub async fn sweep(
   connection: &Connection,
   docker: &Docker,
@@ -114,7 +114,12 @@ pub async fn sweep(
       .collect();
     crate::host::remove_container(connection, docker, &id).await?;
     for dir in socket_dirs {
-      let _ = std::fs::remove_dir_all(dir);
+      crate::host::remove_socket_dir(std::path::Path::new(&dir));
+    }
+    // A remote engine's container has its key in this host's runtime directory, if this
+    // host made it; its keeper's volume carries its owner and goes below.
+    if !connection.is_local() {
+      crate::host::remove_key(&id);
     }
     removed += 1;
   }

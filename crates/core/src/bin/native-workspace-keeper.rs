@@ -34,12 +34,14 @@
 //! and exits. The init is a subreaper too: a process orphaned by a supervisor that was
 //! killed from outside lands here and is killed.
 //!
-//! `native-workspace-keeper --listen <socket path> [name=value ...]`: the init of a
-//! container (its PID 1). It listens on a unix socket (in a directory the host shares with
-//! the container) and serves each connection as above, `R` first: a connection closing
-//! kills the trees of its own commands only, and the init goes on serving the next one, so
-//! a host can reattach. A connection from one of its own descendants (a command) is closed
-//! unanswered. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
+//! `native-workspace-keeper --listen @<name> [name=value ...]` and
+//! `native-workspace-keeper --connect <directory> [name=value ...]`: the init of a container
+//! (its PID 1). It listens on an abstract unix socket of the container (reached through a
+//! `--mux`), or connects to the sockets a host shows in a directory the container sees
+//! read-only; each connection first proves it is the host that holds the container's key
+//! (see `door`), then is served as above, `R` first: a connection closing kills the trees
+//! of its own commands only, and the init goes on serving the next one, so a host can
+//! reattach. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
 //!
 //! `native-workspace-keeper --zygote <host-pid> <padding>`: forks the host's unisolated
 //! inits on request (see `init::zygote`), so that a start costs a fork of this small process
@@ -49,10 +51,12 @@
 //! endian) on its request socket before its ready byte. `padding` leaves room to show their
 //! own arguments in place of these.
 //!
-//! `native-workspace-keeper --mux <socket path>`: a connection to such an init carried over
-//! stdin and stdout, for a host that reaches the container only through an attached stream
-//! (a remote engine); see `mux`.
+//! `native-workspace-keeper --mux @<name>`: a connection to such an init carried over stdin
+//! and stdout, for a host that reaches the container only through an attached stream (a
+//! remote engine); see `mux`.
 
+#[path = "native-workspace-keeper/door.rs"]
+mod door;
 #[path = "native-workspace-keeper/mux.rs"]
 mod mux;
 
@@ -89,26 +93,34 @@ fn main() {
   let args: Vec<String> = std::env::args().collect();
   let _ = IGNORED_SIGNALS.set(ignored_signals());
   if args.get(1).map(String::as_str) == Some("--mux") {
-    let Some(path) = args.get(2) else {
-      eprintln!("native-workspace-keeper: --mux needs a socket path");
+    let Some(address) = args.get(2) else {
+      eprintln!("native-workspace-keeper: --mux needs an address");
       std::process::exit(2);
     };
-    mux::run(path);
+    mux::run(address);
   }
-  if args.get(1).map(String::as_str) == Some("--listen") {
-    let Some(path) = args.get(2) else {
-      eprintln!("native-workspace-keeper: --listen needs a socket path");
+  if let Some(mode @ ("--listen" | "--connect")) = args.get(1).map(String::as_str) {
+    let Some(place) = args.get(2) else {
+      eprintln!("native-workspace-keeper: {mode} needs an address");
       std::process::exit(2);
     };
-    // SAFETY: process attribute syscall on this single-threaded process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    // SAFETY: process attribute syscalls on this single-threaded process. Not dumpable: the
+    // container's processes, which may run as its user, can neither trace it nor read its
+    // memory or descriptors through /proc, where the key it will hold lives.
+    unsafe {
+      libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+      libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
     apply_limits(args.iter().skip(3).cloned());
-    // Before the socket exists: as PID 1 an unhandled SIGTERM would be ignored, and a
+    // Before anyone can connect: as PID 1 an unhandled SIGTERM would be ignored, and a
     // container stop would wait for its SIGKILL.
     let signals = SignalFd::new(&SIGNALS);
-    let listener = listen(path);
-    close_fds_from(3, &[signals.fd, listener]);
-    run_init(&signals, Some(listener), Vec::new())
+    close_fds_from(3, &[signals.fd]);
+    let entry = match mode {
+      "--listen" => door::Entry::listen(place),
+      _ => door::Entry::connect(place),
+    };
+    run_init(&signals, Some(entry), Vec::new())
   }
   if args.get(1).map(String::as_str) == Some("--zygote") {
     run_zygote(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0));
@@ -263,52 +275,6 @@ const SIGNALS: [libc::c_int; 5] = [
   libc::SIGHUP,
   libc::SIGPIPE,
 ];
-
-/// A listening unix socket at `path` (a stale one from a previous run of the container is
-/// replaced), which any user of the container may connect to: the host's directory around
-/// it is what keeps others out.
-fn listen(path: &str) -> RawFd {
-  let fail = |what: &str| -> ! {
-    eprintln!(
-      "native-workspace-keeper: cannot {what} {path}: {}",
-      io::Error::last_os_error()
-    );
-    std::process::exit(1)
-  };
-  // SAFETY: a sockaddr_un filled within its bounds, and socket calls on our own fd.
-  unsafe {
-    let mut addr: libc::sockaddr_un = mem::zeroed();
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_bytes();
-    if bytes.len() >= addr.sun_path.len() {
-      eprintln!("native-workspace-keeper: socket path too long: {path}");
-      std::process::exit(1);
-    }
-    for (dst, &src) in addr.sun_path.iter_mut().zip(bytes) {
-      *dst = src as libc::c_char;
-    }
-    // Non-blocking: a client gone between the poll and the accept must not hold PID 1.
-    let fd = libc::socket(
-      libc::AF_UNIX,
-      libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-      0,
-    );
-    if fd < 0 {
-      fail("create a socket for");
-    }
-    let c_path = CString::new(path).unwrap_or_default();
-    libc::unlink(c_path.as_ptr());
-    let len = mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    if libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0 {
-      fail("bind");
-    }
-    libc::chmod(c_path.as_ptr(), 0o666);
-    if libc::listen(fd, 16) != 0 {
-      fail("listen on");
-    }
-    fd
-  }
-}
 
 /// `name=value` rlimits (soft and hard), inherited by every command.
 fn apply_limits(args: impl Iterator<Item = String>) {
@@ -597,12 +563,17 @@ enum Source {
   Supervisor(usize, libc::pid_t),
 }
 
-/// Serves `connections`, and those `listener` accepts. Without a listener the init ends with
-/// its one connection; with one, a connection ending takes only its own commands along.
-fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Connection>) -> ! {
+/// Serves `connections`, and those that prove themselves at `entry` (a container's init).
+/// Without an entry the init ends with its one connection; with one, a connection ending
+/// takes only its own commands along.
+fn run_init(
+  signals: &SignalFd,
+  mut entry: Option<door::Entry>,
+  mut connections: Vec<Connection>,
+) -> ! {
   loop {
     let mut sources = Vec::new();
-    let mut fds = vec![pollfd(signals.fd), pollfd(listener.unwrap_or(-1))];
+    let mut fds = vec![pollfd(signals.fd)];
     for (i, c) in connections.iter().enumerate() {
       match c.spare {
         Some(spare) => sources.push((Source::Spare(i), spare.events)),
@@ -615,7 +586,12 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       }
     }
     fds.extend(sources.iter().map(|&(_, fd)| pollfd(fd)));
-    if !poll(&mut fds) {
+    let entry_from = fds.len();
+    if let Some(entry) = &entry {
+      entry.poll_set(&mut fds);
+    }
+    // Woken by a pending connection's deadline too, which then ends it.
+    if poll_for(&mut fds, entry.as_ref().and_then(door::Entry::patience)) < 0 {
       continue;
     }
     if fds[0].revents != 0 {
@@ -629,7 +605,7 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
     }
     let ready: Vec<Source> = sources
       .iter()
-      .zip(&fds[2..])
+      .zip(&fds[1..entry_from])
       .filter(|(_, poll)| poll.revents != 0)
       .map(|(&(source, _), _)| source)
       .collect();
@@ -692,7 +668,7 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       if connections[i].spare.is_some() {
         continue;
       }
-      let open = init_fds(listener, &connections);
+      let open = init_fds(entry.as_ref(), &connections);
       let connection = &mut connections[i];
       match read_request(connection.fd) {
         Ok(Some(Incoming::Command(request))) => {
@@ -710,7 +686,7 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
         }
       }
     }
-    if !ended.is_empty() && listener.is_none() {
+    if !ended.is_empty() && entry.is_none() {
       shutdown(&connections);
     }
     ended.sort_unstable();
@@ -726,72 +702,11 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       }
       close(connection.fd);
     }
-    if let Some(listener) = listener
-      && fds[1].revents != 0
-    {
-      // SAFETY: accept on our listening socket; the new descriptor is ours.
-      let fd = unsafe {
-        libc::accept4(
-          listener,
-          ptr::null_mut(),
-          ptr::null_mut(),
-          libc::SOCK_CLOEXEC,
-        )
-      };
-      if fd >= 0 && !from_own_tree(fd) {
-        bound_reads(fd);
-        write_all(fd, &[native_workspace_core::init::READY]);
-        connections.push(Connection::new(fd));
-      } else if fd >= 0 {
-        close(fd);
-      }
+    if let Some(entry) = entry.as_mut() {
+      let revents: Vec<libc::c_short> = fds[entry_from..].iter().map(|p| p.revents).collect();
+      connections.extend(entry.ready(&revents).into_iter().map(Connection::new));
     }
   }
-}
-
-/// Whether the process at the other end of `socket` is one of the init's own descendants
-/// (a command, or something it started). The socket is reachable from inside the
-/// container; commands must not drive their own init. The host is outside the container's
-/// pid namespace, where the kernel gives its pid as 0.
-fn from_own_tree(socket: RawFd) -> bool {
-  // SAFETY: ucred is plain data.
-  let mut cred: libc::ucred = unsafe { mem::zeroed() };
-  let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
-  // SAFETY: SO_PEERCRED fills a ucred of the given size.
-  let got = unsafe {
-    libc::getsockopt(
-      socket,
-      libc::SOL_SOCKET,
-      libc::SO_PEERCRED,
-      (&mut cred as *mut libc::ucred).cast(),
-      &mut len,
-    )
-  };
-  if got != 0 {
-    return true; // unknown: refused
-  }
-  let me = std::process::id() as libc::pid_t;
-  let mut pid = cred.pid;
-  // Up the parents; a process's parent has existed at least as long as it has.
-  for _ in 0..4096 {
-    if pid == me {
-      return true;
-    }
-    if pid <= 1 {
-      return false;
-    }
-    let Some(parent) = parent_of(pid) else {
-      return false;
-    };
-    pid = parent;
-  }
-  true
-}
-
-fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
-  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-  // After the command name, which may hold spaces and parentheses: state, then ppid.
-  stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }
 
 /// A request, once it begins, arrives whole within seconds: a client that stalls midway
@@ -814,8 +729,8 @@ fn bound_reads(socket: RawFd) {
 }
 
 /// The init's own descriptors (sockets, event lines), which a supervisor closes.
-fn init_fds(listener: Option<RawFd>, connections: &[Connection]) -> Vec<RawFd> {
-  let mut fds: Vec<RawFd> = listener.into_iter().collect();
+fn init_fds(entry: Option<&door::Entry>, connections: &[Connection]) -> Vec<RawFd> {
+  let mut fds: Vec<RawFd> = entry.into_iter().flat_map(door::Entry::fds).collect();
   for c in connections {
     fds.push(c.fd);
     fds.extend(c.spare.map(|spare| spare.events));

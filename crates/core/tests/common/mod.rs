@@ -128,3 +128,114 @@ pub async fn settles_at(prefix: &str, count: usize) -> bool {
   }
   false
 }
+
+/// A container's init (`--listen @name` or `--connect <dir>`, as a container's PID 1 runs
+/// it) started here, and the key a host keeps for it: its first connection gives the key.
+#[allow(dead_code)]
+pub struct ContainerInit {
+  pub child: std::process::Child,
+  /// A directory of the test's own: the one the init watches (`--connect`), or a scratch one.
+  pub dir: std::path::PathBuf,
+  /// `@name` for one that listens; `None` for one that connects.
+  pub address: Option<String>,
+  pub key: native_workspace_core::container::Key,
+  given: std::sync::atomic::AtomicBool,
+}
+
+#[allow(dead_code)]
+impl ContainerInit {
+  /// One that listens on an abstract socket named for this process and `name`.
+  pub fn listening(name: &str) -> ContainerInit {
+    let address = format!("@nw-test-{}-{name}", std::process::id());
+    Self::start(name, Some(address))
+  }
+
+  /// One that connects to the sockets a host shows in its directory.
+  pub fn connecting(name: &str) -> ContainerInit {
+    Self::start(name, None)
+  }
+
+  fn start(name: &str, address: Option<String>) -> ContainerInit {
+    let dir = std::env::temp_dir().join(format!("nw-container-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut command = std::process::Command::new(KEEPER);
+    match &address {
+      Some(address) => command.arg("--listen").arg(address),
+      None => command.arg("--connect").arg(&dir),
+    };
+    ContainerInit {
+      child: command.spawn().unwrap(),
+      dir,
+      address,
+      key: native_workspace_core::container::new_key(),
+      given: std::sync::atomic::AtomicBool::new(false),
+    }
+  }
+
+  /// A new host connection with the init's key (given on the first one).
+  pub async fn connect(&self) -> Init {
+    let gives = !self.given.swap(true, std::sync::atomic::Ordering::AcqRel);
+    self
+      .connect_with(&self.key, gives, std::time::Duration::from_secs(10))
+      .await
+      .unwrap_or_else(|why| panic!("the init did not prove itself: {why}"))
+  }
+
+  /// A new host connection proving `key` (and giving it when `gives`) `within` that long,
+  /// or why it failed.
+  pub async fn connect_with(
+    &self,
+    key: &native_workspace_core::container::Key,
+    gives: bool,
+    within: std::time::Duration,
+  ) -> Result<Init, String> {
+    match &self.address {
+      Some(address) => {
+        let mut stream = self.stream(address).await;
+        let (mut reader, mut writer) = stream.split();
+        let proved =
+          native_workspace_core::container::authenticate(&mut reader, &mut writer, key, gives);
+        tokio::time::timeout(within, proved)
+          .await
+          .map_err(|_| "timed out".to_owned())??;
+        let stream = stream.into_std().unwrap();
+        stream.set_nonblocking(false).unwrap();
+        Ok(Init::attach(stream))
+      }
+      None => {
+        let door = native_workspace_core::container::KeeperDoor::open(&self.dir).unwrap();
+        let why = std::sync::Mutex::new(None);
+        match tokio::time::timeout(within, door.keeper(key, gives, &why)).await {
+          Ok(stream) => Ok(Init::attach(stream)),
+          Err(_) => Err(why.lock().unwrap().take().unwrap_or("timed out".into())),
+        }
+      }
+    }
+  }
+
+  /// A plain connection to the abstract `address`, once the init listens.
+  pub async fn stream(&self, address: &str) -> tokio::net::UnixStream {
+    use std::os::linux::net::SocketAddrExt;
+    let at = std::os::unix::net::SocketAddr::from_abstract_name(&address[1..]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+      match std::os::unix::net::UnixStream::connect_addr(&at) {
+        Ok(stream) => {
+          stream.set_nonblocking(true).unwrap();
+          return tokio::net::UnixStream::from_std(stream).unwrap();
+        }
+        Err(e) if std::time::Instant::now() > deadline => panic!("never listened: {e}"),
+        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+      }
+    }
+  }
+}
+
+impl Drop for ContainerInit {
+  fn drop(&mut self) {
+    let _ = self.child.kill();
+    let _ = self.child.wait();
+    let _ = std::fs::remove_dir_all(&self.dir);
+  }
+}

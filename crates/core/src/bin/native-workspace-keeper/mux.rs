@@ -1,21 +1,25 @@
-//! `native-workspace-keeper --mux <socket path>`: one host connection to the init listening
-//! on `<socket path>`, carried over this process's stdin and stdout (a container's attached
-//! `exec`) where the host cannot pass descriptors. The protocol and its flow control are
-//! described in `native_workspace_core::mux`. The end of stdin (the host gone, the stream
-//! cut) ends this process, and its connection to the init with it: the init kills the
-//! commands of that connection, as for a host that died.
+//! `native-workspace-keeper --mux @<name>`: one host connection to the init listening on the
+//! abstract socket `@<name>`, carried over this process's stdin and stdout (a container's
+//! attached `exec`) where the host cannot pass descriptors. The host and the init first
+//! prove to each other that they hold the container's key, through this process, which
+//! passes their handshake on as it is (see `native_workspace_core::container`); then the
+//! protocol and its flow control are those described in `native_workspace_core::mux`. The
+//! end of stdin (the host gone, the stream cut) ends this process, and its connection to
+//! the init with it: the init kills the commands of that connection, as for a host that
+//! died.
 
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use native_workspace_core::container::{CHALLENGE_BYTES, HELLO_BYTES, PROOF_BYTES};
 use native_workspace_core::init::wire::send_request;
 use native_workspace_core::init::{READY, pipe_pair};
 use native_workspace_core::mux::*;
 
-use super::{close, pollfd};
+use super::{close, pollfd, read_exact};
 
 mod relay;
 
@@ -58,10 +62,15 @@ impl Channel {
   }
 }
 
-pub fn run(path: &str) -> ! {
-  // SAFETY: ignoring SIGPIPE: a write to a closed pipe or socket is an error to handle.
-  unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-  let keeper = connect(path);
+pub fn run(address: &str) -> ! {
+  // SAFETY: process attribute syscalls. Not dumpable: the key it passes on when the host
+  // gives one is not to be read from its memory by the container's processes.
+  unsafe {
+    libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+  }
+  let keeper = connect(address);
+  pass_handshake(&keeper);
   send(HELLO, 0, &[]);
   flush();
   let mut channels: HashMap<u32, Channel> = HashMap::new();
@@ -157,23 +166,61 @@ fn fail(why: &str) -> ! {
   std::process::exit(1)
 }
 
-/// Connects to the init (retrying while it is not listening yet) and waits for its ready byte.
-fn connect(path: &str) -> UnixStream {
+/// Connects to the init at the abstract `address` (retrying while it is not listening yet).
+/// Only the init holds that name while it runs: no process of the container can stand in
+/// for it.
+fn connect(address: &str) -> UnixStream {
+  use std::os::linux::net::SocketAddrExt;
+  let Some(name) = address.strip_prefix('@') else {
+    fail(&format!(
+      "--mux takes an abstract address (@name), not {address}"
+    ));
+  };
+  let at = std::os::unix::net::SocketAddr::from_abstract_name(name)
+    .unwrap_or_else(|e| fail(&format!("{address}: {e}")));
   let deadline = Instant::now() + CONNECT_TIMEOUT;
-  let mut stream = loop {
-    match UnixStream::connect(path) {
-      Ok(stream) => break stream,
-      Err(e) if Instant::now() >= deadline => fail(&format!("cannot connect to {path}: {e}")),
+  loop {
+    match UnixStream::connect_addr(&at) {
+      Ok(stream) => return stream,
+      Err(e) if Instant::now() >= deadline => fail(&format!("cannot connect to {address}: {e}")),
       Err(_) => std::thread::sleep(Duration::from_millis(5)),
     }
-  };
-  let mut ready = [0u8; 1];
-  match stream.read(&mut ready) {
-    Ok(1) if ready[0] == READY => stream,
-    _ => fail(&format!(
-      "the sandbox supervisor at {path} did not say it was ready"
-    )),
   }
+}
+
+/// Passes the handshake between the host (stdin, stdout) and the init as it is: the init's
+/// hello, the host's challenge, the init's proof, the host's proof, then the init's ready
+/// byte, after which the frames begin. Either side failing ends this process.
+fn pass_handshake(keeper: &UnixStream) {
+  let from_init = |bytes: usize| {
+    let mut buf = vec![0u8; bytes];
+    if read_exact(keeper.as_raw_fd(), &mut buf).is_err() {
+      fail("the sandbox supervisor closed the connection before the host and it proved themselves");
+    }
+    buf
+  };
+  let from_host = |bytes: usize| {
+    let mut buf = vec![0u8; bytes];
+    if read_exact(STDIN_FD, &mut buf).is_err() {
+      std::process::exit(0); // the host let go
+    }
+    buf
+  };
+  raw_to_host(&from_init(HELLO_BYTES));
+  super::write_all(keeper.as_raw_fd(), &from_host(CHALLENGE_BYTES));
+  raw_to_host(&from_init(PROOF_BYTES));
+  super::write_all(keeper.as_raw_fd(), &from_host(PROOF_BYTES));
+  let ready = from_init(1);
+  if ready != [READY] {
+    fail("the sandbox supervisor did not say it was ready");
+  }
+  raw_to_host(&ready);
+}
+
+/// Writes `bytes` to the host as they are (no frame).
+fn raw_to_host(bytes: &[u8]) {
+  OUTGOING.with_borrow_mut(|out| out.extend_from_slice(bytes));
+  flush();
 }
 
 thread_local! {

@@ -1,0 +1,260 @@
+// Attacks on DockerSandbox from inside its container — a tenant's commands, or a process of
+// a compromised container the engine runs there — against the keeper's channel and the host
+// directory the container shares, on the local engine and the TCP one:
+// - a process listening where the keeper was (its socket replaced) gets nothing from a host
+//   process that restarts and reattaches by id, whose command runs on the real keeper;
+// - a keeper that cannot prove it holds this host's key for its container is sent nothing:
+//   the command fails with ENGINE_ERROR naming the container, and does not run;
+// - a process that connects to the keeper and exits at once (no /proc entry left to judge
+//   it by) cannot drive the keeper: what it asks for never runs;
+// - a container (read-only root) writes nothing into the host's directories: the keeper's
+//   directory stays as it was, however much the tenant writes there.
+// The local engine's case is tried again by a host user other than root (uid 65534), who
+// reaches the engine through a unix socket of its own, as a member of the docker group would.
+import { execFileSync, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { demuxLogs, describeDocker, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
+import { ENGINES, on } from './docker-sandboxes.mjs'
+import { waitFor, withDeadline } from './helpers.mjs'
+
+const RUN = `docker-sandbox-attacks-${process.pid}`
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const PEER_SOURCE = path.join(ROOT, '__test__', 'docker-tenant-peer.c')
+/** Where the tool is copied into containers. */
+const PEER = '/tmp/docker-tenant-peer'
+
+/** This user's directory of keeper socket directories and keys, see crates/docker/src/host.rs. */
+const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
+  ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
+  : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)
+
+let work
+let peerBinary
+beforeAll(() => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-docker-attacks-'))
+  peerBinary = path.join(work, path.basename(PEER))
+  // Static: the test image has no C library.
+  execFileSync('gcc', ['-static', '-O2', '-o', peerBinary, PEER_SOURCE])
+})
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
+
+/** Copies the tool into the container `id` (running or not), at PEER. */
+async function uploadPeer(engine, id) {
+  const tar = execFileSync('tar', ['-C', path.dirname(peerBinary), '-cf', '-', path.basename(peerBinary)])
+  const res = await engineRequest(engine, 'PUT', `/containers/${id}/archive?path=${path.dirname(PEER)}`, {
+    body: tar,
+    headers: { 'Content-Type': 'application/x-tar' },
+  })
+  expect(res.status).toBe(200)
+}
+
+/** Runs `cmd` in the container `id` through the engine, as a process the sandbox did not start; its output, or nothing when detached. */
+async function execIn(engine, id, cmd, { detach = false } = {}) {
+  const exec = await engineJson(engine, 'POST', `/containers/${id}/exec`, {
+    json: { Cmd: cmd, AttachStdout: !detach, AttachStderr: !detach },
+  })
+  const res = await engineRequest(engine, 'POST', `/exec/${exec.Id}/start`, { json: { Detach: detach } })
+  expect(res.status).toBe(200)
+  return detach ? null : demuxLogs(res.body)
+}
+
+/** Runs a CommonJS script in a new Node process (another host process); resolves the JSON it prints last. */
+function hostProcess(source, { asUser } = {}) {
+  const script = path.join(work, `host-${randomBytes(4).toString('hex')}.cjs`)
+  fs.writeFileSync(script, source)
+  fs.chmodSync(script, 0o644)
+  const env = { ...process.env }
+  let command = [process.execPath, script]
+  if (asUser !== undefined) {
+    // Its own temporary directory's runtime root, as a user without XDG_RUNTIME_DIR has.
+    delete env.XDG_RUNTIME_DIR
+    env.HOME = work
+    command = ['setpriv', `--reuid=${asUser}`, `--regid=${asUser}`, '--clear-groups', ...command]
+  }
+  const child = spawn(command[0], command.slice(1), { stdio: ['ignore', 'pipe', 'inherit'], env, cwd: '/' })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  return withDeadline(exited, 60_000, 'a host process').then(() => {
+    const lines = out.trim().split('\n')
+    return JSON.parse(lines[lines.length - 1])
+  })
+}
+
+/** Source of a host process that reaches the sandbox `id` and runs one command (`env` its environment), printing the result or the error. */
+function commandIn(options, command, env = {}) {
+  return `
+    const { DockerSandbox } = require(${JSON.stringify(path.join(ROOT, 'lib', 'index.js'))})
+    const box = new DockerSandbox(${JSON.stringify(options)})
+    box.executeCommand(${JSON.stringify(command)}, [], { env: ${JSON.stringify(env)}, timeout: 20000 }).then(
+      (r) => console.log(JSON.stringify({ result: { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode } })),
+      (e) => console.log(JSON.stringify({ error: { code: e.code, message: e.message } })),
+    ).finally(() => process.exit(0))`
+}
+
+/** Bytes under `dir` on the host (apparent sizes), and its entries. */
+function footprint(dir) {
+  return {
+    bytes: Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]),
+    entries: fs.readdirSync(dir).sort(),
+  }
+}
+
+/** The container's mount at /.native-workspace, where its keeper is reached. */
+const keeperMountOf = (inspected) => inspected.Mounts.find((m) => m.Destination === '/.native-workspace')
+
+/** A command writing `mib` MiB into every directory under /.native-workspace it may write in. */
+const fill = (mib) =>
+  `for d in /.native-workspace /.native-workspace/*/; do dd if=/dev/zero of="$d/fill" bs=1M count=${mib} 2>/dev/null && echo "wrote $d"; done; sync; true`
+
+for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked from its container, on the ${which} engine`, () => {
+  const { engine, sandbox, containerOf, topOf } = on(which, RUN)
+  const connection = ENGINES[which].connection(engine)
+  const inspect = async (box) => engineJson(engine, 'GET', `/containers/${(await containerOf(box)).Id}/json`)
+  afterAll(async () => {
+    await removeLabelled(engine, RUN)
+  })
+
+  it('a process listening where the keeper was gets nothing from a host that restarts and reattaches; the command runs on the real keeper', async () => {
+    const id = `${RUN}-fake-${which}`
+    const options = { id, image: TEST_IMAGE, dockerOptions: connection, labels: { [TEST_LABEL]: RUN } }
+    try {
+      // The first host process makes the sandbox and goes (its container stays: its id was given).
+      expect(await hostProcess(commandIn(options, 'echo genuine > /tmp/marker'))).toMatchObject({ result: { exitCode: 0 } })
+      const container = await containerOf({ id })
+      expect(container.State).toBe('running')
+      // A process of the container takes the keeper's place, and records what reaches it.
+      await uploadPeer(engine, container.Id)
+      await execIn(engine, container.Id, [PEER, 'fake-keeper', '/tmp/fake-record'], { detach: true })
+      const record = async () => (await execIn(engine, container.Id, ['cat', '/tmp/fake-record'])).stdout
+      expect(await waitFor(async () => /listening|cannot/.test(await record()))).toBe(true)
+      // The next host process reattaches by id and runs a command with a secret in its environment.
+      const secret = `secret-${randomBytes(8).toString('hex')}`
+      const outcome = await hostProcess(commandIn(options, 'cat /tmp/marker; echo "key $API_KEY"', { API_KEY: secret }))
+      expect(await record()).not.toContain('accepted')
+      expect(await record()).not.toContain(secret)
+      expect(outcome).toEqual({ result: { stdout: `genuine\nkey ${secret}\n`, stderr: '', exitCode: 0 } })
+    } finally {
+      // A sandbox removes only a container it reached.
+      const again = sandbox({ id })
+      await again.start().catch(() => {})
+      await again.destroy()
+    }
+  }, 120_000)
+
+  it("a keeper that cannot prove it holds this host's key is sent nothing: ENGINE_ERROR naming the container", async () => {
+    const box = sandbox()
+    try {
+      await box.executeCommand('true')
+      const inspected = await inspect(box)
+      // The key this host keeps for the container, replaced: the keeper in it is then one this host did not start.
+      const keyFile = which === 'local' ? `${keeperMountOf(inspected).Source}.key` : path.join(SOCKET_ROOT, `${inspected.Id}.key`)
+      fs.writeFileSync(keyFile, randomBytes(32), { mode: 0o600 })
+      const reattached = sandbox({ id: box.id })
+      const error = await reattached.executeCommand('touch /tmp/ran', [], { env: { API_KEY: 'secret' } }).catch((e) => e)
+      expect(error.code).toBe('ENGINE_ERROR')
+      expect(error.message).toContain(inspected.Id)
+      expect((await execIn(engine, inspected.Id, ['ls', '/tmp'])).stdout.split('\n')).not.toContain('ran')
+    } finally {
+      await box.destroy()
+    }
+  }, 60_000)
+
+  it('a process that connects to the keeper and exits at once cannot drive it: what it asks for never runs', async () => {
+    const box = sandbox()
+    try {
+      await box.start()
+      const container = await containerOf(box)
+      await uploadPeer(engine, container.Id)
+      await box.executeCommand(`${PEER} connect-and-exit /tmp/peer-record 'sleep 313'`, [], { timeout: 20_000 })
+      const record = (await box.executeCommand('cat /tmp/peer-record')).stdout
+      expect(record).not.toMatch(/control P/)
+      expect((await topOf(container)).map((p) => p.command)).not.toContain('sleep 313')
+    } finally {
+      await box.destroy()
+    }
+  }, 60_000)
+
+  it('a container with a read-only root writes nothing into the host directory of its keeper', async () => {
+    const box = sandbox({ readonlyRootfs: true })
+    try {
+      await box.start()
+      const hostDir = keeperMountOf(await inspect(box)).Source
+      const before = footprint(hostDir)
+      const attempt = await box.executeCommand(fill(256), [], { timeout: 120_000 })
+      expect(attempt.stdout).toBe('')
+      expect(footprint(hostDir)).toEqual(before)
+    } finally {
+      await box.destroy()
+    }
+  }, 180_000)
+
+  it('leaves nothing labelled behind', async () => {
+    expect(await labelledLeftovers(engine, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
+  })
+})
+
+describeDocker('DockerSandbox of a host user other than root (uid 65534) on the local engine', () => {
+  const NOBODY = 65534
+  const { engine, containerOf } = on('local', RUN)
+  let relay
+  let relayDir
+  beforeAll(async () => {
+    // The engine's own socket is root's: this user reaches it through one of its own.
+    relayDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-docker-relay-'))
+    fs.chownSync(relayDir, NOBODY, NOBODY)
+    fs.chmodSync(work, 0o755)
+    fs.chmodSync(peerBinary, 0o755)
+    relay = net.createServer((client) => {
+      const upstream = net.connect(engine.socketPath)
+      client.pipe(upstream).pipe(client)
+      client.on('error', () => upstream.destroy())
+      upstream.on('error', () => client.destroy())
+    })
+    const socketPath = path.join(relayDir, 'docker.sock')
+    await new Promise((resolve) => relay.listen(socketPath, resolve))
+    fs.chownSync(socketPath, NOBODY, NOBODY)
+  })
+  afterAll(async () => {
+    await new Promise((resolve) => relay.close(resolve))
+    fs.rmSync(relayDir, { recursive: true, force: true })
+    await removeLabelled(engine, RUN)
+  })
+
+  it("keeps the keeper's key and directory its own, reattaches, and takes nothing from the container onto its disk", async () => {
+    const id = `${RUN}-nobody`
+    const options = { id, image: TEST_IMAGE, dockerOptions: { socketPath: path.join(relayDir, 'docker.sock') }, labels: { [TEST_LABEL]: RUN } }
+    try {
+      const first = await hostProcess(commandIn(options, fill(64)), { asUser: NOBODY })
+      expect(first).toEqual({ result: { stdout: '', stderr: '', exitCode: 0 } })
+      const container = await containerOf({ id })
+      const inspected = await engineJson(engine, 'GET', `/containers/${container.Id}/json`)
+      const hostDir = keeperMountOf(inspected).Source
+      const root = path.dirname(hostDir)
+      expect(root).toBe(path.join(os.tmpdir(), `native-workspace-docker-${NOBODY}`))
+      const stat = (p) => fs.statSync(p)
+      expect([stat(root).uid, stat(root).mode & 0o777]).toEqual([NOBODY, 0o700])
+      expect(stat(hostDir).uid).toBe(NOBODY)
+      expect(footprint(hostDir)).toEqual({ bytes: stat(hostDir).size, entries: [] })
+      expect([stat(`${hostDir}.key`).uid, stat(`${hostDir}.key`).mode & 0o777, stat(`${hostDir}.key`).size]).toEqual([NOBODY, 0o600, 32])
+      // Another process of that user reaches the same keeper by id, then removes the sandbox.
+      const destroyed = `
+        const { DockerSandbox } = require(${JSON.stringify(path.join(ROOT, 'lib', 'index.js'))})
+        const box = new DockerSandbox(${JSON.stringify(options)})
+        box.executeCommand('echo again').then(async (r) => { await box.destroy(); console.log(JSON.stringify({ stdout: r.stdout })) },
+          (e) => console.log(JSON.stringify({ error: e.message }))).finally(() => process.exit(0))`
+      expect(await hostProcess(destroyed, { asUser: NOBODY })).toEqual({ stdout: 'again\n' })
+      expect(fs.existsSync(hostDir)).toBe(false)
+      expect(fs.existsSync(`${hostDir}.key`)).toBe(false)
+    } finally {
+      const found = await containerOf({ id })
+      if (found) await engineRequest(engine, 'DELETE', `/containers/${found.Id}?force=1&v=1`)
+    }
+  }, 120_000)
+})

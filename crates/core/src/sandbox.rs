@@ -770,8 +770,8 @@ impl Sandbox {
           Some(tenant) => tenant,
           None => self.tenant(laps)?,
         };
-        // A root host's sandbox sees the workspace as its owner, through an idmapped mount
-        // made at the launch, wherever it is.
+        // A root host's sandbox sees the workspace as its owner, and its /tmp (root's) as
+        // its own, through idmapped mounts made at the launch, wherever they are.
         let stage = if isolation::host_is_root() {
           // Bound paths the sandbox user could not reach (under a private home) are staged too.
           let unreachable = isolation::unreachable_by_sandbox(
@@ -784,6 +784,7 @@ impl Sandbox {
           let real = self.workspace_real()?;
           Some(Stage::prepare(
             Some((&self.working_directory, &real)),
+            policy.tmp_dir.as_deref(),
             &self.keeper,
             &unreachable,
           )?)
@@ -881,7 +882,9 @@ impl Sandbox {
         "attaching the workspace to a warm sandbox",
         move |sandbox| {
           let workspace = (sandbox.working_directory.clone(), sandbox.workspace_real()?);
-          let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
+          let binds = policy.tenant_binds();
+          let attached =
+            init.attach_tenant(&binds, policy.tmp_dir.as_deref(), protection, &workspace);
           Ok((init, attached))
         },
       )

@@ -1,20 +1,22 @@
-// What other users of the host reach of an isolated sandbox: the host directory of its
-// /tmp. On a root host, host users 1000 and 65534 (the number of the user that commands run
-// as) try to list, read, change and plant files at every path the host gives away: the
-// directory of each sandbox's /tmp, bubblewrap's command line. Another sandbox tries the
-// same paths from inside. They are judged by what the tenant's files hold afterwards; the
-// sandbox still reads and writes them, and the host user owns what it made. With a
-// launched init (warmPool: 0) and a pooled one (warmPool: 2). On an unprivileged host (uid
-// 65534, through test-unprivileged) no other user can be run: its directories are judged
-// by owner and mode.
+// What other users of the host reach of an isolated sandbox: the host directory of its /tmp
+// and the FUSE mount of a bucket it shows. On a root host, host users 1000 and 65534 (the
+// number of the user that commands run as) try to list, read, change and plant files at
+// every path the host gives away: the directory of each sandbox's /tmp, bubblewrap's
+// command line, /proc/mounts. Another sandbox tries the same paths from inside. They are
+// judged by what the tenant's files and bucket hold afterwards; the sandbox still reads and
+// writes both, and the host user owns what it made. With a launched init (warmPool: 0) and
+// a pooled one (warmPool: 2). On an unprivileged host (uid 65534, through
+// test-unprivileged) no other user can be run: its directories are judged by owner and mode.
 import { execFileSync, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { S3Filesystem } from '@mastra/s3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { isIsolationAvailable } from '../lib/index.mjs'
+import { Workspace, isIsolationAvailable } from '../lib/index.mjs'
 import { startStepsOf } from '../bench/start-steps.mjs'
 import { bwrapAbove, processesWith, uniqueMarker, useIsolatedSandboxes, waitForMarkers } from './helpers.mjs'
+import { describeS3, s3fsMounts, s3fsPids, startS3Server } from './s3-server.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -211,4 +213,61 @@ describe.skipIf(!available)("isolation: a sandbox's /tmp is reached by the sandb
       }, 120_000)
     }
   })
+})
+
+describeS3("isolation: a bucket mounted into a sandbox is reached by the sandbox and its host user only", () => {
+  let s3
+  beforeAll(async () => {
+    if (isRoot) s3 = await startS3Server()
+  }, 60_000)
+  afterAll(async () => {
+    await s3?.stop()
+  })
+
+  /** The objects of `bucket` with their contents. */
+  const objects = async (bucket) => Object.fromEntries(await Promise.all((await s3.keys(bucket)).sort().map(async (key) => [key, await s3.get(bucket, key)])))
+
+  // FUSE is root's only on an unprivileged host: there the mount is unavailable (s3-errors).
+  for (const warmPool of [2, 0]) {
+    it.runIf(available && isRoot)(`warmPool ${warmPool}: another host user or tenant neither reads nor changes the bucket through its mount`, async () => {
+      const bucket = `hostusers-${process.pid}-${warmPool}`
+      const secret = `bucket-secret-${uniqueMarker()}`
+      await s3.createBucket(bucket)
+      await s3.put(bucket, 'tenant.txt', `${secret}\n`)
+      await s3.put(bucket, 'tenant-dir/inner.txt', 'inner\n')
+      const sb = sandbox({ nativeSandbox: { warmPool } })
+      const filesystem = new S3Filesystem({ bucket, endpoint: s3.endpoint, region: 'us-east-1', ...s3.credentials })
+      const workspace = new Workspace({ sandbox: sb, mounts: { '/data': filesystem } })
+      try {
+        await workspace.init()
+        expect(sb.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+        const wrote = await sh(sb, 'cat /data/tenant.txt && echo from-sandbox > /data/made.txt')
+        expect(wrote).toMatchObject({ exitCode: 0, stdout: `${secret}\n` })
+        expectStartedAs(sb, warmPool)
+
+        // The mount point, as /proc/mounts and its s3fs's command line (s3fs BUCKET MOUNTPOINT …) give it.
+        const [daemon] = await s3fsPids(bucket)
+        const mountPoint = fs.readFileSync(`/proc/${daemon}/cmdline`, 'utf8').split('\0')[2]
+        expect(await s3fsMounts()).toContain(mountPoint)
+        // The host user reaches it.
+        expect(fs.readFileSync(path.join(mountPoint, 'tenant.txt'), 'utf8')).toBe(`${secret}\n`)
+
+        const running = await processesOf(sb)
+        const before = await objects(bucket)
+        const other = sandbox({ nativeSandbox: { warmPool } })
+        const paths = (uid) => [mountPoint, path.dirname(mountPoint), ...hostPathsOf(running, '/data', { viaProc: uid === 1000 })]
+        const printed = await attackFromEverywhere(other, paths, 'tenant.txt')
+        expect(printed).not.toContain(secret)
+        expect(printed).not.toContain('tenant-dir')
+        expect(await objects(bucket)).toEqual(before)
+
+        // The sandbox still reads and writes the bucket.
+        const after = await sh(sb, 'cat /data/tenant.txt && echo later > /data/later.txt && ls /data')
+        expect(after).toMatchObject({ exitCode: 0, stdout: `${secret}\nlater.txt\nmade.txt\ntenant-dir\ntenant.txt\n` })
+        expect(await s3.get(bucket, 'later.txt')).toBe('later\n')
+      } finally {
+        await workspace.destroy()
+      }
+    }, 120_000)
+  }
 })

@@ -7,6 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterAll, expect, it, describe } from 'vitest'
 import { LocalSandbox } from '../lib/index.js'
+import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
 import { pidsOf } from './helpers.mjs'
 
 const tmp = []
@@ -73,7 +74,7 @@ describe('Object storage mounts that cannot be made', () => {
       expect(sandbox.mounts.get('/data').state).toBe('error')
     }
     expect(await pidsOf('s3fs', 'reports')).toEqual([])
-    const credentials = path.join(os.tmpdir(), `native-workspace-fuse-${process.getuid()}`, 'private')
+    const credentials = path.join(path.dirname(FUSE_MOUNTS_DIRECTORY), 'private')
     const left = (() => {
       try {
         return readdirSync(credentials).filter((name) => name.endsWith('.passwd'))
@@ -87,7 +88,7 @@ describe('Object storage mounts that cannot be made', () => {
 
   it.runIf(process.getuid() === 0)("a mount directory made first by another user is refused: that user could read the credentials", () => {
     const tmpdir = dir()
-    const planted = path.join(tmpdir, `native-workspace-fuse-${process.getuid()}`)
+    const planted = path.join(tmpdir, path.basename(path.dirname(FUSE_MOUNTS_DIRECTORY)))
     mkdirSync(path.join(planted, 'private'), { recursive: true })
     spawnSync('chown', ['-R', '65534:65534', planted])
     const script = `

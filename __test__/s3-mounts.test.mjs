@@ -95,7 +95,7 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         await workspace.destroy()
       }
       expect(await s3fsPids(data)).toEqual([])
-      expect((await s3fsMounts()).filter((m) => m.includes('native-workspace-fuse'))).toEqual([])
+      expect((await s3fsMounts()).filter((m) => m.startsWith(FUSE_MOUNTS_DIRECTORY))).toEqual([])
     }, 120_000)
   }
 

@@ -8,6 +8,7 @@ const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
 const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
+const { ANY_USER } = require('./object-storage')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -358,8 +359,9 @@ class DockerSandbox extends NativeSandbox {
     this.computer = undefined
     // The mount manager (a `Workspace`'s `mounts`): a filesystem with a local directory (or
     // an S3 bucket mounted on the host) is bound at its mount path when the container is
-    // created; one added later is refused, as a container's mounts are fixed then.
-    this.#mounter = manageMounts(this, { binds: true })
+    // created; one added later is refused, as a container's mounts are fixed then. A
+    // bucket's files are let to any user the container runs as.
+    this.#mounter = manageMounts(this, { binds: true, fuseOwner: ANY_USER })
   }
 
   /** The image the container is made from. */

@@ -314,7 +314,8 @@ class LocalMounter {
    * sets the binds of the sandbox's namespace and resolves to the pids of the processes
    * that keep the running one from taking them now (see `NativeLocalSandbox.setMounts`).
    * `fuseOwner` ({ uid, gid }, this process's by default) is the host user that commands
-   * run as: files of object storage are shown as theirs.
+   * run as: files of object storage are theirs alone; `ANY_USER` for a container's
+   * commands (see `mountObjectStorage`).
    */
   constructor(manager, root, bind, fuseOwner) {
     this.#manager = manager

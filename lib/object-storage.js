@@ -9,6 +9,12 @@
 // Credentials go to the daemon in a 0600 file of a 0700 directory of this user, outside
 // anything a sandbox binds, removed as soon as the daemon has read it (or in the daemon's
 // own environment, for a session token); never in a command line.
+//
+// The mount points are in a 0700 directory of this user too, so no other user of the host
+// reaches a bucket by its path (which /proc/mounts shows to all). A root host's isolated
+// sandbox, whose user could not either, is shown the mount through a clone its launcher
+// makes as root (see `idmap` and `slot` in the core); s3fs then lets in only the user that
+// commands run as, and root.
 const { spawn, execFile } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
@@ -40,10 +46,15 @@ const STOP_GRACE_MS = 10_000
 const LOG_KEPT = 8192
 
 const uid = process.getuid()
-const ROOT = path.join(os.tmpdir(), `native-workspace-fuse-${uid}`)
-/** Mount points: reachable by every user, as a sandbox user binds or opens them. */
+/**
+ * Everything below is this user's only (0700). (Earlier versions of this package kept their
+ * mount points, reachable by every user, in `native-workspace-fuse-<uid>`: left to them,
+ * so that both can run on one host.)
+ */
+const ROOT = path.join(os.tmpdir(), `native-workspace-buckets-${uid}`)
+/** Mount points. */
 const MOUNTS = path.join(ROOT, 'mnt')
-/** Credential files and owner records: this user's only. */
+/** Credential files and owner records. */
 const PRIVATE = path.join(ROOT, 'private')
 
 /** The path of an executable named `name` on PATH, or undefined. */
@@ -117,18 +128,17 @@ let madeDirectories
  */
 async function sweep() {
   madeDirectories ??= (async () => {
-    await fsp.mkdir(ROOT, { recursive: true, mode: 0o711 })
     // In a shared temporary directory, another user may have made it first (to read the
     // credential files, or swap the directories): it must be this user's, and only theirs.
     for (const dir of [ROOT, MOUNTS, PRIVATE]) {
-      await fsp.mkdir(dir, { recursive: true, mode: dir === PRIVATE ? 0o700 : 0o711 })
+      await fsp.mkdir(dir, { recursive: true, mode: 0o700 })
       const st = await fsp.lstat(dir)
       if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
         throw new MountError(`${dir} is not a directory of this user (uid ${uid}) that only it can change; remove it`, undefined)
       }
+      // Whatever the umask of the process that made it.
+      if ((st.mode & 0o777) !== 0o700) await fsp.chmod(dir, 0o700)
     }
-    // Made by an earlier process with another umask.
-    await fsp.chmod(PRIVATE, 0o700)
   })()
   // A failure is tried again by the next mount (once the directory is removed).
   await madeDirectories.catch((err) => {
@@ -158,7 +168,10 @@ const PREFIX_SEGMENT = /^[a-zA-Z0-9!_.*'()=+@-]+$/
  */
 const OPTION_VALUE = /^[^,\s\x00-\x1f\x7f]+$/
 
-/** The s3fs command line and environment for an `s3` mount config; throws MountError. */
+/**
+ * The s3fs command line and environment for an `s3` mount config; throws MountError. See
+ * `mountObjectStorage` for `owner`.
+ */
 function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
   const bad = (what) => new MountError(`Invalid S3 mount config for ${mountPath}: ${what}`, mountPath)
   const { bucket, region, endpoint, prefix, accessKeyId, secretAccessKey, sessionToken } = config
@@ -171,10 +184,20 @@ function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
     }
     remote += `:/${segments.join('/')}`
   }
-  const options = [`uid=${owner.uid}`, `gid=${owner.gid}`, 'sigv4', 'dbglevel=err']
-  // On a root host, commands run as other users (an isolated sandbox's, a container's);
-  // elsewhere as this user, who could only allow others with user_allow_other.
-  if (uid === 0) options.push('allow_other')
+  const options = ['sigv4', 'dbglevel=err']
+  if (owner !== ANY_USER) {
+    // Its files are the owner's alone; s3fs lets root in too. FUSE itself admits the
+    // mounting user only, unless told to let in others (an isolated sandbox's user, for
+    // whom s3fs checks the files' owner and mode).
+    options.push(`uid=${owner.uid}`, `gid=${owner.gid}`, 'umask=0077', 'mp_umask=0077')
+    if (owner.uid !== uid) options.push('allow_other')
+  } else {
+    // A container runs as any user of its image: on a root host, all are let in, and its
+    // files are this user's. (Elsewhere only this user could be: others need the host's
+    // user_allow_other.)
+    options.push(`uid=${uid}`, `gid=${process.getgid()}`)
+    if (uid === 0) options.push('allow_other')
+  }
   if (endpoint !== undefined) {
     let url
     try {
@@ -318,11 +341,17 @@ class ObjectStorageMount {
 /** A MountError for a mount this host lacks a tool for (its entry becomes `unavailable`). */
 const unavailable = (message, mountPath, details) => Object.assign(new MountError(message, mountPath, details), { unavailable: true })
 
+/** The `owner` of a bucket's files for a container's commands, which may run as any user. */
+const ANY_USER = Symbol('any user of a container')
+
 /**
  * Mounts the bucket of `config` (a filesystem's mount config of a type in `CLIENTS`) on
- * a new host directory whose files belong to `owner` ({ uid, gid }); resolves to its
- * `ObjectStorageMount`. Throws a MountError: with `unavailable` set when the client or
- * FUSE is missing, else with the client's reason (no bucket, credentials refused …).
+ * a new host directory; resolves to its `ObjectStorageMount`. Its files belong to `owner`
+ * ({ uid, gid }: the host user that commands run as), who alone reaches them (and root).
+ * For `ANY_USER`, they are this process's user's, and on a root host every user is let in
+ * who reaches the mount point: the container it is bound into. Throws a MountError: with
+ * `unavailable` set when the client or FUSE is missing, else with the client's reason (no
+ * bucket, credentials refused …).
  */
 async function mountObjectStorage(config, mountPath, owner) {
   const client = CLIENTS[config.type]
@@ -367,7 +396,7 @@ async function mountObjectStorage(config, mountPath, owner) {
   try {
     await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
     if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
-    await fsp.mkdir(source, { mode: 0o755 })
+    await fsp.mkdir(source, { mode: 0o700 })
     // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
     child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   } catch (err) {
@@ -391,4 +420,4 @@ async function mountObjectStorage(config, mountPath, owner) {
 /** Whether mount configs of `type` are mounted here (the others are `unsupported`). */
 const isObjectStorage = (type) => Object.hasOwn(CLIENTS, type)
 
-module.exports = { mountObjectStorage, isObjectStorage, FUSE_MOUNTS_DIRECTORY: MOUNTS }
+module.exports = { mountObjectStorage, isObjectStorage, ANY_USER, FUSE_MOUNTS_DIRECTORY: MOUNTS }

@@ -26,6 +26,8 @@ export const ISOLATION_FILES = [
   '__test__/warm-pool-isolated.test.mjs',
   // Links and nesting on the way to what a sandbox shows of its tenant.
   '__test__/isolation-links.test.mjs',
+  // Other users of the host against a sandbox's /tmp and bucket mounts.
+  '__test__/isolation-host-users.test.mjs',
 ]
 
 /**

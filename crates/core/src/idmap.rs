@@ -3,12 +3,14 @@
 //! not own its files. So the init's launcher, still root between fork and exec, builds the
 //! mounts bubblewrap binds from: an idmapped clone of the workspace, in which its owner is
 //! the sandbox user (the owner's files are writable inside, and what the sandbox creates
-//! belongs to the owner on the host), and plain clones of the keeper binary and of the
-//! other paths the sandbox is given but could not reach (`readOnlyPaths`, `readWritePaths`,
-//! the Node binary's directory under a private home), all attached in a staging directory
-//! of a private mount namespace that only the sandbox user's bubblewrap sees. Files of
-//! other owners stay theirs: in the workspace they show as the overflow uid and are not
-//! writable through their owner's bits.
+//! belongs to the owner on the host), one of the sandbox's `/tmp`, a 0700 directory of the
+//! host's user (root) that no other user can reach, idmapped alike, and plain clones of the
+//! keeper binary and of the other paths the sandbox is given but could not reach
+//! (`readOnlyPaths`, `readWritePaths`, mounts such as a bucket's FUSE mount under a 0700
+//! directory, the Node binary's directory under a private home), all attached in a staging
+//! directory of a private mount namespace that only the sandbox user's bubblewrap sees.
+//! Files of other owners stay theirs: in the workspace they show as the overflow uid and
+//! are not writable through their owner's bits.
 
 use std::ffi::CString;
 use std::io;
@@ -132,6 +134,8 @@ struct Staged {
   /// Where bubblewrap finds it.
   at: CString,
   directory: bool,
+  /// The user namespace whose maps the clone is idmapped with (-1: not idmapped).
+  userns: RawFd,
 }
 
 /// What a staged path is to the sandbox.
@@ -139,6 +143,8 @@ struct Staged {
 enum Kind {
   /// Idmapped: its owner's files are the sandbox user's.
   Workspace,
+  /// The sandbox's own inside: idmapped where it is the host user's (see `private_tmp`).
+  Tmp,
   Keeper,
   /// Under a private directory, but given to the sandbox.
   Bound,
@@ -148,6 +154,7 @@ impl Kind {
   fn what(self) -> &'static str {
     match self {
       Kind::Workspace => "the working directory",
+      Kind::Tmp => "the host directory of the sandbox's /tmp",
       Kind::Keeper => "the keeper binary",
       Kind::Bound => "the bound path",
     }
@@ -158,9 +165,6 @@ impl Kind {
 pub struct Stage {
   /// The workspace first, if staged.
   staged: Vec<Staged>,
-  /// The user namespace whose maps make the workspace's owner the sandbox user (-1 when
-  /// no workspace is staged).
-  userns: RawFd,
   /// The step that failed and where, written by the child; read by the parent if the spawn
   /// fails.
   report_read: OwnedFd,
@@ -168,13 +172,15 @@ pub struct Stage {
 }
 
 impl Stage {
-  /// Opens what it stages: the workspace (none for a sandbox whose tenant is attached
-  /// later, see `slot`), the keeper, and each of `unreachable` (paths bound into the
-  /// sandbox that its user cannot reach), each judged again where it really is (root
-  /// clones it, so a symbolic link swapped in on its way must not lead into the system).
-  /// Looks up the workspace's owner, whose files the sandbox shows as its own.
+  /// Opens what it stages: the workspace and the host directory of the sandbox's `/tmp`
+  /// (none for a sandbox whose tenant is attached later, see `slot`), the keeper, and each
+  /// of `unreachable` (paths bound into the sandbox that its user cannot reach), each
+  /// judged again where it really is (root clones it, so a symbolic link swapped in on its
+  /// way must not lead into the system). Looks up the workspace's owner, whose files the
+  /// sandbox shows as its own, as it shows those of the host's user in its `/tmp`.
   pub fn prepare(
     workspace: Option<(&Path, &Path)>,
+    tmp: Option<&Path>,
     keeper: &Path,
     unreachable: &[PathBuf],
   ) -> Result<Stage, CoreError> {
@@ -182,10 +188,11 @@ impl Stage {
       backend: "bwrap".into(),
       reason,
     };
-    let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 2);
+    let mut staged: Vec<Staged> = Vec::with_capacity(unreachable.len() + 3);
     let named = workspace
       .map(|(ws, _)| (Kind::Workspace, ws))
       .into_iter()
+      .chain(tmp.map(|tmp| (Kind::Tmp, tmp)))
       .chain([(Kind::Keeper, keeper)]);
     let bound = unreachable.iter().map(|path| (Kind::Bound, path.as_path()));
     for (i, (kind, host)) in named.chain(bound).enumerate() {
@@ -201,7 +208,7 @@ impl Stage {
         (Kind::Workspace, Some((_, expected))) => crate::isolation::check_workspace(&real)
           .and_then(|()| same_workspace(host, &real, expected))
           .err(),
-        (Kind::Workspace, None) | (Kind::Keeper, _) => None,
+        (Kind::Workspace, None) | (Kind::Tmp | Kind::Keeper, _) => None,
         (Kind::Bound, _) => {
           crate::isolation::unbindable(&real).map(|why| format!("{what} {}: {why}", host.display()))
         }
@@ -211,8 +218,14 @@ impl Stage {
       }
       let name = match kind {
         Kind::Workspace => "workspace".to_owned(),
+        Kind::Tmp => "tmp".to_owned(),
         Kind::Keeper => "keeper".to_owned(),
         Kind::Bound => i.to_string(),
+      };
+      let userns = match kind {
+        Kind::Workspace => workspace_userns(&opened).map_err(unavailable)?,
+        Kind::Tmp => tmp_userns(&meta).map_err(unavailable)?.unwrap_or(-1),
+        Kind::Keeper | Kind::Bound => -1,
       };
       staged.push(Staged {
         kind,
@@ -221,17 +234,13 @@ impl Stage {
           .map_err(|e| unavailable(e.to_string()))?,
         host: host.to_path_buf(),
         opened,
+        userns,
       });
     }
-    let userns = match workspace {
-      Some(_) => workspace_userns(&staged[0].opened).map_err(unavailable)?,
-      None => -1,
-    };
     let (report_read, report_write) =
       crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
     Ok(Stage {
       staged,
-      userns,
       report_read,
       report_write,
     })
@@ -260,15 +269,14 @@ impl Stage {
         opened: s.opened.as_raw_fd(),
         at: s.at.clone(),
         directory: s.directory,
-        idmapped: s.kind == Kind::Workspace,
+        userns: s.userns,
       })
       .collect();
     // The child's clones go here: made now, as the child may not allocate.
     let mut trees = vec![-1; plan.len()];
-    let userns = self.userns;
     let report = self.report_write.as_raw_fd();
     // SAFETY: attach makes only async-signal-safe system calls and does not allocate.
-    unsafe { cmd.pre_exec(move || attach(&plan, &mut trees, userns, report)) };
+    unsafe { cmd.pre_exec(move || attach(&plan, &mut trees, report)) };
   }
 
   /// Why the spawn failed, if it failed while staging (`error` is what the spawn returned).
@@ -296,6 +304,9 @@ impl Stage {
       ));
     }
     Some(match step {
+      Step::Idmap if staged.kind == Kind::Tmp => format!(
+        "{what} {path} cannot be idmapped ({error}): a root host shows it to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Set TMPDIR to a directory on a filesystem that does (ext4, xfs, btrfs, tmpfs), or run this process as a non-root user"
+      ),
       Step::Idmap => format!(
         "{what} {path}, or a filesystem mounted inside it, cannot be idmapped ({error}): a root host shows the workspace to the sandbox user (uid {SANDBOX_UID}) through an idmapped mount, which this filesystem does not support. Put the workspace on a filesystem that does (ext4, xfs, btrfs, tmpfs; in a container, a volume rather than the image's overlay filesystem), or run this process as a non-root user"
       ),
@@ -319,12 +330,14 @@ struct Planned {
   opened: RawFd,
   at: CString,
   directory: bool,
-  idmapped: bool,
+  /// Idmapped with this user namespace's maps, unless -1.
+  userns: RawFd,
 }
 
 /// The launcher's pre-exec step: clones each planned path's mount (idmapping the
-/// workspace's), then attaches them in a staging tmpfs of a new private mount namespace.
-fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -> io::Result<()> {
+/// workspace's and the `/tmp`'s), then attaches them in a staging tmpfs of a new private
+/// mount namespace.
+fn attach(plan: &[Planned], trees: &mut [RawFd], report: RawFd) -> io::Result<()> {
   let fail = |step: Step, index: usize| {
     let error = io::Error::last_os_error();
     let bytes = [step as u8, index.min(255) as u8];
@@ -345,12 +358,12 @@ fn attach(plan: &[Planned], trees: &mut [RawFd], userns: RawFd, report: RawFd) -
     if *tree < 0 {
       return fail(Step::Clone, i);
     }
-    if planned.idmapped {
+    if planned.userns >= 0 {
       let idmap = MountAttr {
         attr_set: MOUNT_ATTR_IDMAP,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: userns as u64,
+        userns_fd: planned.userns as u64,
       };
       if set_attrs(*tree, &idmap) != 0 {
         return fail(Step::Idmap, i);
@@ -457,6 +470,49 @@ pub(crate) fn workspace_userns(opened: &OwnedFd) -> Result<RawFd, String> {
       owner.uid()
     )
   })
+}
+
+/// The user namespace that maps this process's user to the sandbox user.
+fn host_user_userns() -> Result<RawFd, String> {
+  // SAFETY: geteuid and getegid have no preconditions.
+  let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+  owner_userns(uid, gid).map_err(|e| {
+    format!("cannot create the user namespace that maps this process's user (uid {uid}) to the sandbox user: {e}")
+  })
+}
+
+/// The user namespace the host directory of a sandbox's `/tmp` (`tmp`, its metadata) is
+/// idmapped with: this process's user's, whose directory it is where its filesystem can
+/// be idmapped; none where it is the sandbox user's already (see `private_tmp`).
+pub(crate) fn tmp_userns(tmp: &std::fs::Metadata) -> Result<Option<RawFd>, String> {
+  // SAFETY: geteuid has no preconditions.
+  match tmp.uid() == unsafe { libc::geteuid() } {
+    true => host_user_userns().map(Some),
+    false => Ok(None),
+  }
+}
+
+/// Whether a mount of the filesystem that holds `dir` can be idmapped with this process's
+/// user as the sandbox user, as a root host shows the sandboxes' `/tmp` (an overlay
+/// filesystem, a container's, cannot). Asked once per directory: a clone of its mount,
+/// dropped at once.
+pub(crate) fn can_idmap(dir: &Path) -> bool {
+  static ASKED: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+  let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
+  if let Some((_, can)) = asked.iter().find(|(asked, _)| asked == dir) {
+    return *can;
+  }
+  let can = host_user_userns().is_ok_and(|userns| {
+    let idmap = MountAttr {
+      attr_set: MOUNT_ATTR_IDMAP,
+      attr_clr: 0,
+      propagation: 0,
+      userns_fd: userns as u64,
+    };
+    open_path(dir).is_ok_and(|opened| clone_tree(&opened, &idmap).is_ok())
+  });
+  asked.push((dir.to_path_buf(), can));
+  can
 }
 
 /// A user namespace that maps `uid`/`gid` (the workspace's owner) to the sandbox user, kept

@@ -510,12 +510,14 @@ impl Init {
   }
 
   /// Attaches a tenant to an init started without one (see `slot`): `binds` with the holds
-  /// of `protection` after them, which it keeps; `workspace` is its path and where it must
-  /// lead. Fails for any other init, or where a bind could not be attached: the init must
-  /// then not be used. Starts a process and waits for it: call it where blocking is allowed.
+  /// of `protection` after them, which it keeps; `tmp` is the host directory of its `/tmp`,
+  /// and `workspace` its workspace's path and where it must lead. Fails for any other init,
+  /// or where a bind could not be attached: the init must then not be used. Starts a
+  /// process and waits for it: call it where blocking is allowed.
   pub fn attach_tenant(
     &self,
     binds: &[isolation::TenantBind],
+    tmp: Option<&Path>,
     protection: Protection,
     workspace: &(std::path::PathBuf, std::path::PathBuf),
   ) -> std::result::Result<(), String> {
@@ -528,7 +530,7 @@ impl Init {
     }
     let mut all = binds.to_vec();
     all.extend(protection.binds());
-    slot.attach(&all, workspace)?;
+    slot.attach(&all, tmp, workspace)?;
     *self.tenant.locked() = Some(protection);
     Ok(())
   }

@@ -78,7 +78,7 @@ impl Recipe {
         let stage = match isolation::host_is_root() {
           true => {
             let unreachable = isolation::unreachable_by_sandbox(policy.system_paths());
-            Some(Stage::prepare(None, &self.keeper, &unreachable)?)
+            Some(Stage::prepare(None, None, &self.keeper, &unreachable)?)
           }
           false => None,
         };

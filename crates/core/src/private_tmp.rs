@@ -3,10 +3,20 @@
 //! `destroy()` and the drop of the sandbox remove it; one left by a host that died is
 //! removed by the next host that makes one, as the cgroups of dead hosts are.
 //!
-//! They live in `<temp dir>/native-workspace-<uid>/`, one directory per sandbox named
+//! They live in `<temp dir>/native-workspace-tmp-<uid>/`, one directory per sandbox named
 //! `<pid namespace>.<host pid>.<host start time>.<n>`: a later host tells those of dead
 //! hosts by the pid and its start time (a reused pid has another), and leaves those of
 //! other pid namespaces alone (it cannot see their hosts).
+//!
+//! Both are this process's user's, 0700: no other user of the host reaches a sandbox's
+//! files there, whatever it learns of their path. The sandbox of an unprivileged host runs
+//! as that user; a root host's sees its directory through an idmapped mount made by its
+//! launcher (see `idmap` and `slot`), in which root's files are the sandbox user's, as the
+//! workspace's owner's are in the workspace. Where the temporary directory's filesystem
+//! cannot be idmapped (an overlay filesystem, in a container), a root host's are the
+//! sandbox user's instead, still in the 0700 directory of root, which the launcher clones
+//! them out of. (Earlier versions of this package kept them, reachable by their sandbox
+//! user, in `native-workspace-<uid>`: left to them, so that both can run on one host.)
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -20,18 +30,11 @@ pub struct PrivateTmp {
 }
 
 impl PrivateTmp {
-  /// Makes a new, empty, private directory for one sandbox's `/tmp`, owned by the user its
-  /// commands run as, after sweeping those of dead hosts.
+  /// Makes a new, empty, private directory for one sandbox's `/tmp`, after sweeping those
+  /// of dead hosts.
   pub fn create() -> Result<PrivateTmp, String> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let root = runtime_root()?;
-    if isolation::host_is_root() && !isolation::reachable_by_others(&root.join("x")) {
-      return Err(format!(
-        "{} is not reachable by the sandbox user (uid {}), who needs it for /tmp: every parent directory must be world-executable (or set TMPDIR to a directory whose parents are)",
-        root.display(),
-        isolation::SANDBOX_UID
-      ));
-    }
     sweep_abandoned(&root);
     let dir = root.join(format!(
       "{}.{}",
@@ -42,7 +45,7 @@ impl PrivateTmp {
       .mode(0o700)
       .create(&dir)
       .and_then(|()| {
-        if isolation::host_is_root() {
+        if isolation::host_is_root() && !crate::idmap::can_idmap(&root) {
           let uid = Some(isolation::SANDBOX_UID);
           std::os::unix::fs::chown(&dir, uid, uid)?;
         }
@@ -68,31 +71,30 @@ impl Drop for PrivateTmp {
   }
 }
 
-/// `<temp dir>/native-workspace-<uid>`, made if missing (0700, or 0711 on a root host so
-/// that bubblewrap, running as the sandbox user, reaches the directories in it), and
-/// refused unless it is a directory of this user that no one else can write to.
+/// `<temp dir>/native-workspace-tmp-<uid>`, made if missing, refused unless it is a
+/// directory of this user, and closed to every other user (0700).
 fn runtime_root() -> Result<PathBuf, String> {
   // SAFETY: geteuid has no preconditions.
   let uid = unsafe { libc::geteuid() };
-  let root = std::env::temp_dir().join(format!("native-workspace-{uid}"));
-  let mode = if isolation::host_is_root() {
-    0o711
-  } else {
-    0o700
-  };
-  match std::fs::DirBuilder::new().mode(mode).create(&root) {
-    Ok(()) => std::fs::set_permissions(&root, std::fs::Permissions::from_mode(mode))
-      .map_err(|e| format!("cannot set the mode of {}: {e}", root.display()))?,
+  let root = std::env::temp_dir().join(format!("native-workspace-tmp-{uid}"));
+  match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+    Ok(()) => {}
     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
     Err(e) => return Err(format!("cannot create {}: {e}", root.display())),
   }
   let meta =
     std::fs::symlink_metadata(&root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+  // Writable by others, it may hold what they put there: it is not used, whatever its owner.
   if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
     return Err(format!(
       "{} is not a directory of this user (uid {uid}) closed to others; remove it",
       root.display()
     ));
+  }
+  // Whatever the umask of the process that made it.
+  if meta.mode() & 0o777 != 0o700 {
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+      .map_err(|e| format!("cannot set the mode of {}: {e}", root.display()))?;
   }
   Ok(root)
 }
@@ -169,11 +171,17 @@ mod tests {
   use super::*;
 
   #[test]
-  fn is_private_removed_when_dropped_and_swept_once_its_host_is_gone() {
+  fn is_this_users_only_removed_when_dropped_and_swept_once_its_host_is_gone() {
     let tmp = PrivateTmp::create().unwrap();
     let dir = tmp.dir().to_path_buf();
-    let meta = std::fs::metadata(&dir).unwrap();
-    assert_eq!(meta.mode() & 0o777, 0o700);
+    let root = dir.parent().unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    // This user's, 0700, it and the directory holding it.
+    for made in [&dir, &root.to_path_buf()] {
+      let meta = std::fs::metadata(made).unwrap();
+      assert_eq!((meta.uid(), meta.mode() & 0o777), (me, 0o700), "{made:?}");
+    }
     // A directory a command closed does not keep it from going.
     std::fs::create_dir_all(dir.join("closed/inner")).unwrap();
     std::fs::write(dir.join("closed/inner/f"), vec![7u8; 10_000]).unwrap();
@@ -182,7 +190,6 @@ mod tests {
     drop(tmp);
     assert!(!dir.exists());
 
-    let root = dir.parent().unwrap();
     let own = this_host();
     let ns = own.split('.').next().unwrap();
     let this_pid = std::process::id();
@@ -193,7 +200,10 @@ mod tests {
     for dir in [&dead, &reused_pid, &other_ns, &alive] {
       std::fs::create_dir_all(dir.join("sub")).unwrap();
     }
+    // Left open to others' lookups (as another umask makes it): closed by the next sandbox's.
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).unwrap();
     let next = PrivateTmp::create().unwrap();
+    assert_eq!(std::fs::metadata(root).unwrap().mode() & 0o777, 0o700);
     assert!(!dead.exists() && !reused_pid.exists());
     assert!(other_ns.exists() && alive.exists());
     for dir in [&other_ns, &alive] {

@@ -770,20 +770,23 @@ impl Sandbox {
           Some(tenant) => tenant,
           None => self.tenant(laps)?,
         };
-        // A root host's sandbox sees the workspace as its owner, through an idmapped mount
-        // made at the launch, wherever it is.
+        // A root host's sandbox sees the workspace as its owner, and its /tmp (root's) as
+        // its own, through idmapped mounts made at the launch, wherever they are.
         let stage = if isolation::host_is_root() {
-          // Bound paths the sandbox user could not reach (under a private home) are staged too.
+          // Bound paths the sandbox user could not reach (under a private home, a bucket's
+          // mount under a 0700 directory) are staged too.
           let unreachable = isolation::unreachable_by_sandbox(
             policy
               .system_paths()
               .into_iter()
               .chain(policy.read_only_paths.iter().cloned())
-              .chain(policy.read_write_paths.iter().cloned()),
+              .chain(policy.read_write_paths.iter().cloned())
+              .chain(policy.mounts.iter().map(|m| m.source.clone())),
           );
           let real = self.workspace_real()?;
           Some(Stage::prepare(
             Some((&self.working_directory, &real)),
+            policy.tmp_dir.as_deref(),
             &self.keeper,
             &unreachable,
           )?)
@@ -881,7 +884,9 @@ impl Sandbox {
         "attaching the workspace to a warm sandbox",
         move |sandbox| {
           let workspace = (sandbox.working_directory.clone(), sandbox.workspace_real()?);
-          let attached = init.attach_tenant(&policy.tenant_binds(), protection, &workspace);
+          let binds = policy.tenant_binds();
+          let attached =
+            init.attach_tenant(&binds, policy.tmp_dir.as_deref(), protection, &workspace);
           Ok((init, attached))
         },
       )
@@ -1070,8 +1075,8 @@ impl Sandbox {
   }
 
   /// Checks `mounts`, among `all`, against `policy`, as at each start (a symbolic link on
-  /// the way may lead elsewhere by now); on a root host their sources must be reachable
-  /// by the sandbox user, as bubblewrap binds them as that user.
+  /// the way may lead elsewhere by now). Sources the sandbox user of a root host cannot
+  /// reach are staged for it (see `idmap`).
   fn check_mounts(
     &self,
     policy: &SandboxPolicy,
@@ -1082,13 +1087,6 @@ impl Sandbox {
       policy
         .check_mount(mount, all, &self.own_files)
         .map_err(CoreError::InvalidOption)?;
-      if isolation::host_is_root() && !isolation::reachable_by_others(&mount.source) {
-        return Err(CoreError::InvalidOption(format!(
-          "{} cannot be mounted: it is not reachable by the sandbox user (uid {}); every parent directory must be world-executable",
-          mount.source.display(),
-          isolation::SANDBOX_UID
-        )));
-      }
     }
     Ok(())
   }

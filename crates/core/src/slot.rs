@@ -185,14 +185,20 @@ impl SlotNamespaces {
   /// Attaches `binds`, in their order, at their destinations in the slot, so that the
   /// sandbox shows them. On a root host, `workspace` (its path, and its real path at the
   /// sandbox's first start, which it must still lead to) and the paths inside it are
-  /// idmapped to show its owner as the sandbox user, as at a launch. Fails, saying which
-  /// bind could not be attached; the sandbox must then not be used (some binds may be in
-  /// place).
-  pub fn attach(&self, binds: &[TenantBind], workspace: &(PathBuf, PathBuf)) -> Result<(), String> {
+  /// idmapped to show its owner as the sandbox user, and `tmp` (the host directory of the
+  /// sandbox's `/tmp`) to show root as the sandbox user where it is root's, as at a
+  /// launch. Fails, saying which bind could not be attached; the sandbox must then not be
+  /// used (some binds may be in place).
+  pub fn attach(
+    &self,
+    binds: &[TenantBind],
+    tmp: Option<&Path>,
+    workspace: &(PathBuf, PathBuf),
+  ) -> Result<(), String> {
     let planned = plan(binds)?;
     let trees = match self.user {
       Some(_) => None,
-      None => Some(clone_as_root(binds, workspace)?),
+      None => Some(clone_as_root(binds, tmp, workspace)?),
     };
     let raw_trees: Vec<RawFd> = trees.iter().flatten().map(AsRawFd::as_raw_fd).collect();
     let mut job = Job {
@@ -275,9 +281,11 @@ fn plan(binds: &[TenantBind]) -> Result<Vec<Planned>, String> {
 /// On a root host: a detached clone of each bind's source, made in the host's namespace
 /// (the clones must come from it) and judged where it really is, as `idmap` judges what
 /// it stages: root clones it, so a symbolic link swapped in on the way must not lead into
-/// the system. Paths inside the workspace are idmapped, as the staged workspace is.
+/// the system. Paths inside the workspace are idmapped, as the staged workspace is, and
+/// the `/tmp` as the staged one is.
 fn clone_as_root(
   binds: &[TenantBind],
+  tmp: Option<&Path>,
   (workspace, expected): &(PathBuf, PathBuf),
 ) -> Result<Vec<OwnedFd>, String> {
   let opened_workspace = idmap::open_path(workspace).map_err(|e| {
@@ -322,19 +330,32 @@ fn clone_as_root(
       if let Some(refusal) = refusal {
         return Err(refusal);
       }
+      let idmapped = match inside {
+        Some(_) => Some(userns),
+        None if Some(source.as_path()) == tmp => {
+          let meta = idmap::metadata(&opened)
+            .map_err(|e| format!("cannot read {}: {e}", source.display()))?;
+          idmap::tmp_userns(&meta)?
+        }
+        None => None,
+      };
       let attrs = MountAttr {
         attr_set: bind_attrs(bind.read_only)
-          | if inside.is_some() {
+          | if idmapped.is_some() {
             idmap::MOUNT_ATTR_IDMAP
           } else {
             0
           },
         attr_clr: 0,
         propagation: 0,
-        userns_fd: if inside.is_some() { userns as u64 } else { 0 },
+        userns_fd: idmapped.map_or(0, |fd| fd as u64),
       };
       idmap::clone_tree(&opened, &attrs).map_err(|e| {
-        let idmapped = if inside.is_some() { " (idmapped)" } else { "" };
+        let idmapped = if idmapped.is_some() {
+          " (idmapped)"
+        } else {
+          ""
+        };
         format!(
           "cannot clone the mount of {}{idmapped}: {e}",
           source.display()
@@ -416,6 +437,14 @@ fn attach_in_child(
     }
     if libc::setns(namespaces.mount, libc::CLONE_NEWNS) != 0 {
       return Err((ENTERING, errno()));
+    }
+    // On a root host, mount points are made as the sandbox user, as bubblewrap makes them
+    // at a launch: in an idmapped bind (the `/tmp` holding the workspace's mount point, say)
+    // root has no id to own a new file with. (Raw calls: this child shares the host's
+    // memory, and the C library's id changes reach for every thread of the process.)
+    if namespaces.user.is_none() {
+      libc::syscall(libc::SYS_setfsgid, SANDBOX_UID);
+      libc::syscall(libc::SYS_setfsuid, SANDBOX_UID);
     }
     for (i, bind) in planned.iter().enumerate() {
       let tree = match trees.get(i) {

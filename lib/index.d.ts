@@ -279,6 +279,8 @@ export interface SandboxLimits {
    * workspace's, `readWritePaths`'). Watched from the host: past either, while its use
    * still grows, every process of the sandbox is killed (`limitExceeded: 'disk' | 'inodes'`);
    * deleting stays possible. Default under isolation: half of what is free at start.
+   * Each snapshot and seed of a checkpoint writes at most this much too (unset: half of
+   * what its destination's filesystem has free), else fails with `LIMIT_EXCEEDED`.
    */
   diskBytes?: number
   diskInodes?: number
@@ -539,8 +541,10 @@ export declare class LocalSandbox {
    * Persists the working directory as the checkpoint `checkpointName` (nothing without one):
    * a native copy (shared extents where the filesystem allows) swapped in at once, so a
    * sandbox seeding meanwhile gets the previous checkpoint or this one, whole. Links are
-   * copied as links, modes and timestamps kept (not set-user/group-ID bits); sockets,
-   * FIFOs and devices are skipped.
+   * copied as links, holes as holes, modes and timestamps kept (not set-user/group-ID
+   * bits); sockets, FIFOs and devices are skipped. Past the disk budget
+   * (`nativeSandbox.limits.diskBytes`, `diskInodes`) or 1,024 nested directories, rejects
+   * with a `SandboxError` of code `LIMIT_EXCEEDED` and the checkpoint stays as it was.
    */
   snapshot(): Promise<void>
   /**

@@ -13,6 +13,8 @@ export const ISOLATION_FILES = [
   '__test__/late-reader.test.mjs',
   '__test__/isolation-mounts.test.mjs',
   '__test__/checkpoints.test.mjs',
+  // Checkpoints against sparse files, the disk budget, deep trees and files the tenant may not read.
+  '__test__/checkpoint-attacks.test.mjs',
   // The sandbox contract on an isolated LocalSandbox.
   '__test__/contract-bwrap.test.mjs',
   // writeFiles' containment and protected paths, Mastra.shutdown() of an isolated sandbox.

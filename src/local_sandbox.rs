@@ -412,6 +412,8 @@ impl NativeLocalSandbox {
     }
     let mut policy = sandbox_policy(working_directory.clone(), config).map_err(sync_error)?;
     let (limits, tmp_bytes) = limits.into_core().map_err(sync_error)?;
+    // A capture or seed writes to the host at most what the sandbox may.
+    let checkpoints = checkpoints.with_budget(limits.disk);
     if let Some(bytes) = tmp_bytes {
       policy.tmp_bytes = bytes;
     }

@@ -14,29 +14,46 @@
 //! removes each of its temporaries whose lock it gets at once, one nobody writes into nor
 //! seeds from. Nothing else in the checkpoints directory is touched, and no link followed.
 //!
-//! The copy resolves every path from a descriptor of its root with
-//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: a symbolic link planted by a command is copied
-//! as a link (its target text unchanged) and never followed, on either side. Contents are
-//! cloned (`FICLONE`) where the filesystem shares extents, else copied in the kernel
-//! (`copy_file_range`), else read and written, by a few threads (one per core, from 2
-//! to 8), each taking a batch of one directory's files. Modes (without set-user-ID and
-//! set-group-ID), timestamps, empty directories, names of any bytes, and hard links within
-//! the tree are kept; sockets, FIFOs and devices are skipped. A seed made by root gives
-//! the files to the working directory's owner. What a command changes in the working
-//! directory while it is captured may be in the checkpoint or not (a file is copied as it
-//! is when opened, up to its size then); a file gone meanwhile is left out.
+//! The copy walks the tree depth first with one directory open per level (and its copy),
+//! reading entries into one buffer it shares between levels and resuming a level at its
+//! position: what it holds does not grow with the number of files nor with the length of
+//! their paths. Each entry is opened from its directory's descriptor, never followed if it
+//! is a symbolic link: a link planted by a command is copied as a link (its target text
+//! unchanged). The walk makes every entry; file contents are copied by a few threads (one
+//! per core, from 2 to 8) from a short queue. Contents are cloned (`FICLONE`) where the
+//! filesystem shares extents, else copied in the kernel (`copy_file_range`) or read and
+//! written; a file with fewer blocks than its size run of data by run of data
+//! (`SEEK_DATA`, `SEEK_HOLE`): a hole stays a hole. Modes (without set-user-ID and set-group-ID), timestamps, empty directories, names
+//! of any bytes, and hard links within the tree are kept; sockets, FIFOs and devices are
+//! skipped. What a command changes in the working directory while it is captured may be in
+//! the checkpoint or not (a file is copied as it is when opened, up to its size then); a
+//! file gone meanwhile is left out.
+//!
+//! A copy may add to the host's disk no more than the sandbox's disk budget
+//! (`diskBytes`, `diskInodes`; where one is unset, half of what the destination's
+//! filesystem has free when the copy starts), nor copy a tree nested deeper than
+//! [`MOST_DEPTH`]: past either it stops with [`CoreError::LimitExceeded`] and what it made
+//! is removed.
+//!
+//! Owners: a capture made by root keeps each file's owner and group, and records the
+//! working directory's owner; a seed made by root gives that owner's files to the new
+//! working directory's owner and leaves the files of other owners theirs, so that a seeded
+//! sandbox reaches what the captured one could, and no more. An entry that would become the
+//! new owner's without having been the captured owner's is left out. A process other than
+//! root makes every copy its own, of files it could read.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::disk::DiskBudget;
 use crate::error::{CoreError, Result};
 use crate::sync::Lock;
 
@@ -46,9 +63,32 @@ const FICLONE: libc::c_ulong = 0x4004_9409;
 /// Threads copying file contents at most (the copy is mostly the kernel's work).
 const MOST_COPY_THREADS: usize = 8;
 
-/// Files, and bytes, past which a directory's files are copied by more than one thread.
-const BATCH_FILES: usize = 1024;
-const BATCH_BYTES: u64 = 32 << 20;
+/// Files the walk hands to a copying thread at once (fewer wake-ups than one by one), and
+/// batches waiting at most: the walk waits while the queue is full, so that the files it
+/// holds open stay few.
+const BATCH_FILES: usize = 16;
+const QUEUED_BATCHES: usize = 4;
+
+/// Directories nested below a checkpoint's root at most: the walk keeps two descriptors
+/// open per level. Deeper than any project's tree, and than what most tools can address.
+pub const MOST_DEPTH: usize = 1024;
+
+/// What the walk keeps of the first names of multiply-linked files, in bytes (each counted
+/// with `FIRST_NAME_COST` more): past it, further names of such a file are copied as
+/// files of their own, within the budget.
+const FIRST_NAMES_BYTES: usize = 4 << 20;
+const FIRST_NAME_COST: usize = 64;
+
+/// Bytes the budget counts for a directory, and the unit a run of data is rounded up to:
+/// what most filesystems allocate at least.
+const BLOCK: u64 = 4096;
+
+/// Bytes read from a directory at once (`getdents64`): shared by every level of a walk.
+const LISTING_BYTES: usize = 32 << 10;
+
+/// Where a capture made by root records the working directory's owner (`uid:gid`), when it
+/// is not root: an extended attribute that only root reads or writes.
+const OWNER_ATTRIBUTE: &CStr = c"trusted.native-workspace.owner";
 
 /// Hexadecimal digits of the random part of a temporary's name.
 const RANDOM_DIGITS: usize = 12;
@@ -57,12 +97,14 @@ const RANDOM_DIGITS: usize = 12;
 const SEED_ATTEMPTS: usize = 64;
 
 /// The checkpoints of one sandbox: where they are, the one it seeds from and captures to,
-/// and the one it seeds from when that one does not exist yet.
+/// the one it seeds from when that one does not exist yet, and what a copy may add to the
+/// host's disk.
 #[derive(Clone, Debug)]
 pub struct Checkpoints {
   directory: PathBuf,
   name: Option<String>,
   seed: Option<String>,
+  budget: DiskBudget,
 }
 
 /// Why a checkpoint name is refused, or `None` for a good one: it must name one entry of
@@ -83,7 +125,7 @@ impl Checkpoints {
   /// default `.checkpoints` beside the working directory. Checks both names (each refusal
   /// names its option) and that the checkpoints directory and the working directory do
   /// not hold one another (a capture would copy into itself, or swap the working directory
-  /// away).
+  /// away). No budget of its own: see [`Checkpoints::with_budget`].
   pub fn new(
     directory: Option<&str>,
     name: Option<String>,
@@ -115,7 +157,14 @@ impl Checkpoints {
       directory,
       name,
       seed,
+      budget: DiskBudget::default(),
     })
+  }
+
+  /// The same checkpoints, each capture or seed adding to the host's disk at most what
+  /// `budget` allows (the sandbox's `diskBytes` and `diskInodes`).
+  pub fn with_budget(self, budget: DiskBudget) -> Checkpoints {
+    Checkpoints { budget, ..self }
   }
 
   pub fn directory(&self) -> &Path {
@@ -137,7 +186,8 @@ impl Checkpoints {
 
   /// Fills an empty `working_directory` from the checkpoint, or else from the seed
   /// checkpoint, whichever exists first; a missing one is no error (an empty start).
-  /// Returns the name seeded from. Blocks: run it off the async threads.
+  /// Returns the name seeded from. Past the budget, or on any failure, what was copied is
+  /// removed. Blocks: run it off the async threads.
   pub fn seed(&self, working_directory: &Path) -> Result<Option<String>> {
     if !self.may_seed() {
       return Ok(None);
@@ -159,23 +209,21 @@ impl Checkpoints {
     let Some(directory) = open_directory_if_present(&self.directory).map_err(failed)? else {
       return Ok(None);
     };
-    // A root host's sandbox sees the working directory's owner as its own user: what is
-    // seeded into it must be that owner's, not root's.
-    let owner = owner_to_give(&destination).map_err(failed)?;
     for name in candidates {
       let Some(source) = open_locked(&directory, name).map_err(failed)? else {
         continue;
       };
-      if let Err(e) = copy_tree(&source, &destination, owner) {
+      let allowance = Allowance::new(self.budget, working_directory);
+      let copied = seed_owners(&source, &destination)
+        .and_then(|owners| copy_tree(&source, &destination, owners, &allowance));
+      if let Err(e) = copied {
         // What was copied goes, so that the next start seeds afresh.
         empty_directory(&destination);
-        return Err(CoreError::io(
-          format!(
-            "Cannot seed the working directory {} from checkpoint '{name}'",
-            working_directory.display()
-          ),
-          e,
-        ));
+        let context = format!(
+          "Cannot seed the working directory {} from checkpoint '{name}'",
+          working_directory.display()
+        );
+        return Err(copy_error(context, e));
       }
       tracing::debug!(checkpoint = %name, "seeded the working directory");
       return Ok(Some(name.clone()));
@@ -184,7 +232,8 @@ impl Checkpoints {
   }
 
   /// Copies `working_directory` as the checkpoint, if the sandbox has a checkpoint name
-  /// (false if not). Blocks: run it off the async threads.
+  /// (false if not). Past the budget, or on any failure, the checkpoint is left as it was.
+  /// Blocks: run it off the async threads.
   pub fn capture(&self, working_directory: &Path) -> Result<bool> {
     let Some(name) = &self.name else {
       return Ok(false);
@@ -192,15 +241,13 @@ impl Checkpoints {
     let target = self.directory.join(name);
     let serial = capture_lock(&target);
     let _one_at_a_time = serial.locked();
-    capture(working_directory, &self.directory, name).map_err(|e| {
-      CoreError::io(
-        format!(
-          "Cannot capture the working directory {} as checkpoint {}",
-          working_directory.display(),
-          target.display()
-        ),
-        e,
-      )
+    capture(working_directory, &self.directory, name, self.budget).map_err(|e| {
+      let context = format!(
+        "Cannot capture the working directory {} as checkpoint {}",
+        working_directory.display(),
+        target.display()
+      );
+      copy_error(context, e)
     })?;
     tracing::debug!(checkpoint = %name, "captured the working directory");
     Ok(true)
@@ -214,14 +261,25 @@ fn capture_lock(target: &Path) -> Arc<Mutex<()>> {
   locks.locked().entry(target.to_owned()).or_default().clone()
 }
 
-fn capture(working_directory: &Path, directory: &Path, name: &str) -> io::Result<()> {
+fn capture(
+  working_directory: &Path,
+  directory: &Path,
+  name: &str,
+  budget: DiskBudget,
+) -> io::Result<()> {
   let source = open_directory(working_directory)?;
   std::fs::create_dir_all(directory)?;
   let parent = open_directory(directory)?;
   sweep(&parent, name);
+  let allowance = Allowance::new(budget, directory);
   let (temporary, fresh) = make_temporary(&parent, name)?;
   let target = cstring(name.as_bytes());
-  if let Err(e) = copy_tree(&source, &fresh, None) {
+  let copied = own_plainly(&fresh).and_then(|()| match is_root() {
+    true => copy_tree(&source, &fresh, Owners::Kept, &allowance)
+      .and_then(|_| record_owner(&source, &fresh)),
+    false => copy_tree(&source, &fresh, Owners::Own, &allowance).map(drop),
+  });
+  if let Err(e) = copied {
     remove_entry(&parent, &temporary);
     return Err(e);
   }
@@ -370,16 +428,249 @@ fn still_named(directory: &OwnedFd, name: &CStr, tree: &OwnedFd) -> io::Result<b
   Ok(matches!(under_name, Ok(st) if st.st_dev == held.dev() && st.st_ino == held.ino()))
 }
 
-/// Whose files a seed makes: the working directory's owner, when this process is root and
-/// is not that owner (otherwise the files are this process's, as any it writes).
-fn owner_to_give(destination: &OwnedFd) -> io::Result<Option<(u32, u32)>> {
-  // SAFETY: geteuid/getegid have no preconditions.
-  let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-  if uid != 0 {
-    return Ok(None);
+/// Whose the copies are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owners {
+  /// This process's, as any file it makes: a process other than root gives none away.
+  Own,
+  /// Each its original's owner and group: a capture made by root.
+  Kept,
+  /// A seed made by root: what was `from`'s (the captured working directory's owner) is
+  /// `to`'s (the seeded one's owner), what was another owner's stays theirs, and an entry
+  /// that would become `to`'s without having been `from`'s is left out.
+  Handed { from: (u32, u32), to: (u32, u32) },
+}
+
+/// What becomes of one entry's owner and group in the copy.
+#[derive(Debug, PartialEq, Eq)]
+enum Given {
+  /// As the copy is made: this process's.
+  AsMade,
+  Chown(u32, u32),
+  /// Not copied.
+  LeftOut,
+}
+
+impl Owners {
+  fn give(self, uid: u32, gid: u32) -> Given {
+    match self {
+      Owners::Own => Given::AsMade,
+      Owners::Kept => Given::Chown(uid, gid),
+      Owners::Handed { from, to } => {
+        let uid_given = if uid == from.0 { to.0 } else { uid };
+        let gid_given = if gid == from.1 { to.1 } else { gid };
+        // The new sandbox would reach it through its owner's bits, or its group's, where
+        // the captured one did not.
+        let gains_owner = uid != from.0 && uid == to.0;
+        let gains_group = uid_given != to.0 && gid != from.1 && gid == to.1;
+        if gains_owner || gains_group {
+          Given::LeftOut
+        } else {
+          Given::Chown(uid_given, gid_given)
+        }
+      }
+    }
   }
-  let meta = File::from(destination.try_clone()?).metadata()?;
-  Ok(((meta.uid(), meta.gid()) != (uid, gid)).then(|| (meta.uid(), meta.gid())))
+}
+
+fn this_process() -> (u32, u32) {
+  // SAFETY: geteuid/getegid have no preconditions.
+  unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+fn is_root() -> bool {
+  this_process().0 == 0
+}
+
+fn owner_of(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
+  let st = stat_of(fd)?;
+  Ok((st.st_uid, st.st_gid))
+}
+
+/// Whose the seeded files are: as root, see [`Owners::Handed`] (the captured owner is the
+/// one recorded, else the checkpoint tree's own: a checkpoint made by a process other than
+/// root is all its files'); otherwise this process's.
+fn seed_owners(checkpoint: &OwnedFd, destination: &OwnedFd) -> io::Result<Owners> {
+  if !is_root() {
+    return Ok(Owners::Own);
+  }
+  let from = match recorded_owner(checkpoint)? {
+    Some(owner) => owner,
+    None => owner_of(checkpoint)?,
+  };
+  Ok(Owners::Handed {
+    from,
+    to: owner_of(destination)?,
+  })
+}
+
+/// Makes the directory `tree` this process's and not set-group-ID, as a set-group-ID
+/// checkpoints directory would not have it: so is then everything made in it.
+fn own_plainly(tree: &OwnedFd) -> io::Result<()> {
+  let (uid, gid) = this_process();
+  // SAFETY: fchown and fchmod of a descriptor we hold.
+  check(unsafe { libc::fchown(tree.as_raw_fd(), uid, gid) })?;
+  check(unsafe { libc::fchmod(tree.as_raw_fd(), 0o700) })
+}
+
+/// Records on `tree`, a capture made by root, the owner of the working directory `source`
+/// if it is not the tree's own.
+fn record_owner(source: &OwnedFd, tree: &OwnedFd) -> io::Result<()> {
+  let owner = owner_of(source)?;
+  if owner == owner_of(tree)? {
+    return Ok(());
+  }
+  let value = format!("{}:{}", owner.0, owner.1);
+  // SAFETY: fsetxattr of a descriptor we hold, with a name and a value of the length given.
+  check(unsafe {
+    libc::fsetxattr(
+      tree.as_raw_fd(),
+      OWNER_ATTRIBUTE.as_ptr(),
+      value.as_ptr().cast(),
+      value.len(),
+      0,
+    )
+  })
+}
+
+/// The owner `record_owner` recorded on `tree`, if any.
+fn recorded_owner(tree: &OwnedFd) -> io::Result<Option<(u32, u32)>> {
+  let mut value = [0u8; 32];
+  // SAFETY: fgetxattr into a buffer of the length given.
+  let n = unsafe {
+    libc::fgetxattr(
+      tree.as_raw_fd(),
+      OWNER_ATTRIBUTE.as_ptr(),
+      value.as_mut_ptr().cast(),
+      value.len(),
+    )
+  };
+  if n < 0 {
+    let e = io::Error::last_os_error();
+    return match e.raw_os_error() {
+      Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => Ok(None),
+      _ => Err(e),
+    };
+  }
+  let text = String::from_utf8_lossy(&value[..n as usize]);
+  let parsed = text
+    .split_once(':')
+    .and_then(|(uid, gid)| Some((uid.parse().ok()?, gid.parse().ok()?)));
+  parsed.map(Some).ok_or_else(|| {
+    io::Error::new(
+      io::ErrorKind::InvalidData,
+      format!("the checkpoint's recorded owner is not uid:gid: {text:?}"),
+    )
+  })
+}
+
+/// A copy stopped at a limit; its message says which.
+#[derive(Debug)]
+struct OverLimit(String);
+
+impl std::fmt::Display for OverLimit {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(&self.0)
+  }
+}
+
+impl std::error::Error for OverLimit {}
+
+fn over_limit(why: String) -> io::Error {
+  io::Error::other(OverLimit(why))
+}
+
+/// The error of a copy described by `context`: over a limit, or failed.
+fn copy_error(context: String, e: io::Error) -> CoreError {
+  match e
+    .get_ref()
+    .and_then(|inner| inner.downcast_ref::<OverLimit>())
+  {
+    Some(OverLimit(why)) => CoreError::LimitExceeded(format!("{context}: {why}")),
+    None => CoreError::io(context, e),
+  }
+}
+
+/// What one copy may still add to the host's disk, in bytes and in inodes.
+pub struct Allowance {
+  bytes: Meter,
+  inodes: Meter,
+}
+
+/// One quantity of an [`Allowance`]: what is left, and what going past it means.
+struct Meter {
+  left: AtomicU64,
+  past: String,
+}
+
+impl Meter {
+  fn new(most: u64, past: String) -> Meter {
+    Meter {
+      left: AtomicU64::new(most),
+      past,
+    }
+  }
+
+  /// Nothing to go past.
+  fn unlimited() -> Meter {
+    Meter::new(u64::MAX, String::new())
+  }
+
+  fn take(&self, amount: u64) -> io::Result<()> {
+    let taken = self
+      .left
+      .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        left.checked_sub(amount)
+      });
+    taken.map(drop).map_err(|_| over_limit(self.past.clone()))
+  }
+}
+
+impl Allowance {
+  /// `budget`, and where it leaves a quantity unset, half of what the filesystem holding
+  /// `destination` has free now (as the disk watchdog's default), if it says.
+  pub fn new(budget: DiskBudget, destination: &Path) -> Allowance {
+    let free = crate::disk::free(destination);
+    let place = destination.display();
+    let bytes = match (budget.bytes, free.map(|free| free.bytes)) {
+      (Some(most), _) => Meter::new(
+        most,
+        format!(
+          "it would take more than nativeSandbox.limits.diskBytes ({most} bytes) on the host"
+        ),
+      ),
+      (None, Some(free)) => Meter::new(
+        free / 2,
+        format!(
+          "it would take more than half of the {free} bytes free on the filesystem of {place} (the default of nativeSandbox.limits.diskBytes)"
+        ),
+      ),
+      (None, None) => Meter::unlimited(),
+    };
+    // A filesystem that counts no inodes (btrfs) gives no default.
+    let inodes = match (budget.inodes, free.and_then(|free| free.inodes)) {
+      (Some(most), _) => Meter::new(
+        most,
+        format!(
+          "it would make more than nativeSandbox.limits.diskInodes ({most} files and directories)"
+        ),
+      ),
+      (None, Some(free)) => Meter::new(
+        free / 2,
+        format!(
+          "it would make more than half of the {free} inodes free on the filesystem of {place} (the default of nativeSandbox.limits.diskInodes)"
+        ),
+      ),
+      (None, None) => Meter::unlimited(),
+    };
+    Allowance { bytes, inodes }
+  }
+
+  /// Takes `bytes` and `inodes` from what is left, or fails over the limit it would pass.
+  fn take(&self, bytes: u64, inodes: u64) -> io::Result<()> {
+    self.inodes.take(inodes)?;
+    self.bytes.take(bytes)
+  }
 }
 
 /// What `copy_tree` did.
@@ -389,224 +680,531 @@ pub struct CopyStats {
   pub directories: usize,
   pub symlinks: usize,
   pub hard_links: usize,
-  /// Sockets, FIFOs and devices, and entries gone while being copied.
+  /// Sockets, FIFOs and devices, entries gone or changed while being copied, and entries
+  /// whose owner `Owners` leaves out.
   pub skipped: usize,
 }
 
-/// What the walk leaves to do once it is over.
-#[derive(Default)]
-struct Plan {
-  /// Regular files by their path relative to both roots, a directory's together.
-  files: Vec<CString>,
-  /// Runs of `files`, each copied by one thread: of one directory, since creations in a
-  /// directory take its lock in turn (threads in one would wait on each other), cut past
-  /// `BATCH_FILES` or `BATCH_BYTES`.
-  batches: Vec<std::ops::Range<usize>>,
-  /// Hard links to make once the files are: a path, and the path of its first name.
-  links: Vec<(CString, CString)>,
-  /// The directories made, parents first.
-  dirs: Vec<DirJob>,
-}
-
-/// A directory made by the copy, whose mode and times are set once it is filled.
-struct DirJob {
-  rel: CString,
-  mode: u32,
-  times: [libc::timespec; 2],
-}
-
 /// Copies the tree under `source` into the empty directory `destination` (see the module
-/// documentation). `owner`: who the copies belong to, if not this process. The roots
+/// documentation), its copies owned as `owners` says, within `allowance`. The roots
 /// themselves keep their mode and owner.
 pub fn copy_tree(
   source: &OwnedFd,
   destination: &OwnedFd,
-  owner: Option<(u32, u32)>,
+  owners: Owners,
+  allowance: &Allowance,
 ) -> io::Result<CopyStats> {
-  let mut stats = CopyStats::default();
-  let plan = plan(source, destination, owner, &mut stats)?;
-  let skipped = AtomicUsize::new(0);
+  let into = stat_of(destination)?;
   let how = Cloning::default();
-  parallel(plan.batches.len(), |batch| {
-    plan.files[plan.batches[batch].clone()]
-      .iter()
-      .try_for_each(|rel| copy_file(source, destination, rel, owner, &how, &skipped))
-  })?;
-  stats.files = plan.files.len() - skipped.load(Ordering::Relaxed);
-  stats.skipped += skipped.load(Ordering::Relaxed);
-  for (rel, first) in &plan.links {
-    let (to_parent, to_name) = in_parent(destination, rel)?;
-    let (from_parent, from_name) = in_parent(destination, first)?;
-    // SAFETY: linkat between names of directories we hold, following nothing.
-    let rc = unsafe {
-      libc::linkat(
-        from_parent.as_raw_fd(),
-        from_name.as_ptr(),
-        to_parent.as_raw_fd(),
-        to_name.as_ptr(),
-        0,
-      )
+  let failure = Failure::default();
+  let (queue, queued) = std::sync::mpsc::sync_channel::<Vec<Job>>(QUEUED_BATCHES);
+  let queued = Mutex::new(queued);
+  let run = |batch: Vec<Job>| {
+    for job in batch {
+      // After a failure the queue is only drained: the walk is stopping.
+      if failure.happened() {
+        return;
+      }
+      if let Err(e) = job.run(&how, allowance) {
+        failure.record(e);
+      }
+    }
+  };
+  let copier = || {
+    loop {
+      // The queue is held while waiting only, not while copying.
+      let next = queued.locked().recv();
+      let Ok(batch) = next else { return };
+      run(batch);
+    }
+  };
+  let walked = std::thread::scope(|scope| {
+    let copiers = (0..copy_threads())
+      .filter(|_| {
+        std::thread::Builder::new()
+          .spawn_scoped(scope, copier)
+          .is_ok()
+      })
+      .count();
+    let walk = Walk {
+      into: (into.st_dev, into.st_ino),
+      owners,
+      allowance,
+      first_names: FirstNames::default(),
+      stats: CopyStats::default(),
+      failure: &failure,
+      batch: Vec::with_capacity(BATCH_FILES),
+      made_as: this_process(),
     };
-    match check(rc) {
-      Ok(()) => stats.hard_links += 1,
-      // Its first name was skipped (gone while copied): so is this one.
-      Err(e) if e.raw_os_error() == Some(libc::ENOENT) => stats.skipped += 1,
+    // Without a thread to copy (none could be made), the walk copies each batch itself.
+    let walked = walk.run(source, destination, |batch: Vec<Job>| {
+      if copiers == 0 {
+        run(batch);
+        return Ok(());
+      }
+      queue
+        .send(batch)
+        .map_err(|_| io::Error::other("the copying threads are gone"))
+    });
+    if walked.is_err() {
+      // What is queued is dropped: the copy is over.
+      failure.stop();
+    }
+    drop(queue);
+    walked
+  });
+  let stats = walked?;
+  match failure.take() {
+    Some(e) => Err(e),
+    None => Ok(stats),
+  }
+}
+
+fn copy_threads() -> usize {
+  std::thread::available_parallelism()
+    .map_or(2, |n| n.get())
+    .clamp(2, MOST_COPY_THREADS)
+}
+
+/// The first error of the copying threads, or that the walk failed.
+#[derive(Default)]
+struct Failure {
+  happened: AtomicBool,
+  error: Mutex<Option<io::Error>>,
+}
+
+impl Failure {
+  fn happened(&self) -> bool {
+    self.happened.load(Ordering::Relaxed)
+  }
+
+  fn record(&self, e: io::Error) {
+    self.error.locked().get_or_insert(e);
+    self.stop();
+  }
+
+  fn stop(&self) {
+    self.happened.store(true, Ordering::Relaxed);
+  }
+
+  fn take(&self) -> Option<io::Error> {
+    self.error.locked().take()
+  }
+}
+
+/// A file whose contents a copying thread copies: both open, and what the copy keeps.
+struct Job {
+  from: File,
+  to: File,
+  stat: libc::stat,
+  finish: Finish,
+}
+
+impl Job {
+  fn run(self, how: &Cloning, allowance: &Allowance) -> io::Result<()> {
+    // Only what the file held when opened: one a command keeps growing cannot hold the copy.
+    let len = self.stat.st_size as u64;
+    // Fewer blocks than its size: it has holes, which the copy looks for.
+    let sparse = (self.stat.st_blocks as u64).saturating_mul(512) < len;
+    how.copy(&self.from, &self.to, len, sparse, allowance)?;
+    self.finish.apply(&self.to)
+  }
+}
+
+/// What a copied file or directory keeps of its original, set once it is filled.
+#[derive(Clone, Copy)]
+struct Finish {
+  mode: u32,
+  times: [libc::timespec; 2],
+  owner: Option<(u32, u32)>,
+}
+
+impl Finish {
+  fn of(st: &libc::stat, owner: Option<(u32, u32)>) -> Finish {
+    Finish {
+      mode: st.st_mode,
+      times: times(st),
+      owner,
+    }
+  }
+
+  fn apply(&self, fd: &impl AsRawFd) -> io::Result<()> {
+    if let Some((uid, gid)) = self.owner {
+      // SAFETY: fchown of a descriptor we hold. Before the mode: a chown clears set-ID bits.
+      check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    }
+    // Set-user-ID and set-group-ID are dropped: a copy made by root would be root's.
+    // SAFETY: fchmod and futimens of a descriptor we hold.
+    check(unsafe { libc::fchmod(fd.as_raw_fd(), self.mode & 0o1777) })?;
+    check(unsafe { libc::futimens(fd.as_raw_fd(), self.times.as_ptr()) })
+  }
+}
+
+/// One directory of the walk, and its copy: both open, where its listing resumes, its
+/// name in its parent, and what its copy keeps once filled (nothing for the roots).
+struct Level {
+  from: OwnedFd,
+  to: OwnedFd,
+  resume: i64,
+  name: CString,
+  finish: Option<Finish>,
+}
+
+/// The walk of one copy: it makes every entry, and hands file contents to `copy`.
+struct Walk<'a> {
+  /// The destination's device and inode: not copied into itself.
+  into: (u64, u64),
+  owners: Owners,
+  allowance: &'a Allowance,
+  first_names: FirstNames,
+  stats: CopyStats,
+  failure: &'a Failure,
+  /// Files opened and made, to hand over together.
+  batch: Vec<Job>,
+  /// Whose what this process makes is.
+  made_as: (u32, u32),
+}
+
+impl Walk<'_> {
+  fn run(
+    mut self,
+    source: &OwnedFd,
+    destination: &OwnedFd,
+    copy: impl Fn(Vec<Job>) -> io::Result<()>,
+  ) -> io::Result<CopyStats> {
+    let mut listing = Listing::new();
+    let mut levels = vec![Level {
+      from: source.try_clone()?,
+      to: destination.try_clone()?,
+      resume: 0,
+      name: CString::default(),
+      finish: None,
+    }];
+    while let Some(level) = levels.last_mut() {
+      if self.failure.happened() {
+        break;
+      }
+      let Some(entry) = listing.next(&level.from, level.resume)? else {
+        let done = levels.pop().expect("a level");
+        listing.leave();
+        // Every entry of it is made: its mode and times can be set.
+        if let Some(finish) = done.finish {
+          finish.apply(&done.to)?;
+        }
+        continue;
+      };
+      level.resume = entry.next;
+      if let Some(child) = self.entry(&levels, entry)? {
+        levels.push(child);
+        listing.leave();
+      }
+      if self.batch.len() >= BATCH_FILES {
+        copy(std::mem::replace(
+          &mut self.batch,
+          Vec::with_capacity(BATCH_FILES),
+        ))?;
+      }
+    }
+    copy(self.batch)?;
+    Ok(self.stats)
+  }
+
+  /// Copies one entry of the deepest level; a directory is made, and returned to be walked.
+  fn entry(&mut self, levels: &[Level], entry: DirEntry) -> io::Result<Option<Level>> {
+    let level = levels.last().expect("a level");
+    let kind = match entry.kind {
+      libc::DT_UNKNOWN => match stat_at(&level.from, &entry.name) {
+        Ok(st) => kind_of(st.st_mode),
+        Err(e) if vanished(&e) => return self.skip(),
+        Err(e) => return Err(e),
+      },
+      kind => kind,
+    };
+    match kind {
+      libc::DT_DIR => self.directory(levels, entry.name),
+      libc::DT_LNK => self.symlink(level, &entry.name),
+      libc::DT_REG => self.file(levels, entry.name),
+      // A socket, FIFO or device: nothing a copy could carry.
+      _ => self.skip(),
+    }
+  }
+
+  fn skip<T>(&mut self) -> io::Result<Option<T>> {
+    self.stats.skipped += 1;
+    Ok(None)
+  }
+
+  /// The owner to give the copy of an entry of `st`, or `None` if it is left out.
+  fn owner(&self, st: &libc::stat) -> Option<Option<(u32, u32)>> {
+    match self.owners.give(st.st_uid, st.st_gid) {
+      Given::AsMade => Some(None),
+      // What a capture makes is this process's (no directory of its tree is set-group-ID).
+      Given::Chown(uid, gid) if self.owners == Owners::Kept && (uid, gid) == self.made_as => {
+        Some(None)
+      }
+      Given::Chown(uid, gid) => Some(Some((uid, gid))),
+      Given::LeftOut => None,
+    }
+  }
+
+  fn directory(&mut self, levels: &[Level], name: CString) -> io::Result<Option<Level>> {
+    let level = levels.last().expect("a level");
+    let from = match open_at(&level.from, &name, libc::O_RDONLY | libc::O_DIRECTORY) {
+      Ok(from) => from,
+      Err(e) if vanished(&e) => return self.skip(),
+      Err(e) => return Err(e),
+    };
+    let st = stat_of(&from)?;
+    // The destination inside the source (through a link to a parent): not copied into itself.
+    if (st.st_dev, st.st_ino) == self.into {
+      return self.skip();
+    }
+    let Some(owner) = self.owner(&st) else {
+      return self.skip();
+    };
+    if levels.len() > MOST_DEPTH {
+      return Err(over_limit(format!(
+        "the tree is nested more than {MOST_DEPTH} directories deep"
+      )));
+    }
+    self.allowance.take(BLOCK, 1)?;
+    // SAFETY: mkdirat of a new name in a directory we hold; 0700 until it is filled.
+    match check(unsafe { libc::mkdirat(level.to.as_raw_fd(), name.as_ptr(), 0o700) }) {
+      Ok(()) => {}
+      // Listed twice (its directory changed while read): copied already.
+      Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return self.skip(),
       Err(e) => return Err(e),
     }
+    let to = open_at(&level.to, &name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    self.stats.directories += 1;
+    Ok(Some(Level {
+      from,
+      to,
+      resume: 0,
+      name,
+      finish: Some(Finish::of(&st, owner)),
+    }))
   }
-  // Deepest first: filling or finishing a directory changes its parent's times.
-  for dir in plan.dirs.iter().rev() {
-    let made = open_beneath(destination, &dir.rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    finish(&made, dir.mode, &dir.times, owner)?;
-  }
-  stats.directories = plan.dirs.len();
-  Ok(stats)
-}
 
-/// Walks `source` (one directory open at a time), making each directory and symbolic link
-/// in `destination` as it goes; lists the files to copy, the hard links to make once they
-/// are, and the directories to finish.
-fn plan(
-  source: &OwnedFd,
-  destination: &OwnedFd,
-  owner: Option<(u32, u32)>,
-  stats: &mut CopyStats,
-) -> io::Result<Plan> {
-  let into = File::from(destination.try_clone()?).metadata()?;
-  let mut plan = Plan::default();
-  let mut first_names: HashMap<(u64, u64), CString> = HashMap::new();
-  let mut pending: Vec<PathBuf> = vec![PathBuf::new()];
-  while let Some(rel) = pending.pop() {
-    let (from, to) = if rel.as_os_str().is_empty() {
-      (source.try_clone()?, destination.try_clone()?)
-    } else {
-      let c_rel = cstring(rel.as_os_str().as_bytes());
-      match open_beneath(source, &c_rel, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
-        Ok(from) => (
-          from,
-          open_beneath(destination, &c_rel, libc::O_PATH | libc::O_DIRECTORY, 0)?,
-        ),
-        Err(e) if vanished(&e) => continue,
-        Err(e) => return Err(e),
-      }
-    };
-    let (mut batch_start, mut batch_bytes) = (plan.files.len(), 0u64);
-    for entry in std::fs::read_dir(format!("/proc/self/fd/{}", from.as_raw_fd()))? {
-      let entry = entry?;
-      let meta = match entry.metadata() {
-        Ok(meta) => meta,
-        Err(e) if vanished(&e) => continue,
+  fn symlink(&mut self, level: &Level, name: &CStr) -> io::Result<Option<Level>> {
+    let (st, target) =
+      match stat_at(&level.from, name).and_then(|st| Ok((st, read_link_at(&level.from, name)?))) {
+        Ok(link) => link,
+        // Gone, or no longer a link.
+        Err(e) if vanished(&e) || e.raw_os_error() == Some(libc::EINVAL) => return self.skip(),
         Err(e) => return Err(e),
       };
-      let name = cstring(entry.file_name().as_bytes());
-      let child = rel.join(entry.file_name());
-      let c_child = cstring(child.as_os_str().as_bytes());
-      let kind = meta.file_type();
-      if kind.is_dir() {
-        // The destination inside the source (through a link to a parent): not copied into itself.
-        if meta.dev() == into.dev() && meta.ino() == into.ino() {
-          stats.skipped += 1;
-          continue;
-        }
-        // SAFETY: mkdirat of a new name in a directory we hold; 0700 until it is filled.
-        check(unsafe { libc::mkdirat(to.as_raw_fd(), name.as_ptr(), 0o700) })?;
-        plan.dirs.push(DirJob {
-          rel: c_child,
-          mode: meta.mode(),
-          times: times(&meta),
-        });
-        pending.push(child);
-      } else if kind.is_symlink() {
-        let target = match read_link_at(&from, &name) {
-          Ok(target) => target,
-          Err(e) if vanished(&e) => continue,
-          Err(e) => return Err(e),
-        };
-        // SAFETY: symlinkat of a new name in a directory we hold; the target is only text.
-        check(unsafe { libc::symlinkat(target.as_ptr(), to.as_raw_fd(), name.as_ptr()) })?;
-        let no_follow = libc::AT_SYMLINK_NOFOLLOW;
-        if let Some((uid, gid)) = owner {
-          // SAFETY: fchownat of the link just made, not following it.
-          check(unsafe { libc::fchownat(to.as_raw_fd(), name.as_ptr(), uid, gid, no_follow) })?;
-        }
-        let times = times(&meta);
-        // SAFETY: utimensat of the link just made, not following it.
-        check(unsafe {
-          libc::utimensat(to.as_raw_fd(), name.as_ptr(), times.as_ptr(), no_follow)
-        })?;
-        stats.symlinks += 1;
-      } else if kind.is_file() {
-        if meta.nlink() > 1 {
-          if let Some(first) = first_names.get(&(meta.dev(), meta.ino())) {
-            plan.links.push((c_child, first.clone()));
-            continue;
+    let Some(owner) = self.owner(&st) else {
+      return self.skip();
+    };
+    self.allowance.take(target.as_bytes().len() as u64, 1)?;
+    let to = level.to.as_raw_fd();
+    // SAFETY: symlinkat of a new name in a directory we hold; the target is only text.
+    match check(unsafe { libc::symlinkat(target.as_ptr(), to, name.as_ptr()) }) {
+      Ok(()) => {}
+      Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return self.skip(),
+      Err(e) => return Err(e),
+    }
+    let no_follow = libc::AT_SYMLINK_NOFOLLOW;
+    if let Some((uid, gid)) = owner {
+      // SAFETY: fchownat of the link just made, not following it.
+      check(unsafe { libc::fchownat(to, name.as_ptr(), uid, gid, no_follow) })?;
+    }
+    let times = times(&st);
+    // SAFETY: utimensat of the link just made, not following it.
+    check(unsafe { libc::utimensat(to, name.as_ptr(), times.as_ptr(), no_follow) })?;
+    self.stats.symlinks += 1;
+    Ok(None)
+  }
+
+  /// Opens a file and makes its copy, to be filled by a copying thread.
+  fn file(&mut self, levels: &[Level], name: CString) -> io::Result<Option<Level>> {
+    let level = levels.last().expect("a level");
+    // Non-blocking: a FIFO put in its place since it was listed must not hang the copy.
+    let from = match open_at(&level.from, &name, libc::O_RDONLY | libc::O_NONBLOCK) {
+      Ok(from) => File::from(from),
+      Err(e) if vanished(&e) => return self.skip(),
+      Err(e) => return Err(e),
+    };
+    let st = stat_of(&from)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+      return self.skip();
+    }
+    let Some(owner) = self.owner(&st) else {
+      return self.skip();
+    };
+    let inode = (st.st_dev, st.st_ino);
+    if st.st_nlink > 1
+      && let Some(first) = self.first_names.get(inode)
+      && link_to(&levels[0].to, first, &level.to, &name).is_ok()
+    {
+      self.stats.hard_links += 1;
+      return Ok(None);
+    }
+    self.allowance.take(0, 1)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+    let to = match open_beneath(&level.to, &name, flags, 0o600) {
+      Ok(to) => File::from(to),
+      Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return self.skip(),
+      Err(e) => return Err(e),
+    };
+    if st.st_nlink > 1 {
+      self.first_names.remember(inode, levels, &name);
+    }
+    self.stats.files += 1;
+    self.batch.push(Job {
+      from,
+      to,
+      stat: st,
+      finish: Finish::of(&st, owner),
+    });
+    Ok(None)
+  }
+}
+
+/// Makes `name` of `directory` a hard link to `first`, a path from `root`.
+fn link_to(root: &OwnedFd, first: &CStr, directory: &OwnedFd, name: &CStr) -> io::Result<()> {
+  let (from_parent, from_name) = in_parent(root, first)?;
+  // SAFETY: linkat between names of directories we hold, following nothing.
+  check(unsafe {
+    libc::linkat(
+      from_parent.as_raw_fd(),
+      from_name.as_ptr(),
+      directory.as_raw_fd(),
+      name.as_ptr(),
+      0,
+    )
+  })
+}
+
+/// The first name copied of each multiply-linked file, by device and inode, as a path from
+/// the destination's root, within `FIRST_NAMES_BYTES`.
+#[derive(Default)]
+struct FirstNames {
+  names: HashMap<(u64, u64), CString>,
+  bytes: usize,
+}
+
+impl FirstNames {
+  fn get(&self, inode: (u64, u64)) -> Option<&CStr> {
+    self.names.get(&inode).map(CString::as_c_str)
+  }
+
+  /// Remembers `name`, in the deepest of `levels`, as the first name of `inode`.
+  fn remember(&mut self, inode: (u64, u64), levels: &[Level], name: &CStr) {
+    let below_root = &levels[1..];
+    let length = below_root
+      .iter()
+      .map(|level| level.name.as_bytes().len() + 1)
+      .sum::<usize>()
+      + name.to_bytes().len();
+    let cost = length + FIRST_NAME_COST;
+    if self.bytes + cost > FIRST_NAMES_BYTES {
+      return;
+    }
+    let mut path = Vec::with_capacity(length);
+    for level in below_root {
+      path.extend_from_slice(level.name.as_bytes());
+      path.push(b'/');
+    }
+    path.extend_from_slice(name.to_bytes());
+    self.bytes += cost;
+    self.names.insert(inode, cstring(&path));
+  }
+}
+
+/// A directory's entries, read with `getdents64` into one buffer that every level of a
+/// walk shares: a level whose reading another level's interrupted resumes at its position,
+/// so that no level keeps entries of its own.
+struct Listing {
+  buffer: Vec<u8>,
+  filled: usize,
+  at: usize,
+  /// The descriptor's position is not where the next entry is (another directory was
+  /// read since, or none yet): the next read seeks first.
+  moved: bool,
+}
+
+/// One entry of a directory: its name, its kind (`DT_*`, `DT_UNKNOWN` where the filesystem
+/// does not say), and the position of the entry after it.
+struct DirEntry {
+  name: CString,
+  kind: u8,
+  next: i64,
+}
+
+impl Listing {
+  fn new() -> Listing {
+    Listing {
+      buffer: vec![0; LISTING_BYTES],
+      filled: 0,
+      at: 0,
+      moved: true,
+    }
+  }
+
+  /// Forgets what was read: the next read is of another directory, or resumes one.
+  fn leave(&mut self) {
+    (self.filled, self.at, self.moved) = (0, 0, true);
+  }
+
+  /// The entry of `dir` after position `resume` (0: its first), but `.` and `..`; `None`
+  /// past the last.
+  fn next(&mut self, dir: &OwnedFd, resume: i64) -> io::Result<Option<DirEntry>> {
+    loop {
+      if self.at >= self.filled {
+        if self.moved {
+          // SAFETY: lseek of a directory we hold, to a position its listing gave.
+          if unsafe { libc::lseek(dir.as_raw_fd(), resume, libc::SEEK_SET) } < 0 {
+            return Err(io::Error::last_os_error());
           }
-          first_names.insert((meta.dev(), meta.ino()), c_child.clone());
+          self.moved = false;
         }
-        plan.files.push(c_child);
-        batch_bytes += meta.len();
-        if plan.files.len() - batch_start >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
-          plan.batches.push(batch_start..plan.files.len());
-          (batch_start, batch_bytes) = (plan.files.len(), 0);
+        // SAFETY: getdents64 into the buffer, of the length given.
+        let n = unsafe {
+          libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            self.buffer.as_mut_ptr(),
+            self.buffer.len(),
+          )
+        };
+        if n < 0 {
+          return Err(io::Error::last_os_error());
         }
-      } else {
-        // A socket, FIFO or device: nothing a copy could carry.
-        stats.skipped += 1;
+        if n == 0 {
+          self.leave();
+          return Ok(None);
+        }
+        (self.filled, self.at) = (n as usize, 0);
+      }
+      // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name.
+      let record = &self.buffer[self.at..self.filled];
+      let next = i64::from_ne_bytes(record[8..16].try_into().expect("8 bytes"));
+      let length = u16::from_ne_bytes([record[16], record[17]]) as usize;
+      let kind = record[18];
+      let name = &record[19..length];
+      let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+      self.at += length;
+      if name != b"." && name != b".." {
+        return Ok(Some(DirEntry {
+          name: cstring(name),
+          kind,
+          next,
+        }));
       }
     }
-    if batch_start < plan.files.len() {
-      plan.batches.push(batch_start..plan.files.len());
-    }
   }
-  Ok(plan)
 }
 
-/// Copies one file: contents, then owner, mode and times. A file gone, or no longer a
-/// regular file, since the walk is skipped.
-fn copy_file(
-  source: &OwnedFd,
-  destination: &OwnedFd,
-  rel: &CStr,
-  owner: Option<(u32, u32)>,
-  how: &Cloning,
-  skipped: &AtomicUsize,
-) -> io::Result<()> {
-  // Non-blocking: a FIFO swapped in since the walk must not hang the copy.
-  let from = match open_beneath(source, rel, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
-    Ok(fd) => File::from(fd),
-    Err(e) if vanished(&e) => {
-      skipped.fetch_add(1, Ordering::Relaxed);
-      return Ok(());
-    }
-    Err(e) => return Err(e),
-  };
-  let meta = from.metadata()?;
-  if !meta.is_file() {
-    skipped.fetch_add(1, Ordering::Relaxed);
-    return Ok(());
+/// The `DT_*` kind of a `st_mode`.
+fn kind_of(mode: libc::mode_t) -> u8 {
+  match mode & libc::S_IFMT {
+    libc::S_IFDIR => libc::DT_DIR,
+    libc::S_IFLNK => libc::DT_LNK,
+    libc::S_IFREG => libc::DT_REG,
+    _ => libc::DT_UNKNOWN,
   }
-  let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
-  let to = open_beneath(destination, rel, flags, 0o600)?;
-  // Only what the file held when opened: one a command keeps growing cannot hold the copy.
-  how.copy(&from, &to, meta.len())?;
-  finish(&to, meta.mode(), &times(&meta), owner)
-}
-
-/// Sets what a copied file or directory keeps of the original.
-fn finish(
-  fd: &OwnedFd,
-  mode: u32,
-  times: &[libc::timespec; 2],
-  owner: Option<(u32, u32)>,
-) -> io::Result<()> {
-  if let Some((uid, gid)) = owner {
-    // SAFETY: fchown of a descriptor we own. Before the mode: a chown clears set-ID bits.
-    check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
-  }
-  // Set-user-ID and set-group-ID are dropped: a copy made by root would be root's.
-  // SAFETY: fchmod and futimens of a descriptor we own.
-  check(unsafe { libc::fchmod(fd.as_raw_fd(), mode & 0o1777) })?;
-  check(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })
 }
 
 /// How contents are copied, learnt from the first file: once the filesystem refuses a way,
@@ -642,8 +1240,18 @@ impl Cloning {
     }
   }
 
-  /// Copies the first `len` bytes of `from` (fewer if it is shorter now) into the empty `to`.
-  pub fn copy(&self, from: &File, to: &OwnedFd, len: u64) -> io::Result<()> {
+  /// Copies the first `len` bytes of `from` (fewer if it is shorter now) into the empty
+  /// `to`: shares its extents where the filesystem can (writing no data), else copies its
+  /// runs of data, taking each from `allowance` first; with `sparse`, the holes between
+  /// them are found and left holes.
+  pub fn copy(
+    &self,
+    from: &File,
+    to: &File,
+    len: u64,
+    sparse: bool,
+    allowance: &Allowance,
+  ) -> io::Result<()> {
     if len == 0 {
       return Ok(());
     }
@@ -662,94 +1270,121 @@ impl Cloning {
         Err(e) => return Err(e),
       }
     }
-    let mut copied = 0u64;
+    let mut at = 0;
+    while at < len {
+      let (start, end) = match sparse {
+        true => match next_data(from, at, len)? {
+          Some(run) => run,
+          None => break,
+        },
+        false => (at, len),
+      };
+      allowance.take((end - start).div_ceil(BLOCK) * BLOCK, 0)?;
+      let copied = self.copy_run(from, to, start, end)?;
+      at = start + copied;
+      if at < end {
+        // The file is shorter now (a command truncated it): what was left is copied.
+        break;
+      }
+    }
+    if !sparse {
+      return Ok(());
+    }
+    // Its size, holes at the end included: what it held when opened, or less now.
+    let size = len.min(from.metadata()?.len());
+    to.set_len(size)
+  }
+
+  /// Copies bytes `start..end` of `from` to the same place in `to`; returns how many (fewer
+  /// if `from` ends sooner).
+  fn copy_run(&self, from: &File, to: &File, start: u64, end: u64) -> io::Result<u64> {
+    let total = end - start;
+    let mut done = 0u64;
     if self.copy_range.load(Ordering::Relaxed) {
-      while copied < len {
-        let chunk = (len - copied).min(1 << 30) as usize;
-        // SAFETY: copy_file_range between two descriptors we hold, at their own offsets.
+      while done < total {
+        let (mut from_at, mut to_at) = ((start + done) as i64, (start + done) as i64);
+        // SAFETY: copy_file_range between two descriptors we hold, at the offsets given.
         let n = unsafe {
           libc::copy_file_range(
             from.as_raw_fd(),
-            std::ptr::null_mut(),
+            &mut from_at,
             to.as_raw_fd(),
-            std::ptr::null_mut(),
-            chunk,
+            &mut to_at,
+            (total - done).min(1 << 30) as usize,
             0,
           )
         };
         if n > 0 {
-          copied += n as u64;
+          done += n as u64;
           continue;
         }
         if n == 0 {
-          return Ok(());
+          return Ok(done);
         }
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
           continue;
         }
-        if copied == 0 && refused(&e, &[libc::EXDEV, libc::EOPNOTSUPP, libc::EINVAL]) {
+        if done == 0 && refused(&e, &[libc::EXDEV, libc::EOPNOTSUPP, libc::EINVAL]) {
           self.copy_range.store(false, Ordering::Relaxed);
           break;
         }
         return Err(e);
       }
-      if copied >= len {
-        return Ok(());
+      if done >= total {
+        return Ok(done);
       }
     }
-    let mut to = File::from(to.try_clone()?);
-    let mut reader = from.take(len - copied);
-    let mut buffer = vec![0u8; 128 << 10];
-    loop {
-      match reader.read(&mut buffer) {
-        Ok(0) => return Ok(()),
-        Ok(n) => to.write_all(&buffer[..n])?,
+    let mut buffer = vec![0u8; total.min(128 << 10) as usize];
+    while done < total {
+      let want = buffer.len().min((total - done) as usize);
+      match from.read_at(&mut buffer[..want], start + done) {
+        Ok(0) => return Ok(done),
+        Ok(n) => {
+          to.write_all_at(&buffer[..n], start + done)?;
+          done += n as u64;
+        }
         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
         Err(e) => return Err(e),
       }
     }
+    Ok(done)
   }
+}
+
+/// The next run of data of `file` at or after `at` and before `len`, as `(start, end)`;
+/// `None` past the last. A filesystem that cannot tell has one run: all of it.
+fn next_data(file: &File, at: u64, len: u64) -> io::Result<Option<(u64, u64)>> {
+  let fd = file.as_raw_fd();
+  // SAFETY: lseek of a descriptor we hold (the copy reads at explicit offsets).
+  let start = unsafe { libc::lseek(fd, at as i64, libc::SEEK_DATA) };
+  if start < 0 {
+    let e = io::Error::last_os_error();
+    return match e.raw_os_error() {
+      // No data at or after `at`.
+      Some(libc::ENXIO) => Ok(None),
+      Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(Some((at, len))),
+      _ => Err(e),
+    };
+  }
+  let start = start as u64;
+  if start >= len {
+    return Ok(None);
+  }
+  // SAFETY: as above.
+  let hole = unsafe { libc::lseek(fd, start as i64, libc::SEEK_HOLE) };
+  let end = if hole < 0 {
+    len
+  } else {
+    (hole as u64).min(len)
+  };
+  Ok(Some((start, end)))
 }
 
 /// Whether `e` says the filesystem does not do what was asked (rather than that it failed).
 fn refused(e: &io::Error, codes: &[i32]) -> bool {
   e.raw_os_error()
     .is_some_and(|code| code == libc::ENOSYS || codes.contains(&code))
-}
-
-/// Runs `job(0..count)` on a few threads (the calling one among them), stopping at the
-/// first error.
-fn parallel(count: usize, job: impl Fn(usize) -> io::Result<()> + Sync) -> io::Result<()> {
-  let next = AtomicUsize::new(0);
-  let failure: Mutex<Option<io::Error>> = Mutex::new(None);
-  let work = || {
-    loop {
-      let i = next.fetch_add(1, Ordering::Relaxed);
-      if i >= count || failure.locked().is_some() {
-        return;
-      }
-      if let Err(e) = job(i) {
-        failure.locked().get_or_insert(e);
-        return;
-      }
-    }
-  };
-  let threads = std::thread::available_parallelism()
-    .map_or(2, |n| n.get())
-    .clamp(2, MOST_COPY_THREADS)
-    .min(count);
-  std::thread::scope(|scope| {
-    for _ in 1..threads {
-      // A thread that cannot be made leaves its share to the others.
-      let _ = std::thread::Builder::new().spawn_scoped(scope, work);
-    }
-    work();
-  });
-  match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
-    Some(e) => Err(e),
-    None => Ok(()),
-  }
 }
 
 /// An entry gone (or replaced by another kind) since it was listed.
@@ -798,6 +1433,14 @@ fn stat_at(directory: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
   let flags = libc::AT_SYMLINK_NOFOLLOW;
   // SAFETY: fstatat of a name in a directory we hold, into our struct.
   check(unsafe { libc::fstatat(directory.as_raw_fd(), name.as_ptr(), &mut st, flags) })?;
+  Ok(st)
+}
+
+fn stat_of(fd: &impl AsRawFd) -> io::Result<libc::stat> {
+  // SAFETY: stat is plain data, filled by fstat.
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: fstat of a descriptor we hold, into our struct.
+  check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
   Ok(st)
 }
 
@@ -851,72 +1494,81 @@ fn is_empty(directory: &OwnedFd) -> io::Result<bool> {
 
 /// Removes what is in the directory `root` (best effort: it is a clean-up after a failure).
 fn empty_directory(root: &OwnedFd) {
-  open_up(root);
-  let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", root.as_raw_fd())) else {
-    return;
-  };
-  for entry in entries.flatten() {
-    let path = entry.path();
-    // std's removal opens each directory without following links (no escape through one).
-    let removed = match entry.file_type() {
-      Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
-      _ => std::fs::remove_file(&path),
-    };
-    if let Err(e) = removed {
-      tracing::warn!(path = %path.display(), error = %e, "cannot remove a partly seeded entry");
-    }
+  if let Err(e) = clear(root) {
+    tracing::warn!(error = %e, "cannot remove what a failed seed copied");
   }
 }
 
 /// Removes the tree `name` of `parent` (best effort: a leftover is only disk space).
 fn remove_entry(parent: &OwnedFd, name: &CStr) {
-  if let Ok(tree) = open_at(parent, name, libc::O_RDONLY | libc::O_DIRECTORY) {
-    open_up(&tree);
-  }
-  let path = PathBuf::from(format!("/proc/self/fd/{}", parent.as_raw_fd()))
-    .join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-  if let Err(e) = std::fs::remove_dir_all(&path) {
+  let removed = open_at(parent, name, libc::O_RDONLY | libc::O_DIRECTORY)
+    .and_then(|tree| clear(&tree))
+    // SAFETY: unlinkat of a name in a directory we hold.
+    .and_then(|()| {
+      check(unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })
+    });
+  if let Err(e) = removed {
     tracing::warn!(name = ?name, error = %e, "cannot remove a checkpoint's old copy");
   }
 }
 
-/// Makes each directory below `root`, of a tree this process copied, writable by it: a
-/// copy keeps read-only directories, whose entries a process other than root could not
-/// remove otherwise. (Every directory copied was readable: its listing was copied.)
-fn open_up(root: &OwnedFd) {
-  let mut pending = vec![PathBuf::new()];
-  while let Some(rel) = pending.pop() {
-    let dir = if rel.as_os_str().is_empty() {
-      root.try_clone()
-    } else {
-      let c_rel = cstring(rel.as_os_str().as_bytes());
-      open_beneath(root, &c_rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)
-    };
-    let Ok(dir) = dir else { continue };
-    if !rel.as_os_str().is_empty() {
-      // SAFETY: fchmod of a descriptor we own.
-      unsafe { libc::fchmod(dir.as_raw_fd(), 0o700) };
-    }
-    let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+/// Removes everything in the directory `root`, a tree this process copied, with one
+/// directory open per level; each is made writable by it first (a copy keeps read-only
+/// directories, whose entries a process other than root could not remove otherwise).
+/// Stops at the first entry it cannot remove.
+fn clear(root: &OwnedFd) -> io::Result<()> {
+  let mut listing = Listing::new();
+  // The directories being emptied below `root`, each with its name in its parent.
+  let mut levels: Vec<(OwnedFd, CString)> = Vec::new();
+  loop {
+    let dir = levels.last().map_or(root, |(dir, _)| dir);
+    // Always from the start: what was removed is listed no more.
+    let Some(entry) = listing.next(dir, 0)? else {
+      let Some((_, name)) = levels.pop() else {
+        return Ok(());
+      };
+      listing.leave();
+      let parent = levels.last().map_or(root, |(dir, _)| dir);
+      // SAFETY: unlinkat of an emptied directory of a directory we hold.
+      check(unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
       continue;
     };
-    for entry in entries.flatten() {
-      if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-        pending.push(rel.join(entry.file_name()));
+    let is_dir = match entry.kind {
+      libc::DT_UNKNOWN => {
+        stat_at(dir, &entry.name).is_ok_and(|st| kind_of(st.st_mode) == libc::DT_DIR)
+      }
+      kind => kind == libc::DT_DIR,
+    };
+    if is_dir {
+      if levels.len() > MOST_DEPTH {
+        return Err(over_limit(format!(
+          "the tree is nested more than {MOST_DEPTH} directories deep"
+        )));
+      }
+      let child = open_at(dir, &entry.name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+      // SAFETY: fchmod of a descriptor we hold.
+      check(unsafe { libc::fchmod(child.as_raw_fd(), 0o700) })?;
+      levels.push((child, entry.name));
+      listing.leave();
+    } else {
+      // SAFETY: unlinkat of a name in a directory we hold.
+      match check(unsafe { libc::unlinkat(dir.as_raw_fd(), entry.name.as_ptr(), 0) }) {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+        _ => {}
       }
     }
   }
 }
 
-fn times(meta: &std::fs::Metadata) -> [libc::timespec; 2] {
+fn times(st: &libc::stat) -> [libc::timespec; 2] {
   [
     libc::timespec {
-      tv_sec: meta.atime(),
-      tv_nsec: meta.atime_nsec(),
+      tv_sec: st.st_atime,
+      tv_nsec: st.st_atime_nsec,
     },
     libc::timespec {
-      tv_sec: meta.mtime(),
-      tv_nsec: meta.mtime_nsec(),
+      tv_sec: st.st_mtime,
+      tv_nsec: st.st_mtime_nsec,
     },
   ]
 }
@@ -990,6 +1642,24 @@ mod tests {
 
   fn odd_name() -> std::ffi::OsString {
     std::ffi::OsStr::from_bytes(b"-n\nodd \xff name").to_owned()
+  }
+
+  /// An allowance no copy of a test reaches.
+  fn unlimited() -> Allowance {
+    let budget = DiskBudget {
+      bytes: Some(u64::MAX),
+      inodes: Some(u64::MAX),
+    };
+    Allowance::new(budget, Path::new("/"))
+  }
+
+  /// Bytes `path` takes on disk.
+  fn on_disk(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().blocks() * 512
+  }
+
+  fn is_root() -> bool {
+    super::is_root()
   }
 
   /// A tree with every kind of entry the copy keeps, and a FIFO it skips.
@@ -1087,7 +1757,8 @@ mod tests {
     let stats = copy_tree(
       &open_directory(&from).unwrap(),
       &open_directory(&to).unwrap(),
-      None,
+      Owners::Own,
+      &unlimited(),
     )
     .unwrap();
     assert_eq!(
@@ -1130,28 +1801,35 @@ mod tests {
   }
 
   #[test]
-  fn a_large_directory_is_copied_in_several_batches_whole() {
-    let top = scratch("batches");
+  fn a_directory_listed_in_many_reads_is_copied_whole_around_its_subdirectories() {
+    let top = scratch("listing");
     let (from, to) = (top.join("from"), top.join("to"));
-    std::fs::create_dir_all(from.join("many")).unwrap();
     std::fs::create_dir_all(&to).unwrap();
-    let count = BATCH_FILES * 2 + 7;
+    // Long names: one read of the listing holds a few hundred; subdirectories among them
+    // make the walk leave the directory and come back to where it was.
+    let count = 3000;
     for i in 0..count {
-      std::fs::write(from.join(format!("many/{i}")), i.to_string()).unwrap();
+      let name = format!("{i:0>100}");
+      if i % 150 == 0 {
+        std::fs::create_dir_all(from.join("many").join(&name)).unwrap();
+        std::fs::write(from.join("many").join(&name).join("inner"), &name).unwrap();
+      } else {
+        std::fs::create_dir_all(from.join("many")).unwrap();
+        std::fs::write(from.join("many").join(&name), &name).unwrap();
+      }
     }
-    let (source, destination) = (open_directory(&from).unwrap(), open_directory(&to).unwrap());
-    let mut stats = CopyStats::default();
-    let planned = plan(&source, &destination, None, &mut stats).unwrap();
-    let sizes: Vec<usize> = planned.batches.iter().map(|b| b.len()).collect();
-    assert_eq!(sizes, [BATCH_FILES, BATCH_FILES, 7]);
-    std::fs::remove_dir(to.join("many")).unwrap();
-    assert_eq!(copy_tree(&source, &destination, None).unwrap().files, count);
-    for i in 0..count {
-      assert_eq!(
-        std::fs::read_to_string(to.join(format!("many/{i}"))).unwrap(),
-        i.to_string()
-      );
-    }
+    let stats = copy_tree(
+      &open_directory(&from).unwrap(),
+      &open_directory(&to).unwrap(),
+      Owners::Own,
+      &unlimited(),
+    )
+    .unwrap();
+    assert_eq!(
+      (stats.files, stats.directories, stats.skipped),
+      (count, 21, 0)
+    );
+    assert_eq!(describe(&to), describe(&from));
   }
 
   #[test]
@@ -1162,7 +1840,8 @@ mod tests {
     let stats = copy_tree(
       &open_directory(&top).unwrap(),
       &open_directory(&top.join("copy")).unwrap(),
-      None,
+      Owners::Own,
+      &unlimited(),
     )
     .unwrap();
     assert_eq!((stats.files, stats.directories, stats.skipped), (1, 0, 1));
@@ -1177,9 +1856,8 @@ mod tests {
     let copy_with = |how: &Cloning, to: &Path| {
       let from = File::open(top.join("from")).unwrap();
       let to_file = File::create(to).unwrap();
-      how
-        .copy(&from, &OwnedFd::from(to_file), content.len() as u64)
-        .unwrap();
+      let len = content.len() as u64;
+      how.copy(&from, &to_file, len, false, &unlimited()).unwrap();
       assert_eq!(std::fs::read(to).unwrap(), content, "{}", to.display());
     };
     // This filesystem may share extents (btrfs, XFS) or not (ext4, tmpfs): either way the
@@ -1200,12 +1878,15 @@ mod tests {
     }
     copy_with(&Cloning::without_kernel_copies(), &top.join("plain"));
     // A file shorter than it was when opened (a command truncating it) copies what is left.
-    let from = File::open(top.join("from")).unwrap();
-    let to = OwnedFd::from(File::create(top.join("longer-len")).unwrap());
-    Cloning::default()
-      .copy(&from, &to, content.len() as u64 * 2)
-      .unwrap();
-    assert_eq!(std::fs::read(top.join("longer-len")).unwrap(), content);
+    for sparse in [false, true] {
+      let from = File::open(top.join("from")).unwrap();
+      let to = File::create(top.join("longer-len")).unwrap();
+      let len = content.len() as u64 * 2;
+      Cloning::default()
+        .copy(&from, &to, len, sparse, &unlimited())
+        .unwrap();
+      assert_eq!(std::fs::read(top.join("longer-len")).unwrap(), content);
+    }
   }
 
   /// An XFS filesystem with reflinks on a loop device, where this host can make one (root,
@@ -1286,10 +1967,14 @@ mod tests {
     let content: Vec<u8> = (0..64u32 << 20).map(|i| (i % 253) as u8).collect();
     std::fs::write(work.join("data/big"), &content).unwrap();
     std::fs::write(work.join("small"), "small").unwrap();
+    // Sparse: 1 TiB of holes around one run of data.
+    let hollow = File::create(work.join("hollow")).unwrap();
+    hollow.set_len(1 << 40).unwrap();
+    hollow.write_all_at(b"data amid holes", 1 << 39).unwrap();
     let how = Cloning::default();
     let from = File::open(work.join("small")).unwrap();
-    let to = OwnedFd::from(File::create(xfs.mount.join("small-copy")).unwrap());
-    how.copy(&from, &to, 5).unwrap();
+    let to = File::create(xfs.mount.join("small-copy")).unwrap();
+    how.copy(&from, &to, 5, false, &unlimited()).unwrap();
     assert_eq!(
       how.ways(),
       (true, true),
@@ -1298,7 +1983,14 @@ mod tests {
     // SAFETY: sync has no preconditions (the space used is counted once data is on disk).
     unsafe { libc::sync() };
     let before = xfs.used_bytes();
-    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    // Extents shared are no bytes written: a budget far below the files' sizes holds them.
+    let budget = DiskBudget {
+      bytes: Some(4 << 20),
+      inodes: None,
+    };
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work)
+      .unwrap()
+      .with_budget(budget);
     assert!(checkpoints.capture(&work).unwrap());
     let seeded = xfs.mount.join("seeded");
     std::fs::create_dir_all(&seeded).unwrap();
@@ -1307,13 +1999,19 @@ mod tests {
     let grown = xfs.used_bytes() - before;
     assert!(
       grown < 4 << 20,
-      "two copies of 64 MiB took {grown} bytes more: the extents were not shared"
+      "two copies of 64 MiB and of a sparse 1 TiB took {grown} bytes more: the extents were not shared"
     );
     assert_eq!(std::fs::read(seeded.join("data/big")).unwrap(), content);
     assert_eq!(
       std::fs::read(xfs.mount.join(".checkpoints/main/data/big")).unwrap(),
       content
     );
+    let mut read = [0u8; 15];
+    File::open(seeded.join("hollow"))
+      .unwrap()
+      .read_exact_at(&mut read, 1 << 39)
+      .unwrap();
+    assert_eq!(&read, b"data amid holes");
   }
 
   #[test]
@@ -1386,6 +2084,306 @@ mod tests {
       let meta = std::fs::symlink_metadata(fresh.join(path)).unwrap();
       assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{path}");
     }
+  }
+
+  #[test]
+  fn holes_stay_holes_and_every_run_of_data_is_copied_whichever_way_contents_go() {
+    let top = scratch("sparse");
+    let (hollow, middle) = (top.join("hollow"), top.join("middle"));
+    File::create(&hollow).unwrap().set_len(1 << 40).unwrap();
+    let file = File::create(&middle).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let runs: [(u64, &[u8]); 3] = [
+      (0, b"at the start"),
+      (1 << 29, &[7u8; 70_000]),
+      ((1 << 30) - 5, b"end.."),
+    ];
+    for (at, data) in runs {
+      file.write_all_at(data, at).unwrap();
+    }
+    for (how, label) in [
+      (Cloning::default(), "kernel copies"),
+      (Cloning::without_kernel_copies(), "reads and writes"),
+    ] {
+      for (from, len) in [(&hollow, 1u64 << 40), (&middle, 1 << 30)] {
+        let to_path = top.join(format!(
+          "{label}-{}",
+          from.file_name().unwrap().to_str().unwrap()
+        ));
+        let to = File::create(&to_path).unwrap();
+        let source = File::open(from).unwrap();
+        how.copy(&source, &to, len, true, &unlimited()).unwrap();
+        assert_eq!(std::fs::metadata(&to_path).unwrap().len(), len, "{label}");
+        assert!(
+          on_disk(&to_path) < 1 << 20,
+          "{label}: {} bytes on disk",
+          on_disk(&to_path)
+        );
+      }
+      let copy = File::open(top.join(format!("{label}-middle"))).unwrap();
+      for (at, data) in runs {
+        let mut read = vec![0u8; data.len()];
+        copy.read_exact_at(&mut read, at).unwrap();
+        assert_eq!(read, data, "{label} at {at}");
+      }
+      let mut between = vec![1u8; 4096];
+      copy.read_exact_at(&mut between, 1 << 28).unwrap();
+      assert!(between.iter().all(|b| *b == 0), "{label}");
+    }
+  }
+
+  #[test]
+  fn a_copy_takes_its_runs_of_data_and_its_entries_from_its_allowance() {
+    let top = scratch("allowance");
+    let (from, to) = (top.join("from"), top.join("to"));
+    std::fs::create_dir_all(from.join("dir")).unwrap();
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(from.join("dir/data"), vec![3u8; 10_000]).unwrap();
+    let sparse = File::create(from.join("sparse")).unwrap();
+    sparse.set_len(1 << 40).unwrap();
+    sparse.write_all_at(b"x", 1 << 35).unwrap();
+    symlink("dir/data", from.join("link")).unwrap();
+    let copy = |bytes: u64, inodes: u64| {
+      let to = to.join(format!("{bytes}-{inodes}"));
+      std::fs::create_dir_all(&to).unwrap();
+      let allowance = Allowance::new(
+        DiskBudget {
+          bytes: Some(bytes),
+          inodes: Some(inodes),
+        },
+        &top,
+      );
+      let source = open_directory(&from).unwrap();
+      copy_tree(
+        &source,
+        &open_directory(&to).unwrap(),
+        Owners::Own,
+        &allowance,
+      )
+    };
+    // A directory (one block), 10,000 bytes (three blocks), one block of the sparse file,
+    // the link's target text; four entries.
+    let needed = 4096 + 3 * 4096 + 4096 + 8;
+    assert!(copy(needed, 4).is_ok());
+    let over = copy(needed - 1, 4).unwrap_err();
+    assert!(
+      over.to_string().contains("nativeSandbox.limits.diskBytes"),
+      "{over}"
+    );
+    let over = copy(needed, 3).unwrap_err();
+    assert!(
+      over
+        .to_string()
+        .contains("nativeSandbox.limits.diskInodes (3 files"),
+      "{over}"
+    );
+    // Unset: half of what is free.
+    let free = crate::disk::free(&top).unwrap();
+    let default = Allowance::new(DiskBudget::default(), &top);
+    assert_eq!(default.bytes.left.load(Ordering::Relaxed), free.bytes / 2);
+  }
+
+  /// Every name in `dir`, hidden ones too, as `describe` gives them.
+  fn everything(dir: &Path) -> Vec<String> {
+    if dir.exists() {
+      describe(dir)
+    } else {
+      Vec::new()
+    }
+  }
+
+  #[test]
+  fn past_the_budget_a_capture_leaves_the_checkpoint_as_it_was_and_a_seed_leaves_nothing() {
+    let top = scratch("budget");
+    let work = top.join("work");
+    std::fs::create_dir_all(work.join("a/b")).unwrap();
+    std::fs::write(work.join("a/small"), "small").unwrap();
+    let budget = DiskBudget {
+      bytes: Some(1 << 20),
+      inodes: Some(50),
+    };
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work)
+      .unwrap()
+      .with_budget(budget);
+    assert!(checkpoints.capture(&work).unwrap());
+    let store = top.join(".checkpoints");
+    let stored = everything(&store);
+    std::fs::write(work.join("a/b/big"), vec![1u8; 2 << 20]).unwrap();
+    let CoreError::LimitExceeded(message) = checkpoints.capture(&work).unwrap_err() else {
+      panic!("not a limit")
+    };
+    assert!(
+      message.starts_with(&format!(
+        "Cannot capture the working directory {} as checkpoint",
+        work.display()
+      )) && message.ends_with("nativeSandbox.limits.diskBytes (1048576 bytes) on the host"),
+      "{message}"
+    );
+    assert_eq!(everything(&store), stored);
+    std::fs::remove_file(work.join("a/b/big")).unwrap();
+    for i in 0..60 {
+      std::fs::write(work.join(format!("a/b/{i}")), "").unwrap();
+    }
+    let refused = checkpoints.capture(&work).unwrap_err();
+    assert!(
+      refused
+        .to_string()
+        .contains("diskInodes (50 files and directories)"),
+      "{refused}"
+    );
+    assert_eq!(everything(&store), stored);
+    // A seed within a smaller budget than the checkpoint's size.
+    let unlimited = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    assert!(unlimited.capture(&work).unwrap());
+    let fresh = top.join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    let seeding = Checkpoints::new(None, Some("main".into()), None, &fresh)
+      .unwrap()
+      .with_budget(budget);
+    let refused = seeding.seed(&fresh).unwrap_err();
+    assert_eq!(refused.code(), "LIMIT_EXCEEDED");
+    assert!(
+      refused.to_string().contains("from checkpoint 'main'"),
+      "{refused}"
+    );
+    assert_eq!(everything(&fresh), Vec::<String>::new());
+  }
+
+  #[test]
+  fn a_tree_nested_deeper_than_the_most_depth_is_refused_and_one_as_deep_is_copied() {
+    let top = scratch("depth");
+    let work = top.join("work");
+    let deepest = (0..MOST_DEPTH).fold(work.clone(), |path, _| path.join("d"));
+    std::fs::create_dir_all(&deepest).unwrap();
+    std::fs::write(deepest.join("leaf"), "leaf").unwrap();
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    assert!(checkpoints.capture(&work).unwrap());
+    let stored = top.join(".checkpoints/main");
+    let copied = (0..MOST_DEPTH).fold(stored.clone(), |path, _| path.join("d"));
+    assert_eq!(std::fs::read(copied.join("leaf")).unwrap(), b"leaf");
+    let before = everything(&top.join(".checkpoints"));
+    std::fs::create_dir(deepest.join("d")).unwrap();
+    let CoreError::LimitExceeded(message) = checkpoints.capture(&work).unwrap_err() else {
+      panic!("not a limit")
+    };
+    assert!(
+      message.ends_with(&format!("nested more than {MOST_DEPTH} directories deep")),
+      "{message}"
+    );
+    assert_eq!(everything(&top.join(".checkpoints")), before);
+  }
+
+  #[test]
+  fn a_seed_hands_over_only_what_was_the_captured_owners() {
+    let (from, to) = ((1000, 1000), (2000, 2000));
+    let handed = Owners::Handed { from, to };
+    assert_eq!(handed.give(1000, 1000), Given::Chown(2000, 2000));
+    // Other owners' stay theirs, their group handed over if it was the captured owner's.
+    assert_eq!(handed.give(0, 0), Given::Chown(0, 0));
+    assert_eq!(handed.give(1001, 1000), Given::Chown(1001, 2000));
+    assert_eq!(handed.give(1000, 0), Given::Chown(2000, 0));
+    // What would become the new owner's, or its group's, without having been the captured
+    // owner's is left out.
+    assert_eq!(handed.give(2000, 2000), Given::LeftOut);
+    assert_eq!(handed.give(2000, 0), Given::LeftOut);
+    assert_eq!(handed.give(1001, 2000), Given::LeftOut);
+    assert_eq!(handed.give(1000, 2000), Given::Chown(2000, 2000));
+    assert_eq!(Owners::Kept.give(5, 6), Given::Chown(5, 6));
+    assert_eq!(Owners::Own.give(5, 6), Given::AsMade);
+  }
+
+  #[test]
+  fn as_root_a_checkpoint_keeps_owners_and_a_seed_gives_no_one_what_was_not_theirs() {
+    if !is_root() {
+      return;
+    }
+    let top = scratch("owners");
+    let work = top.join("work");
+    std::fs::create_dir_all(work.join("private")).unwrap();
+    let chown = |rel: &str, uid, gid| {
+      std::os::unix::fs::lchown(work.join(rel), Some(uid), Some(gid)).unwrap()
+    };
+    let mode = |rel: &str, mode| {
+      std::fs::set_permissions(work.join(rel), PermissionsExt::from_mode(mode)).unwrap()
+    };
+    std::fs::write(work.join("mine"), "mine").unwrap();
+    std::fs::write(work.join("secret"), "secret").unwrap();
+    std::fs::write(work.join("private/note"), "note").unwrap();
+    std::fs::write(work.join("theirs"), "theirs").unwrap();
+    symlink("mine", work.join("link")).unwrap();
+    chown("", 1000, 1000);
+    chown("mine", 1000, 1000);
+    chown("link", 1000, 1000);
+    chown("theirs", 1001, 1000);
+    mode("secret", 0o600);
+    mode("private", 0o700);
+    mode("theirs", 0o640);
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    assert!(checkpoints.capture(&work).unwrap());
+    let owners = |dir: &Path| {
+      let mut lines: Vec<String> = [
+        "mine",
+        "secret",
+        "private",
+        "private/note",
+        "theirs",
+        "link",
+      ]
+      .iter()
+      .filter_map(|rel| {
+        let meta = std::fs::symlink_metadata(dir.join(rel)).ok()?;
+        Some(format!(
+          "{rel} {}:{} {:o}",
+          meta.uid(),
+          meta.gid(),
+          meta.mode() & 0o7777
+        ))
+      })
+      .collect();
+      lines.sort();
+      lines
+    };
+    let stored = top.join(".checkpoints/main");
+    assert_eq!(owners(&stored), owners(&work));
+    // The root of the checkpoint is root's, the working directory's owner recorded on it.
+    assert_eq!(std::fs::metadata(&stored).unwrap().uid(), 0);
+    assert_eq!(
+      recorded_owner(&open_directory(&stored).unwrap()).unwrap(),
+      Some((1000, 1000))
+    );
+    let seeded_by = |name: &str, uid: u32| {
+      let dir = top.join(name);
+      std::fs::create_dir_all(&dir).unwrap();
+      std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+      assert_eq!(checkpoints.seed(&dir).unwrap().as_deref(), Some("main"));
+      owners(&dir)
+    };
+    assert_eq!(
+      seeded_by("for-2000", 2000),
+      [
+        "link 2000:2000 777",
+        "mine 2000:2000 644",
+        "private 0:0 700",
+        "private/note 0:0 644",
+        "secret 0:0 600",
+        "theirs 1001:2000 640",
+      ]
+    );
+    // Root's files would become the sandbox's in a workspace of root's: they stay out.
+    assert_eq!(
+      seeded_by("for-root", 0),
+      ["link 0:0 777", "mine 0:0 644", "theirs 1001:0 640"]
+    );
+    assert_eq!(
+      seeded_by("for-1001", 1001),
+      [
+        "link 1001:1001 777",
+        "mine 1001:1001 644",
+        "private 0:0 700",
+        "private/note 0:0 644",
+        "secret 0:0 600"
+      ]
+    );
   }
 
   #[test]

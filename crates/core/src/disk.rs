@@ -152,7 +152,7 @@ impl DiskWatch {
 }
 
 /// What the filesystem holding `path` has free for an unprivileged user.
-fn free(path: &Path) -> Option<Free> {
+pub(crate) fn free(path: &Path) -> Option<Free> {
   use std::os::unix::ffi::OsStrExt;
   let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
   // SAFETY: statvfs fills a plain struct for a NUL-terminated path.

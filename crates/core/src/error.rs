@@ -67,6 +67,9 @@ pub enum CoreError {
   /// that stopped answering) when the caller gave up on it.
   #[error("The command did not start: its working directory {} did not answer {why}", .cwd.display())]
   NotStarted { cwd: PathBuf, why: GaveUp },
+  /// A copy (a checkpoint's capture or seed) stopped at a limit; the message names it.
+  #[error("{0}")]
+  LimitExceeded(String),
   #[error("{context}: {source}")]
   Io {
     context: String,
@@ -121,6 +124,7 @@ impl CoreError {
       CoreError::FileTooLarge { .. } => "FILE_TOO_LARGE",
       CoreError::ReadOnly(_) => "READ_ONLY",
       CoreError::Spawn(_) | CoreError::NotStarted { .. } => "SPAWN_FAILED",
+      CoreError::LimitExceeded(_) => "LIMIT_EXCEEDED",
       CoreError::Io { .. } => "IO_ERROR",
     }
   }

@@ -26,6 +26,8 @@ export const ISOLATION_FILES = [
   '__test__/warm-pool-isolated.test.mjs',
   // Links and nesting on the way to what a sandbox shows of its tenant.
   '__test__/isolation-links.test.mjs',
+  // A stop racing the commands issued before it, isolated and not, with the pool and without.
+  '__test__/stop-race.test.mjs',
 ]
 
 /**

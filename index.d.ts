@@ -60,6 +60,11 @@ export declare class NativeLocalSandbox {
   get id(): string
   get status(): 'pending' | 'starting' | 'running' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' | 'error'
   get error(): string | null
+  /**
+   * The moment of a call made now, as the sandbox counts its stops: a command whose native
+   * call comes later passes it as `calledAt`, so that a stop asked for meanwhile ends it.
+   */
+  get calledNow(): number
   get workingDirectory(): string
   /** Where its checkpoints are (given, or beside the working directory). */
   get checkpointsDirectory(): string
@@ -75,11 +80,19 @@ export declare class NativeLocalSandbox {
   /** Milliseconds since the Unix epoch. */
   get createdAt(): number
   start(onStart?: boolean | undefined | null): Promise<'created' | 'connected'>
-  stop(): Promise<void>
-  destroy(): Promise<void>
+  /**
+   * Counts a stop or destroy as asked for from now on, before its own work runs: the calls
+   * made before are its to end. Given to `stop()` or `destroy()`, and settled by the host
+   * once its own part of the stop is done.
+   */
+  askStop(): NativeStopAsked
+  /** The stop `asked` for (one settled already: a stop asked for now). */
+  stop(asked: NativeStopAsked): Promise<void>
+  /** The destroy `asked` for (as `stop()`). */
+  destroy(asked: NativeStopAsked): Promise<void>
   /** Captures the working directory as the checkpoint (nothing without a checkpoint name). */
   snapshot(): Promise<void>
-  ensureRunning(onStart?: boolean | undefined | null): Promise<void>
+  ensureRunning(onStart?: boolean | undefined | null, calledAt?: number | undefined | null): Promise<void>
   /**
    * The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
    * (forwarded into an isolated sandbox's network namespace), or null.
@@ -156,6 +169,17 @@ export declare class NativeResolverCache {
   clear(key?: string | undefined | null): void
   /** Ids cached now. */
   values(): Array<number>
+}
+
+/**
+ * A stop or destroy of a `NativeLocalSandbox` asked for (`askStop()`): the calls made
+ * before it are its to end until it has settled, once its transition is over and the host
+ * has said that its own part (unmounting) is done too, with `settle()` (or once this is
+ * collected).
+ */
+export declare class NativeStopAsked {
+  /** The host's own part of the stop is done. */
+  settle(): void
 }
 
 /** Checks a `protectedPaths` list (relative, inside the workspace) and returns it normalised. */
@@ -254,6 +278,11 @@ export interface NativeCommandOptions {
   onOutput?: (stdout: string, stderr: string) => void
   /** Raised when the caller's AbortSignal fires. */
   abort?: NativeAbortToken
+  /**
+   * The sandbox's `calledNow` when the caller's own call was made, if that was before this
+   * one (a stop asked for in between ends what it asked for); unset, this call's.
+   */
+  calledAt?: number
 }
 
 export interface NativeDockerOptions {

@@ -483,8 +483,25 @@ const LIFECYCLE_OPS = [
   'start', 'stop', 'destroy', 'executeCommand', 'spawn', 'kill', 'ensureRunning', 'handleKill',
   'wait', 'msStart', 'msStop', 'msDestroy', 'resolve', 'wsDestroy',
 ]
+/** When a stop racing commands is called after they are issued (see `stopRacingCommands`). */
+const STOP_WHEN = {
+  'at once': async () => {},
+  'after a microtask': async () => {
+    await null
+  },
+  'after a macrotask': () => new Promise((resolve) => setImmediate(resolve)),
+  // A spawn settles once its command has started, an executeCommand of `sleep` only when stopped.
+  'once the first spawn has settled': (calls) => calls[0].catch(() => {}),
+}
+/** A stop racing commands issued before it, not awaited (see `stopRacingCommands`); a spawn first. */
+const stopRaceStep = fc.record({
+  op: fc.constant('stopRacingCommands'),
+  calls: fc.array(fc.constantFrom('spawn', 'executeCommand'), { maxLength: 7 }).map((rest) => ['spawn', ...rest]),
+  stopWhen: fc.constantFrom(...Object.keys(STOP_WHEN)),
+})
+const lifecycleStep = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...LIFECYCLE_OPS) }, { weight: 1, arbitrary: stopRaceStep })
 const lifecycleScenario = fc.record(
-  { ...scenarioBase, batches: fc.array(fc.array(fc.constantFrom(...LIFECYCLE_OPS), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
+  { ...scenarioBase, batches: fc.array(fc.array(lifecycleStep, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
   { requiredKeys: ['batches'] },
 )
 
@@ -835,6 +852,40 @@ const LIFECYCLE = {
   msDestroy: (w) => w.ms.destroy(),
   resolve: (w) => w.ws.resolveSandbox({ requestContext: w.requestContext }),
   wsDestroy: (w) => w.ws.destroy(),
+  stopRacingCommands,
+}
+
+/**
+ * A stop racing the commands of `step` (`stopRaceStep`), issued before it and not awaited:
+ * each of them runs and is stopped, or is refused with a typed error; once stop() resolves
+ * the sandbox is not running, and once the commands have settled none of their processes
+ * runs, whatever else the scenario does meanwhile: only a call made after a stop may start
+ * the sandbox again.
+ */
+async function stopRacingCommands(w, step, scn) {
+  const marker = `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
+  const issued = step.calls.map((kind) => (kind === 'spawn' ? w.sb.processes.spawn(`sleep ${marker}`) : w.sb.executeCommand(`sleep ${marker}`)))
+  const settled = Promise.allSettled(issued)
+  await STOP_WHEN[step.stopWhen](issued)
+  const stopped = await w.sb.stop().then(
+    () => ({ status: w.sb.status }),
+    (error) => ({ error }),
+  )
+  const call = 'commands issued before stop()'
+  if (!stopped.error && !['stopped', 'destroying', 'destroyed'].includes(stopped.status)) {
+    violation('stop-race', call, `status '${stopped.status}' once stop() resolved`, scn)
+  }
+  const outcomes = await deadline(settled, CALL_MS / 2)
+  if (outcomes === TIMED_OUT) violation('stop-race', call, `not all settled within ${CALL_MS / 2} ms after stop()`, scn)
+  for (const outcome of outcomes === TIMED_OUT ? [] : outcomes) {
+    const why = outcome.status === 'rejected' && badError(outcome.reason)
+    if (why) violation('untyped-error', call, { why, error: describeError(outcome.reason) }, scn)
+  }
+  const running = () => allPids().filter((pid) => cmdline(pid)?.includes(marker) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
+  if (!(await waitUntil(() => running().length === 0, SETTLE_MS))) {
+    violation('stop-race', call, { running: running().map((pid) => cmdline(pid)), status: w.sb.status }, scn)
+  }
+  if (stopped.error) throw stopped.error
 }
 
 // ---------------------------------------------------------------------------------------
@@ -988,7 +1039,12 @@ async function runScenario(scn) {
   if (cfg.mode === 'lifecycle') {
     for (const batch of scn.batches) {
       if (wedged) break
-      await Promise.all(batch.map((op) => attempt(`concurrent ${op}`, [batch], () => LIFECYCLE[op](world), scn)))
+      await Promise.all(
+        batch.map((step) => {
+          const op = typeof step === 'string' ? step : step.op
+          return attempt(`concurrent ${op}`, [batch], () => LIFECYCLE[op](world, step, scn), scn)
+        }),
+      )
     }
   } else {
     for (const step of scn.steps) if (!wedged) await runStep(step, world, scn)

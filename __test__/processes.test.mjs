@@ -57,19 +57,20 @@ describe('commands racing stop()', () => {
     const outcome = (error) => `${error.name} ${error.code}`
     for (let i = 0; i < 150; i++) {
       const sb = makeSandbox()
-      // A later start (the command's own, after the stop) must not hide that its first
-      // init was shut down under it.
+      // The start and the command are made before the stop: each ran and was stopped, or
+      // is refused, and neither starts the sandbox again after the stop.
       await Promise.all([
-        sb.start(),
+        sb.start().then(() => note('started'), (e) => note(`start: ${outcome(e)}`)),
         i % 2
           ? sb.executeCommand('echo ran').then((r) => note(r.killed ? `executed ${r.exitCode} killed` : `executed ${r.exitCode} ${r.stdout}`), (e) => note(outcome(e)))
           : sb.processes.spawn('echo ran').then((h) => h.wait()).then((r) => note(`spawned ${r.exitCode}`), (e) => note(outcome(e))),
         sb.stop(),
       ])
+      expect(sb.status, JSON.stringify([...seen])).toBe('stopped')
       await sb.destroy()
     }
     // Ran, or was killed by the stop, or was refused.
-    const allowed = ['executed 0 ran\n', 'executed 137 killed', 'spawned 0', 'spawned 137', 'SandboxNotReadyError NOT_READY']
+    const allowed = ['started', 'start: SandboxNotReadyError NOT_READY', 'executed 0 ran\n', 'executed 137 killed', 'spawned 0', 'spawned 137', 'SandboxNotReadyError NOT_READY']
     expect([...seen.keys()].filter((what) => !allowed.includes(what)), JSON.stringify([...seen])).toEqual([])
     // The race was run: some commands lost it.
     expect(seen.get('SandboxNotReadyError NOT_READY')).toBeGreaterThan(0)

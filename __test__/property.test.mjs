@@ -2,7 +2,9 @@
 // Node process (fuzz-driver.mjs) calls every exported function, constructor, method, getter
 // and tool with generated values and re-entrant callbacks; this file asserts that the
 // process survived, that no call hung, that every error was typed, that nothing was left
-// running or open after destroy(), and that files outside the workspaces did not change.
+// running or open after destroy(), that nothing a command issued before a stop() started
+// runs once they have settled (a `stopRacingCommands` step of the lifecycle scenarios), and
+// that files outside the workspaces did not change.
 //
 // The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for
 // the lifecycle; NW_PROPERTY_DOCKER_BUDGET_MS, default 20 s, for DockerSandbox's lifecycle,

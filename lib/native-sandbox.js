@@ -5,7 +5,7 @@
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions, updatedEnv } = require('./options')
-const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, startsWithCommand } = require('./process-manager')
+const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, ensureRunningFor, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { translating } = require('./translate')
@@ -80,21 +80,30 @@ class NativeSandbox {
 
   /** Runs `onStop` and kills every process (also when the hook fails); the next command restarts it. */
   stop() {
-    return this.#lifecycle.call('stop', () => this.#tearDown(this.#native.stop(), () => this.#mounter.stopped()))
+    return this.#lifecycle.call('stop', () => this.#tearDown((asked) => this.#native.stop(asked), () => this.#mounter.stopped()))
   }
 
   /** Runs `onDestroy` and kills every process (also when the hook fails); the sandbox cannot be used again. */
   destroy() {
-    return this.#lifecycle.call('destroy', () => this.#tearDown(this.#native.destroy(), () => this.#mounter.destroyed()))
+    return this.#lifecycle.call('destroy', () => this.#tearDown((asked) => this.#native.destroy(asked), () => this.#mounter.destroyed()))
   }
 
-  /** After a native stop or destroy, failed or not: its processes are gone, its mounts follow. */
+  /**
+   * A native stop or destroy, then, failed or not, what follows it here: its processes are
+   * gone, its mounts follow. Asked for at once: what was asked for before it is its to end,
+   * and it starts nothing, until all of this is done.
+   */
   async #tearDown(transition, unmount) {
+    const asked = this.#native.askStop()
     try {
-      await transition
+      await transition(asked)
     } finally {
-      this.processes._forgetAll()
-      await unmount()
+      try {
+        this.processes._forgetAll()
+        await unmount()
+      } finally {
+        asked.settle()
+      }
     }
   }
 
@@ -109,9 +118,14 @@ class NativeSandbox {
   }
 
   ensureRunning() {
+    return this[ensureRunningFor]()
+  }
+
+  /** `ensureRunning()` for a call made when `calledNow` was `calledAt` (unset: this one). */
+  [ensureRunningFor](calledAt) {
     return this.#lifecycle.call('ensureRunning', async () => {
       const hooked = this.#lifecycle.startHasWork()
-      await this.#native.ensureRunning(hooked)
+      await this.#native.ensureRunning(hooked, calledAt)
       if (!hooked) await this[afterOnStartSkipped]()
     })
   }

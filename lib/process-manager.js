@@ -19,8 +19,11 @@ function abortToken(signal) {
   return { token, detach: () => signal.removeEventListener('abort', onAbort) }
 }
 
-/** Converts and type-checks the options shared by `spawn` and `executeCommand`. */
-function commandOptions(options, token) {
+/**
+ * Converts and type-checks the options shared by `spawn` and `executeCommand`. `calledAt`:
+ * the sandbox's `calledNow` when the command was asked for (see `beforeNativeCommand`).
+ */
+function commandOptions(options, token, calledAt) {
   check.object(options, 'options')
   return readingOptions('options', () => ({
     env: check.env(options.env, 'env'),
@@ -30,6 +33,7 @@ function commandOptions(options, token) {
     stdinMode: check.oneOf(options.stdinMode ?? options.stdin, 'stdinMode', ['pipe', 'ignore']),
     onOutput: outputCallback(check.function(options.onStdout, 'onStdout'), check.function(options.onStderr, 'onStderr')),
     abort: token,
+    calledAt,
   }))
 }
 
@@ -76,6 +80,8 @@ const startsWithCommand = Symbol('startsWithCommand')
 const afterOnStartSkipped = Symbol('afterOnStartSkipped')
 /** What a command made now waits for first, if anything (a promise): see `preparationMade` in hooks.js. */
 const beforeCommand = Symbol('beforeCommand')
+/** `ensureRunning()` for a call made when the sandbox's `calledNow` was `calledAt`. */
+const ensureRunningFor = Symbol('ensureRunningFor')
 
 /** Spawns between two checks for handles of processes the sandbox no longer tracks. */
 const FORGET_EVERY = 16
@@ -107,6 +113,8 @@ class LocalProcessManager extends SandboxProcessManager {
 
   /** Starts `command` and returns its handle at once. */
   async spawn(command, options = {}) {
+    // Before anything is awaited: a stop asked for after this call ends what it asks for.
+    const calledAt = this.#native.calledNow
     checkCommand(command)
     const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
     const { token, detach } = abortToken(signal)
@@ -114,10 +122,10 @@ class LocalProcessManager extends SandboxProcessManager {
     let release
     const startTime = Date.now()
     try {
-      const nativeOptions = commandOptions(options, token)
+      const nativeOptions = commandOptions(options, token, calledAt)
       ;({ onOutput: nativeOptions.onOutput, release } = afterSpawn(nativeOptions.onOutput))
       // When the start is left to it, the native spawn makes it.
-      await beforeNativeCommand(this.sandbox)
+      await beforeNativeCommand(this.sandbox, calledAt)
       native = await translating(() => this.#native.spawn(command, nativeOptions))
     } catch (err) {
       detach()
@@ -211,14 +219,16 @@ class LocalProcessManager extends SandboxProcessManager {
  * flight (see `beforeCommand`), and starts a sandbox that is not running through its
  * lifecycle, whose rules for calls from hooks and resolvers that start obeys, unless it has
  * nothing to obey them for (see `startsWithCommand`): then the command's own native call
- * makes it, which saves a round trip. Returns whether that is so.
+ * makes it, which saves a round trip. Returns whether that is so. Either start is made for
+ * the command's call, asked for when the sandbox's `calledNow` was `calledAt`: a stop asked
+ * for since then ends it instead, however late this runs.
  */
-async function beforeNativeCommand(sandbox) {
+async function beforeNativeCommand(sandbox, calledAt) {
   const preparing = sandbox[beforeCommand]?.()
   if (preparing) await preparing
   if (sandbox.status === 'running') return false
   if (sandbox[startsWithCommand]?.() === true) return true
-  await sandbox.ensureRunning()
+  await sandbox[ensureRunningFor](calledAt)
   return false
 }
 
@@ -229,13 +239,14 @@ async function beforeNativeCommand(sandbox) {
  * the sandbox's native side, read once the sandbox runs.
  */
 async function executeNative(sandbox, nativeOf, command, args, options) {
+  const calledAt = nativeOf().calledNow
   checkCommand(command)
   check.stringArray(args, 'args')
   const signal = readingOptions('options', () => check.abortSignal(options?.abortSignal, 'abortSignal'))
   const { token, detach } = abortToken(signal)
   try {
-    const nativeOptions = commandOptions(options, token)
-    const startingHere = await beforeNativeCommand(sandbox)
+    const nativeOptions = commandOptions(options, token, calledAt)
+    const startingHere = await beforeNativeCommand(sandbox, calledAt)
     const startTime = Date.now()
     let result
     try {
@@ -253,4 +264,4 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   }
 }
 
-module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped, beforeCommand }
+module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped, beforeCommand, ensureRunningFor }

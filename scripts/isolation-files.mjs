@@ -30,6 +30,8 @@ export const ISOLATION_FILES = [
   '__test__/isolation-links.test.mjs',
   // Other users of the host against a sandbox's /tmp and bucket mounts.
   '__test__/isolation-host-users.test.mjs',
+  // A stop racing the commands issued before it, isolated and not, with the pool and without.
+  '__test__/stop-race.test.mjs',
 ]
 
 /**

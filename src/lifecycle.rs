@@ -2,14 +2,15 @@
 //! sandbox backends written in JavaScript (`MastraSandbox` in lib/mastra-sandbox.js). The
 //! backend's own start/stop/destroy are called back through threadsafe functions.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{Promise, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome};
+use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome, StopAsked};
+use native_workspace_core::sync::Lock;
 
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::local_sandbox::settle;
@@ -65,6 +66,37 @@ impl Provider for JsProvider {
   }
 }
 
+/// A stop or destroy of a `NativeLocalSandbox` asked for (`askStop()`): the calls made
+/// before it are its to end until it has settled, once its transition is over and the host
+/// has said that its own part (unmounting) is done too, with `settle()` (or once this is
+/// collected).
+#[napi]
+pub struct NativeStopAsked {
+  asked: Mutex<Option<StopAsked>>,
+}
+
+impl NativeStopAsked {
+  pub fn new(asked: StopAsked) -> Self {
+    NativeStopAsked {
+      asked: Mutex::new(Some(asked)),
+    }
+  }
+
+  /// What the transition holds until it ends; `None` once the host has settled it.
+  pub fn for_transition(&self) -> Option<StopAsked> {
+    self.asked.locked().clone()
+  }
+}
+
+#[napi]
+impl NativeStopAsked {
+  /// The host's own part of the stop is done.
+  #[napi(catch_unwind)]
+  pub fn settle(&self) {
+    drop(self.asked.locked().take());
+  }
+}
+
 struct Shared {
   lifecycle: Lifecycle,
   provider: JsProvider,
@@ -110,10 +142,11 @@ impl NativeLifecycle {
   #[napi(ts_return_type = "Promise<'created' | 'connected'>", catch_unwind)]
   pub fn start<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
+    let called = inner.lifecycle.called_now();
     settle(env, async move {
       inner
         .lifecycle
-        .start(&inner.provider)
+        .start(&inner.provider, called)
         .await
         .map(|o| o.as_str())
     })
@@ -122,27 +155,30 @@ impl NativeLifecycle {
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    settle(
-      env,
-      async move { inner.lifecycle.stop(&inner.provider).await },
-    )
+    // Asked for now, before the stop's own work runs: the calls made before are its to end.
+    let asked = inner.lifecycle.ask_stop();
+    settle(env, async move {
+      inner.lifecycle.stop(&inner.provider, asked).await
+    })
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
+    let asked = inner.lifecycle.ask_stop();
     settle(env, async move {
-      inner.lifecycle.destroy(&inner.provider).await
+      inner.lifecycle.destroy(&inner.provider, asked).await
     })
   }
 
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
   pub fn ensure_running<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
+    let called = inner.lifecycle.called_now();
     settle(env, async move {
       inner
         .lifecycle
-        .ensure_running(&inner.provider, OnStart::Run)
+        .ensure_running(&inner.provider, OnStart::Run, called)
         .await
     })
   }

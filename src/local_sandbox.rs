@@ -16,7 +16,7 @@ use native_workspace_core::net::EgressOptions;
 use native_workspace_core::pool;
 use native_workspace_core::protect::default_protected_paths;
 use native_workspace_core::sandbox::{
-  Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
+  CommandOptions, Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
 };
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
@@ -26,7 +26,8 @@ use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
-use crate::options::{NativeCommandOptions, timeout};
+use crate::lifecycle::NativeStopAsked;
+use crate::options::{self, NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
 
 #[napi(object, object_to_js = false)]
@@ -367,6 +368,21 @@ fn displayed(paths: &[PathBuf]) -> Vec<String> {
     .collect()
 }
 
+impl NativeLocalSandbox {
+  /// A command's options for the core, on the JavaScript thread: when its call was made is
+  /// the caller's `calledAt`, or now.
+  fn command_options(
+    &self,
+    options: NativeCommandOptions,
+  ) -> napi::Result<CommandOptions, ErrorCode> {
+    let mut options = options.into_core()?;
+    options
+      .called
+      .get_or_insert_with(|| self.inner.called_now());
+    Ok(options)
+  }
+}
+
 #[napi]
 impl NativeLocalSandbox {
   #[napi(constructor, catch_unwind)]
@@ -498,6 +514,13 @@ impl NativeLocalSandbox {
     self.inner.error()
   }
 
+  /// The moment of a call made now, as the sandbox counts its stops: a command whose native
+  /// call comes later passes it as `calledAt`, so that a stop asked for meanwhile ends it.
+  #[napi(getter, catch_unwind)]
+  pub fn called_now(&self) -> f64 {
+    self.inner.called_now().0 as f64
+  }
+
   #[napi(getter, catch_unwind)]
   pub fn working_directory(&self) -> String {
     self
@@ -563,21 +586,42 @@ impl NativeLocalSandbox {
   ) -> napi::Result<PromiseRaw<'env, &'static str>> {
     let inner = self.inner.clone();
     let on_start = on_start_of(on_start);
+    let called = inner.called_now();
     settle(env, async move {
-      inner.start(on_start).await.map(|o| o.as_str())
+      inner.start(on_start, called).await.map(|o| o.as_str())
     })
   }
 
-  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-  pub fn stop<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-    let inner = self.inner.clone();
-    settle(env, async move { inner.stop().await })
+  /// Counts a stop or destroy as asked for from now on, before its own work runs: the calls
+  /// made before are its to end. Given to `stop()` or `destroy()`, and settled by the host
+  /// once its own part of the stop is done.
+  #[napi(catch_unwind)]
+  pub fn ask_stop(&self) -> NativeStopAsked {
+    NativeStopAsked::new(self.inner.ask_stop())
   }
 
+  /// The stop `asked` for (one settled already: a stop asked for now).
   #[napi(ts_return_type = "Promise<void>", catch_unwind)]
-  pub fn destroy<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+  pub fn stop<'env>(
+    &self,
+    env: &'env Env,
+    asked: &NativeStopAsked,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
-    settle(env, async move { inner.destroy().await })
+    let asked = asked.for_transition().unwrap_or_else(|| inner.ask_stop());
+    settle(env, async move { inner.stop(asked).await })
+  }
+
+  /// The destroy `asked` for (as `stop()`).
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
+  pub fn destroy<'env>(
+    &self,
+    env: &'env Env,
+    asked: &NativeStopAsked,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    let asked = asked.for_transition().unwrap_or_else(|| inner.ask_stop());
+    settle(env, async move { inner.destroy(asked).await })
   }
 
   /// Captures the working directory as the checkpoint (nothing without a checkpoint name).
@@ -592,13 +636,14 @@ impl NativeLocalSandbox {
     &self,
     env: &'env Env,
     on_start: Option<bool>,
+    called_at: Option<f64>,
   ) -> napi::Result<PromiseRaw<'env, ()>> {
     let inner = self.inner.clone();
     let on_start = on_start_of(on_start);
-    settle(
-      env,
-      async move { inner.ensure_running_with(on_start).await },
-    )
+    let called = called_at.map_or_else(|| inner.called_now(), options::called_at);
+    settle(env, async move {
+      inner.ensure_running_with(on_start, called).await
+    })
   }
 
   /// The host port on `127.0.0.1` where the sandbox's `port` is reached while it runs
@@ -670,7 +715,7 @@ impl NativeLocalSandbox {
     options: NativeCommandOptions,
     on_start: Option<bool>,
   ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>, ErrorCode> {
-    let options = options.into_core()?;
+    let options = self.command_options(options)?;
     let inner = self.inner.clone();
     let on_start = on_start_of(on_start);
     settle(env, async move {
@@ -695,7 +740,7 @@ impl NativeLocalSandbox {
     command: String,
     options: NativeCommandOptions,
   ) -> napi::Result<PromiseRaw<'env, NativeProcess>, ErrorCode> {
-    let options = options.into_core()?;
+    let options = self.command_options(options)?;
     let inner = self.inner.clone();
     settle(env, async move {
       Ok(NativeProcess::new(inner.spawn(&command, options).await?))

@@ -7,6 +7,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::ClassInstance;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
+use native_workspace_core::lifecycle::Called;
 use native_workspace_core::output::{OutputSink, Retention};
 use native_workspace_core::process::StdinMode;
 use native_workspace_core::sandbox::CommandOptions;
@@ -30,6 +31,9 @@ pub struct NativeCommandOptions<'a> {
   pub on_output: Option<OutputFn<'a>>,
   /// Raised when the caller's AbortSignal fires.
   pub abort: Option<ClassInstance<'a, NativeAbortToken>>,
+  /// The sandbox's `calledNow` when the caller's own call was made, if that was before this
+  /// one (a stop asked for in between ends what it asked for); unset, this call's.
+  pub called_at: Option<f64>,
 }
 
 /// Timeouts at or above this many milliseconds (2^53, about 285,000 years: past the
@@ -57,6 +61,11 @@ pub fn retention(bytes: Option<f64>) -> Result<Option<Retention>, CoreError> {
     Some(b) if b.is_finite() && b >= 0.0 && b.fract() == 0.0 => Ok(Some(Some(b as usize))),
     Some(_) => Err(CoreError::InvalidRetention),
   }
+}
+
+/// A `calledNow` read by JavaScript (a count of stops, which it holds exactly).
+pub fn called_at(value: f64) -> Called {
+  Called(value as u64)
 }
 
 pub fn stdin_mode(mode: Option<&str>) -> Result<Option<StdinMode>, CoreError> {
@@ -92,6 +101,7 @@ impl NativeCommandOptions<'_> {
       stdin: stdin_mode(self.stdin_mode.as_deref()).map_err(invalid)?,
       sinks,
       abort: self.abort.map(|token| token.inner.clone()),
+      called: self.called_at.map(called_at),
     })
   }
 }

@@ -7,9 +7,15 @@
 //! own provider would wait for itself; the JavaScript layer refuses such calls at once.
 //! Whatever a hook does, a failing `onStop`/`onDestroy` still stops/destroys the provider,
 //! and a failing `onStart` abandons the start.
+//!
+//! A stop or destroy is counted from the moment it is asked for, and a call carries when it
+//! was made ([`Called`]): what was asked for before a stop, or while one was under way, is
+//! that stop's to end, however late its own work gets to run. It starts nothing after the
+//! stop, and uses nothing of the provider once the stop has settled; only a call made after
+//! it starts the provider again.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{CoreError, Result};
@@ -91,6 +97,37 @@ pub trait Provider: Sync {
   }
 }
 
+/// When a call was made, as the lifecycle counts its stops: how many stops and destroys had
+/// settled by then (see [`Lifecycle::starts_for`] and [`Lifecycle::runs_for`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Called(pub u64);
+
+/// The stops and destroys asked for, and those settled.
+#[derive(Default)]
+struct Stops {
+  asked: AtomicU64,
+  settled: AtomicU64,
+}
+
+/// A stop or destroy asked for ([`Lifecycle::ask_stop`]). It settles once it and its
+/// clones are dropped: the transition's when it ends (or is dropped before it ran), and
+/// that of a host whose own part of the stop follows the transition (JavaScript's
+/// unmounting) once that is done too.
+#[derive(Clone)]
+pub struct StopAsked {
+  /// Held for its drop.
+  _settles: Arc<Settles>,
+}
+
+/// Counts its stop as settled when dropped.
+struct Settles(Arc<Stops>);
+
+impl Drop for Settles {
+  fn drop(&mut self) {
+    self.0.settled.fetch_add(1, Ordering::AcqRel);
+  }
+}
+
 /// What concurrent `start` callers need to share one start.
 struct StartRecord {
   completed: u64,
@@ -110,6 +147,7 @@ pub struct Lifecycle {
   last_start: Mutex<StartRecord>,
   /// Set by [`Self::host_gone`]: the status stays `destroyed`.
   host_gone: AtomicBool,
+  stops: Arc<Stops>,
 }
 
 impl Lifecycle {
@@ -126,11 +164,38 @@ impl Lifecycle {
         runs_hook: false,
       }),
       host_gone: AtomicBool::new(false),
+      stops: Arc::default(),
     }
   }
 
   pub fn status(&self) -> Status {
     self.state.borrow().0
+  }
+
+  /// The moment of a call made now (see [`Called`]).
+  pub fn called_now(&self) -> Called {
+    Called(self.stops.settled.load(Ordering::Acquire))
+  }
+
+  /// Counts a stop (or destroy) as asked for from now on, before its transition runs:
+  /// calls made until then are its to end. It settles as the returned value is dropped.
+  pub fn ask_stop(&self) -> StopAsked {
+    self.stops.asked.fetch_add(1, Ordering::AcqRel);
+    StopAsked {
+      _settles: Arc::new(Settles(self.stops.clone())),
+    }
+  }
+
+  /// Whether a call made at `called` may start the provider: no stop was under way then,
+  /// nor has one been asked for since.
+  pub fn starts_for(&self, called: Called) -> bool {
+    self.stops.asked.load(Ordering::Acquire) == called.0
+  }
+
+  /// Whether a call made at `called` may still use the provider: no stop has settled since
+  /// (one under way ends what the call starts, as it ends the rest).
+  pub fn runs_for(&self, called: Called) -> bool {
+    self.stops.settled.load(Ordering::Acquire) == called.0
   }
 
   /// The message of the last failure, while the status is `error`.
@@ -219,8 +284,9 @@ impl Lifecycle {
     }
   }
 
-  pub async fn start<P: Provider>(&self, provider: &P) -> Result<StartOutcome> {
-    self.start_with(provider, OnStart::Run).await
+  /// Starts the provider for a call made at `called`, unless a stop is that call's end.
+  pub async fn start<P: Provider>(&self, provider: &P, called: Called) -> Result<StartOutcome> {
+    self.start_with(provider, OnStart::Run, called).await
   }
 
   /// [`Self::start`], with `onStart` skipped when the caller knows it has nothing to do.
@@ -229,6 +295,7 @@ impl Lifecycle {
     &self,
     provider: &P,
     on_start: OnStart,
+    called: Called,
   ) -> Result<StartOutcome> {
     let seen = {
       let last = self.last_start.locked();
@@ -251,6 +318,11 @@ impl Lifecycle {
       }
       Status::Destroyed | Status::Destroying => return Err(CoreError::Destroyed),
       _ => {}
+    }
+    // Looked at under the turn, which a stop takes after it was asked for: one asked before
+    // this start has ended it already, one asked after ends it next.
+    if !self.starts_for(called) {
+      return Err(CoreError::NotReady(self.id.clone()));
     }
     self.set_status(Status::Starting);
     {
@@ -287,7 +359,8 @@ impl Lifecycle {
     Ok(outcome)
   }
 
-  pub async fn stop<P: Provider>(&self, provider: &P) -> Result<()> {
+  /// Stops the provider; `_asked` ([`Self::ask_stop`]) is let go as this ends.
+  pub async fn stop<P: Provider>(&self, provider: &P, _asked: StopAsked) -> Result<()> {
     let _turn = self.transition.lock().await;
     if matches!(self.status(), Status::Stopped | Status::Destroyed) {
       return Ok(());
@@ -303,7 +376,8 @@ impl Lifecycle {
     Ok(())
   }
 
-  pub async fn destroy<P: Provider>(&self, provider: &P) -> Result<()> {
+  /// Destroys the provider; `_asked` ([`Self::ask_stop`]) is let go as this ends.
+  pub async fn destroy<P: Provider>(&self, provider: &P, _asked: StopAsked) -> Result<()> {
     let _turn = self.transition.lock().await;
     match self.status() {
       Status::Destroyed => return Ok(()),
@@ -332,15 +406,20 @@ impl Lifecycle {
     hooked
   }
 
-  /// Starts the provider if needed. During teardown it lets calls through so that hooks
-  /// and teardown itself can still list and kill processes.
-  pub async fn ensure_running<P: Provider>(&self, provider: &P, on_start: OnStart) -> Result<()> {
+  /// Starts the provider if needed, for a call made at `called`. During teardown it lets
+  /// calls through so that hooks and teardown itself can still list and kill processes.
+  pub async fn ensure_running<P: Provider>(
+    &self,
+    provider: &P,
+    on_start: OnStart,
+    called: Called,
+  ) -> Result<()> {
     match self.status() {
       Status::Running | Status::Stopping | Status::Destroying => return Ok(()),
       Status::Destroyed => return Err(CoreError::NotReady(self.id.clone())),
       _ => {}
     }
-    self.start_with(provider, on_start).await?;
+    self.start_with(provider, on_start, called).await?;
     if self.status() == Status::Running {
       Ok(())
     } else {
@@ -415,7 +494,10 @@ mod tests {
       );
       let seen = Mutex::new(Vec::new());
       let provider = StartingWith(|| seen.lock().unwrap().push(lifecycle.start_runs_hook()));
-      lifecycle.start_with(&provider, on_start).await.unwrap();
+      lifecycle
+        .start_with(&provider, on_start, lifecycle.called_now())
+        .await
+        .unwrap();
       assert_eq!(*seen.lock().unwrap(), [follows], "{on_start:?}");
       // None is in flight once it is done.
       assert!(!lifecycle.start_runs_hook());
@@ -438,14 +520,16 @@ mod tests {
     );
     // The start in flight when the host went away ends without making it `running`.
     let provider = StartingWith(|| lifecycle.host_gone());
-    let _ = lifecycle.start(&provider).await;
+    let _ = lifecycle.start(&provider, lifecycle.called_now()).await;
     assert_eq!(lifecycle.status(), Status::Destroyed);
     assert!(
       !called.load(Ordering::SeqCst),
       "onStart ran for a host that is gone"
     );
     assert!(matches!(
-      lifecycle.ensure_running(&provider, OnStart::Run).await,
+      lifecycle
+        .ensure_running(&provider, OnStart::Run, lifecycle.called_now())
+        .await,
       Err(CoreError::NotReady(_))
     ));
     lifecycle.lost(&CoreError::Destroyed);
@@ -465,14 +549,17 @@ mod tests {
       on_destroy: failing(),
     };
     let lifecycle = Lifecycle::new("s".into(), hooks);
-    lifecycle.start(&provider).await.unwrap();
-    let stopped = lifecycle.stop(&provider).await;
+    lifecycle
+      .start(&provider, lifecycle.called_now())
+      .await
+      .unwrap();
+    let stopped = lifecycle.stop(&provider, lifecycle.ask_stop()).await;
     assert!(matches!(
       stopped,
       Err(CoreError::HookFailed { hook: "onStop", .. })
     ));
     assert_eq!(lifecycle.status(), Status::Error);
-    let destroyed = lifecycle.destroy(&provider).await;
+    let destroyed = lifecycle.destroy(&provider, lifecycle.ask_stop()).await;
     assert!(matches!(
       destroyed,
       Err(CoreError::HookFailed {
@@ -482,7 +569,12 @@ mod tests {
     ));
     // Destroyed all the same, and a later destroy has nothing left to do.
     assert_eq!(lifecycle.status(), Status::Destroyed);
-    assert!(lifecycle.destroy(&provider).await.is_ok());
+    assert!(
+      lifecycle
+        .destroy(&provider, lifecycle.ask_stop())
+        .await
+        .is_ok()
+    );
     assert_eq!(provider.steps(), ["start", "stop", "destroy"]);
   }
 
@@ -494,7 +586,7 @@ mod tests {
       ..Hooks::default()
     };
     let lifecycle = Lifecycle::new("s".into(), hooks);
-    let started = lifecycle.start(&provider).await;
+    let started = lifecycle.start(&provider, lifecycle.called_now()).await;
     assert!(matches!(
       started,
       Err(CoreError::HookFailed {
@@ -524,14 +616,98 @@ mod tests {
     };
     let lifecycle = Lifecycle::new("s".into(), hooks);
     lifecycle
-      .ensure_running(&provider, OnStart::Skip)
+      .ensure_running(&provider, OnStart::Skip, lifecycle.called_now())
       .await
       .unwrap();
     assert_eq!(*calls.lock().unwrap(), 0);
     assert_eq!(lifecycle.status(), Status::Running);
-    lifecycle.stop(&provider).await.unwrap();
-    lifecycle.start(&provider).await.unwrap();
+    lifecycle
+      .stop(&provider, lifecycle.ask_stop())
+      .await
+      .unwrap();
+    lifecycle
+      .start(&provider, lifecycle.called_now())
+      .await
+      .unwrap();
     assert_eq!(*calls.lock().unwrap(), 1);
     assert_eq!(provider.steps(), ["start", "stop", "start"]);
+  }
+
+  #[tokio::test]
+  async fn a_call_made_before_a_stop_starts_nothing_after_it_and_one_made_after_does() {
+    let provider = Recorder::default();
+    let lifecycle = Lifecycle::new("s".into(), Hooks::default());
+    let before = lifecycle.called_now();
+    // The stop is asked for before the earlier call's start gets its turn, and runs first.
+    lifecycle
+      .stop(&provider, lifecycle.ask_stop())
+      .await
+      .unwrap();
+    for refused in [
+      lifecycle.start(&provider, before).await.map(|_| ()),
+      lifecycle
+        .ensure_running(&provider, OnStart::Run, before)
+        .await,
+    ] {
+      assert!(
+        matches!(refused, Err(CoreError::NotReady(_))),
+        "{refused:?}"
+      );
+    }
+    assert_eq!(lifecycle.status(), Status::Stopped);
+    assert!(!lifecycle.runs_for(before));
+    let after = lifecycle.called_now();
+    assert!(lifecycle.starts_for(after) && lifecycle.runs_for(after));
+    lifecycle.start(&provider, after).await.unwrap();
+    assert_eq!(lifecycle.status(), Status::Running);
+    assert_eq!(provider.steps(), ["stop", "start"]);
+  }
+
+  #[tokio::test]
+  async fn a_call_made_while_a_stop_is_under_way_uses_what_runs_but_starts_nothing_after_it() {
+    let lifecycle = Lifecycle::new("s".into(), Hooks::default());
+    let provider = Recorder::default();
+    lifecycle
+      .start(&provider, lifecycle.called_now())
+      .await
+      .unwrap();
+    let asked = lifecycle.ask_stop();
+    let during = lifecycle.called_now();
+    // An `onStop` hook's command, say: it runs on what the stop has not ended yet.
+    assert!(lifecycle.runs_for(during));
+    assert!(!lifecycle.starts_for(during));
+    lifecycle.stop(&provider, asked).await.unwrap();
+    assert!(!lifecycle.runs_for(during));
+    assert!(matches!(
+      lifecycle.start(&provider, during).await,
+      Err(CoreError::NotReady(_))
+    ));
+    assert_eq!(lifecycle.status(), Status::Stopped);
+  }
+
+  #[tokio::test]
+  async fn a_stop_dropped_before_it_ran_still_settles() {
+    let lifecycle = Lifecycle::new("s".into(), Hooks::default());
+    drop(lifecycle.ask_stop());
+    let after = lifecycle.called_now();
+    assert!(lifecycle.starts_for(after));
+    lifecycle.start(&Recorder::default(), after).await.unwrap();
+  }
+
+  #[tokio::test]
+  async fn a_stop_settles_once_its_host_lets_go_of_it_too() {
+    let provider = Recorder::default();
+    let lifecycle = Lifecycle::new("s".into(), Hooks::default());
+    let before = lifecycle.called_now();
+    let asked = lifecycle.ask_stop();
+    // The host's own part of the stop (its unmounting) follows the transition.
+    let hosts = asked.clone();
+    lifecycle.stop(&provider, asked).await.unwrap();
+    let during = lifecycle.called_now();
+    assert_eq!(during, before, "settled before the host's part was done");
+    drop(hosts);
+    let after = lifecycle.called_now();
+    assert!(!lifecycle.starts_for(during) && !lifecycle.runs_for(during));
+    assert!(lifecycle.starts_for(after) && lifecycle.runs_for(after));
   }
 }

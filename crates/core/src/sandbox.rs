@@ -18,7 +18,9 @@ use crate::error::{CoreError, Result};
 use crate::idmap::Stage;
 use crate::init::{Confinement, Init, LaunchRequest, Launched, Starting, Wait};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
-use crate::lifecycle::{Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status};
+use crate::lifecycle::{
+  Called, Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status, StopAsked,
+};
 use crate::limits::Limits;
 use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::output::{OutputSink, Retention};
@@ -117,6 +119,8 @@ pub struct CommandOptions {
   pub sinks: Vec<Arc<dyn OutputSink>>,
   /// Kills the command when raised (also if it was raised before the start).
   pub abort: Option<AbortToken>,
+  /// When the call was made (see [`Called`]); `None`: as the command's work begins.
+  pub called: Option<Called>,
 }
 
 /// What `spawn` and `execute` each use where a call says nothing.
@@ -373,25 +377,34 @@ impl Sandbox {
     self.overlay_env.locked().clone()
   }
 
-  pub async fn start(&self, on_start: OnStart) -> Result<StartOutcome> {
-    self.lifecycle.start_with(self, on_start).await
+  /// The moment of a call made now: a stop asked for after it ends what it asks for (see
+  /// [`Called`]).
+  pub fn called_now(&self) -> Called {
+    self.lifecycle.called_now()
   }
 
-  pub async fn stop(&self) -> Result<()> {
-    self.lifecycle.stop(self).await
+  /// Starts the sandbox for a call made at `called` (see [`Lifecycle::start_with`]).
+  pub async fn start(&self, on_start: OnStart, called: Called) -> Result<StartOutcome> {
+    self.lifecycle.start_with(self, on_start, called).await
   }
 
-  pub async fn destroy(&self) -> Result<()> {
-    self.lifecycle.destroy(self).await
+  /// Counts a stop or destroy as asked for, from now on (see [`Lifecycle::ask_stop`]).
+  pub fn ask_stop(&self) -> StopAsked {
+    self.lifecycle.ask_stop()
   }
 
-  pub async fn ensure_running(&self) -> Result<()> {
-    self.ensure_running_with(OnStart::Run).await
+  pub async fn stop(&self, asked: StopAsked) -> Result<()> {
+    self.lifecycle.stop(self, asked).await
   }
 
-  /// [`Self::ensure_running`], the start (if it makes one) skipping `onStart` as asked.
-  pub async fn ensure_running_with(&self, on_start: OnStart) -> Result<()> {
-    self.lifecycle.ensure_running(self, on_start).await
+  pub async fn destroy(&self, asked: StopAsked) -> Result<()> {
+    self.lifecycle.destroy(self, asked).await
+  }
+
+  /// Starts the sandbox if needed, for a call made at `called`, the start (if it makes one)
+  /// skipping `onStart` as asked.
+  pub async fn ensure_running_with(&self, on_start: OnStart, called: Called) -> Result<()> {
+    self.lifecycle.ensure_running(self, on_start, called).await
   }
 
   /// Starts a command and tracks it; it stays readable through [`Sandbox::get`] until it
@@ -400,7 +413,8 @@ impl Sandbox {
   /// `bound_when_exited`).
   pub async fn spawn(&self, command: &str, options: CommandOptions) -> Result<Arc<Process>> {
     let inits_ended = self.inits_ended.load(Ordering::Acquire);
-    self.ensure_running().await?;
+    let called = options.called.unwrap_or_else(|| self.called_now());
+    self.ensure_running_with(OnStart::Run, called).await?;
     let defaults = EntryDefaults {
       retention: Some(DEFAULT_SPAWN_RETENTION),
       stdin: StdinMode::Pipe,
@@ -415,7 +429,7 @@ impl Sandbox {
     let egress = self.egress.as_ref().map(Egress::for_command);
     let (request, abort) = self.command_request(command, options, defaults, egress.as_ref());
     let process = self
-      .start_tracked(request, abort, None, inits_ended)
+      .start_tracked(request, abort, None, inits_ended, called)
       .await?;
     self.bound_when_exited(&process);
     Ok(process)
@@ -490,10 +504,13 @@ impl Sandbox {
     let egress = self.egress.as_ref().map(Egress::for_command);
     let asked = Instant::now();
     let inits_ended = self.inits_ended.load(Ordering::Acquire);
+    let called = options.called.unwrap_or_else(|| self.called_now());
     let command_request = || self.command_request(&full, options, defaults, egress.as_ref());
-    let ((request, abort), launched) = self.ensure_running_for(command_request, on_start).await?;
+    let ((request, abort), launched) = self
+      .ensure_running_for(command_request, on_start, called)
+      .await?;
     let process = match self
-      .start_tracked(request, abort, launched, inits_ended)
+      .start_tracked(request, abort, launched, inits_ended, called)
       .await
     {
       Ok(process) => process,
@@ -558,6 +575,7 @@ impl Sandbox {
     &self,
     command_request: impl FnOnce() -> (SpawnRequest, T),
     on_start: OnStart,
+    called: Called,
   ) -> Result<((SpawnRequest, T), Option<Launched>)> {
     // With an `onStart` hook to run, no command goes before it.
     if on_start == OnStart::Run
@@ -565,7 +583,7 @@ impl Sandbox {
       || self.egress.is_some()
       || !self.starts_beside_directory()
     {
-      self.ensure_running_with(on_start).await?;
+      self.ensure_running_with(on_start, called).await?;
       return Ok((command_request(), None));
     }
     let (request, rest) = command_request();
@@ -580,6 +598,7 @@ impl Sandbox {
         None => {
           *slot = Some(FirstCommand {
             id,
+            called,
             request,
             answer,
           });
@@ -588,10 +607,10 @@ impl Sandbox {
       }
     };
     if let Some(request) = not_first {
-      self.ensure_running_with(on_start).await?;
+      self.ensure_running_with(on_start, called).await?;
       return Ok(((request, rest), None));
     }
-    let started = self.ensure_running_with(on_start).await;
+    let started = self.ensure_running_with(on_start, called).await;
     // The start has ended: it either left the request there, or has answered (a later
     // start may have taken it after this one, and answered as well).
     let (request, launched) = {
@@ -614,19 +633,25 @@ impl Sandbox {
 
   /// Spawns, tracks, and wires the abort token: the one path of `spawn` and `execute`.
   /// `launched`: its request was sent already. `inits_ended`: [`Self::inits_ended`] when
-  /// the command was asked for.
+  /// the command was asked for. `called`: when its call was made.
   async fn start_tracked(
     &self,
     request: SpawnRequest,
     abort: Option<AbortToken>,
     launched: Option<Launched>,
     inits_ended: u64,
+    called: Called,
   ) -> Result<Arc<Process>> {
     let spawning = self.spawning.read().await;
     let init = match self.live_init() {
       Some(init) => init,
       None => self.replace_dead_init().await?,
     };
+    // Looked at once the init is read: a stop that settled since the call ended what it
+    // asked for, and the init running now is a later call's.
+    if !self.lifecycle.runs_for(called) {
+      return Err(CoreError::NotReady(self.id.clone()));
+    }
     let spawned = match launched {
       Some(launched) => Process::spawn_launched(&init, request, launched).await,
       None => Process::spawn(&init, request).await,
@@ -1359,7 +1384,10 @@ impl Sandbox {
     }
     let FirstCommand {
       request, answer, ..
-    } = self.first_command.locked().take()?;
+    } = self
+      .first_command
+      .locked()
+      .take_if(|first| self.lifecycle.starts_for(first.called))?;
     let launch = LaunchRequest {
       held,
       ..request.as_launch()
@@ -1651,6 +1679,8 @@ impl NewInit {
 struct FirstCommand {
   /// Which caller's it is.
   id: u64,
+  /// When that caller's call was made: a start it may not make does not send it either.
+  called: Called,
   request: SpawnRequest,
   answer: oneshot::Sender<(SpawnRequest, Result<Launched>)>,
 }

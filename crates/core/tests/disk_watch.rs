@@ -46,7 +46,10 @@ async fn what_is_written_right_after_a_start_counts_against_the_disk_budget() {
     warm_pool: WarmPool::Sized(0),
   })
   .unwrap();
-  sandbox.start(OnStart::Skip).await.unwrap();
+  sandbox
+    .start(OnStart::Skip, sandbox.called_now())
+    .await
+    .unwrap();
   let written = vec![1u8; 3 * BUDGET as usize];
   std::fs::write(working_directory.join("fill"), &written).unwrap();
   // The watchdog then finds the sandbox past its budget, and still growing since its
@@ -59,7 +62,7 @@ async fn what_is_written_right_after_a_start_counts_against_the_disk_budget() {
     .execute("sleep 8", &[], options, OnStart::Skip)
     .await
     .unwrap();
-  sandbox.destroy().await.unwrap();
+  sandbox.destroy(sandbox.ask_stop()).await.unwrap();
   let _ = std::fs::remove_dir_all(&dir);
   let exit = result.outcome.exit;
   assert_eq!(exit.limit_exceeded, Some("disk"), "{exit:?}");

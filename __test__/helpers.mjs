@@ -135,6 +135,8 @@ export function bwrapAbove(pid) {
  * once a sandbox of their kind started; not where NATIVE_WORKSPACE_WARM_POOL is 0, as in the
  * isolation suite's unpooled runs, see scripts/test-warm-pool.mjs): they have cgroups of
  * their own. */
+/** The kernel uid of a root host's isolated sandboxes (no account's: see README, Security). */
+export const SANDBOX_HOST_UID = 2147483646
 export const POOL_BY_DEFAULT = Number(process.env.NATIVE_WORKSPACE_WARM_POOL || 1) > 0
 
 /** True while `pid` exists and is not a zombie (a zombie is dead, only unreaped). */

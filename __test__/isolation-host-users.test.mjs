@@ -1,8 +1,10 @@
 // What other users of the host reach of an isolated sandbox: the host directory of its /tmp
 // and the FUSE mount of a bucket it shows. On a root host, host users 1000 and 65534 (the
-// number of the user that commands run as) try to list, read, change and plant files at
+// number commands see as their own inside) try to list, read, change and plant files at
 // every path the host gives away: the directory of each sandbox's /tmp, bubblewrap's
-// command line, /proc/mounts. Another sandbox tries the same paths from inside. They are
+// command line, /proc/mounts, and the /proc entries of the sandbox's processes (whose root
+// and environment they would reach if they could trace them, as they could when the
+// sandbox's kernel uid was theirs). Another sandbox tries the same paths from inside. They are
 // judged by what the tenant's files and bucket hold afterwards; the sandbox still reads and
 // writes both, and the host user owns what it made. With a launched init (warmPool: 0) and
 // a pooled one (warmPool: 2). On an unprivileged host (uid 65534, through
@@ -15,7 +17,7 @@ import { S3Filesystem } from '@mastra/s3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Workspace, isIsolationAvailable } from '../lib/index.mjs'
 import { startStepsOf } from '../bench/start-steps.mjs'
-import { bwrapAbove, processesWith, uniqueMarker, useIsolatedSandboxes, waitForMarkers } from './helpers.mjs'
+import { SANDBOX_HOST_UID, bwrapAbove, processesWith, uniqueMarker, useIsolatedSandboxes, waitForMarkers } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids, startS3Server } from './s3-server.mjs'
 
 const available = isIsolationAvailable('bwrap')
@@ -91,23 +93,22 @@ async function processesOf(sb) {
 
 /**
  * The paths at which the host may show what a sandbox has at `inside`: the source of the
- * bind bubblewrap's command line names for it, and (for a user other than the sandbox's
- * own, who can reach a process of the sandbox through /proc only if it may trace it) the
- * same places through the sandbox processes' /proc entries.
+ * bind bubblewrap's command line names for it, and the same places through the sandbox
+ * processes' /proc entries.
  */
-function hostPathsOf({ sleep, bwrap }, inside, { viaProc }) {
+function hostPathsOf({ sleep, bwrap }, inside) {
   const paths = []
   for (const pid of bwrap) {
     const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')
     for (let i = 0; i + 2 < args.length; i++) {
       if (/^--(ro-)?bind(-try)?$/.test(args[i]) && args[i + 2] === inside) {
         paths.push(args[i + 1])
-        if (viaProc) paths.push(`/proc/${pid}/root${args[i + 1]}`)
+        paths.push(`/proc/${pid}/root${args[i + 1]}`)
       }
     }
-    if (viaProc) paths.push(`/proc/${pid}/root/dev/shm/slot${inside}`)
+    paths.push(`/proc/${pid}/root/dev/shm/slot${inside}`)
   }
-  if (viaProc) paths.push(`/proc/${sleep}/root${inside}`)
+  paths.push(`/proc/${sleep}/root${inside}`)
   return paths
 }
 
@@ -155,9 +156,7 @@ async function attackTmp(sb, warmPool, { tmpRoot, owner }) {
   const other = sandbox({ nativeSandbox: { warmPool } })
   await other.start()
   const before = { tenant: contents(dir), root: fs.readdirSync(tmpRoot).sort() }
-  // Processes of the user that commands run as (65534 on a root host) are not asked
-  // through /proc: that user is the sandbox's own there.
-  const paths = (uid) => [dir, tmpRoot, ...hostPathsOf(running, '/tmp', { viaProc: uid === 1000 })]
+  const paths = () => [dir, tmpRoot, ...hostPathsOf(running, '/tmp')]
   const printed = await attackFromEverywhere(other, paths, 'tenant.txt')
   expect(printed).not.toContain(secret)
   expect(printed).not.toContain('tenant-dir')
@@ -209,10 +208,42 @@ describe.skipIf(!available)("isolation: a sandbox's /tmp is reached by the sandb
     for (const warmPool of [2, 0]) {
       it(`warmPool ${warmPool}: another host user or tenant neither reads nor changes it; it is the sandbox user's, in a 0700 directory of root`, async () => {
         const tmpRoot = path.join(merged, `native-workspace-tmp-${process.getuid()}`)
-        await attackTmp(sandbox({ nativeSandbox: { warmPool } }), warmPool, { tmpRoot, owner: 65534 })
+        await attackTmp(sandbox({ nativeSandbox: { warmPool } }), warmPool, { tmpRoot, owner: SANDBOX_HOST_UID })
       }, 120_000)
     }
   })
+})
+
+describe.skipIf(!available || !isRoot)("isolation: another user of a root host neither signals, traces nor enters a sandbox's processes", () => {
+  for (const warmPool of [2, 0]) {
+    it(`warmPool ${warmPool}: SIGSTOP, /proc/<pid>/environ, root, cwd and fd of the command and its bubblewrap are refused to uids 1000 and 65534`, async () => {
+      const secret = `env-secret-${uniqueMarker()}`
+      const sb = sandbox({ env: { API_KEY: secret }, nativeSandbox: { warmPool } })
+      await sh(sb, `echo ${secret} > /tmp/tenant.txt`)
+      expectStartedAs(sb, warmPool)
+      const running = await processesOf(sb)
+      const targets = [running.sleep, ...running.bwrap]
+      const probe = `for p in "$@"; do kill -STOP $p; cat /proc/$p/environ; ls /proc/$p/root/tmp /proc/$p/cwd /proc/$p/fd; cat /proc/$p/root/tmp/tenant.txt; echo planted > /proc/$p/root/tmp/planted; done 2>&1`
+      let printed = ''
+      for (const uid of ATTACKERS) {
+        const run = spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'sh', '-c', probe, 'probe', ...targets.map(String)], {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH },
+          timeout: 30_000,
+        })
+        expect(run.error).toBeUndefined()
+        printed += run.stdout
+      }
+      expect(printed).not.toContain(secret)
+      // No listing named the tenant's file (only refusals did, by the path asked for).
+      expect(printed).not.toMatch(/^tenant\.txt$/m)
+      // Nothing stopped: the command still runs, and the sandbox still answers.
+      expect(fs.readFileSync(`/proc/${running.sleep}/stat`, 'latin1').split(') ')[1][0]).not.toBe('T')
+      const tmp = (await sh(sb, 'ls -A /tmp')).stdout.split('\n')
+      expect(tmp).toContain('tenant.txt')
+      expect(tmp).not.toContain('planted')
+    }, 60_000)
+  }
 })
 
 describeS3("isolation: a bucket mounted into a sandbox is reached by the sandbox and its host user only", () => {
@@ -255,7 +286,7 @@ describeS3("isolation: a bucket mounted into a sandbox is reached by the sandbox
         const running = await processesOf(sb)
         const before = await objects(bucket)
         const other = sandbox({ nativeSandbox: { warmPool } })
-        const paths = (uid) => [mountPoint, path.dirname(mountPoint), ...hostPathsOf(running, '/data', { viaProc: uid === 1000 })]
+        const paths = () => [mountPoint, path.dirname(mountPoint), ...hostPathsOf(running, '/data')]
         const printed = await attackFromEverywhere(other, paths, 'tenant.txt')
         expect(printed).not.toContain(secret)
         expect(printed).not.toContain('tenant-dir')

@@ -8,7 +8,7 @@ import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { Workspace as MastraWorkspace } from '@mastra/core/workspace'
 import { LocalFilesystem, MountError, Workspace, isIsolationAvailable } from '../lib/index.mjs'
-import { LIB_CJS, startNode, uniqueMarker, useIsolatedSandboxes, waitFor, withDeadline } from './helpers.mjs'
+import { LIB_CJS, SANDBOX_HOST_UID, startNode, uniqueMarker, useIsolatedSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -21,7 +21,7 @@ function dataDir() {
   const dir = fresh('data')
   fs.mkdirSync(dir)
   fs.writeFileSync(path.join(dir, 'report.txt'), 'quarterly numbers\n')
-  if (isRoot) fs.chownSync(dir, 65534, 65534)
+  if (isRoot) fs.chownSync(dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
   return dir
 }
 /** The host directories that hold the /tmp of this process's sandboxes. */

@@ -18,11 +18,11 @@ import {
   isIsolationAvailable,
 } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, POOL_BY_DEFAULT, fdCount, steady, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
+import { LIB_CJS, POOL_BY_DEFAULT, SANDBOX_HOST_UID, fdCount, steady, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
-const SANDBOX_UID = 65534
+const SANDBOX_INSIDE_UID = 65534
 
 // Workspaces need not be world-traversable as `top` is (see below).
 const { top, fresh, sandbox } = useIsolatedSandboxes('nw-start-')
@@ -239,7 +239,7 @@ describe.skipIf(!available)('isolation start: the workspace is shared with the h
     expect(fs.readFileSync(notes, 'utf8')).toBe('ONE\nmore\n')
     // Inside, the host user's files are the sandbox user's own.
     const [, , inside] = r.stdout.trim().split(/\s+/)
-    expect(Number(inside)).toBe(isRoot ? SANDBOX_UID : process.getuid())
+    expect(Number(inside)).toBe(isRoot ? SANDBOX_INSIDE_UID : process.getuid())
     for (const made of ['notes.txt', 'made', 'made/deeper', 'made/deeper/file']) {
       const { uid, gid } = fs.statSync(path.join(dir, made))
       expect({ made, uid, gid }).toEqual({ made, uid: process.getuid(), gid: process.getgid() })
@@ -452,7 +452,7 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
     expect(sb.status).toBe('error')
     expect(leftovers(link)).toEqual([])
     fs.mkdirSync(target)
-    if (isRoot) fs.chownSync(target, SANDBOX_UID, SANDBOX_UID)
+    if (isRoot) fs.chownSync(target, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
     await sb.start()
     expect(sb.status).toBe('running')
     expect(sb.error).toBeUndefined()

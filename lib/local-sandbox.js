@@ -24,7 +24,7 @@ const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 /** The host uid (and gid) of an isolated sandbox's commands on a root host (the core's SANDBOX_UID). */
-const SANDBOX_UID = 65534
+const SANDBOX_UID = 2147483646
 
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')

@@ -201,8 +201,14 @@ fn is_executable(path: &Path) -> bool {
 
 /// Where the keeper binary appears inside a bubblewrap sandbox.
 pub const KEEPER_INSIDE: &str = "/.native-workspace-keeper";
-/// The unprivileged user a root host runs its sandboxes as (`nobody`).
-pub const SANDBOX_UID: u32 = 65534;
+/// The kernel uid (and gid) a root host runs its sandboxes as. No account of the host has
+/// it — `nobody` (65534) would let every daemon running as `nobody` signal, trace and enter
+/// the sandbox's processes, and read its files through `/proc/<pid>/root` — so only root
+/// reaches them. Inside, the sandbox shows it as [`SANDBOX_INSIDE_UID`].
+pub const SANDBOX_UID: u32 = 2_147_483_646;
+/// The uid (and gid) a root host's sandbox sees as its own: `nobody`, as the allowlisted
+/// `/etc/passwd` names it.
+pub const SANDBOX_INSIDE_UID: u32 = 65534;
 /// Size of the sandbox's private `/tmp`.
 pub const DEFAULT_TMP_BYTES: u64 = 256 << 20;
 
@@ -669,6 +675,15 @@ impl SandboxPolicy {
     .to_vec();
     if self.allow_network {
       args.push("--share-net".into());
+    }
+    if host_is_root() {
+      let inside = SANDBOX_INSIDE_UID.to_string();
+      args.extend([
+        "--uid".into(),
+        inside.clone().into(),
+        "--gid".into(),
+        inside.into(),
+      ]);
     }
     // A new session (no terminal injection), gone with its parent, no capabilities, no host env.
     args.extend(

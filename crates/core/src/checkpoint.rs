@@ -274,11 +274,11 @@ fn capture(
   let allowance = Allowance::new(budget, directory);
   let (temporary, fresh) = make_temporary(&parent, name)?;
   let target = cstring(name.as_bytes());
-  let copied = own_plainly(&fresh).and_then(|()| match is_root() {
+  let copied = match is_root() {
     true => copy_tree(&source, &fresh, Owners::Kept, &allowance)
       .and_then(|_| record_owner(&source, &fresh)),
     false => copy_tree(&source, &fresh, Owners::Own, &allowance).map(drop),
-  });
+  };
   if let Err(e) = copied {
     remove_entry(&parent, &temporary);
     return Err(e);
@@ -504,15 +504,6 @@ fn seed_owners(checkpoint: &OwnedFd, destination: &OwnedFd) -> io::Result<Owners
   })
 }
 
-/// Makes the directory `tree` this process's and not set-group-ID, as a set-group-ID
-/// checkpoints directory would not have it: so is then everything made in it.
-fn own_plainly(tree: &OwnedFd) -> io::Result<()> {
-  let (uid, gid) = this_process();
-  // SAFETY: fchown and fchmod of a descriptor we hold.
-  check(unsafe { libc::fchown(tree.as_raw_fd(), uid, gid) })?;
-  check(unsafe { libc::fchmod(tree.as_raw_fd(), 0o700) })
-}
-
 /// Records on `tree`, a capture made by root, the owner of the working directory `source`
 /// if it is not the tree's own.
 fn record_owner(source: &OwnedFd, tree: &OwnedFd) -> io::Result<()> {
@@ -734,7 +725,8 @@ pub fn copy_tree(
       stats: CopyStats::default(),
       failure: &failure,
       batch: Vec::with_capacity(BATCH_FILES),
-      made_as: this_process(),
+      // Below a set-group-ID destination, what is made takes its group.
+      made_as: (into.st_mode & libc::S_ISGID == 0).then(this_process),
     };
     // Without a thread to copy (none could be made), the walk copies each batch itself.
     let walked = walk.run(source, destination, |batch: Vec<Job>| {
@@ -861,8 +853,8 @@ struct Walk<'a> {
   failure: &'a Failure,
   /// Files opened and made, to hand over together.
   batch: Vec<Job>,
-  /// Whose what this process makes is.
-  made_as: (u32, u32),
+  /// Whose what this process makes in the destination is, if that is known.
+  made_as: Option<(u32, u32)>,
 }
 
 impl Walk<'_> {
@@ -938,10 +930,8 @@ impl Walk<'_> {
   fn owner(&self, st: &libc::stat) -> Option<Option<(u32, u32)>> {
     match self.owners.give(st.st_uid, st.st_gid) {
       Given::AsMade => Some(None),
-      // What a capture makes is this process's (no directory of its tree is set-group-ID).
-      Given::Chown(uid, gid) if self.owners == Owners::Kept && (uid, gid) == self.made_as => {
-        Some(None)
-      }
+      // Made so already.
+      Given::Chown(uid, gid) if Some((uid, gid)) == self.made_as => Some(None),
       Given::Chown(uid, gid) => Some(Some((uid, gid))),
       Given::LeftOut => None,
     }
@@ -2318,6 +2308,11 @@ mod tests {
     mode("secret", 0o600);
     mode("private", 0o700);
     mode("theirs", 0o640);
+    // A set-group-ID checkpoints directory gives nothing its group.
+    let store = top.join(".checkpoints");
+    std::fs::create_dir(&store).unwrap();
+    std::os::unix::fs::chown(&store, Some(0), Some(50)).unwrap();
+    std::fs::set_permissions(&store, PermissionsExt::from_mode(0o2755)).unwrap();
     let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
     assert!(checkpoints.capture(&work).unwrap());
     let owners = |dir: &Path| {

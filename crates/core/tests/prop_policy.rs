@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use native_workspace_core::isolation::{BindSources, SandboxPolicy};
+use native_workspace_core::isolation::{self, BindSources, SandboxPolicy};
 use native_workspace_core::protect::{Protected, Protection, check_relative};
 use native_workspace_core::seccomp::program;
 use proptest::prelude::*;
@@ -18,7 +18,8 @@ fn arity(option: &str) -> Option<usize> {
   Some(match option {
     "--unshare-all" | "--unshare-user" | "--disable-userns" | "--as-pid-1" | "--share-net"
     | "--new-session" | "--die-with-parent" | "--clearenv" => 0,
-    "--cap-drop" | "--size" | "--tmpfs" | "--proc" | "--dev" | "--remount-ro" | "--chdir" => 1,
+    "--cap-drop" | "--size" | "--tmpfs" | "--proc" | "--dev" | "--remount-ro" | "--chdir"
+    | "--uid" | "--gid" => 1,
     "--ro-bind-try" | "--ro-bind" | "--bind" | "--symlink" => 2,
     _ => return None,
   })
@@ -112,6 +113,11 @@ proptest! {
       prop_assert!(has(flag, &[]), "{} missing", flag);
     }
     prop_assert!(has("--cap-drop", &["ALL".as_ref()]));
+    // A root host's sandbox sees its own kernel uid as nobody's; another host's keeps its own.
+    let inside = isolation::SANDBOX_INSIDE_UID.to_string();
+    for flag in ["--uid", "--gid"] {
+      prop_assert_eq!(has(flag, &[inside.as_ref()]), isolation::host_is_root());
+    }
     prop_assert_eq!(has("--share-net", &[]), policy.allow_network);
     prop_assert!(has("--size", &[policy.tmp_bytes.to_string().as_ref()]));
     prop_assert!(has("--ro-bind", &["/keeper".as_ref(), "/.native-workspace-keeper".as_ref()]));

@@ -241,6 +241,12 @@ async fn an_ended_command_lets_go_of_its_sinks_but_not_of_a_later_consumer() {
     *sink.0.lock().unwrap(),
     ("out\n".to_owned(), "err\n".to_owned())
   );
+  // The reader that delivered the last bytes lets go of its sink as it ends, which may be
+  // just after `wait()` returned.
+  let deadline = Instant::now() + Duration::from_secs(5);
+  while Arc::strong_count(&sink) > 1 && Instant::now() < deadline {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+  }
   assert_eq!(
     Arc::strong_count(&sink),
     1,

@@ -15,7 +15,9 @@ function missing() {
 
 /** Why the S3 suites are skipped, or null when they run. */
 export const s3SkipReason = missing()
-if (s3SkipReason && process.env.CI === 'true') throw new Error(`The object storage suites cannot run: ${s3SkipReason}`)
+// CI insists on them in its root run; the isolation suite's run as another user may not
+// reach a moto_server installed for root, and skips them with the reason.
+if (s3SkipReason && process.env.CI === 'true' && process.getuid() === 0) throw new Error(`The object storage suites cannot run: ${s3SkipReason}`)
 
 /** A `describe` that runs when moto and s3fs are here, and is skipped with the reason otherwise. */
 export function describeS3(name, fn) {

@@ -26,6 +26,8 @@ export const ISOLATION_FILES = [
   '__test__/warm-pool-isolated.test.mjs',
   // Links and nesting on the way to what a sandbox shows of its tenant.
   '__test__/isolation-links.test.mjs',
+  // A command against the processes that supervise it, and the host's deadlines.
+  '__test__/supervisor-attacks.test.mjs',
 ]
 
 /**

@@ -27,6 +27,7 @@ use crate::sync::Lock;
 use crate::timings::Laps;
 
 pub mod socket;
+pub mod tree;
 pub mod wire;
 pub mod zygote;
 

@@ -821,7 +821,7 @@ fn run_init(signals: &SignalFd, listener: Option<RawFd>, mut connections: Vec<Co
       let connection = connections.remove(i);
       // Each supervisor kills its tree and exits; the SIGCHLD reaps it.
       for supervisor in &connection.supervisors {
-        kill(supervisor.pid, libc::SIGUSR1);
+        end_supervisor(supervisor.pid);
         if let Some(events) = supervisor.events {
           close(events);
         }
@@ -980,10 +980,17 @@ fn shutdown(connections: &[Connection]) -> ! {
     .flat_map(|c| c.supervisor_pids().chain(c.live_spare()))
     .collect();
   for &pid in &supervisors {
-    kill(pid, libc::SIGUSR1);
+    end_supervisor(pid);
   }
   kill_tree_until_empty(&supervisors);
   std::process::exit(0);
+}
+
+/// Asks a supervisor to kill its tree and exit; one stopped from outside is let go on to
+/// do so.
+fn end_supervisor(pid: libc::pid_t) {
+  kill(pid, libc::SIGUSR1);
+  kill(pid, libc::SIGCONT);
 }
 
 struct Request {
@@ -1501,7 +1508,7 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   } else {
     launch.supervisor
   };
-  tell_started(request.fds[0], name);
+  tell_started(request.fds[0], name, launch.supervisor);
   // SAFETY: system calls on this child's own descriptors, signals and process.
   unsafe {
     match request.fds.get(3).copied() {
@@ -1543,20 +1550,19 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   }
 }
 
-/// Writes `P<pid>\n` on `ctl` without allocating (a child sharing its parent's memory).
-fn tell_started(ctl: RawFd, pid: libc::pid_t) {
-  let mut line = [0u8; 16];
+/// Writes `P<pid>\n` on `ctl` without allocating (a child sharing its parent's memory), or
+/// `P<pid> <supervisor>\n` where the command's name is not its supervisor's pid: the host
+/// reaches the supervisor itself should it stop answering.
+fn tell_started(ctl: RawFd, pid: libc::pid_t, supervisor: libc::pid_t) {
+  let mut line = [0u8; 32];
   let mut at = line.len() - 1;
   line[at] = b'\n';
-  let mut rest = pid.unsigned_abs();
-  loop {
+  if pid != supervisor {
+    at = prepend_number(&mut line, at, supervisor.unsigned_abs());
     at -= 1;
-    line[at] = b'0' + (rest % 10) as u8;
-    rest /= 10;
-    if rest == 0 {
-      break;
-    }
+    line[at] = b' ';
   }
+  at = prepend_number(&mut line, at, pid.unsigned_abs());
   at -= 1;
   line[at] = b'P';
   // SAFETY: sending from a local buffer; a closed peer is not fatal.
@@ -1568,6 +1574,18 @@ fn tell_started(ctl: RawFd, pid: libc::pid_t) {
       libc::MSG_NOSIGNAL,
     )
   };
+}
+
+/// Writes `number` in decimal just before `line[at]`; returns where it begins.
+fn prepend_number(line: &mut [u8], mut at: usize, mut number: u32) -> usize {
+  loop {
+    at -= 1;
+    line[at] = b'0' + (number % 10) as u8;
+    number /= 10;
+    if number == 0 {
+      return at;
+    }
+  }
 }
 
 /// Reaps every exited child; returns each one's pid and wait status.

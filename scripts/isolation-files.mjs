@@ -32,6 +32,8 @@ export const ISOLATION_FILES = [
   '__test__/isolation-host-users.test.mjs',
   // A stop racing the commands issued before it, isolated and not, with the pool and without.
   '__test__/stop-race.test.mjs',
+  // A command against the processes that supervise it, and the host's deadlines.
+  '__test__/supervisor-attacks.test.mjs',
 ]
 
 /**

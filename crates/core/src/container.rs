@@ -21,6 +21,12 @@ pub trait ContainerHost: Send + Sync {
   fn connect(&self) -> HostFuture<'_, Init>;
   /// Stops the container: every process in it ends.
   fn stop(&self) -> HostFuture<'_, ()>;
+  /// Ends every process in the container at once, whatever state its init is in (one of
+  /// its commands' supervisors stopped answering). Stopping it, unless the host can do
+  /// better.
+  fn kill(&self) -> HostFuture<'_, ()> {
+    self.stop()
+  }
   /// Removes the container and what it alone used.
   fn destroy(&self) -> HostFuture<'_, ()>;
   /// The host port a container TCP port is published on while the container runs; `None`

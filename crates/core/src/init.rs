@@ -26,9 +26,13 @@ use crate::slot::{SlotLaunch, SlotNamespaces, slot_root};
 use crate::sync::Lock;
 use crate::timings::Laps;
 
+pub mod outside;
 pub mod socket;
+pub mod tree;
 pub mod wire;
 pub mod zygote;
+
+pub use outside::Outside;
 
 /// How long an init may take to exit once its socket is closed.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -65,8 +69,11 @@ const START_MESSAGE_BYTES: usize = 4096;
 pub struct Init {
   link: Link,
   /// The init this process started; `None` for one reached through its socket (a
-  /// container's), or once shut down.
-  child: Mutex<Option<InitProcess>>,
+  /// container's), or once shut down. Shared with [`Outside`], which ends commands'
+  /// trees from outside while it is not reaped.
+  child: Arc<Mutex<Option<InitProcess>>>,
+  /// What ends a command's tree from outside the sandbox (see [`Outside`]).
+  outside: Outside,
   /// Reached through its socket: alive while the socket is open and not shut down.
   connected: Option<std::sync::atomic::AtomicBool>,
   kills: Arc<LimitKills>,
@@ -96,11 +103,7 @@ enum Link {
 impl Drop for Init {
   fn drop(&mut self) {
     self.closed.send_replace(true);
-    let child = self
-      .child
-      .get_mut()
-      .unwrap_or_else(|e| e.into_inner())
-      .take();
+    let child = self.child.locked().take();
     if let Some(child) = child {
       if let Link::Socket(socket) = &self.link {
         let _ = socket.locked().shutdown(std::net::Shutdown::Both);
@@ -272,9 +275,12 @@ impl Starting {
         },
       });
     }
+    let confined = !matches!(confinement, Confinement::None);
+    let child = Arc::new(Mutex::new(Some(child)));
     Ok(Init {
       link: Link::Socket(Mutex::new(socket)),
-      child: Mutex::new(Some(child)),
+      outside: Outside::process(&child, confined),
+      child,
       connected: None,
       kills,
       runtime: tokio::runtime::Handle::current(),
@@ -542,7 +548,8 @@ impl Init {
   pub fn attach(stream: UnixStream) -> Init {
     Init {
       link: Link::Socket(Mutex::new(stream)),
-      child: Mutex::new(None),
+      child: Arc::new(Mutex::new(None)),
+      outside: Outside::unreachable(),
       connected: Some(std::sync::atomic::AtomicBool::new(true)),
       kills: Arc::new(LimitKills::new(None)),
       runtime: tokio::runtime::Handle::current(),
@@ -571,7 +578,8 @@ impl Init {
       })?;
     Ok(Init {
       link: Link::Mux(link),
-      child: Mutex::new(None),
+      child: Arc::new(Mutex::new(None)),
+      outside: Outside::unreachable(),
       connected: Some(std::sync::atomic::AtomicBool::new(true)),
       kills: Arc::new(LimitKills::new(None)),
       runtime: tokio::runtime::Handle::current(),
@@ -580,6 +588,18 @@ impl Init {
       tenant: Mutex::new(None),
       closed: tokio::sync::watch::Sender::new(false),
     })
+  }
+
+  /// The init of `container`, whose engine ends its commands' trees from outside when
+  /// their supervisors do not.
+  pub fn in_container(mut self, container: Arc<dyn crate::container::ContainerHost>) -> Init {
+    self.outside = Outside::container(container);
+    self
+  }
+
+  /// What ends this init's commands' trees from outside the sandbox.
+  pub fn outside(&self) -> &Outside {
+    &self.outside
   }
 
   /// Kills made by the sandbox's limits (and its cgroup, when they need one).

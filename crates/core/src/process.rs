@@ -17,13 +17,18 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::abort::AbortToken;
 use crate::error::{CoreError, GaveUp, Result};
-use crate::init::{Init, LaunchRequest, Launched};
+use crate::init::{Init, LaunchRequest, Launched, Outside};
 use crate::limits::LimitKills;
 use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
 use crate::sync::Lock;
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
 pub const KILL_GRACE: Duration = Duration::from_millis(1000);
+/// How long a supervisor told to kill its command's tree has to report the end, before the
+/// host ends the tree itself from outside the sandbox (see [`Outside`]); and then how long
+/// the host still waits for the end before it stops waiting. A supervisor does it in
+/// milliseconds: one that has not is stopped, or held where it cannot act.
+const SUPERVISOR_GRACE: Duration = Duration::from_millis(1000);
 /// How long output may keep arriving after the keeper has exited. The keeper kills every
 /// writer before it exits, so this only bounds the case where the keeper itself was killed.
 const DRAIN_DEADLINE: Duration = Duration::from_millis(500);
@@ -265,8 +270,8 @@ impl Process {
         return Err(CoreError::NotStarted { cwd: request.cwd, why });
       }
     };
-    let pid = match message {
-      Some(Message::Started(pid)) => pid,
+    let (pid, supervisor) = match message {
+      Some(Message::Started(pid, supervisor)) => (pid, supervisor.unwrap_or(pid)),
       Some(Message::CwdUnusable(errno)) => {
         return Err(cwd_error(
           &request.cwd,
@@ -342,6 +347,10 @@ impl Process {
         control_write,
         line,
         pid,
+        supervisor,
+        outside: init.outside().clone(),
+        rescue_at: None,
+        given_up_at: None,
         command: request.command,
         started,
         timeout: request.timeout,
@@ -760,6 +769,14 @@ struct DriveState {
   /// A message line read in part (reading is cancelled by the other events).
   line: Vec<u8>,
   pid: u32,
+  /// The command's supervisor, as its init's pid namespace names it.
+  supervisor: u32,
+  /// What ends the tree should the supervisor not.
+  outside: Outside,
+  /// Once the supervisor was told to kill the tree: when the host ends it itself, unless
+  /// the supervisor has reported its end by then; and then when it stops waiting.
+  rescue_at: Option<tokio::time::Instant>,
+  given_up_at: Option<tokio::time::Instant>,
   command: String,
   started: Instant,
   timeout: Option<Duration>,
@@ -782,16 +799,21 @@ struct DriveState {
 }
 
 impl DriveState {
-  /// Passes a control byte to the supervisor.
+  /// Passes a control byte to the supervisor. A kill has a deadline (see
+  /// [`SUPERVISOR_GRACE`]).
   fn tell(&mut self, byte: &'static [u8]) {
     self.stopping = true;
+    if byte == b"K" && self.rescue_at.is_none() && self.given_up_at.is_none() {
+      self.rescue_at = Some(tokio::time::Instant::now() + SUPERVISOR_GRACE);
+    }
     // The supervisor may already be gone; its exit report is then on its way.
     let _ = self.control_write.try_write(byte);
   }
 }
 
 enum Message {
-  Started(u32),
+  /// The command's pid, and its supervisor's where that is another.
+  Started(u32, Option<u32>),
   Exited(i32),
   /// The init could not start a supervisor, and says why.
   Refused(String),
@@ -817,7 +839,16 @@ async fn read_message(
     line.clear();
     let (kind, value) = text.split_at_checked(1)?;
     match kind {
-      "P" => return value.parse().ok().map(Message::Started),
+      "P" => {
+        let (pid, supervisor) = match value.split_once(' ') {
+          Some((pid, supervisor)) => (pid, supervisor.parse().ok()),
+          None => (value, None),
+        };
+        return pid
+          .parse()
+          .ok()
+          .map(|pid| Message::Started(pid, supervisor));
+      }
       "X" => return value.parse().ok().map(Message::Exited),
       "E" => return Some(Message::Refused(value.to_owned())),
       "D" => return value.parse().ok().map(Message::CwdUnusable),
@@ -858,9 +889,20 @@ async fn supervise(s: &mut DriveState) -> Ended {
         Some(Message::Exited(status)) => return Ended::Tree(Some(status)),
         Some(Message::LeftRunning(pid, argv)) => left.push((pid, argv)),
         Some(Message::Left(status)) => return Ended::Leftovers(status, left),
-        Some(Message::Started(_) | Message::Refused(_) | Message::CwdUnusable(_)) => {}
+        Some(Message::Started(..) | Message::Refused(_) | Message::CwdUnusable(_)) => {}
         None => return Ended::Tree(None),
       },
+      _ = tokio::time::sleep_until(s.rescue_at.unwrap_or(s.started.into())), if s.rescue_at.is_some() => {
+        s.rescue_at = None;
+        tracing::warn!(pid = s.pid, "a command's supervisor did not end its tree in time; ending it from outside");
+        s.outside.end_tree(s.supervisor).await;
+        s.given_up_at = Some(tokio::time::Instant::now() + SUPERVISOR_GRACE);
+      }
+      // Ended from outside, the supervisor with it: its end was due by now.
+      _ = tokio::time::sleep_until(s.given_up_at.unwrap_or(s.started.into())), if s.given_up_at.is_some() => {
+        tracing::warn!(pid = s.pid, "a command's tree did not report its end; no longer waiting for it");
+        return Ended::Tree(None);
+      }
       _ = tokio::time::sleep_until(timeout_at.unwrap_or(s.started.into())), if timeout_at.is_some() && !s.timed_out => {
         s.timed_out = true;
         s.tell(b"T");

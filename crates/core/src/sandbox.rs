@@ -1279,7 +1279,7 @@ impl Sandbox {
       self.shutdown_init().await;
       laps.lap("previous init ended");
       // A container's init outlives a connection: reaching it again is enough.
-      let init = Arc::new(container.connect().await?);
+      let init = Arc::new(container.connect().await?.in_container(container.clone()));
       self.serve_egress(&init).await?;
       self.install_init(&init).await?;
       return Ok(init);

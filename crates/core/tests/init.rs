@@ -159,7 +159,7 @@ async fn run_to_end(init: &Init, command: &str, supervisor_may_stay: bool) -> (u
   let lines = control_lines(&mut launch_with(init, command, supervisor_may_stay)).await;
   let pid = lines
     .strip_prefix('P')
-    .and_then(|rest| rest.split('\n').next())
+    .and_then(|rest| rest.split(['\n', ' ']).next())
     .and_then(|pid| pid.parse().ok())
     .unwrap_or_else(|| panic!("no pid first: {lines:?}"));
   (pid, lines)

@@ -928,6 +928,23 @@ impl DockerHost {
     .await
   }
 
+  /// Kills the container's processes at once (SIGKILL of its PID 1, which takes the rest).
+  async fn kill_now(&self) -> Result<()> {
+    let Some(started) = self.started.locked().clone() else {
+      return Ok(());
+    };
+    let docker = self.docker().await?;
+    // 404: removed; 409: not running. Either way nothing runs in it.
+    let killed = docker.kill_container(&started.id, None);
+    call_unless_done(
+      &self.connection,
+      "killing the container",
+      |status, _| matches!(status, 404 | 409),
+      killed,
+    )
+    .await
+  }
+
   /// Removes the container this sandbox started or found. One that never got that far
   /// has nothing of its own to remove (and needs no engine to say so).
   async fn destroy_now(&self) -> Result<()> {
@@ -1159,6 +1176,10 @@ impl ContainerHost for DockerHost {
 
   fn stop(&self) -> HostFuture<'_, ()> {
     Box::pin(self.stop_now())
+  }
+
+  fn kill(&self) -> HostFuture<'_, ()> {
+    Box::pin(self.kill_now())
   }
 
   fn destroy(&self) -> HostFuture<'_, ()> {

@@ -30,6 +30,17 @@
 //! Signalling the supervisor works as well: SIGTERM/SIGINT/SIGHUP terminate the tree,
 //! SIGUSR1 kills it.
 //!
+//! Commands cannot reach what supervises them. The keeper, in every mode, is not dumpable:
+//! a command (which gets dumpable back with its exec) cannot trace it nor read its
+//! descriptors, environment or memory through `/proc`, unless it may trace any process
+//! (root, unconfined). A confined command (no_new_privs set, as by bubblewrap or Docker's
+//! `no-new-privileges`) runs under a seccomp filter of its supervisor's: it cannot signal,
+//! slow, pin, limit or read its supervisor, the init (nor their process group, which it
+//! cannot join either), the host that started the init, a `--mux` serving the init's
+//! connection, nor every process at once (see `seccomp::guardian_program`). An unconfined
+//! one runs as the host's user, with what that user may do to the host's processes: the
+//! host's deadlines end what a supervisor it stopped no longer can.
+//!
 //! When the host's end of the request socket closes, the init kills every supervisor's tree
 //! and exits. The init is a subreaper too: a process orphaned by a supervisor that was
 //! killed from outside lands here and is killed.
@@ -67,8 +78,9 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
 
-use native_workspace_core::init::{BRIEF_SPARE_ARG, SPARE_ARG, socket, wire, zygote};
-use native_workspace_core::vfork;
+use native_workspace_core::init::tree::children_of;
+use native_workspace_core::init::{BRIEF_SPARE_ARG, SPARE_ARG, socket, tree, wire, zygote};
+use native_workspace_core::{seccomp, vfork};
 
 /// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;
@@ -89,7 +101,82 @@ fn ignored_signals() -> Vec<libc::c_int> {
     .collect()
 }
 
+/// Whether each command gets the guardian filter (see the header): set once, before any
+/// fork.
+static FILTER_COMMANDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What the guardian filter of a command names besides its supervisor (see
+/// [`set_guardians`]). Each supervisor has its copy from the fork that made it.
+static GUARDIANS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+/// The guardian filter of the commands of this supervisor (`me`), where commands get one;
+/// made once. The init never asks, so each supervisor forked from it makes its own.
+fn command_filter(me: libc::pid_t) -> Option<&'static [u8]> {
+  static FILTER: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+  FILTER
+    .get_or_init(|| {
+      FILTER_COMMANDS
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| {
+          let mut guardians = GUARDIANS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+          guardians.push(me);
+          seccomp::guardian_program(&guardians)
+        })
+    })
+    .as_deref()
+}
+
+/// Set once this supervisor runs under its commands' filter itself: they inherit it.
+static GUARDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Installs the commands' filter on this supervisor (`me`), once: a supervisor does it as
+/// it waits for a command (the spare, or one that stayed after a command), so that the
+/// commands it then starts inherit it at no cost. It never acts itself on what the filter
+/// names. Any other supervisor's command installs it itself, after its start is told (see
+/// `exec_command`). A kernel that refuses the filter leaves the commands as they would be
+/// without one: the host's deadlines still end what they stop.
+fn guard_commands(me: libc::pid_t) {
+  use std::sync::atomic::Ordering;
+  if let Some(filter) = command_filter(me)
+    && !GUARDED.load(Ordering::Relaxed)
+    && seccomp::install(filter).is_ok()
+  {
+    GUARDED.store(true, Ordering::Relaxed);
+  }
+}
+
+/// Whether commands are confined, so that their supervisors are theirs to guard: no_new_privs
+/// is set (by bubblewrap, or Docker's `no-new-privileges`), which a filter needs, and which
+/// setting here would change what commands may do (`sudo`). A command that runs without it
+/// (unisolated, as the host's user; in a privileged container) reaches the host as that
+/// user does, and only the host's deadlines keep it from holding its supervisor.
+fn commands_are_confined() -> bool {
+  // SAFETY: a process attribute query.
+  unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+}
+
+/// The guardians of this init's commands: itself and its process group, which its
+/// supervisors share; `host`, where the init is the host's child (it dies with the host, so
+/// the pid stays the host's); and `peers`, the processes of its connections it can see (a
+/// `--mux`). Only processes that outlive the supervisors that name them: a pid that came
+/// to one of the sandbox's processes would be out of its supervisor's reach.
+fn set_guardians(host: libc::pid_t, peers: impl Iterator<Item = libc::pid_t>) {
+  if !FILTER_COMMANDS.load(std::sync::atomic::Ordering::Relaxed) {
+    return;
+  }
+  // SAFETY: process queries with no preconditions.
+  let mut pids = unsafe { vec![libc::getpid(), libc::getpgrp(), host] };
+  pids.extend(peers);
+  pids.retain(|&pid| pid > 0);
+  pids.sort_unstable();
+  pids.dedup();
+  *GUARDIANS.lock().unwrap_or_else(|e| e.into_inner()) = pids;
+}
+
 fn main() {
+  // Before anything: nothing this process holds is for its commands to trace or read.
+  // SAFETY: process attribute syscall.
+  unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
   let args: Vec<String> = std::env::args().collect();
   let _ = IGNORED_SIGNALS.set(ignored_signals());
   if args.get(1).map(String::as_str) == Some("--mux") {
@@ -99,23 +186,24 @@ fn main() {
     };
     mux::run(address);
   }
+  FILTER_COMMANDS.store(
+    commands_are_confined(),
+    std::sync::atomic::Ordering::Relaxed,
+  );
   if let Some(mode @ ("--listen" | "--connect")) = args.get(1).map(String::as_str) {
     let Some(place) = args.get(2) else {
       eprintln!("native-workspace-keeper: {mode} needs an address");
       std::process::exit(2);
     };
-    // SAFETY: process attribute syscalls on this single-threaded process. Not dumpable: the
-    // container's processes, which may run as its user, can neither trace it nor read its
-    // memory or descriptors through /proc, where the key it will hold lives.
-    unsafe {
-      libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-      libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    // SAFETY: process attribute syscall on this single-threaded process. (Not dumpable
+    // since `main` began: the key it will hold is not for the container's processes.)
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     apply_limits(args.iter().skip(3).cloned());
     // Before anyone can connect: as PID 1 an unhandled SIGTERM would be ignored, and a
     // container stop would wait for its SIGKILL.
     let signals = SignalFd::new(&SIGNALS);
     close_fds_from(3, &[signals.fd]);
+    set_guardians(0, std::iter::empty());
     let entry = match mode {
       "--listen" => door::Entry::listen(place),
       _ => door::Entry::connect(place),
@@ -142,6 +230,7 @@ fn run_host_init(args: &[String]) -> ! {
   apply_limits(args.iter().skip(1).cloned());
   let signals = SignalFd::new(&SIGNALS);
   close_fds_from(3, &[signals.fd]);
+  set_guardians(host, std::iter::empty());
   write_all(REQUEST_FD, &[native_workspace_core::init::READY]);
   let mut connection = Connection::new(REQUEST_FD);
   // A pool's init waits for its first command for good; a sandbox's own, whose command
@@ -323,6 +412,9 @@ struct Connection {
   supervisors: Vec<Supervisor>,
   /// While set, the spare reads this socket, not the init (see [`Spare`]).
   spare: Option<Spare>,
+  /// The process at the other end where this init sees it (a container's `--mux`): a
+  /// guardian of the commands.
+  peer: Option<libc::pid_t>,
 }
 
 impl Connection {
@@ -331,6 +423,7 @@ impl Connection {
       fd,
       supervisors: Vec::new(),
       spare: None,
+      peer: None,
     }
   }
 
@@ -359,10 +452,11 @@ struct Supervisor {
 /// leaves to it: forked ahead of a sandbox's first request, so that its first command does
 /// not wait for the init to wake up and fork; or one whose command (of `executeCommand`,
 /// which the host forgets once ended) ended with nothing left running, and that stays for
-/// the next, so that commands in a row cost neither a fork nor an exit. It tells the init on
-/// `events` how it ended its wait: [`SPARE_TOOK`] (it supervises that command now; the init
-/// reads the requests after it), [`SPARE_EOF`] (the host closed the socket), [`SPARE_BAD`]
-/// (a bad request); or it ends without a word (killed, or idle for [`SPARE_IDLE`]).
+/// the next, so that commands in a row cost neither a fork nor an exit. A spare installs its
+/// commands' filter as it waits (see [`guard_commands`]). It tells the init on `events` how
+/// it ended its wait: [`SPARE_TOOK`] (it supervises that command now; the init reads the
+/// requests after it), [`SPARE_EOF`] (the host closed the socket), [`SPARE_BAD`] (a bad
+/// request); or it ends without a word (killed, or idle for [`SPARE_IDLE`]).
 #[derive(Clone, Copy)]
 struct Spare {
   pid: libc::pid_t,
@@ -512,6 +606,9 @@ fn await_request(
       libc::_exit(0);
     }
   }
+  // While it waits, rather than once its command has come.
+  // SAFETY: getpid has no preconditions.
+  guard_commands(unsafe { libc::getpid() });
   let say = |event: u8| write_pipe(tell, &[event]);
   let deadline = idle_limit.map(|idle| std::time::Instant::now() + idle);
   loop {
@@ -691,11 +788,12 @@ fn run_init(
     }
     ended.sort_unstable();
     ended.dedup();
+    let mut peers_changed = !ended.is_empty();
     for i in ended.into_iter().rev() {
       let connection = connections.remove(i);
       // Each supervisor kills its tree and exits; the SIGCHLD reaps it.
       for supervisor in &connection.supervisors {
-        kill(supervisor.pid, libc::SIGUSR1);
+        end_supervisor(supervisor.pid);
         if let Some(events) = supervisor.events {
           close(events);
         }
@@ -704,9 +802,37 @@ fn run_init(
     }
     if let Some(entry) = entry.as_mut() {
       let revents: Vec<libc::c_short> = fds[entry_from..].iter().map(|p| p.revents).collect();
-      connections.extend(entry.ready(&revents).into_iter().map(Connection::new));
+      for fd in entry.ready(&revents) {
+        let mut connection = Connection::new(fd);
+        // A proved peer inside the container (a `--mux`) is one of the commands' guardians.
+        connection.peer = peer_pid(fd).filter(|&pid| pid > 0);
+        connections.push(connection);
+        peers_changed = true;
+      }
+    }
+    if peers_changed && entry.is_some() {
+      set_guardians(0, connections.iter().filter_map(|c| c.peer));
     }
   }
+}
+
+/// The pid of the process at the other end of `socket`, as this init's pid namespace
+/// names it (0 for one outside it); None if the kernel does not say.
+fn peer_pid(socket: RawFd) -> Option<libc::pid_t> {
+  // SAFETY: ucred is plain data.
+  let mut cred: libc::ucred = unsafe { mem::zeroed() };
+  let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+  // SAFETY: SO_PEERCRED fills a ucred of the given size.
+  let got = unsafe {
+    libc::getsockopt(
+      socket,
+      libc::SOL_SOCKET,
+      libc::SO_PEERCRED,
+      (&mut cred as *mut libc::ucred).cast(),
+      &mut len,
+    )
+  };
+  (got == 0).then_some(cred.pid)
 }
 
 /// A request, once it begins, arrives whole within seconds: a client that stalls midway
@@ -787,10 +913,17 @@ fn shutdown(connections: &[Connection]) -> ! {
     .flat_map(|c| c.supervisor_pids().chain(c.live_spare()))
     .collect();
   for &pid in &supervisors {
-    kill(pid, libc::SIGUSR1);
+    end_supervisor(pid);
   }
   kill_tree_until_empty(&supervisors);
   std::process::exit(0);
+}
+
+/// Asks a supervisor to kill its tree and exit; one stopped from outside is let go on to
+/// do so.
+fn end_supervisor(pid: libc::pid_t) {
+  kill(pid, libc::SIGUSR1);
+  kill(pid, libc::SIGCONT);
 }
 
 struct Request {
@@ -1235,6 +1368,9 @@ struct Launch<'a> {
   argv: [*const libc::c_char; 4],
   envp: Vec<*const libc::c_char>,
   supervisor: libc::pid_t,
+  /// The commands' filter, for the child to install where its supervisor has not (see
+  /// [`guard_commands`]).
+  filter: Option<&'static [u8]>,
   /// Set by the child when `execve` failed.
   exec_errno: libc::c_int,
 }
@@ -1252,11 +1388,16 @@ fn spawn_command(request: &Request, supervisor: libc::pid_t) -> libc::pid_t {
   ];
   let mut envp: Vec<*const libc::c_char> = request.env.iter().map(|e| e.as_ptr()).collect();
   envp.push(ptr::null());
+  let filter = match GUARDED.load(std::sync::atomic::Ordering::Relaxed) {
+    true => None,
+    false => command_filter(supervisor),
+  };
   let mut launch = Launch {
     request,
     argv,
     envp,
     supervisor,
+    filter,
     exec_errno: 0,
   };
   let mut stack = vfork::ChildStack::new();
@@ -1300,7 +1441,7 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   } else {
     launch.supervisor
   };
-  tell_started(request.fds[0], name);
+  tell_started(request.fds[0], name, launch.supervisor);
   // SAFETY: system calls on this child's own descriptors, signals and process.
   unsafe {
     match request.fds.get(3).copied() {
@@ -1317,7 +1458,9 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
     for &sig in IGNORED_SIGNALS.get().map_or(&[][..], Vec::as_slice) {
       libc::signal(sig, libc::SIG_DFL);
     }
-    // Its own process group, so one kill(-pgid) reaches every ordinary descendant.
+    // Its own process group, so one kill(-pgid) reaches every ordinary descendant. (Not
+    // a session of its own: a session costs the scheduler a group of its own, at each
+    // command's start and end. The guardian filter keeps it out of its supervisor's group.)
     libc::setpgid(0, 0);
     // If the supervisor is SIGKILLed, the command must not outlive it.
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -1325,6 +1468,10 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
       let msg = b"native-workspace: cannot enter the working directory\n";
       libc::write(2, msg.as_ptr().cast(), msg.len());
       libc::_exit(126);
+    }
+    // After its start is told: the host goes on meanwhile.
+    if let Some(filter) = launch.filter {
+      let _ = seccomp::install(filter);
     }
     // Last: it started with every signal blocked (see `vfork::spawn`).
     let mut empty: libc::sigset_t = mem::zeroed();
@@ -1336,20 +1483,19 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   }
 }
 
-/// Writes `P<pid>\n` on `ctl` without allocating (a child sharing its parent's memory).
-fn tell_started(ctl: RawFd, pid: libc::pid_t) {
-  let mut line = [0u8; 16];
+/// Writes `P<pid>\n` on `ctl` without allocating (a child sharing its parent's memory), or
+/// `P<pid> <supervisor>\n` where the command's name is not its supervisor's pid: the host
+/// reaches the supervisor itself should it stop answering.
+fn tell_started(ctl: RawFd, pid: libc::pid_t, supervisor: libc::pid_t) {
+  let mut line = [0u8; 32];
   let mut at = line.len() - 1;
   line[at] = b'\n';
-  let mut rest = pid.unsigned_abs();
-  loop {
+  if pid != supervisor {
+    at = prepend_number(&mut line, at, supervisor.unsigned_abs());
     at -= 1;
-    line[at] = b'0' + (rest % 10) as u8;
-    rest /= 10;
-    if rest == 0 {
-      break;
-    }
+    line[at] = b' ';
   }
+  at = prepend_number(&mut line, at, pid.unsigned_abs());
   at -= 1;
   line[at] = b'P';
   // SAFETY: sending from a local buffer; a closed peer is not fatal.
@@ -1363,6 +1509,18 @@ fn tell_started(ctl: RawFd, pid: libc::pid_t) {
   };
 }
 
+/// Writes `number` in decimal just before `line[at]`; returns where it begins.
+fn prepend_number(line: &mut [u8], mut at: usize, mut number: u32) -> usize {
+  loop {
+    at -= 1;
+    line[at] = b'0' + (number % 10) as u8;
+    number /= 10;
+    if number == 0 {
+      return at;
+    }
+  }
+}
+
 /// Reaps every exited child; returns each one's pid and wait status.
 fn reap() -> Vec<(libc::pid_t, libc::c_int)> {
   let mut reaped = Vec::new();
@@ -1373,7 +1531,11 @@ fn reap() -> Vec<(libc::pid_t, libc::c_int)> {
     if pid <= 0 {
       return reaped;
     }
-    reaped.push((pid, status));
+    // A child that made its supervisor its tracer (`PTRACE_TRACEME`) reports its stops
+    // here: it has not ended, and stays stopped until the tree is killed.
+    if !libc::WIFSTOPPED(status) {
+      reaped.push((pid, status));
+    }
   }
 }
 
@@ -1414,15 +1576,10 @@ fn kill_tree_until_empty(spared: &[libc::pid_t]) {
 
 /// Every live descendant, parents before children.
 fn descendants() -> Vec<libc::pid_t> {
-  let mut found = Vec::new();
-  let mut frontier = vec![std::process::id() as libc::pid_t];
-  while let Some(pid) = frontier.pop() {
-    for child in children_of(pid) {
-      found.push(child);
-      frontier.push(child);
-    }
-  }
-  found
+  tree::descendants_of(std::process::id() as libc::pid_t)
+    .into_iter()
+    .map(|(_, pid)| pid)
+    .collect()
 }
 
 /// Whether this process has any child, exited or not (none reaped here).
@@ -1437,23 +1594,6 @@ fn has_children() -> bool {
       libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
     ) == 0
   }
-}
-
-fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
-  let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-    return Vec::new();
-  };
-  let mut out = Vec::new();
-  for task in tasks.flatten() {
-    if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-      out.extend(
-        list
-          .split_whitespace()
-          .filter_map(|p| p.parse::<libc::pid_t>().ok()),
-      );
-    }
-  }
-  out
 }
 
 // ---------------------------------------------------------------------------------------

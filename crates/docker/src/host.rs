@@ -215,6 +215,8 @@ impl DockerHost {
     }
   }
 
+  /// Creates the container and, for a remote engine, fills its keeper's volume meanwhile
+  /// (the container needs it only once it starts).
   async fn create_from(
     &self,
     docker: &Docker,
@@ -222,39 +224,47 @@ impl DockerHost {
     keeper: &KeeperPlace,
   ) -> Result<String> {
     self.create_volumes(docker).await?;
-    if let KeeperPlace::Remote { volume, .. } = keeper {
-      let labels = self.keeper_volume_labels();
-      remote::fill_keeper_volume(
+    let creating = async {
+      let options = CreateContainerOptionsBuilder::default()
+        .name(&self.spec.name)
+        .build();
+      let body = self.body(image, keeper);
+      let created = call(
         &self.connection,
-        docker,
-        image,
-        volume,
-        labels,
-        &self.spec.keeper,
+        "creating the container",
+        docker.create_container(Some(options), body),
       )
       .await?;
-    }
-    let options = CreateContainerOptionsBuilder::default()
-      .name(&self.spec.name)
-      .build();
-    let body = self.body(image, keeper);
-    let created = call(
-      &self.connection,
-      "creating the container",
-      docker.create_container(Some(options), body),
-    )
-    .await?;
-    let prepared = async {
-      if self.makes_working_dir() {
-        self.make_working_dir(docker, &created.id).await?;
+      let prepared = async {
+        if self.makes_working_dir() {
+          self.make_working_dir(docker, &created.id).await?;
+        }
+        Ok(())
+      };
+      if let Err(error) = prepared.await {
+        let _ = remove_container(&self.connection, docker, &created.id).await;
+        return Err(error);
       }
-      Ok(())
+      Ok(created.id)
     };
-    if let Err(error) = prepared.await {
-      let _ = remove_container(&self.connection, docker, &created.id).await;
-      return Err(error);
+    let filling = async {
+      match keeper {
+        KeeperPlace::Remote { volume, .. } => {
+          let labels = self.keeper_volume_labels();
+          let keeper = &self.spec.keeper;
+          remote::fill_keeper_volume(&self.connection, docker, image, volume, labels, keeper).await
+        }
+        KeeperPlace::Shared(_) => Ok(()),
+      }
+    };
+    match tokio::join!(creating, filling) {
+      (Ok(id), Ok(())) => Ok(id),
+      (Ok(id), Err(error)) => {
+        let _ = remove_container(&self.connection, docker, &id).await;
+        Err(error)
+      }
+      (Err(error), _) => Err(error),
     }
-    Ok(created.id)
   }
 
   /// The image a new container starts from: the checkpoint, else the seed checkpoint
@@ -532,13 +542,11 @@ impl DockerHost {
           KEEPER_LISTENS.to_owned(),
           address.clone(),
         ],
-        vec![Mount {
-          typ: Some(MountType::VOLUME),
-          source: Some(volume.clone()),
-          target: Some(SOCKET_DIR_INSIDE.to_owned()),
-          read_only: Some(true),
-          ..Default::default()
-        }],
+        vec![remote::keeper_volume_mount(
+          volume,
+          self.keeper_volume_labels(),
+          true,
+        )],
       ),
     }
   }

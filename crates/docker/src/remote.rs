@@ -21,7 +21,7 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
-  ContainerCreateBody, ExecConfig, HostConfig, Mount, MountType, VolumeCreateRequest,
+  ContainerCreateBody, ExecConfig, HostConfig, Mount, MountType, MountVolumeOptions,
 };
 use bollard::query_parameters::{RemoveVolumeOptions, UploadToContainerOptionsBuilder};
 use bytes::Bytes;
@@ -60,9 +60,29 @@ pub(crate) fn new_address() -> String {
   format!("@native-workspace-keeper-{name}")
 }
 
-/// Makes the named volume `volume` (labelled `labels`) and puts the keeper in it, through a
+/// The mount of the keeper's volume `volume` at [`SOCKET_DIR_INSIDE`]; the engine makes
+/// the volume, labelled `labels`, for whichever container that mounts it is made first.
+pub(crate) fn keeper_volume_mount(
+  volume: &str,
+  labels: HashMap<String, String>,
+  read_only: bool,
+) -> Mount {
+  Mount {
+    typ: Some(MountType::VOLUME),
+    source: Some(volume.to_owned()),
+    target: Some(SOCKET_DIR_INSIDE.to_owned()),
+    read_only: Some(read_only),
+    volume_options: Some(MountVolumeOptions {
+      labels: Some(labels),
+      ..Default::default()
+    }),
+    ..Default::default()
+  }
+}
+
+/// Puts the keeper in the volume `volume` (labelled `labels` if this makes it), through a
 /// container of `image` made for that alone (never started) and removed at once: the
-/// sandbox's container mounts it read-only, where nothing can be uploaded.
+/// sandbox's container mounts the volume read-only, where nothing can be uploaded.
 pub(crate) async fn fill_keeper_volume(
   connection: &Connection,
   docker: &Docker,
@@ -71,33 +91,17 @@ pub(crate) async fn fill_keeper_volume(
   labels: HashMap<String, String>,
   keeper: &Path,
 ) -> Result<()> {
-  let request = VolumeCreateRequest {
-    name: Some(volume.to_owned()),
-    labels: Some(labels.clone()),
-    ..Default::default()
-  };
-  call(
-    connection,
-    "creating the volume of the sandbox supervisor",
-    docker.create_volume(request),
-  )
-  .await?;
   // Swept with its process should that die before it is removed here.
-  let mut labels = labels;
-  labels.insert(crate::OWNER_LABEL.into(), crate::sweep::this_process());
+  let mut own_labels = labels.clone();
+  own_labels.insert(crate::OWNER_LABEL.into(), crate::sweep::this_process());
   let body = ContainerCreateBody {
     image: Some(image.to_owned()),
     entrypoint: Some(vec![keeper_inside()]),
     cmd: Some(Vec::new()),
-    labels: Some(labels),
+    labels: Some(own_labels),
     host_config: Some(HostConfig {
       network_mode: Some("none".into()),
-      mounts: Some(vec![Mount {
-        typ: Some(MountType::VOLUME),
-        source: Some(volume.to_owned()),
-        target: Some(SOCKET_DIR_INSIDE.to_owned()),
-        ..Default::default()
-      }]),
+      mounts: Some(vec![keeper_volume_mount(volume, labels, false)]),
       ..Default::default()
     }),
     ..Default::default()

@@ -195,6 +195,32 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked
     }
   }, 180_000)
 
+  it("leaves no set-id file in a host directory bound into its container; one without a host directory keeps set-id bits its own", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'docker-set-id-'))
+    fs.chmodSync(dir, 0o755)
+    // As root in the container, which is root on the host: a set-user-ID copy of a shell
+    // and a set-group-ID directory (creating a file with such a mode is refused as well: seccomp.rs).
+    const plant = (at) =>
+      `cp /bin/busybox ${at}/su && chmod 4755 ${at}/su; chmod g+s ${at}/su; mkdir ${at}/d && chmod 2775 ${at}/d; stat -c '%n %a' ${at}/su ${at}/d 2>&1`
+    const bound = sandbox({ volumes: { [dir]: '/data' } })
+    const plain = sandbox()
+    try {
+      const attempt = await bound.executeCommand(plant('/data'))
+      expect(attempt.stderr).toMatch(/Operation not permitted/)
+      const setId = fs
+        .readdirSync(dir)
+        .filter((name) => fs.statSync(path.join(dir, name)).mode & 0o6000)
+      expect(setId).toEqual([])
+      expect(fs.statSync(path.join(dir, 'su')).uid).toBe(0)
+      // The container's own files are not the host's to run: set-id bits stay available there.
+      const own = await plain.executeCommand(plant('/tmp'))
+      expect(own.stdout).toBe('/tmp/su 6755\n/tmp/d 2775\n')
+    } finally {
+      await Promise.all([bound.destroy(), plain.destroy()])
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+
   it('leaves nothing labelled behind', async () => {
     expect(await labelledLeftovers(engine, RUN)).toEqual({ containers: [], volumes: [], networks: [] })
   })

@@ -47,6 +47,10 @@ pub const READY: u8 = b'R';
 pub const SPARE_ARG: &str = "spare=1";
 pub const BRIEF_SPARE_ARG: &str = "spare=brief";
 
+/// The keeper argument of a container whose files host users may run (it shows host
+/// directories): its commands may give no file a set-id bit, which would hold on the host.
+pub const REFUSE_SET_ID_ARG: &str = "set-id=refused";
+
 /// How an init waits for its first request. `Spare`: with a supervisor forked ahead
 /// (a process more while it waits), so that the first command does not wait for a fork;
 /// for an init that waits in the warm pool, where that fork is made before anyone asks.

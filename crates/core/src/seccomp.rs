@@ -20,7 +20,8 @@
 //! limits, priority, scheduling or memory placement, making it the owner of a descriptor's
 //! signals, and joining its process group. Those processes are named by pid, by process
 //! group and by `-1` (every process); signals through a pidfd, which may be any
-//! `/proc/<pid>` directory, are refused whatever they name.
+//! `/proc/<pid>` directory, are refused whatever they name. Asked to, it also refuses
+//! set-id bits as [`program`] does (a container whose root is the host's).
 
 // Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 const LD_W_ABS: u16 = 0x20;
@@ -81,7 +82,6 @@ const DENIED: &[libc::c_long] = &[
   libc::SYS_mount_setattr,
   libc::SYS_setns,
   libc::SYS_unshare,
-  libc::SYS_openat2,
 ];
 
 /// Calls whose mode argument (`ARG1`, `ARG2`) may not carry [`SET_ID_BITS`].
@@ -141,16 +141,10 @@ pub fn program() -> Vec<u8> {
   for &nr in DENIED {
     ops.push(Op::Jeq(nr as u32, Deny, Next));
   }
-  for &nr in MODE_IN_ARG1 {
-    ops.push(Op::Jeq(nr as u32, Label("mode in arg1"), Next));
+  for (nr, judged) in set_id_calls() {
+    ops.push(Op::Jeq(nr, judged, Next));
   }
-  for &nr in MODE_IN_ARG2 {
-    ops.push(Op::Jeq(nr as u32, Label("mode in arg2"), Next));
-  }
-  #[cfg(target_arch = "x86_64")]
-  ops.push(Op::Jeq(libc::SYS_open as u32, Label("open"), Next));
   ops.extend([
-    Op::Jeq(libc::SYS_openat as u32, Label("openat"), Next),
     Op::Jeq(libc::SYS_socket as u32, Label("socket"), Next),
     Op::Jeq(libc::SYS_socketpair as u32, Label("socketpair"), Next),
     Op::Jeq(libc::SYS_ioctl as u32, Label("ioctl"), Next),
@@ -171,6 +165,36 @@ pub fn program() -> Vec<u8> {
     Op::Load(ARG1),
     Op::Jeq(TIOCSTI, Deny, Next),
     Op::Jeq(TIOCLINUX, Deny, Allow),
+  ]);
+  ops.extend(set_id_checks());
+  assemble(&ops)
+}
+
+/// The calls that can give a file a set-id bit, each with where the filter judges it: the
+/// labels of [`set_id_checks`], or denied outright (`openat2`, whose mode a filter cannot see).
+fn set_id_calls() -> Vec<(u32, Target)> {
+  let mut calls: Vec<(u32, Target)> = MODE_IN_ARG1
+    .iter()
+    .map(|&nr| (nr as u32, Target::Label("mode in arg1")))
+    .chain(
+      MODE_IN_ARG2
+        .iter()
+        .map(|&nr| (nr as u32, Target::Label("mode in arg2"))),
+    )
+    .collect();
+  #[cfg(target_arch = "x86_64")]
+  calls.push((libc::SYS_open as u32, Target::Label("open")));
+  calls.extend([
+    (libc::SYS_openat as u32, Target::Label("openat")),
+    (libc::SYS_openat2 as u32, Target::Deny),
+  ]);
+  calls
+}
+
+/// The judging of [`set_id_calls`]: a mode with [`SET_ID_BITS`] is denied, as is nothing else.
+fn set_id_checks() -> [Op; 20] {
+  use Target::*;
+  [
     Op::Label("open"),
     Op::Load(ARG1),
     Op::And(CREATING),
@@ -191,8 +215,7 @@ pub fn program() -> Vec<u8> {
     Op::Load(ARG3),
     Op::And(SET_ID_BITS),
     Op::Jeq(0, Allow, Deny),
-  ]);
-  assemble(&ops)
+  ]
 }
 
 /// Calls whose first argument names the process (or, negative, the process group) they act
@@ -233,8 +256,9 @@ const F_SETOWN_EX: u32 = 15;
 /// `struct sock_filter`. `guardians`: the pids of the processes the command must
 /// leave alone, and of their process groups; each is refused as a pid and as a group (its
 /// negative), as is `-1`. The kernel reads these arguments as 32-bit `pid_t`s, as the
-/// filter compares them.
-pub fn guardian_program(guardians: &[libc::pid_t]) -> Vec<u8> {
+/// filter compares them. `refuse_set_id`: also refuse set-id bits on files, as [`program`]
+/// does (a container's commands whose files a host user may run).
+pub fn guardian_program(guardians: &[libc::pid_t], refuse_set_id: bool) -> Vec<u8> {
   use Target::*;
   let mut named: Vec<u32> = vec![u32::MAX]; // -1
   for &pid in guardians.iter().filter(|&&pid| pid > 0) {
@@ -256,8 +280,14 @@ pub fn guardian_program(guardians: &[libc::pid_t]) -> Vec<u8> {
     (libc::SYS_ioctl as u32, Label("ioctl")),
     (libc::SYS_pidfd_send_signal as u32, Deny),
   ]);
+  if refuse_set_id {
+    calls.extend(set_id_calls());
+  }
   let mut ops = this_abi_only();
   dispatch(&mut ops, &mut calls, Allow, &mut 0);
+  if refuse_set_id {
+    ops.extend(set_id_checks());
+  }
   ops.extend([
     Op::Label("setpriority"),
     Op::Load(ARG0),
@@ -528,7 +558,7 @@ mod tests {
   #[test]
   fn the_guardian_filter_refuses_what_names_a_guardian_and_nothing_else() {
     let (guardian, bystander) = (idle_child(), idle_child());
-    let program = guardian_program(&[guardian]);
+    let program = guardian_program(&[guardian], false);
     let first_unexpected =
       |target, expected| match under_filter(&program, || calls_on(target, expected)) {
         0 => None,
@@ -560,7 +590,7 @@ mod tests {
     let guardian = idle_child();
     // Made with no arguments but the guardian's pid: none reaches it, refused or not (a
     // signal 0, no memory, no pages, no settings given).
-    let first_allowed = under_filter(&guardian_program(&[guardian]), || {
+    let first_allowed = under_filter(&guardian_program(&[guardian], false), || {
       NAMING_IN_ARG0
         .iter()
         // SAFETY: system calls whose other arguments are null or zero.
@@ -581,7 +611,7 @@ mod tests {
 
   #[test]
   fn the_guardian_filter_refuses_every_process_and_what_it_cannot_judge_whatever_they_name() {
-    let found = under_filter(&guardian_program(&[]), || {
+    let found = under_filter(&guardian_program(&[], false), || {
       // SAFETY: system calls on this process and its own group.
       unsafe {
         let own = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
@@ -611,5 +641,40 @@ mod tests {
       }
     });
     assert_eq!(found, 0b111111);
+  }
+
+  #[test]
+  fn a_command_filter_that_refuses_set_id_bits_refuses_them_and_leaves_other_modes() {
+    let dir = std::env::temp_dir().join(format!("nw-set-id-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| {
+      std::ffi::CString::new(dir.join(name).into_os_string().into_encoded_bytes()).unwrap()
+    };
+    let (file, made) = (path("f"), path("made"));
+    std::fs::write(dir.join("f"), b"x").unwrap();
+    let found = under_filter(&guardian_program(&[], true), || {
+      // SAFETY: system calls on paths of a directory of this test.
+      unsafe {
+        let setuid = refused(libc::chmod(file.as_ptr(), 0o4755).into());
+        let setgid = refused(libc::fchmodat(libc::AT_FDCWD, file.as_ptr(), 0o2755, 0).into());
+        let created =
+          refused(libc::open(made.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o4755).into());
+        let plain = libc::chmod(file.as_ptr(), 0o750) == 0;
+        [setuid, setgid, created, plain]
+          .iter()
+          .enumerate()
+          .map(|(bit, &held)| i32::from(held) << bit)
+          .sum()
+      }
+    });
+    assert_eq!(found, 0b1111);
+    let mode = std::fs::metadata(dir.join("f")).unwrap().permissions();
+    let made_exists = dir.join("made").exists();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+      std::os::unix::fs::PermissionsExt::mode(&mode) & 0o7777,
+      0o750
+    );
+    assert!(!made_exists);
   }
 }

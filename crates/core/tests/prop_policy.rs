@@ -1,13 +1,13 @@
 //! Generated policies for bubblewrap and generated system calls for the seccomp filter:
 //! any policy renders to a well-formed argument list that keeps the hardening, and the
-//! filter is a valid program that decides every call as documented.
+//! filters are valid programs that decide every call as documented.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use native_workspace_core::isolation::{self, BindSources, SandboxPolicy};
 use native_workspace_core::protect::{Protected, Protection, check_relative};
-use native_workspace_core::seccomp::program;
+use native_workspace_core::seccomp::{guardian_program, program};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------
@@ -248,6 +248,7 @@ fn run(filter: &[u8], call: &Call) -> Result<u32, String> {
         acc &= k;
         pc + 1
       }
+      0x05 => pc + 1 + k as usize,
       0x15 => jump(acc == k),
       0x35 => jump(acc >= k),
       0x06 => return Ok(k),
@@ -273,6 +274,34 @@ const MODE_IN_ARG1: &[libc::c_long] = &[libc::SYS_fchmod];
 const SYS_OPEN: Option<libc::c_long> = Some(libc::SYS_open);
 #[cfg(not(target_arch = "x86_64"))]
 const SYS_OPEN: Option<libc::c_long> = None;
+
+/// Whether `call` is of this architecture's own ABI (the filters deny every other).
+fn of_this_abi(call: &Call) -> bool {
+  call.arch == AUDIT_ARCH && !(cfg!(target_arch = "x86_64") && call.nr >= 0x4000_0000)
+}
+
+/// For a call that can give a file a mode: whether this one would carry a set-id bit
+/// (`openat2`, whose mode is behind a pointer, always may); `None` for any other call.
+fn gives_set_id(call: &Call) -> Option<bool> {
+  let [_, a1, a2, a3] = call.args;
+  let set_id = |mode: u32| mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+  let creating =
+    |flags: u32| flags & (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32 != 0;
+  let nr = call.nr as libc::c_long;
+  if MODE_IN_ARG1.contains(&nr) {
+    Some(set_id(a1))
+  } else if [libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_mknodat].contains(&nr) {
+    Some(set_id(a2))
+  } else if Some(nr) == SYS_OPEN {
+    Some(creating(a1) && set_id(a2))
+  } else if nr == libc::SYS_openat {
+    Some(creating(a2) && set_id(a3))
+  } else if nr == libc::SYS_openat2 {
+    Some(true)
+  } else {
+    None
+  }
+}
 
 fn syscall() -> impl Strategy<Value = Call> {
   #[allow(unused_mut)]
@@ -334,22 +363,12 @@ proptest! {
     let verdict = verdict.unwrap();
     prop_assert!(verdict == RET_ALLOW || verdict == RET_EPERM, "{:#x}", verdict);
     let allowed = verdict == RET_ALLOW;
-    let [a0, a1, a2, a3] = call.args;
-    let set_id = |mode: u32| mode & (libc::S_ISUID | libc::S_ISGID) != 0;
-    let creating = |flags: u32| flags & (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32 != 0;
-    let nr = call.nr as libc::c_long;
-    let mode_in_arg1 = MODE_IN_ARG1;
+    let [a0, a1, _, _] = call.args;
     let stream = a1 & !((libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32) == libc::SOCK_STREAM as u32;
-    let expected = if call.arch != AUDIT_ARCH || (cfg!(target_arch = "x86_64") && call.nr >= 0x4000_0000) {
+    let expected = if !of_this_abi(&call) {
       false
-    } else if mode_in_arg1.contains(&nr) {
-      !set_id(a1)
-    } else if [libc::SYS_fchmodat, libc::SYS_fchmodat2, libc::SYS_mknodat].contains(&nr) {
-      !set_id(a2)
-    } else if Some(nr) == SYS_OPEN {
-      !(creating(a1) && set_id(a2))
-    } else if nr == libc::SYS_openat {
-      !(creating(a2) && set_id(a3))
+    } else if let Some(gives) = gives_set_id(&call) {
+      !gives
     } else if call.nr == libc::SYS_socket as u32 {
       (a0 == libc::AF_UNIX as u32 && stream) || a0 == libc::AF_INET as u32 || a0 == libc::AF_INET6 as u32
     } else if call.nr == libc::SYS_socketpair as u32 {
@@ -363,10 +382,31 @@ proptest! {
         libc::SYS_add_key, libc::SYS_request_key, libc::SYS_process_vm_readv, libc::SYS_process_vm_writev,
         libc::SYS_perf_event_open, libc::SYS_userfaultfd, libc::SYS_umount2, libc::SYS_pivot_root,
         libc::SYS_move_mount, libc::SYS_open_tree, libc::SYS_fsopen, libc::SYS_fsconfig, libc::SYS_fsmount,
-        libc::SYS_fspick, libc::SYS_mount_setattr, libc::SYS_openat2,
+        libc::SYS_fspick, libc::SYS_mount_setattr,
       ]
       .contains(&(call.nr as libc::c_long))
     };
     prop_assert_eq!(allowed, expected, "arch {:#x} nr {} args {:?}", call.arch, call.nr, call.args);
+  }
+
+  #[test]
+  fn a_command_filter_that_refuses_set_id_bits_differs_from_one_that_does_not_only_there(
+    call in syscall(),
+    guardian in 2i32..1 << 22,
+  ) {
+    let judged = |refuse_set_id: bool| {
+      let filter = guardian_program(&[guardian], refuse_set_id);
+      prop_assert!(filter.len() / 8 <= 4096, "longer than the kernel accepts");
+      let verdict = run(&filter, &call);
+      prop_assert!(verdict.is_ok(), "{:?}", verdict);
+      let verdict = verdict.unwrap();
+      prop_assert!(verdict == RET_ALLOW || verdict == RET_EPERM, "{:#x}", verdict);
+      Ok(verdict == RET_ALLOW)
+    };
+    let (refusing, plain) = (judged(true)?, judged(false)?);
+    match gives_set_id(&call) {
+      Some(true) if of_this_abi(&call) => prop_assert!(!refusing, "nr {} args {:?}", call.nr, call.args),
+      _ => prop_assert_eq!(refusing, plain, "nr {} args {:?}", call.nr, call.args),
+    }
   }
 }

@@ -24,7 +24,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use native_workspace_core::container::{ContainerHost, HostFuture, KeeperDoor, Key};
-use native_workspace_core::init::Init;
+use native_workspace_core::init::{Init, REFUSE_SET_ID_ARG};
 use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
 use native_workspace_core::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
@@ -553,7 +553,8 @@ impl DockerHost {
 
   fn body(&self, image: &str, keeper: &KeeperPlace) -> ContainerCreateBody {
     let spec = &self.spec;
-    let (entrypoint, mut mounts) = self.keeper_placement(keeper);
+    let (mut entrypoint, mut mounts) = self.keeper_placement(keeper);
+    let keepers = mounts.len();
     mounts.extend(spec.mounts.iter().cloned());
     for workspace in self.binds.locked().iter() {
       mounts.push(bind(
@@ -567,6 +568,15 @@ impl DockerHost {
       .iter()
       .map(|(host, container)| format!("{host}:{container}"))
       .collect();
+    // The container's root is the host's: a set-id file it leaves in a host directory would
+    // run as its owner for every host user who reaches it.
+    let writes_host_dirs = !binds.is_empty()
+      || mounts[keepers..]
+        .iter()
+        .any(|m| m.typ == Some(MountType::BIND) && m.read_only != Some(true));
+    if writes_host_dirs {
+      entrypoint.push(REFUSE_SET_ID_ARG.to_owned());
+    }
     ContainerCreateBody {
       image: Some(image.to_owned()),
       // The keeper replaces the image's entrypoint and command.
@@ -1643,6 +1653,40 @@ mod tests {
         ),
       ]
     );
+  }
+
+  #[test]
+  fn only_a_container_that_writes_host_directories_has_its_commands_refuse_set_id_bits() {
+    let refuses = |volumes: Vec<(String, String)>, binds: Vec<BindMount>| {
+      let spec = ContainerSpec {
+        keeper: PathBuf::from("/pkg/native-workspace-keeper"),
+        volumes,
+        ..Default::default()
+      };
+      let host = DockerHost::new(
+        Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+        spec,
+      );
+      host.set_binds(binds).unwrap();
+      let body = host.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
+      body
+        .entrypoint
+        .unwrap()
+        .iter()
+        .any(|arg| arg == REFUSE_SET_ID_ARG)
+    };
+    let workspace = |read_only| BindMount {
+      source: "/home/u/project".into(),
+      destination: "/data".into(),
+      read_only,
+    };
+    assert!(!refuses(Vec::new(), Vec::new()));
+    assert!(!refuses(Vec::new(), vec![workspace(true)]));
+    assert!(refuses(Vec::new(), vec![workspace(false)]));
+    assert!(refuses(
+      vec![("/srv/shared".into(), "/shared".into())],
+      Vec::new()
+    ));
   }
 
   #[test]

@@ -53,6 +53,9 @@
 //! (see `door`), then is served as above, `R` first: a connection closing kills the trees
 //! of its own commands only, and the init goes on serving the next one, so a host can
 //! reattach. SIGTERM, SIGINT or SIGHUP (a container stop) kill every tree and end it.
+//! Given `set-id=refused` (a container showing host directories), its confined commands
+//! cannot give a file a set-id bit either: the container's root is the host's, and such a
+//! file in a host directory would run as its owner for any host user.
 //!
 //! `native-workspace-keeper --zygote <host-pid> <padding>`: forks the host's unisolated
 //! inits on request (see `init::zygote`), so that a start costs a fork of this small process
@@ -79,7 +82,9 @@ use std::ptr;
 use std::sync::OnceLock;
 
 use native_workspace_core::init::tree::children_of;
-use native_workspace_core::init::{BRIEF_SPARE_ARG, SPARE_ARG, socket, tree, wire, zygote};
+use native_workspace_core::init::{
+  BRIEF_SPARE_ARG, REFUSE_SET_ID_ARG, SPARE_ARG, socket, tree, wire, zygote,
+};
 use native_workspace_core::{seccomp, vfork};
 
 /// The request socket of a keeper started by the host itself.
@@ -105,6 +110,10 @@ fn ignored_signals() -> Vec<libc::c_int> {
 /// fork.
 static FILTER_COMMANDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether that filter also refuses set-id bits on files (see `init::REFUSE_SET_ID_ARG`):
+/// set once, before any fork.
+static REFUSE_SET_ID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// What the guardian filter of a command names besides its supervisor (see
 /// [`set_guardians`]). Each supervisor has its copy from the fork that made it.
 static GUARDIANS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
@@ -120,7 +129,10 @@ fn command_filter(me: libc::pid_t) -> Option<&'static [u8]> {
         .then(|| {
           let mut guardians = GUARDIANS.lock().unwrap_or_else(|e| e.into_inner()).clone();
           guardians.push(me);
-          seccomp::guardian_program(&guardians)
+          seccomp::guardian_program(
+            &guardians,
+            REFUSE_SET_ID.load(std::sync::atomic::Ordering::Relaxed),
+          )
         })
     })
     .as_deref()
@@ -199,6 +211,10 @@ fn main() {
     // since `main` began: the key it will hold is not for the container's processes.)
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     apply_limits(args.iter().skip(3).cloned());
+    REFUSE_SET_ID.store(
+      args.iter().skip(3).any(|arg| arg == REFUSE_SET_ID_ARG),
+      std::sync::atomic::Ordering::Relaxed,
+    );
     // Before anyone can connect: as PID 1 an unhandled SIGTERM would be ignored, and a
     // container stop would wait for its SIGKILL.
     let signals = SignalFd::new(&SIGNALS);

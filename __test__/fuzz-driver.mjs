@@ -499,7 +499,19 @@ const stopRaceStep = fc.record({
   calls: fc.array(fc.constantFrom('spawn', 'executeCommand'), { maxLength: 7 }).map((rest) => ['spawn', ...rest]),
   stopWhen: fc.constantFrom(...Object.keys(STOP_WHEN)),
 })
-const lifecycleStep = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...LIFECYCLE_OPS) }, { weight: 1, arbitrary: stopRaceStep })
+/**
+ * A command that stops its own supervisor, ended by its timeout or from the host (see
+ * `freezeSupervisor`); a spawn's handle can also be killed.
+ */
+const freezeStep = fc.oneof(
+  fc.record({ op: fc.constant('freezeSupervisor'), via: fc.constant('executeCommand'), end: fc.constantFrom('timeout', 'stop', 'destroy') }),
+  fc.record({ op: fc.constant('freezeSupervisor'), via: fc.constant('spawn'), end: fc.constantFrom('timeout', 'kill', 'stop', 'destroy') }),
+)
+const lifecycleStep = fc.oneof(
+  { weight: 12, arbitrary: fc.constantFrom(...LIFECYCLE_OPS) },
+  { weight: 2, arbitrary: stopRaceStep },
+  { weight: 1, arbitrary: freezeStep },
+)
 const lifecycleScenario = fc.record(
   { ...scenarioBase, batches: fc.array(fc.array(lifecycleStep, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
   { requiredKeys: ['batches'] },
@@ -853,6 +865,7 @@ const LIFECYCLE = {
   resolve: (w) => w.ws.resolveSandbox({ requestContext: w.requestContext }),
   wsDestroy: (w) => w.ws.destroy(),
   stopRacingCommands,
+  freezeSupervisor,
 }
 
 /**
@@ -886,6 +899,54 @@ async function stopRacingCommands(w, step, scn) {
     violation('stop-race', call, { running: running().map((pid) => cmdline(pid)), status: w.sb.status }, scn)
   }
   if (stopped.error) throw stopped.error
+}
+
+/** How long a frozen command's timeout is: its supervisor stops before it comes. */
+const FROZEN_TIMEOUT_MS = 300
+
+/**
+ * A command that stops its supervisor with SIGSTOP (refused under isolation, where it then
+ * runs on as itself), ended as `step` says (`freezeStep`): whatever the supervisor's state,
+ * the call settles within a deadline, and then no process of the command runs.
+ */
+async function freezeSupervisor(w, step, scn) {
+  const marker = `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
+  const command = `kill -STOP $PPID; exec sleep ${marker}`
+  const options = step.end === 'timeout' ? { timeout: FROZEN_TIMEOUT_MS } : {}
+  const call = `a command stopping its supervisor, ended by ${step.end}`
+  const running = () => allPids().filter((pid) => cmdline(pid)?.includes(marker) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
+  const issued = step.via === 'spawn' ? w.sb.processes.spawn(command, options) : w.sb.executeCommand(command, [], options)
+  let over = false
+  const settled = (step.via === 'spawn' ? issued.then((handle) => handle.wait()) : issued).then(
+    () => ({}),
+    (error) => ({ error }),
+  )
+  settled.then(() => (over = true))
+  // Refused (the sandbox not running) or not: once the command runs, it is ended. (A poll
+  // left running would keep this scope, and so the world, from being collected.)
+  await waitUntil(() => over || running().length > 0, SETTLE_MS)
+  const ended = {
+    timeout: async () => {},
+    kill: async () => (await issued).kill(),
+    stop: () => w.sb.stop(),
+    destroy: () => w.sb.destroy(),
+  }[step.end]
+  const ending = ended().then(
+    () => ({}),
+    (error) => ({ error }),
+  )
+  const outcomes = await deadline(Promise.all([settled, ending]), CALL_MS)
+  if (outcomes === TIMED_OUT) {
+    violation('frozen-supervisor', call, `not settled within ${CALL_MS} ms`, scn)
+    return
+  }
+  for (const { error } of outcomes) {
+    const why = error && badError(error)
+    if (why) violation('untyped-error', call, { why, error: describeError(error) }, scn)
+  }
+  if (!(await waitUntil(() => running().length === 0, SETTLE_MS))) {
+    violation('frozen-supervisor', call, { running: running().map((pid) => cmdline(pid)), status: w.sb.status }, scn)
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // and tool with generated values and re-entrant callbacks; this file asserts that the
 // process survived, that no call hung, that every error was typed, that nothing was left
 // running or open after destroy(), that nothing a command issued before a stop() started
-// runs once they have settled (a `stopRacingCommands` step of the lifecycle scenarios), and
+// runs once they have settled (a `stopRacingCommands` step of the lifecycle scenarios), that
+// a command stopping its own supervisor holds no call and leaves nothing (`freezeSupervisor`), and
 // that files outside the workspaces did not change.
 //
 // The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for

@@ -529,6 +529,12 @@ export interface NativeWriteOptions {
 /** Text of `get_process_output`; `exitCode` is undefined while the process runs. */
 export declare function processOutputText(stdout: string, stderr: string, exitCode?: number | undefined | null, tail?: number | undefined | null, maxTokens?: number | undefined | null): string
 
+/**
+ * The host uid (and gid) an isolated sandbox's commands run as on a root host: one no
+ * account of the host has.
+ */
+export declare const SANDBOX_HOST_UID: number
+
 export interface SandboxDetectionResult {
   backend: 'seatbelt' | 'bwrap' | 'none'
   available: boolean

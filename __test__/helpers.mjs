@@ -6,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, expect } from 'vitest'
+import native from '../index.js'
 import { LocalSandbox, SandboxOptionError } from '../lib/index.mjs'
 import { allPids, cmdline, procStat } from './proc.mjs'
 
@@ -131,12 +132,12 @@ export function bwrapAbove(pid) {
   return found
 }
 
+/** The kernel uid of a root host's isolated sandboxes (no account's: see README, Security). */
+export const SANDBOX_HOST_UID = native.SANDBOX_HOST_UID
 /** Whether idle inits of the warm pool may be kept for sandboxes that do not ask (by default,
  * once a sandbox of their kind started; not where NATIVE_WORKSPACE_WARM_POOL is 0, as in the
  * isolation suite's unpooled runs, see scripts/test-warm-pool.mjs): they have cgroups of
  * their own. */
-/** The kernel uid of a root host's isolated sandboxes (no account's: see README, Security). */
-export const SANDBOX_HOST_UID = 2147483646
 export const POOL_BY_DEFAULT = Number(process.env.NATIVE_WORKSPACE_WARM_POOL || 1) > 0
 
 /** True while `pid` exists and is not a zombie (a zombie is dead, only unreaped). */

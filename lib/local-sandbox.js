@@ -23,8 +23,6 @@ const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
 const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
-/** The host uid (and gid) of an isolated sandbox's commands on a root host (the core's SANDBOX_UID). */
-const SANDBOX_UID = 2147483646
 
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')
@@ -150,7 +148,7 @@ class LocalSandbox extends NativeSandbox {
     manageMounts(this, {
       binds: this.isolation !== 'none',
       // Isolated on a root host, commands run as the unprivileged sandbox user.
-      fuseOwner: this.isolation !== 'none' && process.getuid() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : undefined,
+      fuseOwner: this.isolation !== 'none' && process.getuid() === 0 ? { uid: native.SANDBOX_HOST_UID, gid: native.SANDBOX_HOST_UID } : undefined,
     })
   }
 

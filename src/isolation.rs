@@ -68,6 +68,11 @@ pub fn generate_seatbelt_profile(
   seatbelt::profile(&policy).map_err(sync_error)
 }
 
+/// The host uid (and gid) an isolated sandbox's commands run as on a root host: one no
+/// account of the host has.
+#[napi]
+pub const SANDBOX_HOST_UID: u32 = native_workspace_core::isolation::SANDBOX_UID;
+
 /// The workspace paths an isolated sandbox keeps read-only unless told otherwise.
 #[napi(catch_unwind)]
 pub fn default_protected_paths() -> Vec<String> {

@@ -623,38 +623,40 @@ impl Allowance {
   pub fn new(budget: DiskBudget, destination: &Path) -> Allowance {
     let free = crate::disk::free(destination);
     let place = destination.display();
-    let bytes = match (budget.bytes, free.map(|free| free.bytes)) {
-      (Some(most), _) => Meter::new(
-        most,
-        format!(
-          "it would take more than nativeSandbox.limits.diskBytes ({most} bytes) on the host"
+    // The meter of one quantity: `option` caps it; unset, half of what is free does.
+    let meter = |set: Option<u64>,
+                 free: Option<u64>,
+                 option: &str,
+                 [verb, unit, free_unit, tail]: [&str; 4]| {
+      match (set, free) {
+        (Some(most), _) => Meter::new(
+          most,
+          format!("it would {verb} more than nativeSandbox.limits.{option} ({most} {unit}){tail}"),
         ),
-      ),
-      (None, Some(free)) => Meter::new(
-        free / 2,
-        format!(
-          "it would take more than half of the {free} bytes free on the filesystem of {place} (the default of nativeSandbox.limits.diskBytes)"
+        (None, Some(free)) => Meter::new(
+          free / 2,
+          format!(
+            "it would {verb} more than half of the {free} {free_unit} free on the filesystem of {place} (the default of nativeSandbox.limits.{option})"
+          ),
         ),
-      ),
-      (None, None) => Meter::unlimited(),
+        (None, None) => Meter::unlimited(),
+      }
     };
-    // A filesystem that counts no inodes (btrfs) gives no default.
-    let inodes = match (budget.inodes, free.and_then(|free| free.inodes)) {
-      (Some(most), _) => Meter::new(
-        most,
-        format!(
-          "it would make more than nativeSandbox.limits.diskInodes ({most} files and directories)"
-        ),
+    Allowance {
+      bytes: meter(
+        budget.bytes,
+        free.map(|free| free.bytes),
+        "diskBytes",
+        ["take", "bytes", "bytes", " on the host"],
       ),
-      (None, Some(free)) => Meter::new(
-        free / 2,
-        format!(
-          "it would make more than half of the {free} inodes free on the filesystem of {place} (the default of nativeSandbox.limits.diskInodes)"
-        ),
+      // A filesystem that counts no inodes (btrfs) gives no default.
+      inodes: meter(
+        budget.inodes,
+        free.and_then(|free| free.inodes),
+        "diskInodes",
+        ["make", "files and directories", "inodes", ""],
       ),
-      (None, None) => Meter::unlimited(),
-    };
-    Allowance { bytes, inodes }
+    }
   }
 
   /// Takes `bytes` and `inodes` from what is left, or fails over the limit it would pass.

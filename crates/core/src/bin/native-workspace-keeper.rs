@@ -1625,6 +1625,21 @@ fn close(fd: RawFd) {
   unsafe { libc::close(fd) };
 }
 
+/// The next connection queued on `listener` (non-blocking, close-on-exec), or `None` when
+/// none is, or when this process is out of descriptors for now (the next poll retries).
+fn accept_nonblocking(listener: RawFd) -> Option<RawFd> {
+  // SAFETY: accepting on a listener owned here; the peer address is not wanted.
+  let fd = unsafe {
+    libc::accept4(
+      listener,
+      ptr::null_mut(),
+      ptr::null_mut(),
+      libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+    )
+  };
+  (fd >= 0).then_some(fd)
+}
+
 /// Closes every descriptor from `first` on, except those in `keep`.
 fn close_fds_from(first: RawFd, keep: &[RawFd]) {
   let mut start = first as u32;

@@ -23,7 +23,7 @@ use native_workspace_core::container::{
   NONCE_BYTES, PROOF_BYTES, Side,
 };
 
-use super::{bound_reads, close, write_all};
+use super::{accept_nonblocking, bound_reads, close, write_all};
 
 /// How many connections may be proving themselves at once (any process of the container
 /// can open one).
@@ -213,19 +213,7 @@ impl Entry {
   }
 
   fn accept_all(&mut self, listener: RawFd) {
-    loop {
-      // SAFETY: accept on our listening socket; the new descriptor is ours.
-      let fd = unsafe {
-        libc::accept4(
-          listener,
-          std::ptr::null_mut(),
-          std::ptr::null_mut(),
-          libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-        )
-      };
-      if fd < 0 {
-        return;
-      }
+    while let Some(fd) = accept_nonblocking(listener) {
       self.begin(fd);
     }
   }

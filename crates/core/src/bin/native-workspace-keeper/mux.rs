@@ -19,7 +19,7 @@ use native_workspace_core::init::wire::send_request;
 use native_workspace_core::init::{READY, pipe_pair};
 use native_workspace_core::mux::*;
 
-use super::{close, pollfd, read_exact};
+use super::{accept_nonblocking, close, pollfd, read_exact};
 
 mod relay;
 

@@ -8,7 +8,9 @@ use std::os::fd::RawFd;
 
 use native_workspace_core::mux::*;
 
-use super::{CHUNK, ReadOutcome, close, fail, must_wait, read_nonblocking, send};
+use super::{
+  CHUNK, ReadOutcome, accept_nonblocking, close, fail, must_wait, read_nonblocking, send,
+};
 
 /// How long a listen waits for its port to be free.
 const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -211,20 +213,7 @@ impl Relays {
     let Some(listener) = self.listener else {
       return;
     };
-    loop {
-      // SAFETY: accepting on a listener owned here; the peer address is not wanted.
-      let fd = unsafe {
-        libc::accept4(
-          listener,
-          std::ptr::null_mut(),
-          std::ptr::null_mut(),
-          libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        )
-      };
-      if fd < 0 {
-        // Nothing more queued, or out of descriptors for now (the next poll retries).
-        return;
-      }
+    while let Some(fd) = accept_nonblocking(listener) {
       let id = FIRST_RELAY + self.next;
       self.next = self.next.wrapping_add(1) % FIRST_RELAY;
       self.open.insert(

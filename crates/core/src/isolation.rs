@@ -335,9 +335,8 @@ fn both_readings(path: &Path) -> Vec<PathBuf> {
 
 /// Whether `path` can be the working directory of an isolated sandbox: not the host's root
 /// or one of its top-level directories, and nothing inside the system trees. Judged on the
-/// path as given and on where it leads; run at construction, and at each start before
-/// the directory is created and again before it is bound, as a symbolic link on the way
-/// may have changed in between.
+/// path as given and on where it leads; run at each start before the directory is created
+/// and again before it is bound, as a symbolic link on the way may have changed in between.
 pub fn check_workspace(path: &Path) -> Result<(), String> {
   for (i, reading) in both_readings(path).iter().enumerate() {
     let system = HOST_ROOTS.iter().any(|root| reading == Path::new(root))

@@ -229,16 +229,14 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-  /// Refuses, naming the option, a policy that would weaken the sandbox and, under
-  /// isolation, a working directory that is a system directory.
+  /// Refuses, naming the option, a policy that would weaken the sandbox. Whether the
+  /// working directory can be an isolated sandbox's is judged by each start, before it
+  /// is made (as Mastra's sandboxes do, a bad one fails the start, not the construction).
   pub fn new(options: SandboxOptions) -> Result<Arc<Self>> {
     if let Some(policy) = &options.policy {
       policy
         .check(&options.own_files)
         .map_err(CoreError::InvalidOption)?;
-    }
-    if options.isolation != Isolation::None {
-      isolation::check_workspace(&options.working_directory).map_err(CoreError::InvalidOption)?;
     }
     check_warm_pool(&options)?;
     let egress = match options.egress {
@@ -854,8 +852,8 @@ impl Sandbox {
     laps.lap("private /tmp");
     policy.mounts = self.mounts.locked().clone();
     self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
-    // Again at each bind, as at the construction: the init may be restarted long after
-    // it, and a symbolic link on the way of a path may lead elsewhere by now.
+    // Again at each bind, as before the start made the directory: the init may be
+    // restarted long after it, and a symbolic link on the way may lead elsewhere by now.
     isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     policy
       .check(&self.own_files)

@@ -261,6 +261,34 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     expect((await sh(sb, `cat ${kept}/file.txt`)).stdout).toBe('existing\n')
   })
 
+  it('a filesystem under a private (0700) directory is bound as the workspace there is; nothing else of that directory is seen', async () => {
+    const parent = fresh('private')
+    fs.mkdirSync(parent, { mode: 0o700 })
+    fs.writeFileSync(path.join(parent, 'secret.txt'), 'not for the sandbox\n')
+    const data = path.join(parent, 'data')
+    fs.mkdirSync(data)
+    fs.writeFileSync(path.join(data, 'report.txt'), 'quarterly numbers\n')
+    if (isRoot) fs.chownSync(data, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+    const before = fs.statSync(parent)
+    const sb = sandbox({ workingDirectory: path.join(parent, 'ws') })
+    const workspace = new Workspace({ sandbox: sb, mounts: { '/data': new LocalFilesystem({ basePath: data }) } })
+    try {
+      await workspace.init()
+      expect(sb.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+      expect(await sh(sb, 'cat /data/report.txt && echo from-sandbox > /data/made.txt')).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\n' })
+      expect(fs.readFileSync(path.join(data, 'made.txt'), 'utf8')).toBe('from-sandbox\n')
+      // The private directory shows the workspace only: its other files are not reached.
+      expect((await sh(sb, `ls -A ${parent}`)).stdout).toBe('ws\n')
+      const secret = await sh(sb, `cat ${parent}/secret.txt; cat /data/../secret.txt`)
+      expect(secret.stdout).toBe('')
+      expect(secret.out).not.toContain('not for the sandbox')
+    } finally {
+      await workspace.destroy()
+    }
+    const after = fs.statSync(parent)
+    expect({ uid: after.uid, gid: after.gid, mode: after.mode }).toEqual({ uid: before.uid, gid: before.gid, mode: before.mode })
+    expect(fs.readdirSync(parent).sort()).toEqual(['data', 'secret.txt', 'ws'])
+  })
 })
 
 describe.skipIf(!available)('isolation: mounts through the mount manager', () => {

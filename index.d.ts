@@ -101,6 +101,11 @@ export declare class NativeLocalSandbox {
   /** The engine's inspection of a Docker sandbox's container (JSON) once it was started, else null. */
   containerDetails(): Promise<string | null>
   /**
+   * Rejects, saying why, if nothing can be mounted at `mountPath` (see the core's
+   * `Sandbox::check_mount_point`): asked before a mount's source is made.
+   */
+  checkMountPoint(mountPath: string): Promise<void>
+  /**
    * Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
    * resolves to the pids of the processes that keep a running sandbox from binding them
    * now (none: they are in effect, or will be from the start).

@@ -3,6 +3,7 @@
 // commands see and by the host's state: host files, the host's `/`, the directory that
 // holds the sandbox's /tmp. Runs as root and, through test-unprivileged, as uid 65534.
 import fs from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -28,6 +29,17 @@ function dataDir() {
 function ownTmpDirs() {
   if (!fs.existsSync(TMP_ROOT)) return []
   return fs.readdirSync(TMP_ROOT).filter((name) => name.split('.')[1] === String(process.pid))
+}
+/** A TCP endpoint on loopback that counts the connections made to it; `close()` ends it. */
+async function countingEndpoint() {
+  const server = net.createServer((socket) => {
+    counter.connections++
+    socket.destroy()
+  })
+  const counter = { connections: 0, close: () => server.close() }
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  counter.url = `http://127.0.0.1:${server.address().port}`
+  return counter
 }
 const sh = async (sb, command) => {
   const r = await sb.executeCommand(command)
@@ -218,6 +230,64 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
     // Nothing of the refused mounts in the sandbox, nor in the workspace on the host.
     expect((await sh(sb, 'ls -d /p /host /s /d /usr/data /tmp/data /missing 2>&1 | grep -c "No such file"')).stdout).toBe('7\n')
     expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
+  })
+
+  it('a mount point over a directory with files is refused as not empty before a bucket client starts, and the files stay in view', async () => {
+    const sb = sandbox()
+    await sb.start()
+    const kept = `/tmp/kept-${uniqueMarker()}`
+    expect((await sh(sb, `mkdir ${kept} && echo existing > ${kept}/file.txt`)).exitCode).toBe(0)
+    // A bucket whose endpoint counts who reaches it: a client started for it would.
+    const endpoint = await countingEndpoint()
+    const bucket = { id: 'bucket', name: 'Bucket', provider: 's3', getMountConfig: () => ({ type: 's3', bucket: 'kept', region: 'us-east-1', endpoint: endpoint.url }) }
+    try {
+      for (const filesystem of [bucket, new LocalFilesystem({ basePath: dataDir() })]) {
+        const result = await sb.mount(filesystem, kept)
+        expect(result).toMatchObject({ success: false, mountPath: kept })
+        expect(result.error).toContain('not empty')
+        expect(sb.mounts.get(kept)).toMatchObject({ state: 'error' })
+      }
+      // An empty directory there is refused for being in /tmp, not for its content.
+      const empty = `/tmp/empty-${uniqueMarker()}`
+      expect((await sh(sb, `mkdir ${empty}`)).exitCode).toBe(0)
+      const result = await sb.mount(bucket, empty)
+      expect(result).toMatchObject({ success: false, mountPath: empty })
+      expect(result.error).toContain('its mount point would be made in /tmp')
+      expect(result.error).not.toContain('not empty')
+      expect(endpoint.connections).toBe(0)
+    } finally {
+      endpoint.close()
+    }
+    expect((await sh(sb, `cat ${kept}/file.txt`)).stdout).toBe('existing\n')
+  })
+
+  it('a filesystem under a private (0700) directory is bound as the workspace there is; nothing else of that directory is seen', async () => {
+    const parent = fresh('private')
+    fs.mkdirSync(parent, { mode: 0o700 })
+    fs.writeFileSync(path.join(parent, 'secret.txt'), 'not for the sandbox\n')
+    const data = path.join(parent, 'data')
+    fs.mkdirSync(data)
+    fs.writeFileSync(path.join(data, 'report.txt'), 'quarterly numbers\n')
+    if (isRoot) fs.chownSync(data, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+    const before = fs.statSync(parent)
+    const sb = sandbox({ workingDirectory: path.join(parent, 'ws') })
+    const workspace = new Workspace({ sandbox: sb, mounts: { '/data': new LocalFilesystem({ basePath: data }) } })
+    try {
+      await workspace.init()
+      expect(sb.mounts.get('/data')).toMatchObject({ state: 'mounted' })
+      expect(await sh(sb, 'cat /data/report.txt && echo from-sandbox > /data/made.txt')).toMatchObject({ exitCode: 0, stdout: 'quarterly numbers\n' })
+      expect(fs.readFileSync(path.join(data, 'made.txt'), 'utf8')).toBe('from-sandbox\n')
+      // The private directory shows the workspace only: its other files are not reached.
+      expect((await sh(sb, `ls -A ${parent}`)).stdout).toBe('ws\n')
+      const secret = await sh(sb, `cat ${parent}/secret.txt; cat /data/../secret.txt`)
+      expect(secret.stdout).toBe('')
+      expect(secret.out).not.toContain('not for the sandbox')
+    } finally {
+      await workspace.destroy()
+    }
+    const after = fs.statSync(parent)
+    expect({ uid: after.uid, gid: after.gid, mode: after.mode }).toEqual({ uid: before.uid, gid: before.gid, mode: before.mode })
+    expect(fs.readdirSync(parent).sort()).toEqual(['data', 'secret.txt', 'ws'])
   })
 })
 

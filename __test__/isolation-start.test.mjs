@@ -86,22 +86,48 @@ describe.skipIf(!available)('isolation start: the host is never changed outside 
     expect(fs.statSync(path.join(sb.workingDirectory, 'made.txt')).uid).toBe(process.getuid())
   })
 
-  it.each(['/', '/etc', '/usr/lib', '/proc/self', '/var', '/tmp', '/home', '/dev/shm', '/sys/fs'])(
-    'workingDirectory %s is refused at construction, naming the option',
-    (dir) => {
-      const before = ownerAndMode(dir)
-      expect(() => sandbox({ workingDirectory: dir })).toThrow(SandboxOptionError)
-      expect(() => sandbox({ workingDirectory: dir })).toThrow(/workingDirectory .* system directory/)
-      expect(ownerAndMode(dir)).toEqual(before)
+  // Mastra's contract: a sandbox is made from any options of the right types, and its start
+  // says what of the host makes them unusable.
+  it.each(['/', '/etc', '/usr/lib', '/proc/self', '/var', '/tmp', '/home', '/dev/shm', '/sys/fs', '/dev/null/x'])(
+    'workingDirectory %s is refused by start(), naming the option, with nothing of the host changed',
+    async (dir) => {
+      const existing = fs.existsSync(dir) ? dir : path.dirname(dir)
+      const before = ownerAndMode(existing)
+      const sb = sandbox({ workingDirectory: dir })
+      expect(sb.status).toBe('pending')
+      const err = await rejection(sb.start())
+      expect(err).toBeInstanceOf(SandboxOptionError)
+      expect(err.code).toBe('INVALID_OPTION')
+      expect(err.message).toMatch(/workingDirectory .* system directory/)
+      expect(sb.status).toBe('error')
+      expect(ownerAndMode(existing)).toEqual(before)
+      expect(fs.existsSync(dir)).toBe(existing === dir)
+      // A command's lazy start says the same, and runs nothing.
+      const lazy = await rejection(sb.executeCommand('true', []))
+      expect(lazy).toBeInstanceOf(SandboxOptionError)
+      await sb.destroy()
       // Without isolation nothing is bound, and the directory is only a cwd.
       expect(() => new LocalSandbox({ workingDirectory: dir })).not.toThrow()
     },
   )
 
-  it('a symbolic link to a system directory is refused at construction, and at the start if made later', async () => {
+  it('a sandbox refused at its start leaves nothing that keeps a valid one from working', async () => {
+    const bad = sandbox({ workingDirectory: '/dev/null/x' })
+    await rejection(bad.start())
+    await bad.destroy()
+    const good = sandbox()
+    await good.start()
+    expect(good.status).toBe('running')
+    const r = await good.executeCommand('echo', ['recovery'])
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'recovery\n' })
+  })
+
+  it('a symbolic link to a system directory is refused by start(), whether made before the construction or after it', async () => {
     const early = fresh('link')
     fs.symlinkSync('/etc', early)
-    expect(() => sandbox({ workingDirectory: early })).toThrow(/workingDirectory .*symbolic link.* system directory/)
+    const linked = await rejection(sandbox({ workingDirectory: early }).start())
+    expect(linked).toBeInstanceOf(SandboxOptionError)
+    expect(linked.message).toMatch(/workingDirectory .*symbolic link.* system directory/)
     // Made after the construction: the start judges where it leads now.
     const late = fresh('link')
     const target = fresh('target')

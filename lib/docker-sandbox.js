@@ -9,6 +9,7 @@ const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
 const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
 const { ANY_USER } = require('./object-storage')
+const { warnUnknownOptions } = require('./unknown-options')
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -210,6 +211,47 @@ function pemOf(value, name) {
   )
 }
 
+/** The options of `DockerSandbox`: those of `@mastra/docker` 0.3.0 and of every Mastra sandbox, and `allowedDomains`/`egressHosts`. */
+const DOCKER_SANDBOX_OPTIONS = Object.freeze([
+  'id',
+  'name',
+  'image',
+  'command',
+  'env',
+  'workingDir',
+  'workingDirectory',
+  'labels',
+  'volumes',
+  'network',
+  'privileged',
+  'memory',
+  'memorySwap',
+  'cpuShares',
+  'cpuQuota',
+  'cpuPeriod',
+  'pidsLimit',
+  'readonlyRootfs',
+  'capDrop',
+  'capAdd',
+  'securityOpt',
+  'ulimits',
+  'tmpfs',
+  'ports',
+  'mounts',
+  'user',
+  'keepVolumes',
+  'checkpointName',
+  'seedCheckpointName',
+  'timeout',
+  'dockerOptions',
+  'allowedDomains',
+  'egressHosts',
+  'instructions',
+  'onStart',
+  'onStop',
+  'onDestroy',
+])
+
 /** Every option of `@mastra/docker` 0.3.0, checked, with its defaults and this package's safe ones. */
 function containerOptions(options) {
   const id = check.string(options.id, 'id') ?? randomId()
@@ -339,6 +381,7 @@ class DockerSandbox extends NativeSandbox {
     super()
     readingOptions('options', () => {
       check.object(options, 'options')
+      warnUnknownOptions(options, DOCKER_SANDBOX_OPTIONS, 'DockerSandbox')
       this.#options = containerOptions(options)
       const instructions = options.instructions
       if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {

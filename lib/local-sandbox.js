@@ -12,6 +12,7 @@ const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sand
 const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
+const { warnUnknownOptions } = require('./unknown-options')
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -24,9 +25,45 @@ const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
+/** The options of `LocalSandbox`: Mastra's. */
+const LOCAL_SANDBOX_OPTIONS = Object.freeze([
+  'id',
+  'workingDirectory',
+  'env',
+  'timeout',
+  'isolation',
+  'nativeSandbox',
+  'instructions',
+  'checkpointName',
+  'seedCheckpointName',
+  'checkpointsDirectory',
+  'onStart',
+  'onStop',
+  'onDestroy',
+])
+
+/** The options of `nativeSandbox`: Mastra's, and this package's own from `readOnlyWorkspace` on. */
+const NATIVE_SANDBOX_OPTIONS = Object.freeze([
+  'allowNetwork',
+  'readOnlyPaths',
+  'readWritePaths',
+  'allowSystemBinaries',
+  'seatbeltProfilePath',
+  'bwrapArgs',
+  'readOnly',
+  'readOnlyWorkspace',
+  'protectedPaths',
+  'protectMissingPaths',
+  'limits',
+  'allowedDomains',
+  'egressHosts',
+  'warmPool',
+])
+
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')
   const c = config ?? {}
+  warnUnknownOptions(c, NATIVE_SANDBOX_OPTIONS, 'LocalSandbox', 'nativeSandbox.')
   return {
     allowNetwork: check.boolean(c.allowNetwork, 'nativeSandbox.allowNetwork') ?? false,
     readOnlyPaths: [...check.stringArray(c.readOnlyPaths, 'nativeSandbox.readOnlyPaths')],
@@ -107,6 +144,7 @@ class LocalSandbox extends NativeSandbox {
     super()
     readingOptions('options', () => {
       check.object(options, 'options')
+      warnUnknownOptions(options, LOCAL_SANDBOX_OPTIONS, 'LocalSandbox')
       const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
       const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
       // Unset, its defaults are the native side's own: most sandboxes give none, and neither

@@ -33,6 +33,28 @@ function deliver(record) {
   logTo(current, record.level, `[native-workspace] ${record.message}`, { target: record.target, ...record.fields })
 }
 
+/** The most warnings `warnOnce` remembers (and so keeps for a logger set later). */
+const WARNED_LIMIT = 256
+/** The keys of the warnings given by `warnOnce`. */
+const warned = new Set()
+/** Those of them given while no logger took warnings: the first logger that does gets them. */
+let undelivered = []
+
+const takesWarnings = () => current !== undefined && SEVERITY.indexOf('warn') <= SEVERITY.indexOf(currentLevel)
+
+/**
+ * A warning about how this package is used (not about a sandbox's run), given once per
+ * process under `key`: code that makes a sandbox per request repeats the same mistake
+ * each time, and once is enough to find it. Given before any logger is set, it waits for
+ * the first one; past `WARNED_LIMIT` keys, the rest are dropped.
+ */
+function warnOnce(key, message, data) {
+  if (warned.has(key) || warned.size >= WARNED_LIMIT) return
+  warned.add(key)
+  if (takesWarnings()) logTo(current, 'warn', message, data)
+  else undelivered.push([message, data])
+}
+
 /**
  * Sends this package's diagnostics (a sandbox killed by its disk budget, a cgroup left
  * busy, …) at `level` and above to `logger`: `console`, a Mastra logger, or any object
@@ -50,6 +72,11 @@ function setLogger(logger, options) {
   translatingSync(() => native.setLogHandler(logger ? deliver : null, level))
   current = logger ?? undefined
   currentLevel = level
+  if (takesWarnings()) {
+    const waiting = undelivered
+    undelivered = []
+    for (const [message, data] of waiting) logTo(current, 'warn', message, data)
+  }
 }
 
 /**
@@ -67,4 +94,4 @@ const packageLogger = Object.freeze(
   ),
 )
 
-module.exports = { logTo, setLogger, packageLogger }
+module.exports = { logTo, setLogger, packageLogger, warnOnce }

@@ -298,6 +298,7 @@ const lstat = (p) => fs.lstat(p).catch((err) => (err.code === 'ENOENT' ? undefin
 class LocalMounter {
   #root
   #bind
+  #checkMountPoint
   #manager
   /** The mounts this mounter made: mount path → `{ source, readOnly }` of its link or bind. */
   #made = new Map()
@@ -310,17 +311,19 @@ class LocalMounter {
   #fuseOwner
 
   /**
-   * `root()` gives the working directory. `bind(mounts, ifIdle)`, given under isolation,
-   * sets the binds of the sandbox's namespace and resolves to the pids of the processes
-   * that keep the running one from taking them now (see `NativeLocalSandbox.setMounts`).
-   * `fuseOwner` ({ uid, gid }, this process's by default) is the host user that commands
-   * run as: files of object storage are theirs alone; `ANY_USER` for a container's
-   * commands (see `mountObjectStorage`).
+   * `root()` gives the working directory. `namespace`, given under isolation, has
+   * `bind(mounts, ifIdle)`, which sets the binds of the sandbox's namespace and resolves
+   * to the pids of the processes that keep the running one from taking them now (see
+   * `NativeLocalSandbox.setMounts`), and `checkMountPoint(mountPath)`, which rejects
+   * saying why nothing can be bound there. `fuseOwner` ({ uid, gid }, this process's by
+   * default) is the host user that commands run as: files of object storage are theirs
+   * alone; `ANY_USER` for a container's commands (see `mountObjectStorage`).
    */
-  constructor(manager, root, bind, fuseOwner) {
+  constructor(manager, root, namespace, fuseOwner) {
     this.#manager = manager
     this.#root = root
-    this.#bind = bind
+    this.#bind = namespace?.bind
+    this.#checkMountPoint = namespace?.checkMountPoint
     this.#fuseOwner = fuseOwner
   }
 
@@ -347,6 +350,10 @@ class LocalMounter {
       return { success: true, mountPath: normalized }
     }
     return this.#serial(async () => {
+      // Before the source is made: a bucket's client takes seconds to start, and a refused
+      // mount point needs none. A mount that stays made is not reported as failed.
+      const refusal = await this.#mountPointRefusal(normalized)
+      if (refusal) return this.#made.has(normalized) ? { success: false, mountPath: normalized, error: refusal } : fail(refusal)
       const previous = this.#storage.get(normalized)
       let source
       try {
@@ -408,6 +415,29 @@ class LocalMounter {
     await current?.storage.stop()
   }
 
+  /** Why nothing can be mounted at `mountPath`, if so: what the namespace refuses, or what a link would hide or replace. */
+  async #mountPointRefusal(mountPath) {
+    if (!this.#bind) return this.#occupied(this.commandPath(mountPath))
+    try {
+      await this.#checkMountPoint(mountPath)
+      return undefined
+    } catch (err) {
+      return err.message
+    }
+  }
+
+  /** Why a link cannot be made at `host`: a directory with files, or a file, is there (a link is judged by `#link`). */
+  async #occupied(host) {
+    const existing = await lstat(host)
+    if (existing?.isDirectory() && (await fs.readdir(host)).length > 0) {
+      return `Cannot mount at ${host}: directory exists and is not empty. Mounting would hide existing files. Use a different path or empty the directory first.`
+    }
+    if (existing && !existing.isDirectory() && !existing.isSymbolicLink()) {
+      return `Cannot mount at ${host}: path is a regular file. Use a different mount path or remove the file first.`
+    }
+    return undefined
+  }
+
   /** Links `mountPath` below the working directory to the source, unless that would hide or replace something. */
   async #link(mountPath, made, done, fail) {
     const host = this.commandPath(mountPath)
@@ -426,16 +456,9 @@ class LocalMounter {
       }
       return done(made)
     }
-    if (existing?.isDirectory()) {
-      if ((await fs.readdir(host)).length > 0) {
-        return fail(
-          `Cannot mount at ${host}: directory exists and is not empty. Mounting would hide existing files. Use a different path or empty the directory first.`,
-        )
-      }
-      await fs.rmdir(host)
-    } else if (existing) {
-      return fail(`Cannot mount at ${host}: path is a regular file. Use a different mount path or remove the file first.`)
-    }
+    const occupied = await this.#occupied(host)
+    if (occupied) return fail(occupied)
+    if (existing?.isDirectory()) await fs.rmdir(host)
     try {
       await fs.mkdir(path.dirname(host), { recursive: true })
       await fs.symlink(made.source, host)

@@ -37,7 +37,12 @@ class NativeSandbox {
       sandbox.#mounter = new LocalMounter(
         sandbox.mounts,
         () => sandbox.workingDirectory,
-        binds ? (mounts, ifIdle) => translating(() => sandbox.#native.setMounts(mounts, ifIdle)) : undefined,
+        binds
+          ? {
+              bind: (mounts, ifIdle) => translating(() => sandbox.#native.setMounts(mounts, ifIdle)),
+              checkMountPoint: (mountPath) => translating(() => sandbox.#native.checkMountPoint(mountPath)),
+            }
+          : undefined,
         fuseOwner,
       )
       return sandbox.#mounter

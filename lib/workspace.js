@@ -9,6 +9,7 @@ const { activeScopes, enclosingScope, joinRun, runAsPartOf } = require('./hooks'
 const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
 const { checkToolsConfig } = require('./tools-config')
+const { warnUnknownOptions } = require('./unknown-options')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -44,6 +45,31 @@ function checkSandbox(value, source) {
   return value
 }
 
+/** The options of `Workspace`: Mastra's (search and skills are not here yet: given, they do nothing). */
+const WORKSPACE_OPTIONS = Object.freeze([
+  'id',
+  'name',
+  'filesystem',
+  'sandbox',
+  'instructions',
+  'sandboxCacheKey',
+  'mounts',
+  'onMount',
+  'browser',
+  'vectorStore',
+  'embedder',
+  'bm25',
+  'searchIndexName',
+  'autoIndexPaths',
+  'skills',
+  'skillSource',
+  'checkSkillFileMtime',
+  'lsp',
+  'tools',
+  'autoSync',
+  'operationTimeout',
+])
+
 // State lives under symbols, not `#private` fields: Mastra's tools call a workspace's
 // methods through a Proxy (to swap in a request's sandbox), and `#private` access
 // fails when `this` is that proxy.
@@ -60,6 +86,7 @@ class Workspace {
   constructor(config = {}) {
     readingOptions('config', () => {
       check.object(config, 'config')
+      warnUnknownOptions(config, WORKSPACE_OPTIONS, 'Workspace')
       this[state] = {
         filesystemsByContext: new WeakMap(),
         sandboxesByContext: new WeakMap(),

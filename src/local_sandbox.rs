@@ -671,6 +671,20 @@ impl NativeLocalSandbox {
     settle(env, async move { inner.container_details().await })
   }
 
+  /// Rejects, saying why, if nothing can be mounted at `mountPath` (see the core's
+  /// `Sandbox::check_mount_point`): asked before a mount's source is made.
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
+  pub fn check_mount_point<'env>(
+    &self,
+    env: &'env Env,
+    mount_path: String,
+  ) -> napi::Result<PromiseRaw<'env, ()>> {
+    let inner = self.inner.clone();
+    settle(env, async move {
+      inner.check_mount_point(PathBuf::from(mount_path)).await
+    })
+  }
+
   /// Replaces the mounts of an isolated sandbox (see the core's `Sandbox::set_mounts`):
   /// resolves to the pids of the processes that keep a running sandbox from binding them
   /// now (none: they are in effect, or will be from the start).

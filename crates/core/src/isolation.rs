@@ -335,9 +335,8 @@ fn both_readings(path: &Path) -> Vec<PathBuf> {
 
 /// Whether `path` can be the working directory of an isolated sandbox: not the host's root
 /// or one of its top-level directories, and nothing inside the system trees. Judged on the
-/// path as given and on where it leads; run at construction, and at each start before
-/// the directory is created and again before it is bound, as a symbolic link on the way
-/// may have changed in between.
+/// path as given and on where it leads; run at each start before the directory is created
+/// and again before it is bound, as a symbolic link on the way may have changed in between.
 pub fn check_workspace(path: &Path) -> Result<(), String> {
   for (i, reading) in both_readings(path).iter().enumerate() {
     let system = HOST_ROOTS.iter().any(|root| reading == Path::new(root))
@@ -516,10 +515,8 @@ impl SandboxPolicy {
 
   /// Checks a filesystem mounted at `mount.destination` in the sandbox: its source is an
   /// ordinary host directory (not `/`, `/proc`, `/sys`, `/dev`, `/run`; not holding this
-  /// package's files when writable), and its mount point is made in the sandbox's own
-  /// root, so it changes and hides nothing of the host: not in a directory the sandbox
-  /// shares with the host (the workspace, `/tmp`, system or configured paths), not in or
-  /// above another mount, not over the sandbox's root, kernel views or init.
+  /// package's files when writable), and its mount point is one of the sandbox's own (see
+  /// [`Self::check_mount_point`]).
   pub fn check_mount(
     &self,
     mount: &BindMount,
@@ -545,8 +542,17 @@ impl SandboxPolicy {
     {
       return cannot(reason);
     }
+    self.check_mount_point(destination, others).or_else(cannot)
+  }
+
+  /// Why nothing can be mounted at `destination` in the sandbox, if so. A mount point is
+  /// made in the sandbox's own root, so it changes and hides nothing of the host: not in a
+  /// directory the sandbox shares with the host (the workspace, `/tmp`, system or
+  /// configured paths), not in or above another of `others`, not over the sandbox's root,
+  /// kernel views or init. Where it would hide the files of a directory, that is said first.
+  pub fn check_mount_point(&self, destination: &Path, others: &[BindMount]) -> Result<(), String> {
     if let Some(why) = self.reserved(destination) {
-      return cannot(why.to_owned());
+      return Err(why.to_owned());
     }
     let destination = crate::sandbox::normalize(destination);
     let shared = [&self.workspace, &PathBuf::from("/tmp")]
@@ -557,8 +563,16 @@ impl SandboxPolicy {
       .chain(self.system_paths())
       .find(|shared| destination.starts_with(shared));
     if let Some(shared) = shared {
-      return cannot(format!(
-        "its mount point would be made in {}, which the sandbox shares with the host; mount it at a path of its own (such as /data)",
+      let hidden = self
+        .shown_from(&shared, &destination)
+        .is_some_and(|host| holds_entries(&host));
+      let what = if hidden {
+        "the directory there is not empty, and mounting would hide its files; it is"
+      } else {
+        "its mount point would be made"
+      };
+      return Err(format!(
+        "{what} in {}, which the sandbox shares with the host; mount it at a path of its own (such as /data)",
         shared.display()
       ));
     }
@@ -567,12 +581,23 @@ impl SandboxPolicy {
       other != destination && (other.starts_with(&destination) || destination.starts_with(&other))
     });
     if let Some(other) = nested {
-      return cannot(format!(
+      return Err(format!(
         "it would be nested with the mount at {}",
         other.destination.display()
       ));
     }
     Ok(())
+  }
+
+  /// The host path the sandbox sees at `path`, inside `shared`, a tree it shares with the
+  /// host: its `/tmp` is its own host directory (once made), the others are bound at their
+  /// own paths.
+  fn shown_from(&self, shared: &Path, path: &Path) -> Option<PathBuf> {
+    if shared != Path::new("/tmp") {
+      return Some(path.to_path_buf());
+    }
+    let rest = path.strip_prefix(shared).ok()?;
+    Some(self.tmp_dir.as_ref()?.join(rest))
   }
 
   /// The bubblewrap arguments that build the sandbox and start `keeper` in it, with the
@@ -852,6 +877,12 @@ pub fn unreachable_by_sandbox(paths: impl IntoIterator<Item = PathBuf>) -> Vec<P
     .into_iter()
     .filter(|path| path.exists() && !reachable_by_others(path))
     .collect()
+}
+
+/// Whether `path` is a directory (not a symbolic link to one) with anything in it.
+fn holds_entries(path: &Path) -> bool {
+  std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+    && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some())
 }
 
 /// Whether any user can reach `path`: every ancestor directory world-executable.
@@ -1300,6 +1331,55 @@ mod tests {
     assert!(joined.contains(&format!("--bind {} /data", data.display())));
     assert!(joined.contains("--ro-bind /opt /x"));
     std::fs::remove_dir_all(&data).unwrap();
+  }
+
+  #[test]
+  fn a_mount_point_over_files_the_sandbox_sees_is_refused_as_not_empty() {
+    let host_tmp = std::env::temp_dir().join(format!("nw-mount-point-{}", std::process::id()));
+    let workspace = host_tmp.join("ws");
+    std::fs::create_dir_all(host_tmp.join("kept")).unwrap();
+    std::fs::write(host_tmp.join("kept/file.txt"), "existing").unwrap();
+    std::fs::create_dir_all(host_tmp.join("empty")).unwrap();
+    std::fs::create_dir_all(workspace.join("sub")).unwrap();
+    std::fs::write(workspace.join("sub/file.txt"), "existing").unwrap();
+    let policy = SandboxPolicy {
+      tmp_dir: Some(host_tmp.clone()),
+      ..bare_policy(workspace.to_str().unwrap())
+    };
+    let why = |destination: &Path| policy.check_mount_point(destination, &[]).unwrap_err();
+    // The sandbox's /tmp is its own host directory; the workspace is at its own path.
+    for hiding in [Path::new("/tmp/kept"), &workspace.join("sub")] {
+      assert!(
+        why(hiding).contains("is not empty, and mounting would hide its files"),
+        "{}",
+        why(hiding)
+      );
+    }
+    for bare in [
+      Path::new("/tmp/empty"),
+      Path::new("/tmp/missing"),
+      &workspace.join("new"),
+    ] {
+      assert!(
+        why(bare).contains("its mount point would be made in"),
+        "{}",
+        why(bare)
+      );
+    }
+    // Before the sandbox has a /tmp, nothing there can be hidden.
+    let without_tmp = SandboxPolicy {
+      tmp_dir: None,
+      ..policy.clone()
+    };
+    let err = without_tmp
+      .check_mount_point(Path::new("/tmp/kept"), &[])
+      .unwrap_err();
+    assert!(
+      err.contains("its mount point would be made in /tmp"),
+      "{err}"
+    );
+    assert_eq!(policy.check_mount_point(Path::new("/data"), &[]), Ok(()));
+    std::fs::remove_dir_all(&host_tmp).unwrap();
   }
 
   #[test]

@@ -229,16 +229,14 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-  /// Refuses, naming the option, a policy that would weaken the sandbox and, under
-  /// isolation, a working directory that is a system directory.
+  /// Refuses, naming the option, a policy that would weaken the sandbox. Whether the
+  /// working directory can be an isolated sandbox's is judged by each start, before it
+  /// is made (as Mastra's sandboxes do, a bad one fails the start, not the construction).
   pub fn new(options: SandboxOptions) -> Result<Arc<Self>> {
     if let Some(policy) = &options.policy {
       policy
         .check(&options.own_files)
         .map_err(CoreError::InvalidOption)?;
-    }
-    if options.isolation != Isolation::None {
-      isolation::check_workspace(&options.working_directory).map_err(CoreError::InvalidOption)?;
     }
     check_warm_pool(&options)?;
     let egress = match options.egress {
@@ -854,8 +852,8 @@ impl Sandbox {
     laps.lap("private /tmp");
     policy.mounts = self.mounts.locked().clone();
     self.check_mounts(&policy, &policy.mounts, &policy.mounts)?;
-    // Again at each bind, as at the construction: the init may be restarted long after
-    // it, and a symbolic link on the way of a path may lead elsewhere by now.
+    // Again at each bind, as before the start made the directory: the init may be
+    // restarted long after it, and a symbolic link on the way may lead elsewhere by now.
     isolation::check_workspace(&self.working_directory).map_err(CoreError::InvalidOption)?;
     policy
       .check(&self.own_files)
@@ -1034,15 +1032,7 @@ impl Sandbox {
       container.set_binds(mounts)?;
       return Ok(Vec::new());
     }
-    let policy = match (&self.policy, self.isolation) {
-      (Some(policy), Isolation::Bwrap) => policy.clone(),
-      _ => {
-        return Err(CoreError::InvalidOption(format!(
-          "mounts into the sandbox need isolation 'bwrap' (this one has '{}')",
-          self.isolation.as_str()
-        )));
-      }
-    };
+    let policy = self.mount_policy()?;
     // Only what is added: a mount whose directory has gone can still be removed.
     let known = self.mounts.locked().clone();
     let added: Vec<BindMount> = mounts
@@ -1097,6 +1087,47 @@ impl Sandbox {
       self.shutdown_init().await;
     }
     Ok(Vec::new())
+  }
+
+  /// Fails, saying why, if nothing can be mounted at `destination` beside the mounts in
+  /// effect (see [`SandboxPolicy::check_mount_point`]): asked before a mount's source is
+  /// made (a bucket's client takes seconds to start), and checked again with the source
+  /// by [`Self::set_mounts`]. A container's mount points are its engine's to judge.
+  pub async fn check_mount_point(&self, destination: PathBuf) -> Result<()> {
+    if self.container.is_some() {
+      return Ok(());
+    }
+    let policy = self.mount_policy()?;
+    let others = self.mounts.locked().clone();
+    self
+      .off_runtime(CHECKING_PATHS, move |_| {
+        policy
+          .check_mount_point(&destination, &others)
+          .map_err(|why| {
+            CoreError::InvalidOption(format!("Cannot mount at {}: {why}", destination.display()))
+          })
+      })
+      .await
+  }
+
+  /// The policy mounts are checked against, with the host directory of the sandbox's
+  /// `/tmp` once it has one (what a mount point there would hide is in it).
+  fn mount_policy(&self) -> Result<SandboxPolicy> {
+    let mut policy = match (&self.policy, self.isolation) {
+      (Some(policy), Isolation::Bwrap) => policy.clone(),
+      _ => {
+        return Err(CoreError::InvalidOption(format!(
+          "mounts into the sandbox need isolation 'bwrap' (this one has '{}')",
+          self.isolation.as_str()
+        )));
+      }
+    };
+    policy.tmp_dir = self
+      .private_tmp
+      .locked()
+      .as_ref()
+      .map(|tmp| tmp.dir().to_path_buf());
+    Ok(policy)
   }
 
   /// Checks `mounts`, among `all`, against `policy`, as at each start (a symbolic link on

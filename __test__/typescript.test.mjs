@@ -8,19 +8,24 @@
 //    which shows they are valid Mastra code to begin with.
 // Each program says on its first line in which of these it runs (`// modes: …`). A line
 // ending in `// error TSnnnn` must get exactly that error: the negative programs show that
-// a mistake is reported, so the runs cannot pass by checking nothing.
+// a mistake is reported, so the runs cannot pass by checking nothing. Last, what the
+// declarations promise that the code did not do before holds at run time.
 import { execFileSync, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { SearchNotAvailableError, Workspace } from '../lib/index.mjs'
 import { tempDir } from './helpers.mjs'
 
 const repo = fileURLToPath(new URL('..', import.meta.url))
 const programsDir = path.join(repo, '__test__', 'types')
 const tsc = path.join(repo, 'node_modules', 'typescript', 'bin', 'tsc')
-const ts = createRequire(import.meta.url)('typescript')
+const require = createRequire(import.meta.url)
+const ts = require('typescript')
+// This package is CommonJS: the contexts it makes are of @mastra/core's CommonJS build.
+const { RequestContext } = require('@mastra/core/request-context')
 const PACKAGE = 'native-workspace'
 const MASTRA = '@mastra/core'
 
@@ -161,4 +166,99 @@ describe('tsc --strict, NodeNext, skipLibCheck', () => {
     },
     300_000,
   )
+})
+
+// The declarations promise callbacks a request context and Mastra's members of a workspace;
+// at run time they are there.
+describe('what the declarations promise holds at run time', () => {
+  /** A sandbox that is only an object with executeCommand, as a resolver may give. */
+  const plainSandbox = (id) => ({ id, name: 'plain', provider: 'plain', executeCommand: async () => ({ exitCode: 0 }) })
+
+  it("a resolver, a cache key and dynamic instructions called without a request context get an empty one of Mastra's, a new one each call", async () => {
+    const seen = []
+    const workspace = new Workspace({
+      sandbox: ({ requestContext }) => {
+        seen.push(['sandbox', requestContext])
+        return plainSandbox(`sb-${seen.length}`)
+      },
+      sandboxCacheKey: ({ requestContext }) => {
+        seen.push(['sandboxCacheKey', requestContext])
+        return requestContext.get('threadId')
+      },
+      filesystem: ({ requestContext }) => {
+        seen.push(['filesystem', requestContext])
+        return { id: 'fs', name: 'fs', provider: 'plain' }
+      },
+      instructions: {
+        dynamicSandbox: ({ requestContext }) => {
+          seen.push(['dynamicSandbox', requestContext])
+          return 'per request'
+        },
+      },
+    })
+    const first = await workspace.getSandbox()
+    const second = await workspace.resolveSandbox({})
+    await workspace.resolveFilesystem()
+    expect(await workspace.getInstructionsAsync()).toContain('per request')
+    expect(seen.map(([name]) => name)).toEqual(['sandboxCacheKey', 'sandbox', 'sandboxCacheKey', 'sandbox', 'filesystem', 'dynamicSandbox', 'filesystem'])
+    for (const [name, requestContext] of seen) {
+      expect(requestContext, name).toBeInstanceOf(RequestContext)
+      expect(requestContext.size(), name).toBe(0)
+    }
+    // No request context given: nothing is shared between calls, as before.
+    expect(second).not.toBe(first)
+    expect(new Set(seen.map(([, requestContext]) => requestContext)).size).toBe(seen.length - 2)
+  })
+
+  it('a request context given is the one the callbacks get', async () => {
+    const requestContext = new RequestContext()
+    requestContext.set('threadId', 't1')
+    const seen = []
+    const workspace = new Workspace({
+      sandbox: (args) => {
+        seen.push(args.requestContext)
+        return plainSandbox('sb')
+      },
+      sandboxCacheKey: (args) => {
+        seen.push(args.requestContext)
+        return args.requestContext.get('threadId')
+      },
+    })
+    await workspace.getSandbox({ requestContext })
+    expect(seen).toEqual([requestContext, requestContext])
+    expect(seen.every((seenContext) => seenContext === requestContext)).toBe(true)
+  })
+
+  it('without @mastra/core, a callback called without a request context gets an empty one with get and has', () => {
+    const dir = project({ programs: [], dependencies: [], withPackage: true })
+    // The addon beside the package's loader, as a platform build puts it.
+    const addon = fs.readdirSync(repo).find((file) => /^native-workspace\..+\.node$/.test(file))
+    fs.copyFileSync(path.join(repo, addon), path.join(dir, 'node_modules', PACKAGE, addon))
+    const source = `
+      const { Workspace } = require('${PACKAGE}')
+      const seen = []
+      const workspace = new Workspace({
+        sandbox: ({ requestContext }) => (seen.push(requestContext), { id: 's', name: 's', provider: 'p', executeCommand: async () => ({}) }),
+        sandboxCacheKey: ({ requestContext }) => (seen.push(requestContext), requestContext.get('threadId')),
+      })
+      workspace.getSandbox().then(() => console.log(JSON.stringify(seen.map((c) => [Object.keys(c).sort(), c.get('threadId') ?? null, c.has('threadId')]))))
+    `
+    const r = spawnSync(process.execPath, ['-e', source], { cwd: dir, encoding: 'utf8', timeout: 60_000 })
+    expect(r.stderr).toBe('')
+    expect(JSON.parse(r.stdout)).toEqual([
+      [['get', 'has'], null, false],
+      [['get', 'has'], null, false],
+    ])
+    expect(() => createRequire(path.join(dir, 'x.js')).resolve('@mastra/core/request-context')).toThrow()
+  })
+
+  it("Mastra's search and skills members: search and index reject with a SearchNotAvailableError, there is no index to rebuild, no skills", async () => {
+    const workspace = new Workspace({ sandbox: plainSandbox('sb') })
+    await expect(workspace.search('query')).rejects.toBeInstanceOf(SearchNotAvailableError)
+    await expect(workspace.index('a.md', 'text')).rejects.toBeInstanceOf(SearchNotAvailableError)
+    await expect(workspace.rebuildSearchIndex(['docs'])).resolves.toBeUndefined()
+    expect('skills' in workspace).toBe(true)
+    expect(workspace.skills).toBeUndefined()
+    expect([workspace.canBM25, workspace.canVector, workspace.canHybrid]).toEqual([false, false, false])
+  })
 })

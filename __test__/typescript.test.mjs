@@ -1,7 +1,9 @@
 // What a TypeScript user of Mastra writes type-checks with this package in place of
-// `@mastra/core/workspace`, unchanged and with no cast: `tsc --strict` (module NodeNext,
-// `skipLibCheck` as Mastra users set it) over the programs in __test__/types/, three ways.
-//  - present: in a project with the package as npm packs it and `@mastra/core` installed;
+// `@mastra/core/workspace`, unchanged and with no cast: `tsc --strict` (module NodeNext, and
+// bundler resolution as in Mastra's project template; `skipLibCheck` as Mastra users set it)
+// over the programs in __test__/types/, three ways.
+//  - present: in a project with the package as npm packs it and `@mastra/core` installed,
+//    where the package's declarations must also have no error against Mastra's;
 //  - absent: in a project without `@mastra/core` (the programs that do not import it), where
 //    the shipped declarations must hold without a single error even with `skipLibCheck` off;
 //  - mastra: the same programs with `native-workspace` replaced by `@mastra/core/workspace`,
@@ -15,7 +17,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { SearchNotAvailableError, Workspace } from '../lib/index.mjs'
 import { tempDir } from './helpers.mjs'
 
@@ -27,6 +29,9 @@ const ts = require('typescript')
 // This package is CommonJS: the contexts it makes are of @mastra/core's CommonJS build.
 const { RequestContext } = require('@mastra/core/request-context')
 const PACKAGE = 'native-workspace'
+const NODENEXT = { module: 'nodenext' }
+// What Mastra's project template (create-mastra) sets.
+const BUNDLER = { module: 'es2022', moduleResolution: 'bundler' }
 const MASTRA = '@mastra/core'
 
 /** Each program with its modes and the errors its lines are marked with. */
@@ -44,9 +49,10 @@ const programs = fs
 const inMode = (mode) => programs.filter((p) => p.modes.includes(mode))
 
 /** The files of the package as `npm pack` puts them in the tarball. */
+let packed
 function packedFiles() {
-  const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: repo, encoding: 'utf8' })
-  return JSON.parse(out)[0].files.map((f) => f.path)
+  packed ??= JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: repo, encoding: 'utf8' }))[0].files.map((f) => f.path)
+  return packed
 }
 
 /**
@@ -54,7 +60,7 @@ function packedFiles() {
  * (with `rewrite` applied), a tsconfig as a Mastra user's, and in `node_modules` the
  * packed files of this package (when `withPackage`) and links to the named dependencies.
  */
-function project({ programs: chosen, dependencies, withPackage, rewrite = (source) => source, skipLibCheck = true }) {
+function project({ programs: chosen, dependencies, withPackage, rewrite = (source) => source, skipLibCheck = true, resolution = NODENEXT }) {
   const dir = tempDir()
   const modules = path.join(dir, 'node_modules')
   if (withPackage) {
@@ -71,7 +77,7 @@ function project({ programs: chosen, dependencies, withPackage, rewrite = (sourc
   for (const { file } of chosen) {
     fs.writeFileSync(path.join(dir, file), rewrite(fs.readFileSync(path.join(programsDir, file), 'utf8')))
   }
-  const compilerOptions = { strict: true, module: 'nodenext', target: 'es2022', noEmit: true, skipLibCheck, types: ['node'] }
+  const compilerOptions = { strict: true, ...resolution, target: 'es2022', noEmit: true, skipLibCheck, types: ['node'] }
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: chosen.map((p) => p.file) }))
   return dir
 }
@@ -120,12 +126,15 @@ describe('the programs', () => {
   })
 })
 
-describe('tsc --strict, NodeNext, skipLibCheck', () => {
-  it(
-    'with @mastra/core installed: every program checks, and each marked mistake is reported',
-    () => {
+describe('tsc --strict, skipLibCheck', () => {
+  it.each([
+    ['NodeNext', NODENEXT],
+    ['bundler resolution, as in Mastra\'s project template', BUNDLER],
+  ])(
+    'with @mastra/core installed (%s): every program checks, and each marked mistake is reported',
+    (_, resolution) => {
       const chosen = inMode('present')
-      const result = typeCheck(project({ programs: chosen, dependencies: [MASTRA, 'zod', '@types/node'], withPackage: true }))
+      const result = typeCheck(project({ programs: chosen, dependencies: [MASTRA, 'zod', '@types/node'], withPackage: true, resolution }))
       expect(readMastra(result)).toBe(true)
       expect(whereOf(result), result.output).toEqual(expectedIn(chosen))
     },

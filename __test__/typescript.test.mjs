@@ -33,6 +33,8 @@ const NODENEXT = { module: 'nodenext' }
 // What Mastra's project template (create-mastra) sets.
 const BUNDLER = { module: 'es2022', moduleResolution: 'bundler' }
 const MASTRA = '@mastra/core'
+/** The packages a project with Mastra links: `@mastra/core`, `@mastra/s3` (whose filesystems programs mount), zod, Node's types. */
+const WITH_MASTRA = [MASTRA, '@mastra/s3', 'zod', '@types/node']
 
 /** Each program with its modes and the errors its lines are marked with. */
 const programs = fs
@@ -134,7 +136,7 @@ describe('tsc --strict, skipLibCheck', () => {
     'with @mastra/core installed (%s): every program checks, and each marked mistake is reported',
     (_, resolution) => {
       const chosen = inMode('present')
-      const result = typeCheck(project({ programs: chosen, dependencies: [MASTRA, 'zod', '@types/node'], withPackage: true, resolution }))
+      const result = typeCheck(project({ programs: chosen, dependencies: WITH_MASTRA, withPackage: true, resolution }))
       expect(readMastra(result)).toBe(true)
       expect(whereOf(result), result.output).toEqual(expectedIn(chosen))
     },
@@ -144,7 +146,7 @@ describe('tsc --strict, skipLibCheck', () => {
   it(
     "with @mastra/core installed: the package's declarations have no error against Mastra's (skipLibCheck off for them)",
     () => {
-      const dir = project({ programs: inMode('present'), dependencies: [MASTRA, 'zod', '@types/node'], withPackage: true })
+      const dir = project({ programs: inMode('present'), dependencies: WITH_MASTRA, withPackage: true })
       const { checked, diagnostics } = declarationErrors(dir)
       expect(checked).toEqual(expect.arrayContaining([path.join('node_modules', PACKAGE, 'lib', 'index.d.ts')]))
       expect(diagnostics).toEqual([])
@@ -169,7 +171,7 @@ describe('tsc --strict, skipLibCheck', () => {
     () => {
       const chosen = inMode('mastra')
       const rewrite = (source) => source.replaceAll(`from '${PACKAGE}'`, `from '${MASTRA}/workspace'`)
-      const result = typeCheck(project({ programs: chosen, dependencies: [MASTRA, 'zod', '@types/node'], withPackage: false, rewrite }))
+      const result = typeCheck(project({ programs: chosen, dependencies: WITH_MASTRA, withPackage: false, rewrite }))
       expect(result.files.some((file) => file.includes(path.join('node_modules', PACKAGE) + path.sep))).toBe(false)
       expect(whereOf(result), result.output).toEqual(expectedIn(chosen))
     },

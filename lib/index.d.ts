@@ -6,9 +6,10 @@
 // alone. Where `@mastra/core` is installed, the classes here are therefore declared as
 // subclasses of Mastra's (a `Workspace` as Mastra's `Workspace` with this package's members
 // besides), and what callbacks receive is Mastra's (its `RequestContext`, its sandbox
-// interface): an `Agent`, `Mastra` or Mastra's own `Workspace` takes them as they are. `@mastra/core` is optional: without it the imports below fail (the failure is
-// ignored, the names become error types, which `MastraOr` tells apart) and the
-// declarations of this file stand on their own.
+// interface): an `Agent`, `Mastra` or Mastra's own `Workspace` takes them as they are.
+// `@mastra/core` is optional: without it the imports below fail (the failure is ignored,
+// the names become error types, which `MastraOr` tells apart) and the declarations of this
+// file stand on their own.
 // @ts-ignore -- absent without @mastra/core
 import type { AnyWorkspace as MastraAnyWorkspace, MastraSandbox as MastraSandboxClass, MountManager as MastraMountManager, ProcessHandle as MastraProcessHandle, SandboxProcessManager as MastraSandboxProcessManager, Workspace as MastraWorkspace, WorkspaceFilesystem as MastraWorkspaceFilesystem, WorkspaceSandbox as MastraWorkspaceSandbox } from '@mastra/core/workspace'
 // @ts-ignore -- absent without @mastra/core
@@ -22,7 +23,7 @@ type MastraOr<Theirs, Own> = HasMastra extends true ? Theirs : Own
 /**
  * What a sandbox or filesystem resolver, a `sandboxCacheKey` or dynamic instructions read
  * of the request: Mastra's `RequestContext` where `@mastra/core` is installed (a call made
- * without one gets an empty one, as in Mastra), else anything with a `get`.
+ * without one gets an empty one, as in Mastra), else an object with `get` and `has`.
  */
 export type RequestContext = MastraOr<MastraRequestContext, RequestContextWithoutMastra>
 /** A request context as this package reads it where `@mastra/core` is not installed. */

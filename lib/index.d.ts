@@ -1,6 +1,37 @@
 /// <reference types="node" />
 // Public types of native-workspace. They follow the shapes of `@mastra/core/workspace`
 // so a sandbox from this package can stand wherever a Mastra sandbox is expected.
+//
+// Mastra's classes have private members, so nothing can be assignable to them by its shape
+// alone. Where `@mastra/core` is installed, the classes here are therefore declared as
+// subclasses of Mastra's (a `Workspace` as Mastra's `Workspace` with this package's members
+// besides), and what callbacks receive is Mastra's (its `RequestContext`, its sandbox
+// interface): an `Agent`, `Mastra` or Mastra's own `Workspace` takes them as they are.
+// `@mastra/core` is optional: without it the imports below fail (the failure is ignored,
+// the names become error types, which `MastraOr` tells apart) and the declarations of this
+// file stand on their own.
+// @ts-ignore -- absent without @mastra/core
+import type { AnyWorkspace as MastraAnyWorkspace, MastraSandbox as MastraSandboxClass, MountManager as MastraMountManager, ProcessHandle as MastraProcessHandle, SandboxProcessManager as MastraSandboxProcessManager, Workspace as MastraWorkspace, WorkspaceFilesystem as MastraWorkspaceFilesystem, WorkspaceSandbox as MastraWorkspaceSandbox } from '@mastra/core/workspace'
+// @ts-ignore -- absent without @mastra/core
+import type { RequestContext as MastraRequestContext } from '@mastra/core/request-context'
+
+/** Whether `@mastra/core`'s types are at hand: where it is not installed, its names are error types, which `unknown` extends. */
+type HasMastra = unknown extends MastraWorkspace ? false : true
+/** `Theirs` where `@mastra/core` is installed, else `Own`. */
+type MastraOr<Theirs, Own> = HasMastra extends true ? Theirs : Own
+
+/**
+ * What a sandbox or filesystem resolver, a `sandboxCacheKey` or dynamic instructions read
+ * of the request: Mastra's `RequestContext` where `@mastra/core` is installed (a call made
+ * without one gets an empty one, as in Mastra), else an object with `get` and `has`.
+ */
+export type RequestContext = MastraOr<MastraRequestContext, RequestContextWithoutMastra>
+/** A request context as this package reads it where `@mastra/core` is not installed. */
+interface RequestContextWithoutMastra {
+  /** The value stored under `key`; its type is the caller's to say (`unknown` by default), as in Mastra's. */
+  get<K extends string = string, R = unknown>(key: K): R
+  has(key: string): boolean
+}
 
 export type ProviderStatus =
   | 'pending'
@@ -89,7 +120,9 @@ export interface ProcessWaitOptions {
   abortSignal?: AbortSignal
 }
 
-export declare class ProcessHandle {
+/** Mastra's `ProcessHandle` where `@mastra/core` is installed, so that its process managers take this package's handles. */
+declare const ProcessHandleBase: new (...args: any[]) => MastraOr<MastraProcessHandle, {}>
+export declare class ProcessHandle extends ProcessHandleBase {
   /**
    * Pid of the command's supervisor; signalling it signals the whole process tree. For
    * what a foreground command left running (`CommandResult.leftRunning`): the pid of the
@@ -100,12 +133,12 @@ export declare class ProcessHandle {
   /** `undefined` while the process runs. */
   readonly exitCode: number | undefined
   readonly stdinMode: StdinMode
-  readonly stdout: string
-  readonly stderr: string
-  readonly stdoutTruncated: boolean
-  readonly stderrTruncated: boolean
-  readonly stdoutDroppedBytes: number
-  readonly stderrDroppedBytes: number
+  get stdout(): string
+  get stderr(): string
+  get stdoutTruncated(): boolean
+  get stderrTruncated(): boolean
+  get stdoutDroppedBytes(): number
+  get stderrDroppedBytes(): number
   readonly killedByAbort: boolean
   /** When the process started, in ms since the epoch (for what a foreground command left
    *  running, when that command started); undefined if not known. */
@@ -115,9 +148,9 @@ export declare class ProcessHandle {
    * retained stdout (from the oldest byte kept when older output was dropped), then what
    * follows, each byte once. It applies backpressure like a child process's stdout.
    */
-  readonly reader: import('node:stream').Readable
+  get reader(): import('node:stream').Readable
   /** stdin as a Node stream; `end()` closes stdin. */
-  readonly writer: import('node:stream').Writable
+  get writer(): import('node:stream').Writable
   wait(options?: ProcessWaitOptions): Promise<ExecutionResult>
   kill(): Promise<boolean>
   sendStdin(data: string | Uint8Array): Promise<void>
@@ -128,6 +161,10 @@ export declare class ProcessHandle {
   emitStderr(data: string): never
 }
 
+/** What a process manager's `sandbox` may be: a `MastraSandbox` where `@mastra/core` is installed (as Mastra has it), else any object. */
+type ProcessManagerSandbox = MastraOr<MastraSandboxClass, object>
+/** Mastra's `SandboxProcessManager` where `@mastra/core` is installed, so that Mastra takes this package's process managers. */
+declare const SandboxProcessManagerBase: new <TSandbox extends ProcessManagerSandbox>(...args: any[]) => MastraOr<MastraSandboxProcessManager<TSandbox>, {}>
 /**
  * Base class of process managers (`sandbox.processes`) for sandboxes written in
  * JavaScript: implement `spawn` and `list` (and `get` if handles live elsewhere than
@@ -135,7 +172,9 @@ export declare class ProcessHandle {
  * env to each spawn, kills a process whose `abortSignal` aborts, sets the handle's
  * `command`, and offers a finished process once. `sandbox` is set by the owning sandbox.
  */
-export declare abstract class SandboxProcessManager<TSandbox extends object = WorkspaceSandbox> {
+export declare abstract class SandboxProcessManager<
+  TSandbox extends ProcessManagerSandbox = MastraOr<MastraSandboxClass, WorkspaceSandbox>,
+> extends SandboxProcessManagerBase<TSandbox> {
   constructor(options?: { env?: Record<string, string | undefined> })
   sandbox: TSandbox
   protected readonly env: Record<string, string | undefined>
@@ -299,7 +338,7 @@ export interface InstructionsContext {
   /** The default instructions. */
   auto: string
   defaultInstructions: string
-  requestContext?: unknown
+  requestContext?: RequestContext
 }
 
 export interface LocalSandboxOptions {
@@ -345,8 +384,10 @@ export interface FilesystemMountConfig {
   type: string
   [key: string]: unknown
 }
-/** A filesystem as mounts see it. */
-export interface MountableFilesystem {
+/** A filesystem as mounts see it (Mastra's `WorkspaceFilesystem` where `@mastra/core` is installed). */
+export type MountableFilesystem = MastraOr<MastraWorkspaceFilesystem, MountableFilesystemWithoutMastra>
+/** A filesystem as mounts see it where `@mastra/core` is not installed. */
+interface MountableFilesystemWithoutMastra {
   id?: string
   name?: string
   provider?: string
@@ -378,7 +419,7 @@ export interface OnMountArgs {
   /** The filesystem's `getMountConfig()`, when it has one. */
   config: FilesystemMountConfig | undefined
   sandbox: WorkspaceSandbox
-  workspace: Workspace
+  workspace: WorkspaceOfAnyKind
 }
 /** `false`: skip the mount; `{ success, error? }`: the hook made it (or failed to); nothing: the sandbox mounts it. */
 export type OnMountResult = false | { success: boolean; error?: string } | void
@@ -397,20 +438,22 @@ export interface MastraLoggerLike {
   debug?(message: string, data?: unknown): unknown
 }
 
+/** Mastra's `MountManager` where `@mastra/core` is installed, so that Mastra takes this package's sandboxes' mounts. */
+declare const MountManagerBase: new (...args: any[]) => MastraOr<MastraMountManager, {}>
 /**
  * The mounts of a sandbox, by mount path (Mastra's mount manager). A `Workspace` adds its
  * mounts as `pending`; the sandbox makes them at its start (`processPending`), through the
  * `onMount` hook when there is one. A failed mount is logged and kept as `error` (or
  * `unavailable`); it never fails the start or the other mounts.
  */
-export declare class MountManager {
+export declare class MountManager extends MountManagerBase {
   constructor(config: MountManagerConfig)
   /** The sandbox and workspace handed to the `onMount` hook. */
-  setContext(context: { sandbox: WorkspaceSandbox; workspace: Workspace }): void
+  setContext(context: { sandbox: WorkspaceSandbox; workspace: WorkspaceOfAnyKind }): void
   setOnMount(hook: OnMountHook | undefined): void
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
-  readonly entries: ReadonlyMap<string, MountEntry>
+  get entries(): ReadonlyMap<string, MountEntry>
   get(path: string): MountEntry | undefined
   has(path: string): boolean
   /** Adds pending mounts (mount paths are normalised: `//data/` is `/data`; an invalid one throws a `MountError`). */
@@ -478,14 +521,19 @@ export interface SandboxCloneOptions {
   actingUserId?: string
 }
 
-export declare class LocalSandbox {
+/**
+ * The base of this package's sandboxes: Mastra's `MastraSandbox` where `@mastra/core` is
+ * installed, so that Mastra's `Workspace` and process managers take them.
+ */
+declare const SandboxBase: new (...args: any[]) => MastraOr<MastraSandboxClass, MastraComponent>
+export declare class LocalSandbox extends SandboxBase {
   constructor(options?: LocalSandboxOptions)
   readonly id: string
   readonly name: 'LocalSandbox'
   readonly provider: 'local'
   readonly status: ProviderStatus
   readonly error: string | undefined
-  readonly workingDirectory: string
+  get workingDirectory(): string
   readonly isolation: IsolationBackend
   readonly networking: {
     /**
@@ -560,9 +608,10 @@ export declare class LocalSandbox {
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
-  setOnStart(update: (previous: LocalSandboxOptions['onStart']) => LocalSandboxOptions['onStart']): void
+  /** Replaces the start hook with what `update` makes of the current one (`undefined`: none). */
+  setOnStart(update: (previous: SandboxStartHook | undefined) => SandboxStartHook | undefined): void
   getInfo(): SandboxInfo
-  getInstructions(options?: { requestContext?: unknown }): string
+  getInstructions(options?: { requestContext?: RequestContext }): string
   /** The env a command given `additionalEnv` gets: host PATH, `env`, the `setEnv` overlay, `additionalEnv`. */
   buildEnv(additionalEnv?: Record<string, string | undefined>): Record<string, string>
   /** Only before the first start (and with nothing mounted); else a `SandboxError` `INVALID_STATE`. */
@@ -585,7 +634,6 @@ export interface MastraComponent {
   toRawConfig(): Record<string, unknown> | undefined
   __setRawConfig(rawConfig: Record<string, unknown>): void
 }
-export interface LocalSandbox extends MastraComponent {}
 
 /**
  * `dockerOptions`, as dockerode takes them: a TCP engine (`host`, `port`, `protocol`, TLS
@@ -729,7 +777,7 @@ export interface DockerSandboxOptions {
  * output is bounded. An unreachable engine is a `SandboxError` `ENGINE_UNREACHABLE`, a
  * missing image `IMAGE_NOT_FOUND`, another refusal of the engine `ENGINE_ERROR`.
  */
-export declare class DockerSandbox {
+export declare class DockerSandbox extends SandboxBase {
   constructor(options?: DockerSandboxOptions)
   readonly id: string
   readonly name: 'DockerSandbox'
@@ -737,7 +785,7 @@ export declare class DockerSandbox {
   readonly status: ProviderStatus
   readonly error: string | undefined
   readonly image: string
-  readonly workingDirectory: string
+  get workingDirectory(): string
   readonly timeout: number | undefined
   readonly createdAt: Date
   /** `snapshot()` commits the container as the checkpoint `checkpointName`. */
@@ -801,13 +849,13 @@ export declare class DockerSandbox {
   snapshot(): Promise<void>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
-  setOnStart(update: (previous: DockerSandboxOptions['onStart']) => DockerSandboxOptions['onStart']): void
+  /** Replaces the start hook with what `update` makes of the current one (`undefined`: none). */
+  setOnStart(update: (previous: SandboxStartHook | undefined) => SandboxStartHook | undefined): void
   /** Adds `metadata.containerId`, `containerName`, `state` and the container's `createdAt` once there is one. */
   getInfo(): Promise<SandboxInfo>
-  getInstructions(options?: { requestContext?: unknown }): string
+  getInstructions(options?: { requestContext?: RequestContext }): string
   __setLogger(logger: DiagnosticsLogger | null): void
 }
-export interface DockerSandbox extends MastraComponent {}
 
 export declare const DEFAULT_MAX_RETAINED_PROCESS_OUTPUT_BYTES: 1048576
 /**
@@ -911,9 +959,16 @@ export declare class UnsupportedStdinCloseError extends Error {
 // ---------------------------------------------------------------------------------------
 // Workspace, tools, and the base class for JavaScript sandbox backends
 
-/** Anything a workspace can use as its sandbox: this package's `LocalSandbox`, a
- *  `MastraSandbox` subclass, or any object with the same members. */
-export interface WorkspaceSandbox {
+/**
+ * Anything a workspace can use as its sandbox: this package's `LocalSandbox`, a
+ * `MastraSandbox` subclass, or any object with the same members. Where `@mastra/core` is
+ * installed, Mastra's `WorkspaceSandbox`.
+ */
+export type WorkspaceSandbox = MastraOr<MastraWorkspaceSandbox, WorkspaceSandboxWithoutMastra>
+/** A start hook of any sandbox, as `setOnStart` hands it over and takes it (Mastra's `SandboxStartHook`). */
+export type SandboxStartHook = (event: { sandbox: WorkspaceSandbox; outcome?: 'created' | 'connected' }) => void | Promise<void>
+/** A workspace's sandbox where `@mastra/core` is not installed. */
+interface WorkspaceSandboxWithoutMastra {
   readonly id: string
   readonly name: string
   readonly provider: string
@@ -922,7 +977,7 @@ export interface WorkspaceSandbox {
   stop?(): Promise<void>
   destroy?(): Promise<void>
   getInfo?(): SandboxInfo | Promise<SandboxInfo>
-  getInstructions?(options?: { requestContext?: unknown }): string
+  getInstructions?(options?: { requestContext?: RequestContext }): string
   executeCommand?(command: string, args?: string[], options?: ExecuteCommandOptions): Promise<CommandResult>
   /** Persists the sandbox's state where it has checkpoints; nothing elsewhere. */
   snapshot?(): Promise<void>
@@ -943,7 +998,8 @@ export interface WorkspaceSandbox {
   }
 }
 
-export type WorkspaceSandboxResolver = (args: { requestContext?: unknown }) => WorkspaceSandbox | Promise<WorkspaceSandbox>
+/** A sandbox per request. A call made without a request context gets an empty one. */
+export type WorkspaceSandboxResolver = (args: { requestContext: RequestContext }) => WorkspaceSandbox | Promise<WorkspaceSandbox>
 export type WorkspaceStatus = 'pending' | 'initializing' | 'ready' | 'paused' | 'error' | 'destroying' | 'destroyed'
 export type DynamicToolConfigValue<C> = boolean | ((context: C) => boolean | Promise<boolean>)
 
@@ -1049,64 +1105,138 @@ export interface FileReadTracker {
   clear(): void | Promise<void>
 }
 
-export interface WorkspaceConfig {
+/**
+ * What a workspace can use as its filesystem: this package's `LocalFilesystem`, Mastra's
+ * filesystems (`S3Filesystem`…), or any object with their members. Where `@mastra/core` is
+ * installed, Mastra's `WorkspaceFilesystem`.
+ */
+export type WorkspaceFilesystem = MastraOr<MastraWorkspaceFilesystem, object>
+/** A filesystem per request. A call made without a request context gets an empty one. */
+export type WorkspaceFilesystemResolver = (args: { requestContext: RequestContext }) => WorkspaceFilesystem | Promise<WorkspaceFilesystem>
+
+/**
+ * A workspace's configuration. The type parameters keep the types of the filesystem,
+ * sandbox and mounts given, so that `workspace.sandbox` is the `LocalSandbox` it was given
+ * (as in Mastra).
+ */
+export interface WorkspaceConfig<
+  TFilesystem extends WorkspaceFilesystem | undefined = WorkspaceFilesystem | undefined,
+  TSandbox extends WorkspaceSandbox | undefined = WorkspaceSandbox | undefined,
+  TMounts extends Record<string, WorkspaceFilesystem> | undefined = undefined,
+> {
   id?: string
   name?: string
-  sandbox?: WorkspaceSandbox | WorkspaceSandboxResolver
+  sandbox?: TSandbox | WorkspaceSandboxResolver
   /** With a sandbox resolver: requests with the same key share one resolved sandbox. */
-  sandboxCacheKey?: (args: { requestContext?: unknown }) => string | undefined
-  filesystem?: object | ((args: { requestContext?: unknown }) => object | Promise<object>)
+  sandboxCacheKey?: (args: { requestContext: RequestContext }) => string | undefined
+  filesystem?: TFilesystem | WorkspaceFilesystemResolver
   /** Filesystems by mount path: file tools see them at those paths, and a static sandbox
    *  with a mount manager (`sandbox.mounts`) makes them at its start, so commands see them
    *  (a LocalSandbox: under its working directory; under isolation, at those paths). A mount
    *  that fails is logged and marked `error`; it fails neither `init()` nor the others. */
-  mounts?: Record<string, object>
+  mounts?: TMounts
   /** Runs before each mount of `mounts` is made by the sandbox (see `MountManager`). */
   onMount?: OnMountHook
   /** Checked here (and by `setToolsConfig`): an unknown tool or option, or a bad value, is a
    *  `WorkspaceError` `INVALID_CONFIG` naming its key. */
   tools?: WorkspaceToolsConfig
   /** A CLI browser provider (`providerType: 'cli'`), closed by `stop()` and `destroy()`. */
-  browser?: { providerType: 'cli'; close(): Promise<void> | void }
-  instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext?: unknown }) => string) }
+  browser?: WorkspaceBrowser
+  instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext: RequestContext }) => string) }
   lsp?: boolean | object
 }
+/** A CLI browser provider as a workspace uses it. */
+export interface WorkspaceBrowser {
+  providerType: 'cli'
+  close(): Promise<void> | void
+}
 
-export declare class Workspace {
-  constructor(config: WorkspaceConfig)
+/**
+ * The members `Workspace` has as Mastra's has them: where `@mastra/core` is installed,
+ * Mastra's own declarations stand for them.
+ */
+interface WorkspaceWithoutMastra {
   readonly id: string
   readonly name: string
   readonly createdAt: Date
   lastAccessedAt: Date
-  status: WorkspaceStatus
-  readonly sandbox: WorkspaceSandbox | undefined
-  readonly filesystem: object | undefined
+  readonly status: WorkspaceStatus
+  readonly browser: WorkspaceBrowser | undefined
+  getToolsConfig(): WorkspaceToolsConfig | undefined
+  setToolsConfig(config: WorkspaceToolsConfig | undefined): void
+  getInfo(options?: { requestContext?: RequestContext }): Promise<Record<string, unknown>>
+  /** The logger Mastra gave, if any. */
+  readonly logger: MastraLoggerLike | undefined
+  __setLogger(logger: MastraLoggerLike): void
+}
+
+/** What this package's `Workspace` declares of its own, over what it shares with Mastra's. */
+interface WorkspaceMembers<TFilesystem, TSandbox, TMounts> {
+  /** The static sandbox given (undefined with a resolver: see `getSandbox`). */
+  readonly sandbox: TSandbox
+  /** The `filesystem` given, or with `mounts` the `CompositeFilesystem` over them. */
+  readonly filesystem: [TMounts] extends [Record<string, WorkspaceFilesystem>] ? CompositeFilesystem : TFilesystem
+  /** Search is not part of this package: false. */
   readonly canBM25: false
   readonly canVector: false
   readonly canHybrid: false
+  /** Skills are not part of this package: undefined. */
+  readonly skills: undefined
+  /** Search is not part of this package: rejects with a `SearchNotAvailableError`. */
+  search(query: string, options?: unknown): Promise<never>
+  /** Search is not part of this package: rejects with a `SearchNotAvailableError`. */
+  index(path: string, content: string, options?: unknown): Promise<never>
+  /** Search is not part of this package: nothing to rebuild. */
+  rebuildSearchIndex(paths?: string[]): Promise<void>
   readonly lsp: undefined
   hasSandboxConfig(): boolean
   hasFilesystemConfig(): boolean
   hasSandboxResolver(): boolean
   hasSandboxCacheKey(): boolean
-  getToolsConfig(): WorkspaceToolsConfig | undefined
-  setToolsConfig(config: WorkspaceToolsConfig | undefined): void
-  resolveSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
+  /** The static sandbox, or the resolver's for this request (without a request context: for an empty one). */
+  resolveSandbox(args?: { requestContext?: RequestContext }): Promise<WorkspaceSandbox | undefined>
   /** The sandbox of the current request, for tools and workflow steps. */
-  getSandbox(args?: { requestContext?: unknown }): Promise<WorkspaceSandbox | undefined>
-  resolveFilesystem(args?: { requestContext?: unknown }): Promise<object | undefined>
+  getSandbox(args?: { requestContext?: RequestContext }): Promise<WorkspaceSandbox | undefined>
+  resolveFilesystem(args?: { requestContext?: RequestContext }): Promise<WorkspaceFilesystem | undefined>
   clearSandboxCache(cacheKey?: string): void
-  readonly browser: WorkspaceConfig['browser'] | undefined
   init(): Promise<void>
   /** Stops the static sandbox (its processes end, files stay; the next command restarts it)
    *  and closes the browser; the workspace stays usable. What `Mastra.shutdown()` calls. */
   stop(): Promise<void>
   destroy(): Promise<void>
-  getInfo(options?: { requestContext?: unknown }): Promise<Record<string, unknown>>
-  getInstructions(options?: { requestContext?: unknown }): string
-  getInstructionsAsync(options?: { requestContext?: unknown }): Promise<string>
+  getInstructions(options?: { requestContext?: RequestContext }): string
+  getInstructionsAsync(options?: { requestContext?: RequestContext }): Promise<string>
   /** @deprecated use `getInstructions()` */
   getPathContext(): PathContext
+}
+
+/** A workspace of this package or, where `@mastra/core` is installed, of Mastra (as Mastra's `AnyWorkspace`). */
+export type WorkspaceOfAnyKind = MastraOr<MastraAnyWorkspace, Workspace<WorkspaceFilesystem | undefined, WorkspaceSandbox | undefined, any>>
+
+/**
+ * A filesystem and a sandbox for agents (Mastra's `Workspace`). Where `@mastra/core` is
+ * installed, it is a Mastra `Workspace` to the type checker (an `Agent`, `Mastra` and
+ * Mastra's tools take it), with the same type parameters: `new Workspace({ sandbox })` keeps
+ * the type of the sandbox given. (Mastra's part has Mastra's default filesystem type: with
+ * another, the checker does not relate it to Mastra's `AnyWorkspace`, which an `Agent`
+ * takes. `filesystem` keeps the type given all the same.)
+ */
+export type Workspace<
+  TFilesystem extends WorkspaceFilesystem | undefined = WorkspaceFilesystem | undefined,
+  TSandbox extends WorkspaceSandbox | undefined = WorkspaceSandbox | undefined,
+  TMounts extends Record<string, WorkspaceFilesystem> | undefined = undefined,
+> = MastraOr<MastraWorkspace<WorkspaceFilesystem | undefined, TSandbox, TMounts>, WorkspaceWithoutMastra> &
+  WorkspaceMembers<TFilesystem, TSandbox, TMounts>
+/** Makes a workspace of a sandbox (an instance, or a resolver giving each request its own) and optionally a filesystem or mounts. */
+export declare const Workspace: {
+  new <
+    TFilesystem extends WorkspaceFilesystem | undefined = WorkspaceFilesystem | undefined,
+    TSandbox extends WorkspaceSandbox | undefined = WorkspaceSandbox | undefined,
+    TMounts extends Record<string, WorkspaceFilesystem> | undefined = undefined,
+  >(
+    config: WorkspaceConfig<TFilesystem, TSandbox, TMounts>,
+  ): Workspace<TFilesystem, TSandbox, TMounts>
+  readonly prototype: Workspace
 }
 
 export interface PathContext {
@@ -1161,15 +1291,15 @@ export declare function resolveToolConfig(
 
 /** The context of a tool call that carries a workspace (as a Mastra `Agent` with a workspace passes it). */
 export interface ToolContextWithWorkspace {
-  workspace?: Workspace
+  workspace?: WorkspaceOfAnyKind
   [key: string]: unknown
 }
 /** The call's workspace, or a `WorkspaceNotAvailableError`. */
-export declare function requireWorkspace(context: ToolContextWithWorkspace | undefined): Workspace
+export declare function requireWorkspace(context: ToolContextWithWorkspace | undefined): WorkspaceOfAnyKind
 /** The call's workspace and its filesystem, or a `WorkspaceNotAvailableError` / `FilesystemNotAvailableError`. */
-export declare function requireFilesystem(context: ToolContextWithWorkspace | undefined): { workspace: Workspace; filesystem: object }
+export declare function requireFilesystem(context: ToolContextWithWorkspace | undefined): { workspace: WorkspaceOfAnyKind; filesystem: WorkspaceFilesystem }
 /** The call's workspace and its sandbox, or a `WorkspaceNotAvailableError` / `SandboxNotAvailableError`. */
-export declare function requireSandbox(context: ToolContextWithWorkspace | undefined): { workspace: Workspace; sandbox: WorkspaceSandbox }
+export declare function requireSandbox(context: ToolContextWithWorkspace | undefined): { workspace: WorkspaceOfAnyKind; sandbox: WorkspaceSandbox }
 
 /**
  * A workspace tool on its own, for an agent's `tools`: each call works in its context's
@@ -1203,7 +1333,7 @@ export declare const mkdirTool: StandaloneWorkspaceTool<{ path: string; recursiv
 /** execute_command in the foreground (its schema has no `background`). */
 export declare const executeCommandTool: StandaloneWorkspaceTool<{ command: string; timeout?: number | null; cwd?: string | null; tail?: number | null }>
 export interface WorkspaceToolContext extends Record<string, unknown> {
-  requestContext?: unknown
+  requestContext?: RequestContext
   /** The sandbox of this call's request (through the agent's workspace). */
   getSandbox(): Promise<WorkspaceSandbox | undefined>
   getFilesystem(): Promise<object | undefined>
@@ -1272,7 +1402,7 @@ export interface MastraSandboxOptions {
 /** Base class for sandbox backends written in JavaScript: implement `start`, `stop`,
  *  `destroy` and `executeCommand` as methods; status, hooks, coalescing and lazy start
  *  come from here. */
-export declare abstract class MastraSandbox {
+export declare abstract class MastraSandbox extends SandboxBase {
   constructor(options?: MastraSandboxOptions)
   /** The process manager given as `options.processes`, if any. */
   readonly processes?: SandboxProcessManager<any>
@@ -1280,14 +1410,15 @@ export declare abstract class MastraSandbox {
   abstract readonly provider: string
   readonly name: string
   readonly createdAt: Date
-  workingDirectory?: string
+  get workingDirectory(): string | undefined
+  set workingDirectory(dir: string | undefined)
   readonly status: ProviderStatus
   readonly error: string | undefined
   /** Present when the subclass implements `mount()`; its pending mounts are made at each start. */
   readonly mounts?: MountManager
   mount?(filesystem: MountableFilesystem, mountPath: string): Promise<MountResult>
   unmount?(mountPath: string): Promise<void>
-  start(): Promise<{ outcome?: 'created' | 'connected' } | void>
+  start(): Promise<{ outcome: 'created' | 'connected' } | void>
   stop(): Promise<void>
   destroy(): Promise<void>
   _start(): Promise<{ outcome: 'created' | 'connected' }>
@@ -1300,9 +1431,10 @@ export declare abstract class MastraSandbox {
   setWorkingDirectory(dir: string): void
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
-  setOnStart(update: (previous: MastraSandboxOptions['onStart']) => MastraSandboxOptions['onStart']): void
+  /** Replaces the start hook with what `update` makes of the current one (`undefined`: none). */
+  setOnStart(update: (previous: SandboxStartHook | undefined) => SandboxStartHook | undefined): void
   getInfo(): SandboxInfo
-  getInstructions(options?: { requestContext?: unknown }): string
+  getInstructions(options?: { requestContext?: RequestContext }): string
   /** Nothing here; a subclass with checkpoints overrides it and `supportsCheckpoints`. */
   snapshot(): Promise<void>
   /** @internal */
@@ -1310,7 +1442,6 @@ export declare abstract class MastraSandbox {
   /** False unless a subclass says otherwise. */
   supportsCheckpoints: boolean
 }
-export interface MastraSandbox extends MastraComponent {}
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code: string, workspaceId?: string)
@@ -1381,6 +1512,18 @@ export declare abstract class MastraFilesystem {
   toRawConfig(): Record<string, unknown> | undefined
   __setRawConfig(rawConfig: Record<string, unknown>): void
   __setLogger(logger: DiagnosticsLogger): void
+}
+
+/** What a filesystem's `getInfo()` tells of it. */
+export interface FilesystemInfo<TMetadata extends Record<string, unknown> = Record<string, unknown>> {
+  id: string
+  name: string
+  provider: string
+  status?: ProviderStatus
+  /** The message of the error that made `status` `error`. */
+  error?: string
+  readOnly?: boolean
+  metadata?: TMetadata
 }
 
 export interface LocalFilesystemOptions extends MastraFilesystemOptions {
@@ -1468,8 +1611,8 @@ export declare class LocalFilesystem extends MastraFilesystem {
   init(): Promise<void>
   destroy(): Promise<void>
   getMountConfig(): { type: 'local'; basePath: string }
-  getInfo(): Record<string, unknown>
-  getInstructions(options?: { requestContext?: unknown }): string
+  getInfo(): FilesystemInfo<{ basePath: string; contained: true; allowedPaths?: string[] }>
+  getInstructions(options?: { requestContext?: RequestContext }): string
 }
 export interface LocalFilesystem extends MastraComponent, FileOperations {}
 
@@ -1497,7 +1640,7 @@ export declare class CompositeFilesystem {
   isFile(path: string): Promise<boolean>
   isDirectory(path: string): Promise<boolean>
   getInfo(): Promise<{ id: string; name: string; provider: string; readOnly: boolean; status: ProviderStatus; metadata: { mounts: Record<string, unknown> } }>
-  getInstructions(options?: { requestContext?: unknown }): string
+  getInstructions(options?: { requestContext?: RequestContext }): string
   /** @internal */
   __setLogger(logger: MastraLoggerLike): void
 }
@@ -1564,3 +1707,7 @@ export declare function extractGlobBase(pattern: string): string
 /** A reusable matcher of `/`-separated paths (a leading `./` or `/` ignored); several patterns match when one does. */
 export declare function createGlobMatcher(patterns: string | string[], options?: GlobMatcherOptions): GlobMatcher
 export declare function matchGlob(path: string, pattern: string | string[], options?: GlobMatcherOptions): boolean
+
+// Only what is marked `export` above is exported (a declaration file exports every
+// top-level declaration unless it says otherwise).
+export {}

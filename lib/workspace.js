@@ -1,6 +1,6 @@
 'use strict'
 const { NativeResolverCache } = require('../index.js')
-const { WorkspaceError } = require('./errors')
+const { SearchNotAvailableError, WorkspaceError } = require('./errors')
 const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
 const { mountedAt } = require('./mounts')
@@ -10,6 +10,7 @@ const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
 const { checkToolsConfig } = require('./tools-config')
 const { warnUnknownOptions } = require('./unknown-options')
+const { emptyRequestContext, givenRequestContext } = require('./request-context')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -223,13 +224,14 @@ class Workspace {
    * kept); without it, once per `requestContext` object.
    */
   async resolveSandbox(args) {
-    const requestContext = requestContextOf(args, 'resolveSandbox(args)')
+    const given = requestContextOf(args, 'resolveSandbox(args)')
     const resolver = this[state].sandboxResolver
     if (!resolver) return this[state].sandbox
+    const requestContext = given ?? emptyRequestContext()
     const key = check.returned(this[state].sandboxCacheKey?.({ requestContext }), 'sandboxCacheKey result')
     const keyed = key !== undefined && key !== null
-    // What the resolution is shared by: its cache key, or else its request context.
-    const target = keyed ? String(key) : requestContext
+    // What the resolution is shared by: its cache key, or else the request context given.
+    const target = keyed ? String(key) : given
     const what = keyed ? `cache key "${target}"` : 'the same request context'
     const resolve = async () => checkSandbox(await resolver({ requestContext }), 'The sandbox resolver result')
     if (keyed) {
@@ -251,8 +253,8 @@ class Workspace {
       )
       return this[state].registered.get(id)
     }
-    return resolution(this, { kind: 'sandbox', target, what, shared: isMemoized(requestContext) }, resolve, (resolveOnce) =>
-      memoizeByContext(this[state].sandboxesByContext, requestContext, resolveOnce),
+    return resolution(this, { kind: 'sandbox', target, what, shared: isMemoized(given) }, resolve, (resolveOnce) =>
+      memoizeByContext(this[state].sandboxesByContext, given, resolveOnce),
     )
   }
 
@@ -262,12 +264,13 @@ class Workspace {
   }
 
   async resolveFilesystem(args) {
-    const requestContext = requestContextOf(args, 'resolveFilesystem(args)')
+    const given = requestContextOf(args, 'resolveFilesystem(args)')
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
-    const about = { kind: 'filesystem', target: requestContext, what: 'the same request context', shared: isMemoized(requestContext) }
+    const about = { kind: 'filesystem', target: given, what: 'the same request context', shared: isMemoized(given) }
+    const requestContext = given ?? emptyRequestContext()
     return resolution(this, about, async () => resolver({ requestContext }), (resolveOnce) =>
-      memoizeByContext(this[state].filesystemsByContext, requestContext, resolveOnce),
+      memoizeByContext(this[state].filesystemsByContext, given, resolveOnce),
     )
   }
 
@@ -422,7 +425,7 @@ class Workspace {
         dynamic === 'resolve'
           ? sandbox?.getInstructions?.({ requestContext })
           : typeof dynamic === 'function'
-            ? dynamic({ requestContext })
+            ? dynamic({ requestContext: requestContext ?? emptyRequestContext() })
             : DYNAMIC_SANDBOX_INSTRUCTIONS,
       )
     } else {
@@ -442,6 +445,23 @@ class Workspace {
   get logger() {
     return this[state].logger
   }
+
+  /** Skills are not part of this package. */
+  get skills() {
+    return undefined
+  }
+
+  /** Search is not part of this package (`canBM25`, `canVector` and `canHybrid` are false): as Mastra's workspace without search, a `SearchNotAvailableError`. */
+  async search() {
+    throw new SearchNotAvailableError()
+  }
+
+  async index() {
+    throw new SearchNotAvailableError()
+  }
+
+  /** Without search there is no index to rebuild (as in Mastra's workspace without search). */
+  async rebuildSearchIndex() {}
 }
 
 /**
@@ -541,8 +561,12 @@ async function closeBrowser(workspace) {
 }
 
 /** Memoizes `resolve()` per request-context object; a rejection is forgotten. */
-/** The `requestContext` of a `{ requestContext }` argument; one that cannot be read is a `SandboxOptionError`. */
-const requestContextOf = (args, name) => readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext))
+/**
+ * The `requestContext` of a `{ requestContext }` argument (none for an empty one made here);
+ * one that cannot be read is a `SandboxOptionError`.
+ */
+const requestContextOf = (args, name) =>
+  givenRequestContext(readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext)))
 
 /** Whether resolutions for `requestContext` are kept for it (and shared while they run). */
 const isMemoized = (requestContext) => requestContext !== null && typeof requestContext === 'object'

@@ -4,9 +4,10 @@
 // so that npm fetches only the one matching the installing machine.
 // Prints the paths of the two tarballs as JSON.
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { replaceFile } from './replace-file.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const out = resolve(process.argv[2] ?? join(root, 'target', 'pack'))
@@ -30,7 +31,7 @@ mkdirSync(out, { recursive: true })
 
 const platformDir = join(root, 'npm', hostDir)
 const platformManifest = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8'))
-for (const file of platformManifest.files) copyFileSync(join(root, file), join(platformDir, file))
+for (const file of platformManifest.files) replaceFile(join(root, file), join(platformDir, file))
 const platformTarball = pack(platformDir)
 
 // The main package is staged apart so the working tree's package.json stays as it is.

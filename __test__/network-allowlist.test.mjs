@@ -78,6 +78,33 @@ describe.skipIf(!available)('allowedDomains: through the egress proxy', () => {
     ])
   })
 
+  // Node's own clients read the proxy variables only with NODE_USE_ENV_PROXY=1, which Node
+  // has from 22.21 and 24.0 (its http and https modules from 22.21 and 24.5): on an older
+  // Node they try the name directly, and the sandbox has no resolver. Judged for the Node
+  // running this test.
+  it("Node's own fetch goes through the proxy with NODE_USE_ENV_PROXY=1 where Node has it, for https URLs; elsewhere it gets nowhere", async () => {
+    reset()
+    const sb = allowing(['allowed.test:*'])
+    fs.writeFileSync(
+      path.join(prepareWorkspace(sb), 'fetch.mjs'),
+      `for (const url of process.argv.slice(2)) {
+  await fetch(url).then(async (r) => console.log(r.status, (await r.text()).trim()), (e) => console.log('failed', e.cause?.code ?? e.message))
+}`,
+    )
+    const https = `https://allowed.test:${ports.https}/fetch`
+    const plain = `http://allowed.test:${ports.http}/fetch`
+    const r = await sb.executeCommand(`NODE_USE_ENV_PROXY=1 NODE_EXTRA_CA_CERTS="$PWD/ca.pem" ${process.execPath} fetch.mjs ${https} ${plain}`)
+    const [major, minor] = process.versions.node.split('.').map(Number)
+    if (major >= 24 || (major === 22 && minor >= 21)) {
+      // An http URL is tunnelled through CONNECT as well, which the proxy opens to TLS only.
+      expect(r.stdout).toBe(`200 hello from allowed.test:${ports.https} over https\nfailed UND_ERR_SOCKET\n`)
+      expect(seen.requests).toEqual([{ scheme: 'https', host: `allowed.test:${ports.https}`, sni: 'allowed.test', url: '/fetch' }])
+    } else {
+      expect(r.stdout).toBe('failed EAI_AGAIN\nfailed EAI_AGAIN\n')
+      expect(seen.connections).toBe(0)
+    }
+  })
+
   it('a denied name gets the 403 text, never reaches its server, and is named in the result and the log', async () => {
     const records = []
     setLogger({ warn: (message, data) => records.push({ message, ...data }), error() {}, info() {}, debug() {} }, { level: 'warn' })

@@ -2,10 +2,11 @@
 // is mounted with s3fs on the host and shown to commands as a local directory is, for a
 // LocalSandbox with and without isolation and a DockerSandbox, against a moto server on
 // loopback. Judged by what the bucket holds, the host's mount table and process list.
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { CreateBucketCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { RequestContext } from '@mastra/core/request-context'
 import { S3Filesystem } from '@mastra/s3'
@@ -16,6 +17,7 @@ import { dockerEngines, TEST_IMAGE, TEST_LABEL, removeLabelled } from './docker-
 import { describeS3, s3fsMounts, s3fsPids, startS3Server } from './s3-server.mjs'
 
 const RUN = `s3-mounts-${process.pid}`
+const repo = fileURLToPath(new URL('..', import.meta.url))
 const tmp = []
 const workingDirectory = () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 's3-mounts-'))
@@ -154,6 +156,31 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         await workspace.destroy()
       }
     }
+  }, 120_000)
+
+  it("the README's example runs as written: a command copies an object of an isolated sandbox's mounted bucket", async () => {
+    const readme = readFileSync(path.join(repo, 'README.md'), 'utf8')
+    const from = readme.indexOf('### Buckets as files: S3 mounts')
+    expect(from).toBeGreaterThan(-1)
+    const example = /```js\n([\s\S]*?)```/.exec(readme.slice(from))[1]
+    // Its bucket is this server's, its working directory a fresh one; the rest as written.
+    await s3.createBucket('reports')
+    await s3.put('reports', '2026/summary.md', 'the summary\n')
+    const source = `import { LocalSandbox, Workspace } from 'native-workspace'
+const { accessKeyId, secretAccessKey } = ${JSON.stringify(s3.credentials)}
+${example
+  .replace("'/srv/agent'", JSON.stringify(workingDirectory()))
+  .replace("region: 'eu-west-1'", `region: 'eu-west-1', endpoint: ${JSON.stringify(s3.endpoint)}`)}
+await workspace.destroy()
+`
+    // Inside the package, so that `native-workspace` and `@mastra/s3` resolve as for a user.
+    const script = path.join(mkdtempSync(path.join(repo, 'target', 's3-readme-')), 'example.mjs')
+    tmp.push(path.dirname(script))
+    writeFileSync(script, source)
+    const { status, stderr } = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 })
+    expect(status, stderr).toBe(0)
+    expect(await s3.get('reports', 'copy.md')).toBe('the summary\n')
+    expect(await s3fsPids('reports')).toEqual([])
   }, 120_000)
 
   it('one isolated sandbox and one S3 prefix per thread, mounted inside the sandbox resolver', async () => {

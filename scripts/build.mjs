@@ -2,9 +2,9 @@
 // file, where the addon looks for it and from where containers get it. `--release` for
 // an optimised build.
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, chmodSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { replaceFile } from './replace-file.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const release = process.argv.includes('--release')
@@ -18,5 +18,4 @@ run('cargo', [
   '--', '-C', 'target-feature=+crt-static',
 ])
 const keeper = join(root, 'target', release ? 'release' : 'debug', 'native-workspace-keeper')
-copyFileSync(keeper, join(root, 'native-workspace-keeper'))
-chmodSync(join(root, 'native-workspace-keeper'), 0o755)
+replaceFile(keeper, join(root, 'native-workspace-keeper'), 0o755)

@@ -1,25 +1,23 @@
-// Packs what `npm publish` would ship, into the directory given (default `target/pack`):
-// this platform's binary package (the addon and the keeper, from `npm run build`) and the
-// main package, which names every configured platform package as an optional dependency
-// so that npm fetches only the one matching the installing machine.
+// Packs what is published, into the directory given (default `target/pack`): this
+// platform's binary package (the addon and the keeper, from `npm run build`) and the main
+// package, which names every configured platform package as an optional dependency so that
+// npm fetches only the one matching the installing machine. Only the packed manifest names
+// them: in the clone's own package.json they would send every `npm install` of a clone to
+// the registry for them (before they are published, for whatever another publisher put
+// under those names), which is also why `npm publish` in the clone refuses.
 // Prints the paths of the two tarballs as JSON.
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { replaceFile } from './replace-file.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const out = resolve(process.argv[2] ?? join(root, 'target', 'pack'))
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 
-const npmDirOfTarget = (triple) => {
-  const [arch, , os, abi] = triple.split('-')
-  const cpu = { x86_64: 'x64', aarch64: 'arm64' }[arch]
-  return os === 'darwin' ? `darwin-${cpu}` : `${os}-${cpu}-${abi}`
-}
-const hostDir =
-  process.platform === 'darwin' ? `darwin-${process.arch}` : `${process.platform}-${process.arch}-gnu`
-const platformPackageName = (dir) => `${manifest.name}-${dir}`
+const { builtPlatforms, hostPlatform, platformPackage } = createRequire(import.meta.url)('../lib/platform.js')
 
 const pack = (cwd) => {
   const [{ filename }] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', out], { cwd, encoding: 'utf8' }))
@@ -28,9 +26,9 @@ const pack = (cwd) => {
 
 mkdirSync(out, { recursive: true })
 
-const platformDir = join(root, 'npm', hostDir)
+const platformDir = join(root, 'npm', hostPlatform())
 const platformManifest = JSON.parse(readFileSync(join(platformDir, 'package.json'), 'utf8'))
-for (const file of platformManifest.files) copyFileSync(join(root, file), join(platformDir, file))
+for (const file of platformManifest.files) replaceFile(join(root, file), join(platformDir, file))
 const platformTarball = pack(platformDir)
 
 // The main package is staged apart so the working tree's package.json stays as it is.
@@ -39,9 +37,7 @@ rmSync(stage, { recursive: true, force: true })
 mkdirSync(stage)
 for (const entry of [...manifest.files, 'README.md']) cpSync(join(root, entry), join(stage, entry), { recursive: true })
 const { devDependencies: _dev, scripts: _scripts, ...published } = manifest
-published.optionalDependencies = Object.fromEntries(
-  manifest.napi.targets.map((triple) => [platformPackageName(npmDirOfTarget(triple)), manifest.version]),
-)
+published.optionalDependencies = Object.fromEntries(builtPlatforms().map((platform) => [platformPackage(platform), manifest.version]))
 writeFileSync(join(stage, 'package.json'), `${JSON.stringify(published, null, 2)}\n`)
 const mainTarball = pack(stage)
 rmSync(stage, { recursive: true, force: true })

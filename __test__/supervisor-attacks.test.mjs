@@ -227,6 +227,35 @@ for (const backend of backends) {
         `exec sleep ${marker}`,
       ].join('\n')
 
+    it.skipIf(!backend.signals)('a sibling command’s supervisor it stops is resumed at once: the sibling, with no timeout, settles with its output', async () => {
+      const sb = backend.make()
+      const marker = uniqueMarker()
+      const go = `/tmp/go-${marker}`
+      // The sibling waits for the attacker, so that its supervisor is stopped while it runs;
+      // the marker names its sleep for the host.
+      const sibling = sb.executeCommand(`sleep ${marker} & while [ ! -e ${go} ]; do sleep 0.05; done; kill $!; echo sibling-done`)
+      expect(await waitForMarkers([marker])).toBe(true)
+      const { supervisor, init } = guardiansOf(marker)
+      // Every keeper process it sees but its init and its own supervisor, stopped.
+      const attack = await sb.executeCommand(
+        [
+          'for p in /proc/[0-9]*; do n=${p#/proc/}; read -r c < $p/stat 2>/dev/null || continue',
+          '  case "$c" in *"(.native-worksp"*|*"(native-workspa"*|*"(keeper)"*)',
+          '    if [ $n != 1 ] && [ $n != $PPID ] && kill -s STOP $n 2>/dev/null; then echo "$n: stopped"; fi;; esac',
+          `done; touch ${go}`,
+        ].join('\n'),
+        [],
+        { timeout: 3 * TIMEOUT_MS },
+      )
+      // Not refused: the sibling's supervisor is no guardian of this command's.
+      expect(attack.stdout, attack.stderr).toMatch(/: stopped/)
+      const result = await withDeadline(sibling, SETTLES, 'the sibling’s executeCommand')
+      expect(result).toMatchObject({ exitCode: 0, stdout: 'sibling-done\n' })
+      expect(stopped(supervisor)).toBe(false)
+      expect(allPids().filter((pid) => below(pid, init) && stopped(pid))).toEqual([])
+      expect(await withDeadline(sb.executeCommand('echo next'), SETTLES, 'the next command')).toMatchObject({ stdout: 'next\n' })
+    })
+
     it.skipIf(!backend.signals && !backend.reads)('cannot be stopped, slowed, pinned or read by it', async () => {
       const sb = backend.make()
       const marker = uniqueMarker()

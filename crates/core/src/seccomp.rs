@@ -58,9 +58,6 @@ const TIOCLINUX: u32 = 0x541C;
 
 /// Calls refused outright.
 const DENIED: &[libc::c_long] = &[
-  libc::SYS_io_uring_setup,
-  libc::SYS_io_uring_enter,
-  libc::SYS_io_uring_register,
   libc::SYS_keyctl,
   libc::SYS_add_key,
   libc::SYS_request_key,
@@ -171,7 +168,8 @@ pub fn program() -> Vec<u8> {
 }
 
 /// The calls that can give a file a set-id bit, each with where the filter judges it: the
-/// labels of [`set_id_checks`], or denied outright (`openat2`, whose mode a filter cannot see).
+/// labels of [`set_id_checks`], or denied outright: `openat2`, whose mode a filter cannot
+/// see, and io_uring, whose operations (an `openat` with any mode) pass no filter at all.
 fn set_id_calls() -> Vec<(u32, Target)> {
   let mut calls: Vec<(u32, Target)> = MODE_IN_ARG1
     .iter()
@@ -187,6 +185,9 @@ fn set_id_calls() -> Vec<(u32, Target)> {
   calls.extend([
     (libc::SYS_openat as u32, Target::Label("openat")),
     (libc::SYS_openat2 as u32, Target::Deny),
+    (libc::SYS_io_uring_setup as u32, Target::Deny),
+    (libc::SYS_io_uring_enter as u32, Target::Deny),
+    (libc::SYS_io_uring_register as u32, Target::Deny),
   ]);
   calls
 }
@@ -660,14 +661,20 @@ mod tests {
         let created =
           refused(libc::open(made.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o4755).into());
         let plain = libc::chmod(file.as_ptr(), 0o750) == 0;
-        [setuid, setgid, created, plain]
+        let mut params = [0u8; 120]; // struct io_uring_params
+        let ring = refused(libc::syscall(
+          libc::SYS_io_uring_setup,
+          1,
+          params.as_mut_ptr(),
+        ));
+        [setuid, setgid, created, plain, ring]
           .iter()
           .enumerate()
           .map(|(bit, &held)| i32::from(held) << bit)
           .sum()
       }
     });
-    assert_eq!(found, 0b1111);
+    assert_eq!(found, 0b11111);
     let mode = std::fs::metadata(dir.join("f")).unwrap().permissions();
     let made_exists = dir.join("made").exists();
     std::fs::remove_dir_all(&dir).unwrap();

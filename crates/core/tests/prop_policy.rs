@@ -281,7 +281,7 @@ fn of_this_abi(call: &Call) -> bool {
 }
 
 /// For a call that can give a file a mode: whether this one would carry a set-id bit
-/// (`openat2`, whose mode is behind a pointer, always may); `None` for any other call.
+/// (`openat2` and io_uring always may); `None` for any other call.
 fn gives_set_id(call: &Call) -> Option<bool> {
   let [_, a1, a2, a3] = call.args;
   let set_id = |mode: u32| mode & (libc::S_ISUID | libc::S_ISGID) != 0;
@@ -296,7 +296,15 @@ fn gives_set_id(call: &Call) -> Option<bool> {
     Some(creating(a1) && set_id(a2))
   } else if nr == libc::SYS_openat {
     Some(creating(a2) && set_id(a3))
-  } else if nr == libc::SYS_openat2 {
+  } else if [
+    libc::SYS_openat2,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+  ]
+  .contains(&nr)
+  {
+    // Its mode is behind a pointer, or its operations pass no filter.
     Some(true)
   } else {
     None
@@ -377,8 +385,7 @@ proptest! {
       a1 != 0x5412 && a1 != 0x541C
     } else {
       ![
-        libc::SYS_ptrace, libc::SYS_mount, libc::SYS_unshare, libc::SYS_setns, libc::SYS_bpf,
-        libc::SYS_io_uring_setup, libc::SYS_io_uring_enter, libc::SYS_io_uring_register, libc::SYS_keyctl,
+        libc::SYS_ptrace, libc::SYS_mount, libc::SYS_unshare, libc::SYS_setns, libc::SYS_bpf, libc::SYS_keyctl,
         libc::SYS_add_key, libc::SYS_request_key, libc::SYS_process_vm_readv, libc::SYS_process_vm_writev,
         libc::SYS_perf_event_open, libc::SYS_userfaultfd, libc::SYS_umount2, libc::SYS_pivot_root,
         libc::SYS_move_mount, libc::SYS_open_tree, libc::SYS_fsopen, libc::SYS_fsconfig, libc::SYS_fsmount,

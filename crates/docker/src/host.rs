@@ -569,12 +569,13 @@ impl DockerHost {
       .map(|(host, container)| format!("{host}:{container}"))
       .collect();
     // The container's root is the host's: a set-id file it leaves in a host directory would
-    // run as its owner for every host user who reaches it.
-    let writes_host_dirs = !binds.is_empty()
+    // run as its owner for every host user who reaches it. Any mount but a tmpfs may be one
+    // (a volume can bind a host path; a read-only bind may hold writable submounts).
+    let shows_host_files = !binds.is_empty()
       || mounts[keepers..]
         .iter()
-        .any(|m| m.typ == Some(MountType::BIND) && m.read_only != Some(true));
-    if writes_host_dirs {
+        .any(|m| m.typ != Some(MountType::TMPFS));
+    if shows_host_files {
       entrypoint.push(REFUSE_SET_ID_ARG.to_owned());
     }
     ContainerCreateBody {
@@ -1656,24 +1657,32 @@ mod tests {
   }
 
   #[test]
-  fn only_a_container_that_writes_host_directories_has_its_commands_refuse_set_id_bits() {
-    let refuses = |volumes: Vec<(String, String)>, binds: Vec<BindMount>| {
-      let spec = ContainerSpec {
-        keeper: PathBuf::from("/pkg/native-workspace-keeper"),
-        volumes,
-        ..Default::default()
+  fn only_a_container_that_shows_no_host_files_keeps_set_id_bits() {
+    let refuses_with =
+      |volumes: Vec<(String, String)>, mounts: Vec<Mount>, binds: Vec<BindMount>| {
+        let spec = ContainerSpec {
+          keeper: PathBuf::from("/pkg/native-workspace-keeper"),
+          volumes,
+          mounts,
+          ..Default::default()
+        };
+        let host = DockerHost::new(
+          Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+          spec,
+        );
+        host.set_binds(binds).unwrap();
+        let body = host.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
+        body
+          .entrypoint
+          .unwrap()
+          .iter()
+          .any(|arg| arg == REFUSE_SET_ID_ARG)
       };
-      let host = DockerHost::new(
-        Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
-        spec,
-      );
-      host.set_binds(binds).unwrap();
-      let body = host.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
-      body
-        .entrypoint
-        .unwrap()
-        .iter()
-        .any(|arg| arg == REFUSE_SET_ID_ARG)
+    let refuses = |volumes, binds| refuses_with(volumes, Vec::new(), binds);
+    let mount = |typ| Mount {
+      typ: Some(typ),
+      target: Some("/m".into()),
+      ..Default::default()
     };
     let workspace = |read_only| BindMount {
       source: "/home/u/project".into(),
@@ -1681,10 +1690,21 @@ mod tests {
       read_only,
     };
     assert!(!refuses(Vec::new(), Vec::new()));
-    assert!(!refuses(Vec::new(), vec![workspace(true)]));
+    assert!(refuses(Vec::new(), vec![workspace(true)]));
     assert!(refuses(Vec::new(), vec![workspace(false)]));
     assert!(refuses(
       vec![("/srv/shared".into(), "/shared".into())],
+      Vec::new()
+    ));
+    // A volume's driver may bind a host path.
+    assert!(refuses_with(
+      Vec::new(),
+      vec![mount(MountType::VOLUME)],
+      Vec::new()
+    ));
+    assert!(!refuses_with(
+      Vec::new(),
+      vec![mount(MountType::TMPFS)],
       Vec::new()
     ));
   }

@@ -881,15 +881,22 @@ fn init_fds(entry: Option<&door::Entry>, connections: &[Connection]) -> Vec<RawF
   fds
 }
 
-/// Reaps exited supervisors, then kills any other child: an orphan re-parented here
-/// because its supervisor was killed from outside.
+/// Reaps exited supervisors, resumes stopped ones, then kills any other child: an orphan
+/// re-parented here because its supervisor was killed from outside.
 fn reap_supervisors(connections: &mut [Connection]) {
   loop {
     let mut status = 0;
     // SAFETY: non-blocking reap of any child.
-    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::WUNTRACED) };
     if pid <= 0 {
       break;
+    }
+    if libc::WIFSTOPPED(status) {
+      // A command stopped a supervisor (a sibling's, or one waiting for a command). The
+      // init, PID 1 of the sandbox's namespace, cannot be stopped from inside it: it
+      // resumes the supervisor at once, so that no command freezes another's supervision.
+      kill(pid, libc::SIGCONT);
+      continue;
     }
     for connection in connections.iter_mut() {
       connection.supervisors.retain(|s| {

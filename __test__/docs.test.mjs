@@ -5,8 +5,8 @@
 // test named for it, or listed below as not run, with the reason; a `text` block is a
 // diagram. A block of any other kind, or without a language, fails the test. Some examples
 // also run as written: the Quickstart and the createTool example (readme.test.mjs), the S3
-// example (s3-mounts.test.mjs), the Install commands (package-install.test.mjs) and the
-// Quickstart's demo (here).
+// example (s3-mounts.test.mjs), the Install commands (package-install.test.mjs), and here
+// the Quickstart's demo and the checkpoints example.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -138,6 +138,23 @@ declare function runRemotely(...args: Parameters<import('native-workspace').Loca
       const r = spawnSync('sh', ['-c', command], { cwd: root, encoding: 'utf8', timeout: 60_000 })
       expect(r.status, `${command}\n${r.stdout}\n${r.stderr}`).toBe(0)
     }
+  })
+})
+
+describe('examples run as written', () => {
+  it('checkpoints: the working directory a command filled is the checkpoint a snapshot wrote', () => {
+    const [example] = blocks.filter((block) => block.page === 'docs/checkpoints.md' && block.lang === 'js')
+    expect(example.code).toContain("'/srv/agents/t1'")
+    // Its directories are a scratch directory's; the rest as written, then both sandboxes destroyed.
+    const dir = scratch('docs-checkpoints-')
+    fs.writeFileSync(path.join(dir, 'example.mjs'), `${example.code.replaceAll('/srv/agents', dir)}\nawait sandbox.destroy()\nawait sibling.destroy()\n`)
+    const r = spawnSync(process.execPath, ['example.mjs'], { cwd: dir, encoding: 'utf8', timeout: 60_000 })
+    expect(r.status, r.stderr).toBe(0)
+    const written = fs.readFileSync(path.join(dir, 't1', 'package.json'), 'utf8')
+    expect(JSON.parse(written).name).toBe('t1')
+    expect(fs.readFileSync(path.join(dir, '.checkpoints', 'thread-t1', 'package.json'), 'utf8')).toBe(written)
+    // The clone is made at its first start, which the example does not reach.
+    expect(fs.existsSync(path.join(dir, 't2'))).toBe(false)
   })
 })
 

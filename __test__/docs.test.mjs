@@ -70,6 +70,12 @@ function scratch(prefix) {
   return dir
 }
 
+describe('the README', () => {
+  it('is a front door of at most 400 lines, the reference being in docs/', () => {
+    expect(text['README.md'].split('\n').length).toBeLessThanOrEqual(400)
+  })
+})
+
 describe('the blocks of README.md and docs/', () => {
   it('are each type-checked, run, or listed with the reason they are not', () => {
     expect(blocks.length).toBeGreaterThan(10)

@@ -19,16 +19,16 @@ const pages = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f
 const text = Object.fromEntries(pages.map((page) => [page, fs.readFileSync(path.join(root, page), 'utf8')]))
 const packageJson = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
 
-/** The fenced blocks of a page (also those indented in a list item), with their first line and the section (## heading) they are in. */
+/** The fenced blocks of a page (``` or ~~~, also those indented in a list item), with their first line and the section (## heading) they are in. */
 function blocksOf(page) {
   const blocks = []
   let section = ''
   let open
   text[page].split('\n').forEach((line, i) => {
     if (!open && /^## /.test(line)) section = line.slice(3)
-    const fence = line.match(/^( *)```(.*)$/)
-    if (!fence) return open?.lines.push(line.slice(open.indent.length))
-    if (!open) open = { page, line: i + 1, section, lang: fence[2].trim(), indent: fence[1], lines: [] }
+    const fence = line.match(/^( *)(```|~~~)(.*)$/)
+    if (!fence || (open && fence[2] !== open.fence)) return open?.lines.push(line.slice(open.indent.length))
+    if (!open) open = { page, line: i + 1, section, lang: fence[3].trim(), fence: fence[2], indent: fence[1], lines: [] }
     else {
       blocks.push({ ...open, code: open.lines.join('\n') + '\n' })
       open = undefined
@@ -172,7 +172,7 @@ const anchorOf = (heading) =>
     .replace(/ /g, '-')
 function anchorsOf(file) {
   const seen = new Map()
-  const prose = fs.readFileSync(file, 'utf8').replace(/^ *```[\s\S]*?^ *```$/gm, '')
+  const prose = fs.readFileSync(file, 'utf8').replace(/^ *(```|~~~)[\s\S]*?^ *\1$/gm, '')
   return [...prose.matchAll(/^#{1,6} (.+)$/gm)].map((m) => {
     const base = anchorOf(m[1])
     const n = seen.get(base) ?? 0
@@ -184,7 +184,7 @@ function anchorsOf(file) {
 describe('the links of README.md and docs/', () => {
   /** Relative links outside code: page, target file (resolved) and anchor. */
   const links = pages.flatMap((page) => {
-    const prose = text[page].replace(/^ *```[\s\S]*?^ *```$/gm, '').replace(/`[^`\n]*`/g, '')
+    const prose = text[page].replace(/^ *(```|~~~)[\s\S]*?^ *\1$/gm, '').replace(/`[^`\n]*`/g, '')
     return [...prose.matchAll(/\]\(([^)\s]+)\)/g)]
       .map((m) => m[1])
       .filter((target) => !/^[a-z]+:/.test(target))

@@ -132,7 +132,7 @@ export function bwrapAbove(pid) {
   return found
 }
 
-/** The kernel uid of a root host's isolated sandboxes (no account's: see README, Security). */
+/** The kernel uid of a root host's isolated sandboxes (no account's: see docs/security.md). */
 export const SANDBOX_HOST_UID = native.SANDBOX_HOST_UID
 /** Whether idle inits of the warm pool may be kept for sandboxes that do not ask (by default,
  * once a sandbox of their kind started; not where NATIVE_WORKSPACE_WARM_POOL is 0, as in the

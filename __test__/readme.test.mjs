@@ -57,11 +57,12 @@ await sandbox.destroy()
     expect(stdout).toBe(`${workingDirectory}\n`)
   })
 
-  it('lists every default protected path', () => {
-    const from = readme.indexOf('by default `PROTECTED_PATHS`')
-    const to = readme.indexOf('`nativeSandbox.protectedPaths` replaces', from)
+  it('the security page lists every default protected path', () => {
+    const security = fs.readFileSync(path.join(root, 'docs', 'security.md'), 'utf8')
+    const from = security.indexOf('by default `PROTECTED_PATHS`')
+    const to = security.indexOf('`nativeSandbox.protectedPaths` replaces', from)
     expect(from).toBeGreaterThan(-1)
-    const listed = [...readme.slice(from, to).matchAll(/`(\.[^`]+)`/g)].map((m) => m[1])
+    const listed = [...security.slice(from, to).matchAll(/`(\.[^`]+)`/g)].map((m) => m[1])
     expect(listed.sort()).toEqual([...PROTECTED_PATHS].sort())
   })
 })

@@ -158,16 +158,16 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     }
   }, 120_000)
 
-  it("the README's example runs as written: a command copies an object of an isolated sandbox's mounted bucket", async () => {
-    const readme = readFileSync(path.join(repo, 'README.md'), 'utf8')
-    const from = readme.indexOf('### Buckets as files: S3 mounts')
+  it("the storage page's example runs as written: a command copies an object of an isolated sandbox's mounted bucket", async () => {
+    const page = readFileSync(path.join(repo, 'docs', 'storage.md'), 'utf8')
+    const from = page.indexOf('## S3 mounts: buckets as files')
     expect(from).toBeGreaterThan(-1)
-    const example = /```js\n([\s\S]*?)```/.exec(readme.slice(from))[1]
+    const example = /```js\n([\s\S]*?)```/.exec(page.slice(from))[1]
     // Its bucket is this server's, its working directory a fresh one; the rest as written.
     await s3.createBucket('reports')
     await s3.put('reports', '2026/summary.md', 'the summary\n')
-    const source = `import { LocalSandbox, Workspace } from 'native-workspace'
-const { accessKeyId, secretAccessKey } = ${JSON.stringify(s3.credentials)}
+    // Its credentials are the server's (imports are hoisted above them).
+    const source = `const { accessKeyId, secretAccessKey } = ${JSON.stringify(s3.credentials)}
 ${example
   .replace("'/srv/agent'", JSON.stringify(workingDirectory()))
   .replace("region: 'eu-west-1'", `region: 'eu-west-1', endpoint: ${JSON.stringify(s3.endpoint)}`)}

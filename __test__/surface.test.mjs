@@ -1,8 +1,8 @@
 // Parity of the public surface with @mastra/core/workspace (the version in devDependencies):
 // every value export and every public member of its sandbox, filesystem, workspace,
 // process and mount classes, read from Mastra's typings, must be here — from CommonJS and
-// from ESM — except the skills and search parts listed in NOT_YET_HERE. The README's
-// compatibility table must be the one these lists give.
+// from ESM — except the skills and search parts listed in NOT_YET_HERE. The compatibility
+// table of docs/compatibility.md must be the one these lists give.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
@@ -10,7 +10,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { CLASSES, NOT_YET_HERE, compare, mastraSurface, ourTypedExports } from '../scripts/mastra-surface.mjs'
-import { README, readmeTable, tableText } from '../scripts/compat-table.mjs'
+import { COMPAT_PAGE, currentTable, tableText } from '../scripts/compat-table.mjs'
 
 const require = createRequire(import.meta.url)
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -75,9 +75,9 @@ describe('surface of @mastra/core/workspace', () => {
     expect(ourTypedExports()).toEqual(runtime.sort())
   })
 
-  it("the README's compatibility table is the one scripts/compat-table.mjs writes from these lists", () => {
-    const current = readmeTable(fs.readFileSync(README, 'utf8'))
-    expect(current, 'README.md has no mastra-compat section').toBeDefined()
+  it("docs/compatibility.md's table is the one scripts/compat-table.mjs writes from these lists", () => {
+    const current = currentTable(fs.readFileSync(COMPAT_PAGE, 'utf8'))
+    expect(current, 'docs/compatibility.md has no mastra-compat section').toBeDefined()
     expect(current, 'the table is stale: run node scripts/compat-table.mjs').toBe(tableText(groups))
   })
 })

@@ -1,7 +1,7 @@
-// Writes the "Mastra compatibility" table of README.md (between its mastra-compat markers)
+// Writes the table of docs/compatibility.md (between its mastra-compat markers)
 // from the lists the parity test checks (scripts/mastra-surface.mjs):
 //   node scripts/compat-table.mjs
-// __test__/surface.test.mjs fails when the README's table differs from what this writes.
+// __test__/surface.test.mjs fails when the page's table differs from what this writes.
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -9,7 +9,7 @@ import { compare, mastraVersion } from './mastra-surface.mjs'
 
 export const START = '<!-- mastra-compat:start -->'
 export const END = '<!-- mastra-compat:end -->'
-export const README = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'README.md')
+export const COMPAT_PAGE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'docs', 'compatibility.md')
 
 const code = (names) => names.map((name) => `\`${name}\``).join(', ')
 
@@ -38,18 +38,18 @@ export function tableText(groups, version = mastraVersion()) {
   ].join('\n')
 }
 
-/** The README's table as it stands (markers included), or undefined without markers. */
-export function readmeTable(readme) {
-  const start = readme.indexOf(START)
-  const end = readme.indexOf(END)
-  return start === -1 || end === -1 ? undefined : readme.slice(start, end + END.length)
+/** The page's table as it stands (markers included), or undefined without markers. */
+export function currentTable(page) {
+  const start = page.indexOf(START)
+  const end = page.indexOf(END)
+  return start === -1 || end === -1 ? undefined : page.slice(start, end + END.length)
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const readme = fs.readFileSync(README, 'utf8')
-  const current = readmeTable(readme)
-  if (current === undefined) throw new Error(`README.md has no ${START} … ${END} section`)
+  const page = fs.readFileSync(COMPAT_PAGE, 'utf8')
+  const current = currentTable(page)
+  if (current === undefined) throw new Error(`${COMPAT_PAGE} has no ${START} … ${END} section`)
   const table = tableText(await compare())
-  fs.writeFileSync(README, readme.replace(current, () => table))
-  console.log('README.md: Mastra compatibility table written')
+  fs.writeFileSync(COMPAT_PAGE, page.replace(current, () => table))
+  console.log(`${path.relative(process.cwd(), COMPAT_PAGE)}: Mastra compatibility table written`)
 }

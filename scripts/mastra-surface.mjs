@@ -1,7 +1,7 @@
 // The public surface of `@mastra/core/workspace` (the version in devDependencies), read
 // from its typings with the TypeScript compiler, and how much of it this package has.
-// One source for the parity test (__test__/surface.test.mjs) and the README's
-// compatibility table (scripts/compat-table.mjs).
+// One source for the parity test (__test__/surface.test.mjs) and the compatibility table
+// of docs/compatibility.md (scripts/compat-table.mjs).
 import { createRequire } from 'node:module'
 import fs from 'node:fs'
 import os from 'node:os'

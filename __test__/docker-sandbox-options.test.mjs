@@ -206,7 +206,8 @@ describeDocker('DockerSandbox options on the local engine', () => {
   it("logs @mastra/docker's warning for a reconnected container whose settings differ from the options", async () => {
     const first = sandbox({ memory: 64 * 1024 * 1024, pidsLimit: 64, tmpfs: { '/scratch': 'size=1m,mode=1777' } })
     const logger = recordingLogger()
-    const differs = sandbox({ id: first.id, memory: 128 * 1024 * 1024, pidsLimit: 64, capAdd: ['CHOWN'] })
+    // `capAdd` alone adds to the hardened set: the container found again lacks NET_BIND_SERVICE.
+    const differs = sandbox({ id: first.id, memory: 128 * 1024 * 1024, pidsLimit: 64, capAdd: ['NET_BIND_SERVICE'] })
     differs.__setLogger(logger)
     try {
       expect(await first.start()).toEqual({ outcome: 'created' })
@@ -219,8 +220,15 @@ describeDocker('DockerSandbox options on the local engine', () => {
           data: { containerId: id, fields: ['memory', 'capAdd'], hostConfigFields: ['Memory', 'CapAdd'] },
         },
       ])
-      // The same settings, spelt otherwise: nothing differs.
-      const same = sandbox({ id: first.id, memory: 64 * 1024 * 1024, pidsLimit: 64, tmpfs: { '/scratch': 'mode=1777, size=1m' }, securityOpt: ['no-new-privileges:true'] })
+      // The same settings, spelt otherwise (a shell's capability is in the hardened set already): nothing differs.
+      const same = sandbox({
+        id: first.id,
+        memory: 64 * 1024 * 1024,
+        pidsLimit: 64,
+        tmpfs: { '/scratch': 'mode=1777, size=1m' },
+        securityOpt: ['no-new-privileges:true'],
+        capAdd: ['cap_chown'],
+      })
       const quiet = recordingLogger()
       same.__setLogger(quiet)
       expect(await same.start()).toEqual({ outcome: 'connected' })

@@ -150,14 +150,21 @@ function mountsOf(value) {
       if (check.string(value, option)?.startsWith('/')) throw new SandboxOptionError(`${option} must be a path relative to the volume's root, got ${describe(value)}`)
       return value
     }
+    const readOnly = check.boolean(mount.ReadOnly, `${name}.ReadOnly`)
     return {
       Type: type,
       Source: source,
       Target: target,
-      ReadOnly: check.boolean(mount.ReadOnly, `${name}.ReadOnly`),
+      ReadOnly: readOnly,
       Consistency: check.string(mount.Consistency, `${name}.Consistency`),
       BindOptions: mountOptions(mount, name, 'BindOptions', 'bind', {
-        Propagation: (v, option) => check.oneOf(v, option, PROPAGATIONS),
+        Propagation: (v, option) => {
+          // A mount made later under the host directory and propagated in would be writable.
+          if (readOnly && v !== undefined && v !== 'rprivate') {
+            throw new SandboxOptionError(`${option} of a read-only bind must be 'rprivate' (the default), got ${describe(v)}: a mount propagated into it would be writable`)
+          }
+          return check.oneOf(v, option, PROPAGATIONS)
+        },
         NonRecursive: check.boolean,
       }),
       VolumeOptions: mountOptions(mount, name, 'VolumeOptions', 'volume', {

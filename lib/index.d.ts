@@ -670,6 +670,13 @@ export interface DockerMount {
   Source?: string
   /** An absolute path in the container. */
   Target: string
+  /**
+   * A read-only bind is read-only below the mounts its host directory holds too (Docker's
+   * read-only alone is not recursive): from Engine API 1.44 (Engine 25) the engine is asked
+   * to force it (where the kernel cannot, it refuses the container); before, the bind does not
+   * show those mounts (`NonRecursive`), and `BindOptions.NonRecursive: false` is refused with a
+   * `SandboxOptionError`. Its `Propagation` must be `'rprivate'` (the default).
+   */
   ReadOnly?: boolean
   Consistency?: string
   BindOptions?: { Propagation?: 'private' | 'rprivate' | 'shared' | 'rshared' | 'slave' | 'rslave'; NonRecursive?: boolean }

@@ -8,7 +8,13 @@
 // - a process that connects to the keeper and exits at once (no /proc entry left to judge
 //   it by) cannot drive the keeper: what it asks for never runs;
 // - a container (read-only root) writes nothing into the host's directories: the keeper's
-//   directory stays as it was, however much the tenant writes there.
+//   directory stays as it was, however much the tenant writes there;
+// - a container given one capability more (`capAdd` alone) keeps the hardened set plus that
+//   one: it can neither give a file in a bound host directory file capabilities nor make a
+//   device node there;
+// - a read-only bind (`mounts`, or a read-only Workspace LocalFilesystem) of a host directory
+//   holding another mount is read-only below that mount as well: the host's files there
+//   stay as they were.
 // The local engine's case is tried again by a host user other than root (uid 65534), who
 // reaches the engine through a unix socket of its own, as a member of the docker group would.
 import { execFileSync, spawn } from 'node:child_process'
@@ -19,6 +25,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { LocalFilesystem, Workspace } from '../lib/index.js'
 import { demuxLogs, describeDocker, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 import { ENGINES, on } from './docker-sandboxes.mjs'
 import { waitFor, withDeadline } from './helpers.mjs'
@@ -112,6 +119,35 @@ const keeperMountOf = (inspected) => inspected.Mounts.find((m) => m.Destination 
 /** A command writing `mib` MiB into every directory under /.native-workspace it may write in. */
 const fill = (mib) =>
   `for d in /.native-workspace /.native-workspace/*/; do dd if=/dev/zero of="$d/fill" bs=1M count=${mib} 2>/dev/null && echo "wrote $d"; done; sync; true`
+
+/** The files of a host directory, with their contents and modes. */
+const hostFiles = (dir) =>
+  Object.fromEntries(fs.readdirSync(dir).sort().map((name) => [name, { text: fs.readFileSync(path.join(dir, name), 'utf8'), mode: fs.statSync(path.join(dir, name)).mode & 0o7777 }]))
+
+/** What the submount of `withSubmount` holds. */
+const SUBMOUNT_FILES = { kept: { text: 'kept\n', mode: 0o644 } }
+
+/**
+ * Runs `fn(source, submount)` with a host directory `source` whose `sub` is another mount (a
+ * small tmpfs holding SUBMOUNT_FILES), unmounted and removed afterwards.
+ */
+async function withSubmount(fn) {
+  const top = fs.mkdtempSync(path.join(os.tmpdir(), 'docker-submount-'))
+  fs.chmodSync(top, 0o755)
+  const submount = path.join(top, 'sub')
+  fs.mkdirSync(submount)
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'nw-test-submount', submount])
+  try {
+    fs.writeFileSync(path.join(submount, 'kept'), 'kept\n', { mode: 0o644 })
+    await fn(top, submount)
+  } finally {
+    execFileSync('umount', [submount])
+    fs.rmSync(top, { recursive: true, force: true })
+  }
+}
+
+/** A command writing below `dir`: a file changed, one added, a set-user-ID shell planted. */
+const writeBelow = (dir) => `echo changed > ${dir}/kept; echo new > ${dir}/new; cp /bin/busybox ${dir}/su && chmod 4755 ${dir}/su; true`
 
 for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked from its container, on the ${which} engine`, () => {
   const { engine, sandbox, containerOf, topOf } = on(which, RUN)
@@ -220,6 +256,60 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 60_000)
+
+  it('a capability added alone adds to the hardened set: no file capability and no device node reach a bound host directory', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'docker-cap-add-'))
+    fs.chmodSync(dir, 0o755)
+    const box = sandbox({ capAdd: ['NET_BIND_SERVICE'], volumes: { [dir]: '/data' } })
+    try {
+      await box.start()
+      await uploadPeer(engine, (await containerOf(box)).Id)
+      // As root in the container, which is root on the host: a copy of a shell that would
+      // give any host user root (file capabilities), and a device node any host user opens.
+      const attempt = await box.executeCommand(
+        `grep CapEff /proc/self/status; cp /bin/busybox /data/capped; ${PEER} set-file-caps /data/capped; mknod -m 666 /data/disk b 7 0`,
+      )
+      expect(execFileSync(peerBinary, ['file-caps', path.join(dir, 'capped')], { encoding: 'utf8' })).toBe('none\n')
+      expect(fs.readdirSync(dir).filter((name) => !fs.lstatSync(path.join(dir, name)).isFile())).toEqual([])
+      // CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID (a shell's) and NET_BIND_SERVICE.
+      expect(attempt.stdout).toBe('CapEff:\t00000000000004fb\nset-file-caps: Operation not permitted\n')
+    } finally {
+      await box.destroy()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+
+  it('a read-only bind in `mounts` of a host directory holding another mount is read-only below it too: the host\'s submount is unchanged', async () => {
+    await withSubmount(async (source, submount) => {
+      const box = sandbox({ mounts: [{ Type: 'bind', Source: source, Target: '/ro', ReadOnly: true }] })
+      try {
+        const attempt = await box.executeCommand(writeBelow('/ro/sub'))
+        expect(hostFiles(submount)).toEqual(SUBMOUNT_FILES)
+        expect(attempt.stderr).toMatch(/Read-only file system/)
+      } finally {
+        await box.destroy()
+      }
+    })
+  }, 60_000)
+
+  // A Workspace's filesystems are bound on a local engine only.
+  if (which === 'local') {
+    it("a read-only Workspace LocalFilesystem of a host directory holding another mount is read-only below it too: the host's submount is unchanged", async () => {
+      await withSubmount(async (source, submount) => {
+        const box = sandbox()
+        const workspace = new Workspace({ sandbox: box, mounts: { '/ro': new LocalFilesystem({ basePath: source, readOnly: true }) } })
+        try {
+          await workspace.init()
+          expect(box.mounts.get('/ro').state).toBe('mounted')
+          const attempt = await box.executeCommand(writeBelow('/ro/sub'))
+          expect(hostFiles(submount)).toEqual(SUBMOUNT_FILES)
+          expect(attempt.stderr).toMatch(/Read-only file system/)
+        } finally {
+          await workspace.destroy()
+        }
+      })
+    }, 60_000)
+  }
 
   it('leaves nothing labelled behind', async () => {
     expect(await labelledLeftovers(engine, RUN)).toEqual({ containers: [], volumes: [], networks: [] })

@@ -57,6 +57,7 @@ describe('DockerSandbox mounts, user and checkpoint options', () => {
       [{ mounts: [{ Type: 'volume', Source: 'v', Target: '/x', VolumeOptions: { Labels: { a: 1 } } }] }, 'mounts[0].VolumeOptions.Labels.a'],
       [{ mounts: [{ Type: 'tmpfs', Target: '/x', TmpfsOptions: { SizeBytes: -1 } }] }, 'mounts[0].TmpfsOptions.SizeBytes'],
       [{ mounts: [{ Type: 'bind', Source: '/h', Target: '/x', BindOptions: { Propagation: 'sideways' } }] }, 'mounts[0].BindOptions.Propagation'],
+      [{ mounts: [{ Type: 'bind', Source: '/h', Target: '/x', ReadOnly: true, BindOptions: { Propagation: 'rslave' } }] }, "mounts[0].BindOptions.Propagation of a read-only bind must be 'rprivate'"],
       [{ user: 1000 }, 'user must be a string'],
       [{ user: '' }, 'user must be a non-empty string'],
       [{ keepVolumes: 'no' }, 'keepVolumes'],
@@ -159,6 +160,29 @@ describeDocker('DockerSandbox options on the local engine', () => {
     await box.destroy()
   })
 
+  it('a read-only bind asked to show its submounts is refused by an engine older than API 1.44 (they would be writable), and forced read-only all the way down by a newer one', async () => {
+    const [major, minor] = (await engineJson(local, 'GET', '/version')).ApiVersion.split('.').map(Number)
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'docker-sandbox-deep-'))
+    const box = sandbox({ mounts: [{ Type: 'bind', Source: dir, Target: '/deep', ReadOnly: true, BindOptions: { NonRecursive: false } }] })
+    try {
+      const outcome = await box.start().catch((e) => e)
+      if (major === 1 && minor < 44) {
+        expect(outcome).toBeInstanceOf(SandboxOptionError)
+        expect(outcome.message).toBe(
+          `mounts[0].BindOptions.NonRecursive false with ReadOnly (its submounts read-only too) needs Docker Engine API 1.44 (Engine 25) or later; this engine speaks API 1.${minor}`,
+        )
+        expect(await inspectedOf(box)).toBeUndefined()
+      } else {
+        expect(outcome).toEqual({ outcome: 'created' })
+        const bound = (await inspectedOf(box)).HostConfig.Mounts.find((m) => m.Target === '/deep')
+        expect(bound.BindOptions).toMatchObject({ NonRecursive: false, ReadOnlyForceRecursive: true })
+      }
+    } finally {
+      await box.destroy()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('user: the supervisor and every command run as that user, in a working directory it owns', async () => {
     for (const [user, workingDir] of [
       ['65534:65534', undefined],
@@ -206,7 +230,8 @@ describeDocker('DockerSandbox options on the local engine', () => {
   it("logs @mastra/docker's warning for a reconnected container whose settings differ from the options", async () => {
     const first = sandbox({ memory: 64 * 1024 * 1024, pidsLimit: 64, tmpfs: { '/scratch': 'size=1m,mode=1777' } })
     const logger = recordingLogger()
-    const differs = sandbox({ id: first.id, memory: 128 * 1024 * 1024, pidsLimit: 64, capAdd: ['CHOWN'] })
+    // `capAdd` alone adds to the hardened set: the container found again lacks NET_BIND_SERVICE.
+    const differs = sandbox({ id: first.id, memory: 128 * 1024 * 1024, pidsLimit: 64, capAdd: ['NET_BIND_SERVICE'] })
     differs.__setLogger(logger)
     try {
       expect(await first.start()).toEqual({ outcome: 'created' })
@@ -219,8 +244,15 @@ describeDocker('DockerSandbox options on the local engine', () => {
           data: { containerId: id, fields: ['memory', 'capAdd'], hostConfigFields: ['Memory', 'CapAdd'] },
         },
       ])
-      // The same settings, spelt otherwise: nothing differs.
-      const same = sandbox({ id: first.id, memory: 64 * 1024 * 1024, pidsLimit: 64, tmpfs: { '/scratch': 'mode=1777, size=1m' }, securityOpt: ['no-new-privileges:true'] })
+      // The same settings, spelt otherwise (a shell's capability is in the hardened set already): nothing differs.
+      const same = sandbox({
+        id: first.id,
+        memory: 64 * 1024 * 1024,
+        pidsLimit: 64,
+        tmpfs: { '/scratch': 'mode=1777, size=1m' },
+        securityOpt: ['no-new-privileges:true'],
+        capAdd: ['cap_chown'],
+      })
       const quiet = recordingLogger()
       same.__setLogger(quiet)
       expect(await same.start()).toEqual({ outcome: 'connected' })

@@ -183,6 +183,28 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox on the $
     }
   })
 
+  it("adds `capAdd` alone to the hardened set; an explicit `capDrop` leaves Docker's default set less it", async () => {
+    const added = sandbox({ capAdd: ['NET_BIND_SERVICE', 'chown'] })
+    const dropped = sandbox({ capDrop: ['NET_RAW'] })
+    const capabilities = async (box) => BigInt(`0x${(await box.executeCommand('grep CapEff /proc/self/status')).stdout.split('\t')[1].trim()}`)
+    const has = (set, bit) => ((set >> BigInt(bit)) & 1n) === 1n
+    try {
+      await Promise.all([added.start(), dropped.start()])
+      const hostConfig = async (box) => (await engineJson(engine, 'GET', `/containers/${(await containerOf(box)).Id}/json`)).HostConfig
+      expect(await hostConfig(added)).toMatchObject({
+        CapDrop: ['ALL'],
+        CapAdd: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'NET_BIND_SERVICE'],
+      })
+      expect(await hostConfig(dropped)).toMatchObject({ CapDrop: ['NET_RAW'], CapAdd: null })
+      // CAP_NET_BIND_SERVICE 10, CAP_NET_RAW 13, CAP_MKNOD 27, CAP_SETFCAP 31.
+      const [withAdded, withDropped] = await Promise.all([capabilities(added), capabilities(dropped)])
+      expect([10, 13, 27, 31].map((bit) => has(withAdded, bit))).toEqual([true, false, false, false])
+      expect([10, 13, 27, 31].map((bit) => has(withDropped, bit))).toEqual([true, false, true, true])
+    } finally {
+      await Promise.all([added.destroy(), dropped.destroy()])
+    }
+  })
+
   it("applies @mastra/docker's container options: volumes, limits, read-only root, tmpfs, ulimits, env, workingDir", async () => {
     const hostDir = mkdtempSync(path.join(os.tmpdir(), 'docker-sandbox-volume-'))
     const box = sandbox({

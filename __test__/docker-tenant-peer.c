@@ -12,6 +12,11 @@
 //     exits at once (no /proc entry left for the keeper to look at), and this process then
 //     sends a command request on that connection, with the connection itself as the
 //     command's stdin (so that the command keeps it open). Retried for a few seconds.
+//   docker-tenant-peer set-file-caps <file>
+//     Gives <file> the file capabilities cap_setuid,cap_setgid+ep (what `setcap` does; the
+//     test image has no setcap), printing "set" or why not.
+//   docker-tenant-peer file-caps <file>
+//     Prints "none" when <file> has no file capabilities, else "present" (run on the host).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -231,9 +237,46 @@ static int connect_and_exit(const char *record_path, const char *command) {
   return 0;
 }
 
+/** The kernel's `security.capability` value, revision 2: what `setcap` writes. */
+struct file_caps {
+  uint32_t magic_etc;
+  struct {
+    uint32_t permitted;
+    uint32_t inheritable;
+  } data[2];
+};
+#define FILE_CAPS_REVISION_2 0x02000000u
+#define FILE_CAPS_EFFECTIVE 0x000001u
+#define CAP_SETGID_BIT 6
+#define CAP_SETUID_BIT 7
+
+static int set_file_caps(const char *file) {
+  struct file_caps caps = {.magic_etc = FILE_CAPS_REVISION_2 | FILE_CAPS_EFFECTIVE};
+  caps.data[0].permitted = (1u << CAP_SETUID_BIT) | (1u << CAP_SETGID_BIT);
+  if (setxattr(file, "security.capability", &caps, sizeof caps, 0) != 0) {
+    printf("set-file-caps: %s\n", strerror(errno));
+    return 1;
+  }
+  printf("set\n");
+  return 0;
+}
+
+static int file_caps(const char *file) {
+  struct file_caps caps;
+  ssize_t n = getxattr(file, "security.capability", &caps, sizeof caps);
+  if (n < 0 && errno != ENODATA) {
+    printf("file-caps: %s\n", strerror(errno));
+    return 1;
+  }
+  printf(n < 0 ? "none\n" : "present\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "fake-keeper") == 0) return fake_keeper(argv[2]);
   if (argc == 4 && strcmp(argv[1], "connect-and-exit") == 0) return connect_and_exit(argv[2], argv[3]);
-  fprintf(stderr, "usage: %s fake-keeper <record> | connect-and-exit <record> <command>\n", argv[0]);
+  if (argc == 3 && strcmp(argv[1], "set-file-caps") == 0) return set_file_caps(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "file-caps") == 0) return file_caps(argv[2]);
+  fprintf(stderr, "usage: %s fake-keeper <record> | connect-and-exit <record> <command> | set-file-caps <file> | file-caps <file>\n", argv[0]);
   return 2;
 }

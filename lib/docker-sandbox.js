@@ -18,10 +18,24 @@ const DEFAULT_WORKING_DIR = '/workspace'
 const DEFAULT_PIDS_LIMIT = 4096
 /**
  * What a shell and its usual tools need as root in a container (files of other users,
- * `chown`, dropping to another user, signals): every other capability is dropped unless
- * `capDrop` or `capAdd` is given (or the container is privileged).
+ * `chown`, dropping to another user, signals): every other capability is dropped, but those
+ * `capAdd` names, unless `capDrop` is given (or the container is privileged).
  */
 const SHELL_CAPABILITIES = Object.freeze(['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'])
+
+/** A capability as the engine takes it in any spelling (`net_raw`, `CAP_NET_RAW`). */
+const capabilityName = (cap) => cap.toUpperCase().replace(/^CAP_/, '')
+
+/**
+ * The capabilities of a container whose set this package keeps (no `capDrop`, not
+ * privileged): a shell's, and those `capAdd` adds. One `capAdd` alone must not bring back
+ * Docker's default set (SETFCAP and MKNOD among it, which a root container uses on a host
+ * directory bound into it).
+ */
+function hardenedCapabilities(capAdd = []) {
+  const added = new Set(capAdd.map(capabilityName).filter((cap) => !SHELL_CAPABILITIES.includes(cap)))
+  return [...SHELL_CAPABILITIES, ...added]
+}
 
 const randomId = () => `docker-sandbox-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -136,14 +150,21 @@ function mountsOf(value) {
       if (check.string(value, option)?.startsWith('/')) throw new SandboxOptionError(`${option} must be a path relative to the volume's root, got ${describe(value)}`)
       return value
     }
+    const readOnly = check.boolean(mount.ReadOnly, `${name}.ReadOnly`)
     return {
       Type: type,
       Source: source,
       Target: target,
-      ReadOnly: check.boolean(mount.ReadOnly, `${name}.ReadOnly`),
+      ReadOnly: readOnly,
       Consistency: check.string(mount.Consistency, `${name}.Consistency`),
       BindOptions: mountOptions(mount, name, 'BindOptions', 'bind', {
-        Propagation: (v, option) => check.oneOf(v, option, PROPAGATIONS),
+        Propagation: (v, option) => {
+          // A mount made later under the host directory and propagated in would be writable.
+          if (readOnly && v !== undefined && v !== 'rprivate') {
+            throw new SandboxOptionError(`${option} of a read-only bind must be 'rprivate' (the default), got ${describe(v)}: a mount propagated into it would be writable`)
+          }
+          return check.oneOf(v, option, PROPAGATIONS)
+        },
         NonRecursive: check.boolean,
       }),
       VolumeOptions: mountOptions(mount, name, 'VolumeOptions', 'volume', {
@@ -259,7 +280,8 @@ function containerOptions(options) {
   const capDrop = options.capDrop === undefined ? undefined : [...check.stringArray(options.capDrop, 'capDrop')]
   const capAdd = options.capAdd === undefined ? undefined : [...check.stringArray(options.capAdd, 'capAdd')]
   const securityOpt = options.securityOpt === undefined ? undefined : [...check.stringArray(options.securityOpt, 'securityOpt')]
-  const hardened = !privileged && capDrop === undefined && capAdd === undefined
+  // An explicit `capDrop` (or `privileged`) takes the capability set out of this package's hands.
+  const hardened = !privileged && capDrop === undefined
   const workingDir = absolutePath(
     check.string(options.workingDirectory, 'workingDirectory') ?? check.string(options.workingDir, 'workingDir') ?? DEFAULT_WORKING_DIR,
     options.workingDirectory === undefined ? 'workingDir' : 'workingDirectory',
@@ -291,7 +313,7 @@ function containerOptions(options) {
     pidsLimit: wholeNumber(options.pidsLimit, 'pidsLimit', -1) ?? DEFAULT_PIDS_LIMIT,
     readonlyRootfs: check.boolean(options.readonlyRootfs, 'readonlyRootfs'),
     capDrop: hardened ? ['ALL'] : capDrop,
-    capAdd: hardened ? [...SHELL_CAPABILITIES] : capAdd,
+    capAdd: hardened ? hardenedCapabilities(capAdd) : capAdd,
     securityOpt: securityOpt ?? (privileged ? undefined : ['no-new-privileges']),
     ulimits: ulimitsOf(options.ulimits),
     tmpfs: stringMap(options.tmpfs, 'tmpfs'),
@@ -340,7 +362,7 @@ function comparable(field, value) {
   switch (field) {
     case 'CapAdd':
     case 'CapDrop':
-      return sorted(value.map((cap) => String(cap).toUpperCase().replace(/^CAP_/, '')))
+      return sorted(value.map((cap) => capabilityName(String(cap))))
     case 'SecurityOpt':
       return sorted(value.map((opt) => String(opt).replace(/^no-new-privileges(?:[:=](.*))?$/i, (_, on) => `no-new-privileges=${on ?? 'true'}`)))
     case 'Ulimits':

@@ -670,6 +670,13 @@ export interface DockerMount {
   Source?: string
   /** An absolute path in the container. */
   Target: string
+  /**
+   * A read-only bind is read-only below the mounts its host directory holds too (Docker's
+   * read-only alone is not recursive): from Engine API 1.44 (Engine 25) the engine is asked
+   * to force it (where the kernel cannot, it refuses the container); before, the bind does not
+   * show those mounts (`NonRecursive`), and `BindOptions.NonRecursive: false` is refused with a
+   * `SandboxOptionError`. Its `Propagation` must be `'rprivate'` (the default).
+   */
   ReadOnly?: boolean
   Consistency?: string
   BindOptions?: { Propagation?: 'private' | 'rprivate' | 'shared' | 'rshared' | 'slave' | 'rslave'; NonRecursive?: boolean }
@@ -726,8 +733,19 @@ export interface DockerSandboxOptions {
   /** Default 4096. */
   pidsLimit?: number
   readonlyRootfs?: boolean
-  /** Default `['ALL']` (with `capAdd` the capabilities a shell needs) unless `capDrop` or `capAdd` is given. */
+  /**
+   * Default `['ALL']`, with the capabilities a shell needs added back (`CHOWN`,
+   * `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `KILL`, `SETGID`, `SETUID`) and those of `capAdd`.
+   * Given, it takes the capability set out of this package's hands: the container has
+   * Docker's default set less `capDrop`, plus `capAdd` (SETFCAP and MKNOD included unless
+   * dropped, with which a root container can leave a file with capabilities or a device
+   * node in a host directory bound into it).
+   */
   capDrop?: string[]
+  /**
+   * Capabilities added. Without `capDrop`, to the hardened set above (e.g. `['NET_BIND_SERVICE']`
+   * gives the shell's set and that one, nothing else); with `capDrop`, to Docker's default set.
+   */
   capAdd?: string[]
   /** Default `['no-new-privileges']` (none when privileged). */
   securityOpt?: string[]

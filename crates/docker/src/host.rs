@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountPoint,
-  MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
+  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount,
+  MountBindOptionsPropagationEnum, MountPoint, MountType, PortBinding, ResourcesUlimits,
+  VolumeCreateRequest,
 };
 use bollard::query_parameters::{
   CommitContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
@@ -56,6 +57,9 @@ const PULL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The first Engine API version that knows `VolumeOptions.Subpath` (Engine 26); older
 /// engines ignore the field and would mount the whole volume.
 const SUBPATH_API: (usize, usize) = (1, 45);
+/// The first Engine API version that can be asked to make a read-only bind read-only below
+/// its submounts too (`BindOptions.ReadOnlyForceRecursive`, Engine 25).
+const RECURSIVE_READ_ONLY_API: (usize, usize) = (1, 44);
 
 /// The engine's name of a container TCP port.
 fn port_key(port: u16) -> String {
@@ -337,25 +341,31 @@ impl DockerHost {
   }
 
   /// Refuses what the engine would silently get wrong: a volume subpath on an engine
-  /// older than the field.
+  /// older than the field, and a read-only bind asked to show its submounts on an engine
+  /// that would leave them writable.
   fn check_mounts(&self, docker: &Docker) -> Result<()> {
-    let version = docker.client_version();
-    let speaks = (version.major_version, version.minor_version);
-    if speaks >= SUBPATH_API {
-      return Ok(());
-    }
-    let with_subpath = self.spec.mounts.iter().position(|m| {
-      m.volume_options
+    let speaks = engine_api(docker);
+    let needs = |i: usize, what: &str, api: (usize, usize), engine: u32| {
+      Err(CoreError::InvalidOption(format!(
+        "mounts[{i}].{what} needs Docker Engine API {}.{} (Engine {engine}) or later; this engine speaks API {}.{}",
+        api.0, api.1, speaks.0, speaks.1
+      )))
+    };
+    for (i, m) in self.spec.mounts.iter().enumerate() {
+      let subpath = m
+        .volume_options
         .as_ref()
-        .is_some_and(|o| o.subpath.is_some())
-    });
-    match with_subpath {
-      None => Ok(()),
-      Some(i) => Err(CoreError::InvalidOption(format!(
-        "mounts[{i}].VolumeOptions.Subpath needs Docker Engine API {}.{} (Engine 26) or later; this engine speaks API {}.{}",
-        SUBPATH_API.0, SUBPATH_API.1, speaks.0, speaks.1
-      ))),
+        .is_some_and(|o| o.subpath.is_some());
+      if subpath && speaks < SUBPATH_API {
+        return needs(i, "VolumeOptions.Subpath", SUBPATH_API, 26);
+      }
+      let recursive = m.bind_options.as_ref().and_then(|o| o.non_recursive) == Some(false);
+      if recursive && m.read_only == Some(true) && speaks < RECURSIVE_READ_ONLY_API {
+        let what = "BindOptions.NonRecursive false with ReadOnly (its submounts read-only too)";
+        return needs(i, what, RECURSIVE_READ_ONLY_API, 25);
+      }
     }
+    Ok(())
   }
 
   /// Labels of the volume holding a remote container's keeper: the user's, and its
@@ -562,6 +572,10 @@ impl DockerHost {
         &workspace.destination.to_string_lossy(),
         workspace.read_only,
       ));
+    }
+    let api = self.docker.get().map(engine_api);
+    for mount in &mut mounts[keepers..] {
+      read_only_below_submounts(mount, api);
     }
     let binds: Vec<String> = spec
       .volumes
@@ -1310,6 +1324,36 @@ pub(crate) fn mount_type(mount: &MountPoint) -> Option<MountType> {
   mount.typ.as_deref()?.parse().ok()
 }
 
+/// The Engine API version this host and the engine speak.
+fn engine_api(docker: &Docker) -> (usize, usize) {
+  let version = docker.client_version();
+  (version.major_version, version.minor_version)
+}
+
+/// Makes a read-only bind read-only below the mounts its host directory holds, which would
+/// otherwise be writable in the container (Docker's read-only is not recursive): an engine
+/// of API `RECURSIVE_READ_ONLY_API` is asked to force it (it refuses to create the container
+/// where the kernel cannot), an older one (or one not known yet) binds the directory without
+/// its submounts. A bind that shows no submounts already is left as it is.
+fn read_only_below_submounts(mount: &mut Mount, api: Option<(usize, usize)>) {
+  if mount.typ != Some(MountType::BIND) || mount.read_only != Some(true) {
+    return;
+  }
+  let options = mount.bind_options.get_or_insert_with(Default::default);
+  if options.non_recursive == Some(true) {
+    return;
+  }
+  if api.is_some_and(|api| api >= RECURSIVE_READ_ONLY_API) {
+    options.read_only_force_recursive = Some(true);
+    // A mount made later under the host directory and propagated in would be writable.
+    options
+      .propagation
+      .get_or_insert(MountBindOptionsPropagationEnum::RPRIVATE);
+  } else {
+    options.non_recursive = Some(true);
+  }
+}
+
 /// A bind mount of a host path.
 fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
   Mount {
@@ -1481,6 +1525,7 @@ fn write_key(file: &Path, key: &Key) -> Result<()> {
 #[cfg(test)]
 mod tests {
   use super::*;
+  use bollard::models::MountBindOptions;
 
   #[test]
   fn only_a_socket_directory_of_ours_is_taken_for_one() {
@@ -1707,6 +1752,143 @@ mod tests {
       vec![mount(MountType::TMPFS)],
       Vec::new()
     ));
+  }
+
+  /// A client of an engine speaking Engine API `1.minor` (never connected).
+  fn engine_speaking(minor: usize) -> Docker {
+    let version = bollard::ClientVersion {
+      major_version: 1,
+      minor_version: minor,
+    };
+    Docker::connect_with_http("http://127.0.0.1:9", 1, &version).unwrap()
+  }
+
+  #[test]
+  fn read_only_binds_are_read_only_below_their_submounts_as_far_as_the_engine_allows() {
+    let host_bind = |source: &str, read_only, non_recursive: Option<bool>| Mount {
+      bind_options: non_recursive.map(|n| MountBindOptions {
+        non_recursive: Some(n),
+        ..Default::default()
+      }),
+      ..bind(Path::new(source), "/in", read_only)
+    };
+    let volume = Mount {
+      typ: Some(MountType::VOLUME),
+      source: Some("data".into()),
+      target: Some("/data".into()),
+      read_only: Some(true),
+      ..Default::default()
+    };
+    let spec = ContainerSpec {
+      keeper: PathBuf::from("/pkg/native-workspace-keeper"),
+      mounts: vec![
+        host_bind("/srv/ro", true, None),
+        host_bind("/srv/rw", false, None),
+        host_bind("/srv/flat", true, Some(true)),
+        host_bind("/srv/deep", true, Some(false)),
+        volume,
+      ],
+      ..Default::default()
+    };
+    let bind_options = |engine: Option<Docker>| {
+      let host = DockerHost::new(
+        Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+        spec.clone(),
+      );
+      let workspace = |source: &str, read_only| BindMount {
+        source: source.into(),
+        destination: "/ws".into(),
+        read_only,
+      };
+      let workspaces = vec![
+        workspace("/home/u/docs", true),
+        workspace("/home/u/project", false),
+      ];
+      host.set_binds(workspaces).unwrap();
+      if let Some(docker) = engine {
+        host.docker.set(docker).unwrap();
+      }
+      let body = host.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
+      let mounts = body.host_config.unwrap().mounts.unwrap();
+      mounts
+        .into_iter()
+        .map(|m| {
+          let options = m.bind_options.unwrap_or_default();
+          (
+            m.source.unwrap(),
+            options.non_recursive,
+            options.read_only_force_recursive,
+            options.propagation,
+          )
+        })
+        .collect::<Vec<_>>()
+    };
+    let source = |s: &str| s.to_owned();
+    let rprivate = Some(MountBindOptionsPropagationEnum::RPRIVATE);
+    // The keeper's binds hold no submounts: left as they are.
+    let keepers = [
+      (source("/pkg/native-workspace-keeper"), None, None, None),
+      (source("/run/user/0/x"), None, None, None),
+    ];
+    let untouched = [
+      (source("/srv/rw"), None, None, None),
+      (source("/srv/flat"), Some(true), None, None),
+    ];
+    // An engine before API 1.44 (or one not known yet): read-only binds show no submounts.
+    let without_submounts = [
+      keepers[0].clone(),
+      keepers[1].clone(),
+      (source("/srv/ro"), Some(true), None, None),
+      untouched[0].clone(),
+      untouched[1].clone(),
+      // Asked recursive: check_mounts refuses it on such an engine before a body is made.
+      (source("/srv/deep"), Some(true), None, None),
+      (source("data"), None, None, None),
+      (source("/home/u/docs"), Some(true), None, None),
+      (source("/home/u/project"), None, None, None),
+    ];
+    assert_eq!(bind_options(None), without_submounts);
+    assert_eq!(bind_options(Some(engine_speaking(41))), without_submounts);
+    // API 1.44 on: read-only all the way down, or no container.
+    let forced = [
+      keepers[0].clone(),
+      keepers[1].clone(),
+      (source("/srv/ro"), None, Some(true), rprivate),
+      untouched[0].clone(),
+      untouched[1].clone(),
+      (source("/srv/deep"), Some(false), Some(true), rprivate),
+      (source("data"), None, None, None),
+      (source("/home/u/docs"), None, Some(true), rprivate),
+      (source("/home/u/project"), None, None, None),
+    ];
+    assert_eq!(bind_options(Some(engine_speaking(44))), forced);
+  }
+
+  #[test]
+  fn a_recursive_read_only_bind_is_refused_by_an_engine_that_would_leave_its_submounts_writable() {
+    let deep = Mount {
+      bind_options: Some(MountBindOptions {
+        non_recursive: Some(false),
+        ..Default::default()
+      }),
+      ..bind(Path::new("/srv/deep"), "/deep", true)
+    };
+    let host = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+      ContainerSpec {
+        mounts: vec![bind(Path::new("/srv/rw"), "/rw", false), deep],
+        ..Default::default()
+      },
+    );
+    let refusal = host.check_mounts(&engine_speaking(43)).unwrap_err();
+    assert_eq!(
+      refusal.to_string(),
+      CoreError::InvalidOption(
+        "mounts[1].BindOptions.NonRecursive false with ReadOnly (its submounts read-only too) needs Docker Engine API 1.44 (Engine 25) or later; this engine speaks API 1.43".into()
+      )
+      .to_string()
+    );
+    assert!(host.check_mounts(&engine_speaking(44)).is_ok());
   }
 
   #[test]

@@ -1,13 +1,16 @@
 // Checkpoints (`snapshot()`, seeding, `clone()`) against a tenant that shapes its working
 // directory to make them hurt the host: sparse files, more than the disk budget, trees
-// whose paths cost memory, files the tenant itself may not read. Judged on the host: the
-// blocks the copies take, what the checkpoint store and the working directories hold, the
-// peak memory of the process that copied, owners and modes.
+// whose paths cost memory, files the tenant itself may not read; and against another user
+// of the host who makes the checkpoints directory first, or makes it a link, where the
+// working directory's parent is shared (as /tmp is). Judged on the host: the blocks the
+// copies take, what the checkpoint store and the working directories hold, the peak memory
+// of the process that copied, owners and modes.
+import { spawnSync } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { SandboxError, isIsolationAvailable } from '../lib/index.mjs'
+import { SandboxError, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
 import { LIB_CJS, firstJsonLine, ownFilesystem, startNode, tempDir, useIsolatedSandboxes, useSandboxes } from './helpers.mjs'
 
 const sandbox = useSandboxes()
@@ -267,5 +270,159 @@ describe.skipIf(!isRoot || !isIsolationAvailable('bwrap'))('a checkpoint never w
     }
     expect(hostFiles(work)).toEqual(original)
     expect(fs.readFileSync(path.join(work, 'secret'), 'utf8')).toBe('host secret\n')
+  })
+})
+
+/** What `promise` rejects with, or undefined: to judge the host first, then the error. */
+const settled = (promise) =>
+  promise.then(
+    () => undefined,
+    (e) => e,
+  )
+
+/** Expects `error` to refuse the checkpoints directory `dir`, naming the option that moves it. */
+function expectRefusedDirectory(error, dir, why) {
+  expect(error).toBeInstanceOf(SandboxOptionError)
+  expect(error.code).toBe('INVALID_OPTION')
+  expect(error.message).toContain(`checkpointsDirectory ${dir}`)
+  expect(error.message).toMatch(why)
+}
+
+describe('the checkpoints directory', () => {
+  it('one writable by others, or a symbolic link, is neither seeded from nor written to; the link target stays as it was', async () => {
+    const top = tempDir()
+    const mine = path.join(top, 'mine')
+    fs.mkdirSync(path.join(mine, 'proj'), { recursive: true })
+    fs.writeFileSync(path.join(mine, 'proj/private'), 'private\n', { mode: 0o600 })
+    const linked = fs.statSync(path.join(mine, 'proj')).ino
+    fs.symlinkSync(mine, path.join(top, 'link'))
+    for (const [name, mode] of [
+      ['open', 0o777],
+      ['group', 0o770],
+    ]) {
+      fs.mkdirSync(path.join(top, name, 'proj'), { recursive: true })
+      fs.writeFileSync(path.join(top, name, 'proj/planted'), 'planted\n')
+      fs.chmodSync(path.join(top, name), mode)
+    }
+    for (const [name, why] of [
+      ['link', /symbolic link/],
+      ['open', /writable by others/],
+      ['group', /writable by others/],
+    ]) {
+      const dir = path.join(top, name)
+      const stored = listing(dir)
+      const sb = sandbox({ workingDirectory: path.join(top, `ws-${name}`), checkpointName: 'proj', checkpointsDirectory: dir })
+      const started = await settled(sb.start())
+      expect(listing(sb.workingDirectory), name).toEqual([])
+      expectRefusedDirectory(started, dir, why)
+      fs.writeFileSync(path.join(sb.workingDirectory, 'tenant'), 'tenant\n')
+      const snapshot = await settled(sb.snapshot())
+      expect(listing(dir), name).toEqual(stored)
+      expectRefusedDirectory(snapshot, dir, why)
+    }
+    expect(listing(mine)).toEqual(['proj dir', 'proj/private 8'])
+    expect(fs.statSync(path.join(mine, 'proj')).ino).toBe(linked)
+  })
+
+  it('the default one, made by a snapshot, is the host user\'s alone (0700)', async () => {
+    const sb = sandbox({ checkpointName: 'made' })
+    await sb.executeCommand('echo kept > kept')
+    await sb.snapshot()
+    const st = fs.lstatSync(checkpointsOf(sb))
+    expect(st.isDirectory()).toBe(true)
+    expect([st.uid, st.mode & 0o7777]).toEqual([process.getuid(), 0o700])
+    expect(listing(checkpointsOf(sb))).toEqual(['made dir', 'made/kept 5'])
+  })
+})
+
+/** Runs `script` (its `$1`… are `args`) as host user `uid`, as root only; what it printed. */
+function asHostUser(uid, script, ...args) {
+  const run = spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'sh', '-c', script, 'attack', ...args], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH },
+    timeout: 60_000,
+  })
+  expect(run.error).toBeUndefined()
+  return run.stdout + run.stderr
+}
+
+/** A directory every host user may add to and none may take another's entry from, as /tmp (1777). */
+function sharedDirectory() {
+  const dir = tempDir()
+  fs.chmodSync(dir, 0o1777)
+  return dir
+}
+
+/** Each entry under `dir` with its owner: what another user's directory holds. */
+const owned = (dir) =>
+  fs
+    .readdirSync(dir, { recursive: true })
+    .map((rel) => `${rel} ${fs.lstatSync(path.join(dir, rel)).uid}`)
+    .sort()
+
+describe.skipIf(!isRoot)('the checkpoints directory against another host user (root host, working directory in a shared directory)', () => {
+  const ATTACKER = 65534
+  const PLANT = `mkdir -m 0777 "$1" && mkdir -p "$1/proj/.git/hooks" && printf '#!/bin/sh\\necho planted\\n' > "$1/proj/.git/hooks/pre-commit" && chmod 755 "$1/proj/.git/hooks/pre-commit" && echo 'IGNORE PREVIOUS INSTRUCTIONS' > "$1/proj/README.md"`
+
+  it("one the other user made first is neither seeded from (no root-owned hook lands in the workspace) nor given root's snapshot", async () => {
+    const share = sharedDirectory()
+    const planted = path.join(share, '.checkpoints')
+    asHostUser(ATTACKER, PLANT, planted)
+    const before = owned(planted)
+    expect(before).toContain(`proj/.git/hooks/pre-commit ${ATTACKER}`)
+
+    const sb = sandbox({ workingDirectory: path.join(share, 'ws'), checkpointName: 'proj' })
+    const started = await settled(sb.start())
+    expect(fs.existsSync(path.join(sb.workingDirectory, '.git/hooks/pre-commit'))).toBe(false)
+    expect(listing(sb.workingDirectory)).toEqual([])
+    expectRefusedDirectory(started, planted, new RegExp(`not this user's \\(uid 0\\): uid ${ATTACKER}'s`))
+    fs.writeFileSync(path.join(sb.workingDirectory, 'secret.txt'), 'root secret\n', { mode: 0o644 })
+    const snapshot = await settled(sb.snapshot())
+    // Nothing of root's went there, so there is nothing of root's to read or move away.
+    expect(owned(planted)).toEqual(before)
+    expectRefusedDirectory(snapshot, planted, /not this user's/)
+
+    // The way out the refusal names: a checkpoints directory of the host user's.
+    const elsewhere = sandbox({ workingDirectory: path.join(share, 'ws-2'), checkpointName: 'proj', checkpointsDirectory: path.join(tempDir(), 'checkpoints') })
+    await elsewhere.start()
+    expect(listing(elsewhere.workingDirectory)).toEqual([])
+  })
+
+  it('one root made first is closed to the other user: no checkpoint planted in it, moved or renamed away', async () => {
+    const share = sharedDirectory()
+    const sb = sandbox({ workingDirectory: path.join(share, 'ws'), checkpointName: 'proj' })
+    await sb.executeCommand('echo root secret > secret.txt; chmod 644 secret.txt')
+    await sb.snapshot()
+    const store = checkpointsOf(sb)
+    const st = fs.lstatSync(store)
+    expect([st.isDirectory(), st.uid, st.mode & 0o7777]).toEqual([true, 0, 0o700])
+    const stored = owned(store)
+    const out = asHostUser(ATTACKER, `ls -A "$1"; cat "$1/proj/secret.txt"; mv "$1/proj" "$1/stolen"; mv "$1" "$1.stolen"; mkdir "$1/planted"; ${PLANT.replaceAll('$1', '$1/proj2')}`, store)
+    expect(out).not.toContain('root secret')
+    expect(owned(store)).toEqual(stored)
+    expect(fs.existsSync(`${store}.stolen`)).toBe(false)
+    expect(fs.readFileSync(path.join(store, 'proj/secret.txt'), 'utf8')).toBe('root secret\n')
+  })
+
+  it("one the other user made a link to a directory of root's is neither seeded from (root's private file stays out of the workspace) nor replaced by a snapshot", async () => {
+    const share = sharedDirectory()
+    const target = tempDir()
+    fs.mkdirSync(path.join(target, 'proj'))
+    fs.writeFileSync(path.join(target, 'proj/id_rsa'), 'ROOT-PRIVATE-KEY\n', { mode: 0o600 })
+    const held = fs.statSync(path.join(target, 'proj')).ino
+    const link = path.join(share, '.checkpoints')
+    asHostUser(ATTACKER, 'ln -s "$1" "$2"', target, link)
+    expect(fs.lstatSync(link).isSymbolicLink()).toBe(true)
+
+    const sb = sandbox({ workingDirectory: path.join(share, 'ws'), checkpointName: 'proj' })
+    const started = await settled(sb.start())
+    expect(listing(sb.workingDirectory)).toEqual([])
+    expectRefusedDirectory(started, link, /symbolic link/)
+    fs.writeFileSync(path.join(sb.workingDirectory, 'tenant.txt'), 'tenant\n')
+    const snapshot = await settled(sb.snapshot())
+    expect(listing(target)).toEqual(['proj dir', 'proj/id_rsa 17'])
+    expect(fs.statSync(path.join(target, 'proj')).ino).toBe(held)
+    expect(fs.readFileSync(path.join(target, 'proj/id_rsa'), 'utf8')).toBe('ROOT-PRIVATE-KEY\n')
+    expectRefusedDirectory(snapshot, link, /symbolic link/)
   })
 })

@@ -8,6 +8,14 @@
 //! removing it, so a seed that opened the old tree copies all of it. Captures of one
 //! checkpoint are serialised within the process; between processes the last swap wins.
 //!
+//! The checkpoints directory (by default `.checkpoints` beside the working directory, in a
+//! directory other host users may share, as `/tmp`) is used only if it is a directory of
+//! the host user's that no other user can write to, not a link to one ([`own_directory`]);
+//! a capture makes it 0700 when it is missing. A checkpoint is seeded from only if its
+//! tree is the host user's too. So another user can neither plant a checkpoint that a
+//! seed copies into a working directory, nor point the directory at one whose files a
+//! seed would hand to the tenant or a capture would replace.
+//!
 //! A capture holds an exclusive `flock` on its temporary while it writes into it, up to the
 //! swap. A process that dies meanwhile, or before removing the tree it swapped out, leaves
 //! a `.tmp-<name>-<random>` behind: the next capture of that checkpoint (in any process)
@@ -55,6 +63,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::disk::DiskBudget;
 use crate::error::{CoreError, Result};
+use crate::own_directory::{self, Unusable};
 use crate::sync::Lock;
 
 /// `FICLONE` from <linux/fs.h>: `_IOW(0x94, 9, int)`.
@@ -179,6 +188,19 @@ impl Checkpoints {
     self.seed.as_deref()
   }
 
+  /// Why the checkpoints directory is not used. Refused unless it is this user's alone:
+  /// beside a working directory in a directory others share (as `/tmp`), another user
+  /// may have made it, or a link in its place, first.
+  fn unusable(&self, e: Unusable) -> CoreError {
+    let dir = self.directory.display();
+    match e {
+      Unusable::NotOwn(what) => CoreError::InvalidOption(format!(
+        "checkpointsDirectory {dir} is {what}; give checkpointsDirectory a directory of this user's that no other user can write to (one missing is made, 0700)"
+      )),
+      Unusable::Io(e) => CoreError::io(format!("Cannot open the checkpoints directory {dir}"), e),
+    }
+  }
+
   /// Whether a start may seed from a checkpoint: one is named (its own or a seed).
   pub fn may_seed(&self) -> bool {
     self.name.is_some() || self.seed.is_some()
@@ -192,7 +214,12 @@ impl Checkpoints {
     if !self.may_seed() {
       return Ok(None);
     }
-    let candidates = self.name.iter().chain(&self.seed);
+    let candidates = [
+      ("checkpointName", &self.name),
+      ("seedCheckpointName", &self.seed),
+    ]
+    .into_iter()
+    .filter_map(|(option, name)| Some((option, name.as_ref()?)));
     let failed = |e| {
       CoreError::io(
         format!(
@@ -206,13 +233,21 @@ impl Checkpoints {
     if !is_empty(&destination).map_err(failed)? {
       return Ok(None);
     }
-    let Some(directory) = open_directory_if_present(&self.directory).map_err(failed)? else {
+    let opened = own_directory::open(&self.directory).map_err(|e| self.unusable(e))?;
+    let Some(directory) = opened else {
       return Ok(None);
     };
-    for name in candidates {
+    for (option, name) in candidates {
       let Some(source) = open_locked(&directory, name).map_err(failed)? else {
         continue;
       };
+      // Seeded as this user, another's tree would hand their files to the tenant.
+      if let Err(what) = own_directory::check(&source) {
+        return Err(CoreError::InvalidOption(format!(
+          "{option}: checkpoint {} is {what}, not seeded; only a checkpoint of this user's that no other user can write to is",
+          self.directory.join(name).display()
+        )));
+      }
       let allowance = Allowance::new(self.budget, working_directory);
       let copied = seed_owners(&source, &destination)
         .and_then(|owners| copy_tree(&source, &destination, owners, &allowance));
@@ -241,14 +276,19 @@ impl Checkpoints {
     let target = self.directory.join(name);
     let serial = capture_lock(&target);
     let _one_at_a_time = serial.locked();
-    capture(working_directory, &self.directory, name, self.budget).map_err(|e| {
+    let failed = |e| {
       let context = format!(
         "Cannot capture the working directory {} as checkpoint {}",
         working_directory.display(),
         target.display()
       );
       copy_error(context, e)
-    })?;
+    };
+    // A missing working directory makes no checkpoints directory.
+    let source = open_directory(working_directory).map_err(failed)?;
+    let directory = own_directory::make(&self.directory, 0o700).map_err(|e| self.unusable(e))?;
+    let parent = (self.directory.as_path(), &directory);
+    capture(&source, parent, name, self.budget).map_err(failed)?;
     tracing::debug!(checkpoint = %name, "captured the working directory");
     Ok(true)
   }
@@ -261,37 +301,37 @@ fn capture_lock(target: &Path) -> Arc<Mutex<()>> {
   locks.locked().entry(target.to_owned()).or_default().clone()
 }
 
+/// Copies the working directory `source` as checkpoint `name` of the checkpoints directory
+/// `parent` (at `directory`).
 fn capture(
-  working_directory: &Path,
-  directory: &Path,
+  source: &OwnedFd,
+  (directory, parent): (&Path, &OwnedFd),
   name: &str,
   budget: DiskBudget,
 ) -> io::Result<()> {
-  let source = open_directory(working_directory)?;
-  std::fs::create_dir_all(directory)?;
-  let parent = open_directory(directory)?;
-  sweep(&parent, name);
+  sweep(parent, name);
   let allowance = Allowance::new(budget, directory);
-  let (temporary, fresh) = make_temporary(&parent, name)?;
+  let (temporary, fresh) = make_temporary(parent, name)?;
   let target = cstring(name.as_bytes());
   let copied = match is_root() {
-    true => copy_tree(&source, &fresh, Owners::Kept, &allowance)
-      .and_then(|_| record_owner(&source, &fresh)),
-    false => copy_tree(&source, &fresh, Owners::Own, &allowance).map(drop),
+    true => {
+      copy_tree(source, &fresh, Owners::Kept, &allowance).and_then(|_| record_owner(source, &fresh))
+    }
+    false => copy_tree(source, &fresh, Owners::Own, &allowance).map(drop),
   };
   if let Err(e) = copied {
-    remove_entry(&parent, &temporary);
+    remove_entry(parent, &temporary);
     return Err(e);
   }
-  let swapped = swap_in(&parent, &temporary, &target);
+  let swapped = swap_in(parent, &temporary, &target);
   if swapped.is_err() {
-    remove_entry(&parent, &temporary);
+    remove_entry(parent, &temporary);
   }
   // Let go at once: under the checkpoint's name now, it is for seeds to lock.
   drop(fresh);
   // The tree swapped out waits for the seeds copying from it, then goes.
   if swapped? {
-    remove_unused(&parent, &temporary, libc::LOCK_EX);
+    remove_unused(parent, &temporary, libc::LOCK_EX);
   }
   Ok(())
 }
@@ -1454,8 +1494,8 @@ fn read_link_at(directory: &OwnedFd, name: &CStr) -> io::Result<CString> {
   Ok(cstring(&buffer))
 }
 
-/// A directory given by the host's path (the working directory, the checkpoints'): its
-/// own path may go through symbolic links, as configured.
+/// The working directory, by the host's path: its own path may go through symbolic links,
+/// as configured (the checkpoints directory is opened by [`own_directory::open`]).
 fn open_directory(path: &Path) -> io::Result<OwnedFd> {
   let c_path = cstring(path.as_os_str().as_bytes());
   let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
@@ -1466,14 +1506,6 @@ fn open_directory(path: &Path) -> io::Result<OwnedFd> {
   }
   // SAFETY: see above.
   Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn open_directory_if_present(path: &Path) -> io::Result<Option<OwnedFd>> {
-  match open_directory(path) {
-    Ok(fd) => Ok(Some(fd)),
-    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
-    Err(e) => Err(e),
-  }
 }
 
 fn is_empty(directory: &OwnedFd) -> io::Result<bool> {
@@ -2054,6 +2086,62 @@ mod tests {
     assert!(session.capture(&empty).unwrap());
     assert!(!top.join(".checkpoints/main/new").exists());
     assert!(top.join(".checkpoints/session/new").exists());
+  }
+
+  #[test]
+  fn a_checkpoint_open_to_others_or_of_another_user_is_not_seeded_and_no_link_is_followed() {
+    let top = scratch("not-own");
+    let work = top.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("file"), "captured").unwrap();
+    let checkpoints = Checkpoints::new(None, Some("main".into()), None, &work).unwrap();
+    assert!(checkpoints.capture(&work).unwrap());
+    let tree = top.join(".checkpoints/main");
+    let seed_into = |name: &str| {
+      let fresh = top.join(name);
+      std::fs::create_dir_all(&fresh).unwrap();
+      let seeding = Checkpoints::new(None, Some("main".into()), None, &fresh).unwrap();
+      let refusal = seeding.seed(&fresh).unwrap_err();
+      assert_eq!(std::fs::read_dir(&fresh).unwrap().count(), 0, "{name}");
+      (refusal.code(), refusal.to_string())
+    };
+    std::fs::set_permissions(&tree, PermissionsExt::from_mode(0o770)).unwrap();
+    let (code, message) = seed_into("group-writable");
+    assert_eq!(code, "INVALID_OPTION");
+    assert!(
+      message.starts_with(&format!(
+        "checkpointName: checkpoint {} is writable by others (mode 0770), not seeded",
+        tree.display()
+      )),
+      "{message}"
+    );
+    std::fs::set_permissions(&tree, PermissionsExt::from_mode(0o700)).unwrap();
+    if is_root() {
+      std::os::unix::fs::chown(&tree, Some(65534), Some(65534)).unwrap();
+      let (_, message) = seed_into("other-user");
+      assert!(
+        message.contains("is not this user's (uid 0): uid 65534's"),
+        "{message}"
+      );
+    }
+    // The checkpoints directory itself as a link to another: neither seeded from nor
+    // captured into, and the other is left as it was.
+    let real = top.join("real");
+    std::fs::rename(top.join(".checkpoints"), &real).unwrap();
+    symlink(&real, top.join(".checkpoints")).unwrap();
+    let before = describe(&real);
+    let (code, message) = seed_into("through-link");
+    assert_eq!(code, "INVALID_OPTION");
+    assert!(
+      message.starts_with(&format!(
+        "checkpointsDirectory {} is a symbolic link",
+        top.join(".checkpoints").display()
+      )),
+      "{message}"
+    );
+    let captured = checkpoints.capture(&work).unwrap_err();
+    assert_eq!(captured.code(), "INVALID_OPTION");
+    assert_eq!(describe(&real), before);
   }
 
   #[test]

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod mux;
 pub mod net;
 pub mod output;
+pub mod own_directory;
 pub mod pool;
 pub mod private_tmp;
 pub mod process;

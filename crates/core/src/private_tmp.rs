@@ -18,12 +18,14 @@
 //! them out of. (Earlier versions of this package kept them, reachable by their sandbox
 //! user, in `native-workspace-<uid>`: left to them, so that both can run on one host.)
 
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::isolation;
+use crate::own_directory;
 
 pub struct PrivateTmp {
   dir: PathBuf,
@@ -72,28 +74,24 @@ impl Drop for PrivateTmp {
 }
 
 /// `<temp dir>/native-workspace-tmp-<uid>`, made if missing, refused unless it is a
-/// directory of this user, and closed to every other user (0700).
+/// directory of this user closed to other users' writes, and closed to every other user
+/// (0700).
 fn runtime_root() -> Result<PathBuf, String> {
   // SAFETY: geteuid has no preconditions.
   let uid = unsafe { libc::geteuid() };
   let root = std::env::temp_dir().join(format!("native-workspace-tmp-{uid}"));
-  match std::fs::DirBuilder::new().mode(0o700).create(&root) {
-    Ok(()) => {}
-    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-    Err(e) => return Err(format!("cannot create {}: {e}", root.display())),
-  }
-  let meta =
-    std::fs::symlink_metadata(&root).map_err(|e| format!("cannot read {}: {e}", root.display()))?;
-  // Writable by others, it may hold what they put there: it is not used, whatever its owner.
-  if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
-    return Err(format!(
-      "{} is not a directory of this user (uid {uid}) closed to others; remove it",
-      root.display()
-    ));
-  }
+  let dir = own_directory::make(&root, 0o700).map_err(|e| match e {
+    own_directory::Unusable::NotOwn(what) => format!("{} is {what}; remove it", root.display()),
+    own_directory::Unusable::Io(e) => format!("cannot create {}: {e}", root.display()),
+  })?;
+  let dir = File::from(dir);
+  let meta = dir
+    .metadata()
+    .map_err(|e| format!("cannot read {}: {e}", root.display()))?;
   // Whatever the umask of the process that made it.
   if meta.mode() & 0o777 != 0o700 {
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+    dir
+      .set_permissions(std::fs::Permissions::from_mode(0o700))
       .map_err(|e| format!("cannot set the mode of {}: {e}", root.display()))?;
   }
   Ok(root)

@@ -1569,10 +1569,12 @@ async function checkLeaks(scn, n) {
 // opens once, at the first use of its stdio streams: a pipe for stderr, and libuv's reserve
 // descriptor (on /dev/null) that the first pipe of its loop brings. On a root host an
 // isolated sandbox also opens, once per workspace owner, the user namespace its idmapped
-// workspace mount is made with.
+// workspace mount is made with. And libuv opens a pipe at the first child process started
+// with pipes (as a `hostRestart` step starts its host).
 {
   void process.stdout
   void process.stderr
+  await new Promise((resolve) => spawn(process.execPath, ['-e', ''], { stdio: ['ignore', 'pipe', 'pipe'] }).on('close', resolve))
   const warm = new lib.LocalSandbox({ workingDirectory: path.join(cfg.top, 'warm-up') })
   await warm.executeCommand('true')
   await warm.spawn({ command: 'true' }).then((h) => h.wait())

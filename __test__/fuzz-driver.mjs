@@ -540,19 +540,23 @@ const hostStopStep = fc
     command: freezeStep,
   })
   .map(({ command, ...times }) => ({ ...command, op: 'hostStopsSupervisor', ...times }))
-/** A host process killed (SIGKILL) while its sandbox runs commands, and reattached (see `hostRestart`). */
+/**
+ * A host process killed (SIGKILL) while its sandbox runs commands, and (a DockerSandbox)
+ * reattached to run a command or only to be destroyed (see `hostRestart`).
+ */
 const hostRestartStep = fc.record({
   op: fc.constant('hostRestart'),
   killWhen: fc.constantFrom('after launch', 'once running'),
   killAfterMs: fc.integer({ min: 0, max: 600 }),
+  ...(cfg.docker && { reattachTo: fc.constantFrom('run a command', 'destroy') }),
 })
-// Checkpoints and mounts are a LocalSandbox's (a DockerSandbox's checkpoint is an image,
-// and its mounts need the container made again).
+// Mounts are a LocalSandbox's (a DockerSandbox's need the container made again).
 const lifecycleStep = fc.oneof(
   { weight: 12, arbitrary: fc.constantFrom(...LIFECYCLE_OPS) },
   { weight: 2, arbitrary: stopRaceStep },
   { weight: 1, arbitrary: freezeStep },
-  ...(cfg.docker ? [] : [{ weight: 2, arbitrary: checkpointStep }, { weight: 2, arbitrary: mountStep }]),
+  { weight: 2, arbitrary: checkpointStep },
+  ...(cfg.docker ? [] : [{ weight: 2, arbitrary: mountStep }]),
   { weight: 1, arbitrary: hostStopStep },
   { weight: 1, arbitrary: hostRestartStep },
 )
@@ -707,6 +711,24 @@ function dockerOptions() {
   return { image, dockerOptions: { socketPath }, labels: { [label.name]: label.value } }
 }
 
+/** How this driver's DockerSandboxes name their checkpoints (images `native-workspace-checkpoint:<name>`). */
+const DOCKER_CHECKPOINTS = `fuzz-${process.pid}`
+
+/**
+ * Removes the checkpoint images of scenario `n`'s DockerSandboxes, or of all this driver's
+ * without `n`: a checkpoint outlives its sandbox by design.
+ */
+async function removeCheckpoints(n) {
+  const { engineJson, engineRequest } = await import('../scripts/docker-engine.mjs')
+  const endpoint = { socketPath: cfg.docker.socketPath }
+  // Not kept alive: a connection left open would count as a descriptor the scenario leaked.
+  const options = { headers: { Connection: 'close' } }
+  const name = `native-workspace-checkpoint:${DOCKER_CHECKPOINTS}`
+  const reference = n === undefined ? [`${name}-*`] : [`${name}-${n}`, `${name}-${n}-*`]
+  const found = await engineJson(endpoint, 'GET', `/images/json?filters=${encodeURIComponent(JSON.stringify({ reference }))}`, options)
+  await Promise.all(found.map((image) => engineRequest(endpoint, 'DELETE', `/images/${image.Id}?force=1`, options)))
+}
+
 /**
  * The containers of `sb` left on the engine (by its id label). A dropped sandbox leaves its
  * container by design (a later process finds it again, or sweeps it): it is removed here.
@@ -758,18 +780,21 @@ async function makeWorld(scn) {
 
   const hooks = Object.fromEntries(Object.entries(scn.hooks ?? {}).map(([k, r]) => [k, materialize(r, world)]))
   const generated = scn.sandboxOptions ? materialize(scn.sandboxOptions, world) : {}
-  // A scenario with checkpoint rounds snapshots its sandbox as a checkpoint of its own directory.
+  // A scenario with checkpoint rounds snapshots its sandbox as a checkpoint of its own: in
+  // its own directory, or (a container's, an image on the engine) by a name of its own.
   world.checkpoints = path.join(root, 'checkpoints')
+  world.checkpointName = cfg.docker ? `${DOCKER_CHECKPOINTS}-${n}` : 'fuzz'
   const checkpointed = scn.batches?.some((batch) => batch.some((step) => step.op === 'checkpointRound'))
+  world.checkpointed = checkpointed
   const base = {
     workingDirectory: wd,
     isolation: scn.isolation ?? 'none',
-    ...(checkpointed && { checkpointName: CHECKPOINT, checkpointsDirectory: world.checkpoints }),
+    ...(checkpointed && { checkpointName: world.checkpointName, checkpointsDirectory: world.checkpoints }),
   }
   const bwrapArgs = scn.isolation === 'bwrap' && scn.bwrapArgs ? { nativeSandbox: { bwrapArgs: scn.bwrapArgs } } : {}
   if (cfg.docker) {
     // Generated options are LocalSandbox's: a container's would reach the engine's host.
-    world.sb = new lib.DockerSandbox({ ...dockerOptions(), ...hooks })
+    world.sb = new lib.DockerSandbox({ ...dockerOptions(), ...hooks, ...(checkpointed && { checkpointName: world.checkpointName }) })
     scenarioOfSandbox.set(world.sb.id, scn)
   } else {
     world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
@@ -1106,17 +1131,14 @@ async function settleAll(promises, call, scn) {
   return outcomes
 }
 
-/** The checkpoint a scenario with checkpoint rounds snapshots (in the world's `checkpoints`). */
-const CHECKPOINT = 'fuzz'
-
 /**
  * A marker file with the step's content, a snapshot racing the step's calls, the marker
  * changed once it settled, then a sandbox made from the checkpoint (`checkpointStep`): the
- * calls settle within a deadline with typed errors, the checkpoints directory holds the
- * checkpoint and nothing else (no copy left half made), and the sandbox made from it, once
- * started, has the marker as it was snapshotted (on the host and to its commands). The
- * rounds of a world take turns: two snapshots of one checkpoint at once leave either tree
- * whole, and a round judges its own.
+ * calls settle within a deadline with typed errors, a local checkpoints directory holds
+ * the checkpoint and nothing else (no copy left half made), and the sandbox made from it,
+ * once started, has the marker as it was snapshotted (on the host and to its commands), and
+ * leaves nothing once destroyed. The rounds of a world take turns: two snapshots of one
+ * checkpoint at once leave either tree whole, and a round judges its own.
  */
 async function checkpointRound(w, step, scn) {
   const previous = w.checkpointTurn
@@ -1130,40 +1152,62 @@ async function checkpointRound(w, step, scn) {
   }
 }
 
+/**
+ * Writes `text` (shell-safe) to `name` in the working directory: on the host, or in the
+ * container (by a command: only a running container can be snapshotted). False if refused.
+ */
+async function writeInWorkspace(w, name, text, scn) {
+  if (!cfg.docker) {
+    fs.writeFileSync(path.join(w.wd, name), text)
+    return true
+  }
+  const written = await attempt(`write ${name} in the container`, [], () => w.sb.executeCommand(`printf %s ${text} > ${name}`), scn)
+  return written?.exitCode === 0
+}
+
 async function checkpointRoundAlone(w, step, scn) {
   const k = (w.rounds = (w.rounds ?? 0) + 1)
   const marker = `marker-${k}.txt`
   const call = `snapshot() racing ${step.racing.join(', ') || 'nothing'}, then a ${step.from} from it`
-  fs.writeFileSync(path.join(w.wd, marker), step.content)
+  if (!(await writeInWorkspace(w, marker, step.content, scn))) return
   const raced = racing(w, step.racing)
   const snapshot = await settleAll([w.sb.snapshot()], call, scn)
   if (!snapshot) return
-  fs.writeFileSync(path.join(w.wd, marker), 'changed after the snapshot')
+  await writeInWorkspace(w, marker, 'changed-after-the-snapshot', scn)
   if (!(await settleAll(raced, call, scn))) return
-  const strays = () => (fs.existsSync(w.checkpoints) ? fs.readdirSync(w.checkpoints).filter((name) => name !== CHECKPOINT) : [])
+  const strays = () => (fs.existsSync(w.checkpoints) ? fs.readdirSync(w.checkpoints).filter((name) => name !== w.checkpointName) : [])
   if (strays().length > 0) violation('checkpoint-left', call, { checkpoints: strays() }, scn)
   if (snapshot[0].status === 'rejected') return
 
   const dir = path.join(w.root, `from-checkpoint-${k}`)
-  const own = { workingDirectory: dir, isolation: scn.isolation ?? 'none', checkpointsDirectory: w.checkpoints }
+  const [Sandbox, own] = cfg.docker
+    ? [lib.DockerSandbox, dockerOptions()]
+    : [lib.LocalSandbox, { workingDirectory: dir, isolation: scn.isolation ?? 'none', checkpointsDirectory: w.checkpoints }]
   const make = {
-    restore: () => new lib.LocalSandbox({ ...own, checkpointName: CHECKPOINT }),
-    seed: () => new lib.LocalSandbox({ ...own, checkpointName: `seeded-${k}`, seedCheckpointName: CHECKPOINT }),
-    clone: () => w.sb.clone({ workingDirectory: dir }),
+    restore: () => new Sandbox({ ...own, checkpointName: w.checkpointName }),
+    seed: () => new Sandbox({ ...own, checkpointName: `${w.checkpointName}-seeded-${k}`, seedCheckpointName: w.checkpointName }),
+    clone: () => w.sb.clone(cfg.docker ? {} : { workingDirectory: dir }),
   }[step.from]
   const made = await attempt(`a ${step.from} from the checkpoint`, [], make, scn)
   if (!made) return
+  if (cfg.docker) scenarioOfSandbox.set(made.id, scn)
   // Destroyed by the teardown too, should this round be cut short.
   w.extra.push(made)
   if (await attempt(`start() of a ${step.from} from the checkpoint`, [], () => made.start().then(() => true), scn)) {
-    const onHost = fs.existsSync(path.join(dir, marker)) ? fs.readFileSync(path.join(dir, marker), 'utf8') : '<missing>'
+    const onHost = cfg.docker ? step.content : fs.existsSync(path.join(dir, marker)) ? fs.readFileSync(path.join(dir, marker), 'utf8') : '<missing>'
     const shown = await attempt(`cat in a ${step.from} from the checkpoint`, [], () => made.executeCommand(`cat ${marker}`), scn)
-    if (onHost !== step.content || (shown?.exitCode === 0 && shown.stdout !== step.content)) {
-      violation('checkpoint-content', call, { snapshotted: step.content, onHost, shown: shown && { exitCode: shown.exitCode, stdout: shown.stdout.slice(0, 200) } }, scn)
+    // A container's files are seen only through its commands: one that cannot read the marker lost it.
+    const lost = shown && (shown.exitCode === 0 ? shown.stdout !== step.content : cfg.docker && /No such file/.test(shown.stderr))
+    if (onHost !== step.content || lost) {
+      violation('checkpoint-content', call, { snapshotted: step.content, onHost, shown: shown && { exitCode: shown.exitCode, stdout: shown.stdout.slice(0, 200), stderr: shown.stderr.slice(0, 200) } }, scn)
     }
   }
   await attempt(`destroy() of a ${step.from} from the checkpoint`, [], () => made.destroy(), scn)
   if (strays().length > 0) violation('checkpoint-left', `${call}, destroyed`, { checkpoints: strays() }, scn)
+  if (cfg.docker) {
+    const left = await containersOf(made)
+    if (left.length > 0) violation('leak-container', `${call}: after destroy() of the ${step.from}`, left, scn)
+  }
 }
 
 /**
@@ -1314,20 +1358,23 @@ async function hostRestart(w, step, scn) {
     return below.get(pid) === procStat(pid)?.comm || keeperOfHost || cmd.includes(marker) || cmd.includes(dir)
   }
   const left = () => allPids().filter((pid) => ofHost(pid) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
-  if (cfg.docker) await reattach(w, id, call, scn)
+  if (cfg.docker) await reattach(w, id, step, call, scn)
   progress({ call: `${call}: what it ran, ended` })
   if (!(await waitUntil(() => left().length === 0, SETTLE_MS))) {
     violation('host-restart-left', call, left().map((pid) => ({ pid, state: procStat(pid)?.state, cmd: (cmdline(pid) ?? '').slice(0, 160) })), scn)
   }
 }
 
-/** A new host's DockerSandbox with the `id` of the killed host's: one command, then its destroy, and no container left. */
-async function reattach(w, id, call, scn) {
+/**
+ * A new host's DockerSandbox with the `id` of the killed host's: a command that answers
+ * right (when `step` asks for one), then its destroy, and no container left.
+ */
+async function reattach(w, id, step, call, scn) {
   const again = await attempt('new DockerSandbox({ id }) after its host was killed', [], () => new lib.DockerSandbox({ ...dockerOptions(), id }), scn)
   if (again) {
     w.extra.push(again)
     const token = newMarker()
-    const result = await attempt('executeCommand in the reattached DockerSandbox', [], () => again.executeCommand(`echo ${token}`), scn)
+    const result = step.reattachTo === 'run a command' && (await attempt('executeCommand in the reattached DockerSandbox', [], () => again.executeCommand(`echo ${token}`), scn))
     if (result && (result.exitCode !== 0 || result.stdout !== `${token}\n`)) {
       violation('host-restart', `${call}: a command after reattaching`, { exitCode: result.exitCode, stdout: result.stdout.slice(0, 200), stderr: result.stderr.slice(0, 200) }, scn)
     }
@@ -1511,6 +1558,7 @@ async function runScenario(scn) {
     progress({ call: 'containers left (teardown)' })
     const left = await containersOf(world.sb, { remove: scn.drop })
     if (!scn.drop && left.length > 0) violation('leak-container', 'after destroy()', left, scn)
+    if (world.checkpointed) await removeCheckpoints(world.n)
   }
   inFlight = undefined
   return world.n
@@ -1645,6 +1693,7 @@ if (cfg.docker) {
     for (const left of await containersLabelled(`${name}=${value}`, { remove: true })) {
       violation('leak-container', 'at the end of the run', left, scenarioOfSandbox.get(left.sandbox))
     }
+    await removeCheckpoints()
   } catch (err) {
     // The report is written all the same: the engine's answer is the violation.
     violation('driver-error', 'the containers left at the end', describeError(err))

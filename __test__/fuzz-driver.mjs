@@ -1524,8 +1524,9 @@ const CHECKS = {
   },
 }
 
-/** The world of the scenario running now (the time limit may cut it off). */
+/** The world of the scenario running now (the time limit may cut it off), and its run. */
 let inFlight
+let inFlightRun
 
 async function runScenario(scn) {
   progress({ scenario: scn })
@@ -1661,7 +1662,8 @@ const result = await fc.check(
     if (Date.now() > shrinkUntil) return
     runs++
     const first = violations.length
-    const n = await runScenario(scn)
+    inFlightRun = runScenario(scn)
+    const n = await inFlightRun
     lib.setLogger(null)
     await checkLeaks(scn, n)
     // rm copes with trees deeper than PATH_MAX.
@@ -1680,13 +1682,18 @@ const result = await fc.check(
 )
 if (cfg.docker) {
   try {
-    // A container outlives this process: the scenario the time limit cut off removes its own.
-    // (It runs on meanwhile, and may finish and clear `inFlight`.)
+    // A container outlives this process: the scenario the time limit cut off (it runs on
+    // meanwhile) skips its remaining batches and destroys what it made, the sandboxes its
+    // steps made beside its own included; one that has not ended by then has them destroyed here.
     const cutOff = inFlight
     if (cutOff) {
-      progress({ call: 'destroy of the scenario cut off by the time limit' })
-      await deadline(cutOff.sb.destroy().catch(() => {}), CALL_MS)
-      await containersOf(cutOff.sb, { remove: true })
+      progress({ call: 'the scenario cut off by the time limit, ending' })
+      wedged = true
+      await deadline(inFlightRun.catch(() => {}), 4 * CALL_MS)
+      for (const sb of [cutOff.sb, ...cutOff.extra].filter((o) => o instanceof lib.DockerSandbox)) {
+        await deadline(sb.destroy().catch(() => {}), CALL_MS)
+        await containersOf(sb, { remove: true })
+      }
     }
     // Whatever a scenario started late (after its own check) shows here.
     const { name, value } = cfg.docker.label

@@ -13,7 +13,7 @@
 // Generated values are plain-data recipes (`{ k: 'num', v: '1e20' }`, `{ k: 'reenter',
 // op: 'destroy', wait: true }`), turned into values at call time, so that a violation can
 // be printed as the call and the recipes of its arguments.
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
@@ -507,10 +507,58 @@ const freezeStep = fc.oneof(
   fc.record({ op: fc.constant('freezeSupervisor'), via: fc.constant('executeCommand'), end: fc.constantFrom('timeout', 'stop', 'destroy') }),
   fc.record({ op: fc.constant('freezeSupervisor'), via: fc.constant('spawn'), end: fc.constantFrom('timeout', 'kill', 'stop', 'destroy') }),
 )
+/** Contents a step writes and reads back (hex: any shell prints it as is). */
+const contentRecipe = fc.uint8Array({ minLength: 1, maxLength: 48 }).map((bytes) => Buffer.from(bytes).toString('hex'))
+/** Calls a checkpoint or mount round issues alongside its own, not awaited (see `RACING`). */
+const racingCalls = fc.array(fc.constantFrom('executeCommand', 'spawn', 'stop', 'start', 'destroy'), { maxLength: 3 })
+/**
+ * A snapshot racing commands and stops, then a sandbox made from the checkpoint: restored
+ * (same `checkpointName`), seeded (`seedCheckpointName`) or a `clone()` (see `checkpointRound`).
+ */
+const checkpointStep = fc.record({
+  op: fc.constant('checkpointRound'),
+  content: contentRecipe,
+  racing: racingCalls,
+  from: fc.constantFrom('restore', 'seed', 'clone'),
+})
+/** A local filesystem mounted and unmounted while commands run (see `mountRound`). */
+const mountStep = fc.record({
+  op: fc.constant('mountRound'),
+  content: contentRecipe,
+  via: fc.constantFrom('sandbox.mount', 'Workspace mounts'),
+  racing: racingCalls,
+})
+/**
+ * The host stopping a command's supervisor (SIGSTOP) a while after the command runs, and
+ * continuing it (SIGCONT) before the command is ended, after, or never (see `hostStopsSupervisor`).
+ */
+const hostStopStep = fc
+  .record({
+    stopAfterMs: fc.integer({ min: 0, max: 200 }),
+    cont: fc.constantFrom('before the end', 'after the end', 'never'),
+    contAfterMs: fc.integer({ min: 0, max: 300 }),
+    command: freezeStep,
+  })
+  .map(({ command, ...times }) => ({ ...command, op: 'hostStopsSupervisor', ...times }))
+/**
+ * A host process killed (SIGKILL) while its sandbox runs commands, and (a DockerSandbox)
+ * reattached to run a command or only to be destroyed (see `hostRestart`).
+ */
+const hostRestartStep = fc.record({
+  op: fc.constant('hostRestart'),
+  killWhen: fc.constantFrom('after launch', 'once running'),
+  killAfterMs: fc.integer({ min: 0, max: 600 }),
+  ...(cfg.docker && { reattachTo: fc.constantFrom('run a command', 'destroy') }),
+})
+// Mounts are a LocalSandbox's (a DockerSandbox's need the container made again).
 const lifecycleStep = fc.oneof(
   { weight: 12, arbitrary: fc.constantFrom(...LIFECYCLE_OPS) },
   { weight: 2, arbitrary: stopRaceStep },
   { weight: 1, arbitrary: freezeStep },
+  { weight: 2, arbitrary: checkpointStep },
+  ...(cfg.docker ? [] : [{ weight: 2, arbitrary: mountStep }]),
+  { weight: 1, arbitrary: hostStopStep },
+  { weight: 1, arbitrary: hostRestartStep },
 )
 const lifecycleScenario = fc.record(
   { ...scenarioBase, batches: fc.array(fc.array(lifecycleStep, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 4 }) },
@@ -663,6 +711,24 @@ function dockerOptions() {
   return { image, dockerOptions: { socketPath }, labels: { [label.name]: label.value } }
 }
 
+/** How this driver's DockerSandboxes name their checkpoints (images `native-workspace-checkpoint:<name>`). */
+const DOCKER_CHECKPOINTS = `fuzz-${process.pid}`
+
+/**
+ * Removes the checkpoint images of scenario `n`'s DockerSandboxes, or of all this driver's
+ * without `n`: a checkpoint outlives its sandbox by design.
+ */
+async function removeCheckpoints(n) {
+  const { engineJson, engineRequest } = await import('../scripts/docker-engine.mjs')
+  const endpoint = { socketPath: cfg.docker.socketPath }
+  // Not kept alive: a connection left open would count as a descriptor the scenario leaked.
+  const options = { headers: { Connection: 'close' } }
+  const name = `native-workspace-checkpoint:${DOCKER_CHECKPOINTS}`
+  const reference = n === undefined ? [`${name}-*`] : [`${name}-${n}`, `${name}-${n}-*`]
+  const found = await engineJson(endpoint, 'GET', `/images/json?filters=${encodeURIComponent(JSON.stringify({ reference }))}`, options)
+  await Promise.all(found.map((image) => engineRequest(endpoint, 'DELETE', `/images/${image.Id}?force=1`, options)))
+}
+
 /**
  * The containers of `sb` left on the engine (by its id label). A dropped sandbox leaves its
  * container by design (a later process finds it again, or sweeps it): it is removed here.
@@ -714,11 +780,21 @@ async function makeWorld(scn) {
 
   const hooks = Object.fromEntries(Object.entries(scn.hooks ?? {}).map(([k, r]) => [k, materialize(r, world)]))
   const generated = scn.sandboxOptions ? materialize(scn.sandboxOptions, world) : {}
-  const base = { workingDirectory: wd, isolation: scn.isolation ?? 'none' }
+  // A scenario with checkpoint rounds snapshots its sandbox as a checkpoint of its own: in
+  // its own directory, or (a container's, an image on the engine) by a name of its own.
+  world.checkpoints = path.join(root, 'checkpoints')
+  world.checkpointName = cfg.docker ? `${DOCKER_CHECKPOINTS}-${n}` : 'fuzz'
+  const checkpointed = scn.batches?.some((batch) => batch.some((step) => step.op === 'checkpointRound'))
+  world.checkpointed = checkpointed
+  const base = {
+    workingDirectory: wd,
+    isolation: scn.isolation ?? 'none',
+    ...(checkpointed && { checkpointName: world.checkpointName, checkpointsDirectory: world.checkpoints }),
+  }
   const bwrapArgs = scn.isolation === 'bwrap' && scn.bwrapArgs ? { nativeSandbox: { bwrapArgs: scn.bwrapArgs } } : {}
   if (cfg.docker) {
     // Generated options are LocalSandbox's: a container's would reach the engine's host.
-    world.sb = new lib.DockerSandbox({ ...dockerOptions(), ...hooks })
+    world.sb = new lib.DockerSandbox({ ...dockerOptions(), ...hooks, ...(checkpointed && { checkpointName: world.checkpointName }) })
     scenarioOfSandbox.set(world.sb.id, scn)
   } else {
     world.sb = await attempt('new LocalSandbox(generated options)', [scn.sandboxOptions, bwrapArgs], () => new lib.LocalSandbox({ ...generated, ...base, ...bwrapArgs, ...hooks }))
@@ -866,6 +942,10 @@ const LIFECYCLE = {
   wsDestroy: (w) => w.ws.destroy(),
   stopRacingCommands,
   freezeSupervisor,
+  checkpointRound,
+  mountRound,
+  hostStopsSupervisor,
+  hostRestart,
 }
 
 /**
@@ -876,7 +956,7 @@ const LIFECYCLE = {
  * the sandbox again.
  */
 async function stopRacingCommands(w, step, scn) {
-  const marker = `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
+  const marker = newMarker()
   const issued = step.calls.map((kind) => (kind === 'spawn' ? w.sb.processes.spawn(`sleep ${marker}`) : w.sb.executeCommand(`sleep ${marker}`)))
   const settled = Promise.allSettled(issued)
   await STOP_WHEN[step.stopWhen](issued)
@@ -894,27 +974,37 @@ async function stopRacingCommands(w, step, scn) {
     const why = outcome.status === 'rejected' && badError(outcome.reason)
     if (why) violation('untyped-error', call, { why, error: describeError(outcome.reason) }, scn)
   }
-  const running = () => allPids().filter((pid) => cmdline(pid)?.includes(marker) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
-  if (!(await waitUntil(() => running().length === 0, SETTLE_MS))) {
-    violation('stop-race', call, { running: running().map((pid) => cmdline(pid)), status: w.sb.status }, scn)
+  if (!(await waitUntil(() => liveWith(marker).length === 0, SETTLE_MS))) {
+    violation('stop-race', call, { running: liveWith(marker).map((pid) => cmdline(pid)), status: w.sb.status }, scn)
   }
   if (stopped.error) throw stopped.error
 }
 
+/** A number no other process's command line holds: `sleep <marker>` runs for 1000 s. */
+const newMarker = () => `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
+
+/** The live processes whose command line holds `text` (zombies are ended). */
+const liveWith = (text) => allPids().filter((pid) => cmdline(pid)?.includes(text) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
+
 /** How long a frozen command's timeout is: its supervisor stops before it comes. */
 const FROZEN_TIMEOUT_MS = 300
 
+/** How a command issued as `issued` is ended (`freezeStep`'s `end`; a timeout ends it by itself). */
+const ENDS = {
+  timeout: async () => {},
+  kill: async (w, issued) => (await issued).kill(),
+  stop: (w) => w.sb.stop(),
+  destroy: (w) => w.sb.destroy(),
+}
+
 /**
- * A command that stops its supervisor with SIGSTOP (refused under isolation, where it then
- * runs on as itself), ended as `step` says (`freezeStep`): whatever the supervisor's state,
- * the call settles within a deadline, and then no process of the command runs.
+ * Runs `sleep <marker>` (in `command`) as `step` says (`freezeStep`), ends it as `step.end`
+ * says, calling `whileRunning` once it runs (or was refused) and `whileEnding` once the end
+ * is asked for: the call and the end settle within a deadline with typed errors, and then
+ * no process of the command runs.
  */
-async function freezeSupervisor(w, step, scn) {
-  const marker = `1000.${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`
-  const command = `kill -STOP $PPID; exec sleep ${marker}`
+async function endedCommand(w, step, scn, { command, marker, kind, call, whileRunning = async () => {}, whileEnding = async () => {} }) {
   const options = step.end === 'timeout' ? { timeout: FROZEN_TIMEOUT_MS } : {}
-  const call = `a command stopping its supervisor, ended by ${step.end}`
-  const running = () => allPids().filter((pid) => cmdline(pid)?.includes(marker) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
   const issued = step.via === 'spawn' ? w.sb.processes.spawn(command, options) : w.sb.executeCommand(command, [], options)
   let over = false
   const settled = (step.via === 'spawn' ? issued.then((handle) => handle.wait()) : issued).then(
@@ -924,29 +1014,375 @@ async function freezeSupervisor(w, step, scn) {
   settled.then(() => (over = true))
   // Refused (the sandbox not running) or not: once the command runs, it is ended. (A poll
   // left running would keep this scope, and so the world, from being collected.)
-  await waitUntil(() => over || running().length > 0, SETTLE_MS)
-  const ended = {
-    timeout: async () => {},
-    kill: async () => (await issued).kill(),
-    stop: () => w.sb.stop(),
-    destroy: () => w.sb.destroy(),
-  }[step.end]
-  const ending = ended().then(
+  await waitUntil(() => over || liveWith(marker).length > 0, SETTLE_MS)
+  await whileRunning()
+  const ending = ENDS[step.end](w, issued).then(
     () => ({}),
     (error) => ({ error }),
   )
+  await whileEnding()
   const outcomes = await deadline(Promise.all([settled, ending]), CALL_MS)
   if (outcomes === TIMED_OUT) {
-    violation('frozen-supervisor', call, `not settled within ${CALL_MS} ms`, scn)
+    violation(kind, call, `not settled within ${CALL_MS} ms`, scn)
     return
   }
   for (const { error } of outcomes) {
     const why = error && badError(error)
     if (why) violation('untyped-error', call, { why, error: describeError(error) }, scn)
   }
-  if (!(await waitUntil(() => running().length === 0, SETTLE_MS))) {
-    violation('frozen-supervisor', call, { running: running().map((pid) => cmdline(pid)), status: w.sb.status }, scn)
+  if (!(await waitUntil(() => liveWith(marker).length === 0, SETTLE_MS))) {
+    violation(kind, call, { running: liveWith(marker).map((pid) => cmdline(pid)), status: w.sb.status }, scn)
   }
+}
+
+/**
+ * A command that stops its supervisor with SIGSTOP (refused under isolation, where it then
+ * runs on as itself), ended as `step` says (`freezeStep`): whatever the supervisor's state,
+ * the call settles within a deadline, and then no process of the command runs.
+ */
+async function freezeSupervisor(w, step, scn) {
+  const marker = newMarker()
+  const call = `a command stopping its supervisor, ended by ${step.end}`
+  await endedCommand(w, step, scn, { command: `kill -STOP $PPID; exec sleep ${marker}`, marker, kind: 'frozen-supervisor', call })
+}
+
+/** The supervisor of the command running `sleep <marker>`, seen from this host (in a container too), if it runs. */
+function supervisorOf(marker) {
+  const live = liveWith(marker)
+  const outermost = live.find((pid) => !live.includes(procStat(pid)?.ppid))
+  const parent = outermost && procStat(procStat(outermost)?.ppid)
+  // Only a keeper is signalled (a pid read a moment ago may be gone, or another's).
+  return parent && /native-workspa/.test(parent.comm) ? parent.pid : undefined
+}
+
+function signal(pid, name) {
+  try {
+    process.kill(pid, name)
+  } catch {
+    // gone meanwhile
+  }
+}
+
+/**
+ * The host stopping the supervisor of a running command with SIGSTOP (`hostStopStep`), and
+ * continuing it before the command is ended, after, or never: the command's call and its end
+ * (a timeout, kill(), stop(), destroy()) settle within a deadline, and then no process of
+ * the command runs; whatever is still stopped then is the sandbox's to end at its destroy.
+ */
+async function hostStopsSupervisor(w, step, scn) {
+  const marker = newMarker()
+  const call = `the host stopping a command's supervisor (continued: ${step.cont}), ended by ${step.end}`
+  let supervisor
+  await endedCommand(w, step, scn, {
+    command: `sleep ${marker}`,
+    marker,
+    kind: 'host-stopped-supervisor',
+    call,
+    whileRunning: async () => {
+      await sleep(step.stopAfterMs)
+      supervisor = supervisorOf(marker)
+      if (supervisor) signal(supervisor, 'SIGSTOP')
+      if (supervisor && step.cont === 'before the end') {
+        await sleep(step.contAfterMs)
+        signal(supervisor, 'SIGCONT')
+      }
+    },
+    whileEnding: async () => {
+      if (supervisor && step.cont === 'after the end') {
+        await sleep(step.contAfterMs)
+        signal(supervisor, 'SIGCONT')
+      }
+    },
+  })
+}
+
+/** Calls a checkpoint or mount round issues beside its own (`racingCalls`), not awaited. */
+const RACING = {
+  executeCommand: (w) => w.sb.executeCommand('echo raced; sleep 0.1'),
+  spawn: (w) => w.sb.processes.spawn('sleep 0.3'),
+  stop: (w) => w.sb.stop(),
+  start: (w) => w.sb.start(),
+  destroy: (w) => w.sb.destroy(),
+}
+
+/** `promise`, judged later (by `settleAll`): its rejection meanwhile is no unhandled one. */
+function judgedLater(promise) {
+  promise.catch(() => {})
+  return promise
+}
+
+const racing = (w, ops) => ops.map((op) => judgedLater(Promise.resolve().then(() => RACING[op](w))))
+
+/**
+ * Waits for `promises` to settle (within CALL_MS together) and judges their rejections:
+ * their outcomes, or undefined when one did not settle.
+ */
+async function settleAll(promises, call, scn) {
+  const outcomes = await deadline(Promise.allSettled(promises), CALL_MS)
+  if (outcomes === TIMED_OUT) {
+    violation('hang', call, `not all settled within ${CALL_MS} ms`, scn)
+    wedged = true
+    return undefined
+  }
+  for (const outcome of outcomes) {
+    const why = outcome.status === 'rejected' && badError(outcome.reason)
+    if (why) violation('untyped-error', call, { why, error: describeError(outcome.reason) }, scn)
+  }
+  return outcomes
+}
+
+/**
+ * A marker file with the step's content, a snapshot racing the step's calls, the marker
+ * changed once it settled, then a sandbox made from the checkpoint (`checkpointStep`): the
+ * calls settle within a deadline with typed errors, a local checkpoints directory holds
+ * the checkpoint and nothing else (no copy left half made), and the sandbox made from it,
+ * once started, has the marker as it was snapshotted (on the host and to its commands), and
+ * leaves nothing once destroyed. The rounds of a world take turns: two snapshots of one
+ * checkpoint at once leave either tree whole, and a round judges its own.
+ */
+async function checkpointRound(w, step, scn) {
+  const previous = w.checkpointTurn
+  let done
+  w.checkpointTurn = new Promise((resolve) => (done = resolve))
+  await previous
+  try {
+    await checkpointRoundAlone(w, step, scn)
+  } finally {
+    done()
+  }
+}
+
+/**
+ * Writes `text` (shell-safe) to `name` in the working directory: on the host, or in the
+ * container (by a command: only a running container can be snapshotted). False if refused.
+ */
+async function writeInWorkspace(w, name, text, scn) {
+  if (!cfg.docker) {
+    fs.writeFileSync(path.join(w.wd, name), text)
+    return true
+  }
+  const written = await attempt(`write ${name} in the container`, [], () => w.sb.executeCommand(`printf %s ${text} > ${name}`), scn)
+  return written?.exitCode === 0
+}
+
+async function checkpointRoundAlone(w, step, scn) {
+  const k = (w.rounds = (w.rounds ?? 0) + 1)
+  const marker = `marker-${k}.txt`
+  const call = `snapshot() racing ${step.racing.join(', ') || 'nothing'}, then a ${step.from} from it`
+  if (!(await writeInWorkspace(w, marker, step.content, scn))) return
+  const raced = racing(w, step.racing)
+  const snapshot = await settleAll([w.sb.snapshot()], call, scn)
+  if (!snapshot) return
+  await writeInWorkspace(w, marker, 'changed-after-the-snapshot', scn)
+  if (!(await settleAll(raced, call, scn))) return
+  const strays = () => (fs.existsSync(w.checkpoints) ? fs.readdirSync(w.checkpoints).filter((name) => name !== w.checkpointName) : [])
+  if (strays().length > 0) violation('checkpoint-left', call, { checkpoints: strays() }, scn)
+  if (snapshot[0].status === 'rejected') return
+
+  const dir = path.join(w.root, `from-checkpoint-${k}`)
+  const [Sandbox, own] = cfg.docker
+    ? [lib.DockerSandbox, dockerOptions()]
+    : [lib.LocalSandbox, { workingDirectory: dir, isolation: scn.isolation ?? 'none', checkpointsDirectory: w.checkpoints }]
+  const make = {
+    restore: () => new Sandbox({ ...own, checkpointName: w.checkpointName }),
+    seed: () => new Sandbox({ ...own, checkpointName: `${w.checkpointName}-seeded-${k}`, seedCheckpointName: w.checkpointName }),
+    clone: () => w.sb.clone(cfg.docker ? {} : { workingDirectory: dir }),
+  }[step.from]
+  const made = await attempt(`a ${step.from} from the checkpoint`, [], make, scn)
+  if (!made) return
+  if (cfg.docker) scenarioOfSandbox.set(made.id, scn)
+  // Destroyed by the teardown too, should this round be cut short.
+  w.extra.push(made)
+  if (await attempt(`start() of a ${step.from} from the checkpoint`, [], () => made.start().then(() => true), scn)) {
+    const onHost = cfg.docker ? step.content : fs.existsSync(path.join(dir, marker)) ? fs.readFileSync(path.join(dir, marker), 'utf8') : '<missing>'
+    const shown = await attempt(`cat in a ${step.from} from the checkpoint`, [], () => made.executeCommand(`cat ${marker}`), scn)
+    // A container's files are seen only through its commands: one that cannot read the marker lost it.
+    const lost = shown && (shown.exitCode === 0 ? shown.stdout !== step.content : cfg.docker && /No such file/.test(shown.stderr))
+    if (onHost !== step.content || lost) {
+      violation('checkpoint-content', call, { snapshotted: step.content, onHost, shown: shown && { exitCode: shown.exitCode, stdout: shown.stdout.slice(0, 200), stderr: shown.stderr.slice(0, 200) } }, scn)
+    }
+  }
+  await attempt(`destroy() of a ${step.from} from the checkpoint`, [], () => made.destroy(), scn)
+  if (strays().length > 0) violation('checkpoint-left', `${call}, destroyed`, { checkpoints: strays() }, scn)
+  if (cfg.docker) {
+    const left = await containersOf(made)
+    if (left.length > 0) violation('leak-container', `${call}: after destroy() of the ${step.from}`, left, scn)
+  }
+}
+
+/**
+ * Whether nothing but `step` may stop, destroy or restart the sandbox while it runs: it is
+ * alone in its batch, races no stop or destroy, and the scenario has no callback that may
+ * re-enter nor generated options.
+ */
+function alone(step, scn) {
+  const none = (o) => Object.keys(o ?? {}).length === 0
+  return (
+    scn.batches.find((batch) => batch.includes(step))?.length === 1 &&
+    !step.racing.some((op) => op === 'stop' || op === 'destroy') &&
+    none(scn.hooks) &&
+    none(scn.mastraSteps) &&
+    !scn.resolver &&
+    !scn.sandboxOptions
+  )
+}
+
+/**
+ * A directory with a file mounted into the sandbox while the step's calls run
+ * (`mountStep`), through `sandbox.mount()` or a Workspace's `mounts` (made at the sandbox's
+ * next start), a command reading the file once that settled, then an unmount while one
+ * more reads: everything settles within a deadline with typed errors; a command that reads
+ * the file reads what it holds, and, when nothing else may have stopped the sandbox, one
+ * that ran while the mount was `mounted` reads it; once unmount() resolved (and the calls
+ * settled) the mount is gone from the sandbox and its working directory, and its files are
+ * as they were.
+ */
+async function mountRound(w, step, scn) {
+  const k = (w.rounds = (w.rounds ?? 0) + 1)
+  const source = path.join(w.root, `mounted-${k}`)
+  makeDir(source)
+  fs.writeFileSync(path.join(source, 'f.txt'), step.content)
+  const mountPath = `/m${k}`
+  // Without isolation a mount is a link below the working directory, the commands' cwd.
+  const seenAt = scn.isolation === 'bwrap' ? `${mountPath}/f.txt` : `.${mountPath}/f.txt`
+  const call = `${step.via} racing ${step.racing.join(', ') || 'nothing'}, then unmount()`
+  const filesystem = new lib.LocalFilesystem({ basePath: source })
+  const read = () => w.sb.executeCommand(`cat ${seenAt}`)
+  const raced = racing(w, step.racing)
+  const mounting =
+    step.via === 'sandbox.mount'
+      ? Promise.resolve().then(() => w.sb.mount(filesystem, mountPath))
+      : Promise.resolve().then(() => {
+          const ws = new lib.Workspace({ sandbox: w.sb, mounts: { [mountPath]: filesystem } })
+          w.extra.push(ws)
+          return ws.init()
+        })
+  const mountedWhenRead = judgedLater(
+    mounting.catch(() => {}).then(async () => {
+      const state = w.sb.mounts.get(mountPath)?.state
+      return { state, result: await read() }
+    }),
+  )
+  const mounted = await settleAll([mounting, mountedWhenRead], call, scn)
+  if (!mounted) return
+  const firstRead = mounted[1].value
+  if (firstRead?.state === 'mounted' && alone(step, scn) && (firstRead.result.exitCode !== 0 || firstRead.result.stdout !== step.content)) {
+    violation('mount-missing', `${call}: a command while it was mounted`, { exitCode: firstRead.result.exitCode, stdout: firstRead.result.stdout.slice(0, 200), stderr: firstRead.result.stderr.slice(0, 200) }, scn)
+  }
+  const unmounting = judgedLater(Promise.resolve().then(() => w.sb.unmount(mountPath)))
+  const outcomes = await settleAll([unmounting, judgedLater(read()), ...raced], call, scn)
+  if (!outcomes) return
+  for (const result of [firstRead?.result, outcomes[1].value]) {
+    if (result?.exitCode === 0 && result.stdout !== step.content) violation('mount-content', call, { mounted: step.content, read: result.stdout.slice(0, 200) }, scn)
+  }
+  if (fs.readFileSync(path.join(source, 'f.txt'), 'utf8') !== step.content || fs.readdirSync(source).length !== 1) {
+    violation('host-changed', `${call}: the mounted directory`, fs.readdirSync(source), scn)
+  }
+  if (outcomes[0].status === 'rejected') return
+  const link = fs.lstatSync(path.join(w.wd, mountPath), { throwIfNoEntry: false })
+  if (w.sb.mounts.has(mountPath) || (scn.isolation !== 'bwrap' && link)) {
+    violation('mount-left', call, { entry: w.sb.mounts.get(mountPath)?.state, inWorkingDirectory: link ? (link.isSymbolicLink() ? 'link' : 'entry') : 'none' }, scn)
+  }
+}
+
+/** Where this driver's package is, for the host processes it starts. */
+const LIB_MAIN = require.resolve('../lib/index.js')
+
+/**
+ * The source of a host process that makes a sandbox with `options` and runs `sleep <marker>`
+ * three ways (a spawn, a command it does not await, a process a command left running), then
+ * prints `running` (or the error as JSON) and stays until it is killed.
+ */
+function hostSource(className, options, marker) {
+  return `
+const lib = require(${JSON.stringify(LIB_MAIN)})
+const sb = new lib.${className}(${JSON.stringify(options)})
+setInterval(() => {}, 60_000)
+;(async () => {
+  await sb.processes.spawn('sleep ${marker}')
+  sb.executeCommand('sleep ${marker}').catch(() => {})
+  await sb.executeCommand('(sleep ${marker} &)')
+  process.stdout.write('running\\n')
+})().catch((e) => process.stdout.write(JSON.stringify({ code: e?.code, message: String(e?.message ?? e) }) + '\\n'))
+`
+}
+
+/**
+ * A host process (a Node process of its own) that runs commands in a sandbox, killed with
+ * SIGKILL at a point `step` says (`hostRestartStep`). A LocalSandbox goes with its host:
+ * no process it ran is left. A DockerSandbox, made with an `id`, outlives it: this process
+ * reattaches with `new DockerSandbox({ id })`, whose command answers right, and whose
+ * destroy leaves no process of the first host's commands and no container.
+ */
+async function hostRestart(w, step, scn) {
+  const k = (w.rounds = (w.rounds ?? 0) + 1)
+  const marker = newMarker()
+  const dir = path.join(w.root, `host-${k}`)
+  makeDir(dir)
+  const id = `fuzz-restart-${process.pid}-${w.n}-${k}`
+  const [className, options] = cfg.docker
+    ? ['DockerSandbox', { ...dockerOptions(), id }]
+    : ['LocalSandbox', { workingDirectory: path.join(dir, 'ws'), isolation: scn.isolation ?? 'none' }]
+  if (cfg.docker) scenarioOfSandbox.set(id, scn)
+  const script = path.join(dir, 'host.cjs')
+  fs.writeFileSync(script, hostSource(className, options, marker))
+  const call = `a host process killed ${step.killWhen} (+${step.killAfterMs} ms)`
+  progress({ call })
+  const host = spawn(process.execPath, [script], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  host.stdout.on('data', (d) => (out += d))
+  host.stderr.on('data', (d) => (err = (err + d).slice(-1000)))
+  const closed = new Promise((resolve) => host.on('close', resolve))
+  if (step.killWhen === 'once running' && !(await waitUntil(() => out.includes('\n'), CALL_MS))) {
+    violation('hang', call, { why: `its commands did not start within ${CALL_MS} ms`, stderr: err }, scn)
+  }
+  await sleep(step.killAfterMs)
+  // What it ran is what runs below it now, or names it, its directory or the marker later.
+  const below = new Map([[host.pid, 'node']])
+  for (let grew = true; grew; ) {
+    grew = false
+    for (const s of allPids().map(procStat).filter(Boolean)) if (!below.has(s.pid) && below.has(s.ppid)) (below.set(s.pid, s.comm), (grew = true))
+  }
+  below.delete(host.pid)
+  host.kill('SIGKILL')
+  if ((await deadline(closed, CALL_MS)) === TIMED_OUT) violation('hang', call, 'the killed host process did not close', scn)
+  const said = out.split('\n').find(Boolean)
+  if (said && said !== 'running') {
+    const { code, message } = JSON.parse(said)
+    if (!code) violation('untyped-error', `${call}: its commands`, { why: 'an error without a code', message }, scn)
+  }
+  const ofHost = (pid) => {
+    const cmd = cmdline(pid) ?? ''
+    const keeperOfHost = /native-workspa/.test(procStat(pid)?.comm ?? '') && cmd.split(' ')[1] === String(host.pid)
+    return below.get(pid) === procStat(pid)?.comm || keeperOfHost || cmd.includes(marker) || cmd.includes(dir)
+  }
+  const left = () => allPids().filter((pid) => ofHost(pid) && !['Z', 'X', undefined].includes(procStat(pid)?.state))
+  if (cfg.docker) await reattach(w, id, step, call, scn)
+  progress({ call: `${call}: what it ran, ended` })
+  if (!(await waitUntil(() => left().length === 0, SETTLE_MS))) {
+    violation('host-restart-left', call, left().map((pid) => ({ pid, state: procStat(pid)?.state, cmd: (cmdline(pid) ?? '').slice(0, 160) })), scn)
+  }
+}
+
+/**
+ * A new host's DockerSandbox with the `id` of the killed host's: a command that answers
+ * right (when `step` asks for one), then its destroy, and no container left.
+ */
+async function reattach(w, id, step, call, scn) {
+  const again = await attempt('new DockerSandbox({ id }) after its host was killed', [], () => new lib.DockerSandbox({ ...dockerOptions(), id }), scn)
+  if (again) {
+    w.extra.push(again)
+    const token = newMarker()
+    const result = step.reattachTo === 'run a command' && (await attempt('executeCommand in the reattached DockerSandbox', [], () => again.executeCommand(`echo ${token}`), scn))
+    if (result && (result.exitCode !== 0 || result.stdout !== `${token}\n`)) {
+      violation('host-restart', `${call}: a command after reattaching`, { exitCode: result.exitCode, stdout: result.stdout.slice(0, 200), stderr: result.stderr.slice(0, 200) }, scn)
+    }
+    await attempt('destroy() of the reattached DockerSandbox', [], () => again.destroy(), scn)
+  }
+  progress({ call: `${call}: containers left` })
+  const left = await containersLabelled(`mastra.sandbox.id=${id}`, { remove: true })
+  if (again && left.length > 0) violation('leak-container', `${call}: after the reattached destroy()`, left, scn)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1088,8 +1524,9 @@ const CHECKS = {
   },
 }
 
-/** The world of the scenario running now (the time limit may cut it off). */
+/** The world of the scenario running now (the time limit may cut it off), and its run. */
 let inFlight
+let inFlightRun
 
 async function runScenario(scn) {
   progress({ scenario: scn })
@@ -1122,6 +1559,7 @@ async function runScenario(scn) {
     progress({ call: 'containers left (teardown)' })
     const left = await containersOf(world.sb, { remove: scn.drop })
     if (!scn.drop && left.length > 0) violation('leak-container', 'after destroy()', left, scn)
+    if (world.checkpointed) await removeCheckpoints(world.n)
   }
   inFlight = undefined
   return world.n
@@ -1180,10 +1618,12 @@ async function checkLeaks(scn, n) {
 // opens once, at the first use of its stdio streams: a pipe for stderr, and libuv's reserve
 // descriptor (on /dev/null) that the first pipe of its loop brings. On a root host an
 // isolated sandbox also opens, once per workspace owner, the user namespace its idmapped
-// workspace mount is made with.
+// workspace mount is made with. And libuv opens a pipe at the first child process started
+// with pipes (as a `hostRestart` step starts its host).
 {
   void process.stdout
   void process.stderr
+  await new Promise((resolve) => spawn(process.execPath, ['-e', ''], { stdio: ['ignore', 'pipe', 'pipe'] }).on('close', resolve))
   const warm = new lib.LocalSandbox({ workingDirectory: path.join(cfg.top, 'warm-up') })
   await warm.executeCommand('true')
   await warm.spawn({ command: 'true' }).then((h) => h.wait())
@@ -1222,7 +1662,8 @@ const result = await fc.check(
     if (Date.now() > shrinkUntil) return
     runs++
     const first = violations.length
-    const n = await runScenario(scn)
+    inFlightRun = runScenario(scn)
+    const n = await inFlightRun
     lib.setLogger(null)
     await checkLeaks(scn, n)
     // rm copes with trees deeper than PATH_MAX.
@@ -1241,19 +1682,25 @@ const result = await fc.check(
 )
 if (cfg.docker) {
   try {
-    // A container outlives this process: the scenario the time limit cut off removes its own.
-    // (It runs on meanwhile, and may finish and clear `inFlight`.)
+    // A container outlives this process: the scenario the time limit cut off (it runs on
+    // meanwhile) skips its remaining batches and destroys what it made, the sandboxes its
+    // steps made beside its own included; one that has not ended by then has them destroyed here.
     const cutOff = inFlight
     if (cutOff) {
-      progress({ call: 'destroy of the scenario cut off by the time limit' })
-      await deadline(cutOff.sb.destroy().catch(() => {}), CALL_MS)
-      await containersOf(cutOff.sb, { remove: true })
+      progress({ call: 'the scenario cut off by the time limit, ending' })
+      wedged = true
+      await deadline(inFlightRun.catch(() => {}), 4 * CALL_MS)
+      for (const sb of [cutOff.sb, ...cutOff.extra].filter((o) => o instanceof lib.DockerSandbox)) {
+        await deadline(sb.destroy().catch(() => {}), CALL_MS)
+        await containersOf(sb, { remove: true })
+      }
     }
     // Whatever a scenario started late (after its own check) shows here.
     const { name, value } = cfg.docker.label
     for (const left of await containersLabelled(`${name}=${value}`, { remove: true })) {
       violation('leak-container', 'at the end of the run', left, scenarioOfSandbox.get(left.sandbox))
     }
+    await removeCheckpoints()
   } catch (err) {
     // The report is written all the same: the engine's answer is the violation.
     violation('driver-error', 'the containers left at the end', describeError(err))

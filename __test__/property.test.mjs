@@ -4,8 +4,14 @@
 // process survived, that no call hung, that every error was typed, that nothing was left
 // running or open after destroy(), that nothing a command issued before a stop() started
 // runs once they have settled (a `stopRacingCommands` step of the lifecycle scenarios), that
-// a command stopping its own supervisor holds no call and leaves nothing (`freezeSupervisor`), and
-// that files outside the workspaces did not change.
+// a command stopping its own supervisor holds no call and leaves nothing (`freezeSupervisor`),
+// nor does the host stopping and continuing it (`hostStopsSupervisor`), that a sandbox
+// restored, seeded or cloned from a snapshot taken amid commands and stops shows the files
+// as snapshotted (`checkpointRound`), that a mount made and removed while commands run shows
+// its files and then nothing (`mountRound`), that a host process killed while its commands
+// run leaves none of them, and that a DockerSandbox reattached after it by its id (to run a
+// command, which answers right, or only to be destroyed) leaves no container once destroyed
+// (`hostRestart`), and that files outside the workspaces did not change.
 //
 // The time spent is bounded (NW_PROPERTY_BUDGET_MS, default 60 s for the API and 30 s for
 // the lifecycle; NW_PROPERTY_DOCKER_BUDGET_MS, default 20 s, for DockerSandbox's lifecycle,

@@ -184,6 +184,15 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked
     }
   }, 120_000)
 
+  it('a host that restarts and only destroys the sandbox by its id removes its container', async () => {
+    const id = `${RUN}-destroy-${which}`
+    await sandbox({ id }).executeCommand('true')
+    expect((await containerOf({ id }))?.State).toBe('running')
+    // A later host, which never reached the container, destroys it.
+    await sandbox({ id }).destroy()
+    expect(await containerOf({ id })).toBeUndefined()
+  }, 60_000)
+
   it("a keeper that cannot prove it holds this host's key is sent nothing: ENGINE_ERROR naming the container", async () => {
     const box = sandbox()
     try {

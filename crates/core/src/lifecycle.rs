@@ -95,6 +95,11 @@ pub trait Provider: Sync {
   fn abandon(&self) -> impl Future<Output = ()> + Send {
     async {}
   }
+  /// Removes what the provider has without having started: what an earlier process left
+  /// under a name given to this one (a container found by its id). Nothing by default.
+  fn destroy_unstarted(&self) -> impl Future<Output = Result<()>> + Send {
+    async { Ok(()) }
+  }
 }
 
 /// When a call was made, as the lifecycle counts its stops: how many stops and destroys had
@@ -382,6 +387,8 @@ impl Lifecycle {
     match self.status() {
       Status::Destroyed => return Ok(()),
       Status::Pending => {
+        // Still pending if it fails: a later destroy() tries again.
+        provider.destroy_unstarted().await?;
         self.set_status(Status::Destroyed);
         return Ok(());
       }

@@ -1905,6 +1905,13 @@ impl Provider for Sandbox {
     Ok(())
   }
 
+  async fn destroy_unstarted(&self) -> Result<()> {
+    match &self.container {
+      Some(container) => container.destroy().await,
+      None => Ok(()),
+    }
+  }
+
   /// A start whose `onStart` failed leaves nothing running: the next start begins afresh.
   async fn abandon(&self) {
     self.ports.close_all();

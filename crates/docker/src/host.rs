@@ -978,14 +978,31 @@ impl DockerHost {
     .await
   }
 
-  /// Removes the container this sandbox started or found. One that never got that far
-  /// has nothing of its own to remove (and needs no engine to say so).
+  /// Removes the container this sandbox started or found, or, for a sandbox given its id,
+  /// the one that id finds. A sandbox of a generated id that never got that far has
+  /// nothing of its own to remove (and needs no engine to say so).
   async fn destroy_now(&self) -> Result<()> {
-    let Some(started) = self.started.locked().clone() else {
+    let started = self.started.locked().clone();
+    if started.is_none() && self.spec.owned_by_process {
       return Ok(());
-    };
+    }
     // On failure it stays: a later destroy() tries again.
     let docker = self.docker().await?;
+    let started = match started {
+      Some(started) => started,
+      // A sandbox given its id (by a host that restarted, say) that has not reached its
+      // container yet: the container the id finds is still its own to remove.
+      None => match self.find(docker).await? {
+        Some(id) => match self.existing(docker, &id).await {
+          Ok((started, _)) => started,
+          Err(_) => {
+            remove_container(&self.connection, docker, &id).await?;
+            return self.remove_volumes(docker).await;
+          }
+        },
+        None => return self.remove_volumes(docker).await,
+      },
+    };
     remove_container(&self.connection, docker, &started.id).await?;
     *self.started.locked() = None;
     self

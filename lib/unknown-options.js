@@ -3,7 +3,9 @@
 // through the logger with the known name nearest to each (`timout`: `timeout`), so that a
 // misspelt option does not pass for a setting that holds.
 const { warnOnce } = require('./logging')
-const { readingOptions } = require('./options')
+
+/** The most keys of one options object looked at for warnings. */
+const MOST_KEYS = 256
 
 /** The edit distance (insertions, deletions, substitutions) between `a` and `b`. */
 function editDistance(a, b) {
@@ -45,8 +47,16 @@ function nearest(name, known) {
  */
 function warnUnknownOptions(options, known, owner, prefix = '') {
   if (options === null || typeof options !== 'object') return
-  const keys = readingOptions(prefix ? prefix.slice(0, -1) : 'options', () => Object.keys(options))
-  for (const key of keys) {
+  let keys
+  try {
+    keys = Object.keys(options)
+  } catch {
+    // Options that cannot be listed are judged by their reading, as they were before any
+    // warning: a warning never makes a construction fail.
+    return
+  }
+  // A bound on what one construction spends on warnings, whatever the options hold.
+  for (const key of keys.slice(0, MOST_KEYS)) {
     if (known.includes(key)) continue
     const option = `${prefix}${key}`
     const suggestion = nearest(key, known)

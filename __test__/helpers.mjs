@@ -118,6 +118,10 @@ export function sandboxCgroups() {
     .map((e) => e.name)
 }
 
+/** Those of `sandboxCgroups()` this process's sandboxes made (named after its pid): what a
+ * test may judge while other test runs on the host make their own. */
+export const ownSandboxCgroups = () => sandboxCgroups().filter((name) => name.startsWith(`native-workspace.${process.pid}.`))
+
 // ---------------------------------------------------------------------------------------
 // /proc scanning
 

@@ -125,7 +125,7 @@ export const ownSandboxCgroups = () => sandboxCgroups().filter((name) => name.st
 // ---------------------------------------------------------------------------------------
 // /proc scanning
 
-export { allPids, cmdline, isKeptWarm, isZygote, procStat } from './proc.mjs'
+export { allPids, cmdline, isKeptWarm, isZygote, procStat, runsBelowAnotherHost } from './proc.mjs'
 
 /** The bubblewrap processes above `pid` (its sandbox's, seen from the host). */
 export function bwrapAbove(pid) {

@@ -19,12 +19,14 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { enginesUp, startEngines, stopEngines } from './docker-engine.mjs'
 import { hostState, hostStateDifferences } from './host-state.mjs'
 import { ISOLATION_FILES } from './isolation-files.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const report = (name) => path.join(root, 'target', name)
 const isRoot = process.getuid() === 0
+const ENGINES_USED = 'the shared Docker engines'
 
 /** Counts from a vitest JSON report; a file that failed to load counts as a failure. */
 function vitestCounts(file) {
@@ -56,8 +58,8 @@ const isolation = (mode, asUser) => {
   const file = report(asUser ? `vitest-report-unprivileged-${mode}.json` : `vitest-report-${mode}.json`)
   return {
     name,
-    // Two runs of the suite as one user do not overlap.
-    exclusive: asUser ? 'uid 65534' : 'this user',
+    // Two runs of the suite as one user do not overlap; as root, it uses the shared Docker engines.
+    conflicts: asUser ? ['uid 65534'] : ['this user', ...(isRoot ? [ENGINES_USED] : [])],
     command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
     counts: () => vitestCounts(file),
     // Written by the script itself; removed first so that a report of an earlier run is never read.
@@ -66,24 +68,41 @@ const isolation = (mode, asUser) => {
 }
 
 const build = { name: 'build', command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
-const cargo = { name: 'cargo test', command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
-const mainReport = report('vitest-report.json')
-const main = {
-  name: 'vitest',
-  command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...ISOLATION_FILES.flatMap((file) => ['--exclude', file])],
-  env: { VITEST_REPORT: mainReport },
-  before: () => fs.rmSync(mainReport, { force: true }),
-  counts: () => vitestCounts(mainReport),
+const cargo = { name: 'cargo test', conflicts: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+/** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
+const vitest = (name, reportName, files, conflicts = []) => {
+  const file = report(reportName)
+  return {
+    name,
+    conflicts,
+    command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
+    env: { VITEST_REPORT: file },
+    before: () => fs.rmSync(file, { force: true }),
+    counts: () => vitestCounts(file),
+  }
 }
+// The vitest files outside the isolation suite, in two runs: those that use the shared
+// Docker engines (docker-engine.test.mjs restarts one under its containers, so nothing else
+// that uses them runs meanwhile: the isolation runs as root do), and the others.
+const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
+const testFiles = fs
+  .readdirSync(path.join(root, '__test__'))
+  .filter((name) => name.endsWith('.test.mjs'))
+  .map((name) => `__test__/${name}`)
+  .filter((file) => !ISOLATION_FILES.includes(file))
+  .sort()
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter(usesEngines), [ENGINES_USED])
+const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file)))
 
 /**
- * After the build, in this order, two at a time: a stage starts as soon as one ends (the
- * longest first, so that the last to start are short). The main run's process-tree tests
- * judge only their own children and cgroups, so a stage beside it does not fail them; two
- * isolation runs as the same user never overlap.
+ * After the build, in this order, two at a time: a stage starts as soon as one ends and
+ * when it conflicts with none running (the longest first, so that the last to start are
+ * short). The vitest runs' process-tree tests judge only their own children and cgroups, so
+ * a stage beside them does not fail them; two isolation runs as the same user never overlap.
  */
 const STAGES = [
-  main,
+  vitestDocker,
+  vitestOthers,
   cargo,
   ...(isRoot ? [isolation('pooled', true), isolation('unpooled', true)] : []),
   isolation('pooled', false),
@@ -136,12 +155,12 @@ function runStage(stage) {
   })
 }
 
-/** Runs `stages` SIDE_BY_SIDE at a time, in order but for `exclusive` ones; resolves their results in that order. */
+/** Runs `stages` SIDE_BY_SIDE at a time, in order but for conflicting ones; resolves their results in that order. */
 async function runSideBySide(stages) {
   const pending = [...stages]
   const running = new Set()
   const done = new Map()
-  const next = () => pending.find((stage) => stage.exclusive === undefined || ![...running].some((other) => other.exclusive === stage.exclusive))
+  const next = () => pending.find((stage) => ![...running].some((other) => other.conflicts.some((key) => stage.conflicts.includes(key))))
   await new Promise((resolve) => {
     const fill = () => {
       for (let stage = next(); stage && running.size < SIDE_BY_SIDE; stage = next()) {
@@ -165,7 +184,17 @@ const hostBefore = await hostState()
 const results = [await runStage(build)]
 const stopped = results[0].ok ? null : 'the build failed'
 if (stopped) results.push(...STAGES.map((stage) => ({ name: stage.name, ok: false, notRun: true })))
-else results.push(...(await runSideBySide(STAGES)))
+else {
+  // The DockerSandbox tests' engines, started here rather than by each vitest run (which
+  // would stop, when it ends, the engines it started while another run still uses them);
+  // stopped at the end when this run started them. Where they cannot start, the Docker
+  // suites say why (and are skipped, but under CI).
+  const enginesBefore = await enginesUp()
+  await startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`))
+  results.push(...(await runSideBySide(STAGES)))
+  const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
+  if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
+}
 
 if (!stopped) {
   const checked = Date.now()

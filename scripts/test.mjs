@@ -3,9 +3,9 @@
 // counts and duration. Exits non-zero when any stage failed. A failed build stops the run
 // there: every later stage would judge a stale or missing addon and keeper.
 //
-// After the build, stages run two at a time (a stage spends much of its time waiting on
-// sandboxes' processes and deadlines, while the other core idles); each stage's output
-// lines start with its name.
+// After the build, stages run three at a time (a stage spends most of its time waiting on
+// sandboxes' processes and deadlines, while the cores idle); each stage's output lines start
+// with its name.
 // The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
 // each with the warm pool on and off: the default pool (the first sandbox of a kind
 // launches its own init, later ones take pooled ones) takes one path or the other per
@@ -26,7 +26,9 @@ import { ISOLATION_FILES } from './isolation-files.mjs'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const report = (name) => path.join(root, 'target', name)
 const isRoot = process.getuid() === 0
-const ENGINES_USED = 'the shared Docker engines'
+/** Stages that use the shared Docker engines, and one that restarts them: the two never overlap. */
+const USES_ENGINES = 'uses the shared Docker engines'
+const RESTARTS_ENGINES = 'restarts the shared Docker engines'
 
 /** Counts from a vitest JSON report; a file that failed to load counts as a failure. */
 function vitestCounts(file) {
@@ -59,7 +61,8 @@ const isolation = (mode, asUser) => {
   return {
     name,
     // Two runs of the suite as one user do not overlap; as root, it uses the shared Docker engines.
-    conflicts: asUser ? ['uid 65534'] : ['this user', ...(isRoot ? [ENGINES_USED] : [])],
+    conflicts: asUser ? ['uid 65534'] : ['this user'],
+    uses: isRoot ? [USES_ENGINES] : [],
     command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
     counts: () => vitestCounts(file),
     // Written by the script itself; removed first so that a report of an earlier run is never read.
@@ -68,22 +71,24 @@ const isolation = (mode, asUser) => {
 }
 
 const build = { name: 'build', command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
-const cargo = { name: 'cargo test', conflicts: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+const cargo = { name: 'cargo test', conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
 /** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
-const vitest = (name, reportName, files, conflicts = []) => {
+const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)
   return {
     name,
-    conflicts,
+    conflicts: uses.filter((use) => use === RESTARTS_ENGINES),
+    uses,
     command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
     env: { VITEST_REPORT: file },
     before: () => fs.rmSync(file, { force: true }),
     counts: () => vitestCounts(file),
   }
 }
-// The vitest files outside the isolation suite, in two runs: those that use the shared
-// Docker engines (docker-engine.test.mjs restarts one under its containers, so nothing else
-// that uses them runs meanwhile: the isolation runs as root do), and the others.
+// The vitest files outside the isolation suite, in three runs: the one that restarts a
+// shared Docker engine under its containers (nothing else that uses them may run meanwhile:
+// the isolation runs as root do), those that use the engines, and the others.
+const RESTARTS = '__test__/docker-engine.test.mjs'
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
 const testFiles = fs
   .readdirSync(path.join(root, '__test__'))
@@ -91,24 +96,30 @@ const testFiles = fs
   .map((name) => `__test__/${name}`)
   .filter((file) => !ISOLATION_FILES.includes(file))
   .sort()
-const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter(usesEngines), [ENGINES_USED])
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
 const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file)))
+const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
 
 /**
- * After the build, in this order, two at a time: a stage starts as soon as one ends and
- * when it conflicts with none running (the longest first, so that the last to start are
- * short). The vitest runs' process-tree tests judge only their own children and cgroups, so
- * a stage beside them does not fail them; two isolation runs as the same user never overlap.
+ * After the build, in this order, three at a time: a stage starts as soon as one ends and
+ * it clashes with none running. First the short one that stops a shared engine (nothing
+ * that uses the engines runs yet), then the longest and the most constrained, so that the
+ * last to start are short. The vitest runs' process-tree tests judge only their own
+ * children and cgroups, so a stage beside them does not fail them; two isolation runs as the
+ * same user never overlap.
  */
 const STAGES = [
+  vitestRestart,
   vitestDocker,
+  isolation('pooled', false),
+  isolation('unpooled', false),
   vitestOthers,
   cargo,
   ...(isRoot ? [isolation('pooled', true), isolation('unpooled', true)] : []),
-  isolation('pooled', false),
-  isolation('unpooled', false),
 ]
-const SIDE_BY_SIDE = 2
+// Three: the stages spend most of their time waiting on sandboxes' processes and deadlines
+// (a run uses about a third of two cores' time).
+const SIDE_BY_SIDE = 3
 
 if (!isRoot) console.log('test: not root: the isolation suite runs as this user only (its uid 65534 runs need root)')
 
@@ -160,7 +171,11 @@ async function runSideBySide(stages) {
   const pending = [...stages]
   const running = new Set()
   const done = new Map()
-  const next = () => pending.find((stage) => ![...running].some((other) => other.conflicts.some((key) => stage.conflicts.includes(key))))
+  const clash = (a, b) =>
+    a.conflicts.some((key) => b.conflicts.includes(key)) ||
+    (a.conflicts.includes(RESTARTS_ENGINES) && b.uses.includes(USES_ENGINES)) ||
+    (b.conflicts.includes(RESTARTS_ENGINES) && a.uses.includes(USES_ENGINES))
+  const next = () => pending.find((stage) => ![...running].some((other) => clash(stage, other)))
   await new Promise((resolve) => {
     const fill = () => {
       for (let stage = next(); stage && running.size < SIDE_BY_SIDE; stage = next()) {

@@ -62,7 +62,7 @@ const isolation = (mode, asUser) => {
     name,
     // Two runs of the suite as one user do not overlap; as root, it uses the shared Docker engines.
     conflicts: asUser ? ['uid 65534'] : ['this user'],
-    uses: isRoot ? [USES_ENGINES] : [],
+    uses: isRoot && !asUser ? [USES_ENGINES] : [],
     command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
     counts: () => vitestCounts(file),
     // Written by the script itself; removed first so that a report of an earlier run is never read.

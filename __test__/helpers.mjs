@@ -118,10 +118,14 @@ export function sandboxCgroups() {
     .map((e) => e.name)
 }
 
+/** Those of `sandboxCgroups()` this process's sandboxes made (named after its pid): what a
+ * test may judge while other test runs on the host make their own. */
+export const ownSandboxCgroups = () => sandboxCgroups().filter((name) => name.startsWith(`native-workspace.${process.pid}.`))
+
 // ---------------------------------------------------------------------------------------
 // /proc scanning
 
-export { allPids, cmdline, isKeptWarm, isZygote, procStat } from './proc.mjs'
+export { allPids, cmdline, isKeptWarm, isZygote, procStat, runsBelowAnotherHost } from './proc.mjs'
 
 /** The bubblewrap processes above `pid` (its sandbox's, seen from the host). */
 export function bwrapAbove(pid) {

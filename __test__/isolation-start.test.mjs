@@ -18,7 +18,7 @@ import {
   isIsolationAvailable,
 } from '../lib/index.mjs'
 import { START_STEPS, startStepsOf } from '../bench/start-steps.mjs'
-import { LIB_CJS, POOL_BY_DEFAULT, SANDBOX_HOST_UID, fdCount, steady, processesWith, sandboxCgroups, useIsolatedSandboxes, waitFor } from './helpers.mjs'
+import { LIB_CJS, POOL_BY_DEFAULT, SANDBOX_HOST_UID, fdCount, ownSandboxCgroups, steady, processesWith, useIsolatedSandboxes, waitFor } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -442,7 +442,7 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
 
   it('a missing readOnlyPaths entry: bubblewrap’s message, status error, nothing left running', async () => {
     const missing = fresh('missing')
-    const cgroupsBefore = isRoot ? sandboxCgroups() : []
+    const cgroupsBefore = isRoot ? ownSandboxCgroups() : []
     const sb = sandbox({ nativeSandbox: { readOnlyPaths: [missing] } })
     const err = await rejection(sb.start())
     expect(err).toBeInstanceOf(IsolationUnavailableError)
@@ -453,7 +453,7 @@ describe.skipIf(!available)('isolation start: a start that fails says why', () =
     expect(sb.error).toBe(err.message)
     expect(leftovers(missing)).toEqual([])
     // (Idle inits of a warm pool have cgroups of their own, refilled meanwhile.)
-    if (isRoot && !POOL_BY_DEFAULT) expect(sandboxCgroups()).toEqual(cgroupsBefore)
+    if (isRoot && !POOL_BY_DEFAULT) expect(ownSandboxCgroups()).toEqual(cgroupsBefore)
     // The protection's placeholders (for .git/hooks, .envrc …) went with the attempt.
     expect(fs.readdirSync(sb.workingDirectory)).toEqual([])
     // The first command's lazy start fails the same way, and no command ran.

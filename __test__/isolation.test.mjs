@@ -20,7 +20,7 @@ import {
   generateSeatbeltProfile,
   isIsolationAvailable,
 } from '../lib/index.mjs'
-import { LIB_CJS, POOL_BY_DEFAULT, ownFilesystem, prepareWorkspace, processesWith, sandboxCgroups, startNode, survivors, uniqueMarker, useIsolatedSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
+import { LIB_CJS, POOL_BY_DEFAULT, ownFilesystem, prepareWorkspace, ownSandboxCgroups, processesWith, startNode, survivors, uniqueMarker, useIsolatedSandboxes, waitFor, waitForMarkers, withDeadline } from './helpers.mjs'
 
 const available = isIsolationAvailable('bwrap')
 const isRoot = process.getuid() === 0
@@ -246,11 +246,10 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     const sleeper = processesWith(marker).find((p) => p.cmdline === `sleep ${marker}`)
     const own = fs.readFileSync(`/proc/${sleeper.pid}/cgroup`, 'utf8').match(/native-workspace\.[\d.]+/)[0]
     expect(await bystander.kill()).toBe(true)
-    const ours = () => sandboxCgroups().filter((name) => name.startsWith(`native-workspace.${process.pid}.`))
-    expect(ours()).toContain(own)
+    expect(ownSandboxCgroups()).toContain(own)
     await sb.destroy()
     // Idle inits of a warm pool keep theirs.
-    expect(ours()).toEqual(POOL_BY_DEFAULT ? expect.not.arrayContaining([own]) : [])
+    expect(ownSandboxCgroups()).toEqual(POOL_BY_DEFAULT ? expect.not.arrayContaining([own]) : [])
   })
 
   it('R6: a flood of output is cut off at the output limit and the command killed, named in the result', async () => {

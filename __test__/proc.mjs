@@ -27,6 +27,20 @@ export function allPids() {
     .map(Number)
 }
 
+/**
+ * Whether `pid` runs below another program than this process: above it, before this
+ * process or pid 1, is a process that is neither a keeper nor bubblewrap (another test
+ * run's host, a cargo test). A keeper orphaned to pid 1 is nobody else's: counted as this
+ * process's, so a leak is not hidden.
+ */
+export function runsBelowAnotherHost(pid) {
+  for (let p = procStat(pid)?.ppid; p > 1 && p !== process.pid; p = procStat(p)?.ppid) {
+    const comm = procStat(p)?.comm
+    if (comm !== undefined && comm !== 'bwrap' && !comm.startsWith('native-workspac')) return true
+  }
+  return false
+}
+
 /** The command line of `pid`, its arguments joined by spaces; undefined once it is gone. */
 export function cmdline(pid) {
   try {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { expect, it } from 'vitest'
 import { IsolationUnavailableError, LocalSandbox, SandboxError, SandboxNotReadyError } from '../lib/index.mjs'
 import { FUSE_MOUNTS_DIRECTORY } from '../lib/object-storage.js'
-import { isZygote, pidsOf, processesWith, sleep, tempDir, timed, waitFor } from './helpers.mjs'
+import { isZygote, pidsOf, processesWith, runsBelowAnotherHost, sleep, tempDir, timed, waitFor } from './helpers.mjs'
 import { describeS3, s3fsMounts, s3fsPids } from './s3-server.mjs'
 
 const HOST = fileURLToPath(new URL('./s3-hang-host.mjs', import.meta.url))
@@ -20,10 +20,11 @@ const MOUNTS = 5
 const DEADLINE_S = 5
 /** How long an isolated sandbox's start may spend on the host's paths (the core's deadline). */
 const PATHS_DEADLINE_S = 10
-/** The pids of the keeper's processes (inits and supervisors) alive now. */
+/** The pids of the keeper's processes (inits and supervisors) alive now, but those of other
+ * test runs on the host. */
 const keepers = () =>
   processesWith('native-workspace-keeper')
-    .filter((p) => !isZygote(p.pid))
+    .filter((p) => !isZygote(p.pid) && !runsBelowAnotherHost(p.pid))
     .map((p) => p.pid)
 
 /** A TCP server on loopback that accepts connections and never answers; `close()` ends it. */

@@ -32,6 +32,10 @@ const ENGINES = [
   { name: 'remote', bridge: 'nwd-remote', address: '172.29.214.1/24', tcp: { host: '127.0.0.1', port: 23750 } },
 ]
 
+/** The shared engines' bridges, and the directories of their data and runtime state. */
+export const TEST_ENGINE_BRIDGES = ENGINES.map((engine) => engine.bridge)
+export const TEST_ENGINE_DIRS = [STATE_DIR, RUN_DIR]
+
 /** An engine's data and logs, and its runtime state: its own `stateDir`/`runDir` when it has them. */
 const stateDir = (engine) => engine.stateDir ?? path.join(STATE_DIR, engine.name)
 const runDir = (engine) => engine.runDir ?? path.join(RUN_DIR, engine.name)
@@ -41,11 +45,22 @@ const configFile = (engine) => path.join(stateDir(engine), 'daemon.json')
 
 /**
  * A throw-away engine of its own under `dir` (a short path: containerd nests sockets in
- * it), on a unix socket there, with no bridge: for a test that stops and restarts an engine
- * without disturbing the shared ones. Start it with `startEngine`, stop it with `stopEngine`.
+ * it), on a unix socket there, with a bridge of its own named after `dir`: for a test that
+ * stops and restarts an engine without disturbing the shared ones. Start it with
+ * `startEngine`, stop it with `stopEngine`. Not `--bridge=none`: a dockerd started so
+ * deletes the machine's `docker0`, and with it the machine's Docker's published ports.
+ * The bridge gets no address here: dockerd gives it a subnet no route of the host uses.
  */
 export function privateEngine(dir) {
-  return { name: `private-${path.basename(dir)}`, bridge: 'none', socketPath: path.join(dir, 'docker.sock'), stateDir: path.join(dir, 'state'), runDir: path.join(dir, 'run') }
+  const name = path.basename(dir)
+  return {
+    name: `private-${name}`,
+    // An interface name has at most 15 bytes.
+    bridge: `nwd-${name}`.slice(0, 15),
+    socketPath: path.join(dir, 'docker.sock'),
+    stateDir: path.join(dir, 'state'),
+    runDir: path.join(dir, 'run'),
+  }
 }
 
 /** How clients reach an engine: `{ socketPath }` or `{ host, port }`, plus its `DOCKER_HOST` form. */
@@ -115,7 +130,6 @@ export function cannotStartReason() {
 }
 
 function ensureBridge(engine) {
-  if (engine.bridge === 'none') return
   const exists = () => fs.existsSync(`/sys/class/net/${engine.bridge}`)
   if (!exists()) {
     try {
@@ -125,7 +139,7 @@ function ensureBridge(engine) {
     }
   }
   const addresses = execFileSync('ip', ['-o', '-4', 'addr', 'show', 'dev', engine.bridge], { encoding: 'utf8' })
-  if (!addresses.includes(` ${engine.address} `)) execFileSync('ip', ['addr', 'add', engine.address, 'dev', engine.bridge])
+  if (engine.address && !addresses.includes(` ${engine.address} `)) execFileSync('ip', ['addr', 'add', engine.address, 'dev', engine.bridge])
   execFileSync('ip', ['link', 'set', engine.bridge, 'up'])
 }
 
@@ -312,7 +326,7 @@ export async function stopEngine(engine, report = () => {}) {
   // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
   // the same run: a start that failed midway leaves the mount to the next stop.
   for (const mountPoint of mountsUnder(stateDir(engine))) execFileSync('umount', [mountPoint])
-  if (engine.bridge !== 'none' && fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
+  if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
   fs.rmSync(runDir(engine), { recursive: true, force: true })
 }
 

@@ -1,10 +1,10 @@
 // The isolation suite: the vitest files that attack an isolated sandbox or judge what it
-// leaves on the host. `npm test` runs them with everything else (the default warm pool:
-// each kind's first sandbox launches its own init, the next ones take the one it left),
-// then again as an unprivileged user (test-unprivileged.mjs), and in each of the two
-// warm pool modes below as either user (test-warm-pool.mjs, test-unprivileged.mjs
-// --pooled / --unpooled), so that every attack is tried from both kinds of host, on inits
-// launched for their sandbox and on pooled ones.
+// leaves on the host. `npm test` (test.mjs) runs them in each of the two warm pool modes
+// below (every sandbox launches its own init, or every one takes a pooled one), as its own
+// user (test-warm-pool.mjs) and, when that is root, as an unprivileged user
+// (test-unprivileged.mjs --pooled / --unpooled), so that every attack is tried from both
+// kinds of host, on inits launched for their sandbox and on pooled ones. The main vitest run
+// leaves them out: under the default pool each sandbox takes one of those two paths.
 
 export const ISOLATION_FILES = [
   '__test__/isolation.test.mjs',

@@ -1,8 +1,8 @@
 // When the tests run as root, runs the isolation suite (isolation-files.mjs) again as an
 // unprivileged user (uid 65534), so every attack in it is tried from both kinds of host.
-// Its vitest report goes to target/vitest-report-unprivileged.json for the closing summary.
-// With --pooled or --unpooled, the run is in that warm pool mode (WARM_POOL_MODES) and its
-// report goes to target/vitest-report-unprivileged-<mode>.json.
+// Its vitest report goes to target/vitest-report-unprivileged.json. With --pooled or
+// --unpooled (as `npm test` runs it), the run is in that warm pool mode (WARM_POOL_MODES) and
+// its report goes to target/vitest-report-unprivileged-<mode>.json, for test.mjs's summary.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'

@@ -2,7 +2,7 @@
 // (`pooled` or `unpooled`, see WARM_POOL_MODES) set by NATIVE_WORKSPACE_WARM_POOL: every
 // sandbox that does not set nativeSandbox.warmPool then starts from a pooled init, or
 // launches its own, so every attack in the suite is tried on both. Its vitest report goes
-// to target/vitest-report-<mode>.json for the closing summary. (test-unprivileged.mjs
+// to target/vitest-report-<mode>.json, for test.mjs's summary. (test-unprivileged.mjs
 // --<mode> does the same as uid 65534.)
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'

@@ -1,0 +1,242 @@
+// `npm test`: builds once, then runs every test stage — a failing stage hides no later
+// one's results — and closes with one summary: each stage's passed / failed / skipped
+// counts and duration. Exits non-zero when any stage failed. A failed build stops the run
+// there: every later stage would judge a stale or missing addon and keeper.
+//
+// After the build, stages run three at a time (a stage spends most of its time waiting on
+// sandboxes' processes and deadlines, while the cores idle); each stage's output lines start
+// with its name.
+// The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
+// each with the warm pool on and off: the default pool (the first sandbox of a kind
+// launches its own init, later ones take pooled ones) takes one path or the other per
+// sandbox, and the suite's assertions under it are those of the pool-on run, so a third run
+// per user would retest the same code. The default itself is judged by
+// warm-pool-isolated.test.mjs, which starts sandboxes with the variable unset.
+//
+// Last, the machine must be as the run found it: its interfaces, mounts and Docker
+// networks (host-state.mjs).
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { enginesUp, startEngines, stopEngines } from './docker-engine.mjs'
+import { hostState, hostStateDifferences } from './host-state.mjs'
+import { ISOLATION_FILES } from './isolation-files.mjs'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const report = (name) => path.join(root, 'target', name)
+const isRoot = process.getuid() === 0
+/** Stages that use the shared Docker engines, and one that restarts them: the two never overlap. */
+const USES_ENGINES = 'uses the shared Docker engines'
+const RESTARTS_ENGINES = 'restarts the shared Docker engines'
+
+/** Counts from a vitest JSON report; a file that failed to load counts as a failure. */
+function vitestCounts(file) {
+  if (!fs.existsSync(file)) return { failed: 0, note: 'no vitest report', missing: true }
+  const r = JSON.parse(fs.readFileSync(file, 'utf8'))
+  const brokenFiles = r.testResults.filter((result) => result.status === 'failed' && result.assertionResults.length === 0).length
+  return {
+    passed: r.numPassedTests,
+    failed: r.numFailedTests + brokenFiles,
+    skipped: r.numPendingTests + r.numTodoTests,
+    note: brokenFiles ? `${brokenFiles} file(s) failed to load` : undefined,
+  }
+}
+
+/** Counts summed over cargo's "test result:" lines. */
+function cargoCounts(output) {
+  const counts = { passed: 0, failed: 0, skipped: 0 }
+  for (const [, passed, failed, ignored] of output.matchAll(/^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/gm)) {
+    counts.passed += Number(passed)
+    counts.failed += Number(failed)
+    counts.skipped += Number(ignored)
+  }
+  return counts
+}
+
+const isolation = (mode, asUser) => {
+  const name = `isolation suite, pool ${mode === 'pooled' ? 'on' : 'off'}, ${asUser ? 'uid 65534' : 'this user'}`
+  const script = asUser ? ['test-unprivileged.mjs', `--${mode}`] : ['test-warm-pool.mjs', mode]
+  const file = report(asUser ? `vitest-report-unprivileged-${mode}.json` : `vitest-report-${mode}.json`)
+  return {
+    name,
+    // Two runs of the suite as one user do not overlap; as root, it uses the shared Docker engines.
+    conflicts: asUser ? ['uid 65534'] : ['this user'],
+    uses: isRoot && !asUser ? [USES_ENGINES] : [],
+    command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
+    counts: () => vitestCounts(file),
+    // Written by the script itself; removed first so that a report of an earlier run is never read.
+    before: () => fs.rmSync(file, { force: true }),
+  }
+}
+
+const build = { name: 'build', command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
+const cargo = { name: 'cargo test', conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+/** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
+const vitest = (name, reportName, files, uses = []) => {
+  const file = report(reportName)
+  return {
+    name,
+    conflicts: uses.filter((use) => use === RESTARTS_ENGINES),
+    uses,
+    command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
+    env: { VITEST_REPORT: file },
+    before: () => fs.rmSync(file, { force: true }),
+    counts: () => vitestCounts(file),
+  }
+}
+// The vitest files outside the isolation suite, in three runs: the one that restarts a
+// shared Docker engine under its containers (nothing else that uses them may run meanwhile:
+// the isolation runs as root do), those that use the engines, and the others.
+const RESTARTS = '__test__/docker-engine.test.mjs'
+const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
+const testFiles = fs
+  .readdirSync(path.join(root, '__test__'))
+  .filter((name) => name.endsWith('.test.mjs'))
+  .map((name) => `__test__/${name}`)
+  .filter((file) => !ISOLATION_FILES.includes(file))
+  .sort()
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
+const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file)))
+const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
+
+/**
+ * After the build, in this order, three at a time: a stage starts as soon as one ends and
+ * it clashes with none running. First the short one that stops a shared engine (nothing
+ * that uses the engines runs yet), then the longest and the most constrained, so that the
+ * last to start are short. The vitest runs' process-tree tests judge only their own
+ * children and cgroups, so a stage beside them does not fail them; two isolation runs as the
+ * same user never overlap.
+ */
+const STAGES = [
+  vitestRestart,
+  vitestDocker,
+  isolation('pooled', false),
+  isolation('unpooled', false),
+  vitestOthers,
+  cargo,
+  ...(isRoot ? [isolation('pooled', true), isolation('unpooled', true)] : []),
+]
+// Three: the stages spend most of their time waiting on sandboxes' processes and deadlines
+// (a run uses about a third of two cores' time).
+const SIDE_BY_SIDE = 3
+
+if (!isRoot) console.log('test: not root: the isolation suite runs as this user only (its uid 65534 runs need root)')
+
+const format = (ms) => {
+  const seconds = Math.round(ms / 1000)
+  return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`
+}
+
+/** Runs one stage; its output goes to this process's, each line prefixed with the stage's name. */
+function runStage(stage) {
+  stage.before?.()
+  const began = Date.now()
+  const shown = stage.command.map((part) => (part === process.execPath ? 'node' : path.isAbsolute(part) ? path.relative(root, part) : part))
+  console.log(`[${stage.name}] ${shown.join(' ')}`)
+  return new Promise((resolve) => {
+    const child = spawn(stage.command[0], stage.command.slice(1), {
+      cwd: root,
+      env: { ...process.env, ...stage.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    const relay = (stream, into) => {
+      let partial = ''
+      stream.setEncoding('utf8')
+      stream.on('data', (text) => {
+        output += text
+        const lines = (partial + text).split('\n')
+        partial = lines.pop()
+        for (const line of lines) into.write(`[${stage.name}] ${line}\n`)
+      })
+      stream.on('end', () => partial && into.write(`[${stage.name}] ${partial}\n`))
+    }
+    relay(child.stdout, process.stdout)
+    relay(child.stderr, process.stderr)
+    child.on('error', (error) => {
+      output += `${error.message}\n`
+    })
+    child.on('close', (code, signal) => {
+      const counts = stage.counts?.(output) ?? {}
+      const exit = signal ?? code
+      const ok = exit === 0 && !counts.failed && !counts.missing
+      resolve({ name: stage.name, ok, exit, ms: Date.now() - began, ...counts })
+    })
+  })
+}
+
+/** Runs `stages` SIDE_BY_SIDE at a time, in order but for conflicting ones; resolves their results in that order. */
+async function runSideBySide(stages) {
+  const pending = [...stages]
+  const running = new Set()
+  const done = new Map()
+  const clash = (a, b) =>
+    a.conflicts.some((key) => b.conflicts.includes(key)) ||
+    (a.conflicts.includes(RESTARTS_ENGINES) && b.uses.includes(USES_ENGINES)) ||
+    (b.conflicts.includes(RESTARTS_ENGINES) && a.uses.includes(USES_ENGINES))
+  const next = () => pending.find((stage) => ![...running].some((other) => clash(stage, other)))
+  await new Promise((resolve) => {
+    const fill = () => {
+      for (let stage = next(); stage && running.size < SIDE_BY_SIDE; stage = next()) {
+        pending.splice(pending.indexOf(stage), 1)
+        running.add(stage)
+        runStage(stage).then((result) => {
+          running.delete(stage)
+          done.set(stage, result)
+          if (done.size === stages.length) resolve()
+          else fill()
+        })
+      }
+    }
+    fill()
+  })
+  return stages.map((stage) => done.get(stage))
+}
+
+const began = Date.now()
+const hostBefore = await hostState()
+const results = [await runStage(build)]
+const stopped = results[0].ok ? null : 'the build failed'
+if (stopped) results.push(...STAGES.map((stage) => ({ name: stage.name, ok: false, notRun: true })))
+else {
+  // The DockerSandbox tests' engines, started here rather than by each vitest run (which
+  // would stop, when it ends, the engines it started while another run still uses them);
+  // stopped at the end when this run started them. Where they cannot start, the Docker
+  // suites say why (and are skipped, but under CI).
+  const enginesBefore = await enginesUp()
+  await startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`))
+  results.push(...(await runSideBySide(STAGES)))
+  const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
+  if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
+}
+
+if (!stopped) {
+  const checked = Date.now()
+  const differences = hostStateDifferences(hostBefore, await hostState())
+  for (const line of differences) console.log(`[host state] ${line}`)
+  const ok = differences.length === 0
+  const note = `interfaces, mounts${hostBefore.dockerNetworks ? ", the machine's Docker networks" : ''}${ok ? '' : `: ${differences.length} differences`}`
+  results.push({ name: 'host state unchanged', ok, passed: ok ? 1 : 0, failed: ok ? 0 : 1, skipped: 0, ms: Date.now() - checked, note })
+}
+
+const rows = results.map((r) => [
+  r.name,
+  r.notRun ? 'not run' : r.ok ? 'ok' : 'FAILED',
+  r.passed ?? '-',
+  r.failed ?? '-',
+  r.skipped ?? '-',
+  r.notRun ? '-' : format(r.ms),
+  [r.note, r.ok || r.notRun || r.exit === undefined || r.exit === 0 ? undefined : `exit ${r.exit}`].filter(Boolean).join('; '),
+])
+const header = ['stage', 'result', 'passed', 'failed', 'skipped', 'time', '']
+const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => String(row[i]).length)))
+const line = (row) => row.map((cell, i) => (i >= 2 && i <= 5 ? String(cell).padStart(widths[i]) : String(cell).padEnd(widths[i]))).join('  ').trimEnd()
+const failed = results.filter((r) => !r.ok)
+console.log(`\ntest summary (${format(Date.now() - began)} in all${stopped ? `; stopped: ${stopped}` : ''})`)
+console.log(line(header))
+for (const row of rows) console.log(line(row))
+const total = (key) => results.reduce((sum, r) => sum + (typeof r[key] === 'number' ? r[key] : 0), 0)
+console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped`)
+console.log(failed.length ? `FAILED: ${failed.map((r) => r.name).join('; ')}` : 'every stage passed')
+process.exit(failed.length ? 1 : 0)

@@ -17,7 +17,7 @@
 //   stay as they were.
 // The local engine's case is tried again by a host user other than root (uid 65534), who
 // reaches the engine through a unix socket of its own, as a member of the docker group would.
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import net from 'node:net'
@@ -43,6 +43,8 @@ const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
 
 let work
 let peerBinary
+/** Where host processes load the package from (see the uid 65534 tests). */
+let packageRoot = ROOT
 beforeAll(() => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-docker-attacks-'))
   peerBinary = path.join(work, path.basename(PEER))
@@ -97,7 +99,7 @@ function hostProcess(source, { asUser } = {}) {
 /** Source of a host process that reaches the sandbox `id` and runs one command (`env` its environment), printing the result or the error. */
 function commandIn(options, command, env = {}) {
   return `
-    const { DockerSandbox } = require(${JSON.stringify(path.join(ROOT, 'lib', 'index.js'))})
+    const { DockerSandbox } = require(${JSON.stringify(path.join(packageRoot, 'lib', 'index.js'))})
     const box = new DockerSandbox(${JSON.stringify(options)})
     box.executeCommand(${JSON.stringify(command)}, [], { env: ${JSON.stringify(env)}, timeout: 20000 }).then(
       (r) => console.log(JSON.stringify({ result: { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode } })),
@@ -345,8 +347,20 @@ describeDocker('DockerSandbox of a host user other than root (uid 65534) on the 
     const socketPath = path.join(relayDir, 'docker.sock')
     await new Promise((resolve) => relay.listen(socketPath, resolve))
     fs.chownSync(socketPath, NOBODY, NOBODY)
+    // A checkout that user cannot reach (under root's home) is shown to it, and to the
+    // engine that binds its keeper, at a path it can, for this test's time.
+    const reachable = spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', 'test', '-r', path.join(ROOT, 'lib', 'index.js')])
+    if (reachable.status !== 0) {
+      packageRoot = path.join(relayDir, 'package')
+      fs.mkdirSync(packageRoot)
+      execFileSync('mount', ['--bind', ROOT, packageRoot])
+    }
   })
   afterAll(async () => {
+    if (packageRoot !== ROOT) {
+      execFileSync('umount', [packageRoot])
+      packageRoot = ROOT
+    }
     await new Promise((resolve) => relay.close(resolve))
     fs.rmSync(relayDir, { recursive: true, force: true })
     await removeLabelled(engine, RUN)
@@ -370,7 +384,7 @@ describeDocker('DockerSandbox of a host user other than root (uid 65534) on the 
       expect([stat(`${hostDir}.key`).uid, stat(`${hostDir}.key`).mode & 0o777, stat(`${hostDir}.key`).size]).toEqual([NOBODY, 0o600, 32])
       // Another process of that user reaches the same keeper by id, then removes the sandbox.
       const destroyed = `
-        const { DockerSandbox } = require(${JSON.stringify(path.join(ROOT, 'lib', 'index.js'))})
+        const { DockerSandbox } = require(${JSON.stringify(path.join(packageRoot, 'lib', 'index.js'))})
         const box = new DockerSandbox(${JSON.stringify(options)})
         box.executeCommand('echo again').then(async (r) => { await box.destroy(); console.log(JSON.stringify({ stdout: r.stdout })) },
           (e) => console.log(JSON.stringify({ error: e.message }))).finally(() => process.exit(0))`

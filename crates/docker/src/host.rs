@@ -992,13 +992,12 @@ impl DockerHost {
       Some(started) => started,
       // A sandbox given its id (by a host that restarted, say) that has not reached its
       // container yet: the container the id finds is still its own to remove.
+      // One this sandbox could not reach as its own (made through another kind of
+      // connection, or by an earlier version) is left as it is.
       None => match self.find(docker).await? {
         Some(id) => match self.existing(docker, &id).await {
           Ok((started, _)) => started,
-          Err(_) => {
-            remove_container(&self.connection, docker, &id).await?;
-            return self.remove_volumes(docker).await;
-          }
+          Err(_) => return Ok(()),
         },
         None => return self.remove_volumes(docker).await,
       },

@@ -324,8 +324,9 @@ export async function stopEngine(engine, report = () => {}) {
     report(`${engine.name}: stopped`)
   }
   // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
-  // the same run: a start that failed midway leaves the mount to the next stop.
-  for (const mountPoint of mountsUnder(stateDir(engine))) execFileSync('umount', [mountPoint])
+  // the same run: a start that failed midway leaves the mount to the next stop. Network
+  // namespaces it pinned under its runtime directory may outlive it too.
+  for (const mountPoint of [...mountsUnder(stateDir(engine)), ...mountsUnder(runDir(engine))]) execFileSync('umount', [mountPoint])
   if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
   fs.rmSync(runDir(engine), { recursive: true, force: true })
 }

@@ -30,16 +30,24 @@ const isRoot = process.getuid() === 0
 const USES_ENGINES = 'uses the shared Docker engines'
 const RESTARTS_ENGINES = 'restarts the shared Docker engines'
 
+const firstLine = (text = '') => text.split('\n', 1)[0].slice(0, 300)
+
 /** Counts from a vitest JSON report; a file that failed to load counts as a failure. */
 function vitestCounts(file) {
   if (!fs.existsSync(file)) return { failed: 0, note: 'no vitest report', missing: true }
   const r = JSON.parse(fs.readFileSync(file, 'utf8'))
-  const brokenFiles = r.testResults.filter((result) => result.status === 'failed' && result.assertionResults.length === 0).length
+  const broken = r.testResults.filter((result) => result.status === 'failed' && result.assertionResults.length === 0)
+  const failures = r.testResults.flatMap((result) => {
+    const file = path.relative(root, result.name)
+    if (result.assertionResults.length === 0 && result.status === 'failed') return [`${file}: failed to load`]
+    return result.assertionResults.filter((test) => test.status === 'failed').map((test) => `${file}: ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`)
+  })
   return {
     passed: r.numPassedTests,
-    failed: r.numFailedTests + brokenFiles,
+    failed: r.numFailedTests + broken.length,
     skipped: r.numPendingTests + r.numTodoTests,
-    note: brokenFiles ? `${brokenFiles} file(s) failed to load` : undefined,
+    failures,
+    note: broken.length ? `${broken.length} file(s) failed to load` : undefined,
   }
 }
 
@@ -51,6 +59,8 @@ function cargoCounts(output) {
     counts.failed += Number(failed)
     counts.skipped += Number(ignored)
   }
+  // Each failing test's name, as cargo lists them under "failures:" at the end of a binary's run.
+  counts.failures = [...output.matchAll(/^failures:\n((?: {4}\S+\n)+)/gm)].flatMap(([, names]) => names.trim().split(/\s+/))
   return counts
 }
 
@@ -238,5 +248,7 @@ console.log(line(header))
 for (const row of rows) console.log(line(row))
 const total = (key) => results.reduce((sum, r) => sum + (typeof r[key] === 'number' ? r[key] : 0), 0)
 console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped`)
+// Named here, at the end, because a long run's log is often read from its tail.
+for (const r of failed) for (const test of r.failures ?? []) console.log(`failed in ${r.name}: ${test}`)
 console.log(failed.length ? `FAILED: ${failed.map((r) => r.name).join('; ')}` : 'every stage passed')
 process.exit(failed.length ? 1 : 0)

@@ -124,13 +124,17 @@ describeS3('S3 buckets mounted into sandboxes', () => {
     const data = await bucket({ 'in.txt': 'x\n' })
     // A session token cannot go in s3fs's passwd file: s3fs gets all three in its environment.
     for (const extra of [{}, { sessionToken: `token-${Math.random().toString(36).slice(2)}` }]) {
+      // A file can hold a secret only if it was written after the mount began: the search
+      // reads every file whose status changed since (a ctime no process can set back).
+      const since = Math.floor(Date.now() / 1000) - 1
       const sandbox = new LocalSandbox({ workingDirectory: workingDirectory(), isolation: 'bwrap' })
       const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem(data, extra) } })
       try {
         await workspace.init()
         expect((await sandbox.executeCommand('cat /data/in.txt')).stdout).toBe('x\n')
         const secrets = [s3.credentials.secretAccessKey, extra.sessionToken].filter(Boolean)
-        // Every file a command can read, every process it can see. The secrets are given
+        // Every process a command can see, every file it can read that changed since the
+        // mount began. The secrets are given
         // encoded and compared through a pipe, so no command line of the search holds them.
         const encoded = Buffer.from(secrets.join('\n')).toString('base64')
         const search = await sandbox.executeCommand(
@@ -139,7 +143,8 @@ describeS3('S3 buckets mounted into sandboxes', () => {
             'has() { { printf "%s\\n" "$s" | grep "$@" -F -f /dev/stdin /dev/fd/4; } 4<&0; }',
             "cat /proc/*/cmdline /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | has -c",
             'env | has -c',
-            'has -rls / --exclude-dir=proc --exclude-dir=sys --exclude-dir=data | head -3',
+            `find / \\( -path /proc -o -path /sys -o -path /data \\) -prune -o -type f -newerct @${since} -print0 |`,
+            `  S="$s" xargs -0r sh -c 'printf "%s\\n" "$S" | grep -lsF -f /dev/stdin "$@"' grep | head -3`,
           ].join('\n'),
           [],
           { timeout: 60_000 },

@@ -1,11 +1,12 @@
 // `npm test`: builds once, then runs every test stage — a failing stage hides no later
 // one's results — and closes with one summary: each stage's passed / failed / skipped
-// counts and duration. Exits non-zero when any stage failed. A failed build stops the run
-// there: every later stage would judge a stale or missing addon and keeper.
+// counts and duration, then the name of each failed test. Exits non-zero when any stage
+// failed. A failed build leaves every stage that needs it not run (they would judge a stale
+// or missing addon and keeper); `cargo test`, which does not, runs beside the build.
 //
-// After the build, stages run three at a time (a stage spends most of its time waiting on
-// sandboxes' processes and deadlines, while the cores idle); each stage's output lines start
-// with its name.
+// Stages run three at a time (a stage spends most of its time waiting on sandboxes'
+// processes and deadlines, while the cores idle); each stage's output lines start with its
+// name.
 // The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
 // each with the warm pool on and off: the default pool (the first sandbox of a kind
 // launches its own init, later ones take pooled ones) takes one path or the other per
@@ -70,9 +71,10 @@ const isolation = (mode, asUser) => {
   const file = report(asUser ? `vitest-report-unprivileged-${mode}.json` : `vitest-report-${mode}.json`)
   return {
     name,
-    // Two runs of the suite as one user do not overlap; as root, it uses the shared Docker engines.
+    after: [build],
+    // Two runs of the suite as one user do not overlap. It uses no Docker engine.
     conflicts: asUser ? ['uid 65534'] : ['this user'],
-    uses: isRoot && !asUser ? [USES_ENGINES] : [],
+    uses: [],
     command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
     counts: () => vitestCounts(file),
     // Written by the script itself; removed first so that a report of an earlier run is never read.
@@ -80,13 +82,16 @@ const isolation = (mode, asUser) => {
   }
 }
 
-const build = { name: 'build', command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
-const cargo = { name: 'cargo test', conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+const build = { name: 'build', after: [], conflicts: [], uses: [], command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
+// Needs no build of the addon: it starts beside it, and uses the core that the build's
+// long single-threaded link leaves idle.
+const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
 /** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
 const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)
   return {
     name,
+    after: [build],
     conflicts: uses.filter((use) => use === RESTARTS_ENGINES),
     uses,
     command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
@@ -95,10 +100,14 @@ const vitest = (name, reportName, files, uses = []) => {
     counts: () => vitestCounts(file),
   }
 }
-// The vitest files outside the isolation suite, in three runs: the one that restarts a
-// shared Docker engine under its containers (nothing else that uses them may run meanwhile:
-// the isolation runs as root do), those that use the engines, and the others.
+// The vitest files outside the isolation suite, in five runs: the one that restarts a
+// shared Docker engine under its containers (nothing else that uses them may run
+// meanwhile), the generated hostile use of the API (its time is its budget), the other files
+// that use the engines, the package as a user installs and type-checks it (builds, packs,
+// installs, runs tsc), and the others.
 const RESTARTS = '__test__/docker-engine.test.mjs'
+const GENERATED = '__test__/property.test.mjs'
+const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/docs.test.mjs']
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
 const testFiles = fs
   .readdirSync(path.join(root, '__test__'))
@@ -106,25 +115,30 @@ const testFiles = fs
   .map((name) => `__test__/${name}`)
   .filter((file) => !ISOLATION_FILES.includes(file))
   .sort()
-const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
-const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file)))
 const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
+const vitestGenerated = vitest('vitest, generated', 'vitest-report-generated.json', [GENERATED], [USES_ENGINES])
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && ![RESTARTS, GENERATED].includes(file)), [USES_ENGINES])
+const vitestPackage = vitest('vitest, package', 'vitest-report-package.json', PACKAGE)
+const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file) && !PACKAGE.includes(file)))
 
 /**
- * After the build, in this order, three at a time: a stage starts as soon as one ends and
- * it clashes with none running. First the short one that stops a shared engine (nothing
- * that uses the engines runs yet), then the longest and the most constrained, so that the
- * last to start are short. The vitest runs' process-tree tests judge only their own
- * children and cgroups, so a stage beside them does not fail them; two isolation runs as the
- * same user never overlap.
+ * In this order, three at a time: a stage starts as soon as one ends and it clashes with
+ * none running. The build and `cargo test` first, side by side; after the build, first the
+ * short stage that stops a shared engine (nothing that uses the engines runs yet), then the
+ * longest and the most constrained, so that the last to start are short. The vitest runs'
+ * process-tree tests judge only their own children and cgroups, so a stage beside them does
+ * not fail them; two isolation runs as the same user never overlap.
  */
 const STAGES = [
+  build,
+  cargo,
   vitestRestart,
   vitestDocker,
+  vitestGenerated,
+  vitestPackage,
   isolation('pooled', false),
   isolation('unpooled', false),
   vitestOthers,
-  cargo,
   ...(isRoot ? [isolation('pooled', true), isolation('unpooled', true)] : []),
 ]
 // Three: the stages spend most of their time waiting on sandboxes' processes and deadlines
@@ -176,7 +190,11 @@ function runStage(stage) {
   })
 }
 
-/** Runs `stages` SIDE_BY_SIDE at a time, in order but for conflicting ones; resolves their results in that order. */
+/**
+ * Runs `stages` SIDE_BY_SIDE at a time, in order but for those that wait: for a stage they
+ * come `after` (not run if it failed) or for one they clash with. Resolves their results in
+ * the order given.
+ */
 async function runSideBySide(stages) {
   const pending = [...stages]
   const running = new Set()
@@ -185,19 +203,27 @@ async function runSideBySide(stages) {
     a.conflicts.some((key) => b.conflicts.includes(key)) ||
     (a.conflicts.includes(RESTARTS_ENGINES) && b.uses.includes(USES_ENGINES)) ||
     (b.conflicts.includes(RESTARTS_ENGINES) && a.uses.includes(USES_ENGINES))
-  const next = () => pending.find((stage) => ![...running].some((other) => clash(stage, other)))
   await new Promise((resolve) => {
     const fill = () => {
-      for (let stage = next(); stage && running.size < SIDE_BY_SIDE; stage = next()) {
+      for (const stage of [...pending]) {
+        if (running.size >= SIDE_BY_SIDE) break
+        if (!stage.after.every((first) => done.has(first)) || [...running].some((other) => clash(stage, other))) continue
         pending.splice(pending.indexOf(stage), 1)
+        const failedFirst = stage.after.find((first) => !done.get(first).ok)
+        if (failedFirst) {
+          done.set(stage, { name: stage.name, ok: false, notRun: true, note: `${failedFirst.name} failed` })
+          continue
+        }
         running.add(stage)
-        runStage(stage).then((result) => {
-          running.delete(stage)
-          done.set(stage, result)
-          if (done.size === stages.length) resolve()
-          else fill()
-        })
+        Promise.resolve(stage.prepare?.())
+          .then(() => runStage(stage))
+          .then((result) => {
+            running.delete(stage)
+            done.set(stage, result)
+            fill()
+          })
       }
+      if (done.size === stages.length) resolve()
     }
     fill()
   })
@@ -206,22 +232,21 @@ async function runSideBySide(stages) {
 
 const began = Date.now()
 const hostBefore = await hostState()
-const results = [await runStage(build)]
+// The DockerSandbox tests' engines, started once by the first stage that uses them rather
+// than by each vitest run (which would stop, when it ends, the engines it started while
+// another run still uses them); stopped at the end when this run started them. Where they
+// cannot start, the Docker suites say why (and are skipped, but under CI).
+const enginesBefore = await enginesUp()
+let enginesStarted
+const startTheEngines = () =>
+  (enginesStarted ??= startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`)))
+for (const stage of STAGES) if (stage.uses.length > 0) stage.prepare = startTheEngines
+const results = await runSideBySide(STAGES)
+const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
+if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
 const stopped = results[0].ok ? null : 'the build failed'
-if (stopped) results.push(...STAGES.map((stage) => ({ name: stage.name, ok: false, notRun: true })))
-else {
-  // The DockerSandbox tests' engines, started here rather than by each vitest run (which
-  // would stop, when it ends, the engines it started while another run still uses them);
-  // stopped at the end when this run started them. Where they cannot start, the Docker
-  // suites say why (and are skipped, but under CI).
-  const enginesBefore = await enginesUp()
-  await startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`))
-  results.push(...(await runSideBySide(STAGES)))
-  const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
-  if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
-}
 
-if (!stopped) {
+{
   const checked = Date.now()
   const differences = hostStateDifferences(hostBefore, await hostState())
   for (const line of differences) console.log(`[host state] ${line}`)

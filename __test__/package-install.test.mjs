@@ -98,6 +98,10 @@ function runningKeepers() {
 let blocks, packDir, fromClone, project, packed, checkoutSandbox
 const keeperBefore = {}
 const keeperAfter = {}
+/** What the build writes into the checkout besides the keeper, and each file's inode and bytes before and after it. */
+const BUILT = ['index.js', 'index.d.ts', `native-workspace.${PLATFORM_PACKAGE.replace('native-workspace-', '')}.node`]
+const builtBefore = {}
+const builtAfter = {}
 const here = (command) =>
   command.replaceAll('../native-workspace-packages', packDir).replace(/\.\.\/native-workspace(?![-\w])/g, repo)
 
@@ -109,12 +113,14 @@ beforeAll(async () => {
   await checkoutSandbox.executeCommand('true')
   keeperBefore.running = runningKeepers()
   keeperBefore.inode = fs.statSync(KEEPER).ino
+  for (const file of BUILT) builtBefore[file] = { inode: fs.statSync(path.join(repo, file)).ino, bytes: fs.readFileSync(path.join(repo, file)) }
   // In the clone: `npm install` is what CI runs before the tests (and what made this
   // checkout's node_modules); the rest runs here.
   const [setup, linkClone, pack, installTarballs] = blocks
   for (const command of setup.filter((c) => c !== 'npm install')) run('sh', ['-c', command], repo, withRust)
   packed = JSON.parse(run('sh', ['-c', here(pack.join('\n'))], repo, withRust).trim().split('\n').at(-1))
   keeperAfter.running = runningKeepers()
+  for (const file of BUILT) builtAfter[file] = { inode: fs.statSync(path.join(repo, file)).ino, bytes: fs.readFileSync(path.join(repo, file)) }
 
   fromClone = scratchProject()
   for (const command of linkClone) run('sh', ['-c', here(command)], fromClone)
@@ -149,6 +155,15 @@ describe('the README\'s Install commands', () => {
     }
     expect(fs.statSync(KEEPER).ino).not.toBe(keeperBefore.inode)
     expect((await checkoutSandbox.executeCommand('echo still')).stdout).toBe('still\n')
+  })
+
+  it('leave the addon, index.js and index.d.ts as they are where they come out the same, so that a process loading the package meanwhile always finds them', () => {
+    for (const file of BUILT) {
+      const [before, after] = [builtBefore[file], builtAfter[file]]
+      if (before.bytes.equals(after.bytes)) expect(after.inode, file).toBe(before.inode)
+    }
+    // The build had nothing to do: it ran on the checkout the tests run, built from the same sources.
+    expect(BUILT.filter((file) => builtBefore[file].bytes.equals(builtAfter[file].bytes))).toEqual(BUILT)
   })
 })
 

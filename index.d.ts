@@ -152,12 +152,12 @@ export declare class NativeProcess {
    * Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
    * the output from now on.
    */
-  subscribe(onOutput: OutputFn): number
+  subscribe(onOutput: (stdout: string, stderr: string) => void): number
   /**
    * Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
    * more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
    */
-  subscribePaced(onOutput: OutputFn): number
+  subscribePaced(onOutput: (stdout: string, stderr: string) => boolean | void): number
   resume(id: number): void
   unsubscribe(id: number): void
 }

@@ -204,7 +204,10 @@ impl NativeProcess {
   /// Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
   /// the output from now on.
   #[napi(catch_unwind)]
-  pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
+  pub fn subscribe(
+    &self,
+    #[napi(ts_arg_type = "(stdout: string, stderr: string) => void")] on_output: OutputFn,
+  ) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
   }
@@ -212,7 +215,10 @@ impl NativeProcess {
   /// Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
   /// more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
   #[napi(catch_unwind)]
-  pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
+  pub fn subscribe_paced(
+    &self,
+    #[napi(ts_arg_type = "(stdout: string, stderr: string) => boolean | void")] on_output: OutputFn,
+  ) -> napi::Result<u32, ErrorCode> {
     let pace = Arc::new(Pace::default());
     let sink = JsOutputSink::paced(on_output, pace.clone()).map_err(from_napi)?;
     let id = self.inner.subscribe(Arc::new(sink)) as u32;

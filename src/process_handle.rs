@@ -29,14 +29,17 @@ pub struct NativeExecutionResult {
   pub stdout_dropped_bytes: f64,
   pub stderr_dropped_bytes: f64,
   pub command: Option<String>,
-  /// The resource limit that ended the command (`fileSize`, `cpu`).
+  /// The resource limit that ended the command, if one did.
+  #[napi(ts_type = "'memory' | 'disk' | 'inodes' | 'fileSize' | 'cpu' | 'output'")]
   pub limit_exceeded: Option<String>,
-  /// The background process standing for what the command left running (`cmd &`).
-  pub left_running: Option<NativeLeftRunning>,
+  /// What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
+  /// anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
+  /// that of the first process left, and whose output is what they print from then on.
+  pub left_running: Option<LeftRunningProcess>,
 }
 
 #[napi(object)]
-pub struct NativeLeftRunning {
+pub struct LeftRunningProcess {
   pub pid: String,
   pub command: String,
 }

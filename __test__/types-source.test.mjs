@@ -78,15 +78,30 @@ const COUNTERPARTS = [
   })),
   { what: 'ProcessHandle.exitCode (null as undefined)', generated: 'NonNullable<G.NativeProcess["exitCode"]>', public: 'NonNullable<P.ProcessHandle["exitCode"]>', relation: 'same' },
   { what: 'what ProcessHandle.sendStdin() takes', generated: 'Parameters<G.NativeProcess["sendStdin"]>', public: 'Parameters<P.ProcessHandle["sendStdin"]>', relation: 'same' },
-  ...['id', 'workingDirectory', 'isolation'].map((member) => ({
-    what: `LocalSandbox.${member}`,
-    generated: `G.NativeLocalSandbox["${member}"]`,
-    public: `P.LocalSandbox["${member}"]`,
-    relation: 'same',
-  })),
-  { what: 'LocalSandbox.timeout (null as undefined)', generated: 'NonNullable<G.NativeLocalSandbox["timeout"]>', public: 'NonNullable<P.LocalSandbox["timeout"]>', relation: 'same' },
+  ...['LocalSandbox', 'DockerSandbox'].flatMap((sandbox) => [
+    ...['id', 'workingDirectory'].map((member) => ({
+      what: `${sandbox}.${member}`,
+      generated: `G.NativeLocalSandbox["${member}"]`,
+      public: `P.${sandbox}["${member}"]`,
+      relation: 'same',
+    })),
+    ...['timeout', 'error'].map((member) => ({
+      what: `${sandbox}.${member} (null as undefined)`,
+      generated: `NonNullable<G.NativeLocalSandbox["${member}"]>`,
+      public: `NonNullable<P.${sandbox}["${member}"]>`,
+      relation: 'same',
+    })),
+    { what: `${sandbox}.status`, generated: 'G.NativeLocalSandbox["status"]', public: `P.${sandbox}["status"]`, relation: 'fits' },
+    {
+      what: `the outcome ${sandbox}.start() resolves with`,
+      generated: 'Awaited<ReturnType<G.NativeLocalSandbox["start"]>>',
+      public: `Awaited<ReturnType<P.${sandbox}["start"]>>["outcome"]`,
+      relation: 'same',
+    },
+    { what: `${sandbox}.getEnv()`, generated: 'ReturnType<G.NativeLocalSandbox["getEnv"]>', public: `ReturnType<P.${sandbox}["getEnv"]>`, relation: 'same' },
+  ]),
+  { what: 'LocalSandbox.isolation', generated: 'G.NativeLocalSandbox["isolation"]', public: 'P.LocalSandbox["isolation"]', relation: 'same' },
   { what: 'LocalSandbox.protectedPaths', generated: 'G.NativeLocalSandbox["protectedPaths"]', public: 'P.LocalSandbox["protectedPaths"]', relation: 'fits' },
-  { what: "a sandbox's status", generated: 'G.NativeLocalSandbox["status"]', public: 'P.ProviderStatus', relation: 'fits' },
   { what: 'PROTECTED_PATHS', generated: 'ReturnType<typeof G.defaultProtectedPaths>', public: 'typeof P.PROTECTED_PATHS', relation: 'fits' },
   // napi is told the isolation backends in several places (`ts_type`): they agree.
   { what: 'the isolation option', generated: 'NonNullable<G.NativeSandboxOptions["isolation"]>', public: 'P.IsolationBackend', relation: 'same' },

@@ -283,13 +283,28 @@ export interface LogRecord {
   fields: Record<string, string>
 }
 
+/**
+ * The options of `executeCommand` and `spawn` as lib/process-manager.js passes them on; the
+ * public `CommandOptions` and `SpawnProcessOptions` take their fields passed on as given
+ * from here (through the generated index.d.ts), so the docs of those say what a user gives.
+ */
 export interface NativeCommandOptions {
   env?: Record<string, string>
   cwd?: string
-  /** Milliseconds; `0`, `Infinity` and anything from 2^53 up mean no timeout. */
+  /**
+   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
+   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
+   * mean no timeout.
+   */
   timeout?: number
-  /** Bytes per stream; `Infinity` keeps everything. */
+  /**
+   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
+   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
+   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
+   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
+   */
   maxRetainedBytes?: number
+  /** `'pipe'` (default) keeps stdin open for `sendStdin`; `'ignore'` gives EOF at once. */
   stdinMode?: 'pipe' | 'ignore'
   /** Receives every chunk of output, batched: `(stdout, stderr)`. */
   onOutput?: (stdout: string, stderr: string) => void

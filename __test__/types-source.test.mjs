@@ -47,6 +47,7 @@ const DERIVED = [
     kept: { env: undefinedValues, nativeSandbox: 'the public NativeSandboxConfig, with seatbeltProfilePath' },
   },
   { public: 'P.DockerSandboxOptions', generated: 'G.NativeDockerOptions', kept: { env: undefinedValues } },
+  { public: 'P.SpawnProcessOptions', generated: 'G.NativeCommandOptions', kept: { env: undefinedValues } },
   { public: 'P.ExecutionResult', generated: 'G.NativeExecutionResult', kept: mastraResult },
   { public: 'P.CommandResult', generated: 'G.NativeExecutionResult', kept: { ...mastraResult, command: "Mastra's CommandResult" } },
 ]

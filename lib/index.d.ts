@@ -85,33 +85,17 @@ export interface CommandResult extends ExecutionResult, Pick<Binding.NativeExecu
   args?: string[]
 }
 
-export interface CommandOptions {
-  /**
-   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
-   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
-   * mean no timeout.
-   */
-  timeout?: number
+/** Mastra's `CommandOptions`: those passed on to the binding as given are the binding's. */
+export interface CommandOptions extends Pick<Binding.NativeCommandOptions, 'timeout' | 'cwd' | 'maxRetainedBytes'> {
   env?: Record<string, string | undefined>
-  cwd?: string
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
-  /**
-   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
-   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
-   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
-   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
-   */
-  maxRetainedBytes?: number
 }
 
 export type ExecuteCommandOptions = CommandOptions
 
-export interface SpawnProcessOptions extends CommandOptions {
-  /** `'pipe'` (default) keeps stdin open for `sendStdin`; `'ignore'` gives EOF at once. */
-  stdinMode?: StdinMode
-}
+export interface SpawnProcessOptions extends CommandOptions, Pick<Binding.NativeCommandOptions, 'stdinMode'> {}
 
 export interface ProcessInfo {
   pid: string
@@ -545,34 +529,10 @@ export interface DockerSandboxOptions
   extends Partial<
     Pick<
       Binding.NativeDockerOptions,
-      | 'id'
-      | 'name'
-      | 'image'
-      | 'volumes'
-      | 'network'
-      | 'allowedDomains'
-      | 'egressHosts'
-      | 'privileged'
-      | 'memory'
-      | 'memorySwap'
-      | 'cpuShares'
-      | 'cpuQuota'
-      | 'cpuPeriod'
-      | 'pidsLimit'
-      | 'readonlyRootfs'
-      | 'capDrop'
-      | 'capAdd'
-      | 'securityOpt'
-      | 'ulimits'
-      | 'tmpfs'
-      | 'ports'
-      | 'keepVolumes'
-      | 'user'
-      | 'checkpointName'
-      | 'seedCheckpointName'
-      | 'timeout'
-      | 'workingDir'
-      | 'labels'
+      | 'id' | 'name' | 'image' | 'volumes' | 'network' | 'allowedDomains' | 'egressHosts' | 'privileged'
+      | 'memory' | 'memorySwap' | 'cpuShares' | 'cpuQuota' | 'cpuPeriod' | 'pidsLimit' | 'readonlyRootfs'
+      | 'capDrop' | 'capAdd' | 'securityOpt' | 'ulimits' | 'tmpfs' | 'ports' | 'keepVolumes' | 'user'
+      | 'checkpointName' | 'seedCheckpointName' | 'timeout' | 'workingDir' | 'labels'
     >
   > {
   /** Accepted for compatibility: the container's PID 1 is this package's supervisor, which keeps it running. */

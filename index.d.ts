@@ -152,12 +152,12 @@ export declare class NativeProcess {
    * Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
    * the output from now on.
    */
-  subscribe(onOutput: OutputFn): number
+  subscribe(onOutput: (stdout: string, stderr: string) => void): number
   /**
    * Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
    * more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
    */
-  subscribePaced(onOutput: OutputFn): number
+  subscribePaced(onOutput: (stdout: string, stderr: string) => boolean | void): number
   resume(id: number): void
   unsubscribe(id: number): void
 }
@@ -204,6 +204,13 @@ export declare function defaultProtectedPaths(): Array<string>
  * running it, not by finding a binary).
  */
 export declare function detectIsolation(): SandboxDetectionResult
+
+/** A container's resource limit (`ulimits`), as Docker's `HostConfig.Ulimits` has it. */
+export interface DockerUlimit {
+  name: string
+  soft: number
+  hard: number
+}
 
 /** Splits a trailing `| tail -N` off a command. */
 export declare function extractTailPipe(command: string): TailPipe
@@ -260,6 +267,11 @@ export interface IsolationCapabilities {
 /** Text of `kill_process` after a kill. */
 export declare function killedText(pid: string, stdout: string, stderr: string, maxTokens?: number | undefined | null): string
 
+export interface LeftRunningProcess {
+  pid: string
+  command: string
+}
+
 /** The start of `text` within `maxTokens` estimated tokens (default 2000), with a notice. */
 export declare function limitTokensKeepStart(text: string, maxTokens?: number | undefined | null): string
 
@@ -271,13 +283,28 @@ export interface LogRecord {
   fields: Record<string, string>
 }
 
+/**
+ * The options of `executeCommand` and `spawn` as lib/process-manager.js passes them on; the
+ * public `CommandOptions` and `SpawnProcessOptions` take their fields passed on as given
+ * from here (through the generated index.d.ts), so the docs of those say what a user gives.
+ */
 export interface NativeCommandOptions {
   env?: Record<string, string>
   cwd?: string
-  /** Milliseconds; `0`, `Infinity` and anything from 2^53 up mean no timeout. */
+  /**
+   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
+   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
+   * mean no timeout.
+   */
   timeout?: number
-  /** Bytes per stream; `Infinity` keeps everything. */
+  /**
+   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
+   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
+   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
+   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
+   */
   maxRetainedBytes?: number
+  /** `'pipe'` (default) keeps stdin open for `sendStdin`; `'ignore'` gives EOF at once. */
   stdinMode?: 'pipe' | 'ignore'
   /** Receives every chunk of output, batched: `(stdout, stderr)`. */
   onOutput?: (stdout: string, stderr: string) => void
@@ -290,21 +317,44 @@ export interface NativeCommandOptions {
   calledAt?: number
 }
 
+/**
+ * A `DockerSandbox`'s options as lib/docker-sandbox.js passes them on, checked and with its
+ * defaults. The public `DockerSandboxOptions` take most of their fields from here (through
+ * the generated index.d.ts), so the docs of those say what a user gives.
+ */
 export interface NativeDockerOptions {
+  /**
+   * Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`.
+   * A sandbox with a given id is found again by it after this process ends (its container
+   * stays until `destroy()`); one with a generated id is removed by the next process that
+   * reaches the engine once this one is dead.
+   */
   id: string
+  /** The container's name (made valid for Docker); default the id. */
   name: string
+  /** Default `node:22-slim`; pulled when the engine lacks it (a failed pull is `IMAGE_NOT_FOUND`). */
   image: string
   env: Record<string, string>
+  /** Default `/workspace`. */
   workingDir: string
   labels: Record<string, string>
+  /** Host path → container path (bind mounts). */
   volumes: Record<string, string>
+  /** Not with `allowedDomains` (but `'none'`), which gives the container no network of its own. */
   network?: string
   /**
-   * The only destinations commands may reach, through the egress proxy; the container
-   * then has no network but its loopback.
+   * The only destinations commands may reach, as `nativeSandbox.allowedDomains` of a
+   * `LocalSandbox` (same entries, proxy, variables, 403 answers and log records; the note in
+   * stderr reads `native-workspace: blocked by allowedDomains: host:port: reason`). The
+   * container is created with network mode `none` (its loopback only) and the egress proxy,
+   * on the host, listens on the container's loopback through a socket its supervisor makes
+   * there (on a TCP engine, the supervisor listens there and relays each connection over
+   * its attached stream), so destinations are resolved and dialled from the host. Not with
+   * `network` (but `'none'`) nor `ports` (a `SandboxOptionError` says so), nor with an existing container
+   * of the same id that has a network (its `start()` is refused). `[]`: no network at all.
    */
   allowedDomains?: Array<string>
-  /** Names the egress proxy resolves to these addresses instead of asking DNS. */
+  /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */
   egressHosts?: Record<string, string>
   privileged: boolean
   memory?: number
@@ -312,25 +362,54 @@ export interface NativeDockerOptions {
   cpuShares?: number
   cpuQuota?: number
   cpuPeriod?: number
+  /** Default 4096. */
   pidsLimit?: number
   readonlyRootfs?: boolean
+  /**
+   * Default `['ALL']`, with the capabilities a shell needs added back (`CHOWN`,
+   * `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `KILL`, `SETGID`, `SETUID`) and those of `capAdd`.
+   * Given, it takes the capability set out of this package's hands: the container has
+   * Docker's default set less `capDrop`, plus `capAdd` (SETFCAP and MKNOD included unless
+   * dropped, with which a root container can leave a file with capabilities or a device
+   * node in a host directory bound into it).
+   */
   capDrop?: Array<string>
+  /**
+   * Capabilities added. Without `capDrop`, to the hardened set above (e.g. `['NET_BIND_SERVICE']`
+   * gives the shell's set and that one, nothing else); with `capDrop`, to Docker's default set.
+   */
   capAdd?: Array<string>
+  /** Default `['no-new-privileges']` (none when privileged). */
   securityOpt?: Array<string>
-  ulimits?: Array<NativeUlimit>
+  ulimits?: Array<DockerUlimit>
   tmpfs?: Record<string, string>
-  /** Container TCP ports to publish on the host's loopback (checked: 1–65535). */
+  /**
+   * Container TCP ports (1–65535) published on the host's 127.0.0.1, each on a host port the
+   * engine picks; `networking.getPortUrl(port)` gives the URL.
+   */
   ports: Array<number>
   /** `mounts` (Docker's `HostConfig.Mounts` shape, checked) as JSON. */
   mountsJson?: string
-  /** `Config.User`. */
+  /**
+   * The user the supervisor and every command run as (`Config.User`: `'1000'`, `'1000:1000'`,
+   * `'nobody'`). A working directory the image lacks is made for that user.
+   */
   user?: string
   /** The id was generated: the container is this process's, swept once it is dead. */
   ownedByProcess: boolean
+  /**
+   * Destroy keeps the named volumes `mounts` made (default false: they are removed; a volume
+   * that existed before the sandbox is never removed).
+   */
   keepVolumes: boolean
+  /**
+   * The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
+   * new container starts from when it exists.
+   */
   checkpointName?: string
+  /** The checkpoint a new container starts from while `checkpointName` has none. */
   seedCheckpointName?: string
-  /** Default timeout of `executeCommand`, in milliseconds. */
+  /** Default timeout of `executeCommand` in ms (default 300000). */
   timeout?: number
   /** `dockerOptions.socketPath`. */
   socketPath?: string
@@ -364,10 +443,14 @@ export interface NativeExecutionResult {
   stdoutDroppedBytes: number
   stderrDroppedBytes: number
   command?: string
-  /** The resource limit that ended the command (`fileSize`, `cpu`). */
-  limitExceeded?: string
-  /** The background process standing for what the command left running (`cmd &`). */
-  leftRunning?: NativeLeftRunning
+  /** The resource limit that ended the command, if one did. */
+  limitExceeded?: 'memory' | 'disk' | 'inodes' | 'fileSize' | 'cpu' | 'output'
+  /**
+   * What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
+   * anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
+   * that of the first process left, and whose output is what they print from then on.
+   */
+  leftRunning?: LeftRunningProcess
 }
 
 export interface NativeFileEntry {
@@ -395,11 +478,6 @@ export interface NativeHooks {
   onDestroy?: (unused: string) => Promise<void>
 }
 
-export interface NativeLeftRunning {
-  pid: string
-  command: string
-}
-
 export interface NativeLifecycleOptions {
   id: string
   /** Resolves to `'created'`, `'connected'`, or nothing (`'connected'`). */
@@ -407,30 +485,6 @@ export interface NativeLifecycleOptions {
   stop: () => Promise<void>
   destroy: () => Promise<void>
   hooks: NativeHooks
-}
-
-/** Resource limits; each unset one is the host's. */
-export interface NativeLimits {
-  /** Memory of the whole sandbox (needs a cgroup; the sandbox does not start without one). */
-  memoryBytes?: number
-  /** Processes and threads of the whole sandbox (a cgroup), or else of its non-root user. */
-  processes?: number
-  openFiles?: number
-  fileSizeBytes?: number
-  /** CPU seconds per process. */
-  cpuSeconds?: number
-  /** Size of the private `/tmp` under isolation (default 256 MiB). */
-  tmpSizeBytes?: number
-  /** Output per stream of `executeCommand`; past it the command is killed. */
-  outputBytes?: number
-  /** Disk space the sandbox may use up on the filesystems it writes to (watched). */
-  diskBytes?: number
-  /** Inodes (files, directories) the sandbox may use up there. */
-  diskInodes?: number
-  /** Exited background processes kept readable (the first to exit are released past it). */
-  exitedProcesses?: number
-  /** Output the kept exited processes may retain together. */
-  exitedOutputBytes?: number
 }
 
 /** A filesystem's local directory shown inside an isolated sandbox at `mountPath`. */
@@ -458,52 +512,119 @@ export interface NativeReadOptions {
   maxTokens?: number
 }
 
-/** What a bubblewrap sandbox may see and do. */
+/** `nativeSandbox`: what an isolated sandbox may see and do. */
 export interface NativeSandboxConfig {
+  /**
+   * Share the host's network. Without it an isolated sandbox has a network namespace of its
+   * own holding only its loopback: its servers work there (and `networking.getPortUrl`
+   * reaches them), nothing outside is reachable.
+   */
   allowNetwork?: boolean
   readOnlyPaths?: Array<string>
   readWritePaths?: Array<string>
   allowSystemBinaries?: boolean
   readOnly?: boolean
+  /**
+   * More bubblewrap options, added after the sandbox's own. Only options that cannot weaken
+   * the sandbox are accepted: `--setenv`, `--unsetenv`, `--ro-bind(-try)`, `--bind(-try)`
+   * (of ordinary host paths: not `/`, `/proc`, `/sys`, `/dev`, `/run`; a writable bind not
+   * of a directory holding this package's files), `--tmpfs` (with `--size` right before it),
+   * `--dir`, `--symlink`, `--remount-ro`, `--hostname`; none onto `/`, `/proc`, `/sys`,
+   * `/dev`, the init or the workspace. Anything else throws `SandboxOptionError` naming it.
+   */
   bwrapArgs?: Array<string>
   /**
-   * Workspace-relative paths kept read-only inside the sandbox (default: the built-in list,
-   * its shell start-up files only where the workspace is a home directory).
+   * Workspace-relative paths kept read-only inside an isolated sandbox: each one that exists
+   * when the sandbox starts (a missing one can be created, and is protected from the next
+   * start on, unless `protectMissingPaths`). Default: `PROTECTED_PATHS` (git hooks and
+   * config, `.envrc`, editor folders…), its shell start-up files (`.bashrc`, `.profile`,
+   * `.gitconfig`…) only where the workspace is a home directory (of an account in
+   * `/etc/passwd`, or this process's `$HOME`); `[]` protects nothing.
    */
   protectedPaths?: Array<string>
-  /** Block the creation of protected paths missing at the start, with placeholders. */
+  /**
+   * Also keep protected paths that do not exist at the start from being created: an empty
+   * read-only placeholder is bound over the first missing part while the sandbox runs. It
+   * shows as an entry inside and on the host until the sandbox stops (`.git`, `.vscode` …),
+   * and `git init` / `git clone … .` fail in the workspace. Default `false`.
+   */
   protectMissingPaths?: boolean
-  limits?: NativeLimits
-  /** The only destinations commands may reach, through the sandbox's egress proxy. */
+  /**
+   * Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits
+   * inherited by every process.
+   */
+  limits?: SandboxLimits
+  /**
+   * The only destinations commands may reach (`isolation: 'bwrap'` only; not with
+   * `allowNetwork: true`, which a `SandboxOptionError` says): `registry.npmjs.org` (ports 80
+   * and 443), `*.github.com` (every name below github.com, not github.com itself),
+   * `host:8443`, `host:*`. Enforced by an egress proxy on the host, the sandbox's only way
+   * out: commands get `HTTP_PROXY`/`HTTPS_PROXY` (and `http_proxy`/`https_proxy`, with
+   * `NO_PROXY` for loopback) pointing at its endpoint on the sandbox's loopback. HTTPS is
+   * allowed by CONNECT host and TLS SNI together, plain HTTP by URL and `Host`; the proxy
+   * resolves names (DNS from inside leads nowhere) and dials only public addresses; IP
+   * addresses, UDP and clients ignoring the proxy get nowhere. A refusal is answered
+   * `403 Forbidden` with the reason, logged (target `native_workspace::egress`), and named at
+   * the end of the stderr of the `executeCommand` whose request it was (`native-workspace:
+   * blocked by nativeSandbox.allowedDomains: host:port: reason`); a background process's, or
+   * a client's that dropped the proxy URL's credentials, in the next one to end. `[]`: no
+   * network at all.
+   */
   allowedDomains?: Array<string>
   /**
-   * Names the egress proxy resolves to these addresses instead of asking DNS (which may
-   * then be private or loopback).
+   * Names the egress proxy resolves to the given addresses instead of asking DNS, as
+   * `{ 'registry.internal': '10.0.0.5' }`: such an address may be private or loopback (an
+   * internal registry, a local server), which resolved names may not. The names must still
+   * be allowed by `allowedDomains`, which this needs.
    */
   egressHosts?: Record<string, string>
   /**
-   * How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
-   * unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else the core's
-   * default (`WarmPool::Default`).
+   * How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
+   * first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
+   * environment variable; else one kept from the first start of its kind on for the next
+   * sandbox, which takes it only if it is ready, for the four kinds started last; at most
+   * 32; 0 keeps none). Without isolation each is an init (the supervisor every command of a
+   * sandbox is forked by, about 200 KiB); with `isolation: 'bwrap'` it is a whole bubblewrap
+   * sandbox with no tenant yet, to which the sandbox that takes it attaches its workspace,
+   * `/tmp`, paths and mounts. Each has served nobody, and once a sandbox takes it, it is
+   * never handed to another. A sandbox given `bwrapArgs`, or a bind under a system path,
+   * starts its own as without a pool.
    */
   warmPool?: number
 }
 
+/**
+ * A `LocalSandbox`'s options as lib/local-sandbox.js passes them on, checked; the public
+ * `LocalSandboxOptions` are those a user gives of them, and more.
+ */
 export interface NativeSandboxOptions {
+  /** Default: `local-sandbox-<time>-<random>`. */
   id: string
   workingDirectory?: string
   env?: Record<string, string>
-  /** Default timeout of `executeCommand`, in milliseconds. */
+  /**
+   * Default timeout of `executeCommand` in milliseconds (none when unset, `0`, `Infinity`
+   * or from 2^53 up).
+   */
   timeout?: number
   isolation?: 'none' | 'bwrap' | 'seatbelt'
   nativeSandbox?: NativeSandboxConfig
   /** The JavaScript package's own files, kept out of every sandbox's reach. */
   packageFiles?: Array<string>
   hooks: NativeHooks
-  /** Seeds an empty working directory at a start, and is what `snapshot()` writes. */
+  /**
+   * Named checkpoint: an empty or missing working directory is filled from it at each start
+   * (before any command runs), and `snapshot()` writes it. One missing yet means an empty
+   * start. A name starts with a letter or digit and has only letters, digits, `.`, `_` and
+   * `-`, without `..`; another is refused with a `SandboxOptionError`.
+   */
   checkpointName?: string
-  /** Seeds an empty working directory when `checkpointName` has no checkpoint yet. */
+  /** Fills an empty working directory when `checkpointName` has no checkpoint yet; never written. */
   seedCheckpointName?: string
+  /**
+   * Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
+   * directory. Neither may hold the other.
+   */
   checkpointsDirectory?: string
 }
 
@@ -511,12 +632,6 @@ export interface NativeSandboxOptions {
 export interface NativeStartStep {
   step: string
   ms: number
-}
-
-export interface NativeUlimit {
-  name: string
-  soft: number
-  hard: number
 }
 
 /** How `writeFile` writes. */
@@ -545,6 +660,67 @@ export interface SandboxDetectionResult {
   available: boolean
   message: string
   capabilities: IsolationCapabilities
+}
+
+/**
+ * Each limit is a whole number, or `Infinity`, checked when the sandbox is made (a
+ * `SandboxOptionError` naming `nativeSandbox.limits.<key>` otherwise). A value past what the
+ * host takes is the most it takes, "as much as there is": no limit at all for memory,
+ * output and disk; this process's own hard limit for open files, file size, CPU and
+ * processes (at most 4194304, the kernel's most); 2^63 - 1 bytes of `/tmp`. Each unset one
+ * is the host's.
+ */
+export interface SandboxLimits {
+  /**
+   * Memory of the whole sandbox, swap included. Needs a cgroup this process can create
+   * (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
+   * At least 4 MiB (4194304): with less not even a small pipeline runs.
+   */
+  memoryBytes?: number
+  /**
+   * Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
+   * At least 8: the sandbox's own init and a command's supervisor and shell count too.
+   */
+  processes?: number
+  /** At least 16: the sandbox's own init and a command's supervisor need some. */
+  openFiles?: number
+  fileSizeBytes?: number
+  /** CPU seconds per process. */
+  cpuSeconds?: number
+  /**
+   * Size of the private `/tmp` under isolation (default 256 MiB). `/tmp` is a private host
+   * directory that outlives `stop()` (removed by `destroy()`), watched like `diskBytes`:
+   * past this size, while it still grows, every process of the sandbox is killed
+   * (`limitExceeded: 'disk'`); deleting stays possible.
+   */
+  tmpSizeBytes?: number
+  /**
+   * Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
+   * isolation, or when set, past it the command is killed (`limitExceeded: 'output'`);
+   * without isolation and unset, the command runs on and only the newest 64 MiB are kept.
+   */
+  outputBytes?: number
+  /**
+   * Disk space and inodes the sandbox may use up on the filesystems it writes to (the
+   * workspace's, `readWritePaths`'). Watched from the host: past either, while its use
+   * still grows, every process of the sandbox is killed (`limitExceeded: 'disk' | 'inodes'`);
+   * deleting stays possible. Default under isolation: half of what is free at start.
+   * Each snapshot and seed of a checkpoint writes at most this much too (unset: half of
+   * what its destination's filesystem has free), else fails with `LIMIT_EXCEEDED`.
+   */
+  diskBytes?: number
+  /** Inodes (files, directories) the sandbox may use up, as `diskBytes`. */
+  diskInodes?: number
+  /**
+   * Exited background processes kept readable through `processes.get()`/`list()` and the
+   * process tools (default 256), and the output they retain together (default 64 MiB).
+   * Host memory, not the sandbox's: past either, the processes that exited first are
+   * released (their pid is then unknown); a running process never is, nor the one that
+   * exited last. `Infinity` keeps every exited process until it is killed or released.
+   */
+  exitedProcesses?: number
+  /** Output the kept exited processes may retain together, as `exitedProcesses`. */
+  exitedOutputBytes?: number
 }
 
 /** Sends the diagnostics at `level` and above to `handler`; `null` stops them. */

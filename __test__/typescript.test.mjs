@@ -12,27 +12,20 @@
 // ending in `// error TSnnnn` must get exactly that error: the negative programs show that
 // a mistake is reported, so the runs cannot pass by checking nothing. Last, what the
 // declarations promise that the code did not do before holds at run time.
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { SearchNotAvailableError, Workspace } from '../lib/index.mjs'
-import { tempDir } from './helpers.mjs'
+import { MASTRA, NODENEXT, PACKAGE, declarationErrors, project as projectOf, repo, typeCheck } from './typescript-project.mjs'
 
-const repo = fileURLToPath(new URL('..', import.meta.url))
 const programsDir = path.join(repo, '__test__', 'types')
-const tsc = path.join(repo, 'node_modules', 'typescript', 'bin', 'tsc')
 const require = createRequire(import.meta.url)
-const ts = require('typescript')
 // This package is CommonJS: the contexts it makes are of @mastra/core's CommonJS build.
 const { RequestContext } = require('@mastra/core/request-context')
-const PACKAGE = 'native-workspace'
-const NODENEXT = { module: 'nodenext' }
 // What Mastra's project template (create-mastra) sets.
 const BUNDLER = { module: 'es2022', moduleResolution: 'bundler' }
-const MASTRA = '@mastra/core'
 /** The packages a project with Mastra links: `@mastra/core`, `@mastra/s3` (whose filesystems programs mount), zod, Node's types. */
 const WITH_MASTRA = [MASTRA, '@mastra/s3', 'zod', '@types/node']
 
@@ -50,67 +43,10 @@ const programs = fs
   })
 const inMode = (mode) => programs.filter((p) => p.modes.includes(mode))
 
-/** The files of the package as `npm pack` puts them in the tarball. */
-let packed
-function packedFiles() {
-  packed ??= JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: repo, encoding: 'utf8' }))[0].files.map((f) => f.path)
-  return packed
-}
-
-/**
- * A project under the temp directory (no `node_modules` above it) holding `programs`
- * (with `rewrite` applied), a tsconfig as a Mastra user's, and in `node_modules` the
- * packed files of this package (when `withPackage`) and links to the named dependencies.
- */
-function project({ programs: chosen, dependencies, withPackage, rewrite = (source) => source, skipLibCheck = true, resolution = NODENEXT }) {
-  const dir = tempDir()
-  const modules = path.join(dir, 'node_modules')
-  if (withPackage) {
-    for (const file of packedFiles()) {
-      const to = path.join(modules, PACKAGE, file)
-      fs.mkdirSync(path.dirname(to), { recursive: true })
-      fs.copyFileSync(path.join(repo, file), to)
-    }
-  }
-  for (const name of dependencies) {
-    fs.mkdirSync(path.dirname(path.join(modules, name)), { recursive: true })
-    fs.symlinkSync(path.join(repo, 'node_modules', name), path.join(modules, name))
-  }
-  for (const { file } of chosen) {
-    fs.writeFileSync(path.join(dir, file), rewrite(fs.readFileSync(path.join(programsDir, file), 'utf8')))
-  }
-  const compilerOptions = { strict: true, ...resolution, target: 'es2022', noEmit: true, skipLibCheck, types: ['node'] }
-  fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: chosen.map((p) => p.file) }))
-  return dir
-}
-
-/** `tsc -p dir`: its diagnostics as `file:line TSnnnn` (file relative to dir), and the files it read. */
-function typeCheck(dir) {
-  const r = spawnSync(process.execPath, [tsc, '-p', dir, '--pretty', 'false', '--listFiles'], { cwd: dir, encoding: 'utf8', timeout: 300_000 })
-  if (r.error) throw r.error
-  const lines = r.stdout.split('\n')
-  const diagnostics = lines
-    .map((line) => line.match(/^(.+?)\((\d+),\d+\): error (TS\d+): (.*)$/))
-    .filter(Boolean)
-    .map(([, file, line, code, message]) => ({ where: `${path.relative(dir, path.resolve(dir, file))}:${line} ${code}`, message }))
-  const files = lines.filter((line) => line.startsWith('/')).map((file) => fs.realpathSync(file))
-  const output = [...lines.filter((line) => !line.startsWith('/')), r.stderr].join('\n')
-  return { diagnostics, files, output }
-}
-
-/**
- * The errors in this package's declaration files within the project in `dir`, checked as
- * if `skipLibCheck` were off for them alone (Mastra's own declarations do not check without
- * it, and checking them all would take most of a minute).
- */
-function declarationErrors(dir) {
-  const config = ts.getParsedCommandLineOfConfigFile(path.join(dir, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} })
-  const program = ts.createProgram({ rootNames: config.fileNames, options: { ...config.options, skipLibCheck: false } })
-  const ours = program.getSourceFiles().filter((file) => path.relative(dir, file.fileName).startsWith(path.join('node_modules', PACKAGE) + path.sep))
-  const diagnostics = ours
-    .flatMap((file) => [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)])
-    .map((d) => `${path.relative(dir, d.file.fileName)}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`)
-  return { checked: ours.map((file) => path.relative(dir, file.fileName)), diagnostics }
+/** A project (see typescript-project.mjs) holding the `programs` chosen, with `rewrite` applied. */
+function project({ programs: chosen, rewrite = (source) => source, ...options }) {
+  const sources = Object.fromEntries(chosen.map(({ file }) => [file, rewrite(fs.readFileSync(path.join(programsDir, file), 'utf8'))]))
+  return projectOf({ sources, ...options })
 }
 
 const whereOf = (result) => result.diagnostics.map((d) => d.where).sort()

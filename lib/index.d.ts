@@ -10,6 +10,17 @@
 // `@mastra/core` is optional: without it the imports below fail (the failure is ignored,
 // the names become error types, which `MastraOr` tells apart) and the declarations of this
 // file stand on their own.
+//
+// What crosses between JavaScript and the native binding as it is (the options a sandbox
+// passes on, the results it hands back, the isolation backends) is declared once, by the
+// binding: napi-rs generates `../index.d.ts` from the `#[napi]` items of src/, doc comments
+// included, and this file takes those types from there (`Binding`). What stays here is what
+// napi cannot declare: Mastra's shapes and classes, the JavaScript classes around the native
+// ones, values lib/ translates (Dates, `undefined` for `null`, defaults), callbacks,
+// AbortSignals, Node streams, error classes, generics and overloads.
+// __test__/types-source.test.mjs shows that the two agree.
+import type * as Binding from '../index.js'
+import type { DockerUlimit, IsolationCapabilities, LeftRunningProcess, SandboxDetectionResult, SandboxLimits } from '../index.js'
 // @ts-ignore -- absent without @mastra/core
 import type { AnyWorkspace as MastraAnyWorkspace, MastraSandbox as MastraSandboxClass, MountManager as MastraMountManager, ProcessHandle as MastraProcessHandle, SandboxProcessManager as MastraSandboxProcessManager, Workspace as MastraWorkspace, WorkspaceFilesystem as MastraWorkspaceFilesystem, WorkspaceSandbox as MastraWorkspaceSandbox } from '@mastra/core/workspace'
 // @ts-ignore -- absent without @mastra/core
@@ -45,10 +56,13 @@ export type ProviderStatus =
   | 'destroyed'
   | 'error'
 
-export type IsolationBackend = 'none' | 'seatbelt' | 'bwrap'
-export type StdinMode = 'pipe' | 'ignore'
+export type IsolationBackend = Binding.SandboxDetectionResult['backend']
+export type StdinMode = NonNullable<Binding.NativeCommandOptions['stdinMode']>
+export type { DockerUlimit, IsolationCapabilities, LeftRunningProcess, SandboxDetectionResult, SandboxLimits }
+export { detectIsolation, isIsolationAvailable } from '../index.js'
 
-export interface ExecutionResult {
+/** Mastra's `ExecutionResult`, and what this package tells besides (`limitExceeded`). */
+export interface ExecutionResult extends Pick<Binding.NativeExecutionResult, 'limitExceeded'> {
   success: boolean
   exitCode: number
   stdout: string
@@ -63,48 +77,25 @@ export interface ExecutionResult {
   /** How many bytes of older output were dropped. */
   stdoutDroppedBytes?: number
   stderrDroppedBytes?: number
-  /** The resource limit that ended the command, if one did. */
-  limitExceeded?: 'memory' | 'disk' | 'inodes' | 'fileSize' | 'cpu' | 'output'
 }
 
-export interface CommandResult extends ExecutionResult {
+/** Mastra's `CommandResult`, and what this package tells besides (`leftRunning`). */
+export interface CommandResult extends ExecutionResult, Pick<Binding.NativeExecutionResult, 'leftRunning'> {
   command?: string
   args?: string[]
-  /**
-   * What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
-   * anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
-   * that of the first process left, and whose output is what they print from then on.
-   */
-  leftRunning?: { pid: string; command: string }
 }
 
-export interface CommandOptions {
-  /**
-   * Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
-   * `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
-   * mean no timeout.
-   */
-  timeout?: number
+/** Mastra's `CommandOptions`: those passed on to the binding as given are the binding's. */
+export interface CommandOptions extends Pick<Binding.NativeCommandOptions, 'timeout' | 'cwd' | 'maxRetainedBytes'> {
   env?: Record<string, string | undefined>
-  cwd?: string
   onStdout?: (data: string) => void
   onStderr?: (data: string) => void
   abortSignal?: AbortSignal
-  /**
-   * Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
-   * a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
-   * if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
-   * `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
-   */
-  maxRetainedBytes?: number
 }
 
 export type ExecuteCommandOptions = CommandOptions
 
-export interface SpawnProcessOptions extends CommandOptions {
-  /** `'pipe'` (default) keeps stdin open for `sendStdin`; `'ignore'` gives EOF at once. */
-  stdinMode?: StdinMode
-}
+export interface SpawnProcessOptions extends CommandOptions, Pick<Binding.NativeCommandOptions, 'stdinMode'> {}
 
 export interface ProcessInfo {
   pid: string
@@ -198,140 +189,10 @@ export declare class LocalProcessManager extends SandboxProcessManager<LocalSand
   release(pid: string): void
 }
 
-export interface NativeSandboxConfig {
-  /**
-   * Share the host's network. Without it an isolated sandbox has a network namespace of its
-   * own holding only its loopback: its servers work there (and `networking.getPortUrl`
-   * reaches them), nothing outside is reachable.
-   */
-  allowNetwork?: boolean
-  /**
-   * The only destinations commands may reach (`isolation: 'bwrap'` only; not with
-   * `allowNetwork: true`, which a `SandboxOptionError` says): `registry.npmjs.org` (ports 80
-   * and 443), `*.github.com` (every name below github.com, not github.com itself),
-   * `host:8443`, `host:*`. Enforced by an egress proxy on the host, the sandbox's only way
-   * out: commands get `HTTP_PROXY`/`HTTPS_PROXY` (and `http_proxy`/`https_proxy`, with
-   * `NO_PROXY` for loopback) pointing at its endpoint on the sandbox's loopback. HTTPS is
-   * allowed by CONNECT host and TLS SNI together, plain HTTP by URL and `Host`; the proxy
-   * resolves names (DNS from inside leads nowhere) and dials only public addresses; IP
-   * addresses, UDP and clients ignoring the proxy get nowhere. A refusal is answered
-   * `403 Forbidden` with the reason, logged (target `native_workspace::egress`), and named at
-   * the end of the stderr of the `executeCommand` whose request it was (`native-workspace:
-   * blocked by nativeSandbox.allowedDomains: host:port: reason`); a background process's, or
-   * a client's that dropped the proxy URL's credentials, in the next one to end. `[]`: no
-   * network at all.
-   */
-  allowedDomains?: string[]
-  /**
-   * Names the egress proxy resolves to the given addresses instead of asking DNS, as
-   * `{ 'registry.internal': '10.0.0.5' }`: such an address may be private or loopback (an
-   * internal registry, a local server), which resolved names may not. The names must still
-   * be allowed by `allowedDomains`, which this needs.
-   */
-  egressHosts?: Record<string, string>
-  /**
-   * How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
-   * first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
-   * environment variable; else one kept from the first start of its kind on for the next
-   * sandbox, which takes it only if it is ready, for the four kinds started last; at most
-   * 32; 0 keeps none). Without isolation each is an init (the
-   * supervisor every command of a sandbox is forked by, about 200 KiB); with
-   * `isolation: 'bwrap'` it is a whole bubblewrap sandbox with no tenant yet, to which the
-   * sandbox that takes it attaches its workspace, `/tmp`, paths and mounts. Each has
-   * served nobody, and once a sandbox takes it, it is never handed to another. A sandbox
-   * given `bwrapArgs`, or a bind under a system path, starts its own as without a pool.
-   */
-  warmPool?: number
-  readOnlyPaths?: string[]
-  readWritePaths?: string[]
-  allowSystemBinaries?: boolean
+/** `nativeSandbox`: the binding's, and Mastra's `seatbeltProfilePath`. */
+export interface NativeSandboxConfig extends Binding.NativeSandboxConfig {
+  /** Mastra's macOS seatbelt profile file: accepted for Mastra's options, used by no backend of this package. */
   seatbeltProfilePath?: string
-  /**
-   * More bubblewrap options, added after the sandbox's own. Only options that cannot weaken
-   * the sandbox are accepted: `--setenv`, `--unsetenv`, `--ro-bind(-try)`, `--bind(-try)`
-   * (of ordinary host paths: not `/`, `/proc`, `/sys`, `/dev`, `/run`; a writable bind not
-   * of a directory holding this package's files), `--tmpfs` (with `--size` right before it),
-   * `--dir`, `--symlink`, `--remount-ro`, `--hostname`; none onto `/`, `/proc`, `/sys`,
-   * `/dev`, the init or the workspace. Anything else throws `SandboxOptionError` naming it.
-   */
-  bwrapArgs?: string[]
-  readOnly?: boolean
-  /**
-   * Workspace-relative paths kept read-only inside an isolated sandbox: each one that exists
-   * when the sandbox starts (a missing one can be created, and is protected from the next
-   * start on, unless `protectMissingPaths`). Default: `PROTECTED_PATHS` (git hooks and
-   * config, `.envrc`, editor folders…), its shell start-up files (`.bashrc`, `.profile`,
-   * `.gitconfig`…) only where the workspace is a home directory (of an account in
-   * `/etc/passwd`, or this process's `$HOME`); `[]` protects nothing.
-   */
-  protectedPaths?: string[]
-  /**
-   * Also keep protected paths that do not exist at the start from being created: an empty
-   * read-only placeholder is bound over the first missing part while the sandbox runs. It
-   * shows as an entry inside and on the host until the sandbox stops (`.git`, `.vscode` …),
-   * and `git init` / `git clone … .` fail in the workspace. Default `false`.
-   */
-  protectMissingPaths?: boolean
-  /** Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits inherited by every process. */
-  limits?: SandboxLimits
-}
-
-/**
- * Each limit is a whole number, or `Infinity`, checked when the sandbox is made (a
- * `SandboxOptionError` naming `nativeSandbox.limits.<key>` otherwise). A value past what the
- * host takes is the most it takes, "as much as there is": no limit at all for memory,
- * output and disk; this process's own hard limit for open files, file size, CPU and
- * processes (at most 4194304, the kernel's most); 2^63 - 1 bytes of `/tmp`.
- */
-export interface SandboxLimits {
-  /**
-   * Memory of the whole sandbox, swap included. Needs a cgroup this process can create
-   * (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
-   * At least 4 MiB (4194304): with less not even a small pipeline runs.
-   */
-  memoryBytes?: number
-  /**
-   * Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
-   * At least 8: the sandbox's own init and a command's supervisor and shell count too.
-   */
-  processes?: number
-  /** At least 16: the sandbox's own init and a command's supervisor need some. */
-  openFiles?: number
-  fileSizeBytes?: number
-  /** CPU seconds per process. */
-  cpuSeconds?: number
-  /**
-   * Size of the private `/tmp` under isolation (default 256 MiB). `/tmp` is a private host
-   * directory that outlives `stop()` (removed by `destroy()`), watched like `diskBytes`:
-   * past this size, while it still grows, every process of the sandbox is killed
-   * (`limitExceeded: 'disk'`); deleting stays possible.
-   */
-  tmpSizeBytes?: number
-  /**
-   * Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
-   * isolation, or when set, past it the command is killed (`limitExceeded: 'output'`);
-   * without isolation and unset, the command runs on and only the newest 64 MiB are kept.
-   */
-  outputBytes?: number
-  /**
-   * Disk space and inodes the sandbox may use up on the filesystems it writes to (the
-   * workspace's, `readWritePaths`'). Watched from the host: past either, while its use
-   * still grows, every process of the sandbox is killed (`limitExceeded: 'disk' | 'inodes'`);
-   * deleting stays possible. Default under isolation: half of what is free at start.
-   * Each snapshot and seed of a checkpoint writes at most this much too (unset: half of
-   * what its destination's filesystem has free), else fails with `LIMIT_EXCEEDED`.
-   */
-  diskBytes?: number
-  diskInodes?: number
-  /**
-   * Exited background processes kept readable through `processes.get()`/`list()` and the
-   * process tools (default 256), and the output they retain together (default 64 MiB).
-   * Host memory, not the sandbox's: past either, the processes that exited first are
-   * released (their pid is then unknown); a running process never is, nor the one that
-   * exited last. `Infinity` keeps every exited process until it is killed or released.
-   */
-  exitedProcesses?: number
-  exitedOutputBytes?: number
 }
 
 export interface InstructionsContext {
@@ -341,29 +202,13 @@ export interface InstructionsContext {
   requestContext?: RequestContext
 }
 
-export interface LocalSandboxOptions {
-  id?: string
-  workingDirectory?: string
+export interface LocalSandboxOptions
+  extends Partial<
+    Pick<Binding.NativeSandboxOptions, 'id' | 'workingDirectory' | 'timeout' | 'isolation' | 'checkpointName' | 'seedCheckpointName' | 'checkpointsDirectory'>
+  > {
   env?: Record<string, string | undefined>
-  /** Default timeout of `executeCommand` in milliseconds (none when unset, `0`, `Infinity` or from 2^53 up). */
-  timeout?: number
-  isolation?: IsolationBackend
   nativeSandbox?: NativeSandboxConfig
   instructions?: string | ((context: InstructionsContext) => string)
-  /**
-   * Named checkpoint: an empty or missing working directory is filled from it at each start
-   * (before any command runs), and `snapshot()` writes it. One missing yet means an empty
-   * start. A name starts with a letter or digit and has only letters, digits, `.`, `_` and
-   * `-`, without `..`; another is refused with a `SandboxOptionError`.
-   */
-  checkpointName?: string
-  /** Fills an empty working directory when `checkpointName` has no checkpoint yet; never written. */
-  seedCheckpointName?: string
-  /**
-   * Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
-   * directory. Neither may hold the other.
-   */
-  checkpointsDirectory?: string
   /**
    * Runs once the sandbox is running and its pending mounts are made: it may run commands
    * (and see the mounts). Hooks run inside their step, so
@@ -483,20 +328,6 @@ export interface SandboxInfo {
   resources?: { memoryMB?: number; cpuCores?: number }
   mounts?: { path: string; filesystem: string }[]
   metadata?: Record<string, unknown>
-}
-
-export interface SandboxDetectionResult {
-  backend: IsolationBackend
-  available: boolean
-  message: string
-  /** What the kernel offers for building sandboxes. */
-  capabilities: {
-    userNamespaces: boolean
-    seccomp: boolean
-    /** Landlock ABI version, when Landlock is enabled. */
-    landlockAbi?: number
-    cgroup: 'v2' | 'hybrid' | 'v1' | 'none'
-  }
 }
 
 export interface SandboxFileInput {
@@ -690,98 +521,27 @@ export interface DockerMount {
   TmpfsOptions?: { SizeBytes?: number; Mode?: number }
 }
 
-/** The options of `@mastra/docker`'s `DockerSandbox` (0.3.0), and this package's additions. */
-export interface DockerSandboxOptions {
-  /**
-   * Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`.
-   * A sandbox with a given id is found again by it after this process ends (its container
-   * stays until `destroy()`); one with a generated id is removed by the next process that
-   * reaches the engine once this one is dead.
-   */
-  id?: string
-  /** The container's name (made valid for Docker); default the id. */
-  name?: string
-  /** Default `node:22-slim`; pulled when the engine lacks it (a failed pull is `IMAGE_NOT_FOUND`). */
-  image?: string
+/**
+ * The options of `@mastra/docker`'s `DockerSandbox` (0.3.0), and this package's additions.
+ * Those passed on to the binding as given (checked, defaults filled) are the binding's.
+ */
+export interface DockerSandboxOptions
+  extends Partial<
+    Pick<
+      Binding.NativeDockerOptions,
+      | 'id' | 'name' | 'image' | 'volumes' | 'network' | 'allowedDomains' | 'egressHosts' | 'privileged'
+      | 'memory' | 'memorySwap' | 'cpuShares' | 'cpuQuota' | 'cpuPeriod' | 'pidsLimit' | 'readonlyRootfs'
+      | 'capDrop' | 'capAdd' | 'securityOpt' | 'ulimits' | 'tmpfs' | 'ports' | 'keepVolumes' | 'user'
+      | 'checkpointName' | 'seedCheckpointName' | 'timeout' | 'workingDir' | 'labels'
+    >
+  > {
   /** Accepted for compatibility: the container's PID 1 is this package's supervisor, which keeps it running. */
   command?: string[]
   env?: Record<string, string | undefined>
-  /** Host path → container path (bind mounts). */
-  volumes?: Record<string, string>
-  /** Not with `allowedDomains` (but `'none'`), which gives the container no network of its own. */
-  network?: string
-  /**
-   * The only destinations commands may reach, as `nativeSandbox.allowedDomains` of a
-   * `LocalSandbox` (same entries, proxy, variables, 403 answers and log records; the note in
-   * stderr reads `native-workspace: blocked by allowedDomains: host:port: reason`). The
-   * container is created with network mode `none` (its loopback only) and the egress proxy,
-   * on the host, listens on the container's loopback through a socket its supervisor makes
-   * there (on a TCP engine, the supervisor listens there and relays each connection over
-   * its attached stream), so destinations are resolved and dialled from the host. Not with
-   * `network` (but `'none'`) nor `ports` (a `SandboxOptionError` says so), nor with an existing container
-   * of the same id that has a network (its `start()` is refused). `[]`: no network at all.
-   */
-  allowedDomains?: string[]
-  /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */
-  egressHosts?: Record<string, string>
-  privileged?: boolean
-  memory?: number
-  memorySwap?: number
-  cpuShares?: number
-  cpuQuota?: number
-  cpuPeriod?: number
-  /** Default 4096. */
-  pidsLimit?: number
-  readonlyRootfs?: boolean
-  /**
-   * Default `['ALL']`, with the capabilities a shell needs added back (`CHOWN`,
-   * `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `KILL`, `SETGID`, `SETUID`) and those of `capAdd`.
-   * Given, it takes the capability set out of this package's hands: the container has
-   * Docker's default set less `capDrop`, plus `capAdd` (SETFCAP and MKNOD included unless
-   * dropped, with which a root container can leave a file with capabilities or a device
-   * node in a host directory bound into it).
-   */
-  capDrop?: string[]
-  /**
-   * Capabilities added. Without `capDrop`, to the hardened set above (e.g. `['NET_BIND_SERVICE']`
-   * gives the shell's set and that one, nothing else); with `capDrop`, to Docker's default set.
-   */
-  capAdd?: string[]
-  /** Default `['no-new-privileges']` (none when privileged). */
-  securityOpt?: string[]
-  ulimits?: { name: string; soft: number; hard: number }[]
-  tmpfs?: Record<string, string>
-  /**
-   * Container TCP ports (1–65535) published on the host's 127.0.0.1, each on a host port the
-   * engine picks; `networking.getPortUrl(port)` gives the URL.
-   */
-  ports?: number[]
   /** `HostConfig.Mounts`: binds, named or anonymous volumes, tmpfs (after `volumes`). */
   mounts?: DockerMount[]
-  /**
-   * Destroy keeps the named volumes `mounts` made (default false: they are removed; a volume
-   * that existed before the sandbox is never removed).
-   */
-  keepVolumes?: boolean
-  /**
-   * The user the supervisor and every command run as (`Config.User`: `'1000'`, `'1000:1000'`,
-   * `'nobody'`). A working directory the image lacks is made for that user.
-   */
-  user?: string
-  /**
-   * The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
-   * new container starts from when it exists.
-   */
-  checkpointName?: string
-  /** The checkpoint a new container starts from while `checkpointName` has none. */
-  seedCheckpointName?: string
-  /** Default timeout of `executeCommand` in ms (default 300000). */
-  timeout?: number
-  /** Default `/workspace`. */
-  workingDir?: string
   /** Wins over `workingDir`. */
   workingDirectory?: string
-  labels?: Record<string, string>
   dockerOptions?: DockerConnectionOptions
   instructions?: string | ((context: InstructionsContext) => string)
   onStart?: (event: { sandbox: DockerSandbox; outcome: 'created' | 'connected' }) => void | Promise<void>
@@ -893,12 +653,7 @@ export interface DiagnosticsLogger {
  * busy, …) at `level` (default `'warn'`) and above to `logger`; `null` stops them.
  * A `Workspace` given a logger by Mastra passes it to its `LocalSandbox` this way.
  */
-export declare function setLogger(
-  logger: DiagnosticsLogger | null,
-  options?: { level?: 'error' | 'warn' | 'info' | 'debug' | 'trace' },
-): void
-export declare function detectIsolation(): SandboxDetectionResult
-export declare function isIsolationAvailable(backend: IsolationBackend): boolean
+export declare function setLogger(logger: DiagnosticsLogger | null, options?: { level?: Binding.LogRecord['level'] }): void
 /** The macOS seatbelt profile (SBPL) the policy of `nativeSandbox` gives for a workspace. */
 export declare function generateSeatbeltProfile(workspacePath: string, config?: NativeSandboxConfig): string
 export declare function getRecommendedIsolation(): IsolationBackend

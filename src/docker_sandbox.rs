@@ -20,20 +20,39 @@ use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::keeper_path;
 use crate::options::timeout;
 
+/// A `DockerSandbox`'s options as lib/docker-sandbox.js passes them on, checked and with its
+/// defaults. The public `DockerSandboxOptions` take most of their fields from here (through
+/// the generated index.d.ts), so the docs of those say what a user gives.
 #[napi(object, object_to_js = false)]
 pub struct NativeDockerOptions {
+  /// Default `docker-sandbox-<time>-<random>`; the container carries it as label `mastra.sandbox.id`.
+  /// A sandbox with a given id is found again by it after this process ends (its container
+  /// stays until `destroy()`); one with a generated id is removed by the next process that
+  /// reaches the engine once this one is dead.
   pub id: String,
+  /// The container's name (made valid for Docker); default the id.
   pub name: String,
+  /// Default `node:22-slim`; pulled when the engine lacks it (a failed pull is `IMAGE_NOT_FOUND`).
   pub image: String,
   pub env: HashMap<String, String>,
+  /// Default `/workspace`.
   pub working_dir: String,
   pub labels: HashMap<String, String>,
+  /// Host path → container path (bind mounts).
   pub volumes: HashMap<String, String>,
+  /// Not with `allowedDomains` (but `'none'`), which gives the container no network of its own.
   pub network: Option<String>,
-  /// The only destinations commands may reach, through the egress proxy; the container
-  /// then has no network but its loopback.
+  /// The only destinations commands may reach, as `nativeSandbox.allowedDomains` of a
+  /// `LocalSandbox` (same entries, proxy, variables, 403 answers and log records; the note in
+  /// stderr reads `native-workspace: blocked by allowedDomains: host:port: reason`). The
+  /// container is created with network mode `none` (its loopback only) and the egress proxy,
+  /// on the host, listens on the container's loopback through a socket its supervisor makes
+  /// there (on a TCP engine, the supervisor listens there and relays each connection over
+  /// its attached stream), so destinations are resolved and dialled from the host. Not with
+  /// `network` (but `'none'`) nor `ports` (a `SandboxOptionError` says so), nor with an existing container
+  /// of the same id that has a network (its `start()` is refused). `[]`: no network at all.
   pub allowed_domains: Option<Vec<String>>,
-  /// Names the egress proxy resolves to these addresses instead of asking DNS.
+  /// As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`.
   pub egress_hosts: Option<HashMap<String, String>>,
   pub privileged: bool,
   pub memory: Option<i64>,
@@ -41,25 +60,42 @@ pub struct NativeDockerOptions {
   pub cpu_shares: Option<i64>,
   pub cpu_quota: Option<i64>,
   pub cpu_period: Option<i64>,
+  /// Default 4096.
   pub pids_limit: Option<i64>,
   pub readonly_rootfs: Option<bool>,
+  /// Default `['ALL']`, with the capabilities a shell needs added back (`CHOWN`,
+  /// `DAC_OVERRIDE`, `FOWNER`, `FSETID`, `KILL`, `SETGID`, `SETUID`) and those of `capAdd`.
+  /// Given, it takes the capability set out of this package's hands: the container has
+  /// Docker's default set less `capDrop`, plus `capAdd` (SETFCAP and MKNOD included unless
+  /// dropped, with which a root container can leave a file with capabilities or a device
+  /// node in a host directory bound into it).
   pub cap_drop: Option<Vec<String>>,
+  /// Capabilities added. Without `capDrop`, to the hardened set above (e.g. `['NET_BIND_SERVICE']`
+  /// gives the shell's set and that one, nothing else); with `capDrop`, to Docker's default set.
   pub cap_add: Option<Vec<String>>,
+  /// Default `['no-new-privileges']` (none when privileged).
   pub security_opt: Option<Vec<String>>,
-  pub ulimits: Option<Vec<NativeUlimit>>,
+  pub ulimits: Option<Vec<DockerUlimit>>,
   pub tmpfs: Option<HashMap<String, String>>,
-  /// Container TCP ports to publish on the host's loopback (checked: 1–65535).
+  /// Container TCP ports (1–65535) published on the host's 127.0.0.1, each on a host port the
+  /// engine picks; `networking.getPortUrl(port)` gives the URL.
   pub ports: Vec<u32>,
   /// `mounts` (Docker's `HostConfig.Mounts` shape, checked) as JSON.
   pub mounts_json: Option<String>,
-  /// `Config.User`.
+  /// The user the supervisor and every command run as (`Config.User`: `'1000'`, `'1000:1000'`,
+  /// `'nobody'`). A working directory the image lacks is made for that user.
   pub user: Option<String>,
   /// The id was generated: the container is this process's, swept once it is dead.
   pub owned_by_process: bool,
+  /// Destroy keeps the named volumes `mounts` made (default false: they are removed; a volume
+  /// that existed before the sandbox is never removed).
   pub keep_volumes: bool,
+  /// The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
+  /// new container starts from when it exists.
   pub checkpoint_name: Option<String>,
+  /// The checkpoint a new container starts from while `checkpointName` has none.
   pub seed_checkpoint_name: Option<String>,
-  /// Default timeout of `executeCommand`, in milliseconds.
+  /// Default timeout of `executeCommand` in ms (default 300000).
   pub timeout: Option<f64>,
   /// `dockerOptions.socketPath`.
   pub socket_path: Option<String>,
@@ -80,8 +116,9 @@ pub struct NativeDockerOptions {
   pub hooks: NativeHooks,
 }
 
+/// A container's resource limit (`ulimits`), as Docker's `HostConfig.Ulimits` has it.
 #[napi(object)]
-pub struct NativeUlimit {
+pub struct DockerUlimit {
   pub name: String,
   pub soft: i64,
   pub hard: i64,

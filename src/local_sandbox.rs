@@ -30,12 +30,19 @@ use crate::lifecycle::NativeStopAsked;
 use crate::options::{self, NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
 
+// The `#[napi(object)]` types below are also the public types of `LocalSandbox`'s options
+// (lib/index.d.ts takes them from the generated index.d.ts): their docs are what users read.
+
+/// A `LocalSandbox`'s options as lib/local-sandbox.js passes them on, checked; the public
+/// `LocalSandboxOptions` are those a user gives of them, and more.
 #[napi(object, object_to_js = false)]
 pub struct NativeSandboxOptions {
+  /// Default: `local-sandbox-<time>-<random>`.
   pub id: String,
   pub working_directory: Option<String>,
   pub env: Option<HashMap<String, String>>,
-  /// Default timeout of `executeCommand`, in milliseconds.
+  /// Default timeout of `executeCommand` in milliseconds (none when unset, `0`, `Infinity`
+  /// or from 2^53 up).
   pub timeout: Option<f64>,
   #[napi(ts_type = "'none' | 'bwrap' | 'seatbelt'")]
   pub isolation: Option<String>,
@@ -43,63 +50,131 @@ pub struct NativeSandboxOptions {
   /// The JavaScript package's own files, kept out of every sandbox's reach.
   pub package_files: Option<Vec<String>>,
   pub hooks: NativeHooks,
-  /// Seeds an empty working directory at a start, and is what `snapshot()` writes.
+  /// Named checkpoint: an empty or missing working directory is filled from it at each start
+  /// (before any command runs), and `snapshot()` writes it. One missing yet means an empty
+  /// start. A name starts with a letter or digit and has only letters, digits, `.`, `_` and
+  /// `-`, without `..`; another is refused with a `SandboxOptionError`.
   pub checkpoint_name: Option<String>,
-  /// Seeds an empty working directory when `checkpointName` has no checkpoint yet.
+  /// Fills an empty working directory when `checkpointName` has no checkpoint yet; never written.
   pub seed_checkpoint_name: Option<String>,
+  /// Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
+  /// directory. Neither may hold the other.
   pub checkpoints_directory: Option<String>,
 }
 
-/// What a bubblewrap sandbox may see and do.
+/// `nativeSandbox`: what an isolated sandbox may see and do.
 #[napi(object)]
 #[derive(Default)]
 pub struct NativeSandboxConfig {
+  /// Share the host's network. Without it an isolated sandbox has a network namespace of its
+  /// own holding only its loopback: its servers work there (and `networking.getPortUrl`
+  /// reaches them), nothing outside is reachable.
   pub allow_network: Option<bool>,
   pub read_only_paths: Option<Vec<String>>,
   pub read_write_paths: Option<Vec<String>>,
   pub allow_system_binaries: Option<bool>,
   pub read_only: Option<bool>,
+  /// More bubblewrap options, added after the sandbox's own. Only options that cannot weaken
+  /// the sandbox are accepted: `--setenv`, `--unsetenv`, `--ro-bind(-try)`, `--bind(-try)`
+  /// (of ordinary host paths: not `/`, `/proc`, `/sys`, `/dev`, `/run`; a writable bind not
+  /// of a directory holding this package's files), `--tmpfs` (with `--size` right before it),
+  /// `--dir`, `--symlink`, `--remount-ro`, `--hostname`; none onto `/`, `/proc`, `/sys`,
+  /// `/dev`, the init or the workspace. Anything else throws `SandboxOptionError` naming it.
   pub bwrap_args: Option<Vec<String>>,
-  /// Workspace-relative paths kept read-only inside the sandbox (default: the built-in list,
-  /// its shell start-up files only where the workspace is a home directory).
+  /// Workspace-relative paths kept read-only inside an isolated sandbox: each one that exists
+  /// when the sandbox starts (a missing one can be created, and is protected from the next
+  /// start on, unless `protectMissingPaths`). Default: `PROTECTED_PATHS` (git hooks and
+  /// config, `.envrc`, editor folders…), its shell start-up files (`.bashrc`, `.profile`,
+  /// `.gitconfig`…) only where the workspace is a home directory (of an account in
+  /// `/etc/passwd`, or this process's `$HOME`); `[]` protects nothing.
   pub protected_paths: Option<Vec<String>>,
-  /// Block the creation of protected paths missing at the start, with placeholders.
+  /// Also keep protected paths that do not exist at the start from being created: an empty
+  /// read-only placeholder is bound over the first missing part while the sandbox runs. It
+  /// shows as an entry inside and on the host until the sandbox stops (`.git`, `.vscode` …),
+  /// and `git init` / `git clone … .` fail in the workspace. Default `false`.
   pub protect_missing_paths: Option<bool>,
-  pub limits: Option<NativeLimits>,
-  /// The only destinations commands may reach, through the sandbox's egress proxy.
+  /// Resource limits: memory and processes in a cgroup per sandbox, the rest as rlimits
+  /// inherited by every process.
+  pub limits: Option<SandboxLimits>,
+  /// The only destinations commands may reach (`isolation: 'bwrap'` only; not with
+  /// `allowNetwork: true`, which a `SandboxOptionError` says): `registry.npmjs.org` (ports 80
+  /// and 443), `*.github.com` (every name below github.com, not github.com itself),
+  /// `host:8443`, `host:*`. Enforced by an egress proxy on the host, the sandbox's only way
+  /// out: commands get `HTTP_PROXY`/`HTTPS_PROXY` (and `http_proxy`/`https_proxy`, with
+  /// `NO_PROXY` for loopback) pointing at its endpoint on the sandbox's loopback. HTTPS is
+  /// allowed by CONNECT host and TLS SNI together, plain HTTP by URL and `Host`; the proxy
+  /// resolves names (DNS from inside leads nowhere) and dials only public addresses; IP
+  /// addresses, UDP and clients ignoring the proxy get nowhere. A refusal is answered
+  /// `403 Forbidden` with the reason, logged (target `native_workspace::egress`), and named at
+  /// the end of the stderr of the `executeCommand` whose request it was (`native-workspace:
+  /// blocked by nativeSandbox.allowedDomains: host:port: reason`); a background process's, or
+  /// a client's that dropped the proxy URL's credentials, in the next one to end. `[]`: no
+  /// network at all.
   pub allowed_domains: Option<Vec<String>>,
-  /// Names the egress proxy resolves to these addresses instead of asking DNS (which may
-  /// then be private or loopback).
+  /// Names the egress proxy resolves to the given addresses instead of asking DNS, as
+  /// `{ 'registry.internal': '10.0.0.5' }`: such an address may be private or loopback (an
+  /// internal registry, a local server), which resolved names may not. The names must still
+  /// be allowed by `allowedDomains`, which this needs.
   pub egress_hosts: Option<HashMap<String, String>>,
-  /// How many sandboxes like this one to keep started ahead of need (0: none, at most 32);
-  /// unset, the `NATIVE_WORKSPACE_WARM_POOL` environment variable's, else the core's
-  /// default (`WarmPool::Default`).
+  /// How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
+  /// first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
+  /// environment variable; else one kept from the first start of its kind on for the next
+  /// sandbox, which takes it only if it is ready, for the four kinds started last; at most
+  /// 32; 0 keeps none). Without isolation each is an init (the supervisor every command of a
+  /// sandbox is forked by, about 200 KiB); with `isolation: 'bwrap'` it is a whole bubblewrap
+  /// sandbox with no tenant yet, to which the sandbox that takes it attaches its workspace,
+  /// `/tmp`, paths and mounts. Each has served nobody, and once a sandbox takes it, it is
+  /// never handed to another. A sandbox given `bwrapArgs`, or a bind under a system path,
+  /// starts its own as without a pool.
   pub warm_pool: Option<f64>,
 }
 
-/// Resource limits; each unset one is the host's.
+/// Each limit is a whole number, or `Infinity`, checked when the sandbox is made (a
+/// `SandboxOptionError` naming `nativeSandbox.limits.<key>` otherwise). A value past what the
+/// host takes is the most it takes, "as much as there is": no limit at all for memory,
+/// output and disk; this process's own hard limit for open files, file size, CPU and
+/// processes (at most 4194304, the kernel's most); 2^63 - 1 bytes of `/tmp`. Each unset one
+/// is the host's.
 #[napi(object)]
 #[derive(Default)]
-pub struct NativeLimits {
-  /// Memory of the whole sandbox (needs a cgroup; the sandbox does not start without one).
+pub struct SandboxLimits {
+  /// Memory of the whole sandbox, swap included. Needs a cgroup this process can create
+  /// (v2 with the memory controller delegated, or v1); without one the sandbox does not start.
+  /// At least 4 MiB (4194304): with less not even a small pipeline runs.
   pub memory_bytes: Option<f64>,
   /// Processes and threads of the whole sandbox (a cgroup), or else of its non-root user.
+  /// At least 8: the sandbox's own init and a command's supervisor and shell count too.
   pub processes: Option<f64>,
+  /// At least 16: the sandbox's own init and a command's supervisor need some.
   pub open_files: Option<f64>,
   pub file_size_bytes: Option<f64>,
   /// CPU seconds per process.
   pub cpu_seconds: Option<f64>,
-  /// Size of the private `/tmp` under isolation (default 256 MiB).
+  /// Size of the private `/tmp` under isolation (default 256 MiB). `/tmp` is a private host
+  /// directory that outlives `stop()` (removed by `destroy()`), watched like `diskBytes`:
+  /// past this size, while it still grows, every process of the sandbox is killed
+  /// (`limitExceeded: 'disk'`); deleting stays possible.
   pub tmp_size_bytes: Option<f64>,
-  /// Output per stream of `executeCommand`; past it the command is killed.
+  /// Output kept per stream by `executeCommand` (the newest bytes; default 64 MiB). Under
+  /// isolation, or when set, past it the command is killed (`limitExceeded: 'output'`);
+  /// without isolation and unset, the command runs on and only the newest 64 MiB are kept.
   pub output_bytes: Option<f64>,
-  /// Disk space the sandbox may use up on the filesystems it writes to (watched).
+  /// Disk space and inodes the sandbox may use up on the filesystems it writes to (the
+  /// workspace's, `readWritePaths`'). Watched from the host: past either, while its use
+  /// still grows, every process of the sandbox is killed (`limitExceeded: 'disk' | 'inodes'`);
+  /// deleting stays possible. Default under isolation: half of what is free at start.
+  /// Each snapshot and seed of a checkpoint writes at most this much too (unset: half of
+  /// what its destination's filesystem has free), else fails with `LIMIT_EXCEEDED`.
   pub disk_bytes: Option<f64>,
-  /// Inodes (files, directories) the sandbox may use up there.
+  /// Inodes (files, directories) the sandbox may use up, as `diskBytes`.
   pub disk_inodes: Option<f64>,
-  /// Exited background processes kept readable (the first to exit are released past it).
+  /// Exited background processes kept readable through `processes.get()`/`list()` and the
+  /// process tools (default 256), and the output they retain together (default 64 MiB).
+  /// Host memory, not the sandbox's: past either, the processes that exited first are
+  /// released (their pid is then unknown); a running process never is, nor the one that
+  /// exited last. `Infinity` keeps every exited process until it is killed or released.
   pub exited_processes: Option<f64>,
-  /// Output the kept exited processes may retain together.
+  /// Output the kept exited processes may retain together, as `exitedProcesses`.
   pub exited_output_bytes: Option<f64>,
 }
 
@@ -216,7 +291,7 @@ fn hard_limit(get: impl FnOnce(&mut libc::rlimit) -> libc::c_int) -> u64 {
   rlimit.rlim_max
 }
 
-impl NativeLimits {
+impl SandboxLimits {
   /// The core's limits, and the size of the private `/tmp`, checked.
   fn into_core(self) -> Result<(Limits, Option<u64>)> {
     let limits = Limits {
@@ -738,7 +813,7 @@ impl NativeLocalSandbox {
       native.left_running =
         result
           .left_running
-          .map(|left| crate::process_handle::NativeLeftRunning {
+          .map(|left| crate::process_handle::LeftRunningProcess {
             pid: left.pid,
             command: left.command,
           });

@@ -16,14 +16,23 @@ use crate::abort_token::NativeAbortToken;
 use crate::errors::{ErrorCode, from_napi, sync_error};
 use crate::js_callback::{JsOutputSink, OutputFn};
 
+/// The options of `executeCommand` and `spawn` as lib/process-manager.js passes them on; the
+/// public `CommandOptions` and `SpawnProcessOptions` take their fields passed on as given
+/// from here (through the generated index.d.ts), so the docs of those say what a user gives.
 #[napi(object, object_to_js = false)]
 pub struct NativeCommandOptions<'a> {
   pub env: Option<HashMap<String, String>>,
   pub cwd: Option<String>,
-  /// Milliseconds; `0`, `Infinity` and anything from 2^53 up mean no timeout.
+  /// Milliseconds; the command's whole process tree is stopped when it runs out. `0`,
+  /// `Infinity` and any value from 2^53 up (past the whole numbers a number holds exactly)
+  /// mean no timeout.
   pub timeout: Option<f64>,
-  /// Bytes per stream; `Infinity` keeps everything.
+  /// Bytes kept per stream (newest kept): a non-negative integer, or Infinity for as much as
+  /// a JavaScript string can hold (2^29 − 24). Default: 64 MiB (`nativeSandbox.limits.outputBytes`
+  /// if set) for `executeCommand`, 1 MiB for `spawn`. What is dropped is counted in
+  /// `stdoutDroppedBytes`/`stderrDroppedBytes` and flagged by `stdoutTruncated`/`stderrTruncated`.
   pub max_retained_bytes: Option<f64>,
+  /// `'pipe'` (default) keeps stdin open for `sendStdin`; `'ignore'` gives EOF at once.
   #[napi(ts_type = "'pipe' | 'ignore'")]
   pub stdin_mode: Option<String>,
   /// Receives every chunk of output, batched: `(stdout, stderr)`.

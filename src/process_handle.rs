@@ -29,14 +29,17 @@ pub struct NativeExecutionResult {
   pub stdout_dropped_bytes: f64,
   pub stderr_dropped_bytes: f64,
   pub command: Option<String>,
-  /// The resource limit that ended the command (`fileSize`, `cpu`).
+  /// The resource limit that ended the command, if one did.
+  #[napi(ts_type = "'memory' | 'disk' | 'inodes' | 'fileSize' | 'cpu' | 'output'")]
   pub limit_exceeded: Option<String>,
-  /// The background process standing for what the command left running (`cmd &`).
-  pub left_running: Option<NativeLeftRunning>,
+  /// What the command left running when it ended (`cmd &`, `nohup …&`, a daemon), if
+  /// anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
+  /// that of the first process left, and whose output is what they print from then on.
+  pub left_running: Option<LeftRunningProcess>,
 }
 
 #[napi(object)]
-pub struct NativeLeftRunning {
+pub struct LeftRunningProcess {
   pub pid: String,
   pub command: String,
 }
@@ -204,7 +207,10 @@ impl NativeProcess {
   /// Adds an output consumer `(stdout, stderr) => void`: it gets what is retained, then
   /// the output from now on.
   #[napi(catch_unwind)]
-  pub fn subscribe(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
+  pub fn subscribe(
+    &self,
+    #[napi(ts_arg_type = "(stdout: string, stderr: string) => void")] on_output: OutputFn,
+  ) -> napi::Result<u32, ErrorCode> {
     let sink = JsOutputSink::new(on_output).map_err(from_napi)?;
     Ok(self.inner.subscribe(Arc::new(sink)) as u32)
   }
@@ -212,7 +218,10 @@ impl NativeProcess {
   /// Like `subscribe`, for a consumer of stdout only that answers `false` when it wants no
   /// more for now (a Readable whose buffer is full); `resume(id)` lets stdout flow again.
   #[napi(catch_unwind)]
-  pub fn subscribe_paced(&self, on_output: OutputFn) -> napi::Result<u32, ErrorCode> {
+  pub fn subscribe_paced(
+    &self,
+    #[napi(ts_arg_type = "(stdout: string, stderr: string) => boolean | void")] on_output: OutputFn,
+  ) -> napi::Result<u32, ErrorCode> {
     let pace = Arc::new(Pace::default());
     let sink = JsOutputSink::paced(on_output, pace.clone()).map_err(from_napi)?;
     let id = self.inner.subscribe(Arc::new(sink)) as u32;

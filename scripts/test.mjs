@@ -107,7 +107,7 @@ const vitest = (name, reportName, files, uses = []) => {
 // installs, runs tsc), and the others.
 const RESTARTS = '__test__/docker-engine.test.mjs'
 const GENERATED = '__test__/property.test.mjs'
-const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/docs.test.mjs']
+const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/types-source.test.mjs', '__test__/docs.test.mjs']
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
 const testFiles = fs
   .readdirSync(path.join(root, '__test__'))

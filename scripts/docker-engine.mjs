@@ -304,6 +304,25 @@ function mountsUnder(dir) {
     .sort((a, b) => b.length - a.length)
 }
 
+/**
+ * Unmounts `mountPoint`. A container's shim that has not exited yet may hold it for a
+ * moment: tried again for 5 s, then detached (the last holder's exit frees it).
+ */
+async function unmount(mountPoint, report) {
+  const deadline = Date.now() + 5_000
+  for (;;) {
+    try {
+      execFileSync('umount', [mountPoint], { stdio: ['ignore', 'ignore', 'pipe'] })
+      return
+    } catch {
+      if (Date.now() >= deadline) break
+      await sleep(200)
+    }
+  }
+  execFileSync('umount', ['--lazy', mountPoint])
+  report(`${mountPoint}: still in use, detached`)
+}
+
 async function killContainers(engine) {
   const endpoint = endpointOf(engine)
   const running = await engineJson(endpoint, 'GET', '/containers/json', { timeoutMs: 5_000 })
@@ -326,7 +345,7 @@ export async function stopEngine(engine, report = () => {}) {
   // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
   // the same run: a start that failed midway leaves the mount to the next stop. Network
   // namespaces it pinned under its runtime directory may outlive it too.
-  for (const mountPoint of [...mountsUnder(stateDir(engine)), ...mountsUnder(runDir(engine))]) execFileSync('umount', [mountPoint])
+  for (const mountPoint of [...mountsUnder(stateDir(engine)), ...mountsUnder(runDir(engine))]) await unmount(mountPoint, report)
   if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
   fs.rmSync(runDir(engine), { recursive: true, force: true })
 }

@@ -42,8 +42,11 @@ describe('killing a process tree', () => {
       'executeCommand',
     )
     expect(result).toMatchObject({ exitCode: 0, stdout: 'done\n' })
-    // It runs on as a background process of the sandbox (see adopt.test.mjs) until killed.
-    expect(processesWith(daemon).map((p) => p.cmdline)).toEqual([`sleep ${daemon}`])
+    // It runs on as a background process of the sandbox (see adopt.test.mjs) until killed:
+    // the shell that touched daemon-up becomes `sleep` at its exec, a moment later.
+    const daemonCmdlines = () => processesWith(daemon).map((p) => p.cmdline)
+    await waitFor(() => daemonCmdlines().join() === `sleep ${daemon}`)
+    expect(daemonCmdlines()).toEqual([`sleep ${daemon}`])
     expect(await sb.processes.kill(result.leftRunning.pid)).toBe(true)
     expect(await survivors([daemon], 0)).toEqual([])
   })

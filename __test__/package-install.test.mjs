@@ -188,6 +188,14 @@ describe('installed from the tarballs, without Rust', () => {
     expect(spawnSync('sh', ['-c', 'command -v cargo || command -v rustc'], { env }).status).not.toBe(0)
   })
 
+  it("ships the pages the README links to, so its links work in node_modules", () => {
+    const main = path.join(project, 'node_modules', 'native-workspace')
+    const readme = fs.readFileSync(path.join(main, 'README.md'), 'utf8').replace(/^```[\s\S]*?^```$/gm, '')
+    const targets = [...readme.matchAll(/\]\(([^)\s#]+)[^)]*\)/g)].map((m) => m[1]).filter((target) => !/^[a-z]+:/.test(target))
+    expect(targets.length).toBeGreaterThan(5)
+    expect(targets.filter((target) => !fs.existsSync(path.join(main, target)))).toEqual([])
+  })
+
   it('ships the addon and the keeper only in the platform package', () => {
     const main = path.join(project, 'node_modules', 'native-workspace')
     expect(fs.readdirSync(main).filter((f) => f.endsWith('.node') || f.includes('keeper'))).toEqual([])

@@ -127,6 +127,16 @@ async function attackFromEverywhere(other, paths, name) {
 }
 
 /**
+ * What `tmpRoot` holds but the /tmp directories of other host processes of this user (test
+ * runs beside this one), named `<pid namespace>.<host pid>.<start time>.<n>`.
+ */
+const entriesBesideOtherHosts = (tmpRoot) =>
+  fs
+    .readdirSync(tmpRoot)
+    .filter((name) => !/^\d+\.\d+\.\d+\.\d+$/.test(name) || name.split('.')[1] === String(process.pid))
+    .sort()
+
+/**
  * The attack on the /tmp of `sb`, a new sandbox of this warm pool size, whose host
  * directory is under `tmpRoot` (the host user's, 0700) and belongs to `owner`.
  */
@@ -155,13 +165,13 @@ async function attackTmp(sb, warmPool, { tmpRoot, owner }) {
   const running = await processesOf(sb)
   const other = sandbox({ nativeSandbox: { warmPool } })
   await other.start()
-  const before = { tenant: contents(dir), root: fs.readdirSync(tmpRoot).sort() }
+  const before = { tenant: contents(dir), root: entriesBesideOtherHosts(tmpRoot) }
   const paths = () => [dir, tmpRoot, ...hostPathsOf(running, '/tmp')]
   const printed = await attackFromEverywhere(other, paths, 'tenant.txt')
   expect(printed).not.toContain(secret)
   expect(printed).not.toContain('tenant-dir')
   expect(contents(dir)).toEqual(before.tenant)
-  expect(fs.readdirSync(tmpRoot).sort()).toEqual(before.root)
+  expect(entriesBesideOtherHosts(tmpRoot)).toEqual(before.root)
 
   // On the host: 0700 directories, and what the sandbox made is the owner's.
   const rootStat = fs.lstatSync(tmpRoot)

@@ -1206,7 +1206,10 @@ export function sandboxContract(label, factory, traits) {
           const pid = /^Started background process \(PID: (\d+)\)$/.exec(started)?.[1]
           expect(pid).toBeDefined()
           expect(await runningInside(own, [marker])).toBe(true)
-          expect(await tools.mastra_workspace_get_process_output.execute({ pid }, {})).toContain('bg-started')
+          // The output that has reached the host so far: the echo's, once it has.
+          const output = () => tools.mastra_workspace_get_process_output.execute({ pid }, {})
+          await waitFor(async () => (await output()).includes('bg-started'))
+          expect(await output()).toContain('bg-started')
           await tools.mastra_workspace_kill_process.execute({ pid }, {})
           expect(await leftInside(own, [marker])).toEqual([])
         } finally {

@@ -175,8 +175,8 @@ describe.skipIf(!available)('isolation: bwrap', () => {
 
   it('N1: with allowNetwork, the sandbox shares the host’s network interfaces', async () => {
     const sb = sandbox({ nativeSandbox: { allowNetwork: true } })
-    const interfaces = (text) => text.split('\n').filter((line) => line.includes(':')).map((line) => line.split(':')[0].trim()).sort()
-    expect(interfaces((await sh(sb, 'cat /proc/net/dev')).stdout)).toEqual(interfaces(fs.readFileSync('/proc/net/dev', 'utf8')))
+    // The host's network namespace itself, by identity (its interfaces come and go with other work).
+    expect((await sh(sb, 'readlink /proc/self/ns/net')).stdout.trim()).toBe(fs.readlinkSync('/proc/self/ns/net'))
   })
 
   it('R3/R5/R8/P6: limits on file size, /tmp, open files and processes hold, and the one that fired is named', async () => {

@@ -291,15 +291,17 @@ describe.skipIf(!available)('warm pool with isolation: the boundaries hold', () 
   })
 
   it('the network is what each sandbox asked for, whichever pooled sandboxes came before', async () => {
-    const interfaces = (text) => text.split('\n').filter((line) => line.includes(':')).map((line) => line.split(':')[0].trim()).sort()
-    const host = interfaces(fs.readFileSync('/proc/net/dev', 'utf8'))
+    const interfaces = (lines) => lines.filter((line) => line.includes(':')).map((line) => line.split(':')[0].trim()).sort()
+    // The host's network namespace, by identity: its interfaces come and go with other work.
+    const hostNetwork = fs.readlinkSync('/proc/self/ns/net')
     for (const allowNetwork of [true, false, true, false]) {
       const sb = pooled({ nativeSandbox: { allowNetwork } })
-      const seen = interfaces((await sh(sb, 'cat /proc/net/dev')).stdout)
-      if (allowNetwork) expect(seen).toEqual(host)
+      const [network, ...dev] = (await sh(sb, 'readlink /proc/self/ns/net; cat /proc/net/dev')).stdout.split('\n')
+      if (allowNetwork) expect(network).toBe(hostNetwork)
       else {
         expectTakenFromPool(sb)
-        expect(seen).toEqual(['lo'])
+        expect(network).not.toBe(hostNetwork)
+        expect(interfaces(dev)).toEqual(['lo'])
       }
       await sb.destroy()
     }

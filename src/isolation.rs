@@ -4,8 +4,8 @@ use napi_derive::napi;
 use std::path::PathBuf;
 
 use native_workspace_core::CoreError;
+use native_workspace_core::isolation::seatbelt;
 use native_workspace_core::isolation::{self, Isolation};
-use native_workspace_core::seatbelt;
 
 use crate::errors::{ErrorCode, sync_error};
 use crate::local_sandbox::{NativeSandboxConfig, sandbox_policy};
@@ -76,7 +76,7 @@ pub const SANDBOX_HOST_UID: u32 = native_workspace_core::isolation::SANDBOX_UID;
 /// The workspace paths an isolated sandbox keeps read-only unless told otherwise.
 #[napi(catch_unwind)]
 pub fn default_protected_paths() -> Vec<String> {
-  native_workspace_core::protect::DEFAULT_PROTECTED_PATHS
+  native_workspace_core::isolation::protect::DEFAULT_PROTECTED_PATHS
     .iter()
     .map(|p| (*p).to_owned())
     .collect()
@@ -98,6 +98,8 @@ pub fn check_protected_paths(paths: Vec<String>) -> napi::Result<Vec<String>, Er
 pub fn protected_paths_of(paths: &[String]) -> Result<Vec<PathBuf>, CoreError> {
   paths
     .iter()
-    .map(|p| native_workspace_core::protect::check_relative(p).map_err(CoreError::InvalidOption))
+    .map(|p| {
+      native_workspace_core::isolation::protect::check_relative(p).map_err(CoreError::InvalidOption)
+    })
     .collect()
 }

@@ -9,7 +9,9 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome, StopAsked};
+use native_workspace_core::sandbox::lifecycle::{
+  Lifecycle, OnStart, Provider, StartOutcome, StopAsked,
+};
 use native_workspace_core::sync::Lock;
 
 use crate::js_callback::{NativeHooks, lifecycle_hooks};

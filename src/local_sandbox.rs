@@ -7,14 +7,14 @@ use std::sync::{Arc, OnceLock};
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
-use native_workspace_core::checkpoint::Checkpoints;
-use native_workspace_core::disk::DiskBudget;
+use native_workspace_core::isolation::protect::default_protected_paths;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
-use native_workspace_core::lifecycle::OnStart;
 use native_workspace_core::limits::Limits;
-use native_workspace_core::net::EgressOptions;
-use native_workspace_core::pool;
-use native_workspace_core::protect::default_protected_paths;
+use native_workspace_core::limits::disk::DiskBudget;
+use native_workspace_core::sandbox::checkpoint::Checkpoints;
+use native_workspace_core::sandbox::lifecycle::OnStart;
+use native_workspace_core::sandbox::net::EgressOptions;
+use native_workspace_core::sandbox::pool;
 use native_workspace_core::sandbox::{
   CommandOptions, Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
 };

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use napi::Env;
 use napi::bindgen_prelude::{Either, ObjectFinalize, PromiseRaw, Uint8Array};
 use napi_derive::napi;
-use native_workspace_core::output::{Pace, Stream};
+use native_workspace_core::process::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process, StdinMode};
 use native_workspace_core::sync::Lock;
 

@@ -7,7 +7,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use native_workspace_core::container::authenticate;
+use native_workspace_core::init::channel::authenticate;
 use native_workspace_core::init::{Init, LaunchRequest};
 use native_workspace_core::process::{Process, StdinMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

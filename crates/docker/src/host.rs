@@ -3,7 +3,7 @@
 //! directory the container sees read-only (the keeper connects to them), on a remote one
 //! through an attached exec (see `remote`). Either way the keeper and this host prove to
 //! each other that they hold the container's key, which this host keeps in its own runtime
-//! directory (see `native_workspace_core::container`).
+//! directory (see `native_workspace_core::init::channel`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -24,10 +24,10 @@ use bollard::query_parameters::{
   UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use native_workspace_core::container::{ContainerHost, HostFuture, KeeperDoor, Key};
+use native_workspace_core::init::channel::{ContainerHost, HostFuture, KeeperDoor, Key};
 use native_workspace_core::init::{Init, REFUSE_SET_ID_ARG};
 use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
-use native_workspace_core::lifecycle::StartOutcome;
+use native_workspace_core::sandbox::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
@@ -907,7 +907,7 @@ impl DockerHost {
         ),
       ));
     }
-    let key = native_workspace_core::container::new_key();
+    let key = native_workspace_core::init::channel::new_key();
     write_key(&file, &key)?;
     Ok(key)
   }

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::container::ContainerHost;
+use crate::init::channel::ContainerHost;
 use crate::sync::Lock;
 
 use super::InitProcess;

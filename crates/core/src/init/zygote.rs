@@ -277,7 +277,7 @@ async fn spawn_from_lasting_thread(
     let _ = std::thread::Builder::new()
       .name("native-workspace-zygote".into())
       .spawn(move || {
-        crate::sched::as_host_for_this_thread();
+        crate::sys::sched::as_host_for_this_thread();
         for (mut command, reply) in queue {
           let _ = reply.send(command.spawn());
         }

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use crate::error::Result;
 use crate::init::Init;
 use crate::isolation::BindMount;
-use crate::lifecycle::StartOutcome;
+use crate::sandbox::lifecycle::StartOutcome;
 
 pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 

@@ -1,8 +1,15 @@
 //! Which isolation backend a sandbox asks for, and whether this machine can provide it.
 
+pub mod idmap;
+pub mod private_tmp;
+pub mod protect;
+pub mod seatbelt;
+pub mod seccomp;
+pub mod slot;
+
 use std::path::{Path, PathBuf};
 
-use crate::protect::Protection;
+use crate::isolation::protect::Protection;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
@@ -1173,8 +1180,8 @@ mod tests {
     };
     let protection = Protection {
       holds: vec![
-        crate::protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
-        crate::protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
+        protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
+        protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
       ],
     };
     let sources = BindSources {

@@ -4,6 +4,10 @@
 //! What a command leaves running when it ends (`cmd &`, a daemon) is killed with it, or
 //! adopted: it becomes a process of its own, under the same supervisor.
 
+pub mod abort;
+pub mod output;
+pub mod quote;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,11 +19,11 @@ use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::abort::AbortToken;
 use crate::error::{CoreError, GaveUp, Result};
 use crate::init::{Init, LaunchRequest, Launched, Outside};
 use crate::limits::LimitKills;
-use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
+use crate::process::abort::AbortToken;
+use crate::process::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
 use crate::sync::Lock;
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.

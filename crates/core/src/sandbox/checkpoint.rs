@@ -61,9 +61,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::disk::DiskBudget;
 use crate::error::{CoreError, Result};
-use crate::own_directory::{self, Unusable};
+use crate::limits::disk::DiskBudget;
+use crate::paths::own_directory::{self, Unusable};
 use crate::sync::Lock;
 
 /// `FICLONE` from <linux/fs.h>: `_IOW(0x94, 9, int)`.
@@ -661,7 +661,7 @@ impl Allowance {
   /// `budget`, and where it leaves a quantity unset, half of what the filesystem holding
   /// `destination` has free now (as the disk watchdog's default), if it says.
   pub fn new(budget: DiskBudget, destination: &Path) -> Allowance {
-    let free = crate::disk::free(destination);
+    let free = crate::limits::disk::free(destination);
     let place = destination.display();
     // The meter of one quantity: `option` caps it; unset, half of what is free does.
     let meter = |set: Option<u64>,
@@ -2258,7 +2258,7 @@ mod tests {
       "{over}"
     );
     // Unset: half of what is free.
-    let free = crate::disk::free(&top).unwrap();
+    let free = crate::limits::disk::free(&top).unwrap();
     let default = Allowance::new(DiskBudget::default(), &top);
     assert_eq!(default.bytes.left.load(Ordering::Relaxed), free.bytes / 2);
   }

@@ -1,6 +1,11 @@
 //! `LocalSandbox`: options, environment and working-directory rules, what its start, stop
 //! and destroy do, and the process manager.
 
+pub mod checkpoint;
+pub mod lifecycle;
+pub mod net;
+pub mod pool;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,27 +14,26 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::oneshot;
 
-use crate::abort::AbortToken;
-use crate::cgroup::{Cgroup, CgroupLimits};
-use crate::checkpoint::Checkpoints;
-use crate::container::ContainerHost;
-use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
-use crate::idmap::Stage;
+use crate::init::channel::ContainerHost;
+use crate::init::timings::{Laps, StartTimings};
 use crate::init::{Confinement, Init, LaunchRequest, Launched, Starting, Wait};
+use crate::isolation::idmap::Stage;
+use crate::isolation::private_tmp::PrivateTmp;
+use crate::isolation::protect::{Protected, Protection};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
-use crate::lifecycle::{
+use crate::limits::Limits;
+use crate::limits::cgroup::{Cgroup, CgroupLimits};
+use crate::limits::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
+use crate::process::abort::AbortToken;
+use crate::process::output::{OutputSink, Retention};
+use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest, StdinMode};
+use crate::sandbox::checkpoint::Checkpoints;
+use crate::sandbox::lifecycle::{
   Called, Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status, StopAsked,
 };
-use crate::limits::Limits;
-use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
-use crate::output::{OutputSink, Retention};
-use crate::pool;
-use crate::private_tmp::PrivateTmp;
-use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest, StdinMode};
-use crate::protect::{Protected, Protection};
+use crate::sandbox::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::sync::Lock;
-use crate::timings::{Laps, StartTimings};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -354,7 +358,7 @@ impl Sandbox {
   }
 
   /// Captures the working directory as its checkpoint (nothing without a checkpoint
-  /// name), whatever the sandbox's status; see [`crate::checkpoint`].
+  /// name), whatever the sandbox's status; see [`checkpoint`].
   pub async fn snapshot(&self) -> Result<()> {
     if let Some(container) = &self.container {
       return container.snapshot().await;
@@ -480,7 +484,7 @@ impl Sandbox {
     options: CommandOptions,
     on_start: OnStart,
   ) -> Result<CommandResult> {
-    let full = crate::quote::join_command(command, args);
+    let full = crate::process::quote::join_command(command, args);
     let output_limit = self.output_limit();
     let defaults = EntryDefaults {
       retention: Some(
@@ -944,7 +948,7 @@ impl Sandbox {
     })?;
     let mut first = self.workspace_real.locked();
     if let Some(first) = first.as_ref() {
-      crate::idmap::same_workspace(&self.working_directory, &now, first)
+      crate::isolation::idmap::same_workspace(&self.working_directory, &now, first)
         .map_err(CoreError::InvalidOption)?;
     }
     *first = Some(now.clone());

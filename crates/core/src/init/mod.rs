@@ -15,19 +15,22 @@ use std::sync::{Arc, Mutex};
 
 use tokio::net::unix::pipe;
 
-use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
-use crate::idmap::Stage;
+use crate::init::timings::Laps;
 use crate::isolation;
+use crate::isolation::idmap::Stage;
+use crate::isolation::protect::Protection;
+use crate::isolation::slot::{SlotLaunch, SlotNamespaces, slot_root};
+use crate::limits::cgroup::Cgroup;
 use crate::limits::{LimitKills, Limits};
 use crate::process::StdinMode;
-use crate::protect::Protection;
-use crate::slot::{SlotLaunch, SlotNamespaces, slot_root};
 use crate::sync::Lock;
-use crate::timings::Laps;
 
+pub mod channel;
+pub mod mux;
 pub mod outside;
 pub mod socket;
+pub mod timings;
 pub mod tree;
 pub mod wire;
 pub mod zygote;
@@ -98,7 +101,7 @@ enum Link {
   /// Its request socket: descriptors are passed along with each request.
   Socket(Mutex<UnixStream>),
   /// A byte stream to a `--mux` in the init's container, which makes the descriptors there.
-  Mux(crate::mux::Link),
+  Mux(mux::Link),
 }
 
 /// An init dropped without `shutdown()` (its sandbox collected) still ends and is reaped:
@@ -347,7 +350,7 @@ impl Init {
       Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
     };
     let mut cmd = std::process::Command::new(program);
-    crate::sched::as_host_before_exec(&mut cmd);
+    crate::sys::sched::as_host_before_exec(&mut cmd);
     let kills = Arc::new(LimitKills::new(cgroup));
     if let Some(cgroup) = kills.cgroup().cloned() {
       // SAFETY: join_self makes only async-signal-safe calls. It runs first, while this
@@ -547,7 +550,7 @@ impl Init {
 
   /// A container's init (PID 1, `--listen` or `--connect`) at the other end of `stream`,
   /// a connection that has proved it is that init and that it is ready (see
-  /// `container::authenticate`). Its commands are killed when this connection closes; the
+  /// `channel::authenticate`). Its commands are killed when this connection closes; the
   /// init itself lives on, and ends with its container.
   pub fn attach(stream: UnixStream) -> Init {
     Init {
@@ -566,14 +569,14 @@ impl Init {
 
   /// Reaches an init through a `native-workspace-keeper --mux` at the other end of
   /// `reader` and `writer` (a remote container's attached exec), once the init proved itself
-  /// on that stream (see `container::authenticate`), and waits until the mux says it is
+  /// on that stream (see `channel::authenticate`), and waits until the mux says it is
   /// ready. The commands of this connection die when the stream ends, from either side.
   pub async fn remote<R, W>(reader: R, writer: W) -> Result<Init>
   where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
   {
-    let link = crate::mux::Link::open(reader, writer, READY_TIMEOUT)
+    let link = mux::Link::open(reader, writer, READY_TIMEOUT)
       .await
       .map_err(|why| {
         CoreError::Spawn(io::Error::other(format!(
@@ -596,7 +599,7 @@ impl Init {
 
   /// The init of `container`, whose engine ends its commands' trees from outside when
   /// their supervisors do not.
-  pub fn in_container(mut self, container: Arc<dyn crate::container::ContainerHost>) -> Init {
+  pub fn in_container(mut self, container: Arc<dyn channel::ContainerHost>) -> Init {
     self.outside = Outside::container(container);
     self
   }
@@ -668,7 +671,7 @@ impl Init {
 /// Where a launch request is written: an init's socket, or the mux link to it.
 enum Via<'a> {
   Socket(&'a UnixStream),
-  Mux(&'a crate::mux::Link),
+  Mux(&'a mux::Link),
 }
 
 fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
@@ -732,11 +735,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
     }
     Via::Mux(link) => {
       // The link feeds the command's ends from the stream (and closes them at its end).
-      let flags = if stdin.is_some() {
-        crate::mux::STDIN_PIPED
-      } else {
-        0
-      };
+      let flags = if stdin.is_some() { mux::STDIN_PIPED } else { 0 };
       let request = [&[flags][..], &payload].concat();
       let (stdin_read, stdin_write) = stdin.unzip();
       link
@@ -910,7 +909,7 @@ fn check_exec_limits(request: &LaunchRequest) -> Result<()> {
 
 /// A pipe holding the compiled seccomp filter; returns its read end (close-on-exec).
 fn seccomp_pipe() -> Result<OwnedFd> {
-  let program = crate::seccomp::program();
+  let program = crate::isolation::seccomp::program();
   let (read_end, write_end) =
     pipe_pair().map_err(|e| CoreError::io("Creating the seccomp pipe failed", e))?;
   // A few hundred bytes: far below the pipe's buffer, so this write cannot block.

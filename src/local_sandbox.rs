@@ -11,13 +11,12 @@ use native_workspace_core::isolation::protect::default_protected_paths;
 use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::limits::disk::DiskBudget;
+use native_workspace_core::paths::resolve_working_directory;
 use native_workspace_core::sandbox::checkpoint::Checkpoints;
 use native_workspace_core::sandbox::lifecycle::OnStart;
 use native_workspace_core::sandbox::net::EgressOptions;
 use native_workspace_core::sandbox::pool;
-use native_workspace_core::sandbox::{
-  CommandOptions, Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
-};
+use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 

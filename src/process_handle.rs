@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use napi::Env;
 use napi::bindgen_prelude::{Either, ObjectFinalize, PromiseRaw, Uint8Array};
 use napi_derive::napi;
+use native_workspace_core::init::StdinMode;
 use native_workspace_core::process::output::{Pace, Stream};
-use native_workspace_core::process::{Outcome, Process, StdinMode};
+use native_workspace_core::process::{Outcome, Process};
 use native_workspace_core::sync::Lock;
 
 use crate::errors::{ErrorCode, from_napi};

@@ -4,10 +4,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use native_workspace_core::init::StdinMode;
 use native_workspace_core::init::{Confinement, Init, Wait};
 use native_workspace_core::limits::Limits;
 use native_workspace_core::process::output::{BoxFuture, OutputSink, Stream};
-use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use native_workspace_core::process::{Process, SpawnRequest};
 
 mod common;
 use common::{KEEPER, keeper_init, live_sleeps, marker, request};

@@ -24,9 +24,11 @@ use bollard::query_parameters::{
   UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use native_workspace_core::init::channel::{ContainerHost, HostFuture, KeeperDoor, Key};
+use native_workspace_core::init::channel::{KeeperDoor, Key};
+use native_workspace_core::init::outside::{ContainerEngine, HostFuture};
 use native_workspace_core::init::{Init, REFUSE_SET_ID_ARG};
 use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
+use native_workspace_core::sandbox::container::ContainerHost;
 use native_workspace_core::sandbox::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
@@ -1214,6 +1216,12 @@ pub(crate) async fn remove_container(
   }
 }
 
+impl ContainerEngine for DockerHost {
+  fn kill(&self) -> HostFuture<'_, ()> {
+    Box::pin(self.kill_now())
+  }
+}
+
 impl ContainerHost for DockerHost {
   fn start(&self) -> HostFuture<'_, StartOutcome> {
     Box::pin(self.start_now())
@@ -1225,10 +1233,6 @@ impl ContainerHost for DockerHost {
 
   fn stop(&self) -> HostFuture<'_, ()> {
     Box::pin(self.stop_now())
-  }
-
-  fn kill(&self) -> HostFuture<'_, ()> {
-    Box::pin(self.kill_now())
   }
 
   fn destroy(&self) -> HostFuture<'_, ()> {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -23,8 +23,8 @@ use crate::isolation::protect::Protection;
 use crate::isolation::slot::{SlotLaunch, SlotNamespaces, slot_root};
 use crate::limits::cgroup::Cgroup;
 use crate::limits::{LimitKills, Limits};
-use crate::process::StdinMode;
 use crate::sync::Lock;
+use crate::sys::pipe_pair;
 
 pub mod channel;
 pub mod mux;
@@ -228,6 +228,12 @@ pub enum Confinement {
     launch: SlotLaunch,
     stage: Option<Stage>,
   },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+  Pipe,
+  Ignore,
 }
 
 pub struct LaunchRequest<'a> {
@@ -599,7 +605,7 @@ impl Init {
 
   /// The init of `container`, whose engine ends its commands' trees from outside when
   /// their supervisors do not.
-  pub fn in_container(mut self, container: Arc<dyn channel::ContainerHost>) -> Init {
+  pub fn in_container(mut self, container: Arc<dyn outside::ContainerEngine>) -> Init {
     self.outside = Outside::container(container);
     self
   }
@@ -917,15 +923,4 @@ fn seccomp_pipe() -> Result<OwnedFd> {
     .write_all(&program)
     .map_err(|e| CoreError::io("Writing the seccomp filter failed", e))?;
   Ok(read_end)
-}
-
-/// A close-on-exec pipe as (read end, write end).
-pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-  let mut fds = [0 as RawFd; 2];
-  // SAFETY: pipe2 fills two fresh descriptors that we then own.
-  if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-    return Err(io::Error::last_os_error());
-  }
-  // SAFETY: both descriptors were just created and are owned by nobody else.
-  Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

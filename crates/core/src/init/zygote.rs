@@ -105,7 +105,7 @@ async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
     payload.push(0);
   }
   let (ours, theirs) = UnixStream::pair()?;
-  let (stderr_read, stderr_write) = super::pipe_pair()?;
+  let (stderr_read, stderr_write) = crate::sys::pipe_pair()?;
   let stderr = pipe::Receiver::from_owned_fd(stderr_read)?;
   let asked = {
     let mut zygote = ZYGOTE.lock().await;

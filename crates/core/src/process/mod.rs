@@ -20,7 +20,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::{CoreError, GaveUp, Result};
-use crate::init::{Init, LaunchRequest, Launched, Outside};
+use crate::init::{Init, LaunchRequest, Launched, Outside, StdinMode};
 use crate::limits::LimitKills;
 use crate::process::abort::AbortToken;
 use crate::process::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
@@ -63,12 +63,6 @@ async fn given_up(give_up: Option<&GiveUpOnAbort>) -> GaveUp {
     tokio::time::sleep(*grace).await;
   }
   GaveUp::Abort { grace: *grace }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StdinMode {
-  Pipe,
-  Ignore,
 }
 
 /// Everything needed to start one command.

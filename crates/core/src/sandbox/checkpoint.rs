@@ -142,7 +142,7 @@ impl Checkpoints {
     working_directory: &Path,
   ) -> Result<Checkpoints> {
     let directory = match directory {
-      Some(dir) => crate::sandbox::resolve_working_directory(Some(dir))?,
+      Some(dir) => crate::paths::resolve_working_directory(Some(dir))?,
       None => working_directory
         .parent()
         .unwrap_or(working_directory)

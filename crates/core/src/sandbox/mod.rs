@@ -2,6 +2,7 @@
 //! and destroy do, and the process manager.
 
 pub mod checkpoint;
+pub mod container;
 pub mod lifecycle;
 pub mod net;
 pub mod pool;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
 
 use crate::error::{CoreError, Result};
-use crate::init::channel::ContainerHost;
+use crate::init::StdinMode;
 use crate::init::timings::{Laps, StartTimings};
 use crate::init::{Confinement, Init, LaunchRequest, Launched, Starting, Wait};
 use crate::isolation::idmap::Stage;
@@ -25,10 +26,12 @@ use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
 use crate::limits::Limits;
 use crate::limits::cgroup::{Cgroup, CgroupLimits};
 use crate::limits::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
+use crate::paths::normalize;
 use crate::process::abort::AbortToken;
 use crate::process::output::{OutputSink, Retention};
-use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest, StdinMode};
+use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest};
 use crate::sandbox::checkpoint::Checkpoints;
+use crate::sandbox::container::ContainerHost;
 use crate::sandbox::lifecycle::{
   Called, Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status, StopAsked,
 };
@@ -1998,41 +2001,4 @@ fn prepare_directory(dir: &Path) -> Result<StartOutcome> {
     },
     Err(e) => Err(cannot_create(e)),
   }
-}
-
-/// Resolves `.` and `..` lexically (the path need not exist).
-pub fn normalize(path: &Path) -> PathBuf {
-  use std::path::Component;
-  let mut out = PathBuf::new();
-  for part in path.components() {
-    match part {
-      Component::ParentDir => {
-        out.pop();
-      }
-      Component::CurDir => {}
-      other => out.push(other.as_os_str()),
-    }
-  }
-  out
-}
-
-/// `~` and `~/x` expand to the home directory; relative paths resolve from the host's cwd.
-pub fn resolve_working_directory(dir: Option<&str>) -> Result<PathBuf> {
-  // Read only for a relative path: an absolute one needs none (and it is a system call).
-  let cwd =
-    || std::env::current_dir().map_err(|e| CoreError::io("Cannot read the current directory", e));
-  let Some(dir) = dir else {
-    return Ok(cwd()?.join(".sandbox"));
-  };
-  let home = || std::env::var_os("HOME").map(PathBuf::from);
-  let expanded = match dir.strip_prefix('~') {
-    Some("") => home(),
-    Some(rest) if rest.starts_with('/') => home().map(|h| h.join(&rest[1..])),
-    _ => None,
-  }
-  .unwrap_or_else(|| PathBuf::from(dir));
-  if expanded.is_absolute() {
-    return Ok(normalize(&expanded));
-  }
-  Ok(normalize(&cwd()?.join(expanded)))
 }

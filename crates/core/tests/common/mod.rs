@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use native_workspace_core::init::StdinMode;
 use native_workspace_core::init::{Confinement, Init, LaunchRequest, Launched, Wait};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::process::{SpawnRequest, StdinMode};
+use native_workspace_core::process::SpawnRequest;
 
 pub const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
 

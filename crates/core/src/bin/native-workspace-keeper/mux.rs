@@ -14,10 +14,11 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use native_workspace_core::init::READY;
 use native_workspace_core::init::channel::{CHALLENGE_BYTES, HELLO_BYTES, PROOF_BYTES};
 use native_workspace_core::init::mux::*;
 use native_workspace_core::init::wire::send_request;
-use native_workspace_core::init::{READY, pipe_pair};
+use native_workspace_core::sys::pipe_pair;
 
 use super::{accept_nonblocking, close, pollfd, read_exact};
 

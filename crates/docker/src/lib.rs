@@ -12,6 +12,7 @@
 
 mod engine;
 mod host;
+mod keeper_dir;
 mod remote;
 mod sweep;
 

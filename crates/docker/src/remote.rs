@@ -31,8 +31,8 @@ use native_workspace_core::init::channel::{HANDSHAKE_TIMEOUT, Key};
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
-use crate::engine::{Connection, call, refusal};
-use crate::host::{SOCKET_DIR_INSIDE, remove_container};
+use crate::engine::{Connection, call, refusal, remove_container};
+use crate::keeper_dir::SOCKET_DIR_INSIDE;
 
 /// The keeper's file in the volume at [`SOCKET_DIR_INSIDE`].
 const KEEPER_NAME: &str = "keeper";

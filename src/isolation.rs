@@ -4,11 +4,9 @@ use napi_derive::napi;
 use std::path::PathBuf;
 
 use native_workspace_core::CoreError;
-use native_workspace_core::isolation::seatbelt;
 use native_workspace_core::isolation::{self, Isolation};
 
 use crate::errors::{ErrorCode, sync_error};
-use crate::local_sandbox::{NativeSandboxConfig, sandbox_policy};
 
 /// What the kernel offers for building sandboxes.
 #[napi(object)]
@@ -55,17 +53,6 @@ pub fn is_isolation_available(
   #[napi(ts_arg_type = "'seatbelt' | 'bwrap' | 'none'")] backend: String,
 ) -> bool {
   Isolation::parse(&backend).is_some_and(isolation::is_available)
-}
-
-/// The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options.
-#[napi(catch_unwind)]
-pub fn generate_seatbelt_profile(
-  workspace_path: String,
-  config: Option<NativeSandboxConfig>,
-) -> napi::Result<String, ErrorCode> {
-  let policy = sandbox_policy(PathBuf::from(workspace_path), config.unwrap_or_default())
-    .map_err(sync_error)?;
-  seatbelt::profile(&policy).map_err(sync_error)
 }
 
 /// The host uid (and gid) an isolated sandbox's commands run as on a root host: one no

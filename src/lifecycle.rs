@@ -14,8 +14,8 @@ use native_workspace_core::sandbox::lifecycle::{
 };
 use native_workspace_core::sync::Lock;
 
+use crate::errors::settle;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
-use crate::local_sandbox::settle;
 
 /// A backend step: weak (it does not keep Node alive), errors returned as values.
 type JsStep<R> = ThreadsafeFunction<(), Promise<R>, (), Status, false, true>;

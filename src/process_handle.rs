@@ -12,9 +12,9 @@ use native_workspace_core::process::output::{Pace, Stream};
 use native_workspace_core::process::{Outcome, Process};
 use native_workspace_core::sync::Lock;
 
+use crate::errors::settle;
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
-use crate::local_sandbox::settle;
 
 #[napi(object)]
 pub struct NativeExecutionResult {

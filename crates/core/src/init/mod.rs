@@ -1,6 +1,9 @@
 //! The host's side of a sandbox's init (`native-workspace-keeper`, see its header for the
 //! protocol, and [`wire`] for how a request is framed). One init per running sandbox; each
-//! command costs it a fork, not an exec.
+//! command costs it a fork, not an exec. Beside it: the zygote that forks unisolated inits
+//! ([`zygote`]), a listening init's socket ([`socket`]), ending a tree from outside
+//! ([`outside`], [`tree`]), a container keeper's channel ([`channel`]) and multiplexed link
+//! ([`mux`]), and the timings of a start ([`timings`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;

@@ -1,11 +1,15 @@
-//! Which isolation backend a sandbox asks for, and whether this machine can provide it.
+//! Which isolation backend a sandbox asks for, and whether this machine can provide it;
+//! the sandbox policy and the bubblewrap arguments it makes. Beside it: a root host's
+//! idmapped workspace mount (`idmap`), the protected paths ([`protect`]), the warm inits'
+//! slots a tenant is attached to (`slot`), the private `/tmp` (`private_tmp`), the
+//! system-call filter ([`seccomp`]) and the macOS profile ([`seatbelt`]).
 
-pub mod idmap;
-pub mod private_tmp;
+pub(crate) mod idmap;
+pub(crate) mod private_tmp;
 pub mod protect;
 pub mod seatbelt;
 pub mod seccomp;
-pub mod slot;
+pub(crate) mod slot;
 
 use std::path::{Path, PathBuf};
 

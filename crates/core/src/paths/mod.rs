@@ -1,6 +1,6 @@
 //! Paths: what several subsystems need of them, below all of them.
 
-pub mod own_directory;
+pub(crate) mod own_directory;
 
 use std::path::{Path, PathBuf};
 

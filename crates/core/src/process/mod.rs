@@ -1,8 +1,10 @@
-//! One supervised command: spawned under the keeper (see `crates/keeper`), its pipes read
-//! on the runtime's threads into bounded buffers, its whole process tree killed on
-//! request, on timeout (SIGTERM, then SIGKILL after a grace period) or when dropped.
+//! One supervised command: spawned under the keeper (see
+//! `src/bin/native-workspace-keeper.rs`), its pipes read on the runtime's threads into
+//! bounded buffers, its whole process tree killed on request, on timeout (SIGTERM, then
+//! SIGKILL after a grace period) or when dropped.
 //! What a command leaves running when it ends (`cmd &`, a daemon) is killed with it, or
-//! adopted: it becomes a process of its own, under the same supervisor.
+//! adopted: it becomes a process of its own, under the same supervisor. Beside it: output
+//! decoding and retention ([`output`]), abort tokens ([`abort`]), command lines ([`quote`]).
 
 pub mod abort;
 pub mod output;

@@ -10,7 +10,7 @@
 //!
 //! The checkpoints directory (by default `.checkpoints` beside the working directory, in a
 //! directory other host users may share, as `/tmp`) is used only if it is a directory of
-//! the host user's that no other user can write to, not a link to one ([`own_directory`]);
+//! the host user's that no other user can write to, not a link to one (`paths::own_directory`);
 //! a capture makes it 0700 when it is missing. A checkpoint is seeded from only if its
 //! tree is the host user's too. So another user can neither plant a checkpoint that a
 //! seed copies into a working directory, nor point the directory at one whose files a

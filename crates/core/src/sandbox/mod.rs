@@ -1,5 +1,7 @@
 //! `LocalSandbox`: options, environment and working-directory rules, what its start, stop
-//! and destroy do, and the process manager.
+//! and destroy do, and the process manager. Beside it: the status machine every sandbox
+//! shares ([`lifecycle`]), the warm inits ([`pool`]), [`checkpoint`]s, the egress proxy and
+//! forwarded ports ([`net`]), and what a container backend provides ([`container`]).
 
 pub mod checkpoint;
 pub mod container;

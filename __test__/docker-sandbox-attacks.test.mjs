@@ -36,7 +36,7 @@ const PEER_SOURCE = path.join(ROOT, '__test__', 'docker-tenant-peer.c')
 /** Where the tool is copied into containers. */
 const PEER = '/tmp/docker-tenant-peer'
 
-/** This user's directory of keeper socket directories and keys, see crates/docker/src/host.rs. */
+/** This user's directory of keeper socket directories and keys, see crates/docker/src/keeper_dir.rs. */
 const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
   ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
   : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)

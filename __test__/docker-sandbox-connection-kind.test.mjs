@@ -16,7 +16,7 @@ import { on } from './docker-sandboxes.mjs'
 
 const RUN = `docker-sandbox-connection-kind-${process.pid}`
 
-/** The host directories of keeper sockets (one per container), see crates/docker/src/host.rs. */
+/** The host directories of keeper sockets (one per container), see crates/docker/src/keeper_dir.rs. */
 const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
   ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
   : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)

@@ -21,7 +21,7 @@ import { expectOptionErrors, waitFor } from './helpers.mjs'
 
 const RUN = `docker-sandbox-${process.pid}`
 
-/** The host directories of keeper sockets (one per container), see crates/docker/src/host.rs. */
+/** The host directories of keeper sockets (one per container), see crates/docker/src/keeper_dir.rs. */
 const SOCKET_ROOT = process.env.XDG_RUNTIME_DIR
   ? path.join(process.env.XDG_RUNTIME_DIR, 'native-workspace-docker')
   : path.join(os.tmpdir(), `native-workspace-docker-${process.getuid()}`)

@@ -2,7 +2,7 @@
 //! signal's `abort` event), so a command is killed even before its handle reaches JS.
 
 use napi_derive::napi;
-use native_workspace_core::abort::AbortToken;
+use native_workspace_core::process::abort::AbortToken;
 
 #[napi]
 #[derive(Default)]

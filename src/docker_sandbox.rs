@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
-use native_workspace_core::checkpoint::Checkpoints;
 use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
-use native_workspace_core::net::EgressOptions;
+use native_workspace_core::sandbox::checkpoint::Checkpoints;
+use native_workspace_core::sandbox::net::EgressOptions;
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
@@ -247,7 +247,7 @@ fn checkpoint_name(name: Option<String>, option: &str) -> Result<Option<String>>
   let Some(name) = name else {
     return Ok(None);
   };
-  let refusal = native_workspace_core::checkpoint::name_error(&name)
+  let refusal = native_workspace_core::sandbox::checkpoint::name_error(&name)
     .or_else(|| (name.len() > 128).then(|| format!("{name:?} is longer than 128 characters")));
   match refusal {
     Some(why) => Err(CoreError::InvalidOption(format!("{option}: {why}"))),

@@ -1,10 +1,11 @@
 //! Core errors become JavaScript `Error`s carrying the core's `code`; `lib/errors.js`
-//! turns them into the exported error classes.
+//! turns them into the exported error classes. A core future becomes a promise here too
+//! (`settle`), rejected with such an error.
 
 use std::any::Any;
 use std::task::Poll;
 
-use napi::bindgen_prelude::{JsObjectValue, JsValue};
+use napi::bindgen_prelude::{JsObjectValue, JsValue, PromiseRaw};
 use napi::{Env, Status};
 use native_workspace_core::CoreError;
 
@@ -79,6 +80,37 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     .map(|s| (*s).to_owned())
     .or_else(|| payload.downcast_ref::<String>().cloned())
     .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// Runs a core future on the runtime and settles a promise with its value, or with a JS
+/// error carrying the core error's `code` (`INTERNAL` if the future panicked).
+pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
+{
+  settle_failure(env, async move { fut.await.map_err(Failure::Core) })
+}
+
+/// `settle` for a future that fails otherwise than with a core error (a JS callback's own
+/// error is passed on as is).
+pub fn settle_failure<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + std::future::Future<Output = std::result::Result<T, Failure>>,
+{
+  // Boxed once here: each async layer below (and napi's own) would otherwise hold a copy
+  // of the whole command future by value, and a call would copy tens of kilobytes.
+  let fut = Box::pin(fut);
+  let outcome = async move {
+    match catching_panics(fut).await {
+      Ok(result) => result,
+      Err(message) => Err(Failure::Panic(message)),
+    }
+  };
+  env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
+    outcome.map_err(|e| to_js_error(env, e))
+  })
 }
 
 #[cfg(test)]
@@ -169,7 +201,7 @@ mod tests {
       let path = file.unwrap().path();
       let text = std::fs::read_to_string(&path).unwrap();
       let spawns = text.matches(concat!(".spawn", "_future")).count();
-      let in_settle = usize::from(path.ends_with("local_sandbox.rs"));
+      let in_settle = usize::from(path.ends_with("errors.rs"));
       assert_eq!(
         spawns,
         in_settle,

@@ -5,10 +5,8 @@ use std::path::PathBuf;
 
 use native_workspace_core::CoreError;
 use native_workspace_core::isolation::{self, Isolation};
-use native_workspace_core::seatbelt;
 
 use crate::errors::{ErrorCode, sync_error};
-use crate::local_sandbox::{NativeSandboxConfig, sandbox_policy};
 
 /// What the kernel offers for building sandboxes.
 #[napi(object)]
@@ -57,17 +55,6 @@ pub fn is_isolation_available(
   Isolation::parse(&backend).is_some_and(isolation::is_available)
 }
 
-/// The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options.
-#[napi(catch_unwind)]
-pub fn generate_seatbelt_profile(
-  workspace_path: String,
-  config: Option<NativeSandboxConfig>,
-) -> napi::Result<String, ErrorCode> {
-  let policy = sandbox_policy(PathBuf::from(workspace_path), config.unwrap_or_default())
-    .map_err(sync_error)?;
-  seatbelt::profile(&policy).map_err(sync_error)
-}
-
 /// The host uid (and gid) an isolated sandbox's commands run as on a root host: one no
 /// account of the host has.
 #[napi]
@@ -76,7 +63,7 @@ pub const SANDBOX_HOST_UID: u32 = native_workspace_core::isolation::SANDBOX_UID;
 /// The workspace paths an isolated sandbox keeps read-only unless told otherwise.
 #[napi(catch_unwind)]
 pub fn default_protected_paths() -> Vec<String> {
-  native_workspace_core::protect::DEFAULT_PROTECTED_PATHS
+  native_workspace_core::isolation::protect::DEFAULT_PROTECTED_PATHS
     .iter()
     .map(|p| (*p).to_owned())
     .collect()
@@ -98,6 +85,8 @@ pub fn check_protected_paths(paths: Vec<String>) -> napi::Result<Vec<String>, Er
 pub fn protected_paths_of(paths: &[String]) -> Result<Vec<PathBuf>, CoreError> {
   paths
     .iter()
-    .map(|p| native_workspace_core::protect::check_relative(p).map_err(CoreError::InvalidOption))
+    .map(|p| {
+      native_workspace_core::isolation::protect::check_relative(p).map_err(CoreError::InvalidOption)
+    })
     .collect()
 }

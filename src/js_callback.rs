@@ -8,8 +8,8 @@ use napi::Status;
 use napi::bindgen_prelude::{FnArgs, Function, Promise};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
-use native_workspace_core::lifecycle::{Hook, Hooks, StartOutcome};
-use native_workspace_core::output::{BoxFuture, OutputSink, Pace, Stream};
+use native_workspace_core::process::output::{BoxFuture, OutputSink, Pace, Stream};
+use native_workspace_core::sandbox::lifecycle::{Hook, Hooks, StartOutcome};
 use native_workspace_core::sync::Lock;
 
 /// A stored hook: weak (it does not keep Node alive), errors returned to the caller. The

@@ -9,11 +9,13 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::{Lifecycle, OnStart, Provider, StartOutcome, StopAsked};
+use native_workspace_core::sandbox::lifecycle::{
+  Lifecycle, OnStart, Provider, StartOutcome, StopAsked,
+};
 use native_workspace_core::sync::Lock;
 
+use crate::errors::settle;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
-use crate::local_sandbox::settle;
 
 /// A backend step: weak (it does not keep Node alive), errors returned as values.
 type JsStep<R> = ThreadsafeFunction<(), Promise<R>, (), Status, false, true>;

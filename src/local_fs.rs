@@ -14,8 +14,8 @@ use native_workspace_core::tools::read::{Encoding, FileText, ReadRequest, file_t
 
 use crate::isolation::protected_paths_of;
 
+use crate::errors::settle;
 use crate::errors::{ErrorCode, sync_error};
-use crate::local_sandbox::settle;
 
 #[napi(object)]
 pub struct NativeFileStat {

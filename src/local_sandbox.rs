@@ -7,22 +7,21 @@ use std::sync::{Arc, OnceLock};
 use napi::Env;
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
-use native_workspace_core::checkpoint::Checkpoints;
-use native_workspace_core::disk::DiskBudget;
-use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy};
-use native_workspace_core::lifecycle::OnStart;
+use native_workspace_core::isolation::protect::default_protected_paths;
+use native_workspace_core::isolation::{self, BindMount, Isolation, SandboxPolicy, seatbelt};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::net::EgressOptions;
-use native_workspace_core::pool;
-use native_workspace_core::protect::default_protected_paths;
-use native_workspace_core::sandbox::{
-  CommandOptions, Sandbox, SandboxOptions, WarmPool, resolve_working_directory,
-};
+use native_workspace_core::limits::disk::DiskBudget;
+use native_workspace_core::paths::resolve_working_directory;
+use native_workspace_core::sandbox::checkpoint::Checkpoints;
+use native_workspace_core::sandbox::lifecycle::OnStart;
+use native_workspace_core::sandbox::net::EgressOptions;
+use native_workspace_core::sandbox::pool;
+use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
 use crate::environment::end_with_environment;
-use crate::errors::{ErrorCode, Failure, catching_panics, sync_error, to_js_error};
+use crate::errors::{ErrorCode, settle, sync_error};
 use crate::isolation::protected_paths_of;
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
 use crate::keeper::{keeper_path, own_files};
@@ -387,6 +386,17 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
     protected_paths,
     protect_missing_paths: config.protect_missing_paths.unwrap_or(false),
   })
+}
+
+/// The macOS seatbelt profile (SBPL) for a workspace and its `nativeSandbox` options.
+#[napi(catch_unwind)]
+pub fn generate_seatbelt_profile(
+  workspace_path: String,
+  config: Option<NativeSandboxConfig>,
+) -> napi::Result<String, ErrorCode> {
+  let policy = sandbox_policy(PathBuf::from(workspace_path), config.unwrap_or_default())
+    .map_err(sync_error)?;
+  seatbelt::profile(&policy).map_err(sync_error)
 }
 
 /// A filesystem's local directory shown inside an isolated sandbox at `mountPath`.
@@ -867,37 +877,6 @@ impl NativeLocalSandbox {
   pub fn release(&self, pid: String) {
     self.inner.release(&pid);
   }
-}
-
-/// Runs a core future on the runtime and settles a promise with its value, or with a JS
-/// error carrying the core error's `code` (`INTERNAL` if the future panicked).
-pub fn settle<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
-where
-  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
-  F: 'static + Send + std::future::Future<Output = Result<T, CoreError>>,
-{
-  settle_failure(env, async move { fut.await.map_err(Failure::Core) })
-}
-
-/// `settle` for a future that fails otherwise than with a core error (a JS callback's own
-/// error is passed on as is).
-pub fn settle_failure<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
-where
-  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
-  F: 'static + Send + std::future::Future<Output = std::result::Result<T, Failure>>,
-{
-  // Boxed once here: each async layer below (and napi's own) would otherwise hold a copy
-  // of the whole command future by value, and a call would copy tens of kilobytes.
-  let fut = Box::pin(fut);
-  let outcome = async move {
-    match catching_panics(fut).await {
-      Ok(result) => result,
-      Err(message) => Err(Failure::Panic(message)),
-    }
-  };
-  env.spawn_future_with_callback(async move { Ok(outcome.await) }, |env, outcome| {
-    outcome.map_err(|e| to_js_error(env, e))
-  })
 }
 
 #[cfg(test)]

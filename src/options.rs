@@ -7,10 +7,10 @@ use std::time::Duration;
 use napi::bindgen_prelude::ClassInstance;
 use napi_derive::napi;
 use native_workspace_core::CoreError;
-use native_workspace_core::lifecycle::Called;
-use native_workspace_core::output::{OutputSink, Retention};
-use native_workspace_core::process::StdinMode;
+use native_workspace_core::init::StdinMode;
+use native_workspace_core::process::output::{OutputSink, Retention};
 use native_workspace_core::sandbox::CommandOptions;
+use native_workspace_core::sandbox::lifecycle::Called;
 
 use crate::abort_token::NativeAbortToken;
 use crate::errors::{ErrorCode, from_napi, sync_error};

@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 use napi::Env;
 use napi::bindgen_prelude::{Either, ObjectFinalize, PromiseRaw, Uint8Array};
 use napi_derive::napi;
-use native_workspace_core::output::{Pace, Stream};
-use native_workspace_core::process::{Outcome, Process, StdinMode};
+use native_workspace_core::init::StdinMode;
+use native_workspace_core::process::output::{Pace, Stream};
+use native_workspace_core::process::{Outcome, Process};
 use native_workspace_core::sync::Lock;
 
+use crate::errors::settle;
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
-use crate::local_sandbox::settle;
 
 #[napi(object)]
 pub struct NativeExecutionResult {

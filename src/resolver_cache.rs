@@ -9,7 +9,7 @@ use native_workspace_core::workspace::ResolverCache;
 use std::sync::Arc;
 
 use crate::errors::Failure;
-use crate::local_sandbox::settle_failure;
+use crate::errors::settle_failure;
 
 #[napi]
 #[derive(Default)]

@@ -11,7 +11,7 @@ fn init() {
   let _ = std::panic::catch_unwind(|| {
     let built = tokio::runtime::Builder::new_multi_thread()
       .enable_all()
-      .on_thread_start(native_workspace_core::sched::yield_wakeups_of_this_thread)
+      .on_thread_start(native_workspace_core::sys::sched::yield_wakeups_of_this_thread)
       .build();
     if let Ok(runtime) = built {
       napi::bindgen_prelude::create_custom_tokio_runtime(runtime);

@@ -8,7 +8,7 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::tools::{format, grep};
 
-use crate::local_sandbox::settle;
+use crate::errors::settle;
 
 fn limit(tokens: Option<f64>) -> Option<usize> {
   tokens

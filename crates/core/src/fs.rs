@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{CoreError, Result};
-use crate::sandbox::normalize;
+use crate::paths::normalize;
 
 /// Hint added to the refusal of an absolute path that lies outside the base.
 const OUTSIDE_HINT: &str = "access (path is outside the workspace; use a path relative to the workspace root, without a leading \"/\")";

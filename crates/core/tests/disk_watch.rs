@@ -6,11 +6,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use native_workspace_core::checkpoint::Checkpoints;
-use native_workspace_core::disk::DiskBudget;
 use native_workspace_core::isolation::Isolation;
-use native_workspace_core::lifecycle::{Hooks, OnStart};
 use native_workspace_core::limits::Limits;
+use native_workspace_core::limits::disk::DiskBudget;
+use native_workspace_core::sandbox::checkpoint::Checkpoints;
+use native_workspace_core::sandbox::lifecycle::{Hooks, OnStart};
 use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
 
 const BUDGET: u64 = 1 << 20;

@@ -274,7 +274,7 @@ async fn a_staying_supervisor_left_idle_exits_and_one_whose_command_left_process
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mark_that_lets_a_supervisor_stay_reaches_no_command_and_is_no_command_s_text() {
   use native_workspace_core::init::LaunchRequest;
-  use native_workspace_core::process::StdinMode;
+  use native_workspace_core::init::StdinMode;
   use tokio::io::AsyncReadExt;
   let init = keeper_init(Wait::Plain).await;
   let mut launched = launch_with(&init, "env", true);
@@ -322,7 +322,7 @@ fn has_written(launched: &Launched) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_command_enters_its_directory_at_its_go_and_never_once_let_go() {
   use native_workspace_core::init::LaunchRequest;
-  use native_workspace_core::process::StdinMode;
+  use native_workspace_core::init::StdinMode;
   use tokio::io::AsyncReadExt;
   let init = keeper_init(Wait::Plain).await;
   let keeper = init.pid().unwrap();

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use native_workspace_core::container::new_key;
 use native_workspace_core::init::Init;
+use native_workspace_core::init::channel::new_key;
 use native_workspace_core::process::Process;
 
 mod common;

@@ -7,9 +7,10 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use native_workspace_core::container::authenticate;
+use native_workspace_core::init::StdinMode;
+use native_workspace_core::init::channel::authenticate;
 use native_workspace_core::init::{Init, LaunchRequest};
-use native_workspace_core::process::{Process, StdinMode};
+use native_workspace_core::process::Process;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;

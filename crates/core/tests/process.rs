@@ -4,10 +4,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use native_workspace_core::init::StdinMode;
 use native_workspace_core::init::{Confinement, Init, Wait};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::output::{BoxFuture, OutputSink, Stream};
-use native_workspace_core::process::{Process, SpawnRequest, StdinMode};
+use native_workspace_core::process::output::{BoxFuture, OutputSink, Stream};
+use native_workspace_core::process::{Process, SpawnRequest};
 
 mod common;
 use common::{KEEPER, keeper_init, live_sleeps, marker, request};
@@ -478,7 +479,7 @@ async fn limits_are_inherited_and_the_one_that_fired_is_named() {
 /// it says so and checks that creating one fails with a reason instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_limit_ends_the_command_that_exceeds_it_named_memory() {
-  use native_workspace_core::cgroup::{Cgroup, CgroupLimits};
+  use native_workspace_core::limits::cgroup::{Cgroup, CgroupLimits};
   let wanted = CgroupLimits {
     memory_bytes: Some(64 << 20),
     processes: Some(64),

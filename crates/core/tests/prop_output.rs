@@ -2,7 +2,7 @@
 //! into any chunks decode to the same text as in one piece, and retention keeps exactly the
 //! newest bytes (whole characters), counting what it dropped.
 
-use native_workspace_core::output::{Retained, Utf8Decoder};
+use native_workspace_core::process::output::{Retained, Utf8Decoder};
 use proptest::prelude::*;
 
 /// Bytes that are mostly valid UTF-8 with multi-byte characters, plus stray continuation

@@ -5,9 +5,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use native_workspace_core::isolation::protect::{Protected, Protection, check_relative};
+use native_workspace_core::isolation::seccomp::{guardian_program, program};
 use native_workspace_core::isolation::{self, BindSources, SandboxPolicy};
-use native_workspace_core::protect::{Protected, Protection, check_relative};
-use native_workspace_core::seccomp::{guardian_program, program};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use native_workspace_core::quote::{join_command, shell_quote};
+use native_workspace_core::process::quote::{join_command, shell_quote};
 use native_workspace_core::tools::format::{
   apply_tail, apply_token_limit_keep_start, apply_token_limit_sandwich, command_error_text,
   command_result_text, extract_tail_pipe, killed_text, process_output_text, strip_ansi,

@@ -1,4 +1,5 @@
-//! Reaching a Docker Engine, and the deadline and error mapping of every call to it.
+//! Reaching a Docker Engine, the deadline and error mapping of every call to it, and what
+//! every caller does through it alike (removing a container, reading a mount's type).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -6,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker;
+use bollard::models::{MountPoint, MountType};
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use native_workspace_core::{CoreError, Result};
 
 /// How long one engine call may take (a container start included) unless told otherwise.
@@ -455,6 +458,61 @@ fn chain(error: &dyn std::error::Error) -> String {
     source = inner.source();
   }
   text
+}
+
+/// How often a removal that another caller began is looked at again.
+const REMOVAL_POLL: Duration = Duration::from_millis(50);
+
+/// Removes a container with its anonymous volumes; one already gone is fine. Where
+/// another caller is removing it (a sweep, a concurrent destroy), waits until it is gone,
+/// and removes it itself should that removal fail: once this returns, the engine no longer
+/// lists it.
+pub(crate) async fn remove_container(
+  connection: &Connection,
+  docker: &Docker,
+  id: &str,
+) -> Result<()> {
+  let options = RemoveContainerOptionsBuilder::default()
+    .force(true)
+    .v(true)
+    .build();
+  let remove = || docker.remove_container(id, Some(options.clone()));
+  let removing_elsewhere = |error: &bollard::errors::Error| {
+    refusal(error).is_some_and(|(_, message)| message.contains("is already in progress"))
+  };
+  let is_gone =
+    |error: &bollard::errors::Error| refusal(error).is_some_and(|(status, _)| status == 404);
+  // Set once the engine said another removal is under way: a deadline passed then is that
+  // removal's, not an engine that does not answer.
+  let elsewhere = std::sync::atomic::AtomicBool::new(false);
+  let until_gone = async {
+    loop {
+      match remove().await {
+        Err(error) if removing_elsewhere(&error) => {
+          elsewhere.store(true, std::sync::atomic::Ordering::Relaxed);
+          tokio::time::sleep(REMOVAL_POLL).await;
+        }
+        Err(error) if is_gone(&error) => return Ok(()),
+        other => return other,
+      }
+    }
+  };
+  match call(connection, "removing the container", until_gone).await {
+    Err(CoreError::EngineUnreachable(_))
+      if elsewhere.load(std::sync::atomic::Ordering::Relaxed) =>
+    {
+      Err(CoreError::Engine(format!(
+        "The container {id} was still being removed, by a removal begun elsewhere, after {} ms",
+        connection.timeout.as_millis()
+      )))
+    }
+    other => other,
+  }
+}
+
+/// How a container's mount is made, as the engine reports it.
+pub(crate) fn mount_type(mount: &MountPoint) -> Option<MountType> {
+  mount.typ.as_deref()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -5,13 +5,14 @@
 //! costs a fork in the container, not a `docker exec`. On a TCP engine, which may be on
 //! another host, the keeper is uploaded into the container and every command of a
 //! connection travels over one attached exec (see `remote`): a round trip, not an exec.
-//! The commands themselves are the core sandbox's (see `native_workspace_core::container`).
+//! The commands themselves are the core sandbox's (see `native_workspace_core::init::channel`).
 //!
 //! Every engine call has a deadline. An engine that cannot be reached, a missing image, and
 //! any other refusal are typed errors carrying the engine's own message.
 
 mod engine;
 mod host;
+mod keeper_dir;
 mod remote;
 mod sweep;
 

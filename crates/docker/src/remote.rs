@@ -6,7 +6,7 @@
 //! `keeper --mux`, run as a user of its own from a file that user may execute but not read
 //! (so that, as the keeper, it cannot be traced by the container's processes); through it
 //! the host and the keeper first prove they hold the container's key, then it carries the
-//! keeper protocol for every command of that connection (see `native_workspace_core::mux`):
+//! keeper protocol for every command of that connection (see `native_workspace_core::init::mux`):
 //! a command costs a round trip on that stream, not an `exec`.
 
 use std::path::{Path, PathBuf};
@@ -26,13 +26,13 @@ use bollard::models::{
 use bollard::query_parameters::{RemoveVolumeOptions, UploadToContainerOptionsBuilder};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use native_workspace_core::container::{HANDSHAKE_TIMEOUT, Key};
 use native_workspace_core::init::Init;
+use native_workspace_core::init::channel::{HANDSHAKE_TIMEOUT, Key};
 use native_workspace_core::sync::Lock;
 use native_workspace_core::{CoreError, Result};
 
-use crate::engine::{Connection, call, refusal};
-use crate::host::{SOCKET_DIR_INSIDE, remove_container};
+use crate::engine::{Connection, call, refusal, remove_container};
+use crate::keeper_dir::SOCKET_DIR_INSIDE;
 
 /// The keeper's file in the volume at [`SOCKET_DIR_INSIDE`].
 const KEEPER_NAME: &str = "keeper";
@@ -53,7 +53,7 @@ pub(crate) fn keeper_inside() -> String {
 
 /// A fresh abstract address for a new container's keeper to listen on.
 pub(crate) fn new_address() -> String {
-  let name: String = native_workspace_core::container::random_bytes::<8>()
+  let name: String = native_workspace_core::init::channel::random_bytes::<8>()
     .iter()
     .map(|b| format!("{b:02x}"))
     .collect();
@@ -271,7 +271,7 @@ pub(crate) async fn connect(
   };
   let proved = tokio::time::timeout(
     PROVE_TIMEOUT,
-    native_workspace_core::container::authenticate(&mut reader, &mut writer, key, gives),
+    native_workspace_core::init::channel::authenticate(&mut reader, &mut writer, key, gives),
   )
   .await
   .unwrap_or_else(|_| {

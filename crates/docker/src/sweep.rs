@@ -107,19 +107,19 @@ pub async fn sweep(
       .filter(|_| connection.is_local())
       .unwrap_or_default()
       .into_iter()
-      .filter(|m| m.destination.as_deref() == Some(crate::host::SOCKET_DIR_INSIDE))
-      .filter(|m| crate::host::mount_type(m) == Some(MountType::BIND))
+      .filter(|m| m.destination.as_deref() == Some(crate::keeper_dir::SOCKET_DIR_INSIDE))
+      .filter(|m| crate::engine::mount_type(m) == Some(MountType::BIND))
       .filter_map(|m| m.source)
-      .filter(|dir| crate::host::is_socket_dir(std::path::Path::new(dir)))
+      .filter(|dir| crate::keeper_dir::is_socket_dir(std::path::Path::new(dir)))
       .collect();
-    crate::host::remove_container(connection, docker, &id).await?;
+    crate::engine::remove_container(connection, docker, &id).await?;
     for dir in socket_dirs {
-      crate::host::remove_socket_dir(std::path::Path::new(&dir));
+      crate::keeper_dir::remove_socket_dir(std::path::Path::new(&dir));
     }
     // A remote engine's container has its key in this host's runtime directory, if this
     // host made it; its keeper's volume carries its owner and goes below.
     if !connection.is_local() {
-      crate::host::remove_key(&id);
+      crate::keeper_dir::remove_key(&id);
     }
     removed += 1;
   }

@@ -85,7 +85,8 @@ use native_workspace_core::init::tree::children_of;
 use native_workspace_core::init::{
   BRIEF_SPARE_ARG, REFUSE_SET_ID_ARG, SPARE_ARG, socket, tree, wire, zygote,
 };
-use native_workspace_core::{seccomp, vfork};
+use native_workspace_core::isolation::seccomp;
+use native_workspace_core::sys::vfork;
 
 /// The request socket of a keeper started by the host itself.
 const REQUEST_FD: RawFd = 0;

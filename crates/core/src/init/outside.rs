@@ -3,11 +3,13 @@
 //! (stopped, or held where it cannot act) has its tree ended from here instead, by what
 //! the command cannot reach: this host's view of the processes, or the container's engine.
 
+use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::container::ContainerHost;
+use crate::error::Result;
 use crate::sync::Lock;
 
 use super::InitProcess;
@@ -16,6 +18,17 @@ use super::tree::{children_of, descendants_of, state_and_parent};
 /// How long the host goes on killing a tree whose processes keep forking: a round reaches
 /// one generation more (a killed process's children are re-parented to the supervisor).
 const KILL_ROUNDS_FOR: Duration = Duration::from_secs(1);
+
+/// What a container's engine answers, later.
+pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// What ends a container's processes from outside it: its engine (a sandbox's
+/// `ContainerHost`, see `sandbox::container`).
+pub trait ContainerEngine: Send + Sync {
+  /// Ends every process in the container at once, whatever state its init is in (one of
+  /// its commands' supervisors stopped answering).
+  fn kill(&self) -> HostFuture<'_, ()>;
+}
 
 /// What the host can end a sandbox's commands with, from outside it.
 #[derive(Clone)]
@@ -31,7 +44,7 @@ enum Reach {
     confined: bool,
   },
   /// A container's init: its engine ends the whole container.
-  Container(Arc<dyn ContainerHost>),
+  Container(Arc<dyn ContainerEngine>),
   /// An init reached through its socket alone: nothing to end from here.
   Unreachable,
 }
@@ -44,7 +57,7 @@ impl Outside {
     })
   }
 
-  pub fn container(container: Arc<dyn ContainerHost>) -> Outside {
+  pub fn container(container: Arc<dyn ContainerEngine>) -> Outside {
     Outside(Reach::Container(container))
   }
 

@@ -174,7 +174,7 @@ mod tests {
   use super::*;
 
   fn pipe() -> (OwnedFd, OwnedFd) {
-    crate::init::pipe_pair().unwrap()
+    crate::sys::pipe_pair().unwrap()
   }
 
   #[test]

@@ -105,7 +105,7 @@ async fn fork_init_now(keeper: &Path, args: &[String]) -> io::Result<Forked> {
     payload.push(0);
   }
   let (ours, theirs) = UnixStream::pair()?;
-  let (stderr_read, stderr_write) = super::pipe_pair()?;
+  let (stderr_read, stderr_write) = crate::sys::pipe_pair()?;
   let stderr = pipe::Receiver::from_owned_fd(stderr_read)?;
   let asked = {
     let mut zygote = ZYGOTE.lock().await;
@@ -277,7 +277,7 @@ async fn spawn_from_lasting_thread(
     let _ = std::thread::Builder::new()
       .name("native-workspace-zygote".into())
       .spawn(move || {
-        crate::sched::as_host_for_this_thread();
+        crate::sys::sched::as_host_for_this_thread();
         for (mut command, reply) in queue {
           let _ = reply.send(command.spawn());
         }

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use native_workspace_core::init::StdinMode;
 use native_workspace_core::init::{Confinement, Init, LaunchRequest, Launched, Wait};
 use native_workspace_core::limits::Limits;
-use native_workspace_core::process::{SpawnRequest, StdinMode};
+use native_workspace_core::process::SpawnRequest;
 
 pub const KEEPER: &str = env!("CARGO_BIN_EXE_native-workspace-keeper");
 
@@ -138,7 +139,7 @@ pub struct ContainerInit {
   pub dir: std::path::PathBuf,
   /// `@name` for one that listens; `None` for one that connects.
   pub address: Option<String>,
-  pub key: native_workspace_core::container::Key,
+  pub key: native_workspace_core::init::channel::Key,
   given: std::sync::atomic::AtomicBool,
 }
 
@@ -168,7 +169,7 @@ impl ContainerInit {
       child: command.spawn().unwrap(),
       dir,
       address,
-      key: native_workspace_core::container::new_key(),
+      key: native_workspace_core::init::channel::new_key(),
       given: std::sync::atomic::AtomicBool::new(false),
     }
   }
@@ -186,7 +187,7 @@ impl ContainerInit {
   /// or why it failed.
   pub async fn connect_with(
     &self,
-    key: &native_workspace_core::container::Key,
+    key: &native_workspace_core::init::channel::Key,
     gives: bool,
     within: std::time::Duration,
   ) -> Result<Init, String> {
@@ -195,7 +196,7 @@ impl ContainerInit {
         let mut stream = self.stream(address).await;
         let (mut reader, mut writer) = stream.split();
         let proved =
-          native_workspace_core::container::authenticate(&mut reader, &mut writer, key, gives);
+          native_workspace_core::init::channel::authenticate(&mut reader, &mut writer, key, gives);
         tokio::time::timeout(within, proved)
           .await
           .map_err(|_| "timed out".to_owned())??;
@@ -204,7 +205,7 @@ impl ContainerInit {
         Ok(Init::attach(stream))
       }
       None => {
-        let door = native_workspace_core::container::KeeperDoor::open(&self.dir).unwrap();
+        let door = native_workspace_core::init::channel::KeeperDoor::open(&self.dir).unwrap();
         let why = std::sync::Mutex::new(None);
         match tokio::time::timeout(within, door.keeper(key, gives, &why)).await {
           Ok(stream) => Ok(Init::attach(stream)),

@@ -3,7 +3,7 @@
 //! engine runs in the container), or connects to the sockets a host opens in a directory it
 //! shares read-only with the container (`--connect <dir>`, a local engine). Either way a
 //! connection is served only once both sides proved they hold the container's key (see
-//! `native_workspace_core::container`): a process of the container that connects, whatever
+//! `native_workspace_core::init::channel`): a process of the container that connects, whatever
 //! it is or was, gets the init's hello and at most its proof for a nonce of its choosing,
 //! never a request served. (That proof is of no use to it: a host never talks to a peer it
 //! did not reach itself where only the init can be, through the abstract name the init
@@ -18,7 +18,7 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use native_workspace_core::container::{
+use native_workspace_core::init::channel::{
   self, CHALLENGE_BYTES, DOOR_SUFFIX, GIVES_KEY, HANDSHAKE_TIMEOUT, KEEPS_KEY, KEY_BYTES, Key,
   NONCE_BYTES, PROOF_BYTES, Side,
 };
@@ -279,8 +279,8 @@ impl Entry {
       close(fd);
       return;
     }
-    let keeper_nonce = container::keeper_nonce();
-    write_all(fd, &container::hello(self.key.is_some(), &keeper_nonce));
+    let keeper_nonce = channel::keeper_nonce();
+    write_all(fd, &channel::hello(self.key.is_some(), &keeper_nonce));
     self.pending.push(Handshake {
       fd,
       keeper_nonce,
@@ -333,7 +333,7 @@ impl Handshake {
         let Some(in_use) = given.as_ref().or(key) else {
           return Step::Failed;
         };
-        let ours = container::proof(in_use, Side::Keeper, &self.keeper_nonce, host_nonce);
+        let ours = channel::proof(in_use, Side::Keeper, &self.keeper_nonce, host_nonce);
         write_all(self.fd, &ours);
         self.stage = Stage::Proof {
           host_nonce: host_nonce.to_vec(),
@@ -345,7 +345,7 @@ impl Handshake {
         let Some(in_use) = given.as_ref().or(key) else {
           return Step::Failed;
         };
-        match container::proof_holds(in_use, Side::Host, &self.keeper_nonce, host_nonce, &message) {
+        match channel::proof_holds(in_use, Side::Host, &self.keeper_nonce, host_nonce, &message) {
           true => Step::Proved(*given),
           false => Step::Failed,
         }

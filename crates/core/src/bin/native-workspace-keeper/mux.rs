@@ -2,8 +2,8 @@
 //! abstract socket `@<name>`, carried over this process's stdin and stdout (a container's
 //! attached `exec`) where the host cannot pass descriptors. The host and the init first
 //! prove to each other that they hold the container's key, through this process, which
-//! passes their handshake on as it is (see `native_workspace_core::container`); then the
-//! protocol and its flow control are those described in `native_workspace_core::mux`. The
+//! passes their handshake on as it is (see `native_workspace_core::init::channel`); then the
+//! protocol and its flow control are those described in `native_workspace_core::init::mux`. The
 //! end of stdin (the host gone, the stream cut) ends this process, and its connection to
 //! the init with it: the init kills the commands of that connection, as for a host that
 //! died.
@@ -14,10 +14,11 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use native_workspace_core::container::{CHALLENGE_BYTES, HELLO_BYTES, PROOF_BYTES};
+use native_workspace_core::init::READY;
+use native_workspace_core::init::channel::{CHALLENGE_BYTES, HELLO_BYTES, PROOF_BYTES};
+use native_workspace_core::init::mux::*;
 use native_workspace_core::init::wire::send_request;
-use native_workspace_core::init::{READY, pipe_pair};
-use native_workspace_core::mux::*;
+use native_workspace_core::sys::pipe_pair;
 
 use super::{accept_nonblocking, close, pollfd, read_exact};
 

@@ -1,4 +1,4 @@
-//! Relayed TCP connections of `--mux` (see `native_workspace_core::mux`): a listener on the
+//! Relayed TCP connections of `--mux` (see `native_workspace_core::init::mux`): a listener on the
 //! container's loopback whose connections travel to the host as frames, each way at most
 //! `WINDOW` bytes unacknowledged. Everything here is non-blocking, driven by the mux's poll.
 
@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
 
-use native_workspace_core::mux::*;
+use native_workspace_core::init::mux::*;
 
 use super::{
   CHUNK, ReadOutcome, accept_nonblocking, close, fail, must_wait, read_nonblocking, send,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::isolation;
-use crate::own_directory;
+use crate::paths::own_directory;
 
 pub struct PrivateTmp {
   dir: PathBuf,
@@ -47,7 +47,7 @@ impl PrivateTmp {
       .mode(0o700)
       .create(&dir)
       .and_then(|()| {
-        if isolation::host_is_root() && !crate::idmap::can_idmap(&root) {
+        if isolation::host_is_root() && !crate::isolation::idmap::can_idmap(&root) {
           let uid = Some(isolation::SANDBOX_UID);
           std::os::unix::fs::chown(&dir, uid, uid)?;
         }
@@ -183,7 +183,7 @@ mod tests {
     // A directory a command closed does not keep it from going.
     std::fs::create_dir_all(dir.join("closed/inner")).unwrap();
     std::fs::write(dir.join("closed/inner/f"), vec![7u8; 10_000]).unwrap();
-    assert!(crate::disk::disk_usage(&dir) >= 10_000);
+    assert!(crate::limits::disk::disk_usage(&dir) >= 10_000);
     std::fs::set_permissions(dir.join("closed"), std::fs::Permissions::from_mode(0o500)).unwrap();
     drop(tmp);
     assert!(!dir.exists());

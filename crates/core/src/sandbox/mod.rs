@@ -1,5 +1,13 @@
 //! `LocalSandbox`: options, environment and working-directory rules, what its start, stop
-//! and destroy do, and the process manager.
+//! and destroy do, and the process manager. Beside it: the status machine every sandbox
+//! shares ([`lifecycle`]), the warm inits ([`pool`]), [`checkpoint`]s, the egress proxy and
+//! forwarded ports ([`net`]), and what a container backend provides ([`container`]).
+
+pub mod checkpoint;
+pub mod container;
+pub mod lifecycle;
+pub mod net;
+pub mod pool;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -9,27 +17,28 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::oneshot;
 
-use crate::abort::AbortToken;
-use crate::cgroup::{Cgroup, CgroupLimits};
-use crate::checkpoint::Checkpoints;
-use crate::container::ContainerHost;
-use crate::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
 use crate::error::{CoreError, Result};
-use crate::idmap::Stage;
+use crate::init::StdinMode;
+use crate::init::timings::{Laps, StartTimings};
 use crate::init::{Confinement, Init, LaunchRequest, Launched, Starting, Wait};
+use crate::isolation::idmap::Stage;
+use crate::isolation::private_tmp::PrivateTmp;
+use crate::isolation::protect::{Protected, Protection};
 use crate::isolation::{self as isolation, BindMount, Isolation, SandboxPolicy};
-use crate::lifecycle::{
+use crate::limits::Limits;
+use crate::limits::cgroup::{Cgroup, CgroupLimits};
+use crate::limits::disk::{self, Bounded, DiskBudget, DiskWatch, Free};
+use crate::paths::normalize;
+use crate::process::abort::AbortToken;
+use crate::process::output::{OutputSink, Retention};
+use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest};
+use crate::sandbox::checkpoint::Checkpoints;
+use crate::sandbox::container::ContainerHost;
+use crate::sandbox::lifecycle::{
   Called, Hooks, Lifecycle, OnStart, Provider, StartOutcome, Status, StopAsked,
 };
-use crate::limits::Limits;
-use crate::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
-use crate::output::{OutputSink, Retention};
-use crate::pool;
-use crate::private_tmp::PrivateTmp;
-use crate::process::{GiveUpOnAbort, Outcome, Process, SpawnRequest, StdinMode};
-use crate::protect::{Protected, Protection};
+use crate::sandbox::net::{CommandEgress, Egress, EgressOptions, InitSlot, Ports};
 use crate::sync::Lock;
-use crate::timings::{Laps, StartTimings};
 
 /// Output kept per stream by spawned processes unless told otherwise.
 pub const DEFAULT_SPAWN_RETENTION: usize = 1 << 20;
@@ -354,7 +363,7 @@ impl Sandbox {
   }
 
   /// Captures the working directory as its checkpoint (nothing without a checkpoint
-  /// name), whatever the sandbox's status; see [`crate::checkpoint`].
+  /// name), whatever the sandbox's status; see [`checkpoint`].
   pub async fn snapshot(&self) -> Result<()> {
     if let Some(container) = &self.container {
       return container.snapshot().await;
@@ -480,7 +489,7 @@ impl Sandbox {
     options: CommandOptions,
     on_start: OnStart,
   ) -> Result<CommandResult> {
-    let full = crate::quote::join_command(command, args);
+    let full = crate::process::quote::join_command(command, args);
     let output_limit = self.output_limit();
     let defaults = EntryDefaults {
       retention: Some(
@@ -944,7 +953,7 @@ impl Sandbox {
     })?;
     let mut first = self.workspace_real.locked();
     if let Some(first) = first.as_ref() {
-      crate::idmap::same_workspace(&self.working_directory, &now, first)
+      crate::isolation::idmap::same_workspace(&self.working_directory, &now, first)
         .map_err(CoreError::InvalidOption)?;
     }
     *first = Some(now.clone());
@@ -1994,41 +2003,4 @@ fn prepare_directory(dir: &Path) -> Result<StartOutcome> {
     },
     Err(e) => Err(cannot_create(e)),
   }
-}
-
-/// Resolves `.` and `..` lexically (the path need not exist).
-pub fn normalize(path: &Path) -> PathBuf {
-  use std::path::Component;
-  let mut out = PathBuf::new();
-  for part in path.components() {
-    match part {
-      Component::ParentDir => {
-        out.pop();
-      }
-      Component::CurDir => {}
-      other => out.push(other.as_os_str()),
-    }
-  }
-  out
-}
-
-/// `~` and `~/x` expand to the home directory; relative paths resolve from the host's cwd.
-pub fn resolve_working_directory(dir: Option<&str>) -> Result<PathBuf> {
-  // Read only for a relative path: an absolute one needs none (and it is a system call).
-  let cwd =
-    || std::env::current_dir().map_err(|e| CoreError::io("Cannot read the current directory", e));
-  let Some(dir) = dir else {
-    return Ok(cwd()?.join(".sandbox"));
-  };
-  let home = || std::env::var_os("HOME").map(PathBuf::from);
-  let expanded = match dir.strip_prefix('~') {
-    Some("") => home(),
-    Some(rest) if rest.starts_with('/') => home().map(|h| h.join(&rest[1..])),
-    _ => None,
-  }
-  .unwrap_or_else(|| PathBuf::from(dir));
-  if expanded.is_absolute() {
-    return Ok(normalize(&expanded));
-  }
-  Ok(normalize(&cwd()?.join(expanded)))
 }

@@ -238,7 +238,7 @@ impl Stage {
       });
     }
     let (report_read, report_write) =
-      crate::init::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
+      crate::sys::pipe_pair().map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
     Ok(Stage {
       staged,
       report_read,
@@ -531,8 +531,8 @@ fn owner_userns(uid: u32, gid: u32) -> io::Result<RawFd> {
 
 /// Forks a child into a new user namespace, writes its maps, and keeps a descriptor of it.
 fn new_userns(uid: u32, gid: u32) -> io::Result<OwnedFd> {
-  let (ready_read, ready_write) = crate::init::pipe_pair()?;
-  let (hold_read, hold_write) = crate::init::pipe_pair()?;
+  let (ready_read, ready_write) = crate::sys::pipe_pair()?;
+  let (hold_read, hold_write) = crate::sys::pipe_pair()?;
   // SAFETY: the child makes only async-signal-safe calls and ends with _exit.
   let pid = unsafe { libc::fork() };
   if pid < 0 {

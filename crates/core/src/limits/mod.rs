@@ -3,11 +3,14 @@
 //! rlimits set by its init on itself and so inherited by every process of every command.
 //! Disk use is watched from the host (see `disk`).
 
+pub mod cgroup;
+pub mod disk;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cgroup::{Cgroup, CgroupLimits};
-use crate::disk::DiskBudget;
+use crate::limits::cgroup::{Cgroup, CgroupLimits};
+use crate::limits::disk::DiskBudget;
 
 /// Limits left unset are the host's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

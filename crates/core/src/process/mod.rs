@@ -1,8 +1,14 @@
-//! One supervised command: spawned under the keeper (see `crates/keeper`), its pipes read
-//! on the runtime's threads into bounded buffers, its whole process tree killed on
-//! request, on timeout (SIGTERM, then SIGKILL after a grace period) or when dropped.
+//! One supervised command: spawned under the keeper (see
+//! `src/bin/native-workspace-keeper.rs`), its pipes read on the runtime's threads into
+//! bounded buffers, its whole process tree killed on request, on timeout (SIGTERM, then
+//! SIGKILL after a grace period) or when dropped.
 //! What a command leaves running when it ends (`cmd &`, a daemon) is killed with it, or
-//! adopted: it becomes a process of its own, under the same supervisor.
+//! adopted: it becomes a process of its own, under the same supervisor. Beside it: output
+//! decoding and retention ([`output`]), abort tokens ([`abort`]), command lines ([`quote`]).
+
+pub mod abort;
+pub mod output;
+pub mod quote;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,11 +21,11 @@ use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::abort::AbortToken;
 use crate::error::{CoreError, GaveUp, Result};
-use crate::init::{Init, LaunchRequest, Launched, Outside};
+use crate::init::{Init, LaunchRequest, Launched, Outside, StdinMode};
 use crate::limits::LimitKills;
-use crate::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
+use crate::process::abort::AbortToken;
+use crate::process::output::{OutputSink, Pace, Retained, Retention, Stream, Utf8Decoder};
 use crate::sync::Lock;
 
 /// How long a command may ignore SIGTERM after its timeout before it is SIGKILLed.
@@ -59,12 +65,6 @@ async fn given_up(give_up: Option<&GiveUpOnAbort>) -> GaveUp {
     tokio::time::sleep(*grace).await;
   }
   GaveUp::Abort { grace: *grace }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StdinMode {
-  Pipe,
-  Ignore,
 }
 
 /// Everything needed to start one command.

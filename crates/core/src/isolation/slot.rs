@@ -21,9 +21,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use crate::idmap::{self, MountAttr};
+use crate::isolation::idmap::{self, MountAttr};
 use crate::isolation::{self, SANDBOX_UID, TenantBind};
-use crate::vfork;
+use crate::sys::vfork;
 
 /// The slot, in the launcher's private mount namespace: below the staging tmpfs (see
 /// `idmap`), which a root host's launcher mounts there and an unprivileged one too.

@@ -1,8 +1,19 @@
-//! Which isolation backend a sandbox asks for, and whether this machine can provide it.
+//! Which isolation backend a sandbox asks for, and whether this machine can provide it;
+//! the sandbox policy and the bubblewrap arguments it makes. Beside it: a root host's
+//! idmapped workspace mount (`idmap`), the protected paths ([`protect`]), the warm inits'
+//! slots a tenant is attached to (`slot`), the private `/tmp` (`private_tmp`), the
+//! system-call filter ([`seccomp`]) and the macOS profile ([`seatbelt`]).
+
+pub(crate) mod idmap;
+pub(crate) mod private_tmp;
+pub mod protect;
+pub mod seatbelt;
+pub mod seccomp;
+pub(crate) mod slot;
 
 use std::path::{Path, PathBuf};
 
-use crate::protect::Protection;
+use crate::isolation::protect::Protection;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
@@ -322,7 +333,7 @@ fn within(path: &Path, tree: &str) -> bool {
 /// `path` made normal, plus where it really leads: its deepest existing ancestor resolved,
 /// with the rest appended (through a symbolic link to `/etc`, `link/new` is `/etc/new`).
 fn both_readings(path: &Path) -> Vec<PathBuf> {
-  let lexical = crate::sandbox::normalize(path);
+  let lexical = crate::paths::normalize(path);
   let real = lexical.ancestors().find_map(|existing| {
     let resolved = std::fs::canonicalize(existing).ok()?;
     let rest = lexical.strip_prefix(existing).ok()?;
@@ -481,7 +492,7 @@ impl SandboxPolicy {
 
   /// Why nothing may be mounted or made at `path` inside the sandbox, if so.
   fn reserved(&self, path: &Path) -> Option<&'static str> {
-    let normal = crate::sandbox::normalize(path);
+    let normal = crate::paths::normalize(path);
     if !path.is_absolute() {
       Some("it is not an absolute path")
     } else if normal == Path::new("/") {
@@ -554,12 +565,12 @@ impl SandboxPolicy {
     if let Some(why) = self.reserved(destination) {
       return Err(why.to_owned());
     }
-    let destination = crate::sandbox::normalize(destination);
+    let destination = crate::paths::normalize(destination);
     let shared = [&self.workspace, &PathBuf::from("/tmp")]
       .into_iter()
       .chain(&self.read_only_paths)
       .chain(&self.read_write_paths)
-      .map(|p| crate::sandbox::normalize(p))
+      .map(|p| crate::paths::normalize(p))
       .chain(self.system_paths())
       .find(|shared| destination.starts_with(shared));
     if let Some(shared) = shared {
@@ -577,7 +588,7 @@ impl SandboxPolicy {
       ));
     }
     let nested = others.iter().find(|other| {
-      let other = crate::sandbox::normalize(&other.destination);
+      let other = crate::paths::normalize(&other.destination);
       other != destination && (other.starts_with(&destination) || destination.starts_with(&other))
     });
     if let Some(other) = nested {
@@ -777,11 +788,7 @@ impl SandboxPolicy {
     );
     // Stable: binds of one depth keep the order above.
     let tmp = usize::from(self.tmp_dir.is_some());
-    binds[tmp..].sort_by_key(|b| {
-      crate::sandbox::normalize(&b.destination)
-        .components()
-        .count()
-    });
+    binds[tmp..].sort_by_key(|b| crate::paths::normalize(&b.destination).components().count());
     binds
   }
 }
@@ -814,7 +821,7 @@ fn bind_args(binds: &[TenantBind]) -> Vec<std::ffi::OsString> {
 /// → `usr/bin`), as the link says it.
 fn link_into(path: &Path, bound: &[&PathBuf]) -> Option<PathBuf> {
   let target = std::fs::read_link(path).ok()?;
-  let leads_to = crate::sandbox::normalize(&path.parent()?.join(&target));
+  let leads_to = crate::paths::normalize(&path.parent()?.join(&target));
   bound
     .iter()
     .any(|b| leads_to.starts_with(b))
@@ -1173,8 +1180,8 @@ mod tests {
     };
     let protection = Protection {
       holds: vec![
-        crate::protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
-        crate::protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
+        protect::Hold::Pin(PathBuf::from("/root/ws/.git")),
+        protect::Hold::ReadOnly(PathBuf::from("/root/ws/.git/hooks")),
       ],
     };
     let sources = BindSources {

@@ -10,7 +10,7 @@
 //!
 //! The checkpoints directory (by default `.checkpoints` beside the working directory, in a
 //! directory other host users may share, as `/tmp`) is used only if it is a directory of
-//! the host user's that no other user can write to, not a link to one ([`own_directory`]);
+//! the host user's that no other user can write to, not a link to one (`paths::own_directory`);
 //! a capture makes it 0700 when it is missing. A checkpoint is seeded from only if its
 //! tree is the host user's too. So another user can neither plant a checkpoint that a
 //! seed copies into a working directory, nor point the directory at one whose files a
@@ -61,9 +61,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::disk::DiskBudget;
 use crate::error::{CoreError, Result};
-use crate::own_directory::{self, Unusable};
+use crate::limits::disk::DiskBudget;
+use crate::paths::own_directory::{self, Unusable};
 use crate::sync::Lock;
 
 /// `FICLONE` from <linux/fs.h>: `_IOW(0x94, 9, int)`.
@@ -142,7 +142,7 @@ impl Checkpoints {
     working_directory: &Path,
   ) -> Result<Checkpoints> {
     let directory = match directory {
-      Some(dir) => crate::sandbox::resolve_working_directory(Some(dir))?,
+      Some(dir) => crate::paths::resolve_working_directory(Some(dir))?,
       None => working_directory
         .parent()
         .unwrap_or(working_directory)
@@ -661,7 +661,7 @@ impl Allowance {
   /// `budget`, and where it leaves a quantity unset, half of what the filesystem holding
   /// `destination` has free now (as the disk watchdog's default), if it says.
   pub fn new(budget: DiskBudget, destination: &Path) -> Allowance {
-    let free = crate::disk::free(destination);
+    let free = crate::limits::disk::free(destination);
     let place = destination.display();
     // The meter of one quantity: `option` caps it; unset, half of what is free does.
     let meter = |set: Option<u64>,
@@ -2258,7 +2258,7 @@ mod tests {
       "{over}"
     );
     // Unset: half of what is free.
-    let free = crate::disk::free(&top).unwrap();
+    let free = crate::limits::disk::free(&top).unwrap();
     let default = Allowance::new(DiskBudget::default(), &top);
     assert_eq!(default.bytes.left.load(Ordering::Relaxed), free.bytes / 2);
   }

@@ -18,12 +18,12 @@ use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::Notify;
 
 use crate::error::Result;
-use crate::idmap::Stage;
 use crate::init::{Confinement, Init, Wait};
+use crate::isolation::idmap::Stage;
+use crate::isolation::slot::{self, SlotLaunch};
 use crate::isolation::{self, BindSources, SandboxPolicy};
 use crate::limits::Limits;
 use crate::sandbox::CgroupPlan;
-use crate::slot::{self, SlotLaunch};
 use crate::sync::Lock;
 
 /// The most inits a pool keeps: each is a process, so a typo cannot start thousands.

@@ -1,11 +1,14 @@
 //! The host's side of a sandbox's init (`native-workspace-keeper`, see its header for the
 //! protocol, and [`wire`] for how a request is framed). One init per running sandbox; each
-//! command costs it a fork, not an exec.
+//! command costs it a fork, not an exec. Beside it: the zygote that forks unisolated inits
+//! ([`zygote`]), a listening init's socket ([`socket`]), ending a tree from outside
+//! ([`outside`], [`tree`]), a container keeper's channel ([`channel`]) and multiplexed link
+//! ([`mux`]), and the timings of a start ([`timings`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -15,19 +18,22 @@ use std::sync::{Arc, Mutex};
 
 use tokio::net::unix::pipe;
 
-use crate::cgroup::Cgroup;
 use crate::error::{CoreError, Result};
-use crate::idmap::Stage;
+use crate::init::timings::Laps;
 use crate::isolation;
+use crate::isolation::idmap::Stage;
+use crate::isolation::protect::Protection;
+use crate::isolation::slot::{SlotLaunch, SlotNamespaces, slot_root};
+use crate::limits::cgroup::Cgroup;
 use crate::limits::{LimitKills, Limits};
-use crate::process::StdinMode;
-use crate::protect::Protection;
-use crate::slot::{SlotLaunch, SlotNamespaces, slot_root};
 use crate::sync::Lock;
-use crate::timings::Laps;
+use crate::sys::pipe_pair;
 
+pub mod channel;
+pub mod mux;
 pub mod outside;
 pub mod socket;
+pub mod timings;
 pub mod tree;
 pub mod wire;
 pub mod zygote;
@@ -98,7 +104,7 @@ enum Link {
   /// Its request socket: descriptors are passed along with each request.
   Socket(Mutex<UnixStream>),
   /// A byte stream to a `--mux` in the init's container, which makes the descriptors there.
-  Mux(crate::mux::Link),
+  Mux(mux::Link),
 }
 
 /// An init dropped without `shutdown()` (its sandbox collected) still ends and is reaped:
@@ -227,6 +233,12 @@ pub enum Confinement {
   },
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinMode {
+  Pipe,
+  Ignore,
+}
+
 pub struct LaunchRequest<'a> {
   pub command: &'a str,
   pub cwd: &'a Path,
@@ -347,7 +359,7 @@ impl Init {
       Confinement::Bwrap { bwrap, .. } | Confinement::Slot { bwrap, .. } => bwrap.as_path(),
     };
     let mut cmd = std::process::Command::new(program);
-    crate::sched::as_host_before_exec(&mut cmd);
+    crate::sys::sched::as_host_before_exec(&mut cmd);
     let kills = Arc::new(LimitKills::new(cgroup));
     if let Some(cgroup) = kills.cgroup().cloned() {
       // SAFETY: join_self makes only async-signal-safe calls. It runs first, while this
@@ -547,7 +559,7 @@ impl Init {
 
   /// A container's init (PID 1, `--listen` or `--connect`) at the other end of `stream`,
   /// a connection that has proved it is that init and that it is ready (see
-  /// `container::authenticate`). Its commands are killed when this connection closes; the
+  /// `channel::authenticate`). Its commands are killed when this connection closes; the
   /// init itself lives on, and ends with its container.
   pub fn attach(stream: UnixStream) -> Init {
     Init {
@@ -566,14 +578,14 @@ impl Init {
 
   /// Reaches an init through a `native-workspace-keeper --mux` at the other end of
   /// `reader` and `writer` (a remote container's attached exec), once the init proved itself
-  /// on that stream (see `container::authenticate`), and waits until the mux says it is
+  /// on that stream (see `channel::authenticate`), and waits until the mux says it is
   /// ready. The commands of this connection die when the stream ends, from either side.
   pub async fn remote<R, W>(reader: R, writer: W) -> Result<Init>
   where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
   {
-    let link = crate::mux::Link::open(reader, writer, READY_TIMEOUT)
+    let link = mux::Link::open(reader, writer, READY_TIMEOUT)
       .await
       .map_err(|why| {
         CoreError::Spawn(io::Error::other(format!(
@@ -596,7 +608,7 @@ impl Init {
 
   /// The init of `container`, whose engine ends its commands' trees from outside when
   /// their supervisors do not.
-  pub fn in_container(mut self, container: Arc<dyn crate::container::ContainerHost>) -> Init {
+  pub fn in_container(mut self, container: Arc<dyn outside::ContainerEngine>) -> Init {
     self.outside = Outside::container(container);
     self
   }
@@ -668,7 +680,7 @@ impl Init {
 /// Where a launch request is written: an init's socket, or the mux link to it.
 enum Via<'a> {
   Socket(&'a UnixStream),
-  Mux(&'a crate::mux::Link),
+  Mux(&'a mux::Link),
 }
 
 fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
@@ -732,11 +744,7 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
     }
     Via::Mux(link) => {
       // The link feeds the command's ends from the stream (and closes them at its end).
-      let flags = if stdin.is_some() {
-        crate::mux::STDIN_PIPED
-      } else {
-        0
-      };
+      let flags = if stdin.is_some() { mux::STDIN_PIPED } else { 0 };
       let request = [&[flags][..], &payload].concat();
       let (stdin_read, stdin_write) = stdin.unzip();
       link
@@ -910,7 +918,7 @@ fn check_exec_limits(request: &LaunchRequest) -> Result<()> {
 
 /// A pipe holding the compiled seccomp filter; returns its read end (close-on-exec).
 fn seccomp_pipe() -> Result<OwnedFd> {
-  let program = crate::seccomp::program();
+  let program = crate::isolation::seccomp::program();
   let (read_end, write_end) =
     pipe_pair().map_err(|e| CoreError::io("Creating the seccomp pipe failed", e))?;
   // A few hundred bytes: far below the pipe's buffer, so this write cannot block.
@@ -918,15 +926,4 @@ fn seccomp_pipe() -> Result<OwnedFd> {
     .write_all(&program)
     .map_err(|e| CoreError::io("Writing the seccomp filter failed", e))?;
   Ok(read_end)
-}
-
-/// A close-on-exec pipe as (read end, write end).
-pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-  let mut fds = [0 as RawFd; 2];
-  // SAFETY: pipe2 fills two fresh descriptors that we then own.
-  if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-    return Err(io::Error::last_os_error());
-  }
-  // SAFETY: both descriptors were just created and are owned by nobody else.
-  Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

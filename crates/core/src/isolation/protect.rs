@@ -164,7 +164,7 @@ fn bounded_look(
 /// or `home` (this process's `$HOME`). Compared by real path, so a symbolic link on the way
 /// to either does not hide it.
 pub fn is_home_directory(workspace: &Path, passwd: &str, home: Option<&Path>) -> bool {
-  let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| crate::sandbox::normalize(p));
+  let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| crate::paths::normalize(p));
   let workspace = real(workspace);
   let accounts = passwd
     .lines()

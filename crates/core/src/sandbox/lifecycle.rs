@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{CoreError, Result};
-use crate::output::BoxFuture;
+use crate::process::output::BoxFuture;
 use crate::sync::Lock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

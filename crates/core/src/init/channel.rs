@@ -1,48 +1,7 @@
-//! A sandbox whose init is not a child of this process but a container's PID 1, reached
-//! through its socket. Making, starting and removing the container is a [`ContainerHost`]'s
-//! job; commands, their supervision, output and tracking are the [`crate::sandbox::Sandbox`]'s,
-//! exactly as for a local sandbox.
-
-use std::future::Future;
-use std::pin::Pin;
-
-use crate::error::Result;
-use crate::init::Init;
-use crate::isolation::BindMount;
-use crate::lifecycle::StartOutcome;
-
-pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
-
-pub trait ContainerHost: Send + Sync {
-  /// Finds the sandbox's container or creates it, and starts it: `Created` when it was made
-  /// now, `Connected` when it existed.
-  fn start(&self) -> HostFuture<'_, StartOutcome>;
-  /// Reaches the init of the started container.
-  fn connect(&self) -> HostFuture<'_, Init>;
-  /// Stops the container: every process in it ends.
-  fn stop(&self) -> HostFuture<'_, ()>;
-  /// Ends every process in the container at once, whatever state its init is in (one of
-  /// its commands' supervisors stopped answering). Stopping it, unless the host can do
-  /// better.
-  fn kill(&self) -> HostFuture<'_, ()> {
-    self.stop()
-  }
-  /// Removes the container and what it alone used.
-  fn destroy(&self) -> HostFuture<'_, ()>;
-  /// The host port a container TCP port is published on while the container runs; `None`
-  /// for a port not published or a container not running.
-  fn published_port(&self, port: u16) -> HostFuture<'_, Option<u16>>;
-  /// Captures the container as the sandbox's checkpoint (nothing without one).
-  fn snapshot(&self) -> HostFuture<'_, ()>;
-  /// Sets the host directories bound into the container when it is created (a
-  /// workspace's filesystems); refused once this sandbox's container exists with others.
-  fn set_binds(&self, binds: Vec<BindMount>) -> Result<()>;
-  /// The engine's description of the started container as JSON; `None` before a start.
-  fn inspect(&self) -> HostFuture<'_, Option<String>>;
-}
-
-// ---------------------------------------------------------------------------------------
-// The keeper's channel
+//! The keeper's channel: how this host and a container's keeper (its PID 1, reached through
+//! a socket) prove to each other that they hold the container's key before a request
+//! travels, and the door where the keeper waits for its hosts. Making, starting and
+//! removing the container is a `ContainerHost`'s (see `sandbox::container`).
 
 /// The secret a host makes for one container and keeps on its own side. The container's
 /// keeper learns it once, on the first connection after the host started the container

@@ -710,7 +710,7 @@ async fn send_credited<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::init::pipe_pair;
+  use crate::sys::pipe_pair;
   use std::time::Duration;
 
   /// A link opened on a stream whose mux end the test plays (its hello already sent).

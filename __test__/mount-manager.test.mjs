@@ -194,6 +194,29 @@ describe('MountManager has the semantics of @mastra/core', () => {
     expect(outputs[0][4]).toBe(`/a|${outputs[0][7]}`)
   })
 
+  it('a config that shares one object at every level, nests without end or refers to itself is refused naming config, rather than walked for ever', () => {
+    const manager = new MountManager({ logger: silent, mount: async (_, mountPath) => ({ success: true, mountPath }) })
+    // Two references per level: 2^200 values written out.
+    let shared = { bucket: 'b' }
+    for (let i = 0; i < 200; i++) shared = { left: shared, right: shared }
+    let nested = { bucket: 'b' }
+    for (let i = 0; i < 10_000; i++) nested = { inner: nested }
+    const cyclic = { type: 's3' }
+    cyclic.self = cyclic
+    for (const config of [shared, nested, cyclic]) {
+      let error
+      try {
+        manager.computeConfigHash(config)
+      } catch (err) {
+        error = err
+      }
+      expect(error).toBeInstanceOf(SandboxOptionError)
+      expect(error.message).toMatch(/^config could not be read: it (holds more than \d+ values|nests deeper than \d+ levels)$/)
+    }
+    // A config of the real kind still hashes.
+    expect(manager.computeConfigHash({ type: 's3', bucket: 'b', credentials: { accessKeyId: 'k' } })).toMatch(/^[0-9a-f]{16}$/)
+  })
+
   it("a filesystem whose getters throw costs its own entry only: processPending resolves, the next one mounts", async () => {
     const hostile = Object.defineProperty({}, 'provider', {
       get() {

@@ -38,14 +38,24 @@ function normalizeMountPath(mountPath) {
 /** A sandbox's method giving where its commands see a mount path (a symbol: not a Mastra member). */
 const mountedAt = Symbol('where commands see a mount')
 
+/**
+ * How many values, and how deep, a mount config may hold. Real ones hold tens; beyond this a
+ * config is refused rather than walked: one object shared at every level of a few dozen is
+ * billions of values written out.
+ */
+const CONFIG_BOUNDS = { values: 10_000, depth: 64 }
+
 /** `value` as JSON with the keys of every object sorted, so equal configs hash equally. */
 function canonicalJson(value) {
-  const sorted = (v) => {
+  let values = 0
+  const sorted = (v, depth) => {
+    if (++values > CONFIG_BOUNDS.values) throw new Error(`it holds more than ${CONFIG_BOUNDS.values} values`)
     if (v === null || typeof v !== 'object') return v
-    if (Array.isArray(v)) return v.map(sorted)
-    return Object.fromEntries(Object.keys(v).sort().map((key) => [key, sorted(v[key])]))
+    if (depth >= CONFIG_BOUNDS.depth) throw new Error(`it nests deeper than ${CONFIG_BOUNDS.depth} levels`)
+    if (Array.isArray(v)) return v.map((item) => sorted(item, depth + 1))
+    return Object.fromEntries(Object.keys(v).sort().map((key) => [key, sorted(v[key], depth + 1)]))
   }
-  return JSON.stringify(sorted(value))
+  return JSON.stringify(sorted(value, 0))
 }
 
 /**

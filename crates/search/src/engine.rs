@@ -182,6 +182,33 @@ impl Engine {
     self.index.add(id, &counts, Source::Inline(text.into()));
   }
 
+  /// Adds the text of a file read elsewhere (a filesystem this engine does not read): one
+  /// document, or one per chunk, each kept with its text (a character cut by a chunk
+  /// boundary kept as U+FFFD). The documents, with their texts.
+  pub fn add_file_text(&mut self, path: &str, text: &str) -> Vec<DocText> {
+    let chunks = split_into_chunks(text);
+    if chunks.len() == 1 {
+      self.add_inline(path, text);
+      return vec![DocText {
+        id: path.to_owned(),
+        text: Text::Utf8(text.to_owned()),
+        chunk_of: None,
+      }];
+    }
+    let file: Arc<str> = path.into();
+    let mut docs = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.iter().enumerate() {
+      let id = format!("{path}#chunk-{i}");
+      self.add_inline(&id, &chunk.text(text));
+      docs.push(DocText {
+        id,
+        text: text_of(text, chunk),
+        chunk_of: Some((chunk.start_line, file.clone())),
+      });
+    }
+    docs
+  }
+
   /// Removes document `id` and the chunks of a file of that path (`id#chunk-…`).
   pub fn remove_source(&mut self, id: &str) -> Vec<Arc<str>> {
     let mut removed = Vec::new();
@@ -245,6 +272,51 @@ impl Engine {
     }
     self.files.insert(path, FileRecord { stamp });
     Ok(count)
+  }
+
+  /// Whether the tree's root `.gitignore` leaves `path` (a file) out, or a directory it lies in.
+  pub fn gitignored(&self, path: &str) -> bool {
+    let Ok(tree) = self.tree() else { return false };
+    let Some(ignore) = read_gitignore(tree.as_ref(), &mut Vec::new()) else {
+      return false;
+    };
+    let trimmed = path.trim_start_matches("./").trim_start_matches('/');
+    let mut at = 0;
+    while let Some(slash) = trimmed[at..].find('/') {
+      if ignore.ignores(&trimmed[..at + slash], true) {
+        return true;
+      }
+      at += slash + 1;
+    }
+    ignore.ignores(trimmed, false)
+  }
+
+  /// Removes the documents of every file below directory `dir`; their ids.
+  pub fn remove_under(&mut self, dir: &str) -> Vec<Arc<str>> {
+    let prefix = format!("{}/", dir.trim_end_matches('/'));
+    self.files.retain(|path, _| !path.starts_with(&prefix));
+    self.index.remove_prefix(&prefix)
+  }
+
+  /// The files below directory `dir` that a rebuild would index, in its order.
+  pub fn files_under(&self, dir: &str, gitignore: bool) -> Result<walk::Plan, Fault> {
+    let tree = self.tree()?;
+    let mut skipped = Vec::new();
+    let ignore = if gitignore {
+      read_gitignore(tree.as_ref(), &mut skipped)
+    } else {
+      None
+    };
+    let mut plan = walk::plan(
+      tree.as_ref(),
+      &[Root::Directory(dir.to_owned())],
+      ignore.as_ref(),
+      &WalkLimits {
+        max_files: self.limits.max_files,
+      },
+    );
+    plan.skipped.extend(skipped);
+    Ok(plan)
   }
 
   fn add_file_doc(&mut self, path: &Arc<str>, doc: FileDoc) {
@@ -591,7 +663,7 @@ enum Outcome {
 fn read_gitignore(tree: &dyn Tree, skipped: &mut Vec<Skip>) -> Option<Gitignore> {
   match walk::read_file(tree, ".gitignore", 1 << 20) {
     Ok((bytes, _)) => Some(Gitignore::parse(&String::from_utf8_lossy(&bytes))),
-    Err(fault) if fault.code == "NOT_FOUND" => None,
+    Err(fault) if fault.code == "NOT_FOUND" || fault.code == "FILE_NOT_FOUND" => None,
     Err(fault) => {
       skipped.push(Skip {
         path: ".gitignore".into(),

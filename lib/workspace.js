@@ -465,6 +465,11 @@ class Workspace {
     return undefined
   }
 
+  /** What the last rebuild indexed and left out, and why. */
+  get searchIndexReport() {
+    return this[state]?.searchIndexReport
+  }
+
   /** Whether BM25 keyword search is configured (`bm25`). */
   get canBM25() {
     return this[state]?.search?.canBM25 ?? false
@@ -515,7 +520,8 @@ class Workspace {
     check.stringArray(paths, 'paths')
     const search = this[state].search
     if (!search || !this[state].filesystem || paths.length === 0) return undefined
-    return search.rebuild(paths)
+    this[state].searchIndexReport = await search.rebuild(paths)
+    return this[state].searchIndexReport
   }
 }
 

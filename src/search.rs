@@ -186,6 +186,8 @@ struct State {
   engine: Engine,
   /// Files of the last rebuild, in order (what `texts` pages through).
   files: Vec<Arc<str>>,
+  /// Files were indexed again or removed since the snapshot was written.
+  unsaved: bool,
 }
 
 #[napi]
@@ -252,6 +254,7 @@ impl NativeSearchIndex {
       state: Arc::new(RwLock::new(State {
         engine,
         files: Vec::new(),
+        unsaved: false,
       })),
       snapshot_path: settings.snapshot_path.map(PathBuf::from),
     })
@@ -299,18 +302,18 @@ impl NativeSearchIndex {
             None
           })
         });
-        guard.engine.build(&roots, gitignore, snapshot.as_ref())
+        guard.engine.build(&roots, gitignore, snapshot)
       };
       let report = match built {
         Ok(built) => {
           let mut guard = write(&state);
           let report = guard.engine.commit(built);
-          if let Some(path) = &snapshot_path
-            && let Err(fault) = guard
-              .engine
-              .snapshot_parts()
-              .save(path, guard.engine.fingerprint())
+          // Written unless it holds this index already (a restart with every file unchanged).
+          guard.unsaved = false;
+          if let Some(path) = snapshot_path.as_ref().filter(|_| !report.snapshot_current)
+            && let Err(fault) = guard.engine.save_snapshot(path)
           {
+            guard.unsaved = true;
             snapshot_error = Some(skipped(path.display().to_string(), fault));
           }
           guard.files = report.files.clone();
@@ -351,11 +354,12 @@ impl NativeSearchIndex {
     let snapshot_path = self.snapshot_path.clone();
     blocking(env, move || {
       let path = snapshot_path?;
-      let guard = read(&state);
-      let saved = guard
-        .engine
-        .snapshot_parts()
-        .save(&path, guard.engine.fingerprint());
+      let mut guard = write(&state);
+      if !guard.unsaved {
+        return None;
+      }
+      let saved = guard.engine.save_snapshot(&path);
+      guard.unsaved = saved.is_err();
       saved
         .err()
         .map(|fault| skipped(path.display().to_string(), fault))
@@ -442,6 +446,7 @@ impl NativeSearchIndex {
   #[napi(catch_unwind)]
   pub fn remove_source(&self, id: String) -> Vec<String> {
     let mut guard = write(&self.state);
+    guard.unsaved = true;
     guard.files.retain(|f| **f != *id);
     guard
       .engine
@@ -463,6 +468,7 @@ impl NativeSearchIndex {
     let state = self.state.clone();
     blocking(env, move || {
       let mut guard = write(&state);
+      guard.unsaved = true;
       let removed: Vec<String> = guard
         .engine
         .remove_source(&path)
@@ -501,6 +507,7 @@ impl NativeSearchIndex {
   #[napi(catch_unwind)]
   pub fn remove_under(&self, dir: String) -> Vec<String> {
     let mut guard = write(&self.state);
+    guard.unsaved = true;
     let prefix = format!("{}/", dir.trim_end_matches('/'));
     guard.files.retain(|f| !f.starts_with(&prefix));
     guard

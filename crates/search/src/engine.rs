@@ -4,13 +4,15 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::chunk::{Chunk, split_into_chunks};
 use crate::gitignore::Gitignore;
 use crate::index::{Bm25, TermCounts};
-use crate::persist::{Snapshot, SnapshotDoc};
+use crate::persist::Snapshot;
 use crate::tokenize::Tokenizer;
 use crate::walk::{self, Fault, Root, Skip, Stamp, Tree, WalkLimits};
 
@@ -94,11 +96,8 @@ pub struct Report {
   /// Files taken from the snapshot without reading them.
   pub reused: usize,
   pub skipped: Vec<Skip>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct FileRecord {
-  stamp: Stamp,
+  /// The snapshot holds this index as it is (nothing to write).
+  pub snapshot_current: bool,
 }
 
 pub struct Engine {
@@ -106,13 +105,14 @@ pub struct Engine {
   pub settings: Settings,
   pub limits: Limits,
   index: Bm25<Source>,
-  files: HashMap<Arc<str>, FileRecord>,
+  /// The files indexed from the tree, and their stamps when read.
+  files: FxHashMap<Arc<str>, Stamp>,
 }
 
 /// An index built apart from the engine's, to replace it at once.
 pub struct Built {
   index: Bm25<Source>,
-  files: HashMap<Arc<str>, FileRecord>,
+  files: FxHashMap<Arc<str>, Stamp>,
   pub report: Report,
 }
 
@@ -142,7 +142,7 @@ impl Engine {
       index: Bm25::new(settings.k1, settings.b),
       settings,
       limits,
-      files: HashMap::new(),
+      files: FxHashMap::default(),
     }
   }
 
@@ -173,7 +173,7 @@ impl Engine {
     if !self.settings.bm25 {
       return TermCounts::default();
     }
-    TermCounts::collect(|emit| self.settings.tokenizer.for_each(text, emit))
+    TermCounts::of(&self.settings.tokenizer, text)
   }
 
   /// Adds (or replaces) a document given with its text.
@@ -270,7 +270,7 @@ impl Engine {
     for doc in docs {
       self.add_file_doc(&path, doc);
     }
-    self.files.insert(path, FileRecord { stamp });
+    self.files.insert(path, stamp);
     Ok(count)
   }
 
@@ -330,13 +330,13 @@ impl Engine {
   }
 
   /// A new index of the files under `roots`, in Mastra's order; files whose size and
-  /// modification time are those in `snapshot` are taken from it unread. The engine is
-  /// left as it is (see `commit`).
+  /// modification time are those in `snapshot` are taken from it unread (all of them: the
+  /// snapshot's index as it is). The engine is left as it is (see `commit`).
   pub fn build(
     &self,
     roots: &[Root],
     gitignore: bool,
-    snapshot: Option<&Snapshot>,
+    snapshot: Option<Snapshot>,
   ) -> Result<Built, Fault> {
     let tree = self.tree()?.clone();
     let mut report = Report::default();
@@ -354,87 +354,128 @@ impl Engine {
       },
     );
     report.skipped.extend(plan.skipped);
+    let snapshot = match snapshot {
+      Some(snapshot) if unchanged(tree.as_ref(), &snapshot, &plan.files) => {
+        return Ok(self.restored(snapshot, report));
+      }
+      other => other,
+    };
     let mut index: Bm25<Source> = Bm25::new(self.settings.k1, self.settings.b);
-    let mut files = HashMap::new();
-    // Snapshot term number → term id here.
-    let mut interned: Vec<u32> = vec![u32::MAX; snapshot.map_or(0, Snapshot::vocabulary_len)];
+    let mut files = FxHashMap::default();
+    // Snapshot term number → term id here; each snapshot document's pairs, once needed.
+    let mut interned: Vec<u32> = vec![u32::MAX; snapshot.as_ref().map_or(0, |s| s.terms.len())];
+    let mut doc_terms: Option<Vec<Vec<(u32, u32)>>> = None;
     let workers = std::thread::available_parallelism()
       .map_or(1, |n| n.get())
-      .min(4);
-    for batch in plan.files.chunks(BATCH_FILES) {
-      let outcomes = self.process_batch(tree.as_ref(), batch, snapshot, workers);
-      for (path, outcome) in batch.iter().zip(outcomes) {
-        let path: Arc<str> = path.as_str().into();
-        match outcome {
-          Outcome::Read(stamp, docs) => {
-            report.chunks += docs.len();
-            for doc in docs {
-              let terms: Vec<(u32, u32)> = doc
-                .counts
-                .counts
-                .iter()
-                .map(|(t, tf)| (index.intern(t), *tf))
-                .collect();
-              let source = Source::File {
-                path: path.clone(),
-                chunk: doc.chunk,
-                start_line: doc.start_line,
-                hash: doc.hash,
-              };
-              index.add_interned(&doc.id, doc.counts.length, &terms, source);
-            }
-            files.insert(path.clone(), FileRecord { stamp });
-            report.files.push(path);
+      .clamp(1, 8);
+    // Batches are read and tokenised on other threads while the one before joins the
+    // index here, in order.
+    let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<Outcome>>(1);
+    let snapshot_ref = snapshot.as_ref();
+    let tree_ref = tree.as_ref();
+    let planned = &plan.files;
+    std::thread::scope(|scope| {
+      scope.spawn(move || {
+        for batch in planned.chunks(BATCH_FILES) {
+          if sender
+            .send(self.process_batch(tree_ref, batch, snapshot_ref, workers))
+            .is_err()
+          {
+            break;
           }
-          Outcome::Reused(stamp) => {
-            let snapshot = snapshot.expect("reused from a snapshot");
-            let mut terms = Vec::new();
-            let docs = snapshot.docs(&path).expect("checked in the batch");
-            for doc in docs {
-              let SnapshotDoc {
-                chunk,
-                start_line,
-                hash,
-                length,
-                pairs,
-              } = doc;
-              terms.clear();
-              for (t, tf) in pairs {
-                let slot = &mut interned[t as usize];
-                if *slot == u32::MAX {
-                  *slot = index.intern(snapshot.term(t));
-                }
-                terms.push((*slot, tf));
+        }
+      });
+      for (batch, outcomes) in plan.files.chunks(BATCH_FILES).zip(batches) {
+        for (path, outcome) in batch.iter().zip(outcomes) {
+          let path: Arc<str> = path.as_str().into();
+          match outcome {
+            Outcome::Read(stamp, docs) => {
+              report.chunks += docs.len();
+              for doc in docs {
+                let terms: Vec<(u32, u32)> = doc
+                  .counts
+                  .iter()
+                  .map(|(t, tf)| (index.intern(t), tf))
+                  .collect();
+                let source = Source::File {
+                  path: path.clone(),
+                  chunk: doc.chunk,
+                  start_line: doc.start_line,
+                  hash: doc.hash,
+                };
+                index.add_interned(&doc.id, doc.counts.length, &terms, source);
               }
-              let id = match chunk {
-                Some(i) => Cow::Owned(format!("{path}#chunk-{i}")),
-                None => Cow::Borrowed(&*path),
-              };
-              let source = Source::File {
-                path: path.clone(),
-                chunk,
-                start_line,
-                hash,
-              };
-              index.add_interned(&id, length, &terms, source);
-              report.chunks += 1;
+              files.insert(path.clone(), stamp);
+              report.files.push(path);
             }
-            report.reused += 1;
-            files.insert(path.clone(), FileRecord { stamp });
-            report.files.push(path);
+            Outcome::Reused(stamp) => {
+              let snapshot = snapshot.as_ref().expect("reused from a snapshot");
+              let file = snapshot.file(&path).expect("checked in the batch");
+              let pairs = doc_terms.get_or_insert_with(|| snapshot.doc_terms());
+              let mut terms = Vec::new();
+              for number in file.first..file.first + file.count {
+                let doc = snapshot.docs[number as usize];
+                terms.clear();
+                for &(t, tf) in &pairs[number as usize] {
+                  let slot = &mut interned[t as usize];
+                  if *slot == u32::MAX {
+                    *slot = index.intern(&snapshot.terms[t as usize]);
+                  }
+                  terms.push((*slot, tf));
+                }
+                let id = match doc.chunk {
+                  Some(i) => Cow::Owned(format!("{path}#chunk-{i}")),
+                  None => Cow::Borrowed(&*path),
+                };
+                let source = Source::File {
+                  path: path.clone(),
+                  chunk: doc.chunk,
+                  start_line: doc.start_line,
+                  hash: doc.hash,
+                };
+                index.add_interned(&id, doc.length, &terms, source);
+                report.chunks += 1;
+              }
+              report.reused += 1;
+              files.insert(path.clone(), stamp);
+              report.files.push(path);
+            }
+            Outcome::Skipped(fault) => report.skipped.push(Skip {
+              path: path.to_string(),
+              fault,
+            }),
           }
-          Outcome::Skipped(fault) => report.skipped.push(Skip {
-            path: path.to_string(),
-            fault,
-          }),
         }
       }
-    }
+    });
     Ok(Built {
       index,
       files,
       report,
     })
+  }
+
+  /// The snapshot's index as it is (its files all unchanged).
+  fn restored(&self, snapshot: Snapshot, mut report: Report) -> Built {
+    let files: FxHashMap<Arc<str>, Stamp> = snapshot
+      .files
+      .iter()
+      .map(|f| (Arc::<str>::from(&*f.path), f.stamp))
+      .collect();
+    report.files = snapshot
+      .files
+      .iter()
+      .map(|f| Arc::<str>::from(&*f.path))
+      .collect();
+    report.reused = report.files.len();
+    report.chunks = snapshot.docs.len();
+    report.snapshot_current = true;
+    let index = snapshot.into_index(self.settings.k1, self.settings.b);
+    Built {
+      index,
+      files,
+      report,
+    }
   }
 
   fn process_batch(
@@ -477,7 +518,7 @@ impl Engine {
   }
 
   fn process_file(&self, tree: &dyn Tree, path: &str, snapshot: Option<&Snapshot>) -> Outcome {
-    if let Some(saved) = snapshot.and_then(|s| s.stamp(path))
+    if let Some(saved) = snapshot.and_then(|s| s.file(path)).map(|f| f.stamp)
       && tree.stamp(path).is_ok_and(|now| now == saved)
     {
       return Outcome::Reused(saved);
@@ -607,17 +648,9 @@ impl Engine {
     Some(String::from_utf8_lossy(&bytes).into_owned())
   }
 
-  /// The documents read from files, for a snapshot: (path, stamp, docs in order).
-  pub fn snapshot_parts(&self) -> crate::persist::Parts<'_> {
-    crate::persist::Parts::of(&self.index, &self.files_stamps())
-  }
-
-  fn files_stamps(&self) -> HashMap<Arc<str>, Stamp> {
-    self
-      .files
-      .iter()
-      .map(|(p, r)| (p.clone(), r.stamp))
-      .collect()
+  /// Writes the documents read from files to a snapshot at `path`.
+  pub fn save_snapshot(&self, path: &std::path::Path) -> Result<(), Fault> {
+    crate::persist::save(&self.index, &self.files, path, self.fingerprint())
   }
 
   /// A fingerprint of what makes terms: a snapshot made with another is not used.
@@ -651,6 +684,14 @@ fn text_of(text: &str, chunk: &Chunk) -> Text {
   } else {
     Text::Utf8(text[chunk.start..chunk.end].to_owned())
   }
+}
+
+/// Whether the files of `plan` are the snapshot's, in its order, each unchanged.
+fn unchanged(tree: &dyn Tree, snapshot: &Snapshot, plan: &[String]) -> bool {
+  plan.len() == snapshot.files.len()
+    && plan.iter().zip(&snapshot.files).all(|(path, file)| {
+      **path == *file.path && tree.stamp(path).is_ok_and(|now| now == file.stamp)
+    })
 }
 
 enum Outcome {
@@ -722,7 +763,7 @@ mod tests {
     Engine::new(settings, limits, Some(Arc::new(DirTree::new(&dir.0))))
   }
 
-  fn rebuilt(e: &mut Engine, snapshot: Option<&Snapshot>) -> Report {
+  fn rebuilt(e: &mut Engine, snapshot: Option<Snapshot>) -> Report {
     let built = e
       .build(&[Root::Either("docs".into())], true, snapshot)
       .unwrap();
@@ -810,25 +851,31 @@ mod tests {
       ("docs/c.md", b"three"),
     ]);
     let snap = dir.0.join("index.bin");
+    let load = |e: &Engine| Snapshot::load(&snap, e.fingerprint()).unwrap().unwrap();
     let mut first = engine(&dir);
     rebuilt(&mut first, None);
-    first
-      .snapshot_parts()
-      .save(&snap, first.fingerprint())
-      .unwrap();
+    first.save_snapshot(&snap).unwrap();
     let expected = first.search("three two", 10.0, 0.0);
 
+    // Every file unchanged: the snapshot's index as it is.
     let mut again = engine(&dir);
-    let snapshot = Snapshot::load(&snap, again.fingerprint()).unwrap().unwrap();
-    let report = rebuilt(&mut again, Some(&snapshot));
-    assert_eq!(report.reused, 3);
+    let snapshot = load(&again);
+    let report = rebuilt(&mut again, Some(snapshot));
+    assert_eq!((report.reused, report.snapshot_current), (3, true));
     assert_eq!(again.search("three two", 10.0, 0.0), expected);
+    again.index.remove("docs/a.md");
+    first.index.remove("docs/a.md");
+    assert_eq!(
+      again.search("three two one", 10.0, 0.0),
+      first.search("three two one", 10.0, 0.0)
+    );
 
     // b changes size: read again, and in its place in the order (as a fresh build has it).
     dir.write("docs/b.md", b"two three four");
     let mut third = engine(&dir);
-    let report = rebuilt(&mut third, Some(&snapshot));
-    assert_eq!(report.reused, 2);
+    let snapshot = load(&third);
+    let report = rebuilt(&mut third, Some(snapshot));
+    assert_eq!((report.reused, report.snapshot_current), (2, false));
     let mut fresh = engine(&dir);
     rebuilt(&mut fresh, None);
     assert_eq!(
@@ -847,6 +894,14 @@ mod tests {
     let mut bytes = std::fs::read(&snap).unwrap();
     bytes.truncate(bytes.len() - 3);
     std::fs::write(&snap, &bytes).unwrap();
+    assert_eq!(
+      Snapshot::load(&snap, first.fingerprint())
+        .err()
+        .unwrap()
+        .code,
+      "DAMAGED"
+    );
+    std::fs::write(&snap, b"NWSIDX02").unwrap();
     assert_eq!(
       Snapshot::load(&snap, first.fingerprint())
         .err()

@@ -7,47 +7,69 @@
 //! through the query's first term come first, and among those met through one term, the
 //! one added earlier (a document added again counts as added last).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A document's terms and how often each occurs, and its length in terms.
+use rustc_hash::FxHashMap;
+
+use crate::tokenize::Tokenizer;
+
+/// A document's distinct terms (side by side in one string) with how often each occurs,
+/// and its length in terms.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TermCounts {
-  pub counts: Vec<(Box<str>, u32)>,
+  text: String,
+  /// (start in `text`, byte length, frequency).
+  terms: Vec<(u32, u32, u32)>,
   pub length: u32,
 }
 
 impl TermCounts {
-  /// Counts the terms `each` gives.
-  pub fn collect(each: impl FnOnce(&mut dyn FnMut(&str))) -> TermCounts {
-    let mut counts: HashMap<Box<str>, u32> = HashMap::new();
+  /// The terms of `text` as `tokenizer` makes them, counted.
+  pub fn of(tokenizer: &Tokenizer, text: &str) -> TermCounts {
+    let lowered = tokenizer.lower(text);
+    // About one distinct term per 16 bytes of text: few tables grown on the way.
+    let mut counts: FxHashMap<&str, u32> =
+      FxHashMap::with_capacity_and_hasher(lowered.len() / 16, Default::default());
     let mut length = 0u32;
-    each(&mut |term: &str| {
+    tokenizer.terms_of_lowered(&lowered, |term| {
       length = length.saturating_add(1);
-      match counts.get_mut(term) {
-        Some(n) => *n += 1,
-        None => {
-          counts.insert(term.into(), 1);
-        }
-      }
+      *counts.entry(term).or_insert(0) += 1;
     });
-    TermCounts {
-      counts: counts.into_iter().collect(),
+    let mut out = TermCounts {
+      text: String::with_capacity(counts.keys().map(|t| t.len()).sum()),
+      terms: Vec::with_capacity(counts.len()),
       length,
+    };
+    for (term, tf) in counts {
+      out
+        .terms
+        .push((out.text.len() as u32, term.len() as u32, tf));
+      out.text.push_str(term);
     }
+    out
+  }
+
+  /// The distinct terms and their frequencies.
+  pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> + '_ {
+    self
+      .terms
+      .iter()
+      .map(|&(at, len, tf)| (&self.text[at as usize..(at + len) as usize], tf))
   }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Posting {
-  doc: u32,
-  tf: u32,
+/// A document holding a term, and how often.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Posting {
+  pub doc: u32,
+  pub tf: u32,
 }
 
 struct Doc<S> {
   id: Arc<str>,
   length: u32,
-  terms: Box<[u32]>,
+  /// Its terms (to remove it); `None` until first needed for a document taken from postings.
+  terms: Option<Box<[u32]>>,
   alive: bool,
   source: S,
 }
@@ -64,11 +86,11 @@ pub struct Hit<S> {
 pub struct Bm25<S> {
   pub k1: f64,
   pub b: f64,
-  vocabulary: HashMap<Box<str>, u32>,
+  vocabulary: FxHashMap<Box<str>, u32>,
   document_frequency: Vec<u32>,
   postings: Vec<Vec<Posting>>,
   docs: Vec<Doc<S>>,
-  by_id: HashMap<Arc<str>, u32>,
+  by_id: FxHashMap<Arc<str>, u32>,
   live: u32,
   total_length: u64,
 }
@@ -78,11 +100,11 @@ impl<S: Clone> Bm25<S> {
     Bm25 {
       k1,
       b,
-      vocabulary: HashMap::new(),
+      vocabulary: FxHashMap::default(),
       document_frequency: Vec::new(),
       postings: Vec::new(),
       docs: Vec::new(),
-      by_id: HashMap::new(),
+      by_id: FxHashMap::default(),
       live: 0,
       total_length: 0,
     }
@@ -123,9 +145,8 @@ impl<S: Clone> Bm25<S> {
   /// Adds (or replaces) document `id`.
   pub fn add(&mut self, id: &str, terms: &TermCounts, source: S) {
     let ids: Vec<(u32, u32)> = terms
-      .counts
       .iter()
-      .map(|(term, tf)| (self.intern(term), *tf))
+      .map(|(term, tf)| (self.intern(term), tf))
       .collect();
     self.add_interned(id, terms.length, &ids, source);
   }
@@ -143,7 +164,7 @@ impl<S: Clone> Bm25<S> {
     self.docs.push(Doc {
       id: id.clone(),
       length,
-      terms: terms.iter().map(|&(t, _)| t).collect(),
+      terms: Some(terms.iter().map(|&(t, _)| t).collect()),
       alive: true,
       source,
     });
@@ -158,9 +179,10 @@ impl<S: Clone> Bm25<S> {
     let Some(doc) = self.by_id.remove(id) else {
       return false;
     };
+    self.fill_doc_terms();
     let entry = &mut self.docs[doc as usize];
     entry.alive = false;
-    for &t in entry.terms.iter() {
+    for &t in entry.terms.iter().flatten() {
       self.document_frequency[t as usize] -= 1;
     }
     self.live -= 1;
@@ -190,9 +212,58 @@ impl<S: Clone> Bm25<S> {
     *self = Bm25::new(self.k1, self.b);
   }
 
+  /// Gives every document its term list, from the postings (one pass), if one lacks it.
+  fn fill_doc_terms(&mut self) {
+    if self.docs.iter().all(|d| d.terms.is_some()) {
+      return;
+    }
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); self.docs.len()];
+    for (t, list) in self.postings.iter().enumerate() {
+      for p in list {
+        lists[p.doc as usize].push(t as u32);
+      }
+    }
+    for (doc, list) in self.docs.iter_mut().zip(lists) {
+      doc.terms.get_or_insert_with(|| list.into_boxed_slice());
+    }
+  }
+
+  /// An index of documents `(id, length, source)` (numbered in order) and each term's
+  /// postings (`postings[t]` for `terms[t]`, documents in increasing order).
+  pub fn from_postings(
+    k1: f64,
+    b: f64,
+    terms: Vec<Box<str>>,
+    docs: Vec<(Arc<str>, u32, S)>,
+    postings: Vec<Vec<Posting>>,
+  ) -> Self {
+    let mut index = Bm25::new(k1, b);
+    index.document_frequency = postings.iter().map(|p| p.len() as u32).collect();
+    index.vocabulary = terms
+      .into_iter()
+      .enumerate()
+      .map(|(t, term)| (term, t as u32))
+      .collect();
+    index.postings = postings;
+    for (number, (id, length, source)) in docs.into_iter().enumerate() {
+      index.by_id.insert(id.clone(), number as u32);
+      index.total_length += u64::from(length);
+      index.docs.push(Doc {
+        id,
+        length,
+        terms: None,
+        alive: true,
+        source,
+      });
+    }
+    index.live = index.docs.len() as u32;
+    index
+  }
+
   /// Drops removed documents and their postings, keeping the order of the others; terms
   /// no document holds any more leave the vocabulary.
   fn compact(&mut self) {
+    self.fill_doc_terms();
     let mut renumbered = vec![u32::MAX; self.docs.len()];
     let mut kept = Vec::with_capacity(self.live as usize);
     for (old, doc) in std::mem::take(&mut self.docs).into_iter().enumerate() {
@@ -236,7 +307,7 @@ impl<S: Clone> Bm25<S> {
         term_map[t - 1] != u32::MAX
       });
       for doc in &mut self.docs {
-        for term in doc.terms.iter_mut() {
+        for term in doc.terms.iter_mut().flatten() {
           *term = term_map[*term as usize];
         }
       }
@@ -252,7 +323,7 @@ impl<S: Clone> Bm25<S> {
     let n = f64::from(self.live);
     let average = self.total_length as f64 / n;
     // By document: (score, order first met).
-    let mut scores: HashMap<u32, (f64, u32)> = HashMap::new();
+    let mut scores: FxHashMap<u32, (f64, u32)> = FxHashMap::default();
     for term in query_terms {
       let Some(&t) = self.vocabulary.get(term.as_str()) else {
         continue;
@@ -308,51 +379,28 @@ impl<S: Clone> Bm25<S> {
       .collect()
   }
 
-  /// The vocabulary (by term id) and the live documents in the order they were added,
-  /// each with its (term id, tf) pairs: one pass over the postings.
-  pub fn export(&self) -> Export<'_, S> {
+  /// The vocabulary, by term id.
+  pub fn terms(&self) -> Vec<&str> {
     let mut terms = vec![""; self.postings.len()];
     for (term, &t) in &self.vocabulary {
       terms[t as usize] = term;
     }
-    let mut pairs: Vec<Vec<(u32, u32)>> = self
-      .docs
-      .iter()
-      .map(|d| Vec::with_capacity(d.terms.len()))
-      .collect();
-    for (t, list) in self.postings.iter().enumerate() {
-      for p in list {
-        if self.docs[p.doc as usize].alive {
-          pairs[p.doc as usize].push((t as u32, p.tf));
-        }
-      }
-    }
-    let docs = self
-      .docs
-      .iter()
-      .zip(pairs)
-      .filter(|(d, _)| d.alive)
-      .map(|(d, pairs)| ExportedDoc {
-        id: &d.id,
-        source: &d.source,
-        length: d.length,
-        terms: pairs,
-      })
-      .collect();
-    Export { terms, docs }
+    terms
   }
-}
 
-pub struct Export<'a, S> {
-  pub terms: Vec<&'a str>,
-  pub docs: Vec<ExportedDoc<'a, S>>,
-}
+  /// Each term's postings, by term id (removed documents included: see `documents`).
+  pub fn postings(&self) -> &[Vec<Posting>] {
+    &self.postings
+  }
 
-pub struct ExportedDoc<'a, S> {
-  pub id: &'a Arc<str>,
-  pub source: &'a S,
-  pub length: u32,
-  pub terms: Vec<(u32, u32)>,
+  /// The documents by number, in the order they were added: id, length, source, whether
+  /// it is still in the index.
+  pub fn documents(&self) -> impl Iterator<Item = (&Arc<str>, u32, &S, bool)> + '_ {
+    self
+      .docs
+      .iter()
+      .map(|d| (&d.id, d.length, &d.source, d.alive))
+  }
 }
 
 /// Where JavaScript's `slice(0, k)` ends on a list of `len`: a fraction truncated, a
@@ -372,11 +420,9 @@ pub fn slice_end(k: f64, len: usize) -> usize {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::tokenize::Tokenizer;
 
   fn counts(text: &str) -> TermCounts {
-    let t = Tokenizer::default();
-    TermCounts::collect(|emit| t.for_each(text, emit))
+    TermCounts::of(&Tokenizer::default(), text)
   }
 
   fn index(docs: &[(&str, &str)]) -> Bm25<()> {
@@ -472,29 +518,26 @@ mod tests {
   }
 
   #[test]
-  fn export_gives_back_what_was_added() {
-    let mut index = index(&[("a", "fox fox dog"), ("x", "gone"), ("b", "cat")]);
-    index.remove("x");
-    let export = index.export();
-    let docs: Vec<_> = export
-      .docs
-      .iter()
-      .map(|d| {
-        let mut terms: Vec<(&str, u32)> = d
-          .terms
-          .iter()
-          .map(|&(t, tf)| (export.terms[t as usize], tf))
-          .collect();
-        terms.sort();
-        (d.id.to_string(), d.length, terms)
-      })
+  fn an_index_from_postings_scores_and_removes_as_one_built_by_adding() {
+    let docs = [("a", "fox fox dog"), ("x", "gone"), ("b", "cat fox")];
+    let mut built = index(&docs);
+    let terms: Vec<Box<str>> = built.terms().into_iter().map(Into::into).collect();
+    let listed: Vec<(Arc<str>, u32, ())> = built
+      .documents()
+      .map(|(id, length, _, _)| (id.clone(), length, ()))
       .collect();
+    let mut restored = Bm25::from_postings(1.5, 0.75, terms, listed, built.postings().to_vec());
+    for query in ["fox", "gone cat", "dog fox"] {
+      assert_eq!(
+        restored.search(&q(query), 10.0, 0.0),
+        built.search(&q(query), 10.0, 0.0)
+      );
+    }
+    restored.remove("x");
+    built.remove("x");
     assert_eq!(
-      docs,
-      [
-        ("a".to_owned(), 3, vec![("dog", 1), ("fox", 2)]),
-        ("b".to_owned(), 1, vec![("cat", 1)])
-      ]
+      restored.search(&q("gone fox"), 10.0, 0.0),
+      built.search(&q("gone fox"), 10.0, 0.0)
     );
   }
 }

@@ -1,160 +1,157 @@
-//! The index on disk: what was read from files (each file's size and modification time,
-//! and per document its chunk, first line, hash, length and (term, frequency) pairs)
-//! with the vocabulary, never the text. A restart takes an unchanged file from here
-//! without reading it. Written whole to a temporary file renamed over the old one; read
-//! with every length and number checked, so a damaged or foreign file is refused (and the
-//! index built from the files), never trusted.
+//! The index on disk: what was read from files — the vocabulary, each file's size and
+//! modification time, each document's chunk, first line, hash and length, and each term's
+//! postings as the index holds them — never the text. A restart with every file unchanged
+//! takes the index from here as it is; one with some changed takes the unchanged files'
+//! documents from here. Numbers are LEB128 varints (documents delta-coded in postings).
+//! Written whole to a temporary file renamed over the old one; read with every length and
+//! number checked, so a damaged or foreign file is refused (and the index built from the
+//! files), never trusted.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use crate::engine::Source;
-use crate::index::Bm25;
+use crate::index::{Bm25, Posting};
 use crate::walk::{Fault, Stamp};
 
-const MAGIC: &[u8; 8] = b"NWSIDX01";
-const NO_CHUNK: u32 = u32::MAX;
+const MAGIC: &[u8; 8] = b"NWSIDX02";
 
-/// What a snapshot holds: the vocabulary and the files' documents, in index order.
-pub struct Parts<'a> {
-  terms: Vec<&'a str>,
-  files: Vec<(&'a str, Stamp, Vec<PartDoc>)>,
+fn put(out: &mut Vec<u8>, mut n: u64) {
+  while n >= 0x80 {
+    out.push((n as u8) | 0x80);
+    n >>= 7;
+  }
+  out.push(n as u8);
 }
 
-struct PartDoc {
-  chunk: Option<u32>,
-  start_line: u32,
-  hash: u64,
-  length: u32,
-  pairs: Vec<(u32, u32)>,
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+  put(out, bytes.len() as u64);
+  out.extend_from_slice(bytes);
 }
 
-impl<'a> Parts<'a> {
-  /// The documents of files (not those given with their text), grouped by file.
-  pub fn of(index: &'a Bm25<Source>, stamps: &HashMap<Arc<str>, Stamp>) -> Parts<'a> {
-    let export = index.export();
-    let mut files: Vec<(&'a str, Stamp, Vec<PartDoc>)> = Vec::new();
-    for doc in export.docs {
+/// A file's path and stamp, and its documents with their lengths.
+type FileDocs<'a> = (&'a str, Stamp, Vec<(&'a Source, u32)>);
+
+/// Writes the documents of files of `index` (those with a stamp in `stamps`) to `path`.
+pub fn save(
+  index: &Bm25<Source>,
+  stamps: &FxHashMap<Arc<str>, Stamp>,
+  path: &Path,
+  fingerprint: u64,
+) -> Result<(), Fault> {
+  let mut out = Vec::with_capacity(1 << 20);
+  out.extend_from_slice(MAGIC);
+  out.extend_from_slice(&fingerprint.to_le_bytes());
+  let terms = index.terms();
+  put(&mut out, terms.len() as u64);
+  for term in &terms {
+    put_bytes(&mut out, term.as_bytes());
+  }
+  // Documents of files, in index order, grouped by file; `number[d]` is a document's
+  // number here (u32::MAX: not written).
+  let mut number = Vec::new();
+  let mut files: Vec<FileDocs> = Vec::new();
+  let mut written = 0u32;
+  for (_, length, source, alive) in index.documents() {
+    let stamp = match source {
+      Source::File { path, .. } if alive => stamps.get(path),
+      _ => None,
+    };
+    let (Some(stamp), Source::File { path, .. }) = (stamp, source) else {
+      number.push(u32::MAX);
+      continue;
+    };
+    number.push(written);
+    written += 1;
+    match files.last_mut() {
+      Some((last, _, docs)) if *last == &**path => docs.push((source, length)),
+      _ => files.push((path, *stamp, vec![(source, length)])),
+    }
+  }
+  put(&mut out, files.len() as u64);
+  for (file, stamp, docs) in &files {
+    put_bytes(&mut out, file.as_bytes());
+    put(&mut out, stamp.size);
+    out.extend_from_slice(&stamp.modified_ns.to_le_bytes());
+    put(&mut out, docs.len() as u64);
+    for (source, length) in docs {
       let Source::File {
-        path,
         chunk,
         start_line,
         hash,
-      } = doc.source
+        ..
+      } = source
       else {
-        continue;
+        unreachable!("only documents of files are grouped")
       };
-      let Some(stamp) = stamps.get(path) else {
-        continue;
-      };
-      let part = PartDoc {
-        chunk: *chunk,
-        start_line: *start_line,
-        hash: *hash,
-        length: doc.length,
-        pairs: doc.terms,
-      };
-      match files.last_mut() {
-        Some((last, _, docs)) if *last == &**path => docs.push(part),
-        _ => files.push((path, *stamp, vec![part])),
-      }
-    }
-    Parts {
-      terms: export.terms,
-      files,
+      put(&mut out, chunk.map_or(0, |c| u64::from(c) + 1));
+      put(&mut out, u64::from(*start_line));
+      out.extend_from_slice(&hash.to_le_bytes());
+      put(&mut out, u64::from(*length));
     }
   }
-
-  pub fn file_count(&self) -> usize {
-    self.files.len()
+  for list in index.postings() {
+    let kept = list.iter().filter(|p| number[p.doc as usize] != u32::MAX);
+    put(&mut out, kept.clone().count() as u64);
+    let mut previous = 0u32;
+    for p in kept {
+      let doc = number[p.doc as usize];
+      put(&mut out, u64::from(doc - previous));
+      put(&mut out, u64::from(p.tf));
+      previous = doc;
+    }
   }
+  write_replacing(path, &out)
+}
 
-  /// Writes the snapshot to `path` (through a temporary file beside it).
-  pub fn save(&self, path: &Path, fingerprint: u64) -> Result<(), Fault> {
-    let mut out = Vec::with_capacity(1 << 16);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&fingerprint.to_le_bytes());
-    put_u32(&mut out, self.terms.len());
-    for term in &self.terms {
-      put_u32(&mut out, term.len());
-      out.extend_from_slice(term.as_bytes());
-    }
-    put_u32(&mut out, self.files.len());
-    for (file, stamp, docs) in &self.files {
-      put_u32(&mut out, file.len());
-      out.extend_from_slice(file.as_bytes());
-      out.extend_from_slice(&stamp.size.to_le_bytes());
-      out.extend_from_slice(&stamp.modified_ns.to_le_bytes());
-      put_u32(&mut out, docs.len());
-      for doc in docs {
-        out.extend_from_slice(&doc.chunk.unwrap_or(NO_CHUNK).to_le_bytes());
-        out.extend_from_slice(&doc.start_line.to_le_bytes());
-        out.extend_from_slice(&doc.hash.to_le_bytes());
-        out.extend_from_slice(&doc.length.to_le_bytes());
-        put_u32(&mut out, doc.pairs.len());
-        for (t, tf) in &doc.pairs {
-          out.extend_from_slice(&t.to_le_bytes());
-          out.extend_from_slice(&tf.to_le_bytes());
-        }
-      }
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-      std::fs::create_dir_all(dir).map_err(|e| Fault::io(&e))?;
-    }
-    let name = path
-      .file_name()
-      .map(|n| n.to_string_lossy().into_owned())
-      .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::File::create(&temp).and_then(|mut f| {
-      f.write_all(&out)?;
-      f.sync_data()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&temp, path)) {
-      let _ = std::fs::remove_file(&temp);
-      return Err(Fault::io(&e));
-    }
-    Ok(())
+fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), Fault> {
+  if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    std::fs::create_dir_all(dir).map_err(|e| Fault::io(&e))?;
   }
+  let name = path
+    .file_name()
+    .map(|n| n.to_string_lossy().into_owned())
+    .unwrap_or_default();
+  let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+  let written = std::fs::File::create(&temp).and_then(|mut f| {
+    f.write_all(bytes)?;
+    f.sync_data()
+  });
+  if let Err(e) = written.and_then(|()| std::fs::rename(&temp, path)) {
+    let _ = std::fs::remove_file(&temp);
+    return Err(Fault::io(&e));
+  }
+  Ok(())
 }
 
-fn put_u32(out: &mut Vec<u8>, n: usize) {
-  out.extend_from_slice(&(n as u32).to_le_bytes());
+/// A file of a snapshot: its path, stamp and documents (`first..first + count`).
+pub struct SnapshotFile {
+  pub path: Box<str>,
+  pub stamp: Stamp,
+  pub first: u32,
+  pub count: u32,
 }
 
-/// A snapshot read back.
-pub struct Snapshot {
-  bytes: Vec<u8>,
-  /// (offset, length) of each term in `bytes`.
-  terms: Vec<(u32, u32)>,
-  /// By path: stamp, offset of its first document, document count.
-  files: HashMap<Box<str>, (Stamp, usize, u32)>,
-}
-
-pub struct SnapshotDoc<'s> {
+/// A document of a snapshot.
+#[derive(Clone, Copy)]
+pub struct SnapshotDoc {
   pub chunk: Option<u32>,
   pub start_line: u32,
   pub hash: u64,
   pub length: u32,
-  pub pairs: Pairs<'s>,
 }
 
-/// A document's (term, frequency) pairs, read from the snapshot's bytes.
-pub struct Pairs<'s>(&'s [u8]);
-
-impl Iterator for Pairs<'_> {
-  type Item = (u32, u32);
-  fn next(&mut self) -> Option<(u32, u32)> {
-    let (pair, rest) = self.0.split_at_checked(8)?;
-    self.0 = rest;
-    Some((u32_at(pair, 0), u32_at(pair, 4)))
-  }
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-  u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+/// A snapshot read back.
+pub struct Snapshot {
+  pub terms: Vec<Box<str>>,
+  pub files: Vec<SnapshotFile>,
+  by_path: FxHashMap<Box<str>, u32>,
+  pub docs: Vec<SnapshotDoc>,
+  /// By term; documents numbered as in `docs`.
+  pub postings: Vec<Vec<Posting>>,
 }
 
 /// A cursor over the snapshot's bytes: every read checked.
@@ -174,18 +171,31 @@ impl<'b> Reader<'b> {
     self.at = end;
     Ok(slice)
   }
-  fn u32(&mut self) -> Result<u32, Fault> {
-    Ok(u32_at(self.take(4)?, 0))
+
+  fn number(&mut self) -> Result<u64, Fault> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+      let byte = *self.bytes.get(self.at).ok_or_else(damaged)?;
+      self.at += 1;
+      n |= u64::from(byte & 0x7f) << shift;
+      if byte & 0x80 == 0 {
+        return Ok(n);
+      }
+    }
+    Err(damaged())
   }
-  fn u64(&mut self) -> Result<u64, Fault> {
-    Ok(u64::from_le_bytes(
-      self.take(8)?.try_into().expect("8 bytes"),
-    ))
+
+  fn small(&mut self) -> Result<u32, Fault> {
+    u32::try_from(self.number()?).map_err(|_| damaged())
   }
-  fn i128(&mut self) -> Result<i128, Fault> {
-    Ok(i128::from_le_bytes(
-      self.take(16)?.try_into().expect("16 bytes"),
-    ))
+
+  fn text(&mut self) -> Result<&'b str, Fault> {
+    let len = self.number()? as usize;
+    std::str::from_utf8(self.take(len)?).map_err(|_| damaged())
+  }
+
+  fn fixed<const N: usize>(&mut self) -> Result<[u8; N], Fault> {
+    Ok(self.take(N)?.try_into().expect("N bytes"))
   }
 }
 
@@ -209,90 +219,123 @@ impl Snapshot {
       bytes: &bytes,
       at: 0,
     };
-    if r.take(8)? != MAGIC {
+    if &r.fixed::<8>()? != MAGIC {
       return Err(damaged());
     }
-    if r.u64()? != fingerprint {
+    if u64::from_le_bytes(r.fixed()?) != fingerprint {
       return Ok(None);
     }
-    let term_count = r.u32()? as usize;
-    let mut terms = Vec::with_capacity(term_count.min(bytes.len() / 4));
+    // Counts are checked against what is left before anything is reserved for them.
+    let bounded = |n: u64, r: &Reader| {
+      if n as usize <= r.bytes.len() - r.at {
+        Ok(n as usize)
+      } else {
+        Err(damaged())
+      }
+    };
+    let term_count = bounded(r.number()?, &r)?;
+    let mut terms = Vec::with_capacity(term_count);
     for _ in 0..term_count {
-      let len = r.u32()? as usize;
-      let at = r.at;
-      std::str::from_utf8(r.take(len)?).map_err(|_| damaged())?;
-      terms.push((at as u32, len as u32));
+      terms.push(r.text()?.into());
     }
-    let file_count = r.u32()? as usize;
-    let mut files = HashMap::with_capacity(file_count.min(bytes.len() / 32));
-    for _ in 0..file_count {
-      let len = r.u32()? as usize;
-      let path = std::str::from_utf8(r.take(len)?).map_err(|_| damaged())?;
+    let file_count = bounded(r.number()?, &r)?;
+    let mut files = Vec::with_capacity(file_count);
+    let mut by_path = FxHashMap::default();
+    let mut docs = Vec::new();
+    for i in 0..file_count {
+      let path: Box<str> = r.text()?.into();
       let stamp = Stamp {
-        size: r.u64()?,
-        modified_ns: r.i128()?,
+        size: r.number()?,
+        modified_ns: i128::from_le_bytes(r.fixed()?),
       };
-      let count = r.u32()?;
-      let docs_at = r.at;
+      let count = bounded(r.number()?, &r)?;
+      let first = docs.len() as u32;
       for _ in 0..count {
-        r.take(20)?;
-        let pairs = r.u32()? as usize;
-        let pairs = r.take(pairs.checked_mul(8).ok_or_else(damaged)?)?;
-        if Pairs(pairs).any(|(t, _)| t as usize >= term_count) {
+        let chunk = r.small()?;
+        docs.push(SnapshotDoc {
+          chunk: chunk.checked_sub(1),
+          start_line: r.small()?,
+          hash: u64::from_le_bytes(r.fixed()?),
+          length: r.small()?,
+        });
+      }
+      if by_path.insert(path.clone(), i as u32).is_some() {
+        return Err(damaged());
+      }
+      files.push(SnapshotFile {
+        path,
+        stamp,
+        first,
+        count: count as u32,
+      });
+    }
+    let mut postings = Vec::with_capacity(term_count);
+    for _ in 0..term_count {
+      let count = bounded(r.number()?, &r)?;
+      let mut list = Vec::with_capacity(count);
+      let mut doc = 0u32;
+      for i in 0..count {
+        let delta = r.small()?;
+        if i > 0 && delta == 0 {
           return Err(damaged());
         }
+        doc = doc
+          .checked_add(delta)
+          .filter(|&d| (d as usize) < docs.len())
+          .ok_or_else(damaged)?;
+        list.push(Posting {
+          doc,
+          tf: r.small()?,
+        });
       }
-      files.insert(path.into(), (stamp, docs_at, count));
+      postings.push(list);
     }
     if r.at != bytes.len() {
       return Err(damaged());
     }
     Ok(Some(Snapshot {
-      bytes,
       terms,
       files,
+      by_path,
+      docs,
+      postings,
     }))
   }
 
-  pub fn vocabulary_len(&self) -> usize {
-    self.terms.len()
+  pub fn file(&self, path: &str) -> Option<&SnapshotFile> {
+    self.by_path.get(path).map(|&i| &self.files[i as usize])
   }
 
-  pub fn file_count(&self) -> usize {
-    self.files.len()
-  }
-
-  pub fn term(&self, t: u32) -> &str {
-    let (at, len) = self.terms[t as usize];
-    std::str::from_utf8(&self.bytes[at as usize..(at + len) as usize]).expect("checked when loaded")
-  }
-
-  pub fn stamp(&self, path: &str) -> Option<Stamp> {
-    self.files.get(path).map(|(stamp, _, _)| *stamp)
-  }
-
-  /// The documents of file `path`, in order.
-  pub fn docs(&self, path: &str) -> Option<impl Iterator<Item = SnapshotDoc<'_>>> {
-    let &(_, at, count) = self.files.get(path)?;
-    let mut r = Reader {
-      bytes: &self.bytes,
-      at,
-    };
-    Some((0..count).map(move |_| {
-      // Checked when loaded: these reads cannot fail.
-      let chunk = r.u32().expect("checked");
-      let start_line = r.u32().expect("checked");
-      let hash = r.u64().expect("checked");
-      let length = r.u32().expect("checked");
-      let n = r.u32().expect("checked") as usize;
-      let pairs = Pairs(r.take(n * 8).expect("checked"));
-      SnapshotDoc {
-        chunk: (chunk != NO_CHUNK).then_some(chunk),
-        start_line,
-        hash,
-        length,
-        pairs,
+  /// Each document's (term, frequency) pairs (one pass over the postings).
+  pub fn doc_terms(&self) -> Vec<Vec<(u32, u32)>> {
+    let mut lists = vec![Vec::new(); self.docs.len()];
+    for (t, list) in self.postings.iter().enumerate() {
+      for p in list {
+        lists[p.doc as usize].push((t as u32, p.tf));
       }
-    }))
+    }
+    lists
+  }
+
+  /// The index this snapshot holds, as it was (every file unchanged).
+  pub fn into_index(self, k1: f64, b: f64) -> Bm25<Source> {
+    let mut docs = Vec::with_capacity(self.docs.len());
+    for file in &self.files {
+      let path: Arc<str> = (*file.path).into();
+      for doc in &self.docs[file.first as usize..(file.first + file.count) as usize] {
+        let id: Arc<str> = match doc.chunk {
+          Some(i) => format!("{path}#chunk-{i}").into(),
+          None => path.clone(),
+        };
+        let source = Source::File {
+          path: path.clone(),
+          chunk: doc.chunk,
+          start_line: doc.start_line,
+          hash: doc.hash,
+        };
+        docs.push((id, doc.length, source));
+      }
+    }
+    Bm25::from_postings(k1, b, self.terms, docs, self.postings)
   }
 }

@@ -5,8 +5,11 @@
 //! gives them — and pieces shorter than the minimum (in UTF-16 units) or among the
 //! stopwords dropped.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::OnceLock;
+
+use rustc_hash::FxHashSet;
 
 /// Mastra's default stopwords.
 pub const DEFAULT_STOPWORDS: [&str; 26] = [
@@ -21,7 +24,7 @@ pub struct Tokenizer {
   /// Pieces with fewer UTF-16 units are dropped; NaN drops none (JavaScript's `<` with
   /// an undefined minimum).
   pub min_length: f64,
-  pub stopwords: HashSet<Box<str>>,
+  pub stopwords: FxHashSet<Box<str>>,
 }
 
 impl Default for Tokenizer {
@@ -93,45 +96,76 @@ pub fn utf16_len(text: &str) -> usize {
 }
 
 impl Tokenizer {
-  fn keeps(&self, piece: &str) -> bool {
-    let too_short = (utf16_len(piece) as f64) < self.min_length;
-    !too_short && !self.stopwords.contains(piece)
+  /// Whether a piece of `units` UTF-16 units is a term.
+  fn keeps(&self, piece: &str, units: usize) -> bool {
+    let too_short = (units as f64) < self.min_length;
+    !too_short && (self.stopwords.is_empty() || !self.stopwords.contains(piece))
+  }
+
+  /// `text` lowercased as JavaScript does (whole, so that a final sigma is judged in its
+  /// context), if the tokeniser lowercases.
+  pub fn lower<'t>(&self, text: &'t str) -> Cow<'t, str> {
+    if !self.lowercase {
+      Cow::Borrowed(text)
+    } else if !text.is_ascii() {
+      Cow::Owned(text.to_lowercase())
+    } else if text.bytes().any(|b| b.is_ascii_uppercase()) {
+      Cow::Owned(text.to_ascii_lowercase())
+    } else {
+      Cow::Borrowed(text)
+    }
+  }
+
+  /// Calls `emit` with each term of `lowered` (a text `lower` gave), in order: slices of it.
+  pub fn terms_of_lowered<'a>(&self, lowered: &'a str, mut emit: impl FnMut(&'a str)) {
+    // The piece under way starts at `start` and has `units` UTF-16 units so far.
+    let mut start = 0;
+    let mut units = 0;
+    let mut in_separator = false;
+    let mut separator =
+      |at: usize, width: usize, units: &mut usize, in_separator: &mut bool, start: &mut usize| {
+        if !*in_separator {
+          let piece = &lowered[*start..at];
+          if self.keeps(piece, *units) {
+            emit(piece);
+          }
+          *in_separator = true;
+        }
+        *start = at + width;
+        *units = 0;
+      };
+    if lowered.is_ascii() {
+      for (at, b) in lowered.bytes().enumerate() {
+        let separates = matches!(b, b'\t'..=b'\r' | b' ')
+          || (self.remove_punctuation && !(b.is_ascii_alphanumeric() || b == b'_'));
+        if separates {
+          separator(at, 1, &mut units, &mut in_separator, &mut start);
+        } else {
+          units += 1;
+          in_separator = false;
+        }
+      }
+    } else {
+      for (at, c) in lowered.char_indices() {
+        let separates = is_js_whitespace(c) || (self.remove_punctuation && !is_word_char(c));
+        if separates {
+          separator(at, c.len_utf8(), &mut units, &mut in_separator, &mut start);
+        } else {
+          units += c.len_utf16();
+          in_separator = false;
+        }
+      }
+    }
+    let piece = &lowered[start..];
+    if self.keeps(piece, units) {
+      emit(piece);
+    }
   }
 
   /// Calls `emit` with each term of `text`, in order.
-  pub fn for_each(&self, text: &str, mut emit: impl FnMut(&str)) {
-    let lowered;
-    let text = if self.lowercase && !text.is_ascii() {
-      // Whole, so that a final sigma is judged in its context as JavaScript judges it.
-      lowered = text.to_lowercase();
-      lowered.as_str()
-    } else {
-      text
-    };
-    let mut piece = String::new();
-    let mut in_separator = false;
-    for c in text.chars() {
-      let separates = is_js_whitespace(c) || (self.remove_punctuation && !is_word_char(c));
-      if separates {
-        if !in_separator {
-          if self.keeps(&piece) {
-            emit(&piece);
-          }
-          piece.clear();
-          in_separator = true;
-        }
-      } else {
-        piece.push(if self.lowercase {
-          c.to_ascii_lowercase()
-        } else {
-          c
-        });
-        in_separator = false;
-      }
-    }
-    if self.keeps(&piece) {
-      emit(&piece);
-    }
+  pub fn for_each(&self, text: &str, emit: impl FnMut(&str)) {
+    let lowered = self.lower(text);
+    self.terms_of_lowered(&lowered, emit);
   }
 
   pub fn tokens(&self, text: &str) -> Vec<String> {
@@ -215,7 +249,7 @@ mod tests {
   fn empty_pieces_come_out_as_split_gives_them() {
     let t = Tokenizer {
       min_length: 0.0,
-      stopwords: HashSet::new(),
+      stopwords: FxHashSet::default(),
       ..Tokenizer::default()
     };
     assert_eq!(t.tokens(""), [""]);
@@ -223,7 +257,7 @@ mod tests {
     assert_eq!(t.tokens(" a, b "), ["", "a", "b", ""]);
     let none = Tokenizer {
       min_length: f64::NAN,
-      stopwords: HashSet::new(),
+      stopwords: FxHashSet::default(),
       ..Tokenizer::default()
     };
     assert_eq!(none.tokens(",x"), ["", "x"]);

@@ -10,6 +10,8 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import * as mastraWorkspace from '@mastra/core/workspace'
 import { MastraVector } from '@mastra/core/vector'
 import fc from 'fast-check'
@@ -34,6 +36,13 @@ function pair(dir, options = {}) {
   const make = (m, extra) =>
     new m.Workspace({ id: 'ws-search', filesystem: new m.LocalFilesystem({ basePath: dir, ...options.filesystem }), ...options.workspace, ...extra?.() })
   return { theirs: make(theirs, options.theirs), ours: make(ours, options.ours) }
+}
+
+/** CPU time of this process's main (JavaScript) thread so far, in ms (Linux). */
+function jsThreadCpuMs() {
+  const fields = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  // utime and stime (fields 14 and 15 of stat), in clock ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
 const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b))
@@ -465,20 +474,31 @@ describe('hostile input', () => {
       for (let f = 0; f < 500; f++) fs.writeFileSync(path.join(dir, `docs/${d}/${f}.md`), `file ${d} ${f} word${f % 97} common`)
     }
     const w = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: true, autoIndexPaths: ['docs'] })
-    // The loop's delays while idle, for as long, are the host's own (a loaded machine): the
-    // indexing may add no more than 1 ms to the longest.
+    // The test's own garbage (20,000 paths written) is collected first: a GC pause is not the indexing's.
+    v8.setFlagsFromString('--expose-gc')
+    vm.runInNewContext('gc')()
+    // The loop's delays while idle, for as long, are the host's own (a loaded machine).
     const idle = monitorEventLoopDelay({ resolution: 1 })
     idle.enable()
-    const started = Date.now()
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    await new Promise((resolve) => setTimeout(resolve, 800))
     idle.disable()
     const busy = monitorEventLoopDelay({ resolution: 1 })
+    const cpuBefore = jsThreadCpuMs()
+    const started = Date.now()
     busy.enable()
     const report = await w.init()
     busy.disable()
+    const wall = Date.now() - started
+    const cpu = jsThreadCpuMs() - cpuBefore
     expect(report.files).toBe(20_000)
     expect(await w.search('word5 common', { topK: 3 })).toHaveLength(3)
-    console.log(`event loop delay max: idle ${(idle.max / 1e6).toFixed(2)} ms, indexing ${(busy.max / 1e6).toFixed(2)} ms (${Date.now() - started} ms)`)
-    expect(busy.max).toBeLessThanOrEqual(Math.max(idle.max, busy.percentile(50)) + 1e6)
+    const ms = (ns) => (ns / 1e6).toFixed(2)
+    console.log(`indexing ${wall} ms, JS thread CPU ${cpu} ms; event loop delay p99/max: idle ${ms(idle.percentile(99))}/${ms(idle.max)} ms, indexing ${ms(busy.percentile(99))}/${ms(busy.max)} ms`)
+    // The JavaScript thread ran for a few clock ticks in all (the call, its answer, the
+    // histogram's own timer) while the addon's threads indexed, and its turns were as late
+    // as when idle, give or take 1 ms. (The longest delay is logged, not judged: on a
+    // loaded host the scheduler alone moves it by tens of milliseconds.)
+    expect(cpu).toBeLessThan(Math.max(60, wall / 10))
+    expect(busy.percentile(50)).toBeLessThanOrEqual(idle.percentile(50) + 1e6)
   }, 120_000)
 })

@@ -20,6 +20,28 @@ use crate::walk::{self, Fault, Root, Skip, Stamp, Tree, WalkLimits};
 const BINARY_PROBE_BYTES: usize = 8000;
 /// Files read and tokenised together, in parallel, before they join the index in order.
 const BATCH_FILES: usize = 64;
+/// How much less CPU priority the indexing threads take than the process's (Linux nice
+/// levels): the JavaScript thread, and the host, come first.
+const BACKGROUND_NICENESS: i32 = 10;
+
+/// Lowers this thread's CPU priority (Linux: nice is per thread); elsewhere nothing.
+fn in_background() {
+  #[cfg(target_os = "linux")]
+  // SAFETY: plain system calls on this thread's own id; a failure leaves the priority as it is.
+  unsafe {
+    let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+    *libc::__errno_location() = 0;
+    let current = libc::getpriority(libc::PRIO_PROCESS, thread);
+    if *libc::__errno_location() == 0 {
+      libc::setpriority(
+        libc::PRIO_PROCESS,
+        thread,
+        (current + BACKGROUND_NICENESS).min(19),
+      );
+    }
+  }
+}
+
 /// Search again at most this many times after finding hits of changed files.
 const STALE_RETRIES: usize = 3;
 
@@ -376,6 +398,7 @@ impl Engine {
     let planned = &plan.files;
     std::thread::scope(|scope| {
       scope.spawn(move || {
+        in_background();
         for batch in planned.chunks(BATCH_FILES) {
           if sender
             .send(self.process_batch(tree_ref, batch, snapshot_ref, workers))
@@ -385,68 +408,75 @@ impl Engine {
           }
         }
       });
-      for (batch, outcomes) in plan.files.chunks(BATCH_FILES).zip(batches) {
-        for (path, outcome) in batch.iter().zip(outcomes) {
-          let path: Arc<str> = path.as_str().into();
-          match outcome {
-            Outcome::Read(stamp, docs) => {
-              report.chunks += docs.len();
-              for doc in docs {
-                let terms: Vec<(u32, u32)> = doc
-                  .counts
-                  .iter()
-                  .map(|(t, tf)| (index.intern(t), tf))
-                  .collect();
-                let source = Source::File {
-                  path: path.clone(),
-                  chunk: doc.chunk,
-                  start_line: doc.start_line,
-                  hash: doc.hash,
-                };
-                index.add_interned(&doc.id, doc.counts.length, &terms, source);
-              }
-              files.insert(path.clone(), stamp);
-              report.files.push(path);
-            }
-            Outcome::Reused(stamp) => {
-              let snapshot = snapshot.as_ref().expect("reused from a snapshot");
-              let file = snapshot.file(&path).expect("checked in the batch");
-              let pairs = doc_terms.get_or_insert_with(|| snapshot.doc_terms());
-              let mut terms = Vec::new();
-              for number in file.first..file.first + file.count {
-                let doc = snapshot.docs[number as usize];
-                terms.clear();
-                for &(t, tf) in &pairs[number as usize] {
-                  let slot = &mut interned[t as usize];
-                  if *slot == u32::MAX {
-                    *slot = index.intern(&snapshot.terms[t as usize]);
-                  }
-                  terms.push((*slot, tf));
+      // The merge too runs at the indexing threads' lower priority (the caller waits).
+      let merged = scope.spawn(|| {
+        in_background();
+        for (batch, outcomes) in plan.files.chunks(BATCH_FILES).zip(batches) {
+          for (path, outcome) in batch.iter().zip(outcomes) {
+            let path: Arc<str> = path.as_str().into();
+            match outcome {
+              Outcome::Read(stamp, docs) => {
+                report.chunks += docs.len();
+                for doc in docs {
+                  let terms: Vec<(u32, u32)> = doc
+                    .counts
+                    .iter()
+                    .map(|(t, tf)| (index.intern(t), tf))
+                    .collect();
+                  let source = Source::File {
+                    path: path.clone(),
+                    chunk: doc.chunk,
+                    start_line: doc.start_line,
+                    hash: doc.hash,
+                  };
+                  index.add_interned(&doc.id, doc.counts.length, &terms, source);
                 }
-                let id = match doc.chunk {
-                  Some(i) => Cow::Owned(format!("{path}#chunk-{i}")),
-                  None => Cow::Borrowed(&*path),
-                };
-                let source = Source::File {
-                  path: path.clone(),
-                  chunk: doc.chunk,
-                  start_line: doc.start_line,
-                  hash: doc.hash,
-                };
-                index.add_interned(&id, doc.length, &terms, source);
-                report.chunks += 1;
+                files.insert(path.clone(), stamp);
+                report.files.push(path);
               }
-              report.reused += 1;
-              files.insert(path.clone(), stamp);
-              report.files.push(path);
+              Outcome::Reused(stamp) => {
+                let snapshot = snapshot.as_ref().expect("reused from a snapshot");
+                let file = snapshot.file(&path).expect("checked in the batch");
+                let pairs = doc_terms.get_or_insert_with(|| snapshot.doc_terms());
+                let mut terms = Vec::new();
+                for number in file.first..file.first + file.count {
+                  let doc = snapshot.docs[number as usize];
+                  terms.clear();
+                  for &(t, tf) in &pairs[number as usize] {
+                    let slot = &mut interned[t as usize];
+                    if *slot == u32::MAX {
+                      *slot = index.intern(&snapshot.terms[t as usize]);
+                    }
+                    terms.push((*slot, tf));
+                  }
+                  let id = match doc.chunk {
+                    Some(i) => Cow::Owned(format!("{path}#chunk-{i}")),
+                    None => Cow::Borrowed(&*path),
+                  };
+                  let source = Source::File {
+                    path: path.clone(),
+                    chunk: doc.chunk,
+                    start_line: doc.start_line,
+                    hash: doc.hash,
+                  };
+                  index.add_interned(&id, doc.length, &terms, source);
+                  report.chunks += 1;
+                }
+                report.reused += 1;
+                files.insert(path.clone(), stamp);
+                report.files.push(path);
+              }
+              Outcome::Skipped(fault) => report.skipped.push(Skip {
+                path: path.to_string(),
+                fault,
+              }),
             }
-            Outcome::Skipped(fault) => report.skipped.push(Skip {
-              path: path.to_string(),
-              fault,
-            }),
           }
         }
-      }
+      });
+      merged
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     });
     Ok(Built {
       index,
@@ -501,7 +531,10 @@ impl Engine {
     } else {
       std::thread::scope(|scope| {
         for _ in 1..workers {
-          scope.spawn(work);
+          scope.spawn(|| {
+            in_background();
+            work()
+          });
         }
         work();
       });

@@ -176,6 +176,56 @@ export declare class NativeResolverCache {
   values(): Array<number>
 }
 
+export declare class NativeSearchIndex {
+  constructor(settings: NativeSearchSettings)
+  /** Documents in the index. */
+  get size(): number
+  /** Distinct terms in the index. */
+  get terms(): number
+  /**
+   * Replaces the index with one of the files under `roots` (Mastra's order; with
+   * `gitignore`, the root `.gitignore`'s paths left out). With a snapshot path, files
+   * unchanged since the snapshot are taken from it unread, and the new index is saved.
+   */
+  rebuild(roots: Array<NativeSearchRoot>, gitignore: boolean): Promise<NativeIndexReport>
+  /** Saves the index to its snapshot path (nothing without one). */
+  save(): Promise<NativeSkippedPath | null>
+  /**
+   * The documents (with their texts) of files `offset..offset + count` of the last
+   * rebuild; a file that cannot be read any more is left out.
+   */
+  texts(offset: number, count: number): Promise<NativeDocText[]>
+  /** The documents (with their texts) of file `path` as it is now. */
+  textsOfFile(path: string): Promise<NativeDocText[]>
+  /** Adds (or replaces) a document given with its text. */
+  addText(id: string, text: string): Promise<void>
+  /**
+   * Adds the text of a file read through another filesystem: one document, or one per
+   * chunk (`path#chunk-i`); the documents (their texts only `withTexts`).
+   */
+  addFileText(path: string, text: string, withTexts: boolean): Promise<NativeDocText[]>
+  /** Removes document `id` and the chunks of a file of that path; their ids. */
+  removeSource(id: string): Array<string>
+  /**
+   * Indexes file `path` again, as it is now (or removes it, saying why it cannot be read
+   * or, with `gitignore`, that the root `.gitignore` leaves it out).
+   */
+  updateFile(path: string, gitignore: boolean): Promise<NativeFileUpdate>
+  /** Removes the documents of every file below directory `dir`; their ids. */
+  removeUnder(dir: string): Array<string>
+  /** The files below directory `dir` a rebuild would index, in its order. */
+  filesUnder(dir: string, gitignore: boolean): Promise<string[]>
+  /** Forgets every document. */
+  clear(): void
+  /**
+   * BM25 search: at most `topK` hits (as `slice(0, topK)` cuts) scoring at least
+   * `minScore`, best first, with their texts and line ranges.
+   */
+  search(query: string, topK: number, minScore: number): Promise<NativeSearchHit[]>
+  /** Lines of `content` holding a term of `query` (Mastra's `findLineRange`). */
+  lineRange(content: string, query: string): NativeLineRange | null
+}
+
 /**
  * A stop or destroy of a `NativeLocalSandbox` asked for (`askStop()`): the calls made
  * before it are its to end until it has settled, once its transition is over and the host
@@ -430,6 +480,14 @@ export interface NativeDockerOptions {
   hooks: NativeHooks
 }
 
+/** A document's text, for an embedder: `sourceFile` and `startLine` for a chunk. */
+export interface NativeDocText {
+  id: string
+  content: string
+  startLine?: number
+  sourceFile?: string
+}
+
 export interface NativeExecutionResult {
   success: boolean
   exitCode: number
@@ -468,6 +526,14 @@ export interface NativeFileStat {
   modifiedAt: number
 }
 
+/** What indexing one file gave: its documents, or why it is not indexed. */
+export interface NativeFileUpdate {
+  chunks: number
+  /** Ids of the documents it had before (removed). */
+  removed: Array<string>
+  skipped?: NativeSkippedPath
+}
+
 /**
  * A backend's lifecycle hooks as JavaScript gives them (`nativeHooks()` in lib/hooks.js):
  * the `hooks` of each backend's native options.
@@ -478,6 +544,20 @@ export interface NativeHooks {
   onDestroy?: (unused: string) => Promise<void>
 }
 
+export interface NativeIndexReport {
+  /** Files indexed (see `texts`). */
+  files: number
+  /** Documents they make (a file of more than 4,000 characters makes one per chunk). */
+  chunks: number
+  /** Files taken unread from the index kept on disk. */
+  reused: number
+  /** The first 1,000 paths left out; `skippedCount` counts them all. */
+  skipped: Array<NativeSkippedPath>
+  skippedCount: number
+  /** Why the index kept on disk was not read or not written, if so. */
+  snapshotError?: NativeSkippedPath
+}
+
 export interface NativeLifecycleOptions {
   id: string
   /** Resolves to `'created'`, `'connected'`, or nothing (`'connected'`). */
@@ -485,6 +565,11 @@ export interface NativeLifecycleOptions {
   stop: () => Promise<void>
   destroy: () => Promise<void>
   hooks: NativeHooks
+}
+
+export interface NativeLineRange {
+  start: number
+  end: number
 }
 
 /** A filesystem's local directory shown inside an isolated sandbox at `mountPath`. */
@@ -626,6 +711,58 @@ export interface NativeSandboxOptions {
    * directory. Neither may hold the other.
    */
   checkpointsDirectory?: string
+}
+
+export interface NativeSearchHit {
+  id: string
+  score: number
+  content: string
+  /** Lines of the content holding a query term (1-based). */
+  lineStart?: number
+  lineEnd?: number
+  /** For a chunk of a file: its first line in the file, and the file. */
+  chunkStartLine?: number
+  sourceFile?: string
+  /** Given with its text (`addText`), not read from a file. */
+  inline: boolean
+}
+
+/** A path to index: `file`, `directory`, or `either` (a directory if it can be listed). */
+export interface NativeSearchRoot {
+  path: string
+  kind: 'file' | 'directory' | 'either'
+}
+
+/** How a workspace's search indexes (see lib/search.js, which checks the options). */
+export interface NativeSearchSettings {
+  k1: number
+  b: number
+  lowercase: boolean
+  removePunctuation: boolean
+  /** NaN: no minimum. */
+  minLength: number
+  stopwords: Array<string>
+  /** Whether terms are indexed (without: vector search alone, files only chunked). */
+  bm25: boolean
+  /**
+   * The directory files are read from (a `LocalFilesystem`'s `basePath`); unset, only
+   * texts given with `addText` are indexed.
+   */
+  basePath?: string
+  /** Where the index is kept between runs; unset, nowhere. */
+  snapshotPath?: string
+  maxFiles: number
+  maxFileBytes: number
+}
+
+/**
+ * A path left out of the index, and why (`code`: `NOT_FOUND`, `PERMISSION_DENIED`,
+ * `BINARY`, `TOO_LARGE`, `NOT_A_FILE`, `TOO_DEEP`, `LIMIT`, `IO`…).
+ */
+export interface NativeSkippedPath {
+  path: string
+  code: string
+  reason: string
 }
 
 /** One step of a sandbox's start and how long it took. */

@@ -841,6 +841,7 @@ module.exports.NativeLocalFs = nativeBinding.NativeLocalFs
 module.exports.NativeLocalSandbox = nativeBinding.NativeLocalSandbox
 module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeResolverCache = nativeBinding.NativeResolverCache
+module.exports.NativeSearchIndex = nativeBinding.NativeSearchIndex
 module.exports.NativeStopAsked = nativeBinding.NativeStopAsked
 module.exports.checkProtectedPaths = nativeBinding.checkProtectedPaths
 module.exports.commandErrorText = nativeBinding.commandErrorText

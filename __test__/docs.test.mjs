@@ -6,7 +6,7 @@
 // diagram. A block of any other kind, or without a language, fails the test. Some examples
 // also run as written: the Quickstart and the createTool example (readme.test.mjs), the S3
 // example (s3-mounts.test.mjs), the Install commands (package-install.test.mjs), and here
-// the Quickstart's demo and the checkpoints example.
+// the Quickstart's demo, the checkpoints example and the search example.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -161,6 +161,21 @@ describe('examples run as written', () => {
     expect(fs.readFileSync(path.join(dir, '.checkpoints', 'thread-t1', 'package.json'), 'utf8')).toBe(written)
     // The clone is made at its first start, which the example does not reach.
     expect(fs.existsSync(path.join(dir, 't2'))).toBe(false)
+  })
+
+  it('search: init() indexes autoIndexPaths, keeps the index on disk, and search() finds the lines', () => {
+    const [example] = blocks.filter((block) => block.page === 'docs/search.md' && block.lang === 'js')
+    expect(example.code).toContain("'/srv/agents/t1'")
+    const dir = scratch('docs-search-')
+    fs.mkdirSync(path.join(dir, 't1', 'docs'), { recursive: true })
+    fs.writeFileSync(path.join(dir, 't1', 'docs', 'ops.md'), 'Deploys\nThe retry policy: back off, then retry.\n')
+    const code = example.code.replaceAll('/srv/agents', dir).replaceAll('/var/cache/agents', path.join(dir, 'cache'))
+    fs.writeFileSync(path.join(dir, 'example.mjs'), code)
+    const r = spawnSync(process.execPath, ['example.mjs'], { cwd: dir, encoding: 'utf8', timeout: 60_000 })
+    expect(r.status, r.stderr).toBe(0)
+    expect(r.stdout).toContain('1 files; []')
+    expect(r.stdout).toContain("docs/ops.md { start: 2, end: 2 }")
+    expect(fs.existsSync(path.join(dir, 'cache', 't1-search.idx'))).toBe(true)
   })
 })
 

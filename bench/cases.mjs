@@ -553,6 +553,98 @@ const CHECKPOINT_CASE = {
   },
 }
 
+/** A deterministic generator of numbers in [0, 1) (mulberry32). */
+function random(seed) {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = Math.imul(a ^ (a >>> 15), 1 | a)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * A text corpus of `files` files and about `bytes` bytes under `root` (40 files to a
+ * directory), lines of words drawn from a vocabulary of 20,000 with a Zipf-like skew; and
+ * `queries` queries of one to three of those words.
+ */
+function writeCorpus(root, { files, bytes, queries }) {
+  const next = random(39)
+  const letters = 'abcdefghijklmnopqrstuvwxyz'
+  const vocabulary = Array.from({ length: 20_000 }, (_, i) => {
+    let word = ''
+    for (let n = 3 + (i % 8); n > 0; n--) word += letters[Math.floor(next() * 26)]
+    return word
+  })
+  const word = () => vocabulary[Math.floor(vocabulary.length * next() ** 3)]
+  const mean = bytes / files
+  for (let i = 0; i < files; i++) {
+    const dir = path.join(root, `part-${Math.floor(i / 40)}`)
+    if (i % 40 === 0) fs.mkdirSync(dir, { recursive: true })
+    const size = Math.round(mean * (0.2 + 1.6 * next()))
+    const lines = []
+    let length = 0
+    while (length < size) {
+      const line = Array.from({ length: 4 + Math.floor(next() * 10) }, word).join(' ')
+      lines.push(line)
+      length += line.length + 1
+    }
+    fs.writeFileSync(path.join(dir, `doc-${i}.md`), lines.join('\n'))
+  }
+  return Array.from({ length: queries }, () => Array.from({ length: 1 + Math.floor(next() * 3) }, word).join(' '))
+}
+
+/**
+ * Case (search): a workspace's `init()` indexing a tree with `autoIndexPaths` (BM25), then
+ * queries, the memory the index holds, and (ours) a restart over the index kept on disk
+ * with the files unchanged, against Mastra's re-index (it keeps none).
+ */
+const SEARCH_CASE = {
+  id: 'search',
+  title: (p) => `(search) ${p.files.toLocaleString('en-US')} files / ${p.bytes / MB} MB, BM25`,
+  impls: WITH_TOOLS,
+  runs: 1,
+  params: (quick) => (quick ? { files: 300, bytes: 3 * MB, queries: 50 } : { files: 3000, bytes: 30 * MB, queries: 200 }),
+  metrics: [
+    { key: 'init_ms', label: 'init() with autoIndexPaths ms', better: 'lower' },
+    { key: 'queries_ms', label: 'the queries, one after the other, ms', better: 'lower' },
+    { key: 'rss_growth_mb', label: 'RSS growth after indexing MB', better: 'lower' },
+    { key: 'restart_ms', label: "init() again (ours: a restart over the index kept on disk; Mastra: its re-index) ms", better: 'lower' },
+    { key: 'documents', label: 'documents found by the queries' },
+  ],
+  targets: [
+    { key: 'init_ms', vsMastra: 0.1 },
+    { key: 'queries_ms', vsMastra: 0.1 },
+    { key: 'rss_growth_mb', vsMastra: 0.5 },
+    { key: 'restart_ms', vsMastra: 0.02 },
+  ],
+  async run({ sb, impl, params }) {
+    const root = sb.workingDirectory
+    const queries = writeCorpus(path.join(root, 'corpus'), params)
+    const options = { bm25: true, autoIndexPaths: ['corpus'] }
+    gc()
+    const before = rssMB()
+    let t0 = now()
+    const workspace = sb.workspace(root, options)
+    await workspace.init()
+    const init = now() - t0
+    gc()
+    const growth = rssMB() - before
+    t0 = now()
+    let documents = 0
+    for (const query of queries) documents += (await workspace.search(query, { topK: 10 })).length
+    const searching = now() - t0
+    // Ours keeps the index on disk (written untimed, by a first init), Mastra re-indexes.
+    const persisted = impl.name === 'ours' ? { searchIndexPath: path.join(root, 'search.idx') } : {}
+    if (impl.name === 'ours') await sb.workspace(root, { ...options, ...persisted }).init()
+    t0 = now()
+    await sb.workspace(root, { ...options, ...persisted }).init()
+    const restart = now() - t0
+    return { init_ms: init, queries_ms: searching, rss_growth_mb: growth, restart_ms: restart, documents }
+  },
+}
+
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
 const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm', 'start_cold'])
 const withBwrap = (c) => ({
@@ -631,6 +723,7 @@ const DOCKER_CASES = [
 export const CASES = [
   ...[...BASE_CASES, START_CASE, WARM_START_CASE, COLD_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
+  SEARCH_CASE,
   ...DOCKER_CASES,
 ]
 

@@ -63,6 +63,11 @@ class MastraApiSandbox {
     return new this.#mod.LocalSandbox(options)
   }
 
+  /** A Workspace over a LocalFilesystem of `basePath`, with `options` (search's among them). */
+  workspace(basePath, options) {
+    return new this.#mod.Workspace({ filesystem: new this.#mod.LocalFilesystem({ basePath }), ...options })
+  }
+
   startSteps() {
     return this.#name === 'ours' ? startStepsOf(this.#sandbox) : []
   }

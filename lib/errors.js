@@ -134,7 +134,7 @@ class SandboxFeatureNotSupportedError extends WorkspaceError {
   }
 }
 
-/** Search (BM25, vectors) is not part of this package: its workspaces never have it. */
+/** The workspace has no search configured (neither `bm25` nor `vectorStore` with `embedder`). */
 class SearchNotAvailableError extends WorkspaceError {
   constructor() {
     super('Workspace does not have search configured (enable bm25 or provide vectorStore + embedder)', 'NO_SEARCH')

@@ -25,6 +25,8 @@ import type { DockerUlimit, IsolationCapabilities, LeftRunningProcess, SandboxDe
 import type { AnyWorkspace as MastraAnyWorkspace, MastraSandbox as MastraSandboxClass, MountManager as MastraMountManager, ProcessHandle as MastraProcessHandle, SandboxProcessManager as MastraSandboxProcessManager, Workspace as MastraWorkspace, WorkspaceFilesystem as MastraWorkspaceFilesystem, WorkspaceSandbox as MastraWorkspaceSandbox } from '@mastra/core/workspace'
 // @ts-ignore -- absent without @mastra/core
 import type { RequestContext as MastraRequestContext } from '@mastra/core/request-context'
+// @ts-ignore -- absent without @mastra/core
+import type { MastraVector } from '@mastra/core/vector'
 
 /** Whether `@mastra/core`'s types are at hand: where it is not installed, its names are error types, which `unknown` extends. */
 type HasMastra = unknown extends MastraWorkspace ? false : true
@@ -917,6 +919,74 @@ export interface WorkspaceConfig<
   browser?: WorkspaceBrowser
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext: RequestContext }) => string) }
   lsp?: boolean | object
+  /** BM25 keyword search: `true`, `{ k1, b }`, or `{ bm25: { k1, b }, tokenize }` (a custom
+   *  `tokenizer` function or `splitPattern` is `INVALID_SEARCH_CONFIG`: terms are made natively). */
+  bm25?: boolean | BM25Config | { bm25?: BM25Config; tokenize?: TokenizeOptions }
+  /** Vector search (with `embedder`; without one, `INVALID_SEARCH_CONFIG`). */
+  vectorStore?: SearchVectorStore
+  embedder?: Embedder
+  /** The vector store's index (default: the workspace id + `_search`, made an SQL identifier). */
+  searchIndexName?: string
+  /** Files indexed by `init()` (directories, files or globs; `.gitignore`d paths left out). */
+  autoIndexPaths?: string[]
+  /** Where the BM25 index is kept between runs (a file; its directory is made). A restart
+   *  reads only the files whose size or modification time changed. Unset: nowhere. */
+  searchIndexPath?: string
+}
+
+/** BM25 parameters (defaults 1.5 and 0.75). */
+export interface BM25Config {
+  k1?: number
+  b?: number
+}
+/** How text becomes terms (Mastra's defaults: lowercase, punctuation removed, at least 2 characters, English stopwords). */
+export interface TokenizeOptions {
+  lowercase?: boolean
+  removePunctuation?: boolean
+  minLength?: number
+  stopwords?: Set<string>
+  /** Only `/\s+/` (the default). */
+  splitPattern?: RegExp
+}
+/** One text at a time, or (`batch: true`) many, up to `maxBatchSize` per call. */
+export type Embedder =
+  | ((text: string) => Promise<number[]>)
+  | (((texts: string[]) => Promise<number[][]>) & { readonly batch: true; readonly maxBatchSize?: number })
+/** Mastra's `MastraVector` where `@mastra/core` is installed, else the methods search calls. */
+export type SearchVectorStore = MastraOr<MastraVector, SearchVectorStoreWithoutMastra>
+interface SearchVectorStoreWithoutMastra {
+  createIndex(params: { indexName: string; dimension: number }): Promise<void>
+  upsert(params: { indexName: string; vectors: number[][]; metadata?: Record<string, unknown>[]; ids?: string[] }): Promise<string[]>
+  query(params: { indexName: string; queryVector: number[]; topK?: number; filter?: unknown }): Promise<{ id: string; score: number; metadata?: Record<string, any> }[]>
+  deleteVector?(params: { indexName: string; id: string }): Promise<void>
+  deleteVectors?(params: { indexName: string; filter?: unknown }): Promise<void>
+}
+export type SearchMode = 'bm25' | 'vector' | 'hybrid'
+export interface SearchOptions {
+  /** Default 10; cut as `slice(0, topK)`. */
+  topK?: number
+  minScore?: number
+  /** Default: hybrid with both, else the one configured. */
+  mode?: SearchMode
+  /** Hybrid: the weight of the vector score (0.5), BM25 scores min–max normalised. */
+  vectorWeight?: number
+  /** Passed to the vector store's query. */
+  filter?: Record<string, unknown>
+}
+export interface SearchResult {
+  /** The path (or `path#chunk-i` for a chunk of a file of more than 4,000 characters), or the id given to `index()`. */
+  id: string
+  content: string
+  score: number
+  /** Lines of the file (or of the content) holding a query term. */
+  lineRange?: { start: number; end: number }
+  metadata?: Record<string, unknown>
+  scoreDetails?: { vector?: number; bm25?: number }
+}
+/** What a rebuild indexed and what it left out, and why (at most 1,000 listed, `skippedCount` all). */
+export type SearchIndexReport = Omit<Binding.NativeIndexReport, 'snapshotError'> & {
+  /** Why the index kept at `searchIndexPath` was not read or not written. */
+  snapshotError?: Binding.NativeSkippedPath
 }
 /** A CLI browser provider as a workspace uses it. */
 export interface WorkspaceBrowser {
@@ -949,18 +1019,22 @@ interface WorkspaceMembers<TFilesystem, TSandbox, TMounts> {
   readonly sandbox: TSandbox
   /** The `filesystem` given, or with `mounts` the `CompositeFilesystem` over them. */
   readonly filesystem: [TMounts] extends [Record<string, WorkspaceFilesystem>] ? CompositeFilesystem : TFilesystem
-  /** Search is not part of this package: false. */
-  readonly canBM25: false
-  readonly canVector: false
-  readonly canHybrid: false
+  /** Whether BM25 keyword search is configured (`bm25`). */
+  readonly canBM25: boolean
+  /** Whether vector search is configured (`vectorStore` and `embedder`). */
+  readonly canVector: boolean
+  readonly canHybrid: boolean
   /** Skills are not part of this package: undefined. */
   readonly skills: undefined
-  /** Search is not part of this package: rejects with a `SearchNotAvailableError`. */
-  search(query: string, options?: unknown): Promise<never>
-  /** Search is not part of this package: rejects with a `SearchNotAvailableError`. */
-  index(path: string, content: string, options?: unknown): Promise<never>
-  /** Search is not part of this package: nothing to rebuild. */
-  rebuildSearchIndex(paths?: string[]): Promise<void>
+  /** Searches the index (a `SearchNotAvailableError` without search). */
+  search(query: string, options?: SearchOptions): Promise<SearchResult[]>
+  /** Indexes `content` under the id `path` (a `SearchNotAvailableError` without search). */
+  index(path: string, content: string, options?: { type?: 'text' | 'image' | 'file'; mimeType?: string; metadata?: Record<string, unknown>; startLineOffset?: number }): Promise<void>
+  /** Replaces the index with the files under `paths` (default `autoIndexPaths`) without
+   *  starting the sandbox; resolves with the report (see `searchIndexReport`). */
+  rebuildSearchIndex(paths?: string[]): Promise<SearchIndexReport | undefined>
+  /** What the last rebuild (by `init()` or `rebuildSearchIndex()`) indexed and left out, and why. */
+  readonly searchIndexReport: SearchIndexReport | undefined
   readonly lsp: undefined
   hasSandboxConfig(): boolean
   hasFilesystemConfig(): boolean
@@ -972,7 +1046,8 @@ interface WorkspaceMembers<TFilesystem, TSandbox, TMounts> {
   getSandbox(args?: { requestContext?: RequestContext }): Promise<WorkspaceSandbox | undefined>
   resolveFilesystem(args?: { requestContext?: RequestContext }): Promise<WorkspaceFilesystem | undefined>
   clearSandboxCache(cacheKey?: string): void
-  init(): Promise<void>
+  /** Starts the static providers and, with search and `autoIndexPaths`, indexes them (see `searchIndexReport`). */
+  init(): Promise<SearchIndexReport | undefined>
   /** Stops the static sandbox (its processes end, files stay; the next command restarts it)
    *  and closes the browser; the workspace stays usable. What `Mastra.shutdown()` calls. */
   stop(): Promise<void>
@@ -1105,6 +1180,10 @@ export declare const fileStatTool: StandaloneWorkspaceTool<{ path: string }>
 export declare const mkdirTool: StandaloneWorkspaceTool<{ path: string; recursive?: boolean }>
 /** execute_command in the foreground (its schema has no `background`). */
 export declare const executeCommandTool: StandaloneWorkspaceTool<{ command: string; timeout?: number | null; cwd?: string | null; tail?: number | null }>
+/** mastra_workspace_search: the results as `id:start-end: content` lines, then the count and the mode. */
+export declare const searchTool: StandaloneWorkspaceTool<{ query: string; topK?: number; mode?: SearchMode; minScore?: number }>
+/** mastra_workspace_index: `Indexed <path>`. */
+export declare const indexContentTool: StandaloneWorkspaceTool<{ path: string; content: string; metadata?: Record<string, unknown> }>
 export interface WorkspaceToolContext extends Record<string, unknown> {
   requestContext?: RequestContext
   /** The sandbox of this call's request (through the agent's workspace). */
@@ -1234,7 +1313,7 @@ export declare class SandboxFeatureNotSupportedError extends WorkspaceError {
   constructor(feature: 'executeCommand' | 'installPackage' | 'processes' | 'computer')
   readonly feature: string
 }
-/** Search (BM25, vectors) is not part of this package (code `NO_SEARCH`). */
+/** The workspace has no search configured (code `NO_SEARCH`). */
 export declare class SearchNotAvailableError extends WorkspaceError {
   constructor()
 }

@@ -34,6 +34,13 @@ const readText = Symbol('readText')
  * it holds more than `maxBytes`; never more than `maxBytes + 1` bytes are read.
  */
 const readBytes = Symbol('readBytes')
+/**
+ * `[watchWrites](listener)`: after each change this filesystem makes in `basePath`,
+ * `await listener({ kind: 'write' | 'delete' | 'deleteTree' | 'move', path, to? })`
+ * (paths relative to `basePath`); returns the function that stops it. A workspace's search
+ * follows writes this way; a listener's failure is logged, never the write's.
+ */
+const watchWrites = Symbol('watchWrites')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -119,6 +126,7 @@ class LocalFilesystem extends MastraFilesystem {
   #allowedPaths
   /** The native filesystems of the allowed paths in use, by path. */
   #allowedRoots = new Map()
+  #writeListeners = new Set()
 
   constructor(options = {}) {
     super(
@@ -281,6 +289,29 @@ class LocalFilesystem extends MastraFilesystem {
     this.#allowedRoots.clear()
   }
 
+  [watchWrites](listener) {
+    this.#writeListeners.add(listener)
+    return () => this.#writeListeners.delete(listener)
+  }
+
+  /** Tells the write listeners of a change at `input` (and `to`), when it lies in `basePath`. */
+  async #wrote(kind, input, to) {
+    if (this.#writeListeners.size === 0) return
+    const inBase = (p) => {
+      const rel = path.relative(this.basePath, path.resolve(this.basePath, p))
+      return rel.startsWith('..') || path.isAbsolute(rel) ? undefined : rel.split(path.sep).join('/')
+    }
+    const change = { kind, path: inBase(input), ...(to !== undefined && { to: inBase(to) }) }
+    if (change.path === undefined && change.to === undefined) return
+    for (const listener of this.#writeListeners) {
+      try {
+        await listener(change)
+      } catch (err) {
+        this.logger?.warn?.('A write listener failed', { error: err, change })
+      }
+    }
+  }
+
   /** Opened on first use: the base directory is created then (unless read-only). */
   #fs() {
     this.#native ??= translatingSync(() => new NativeLocalFs(this.basePath, this.readOnly, [...this.protectedPaths]))
@@ -339,19 +370,22 @@ class LocalFilesystem extends MastraFilesystem {
         throw await mastraTwin(new StaleFileError(filePath, expectedMtime, current.modifiedAt))
       }
     }
-    return this.#on(filePath, { writing: 'writeFile' }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
+    await this.#on(filePath, { writing: 'writeFile' }, (fs, target) => fs.writeFile(target, data, { overwrite, recursive, append: false }))
+    await this.#wrote('write', filePath)
   }
 
   async appendFile(filePath, content) {
     check.requiredString(filePath, 'path')
     const data = fileContent(content)
-    return this.#on(filePath, { writing: 'appendFile' }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
+    await this.#on(filePath, { writing: 'appendFile' }, (fs, target) => fs.writeFile(target, data, { overwrite: true, recursive: true, append: true }))
+    await this.#wrote('write', filePath)
   }
 
   async deleteFile(filePath, options = {}) {
     check.requiredString(filePath, 'path')
     const { force } = flags(options, { force: false })
-    return this.#on(filePath, {}, (fs, target) => fs.deleteFile(target, force)).catch(forgiven(force))
+    await this.#on(filePath, {}, (fs, target) => fs.deleteFile(target, force)).catch(forgiven(force))
+    await this.#wrote('delete', filePath)
   }
 
   /**
@@ -389,7 +423,10 @@ class LocalFilesystem extends MastraFilesystem {
     const { overwrite } = flags(options, { overwrite: true })
     await this.#ready()
     const [from, to] = await call(() => [this.#route(src), this.#route(dest, { writing: 'moveFile' })])
-    if (from.fs === to.fs) return call(() => from.fs.rename(from.target, to.target, overwrite))
+    if (from.fs === to.fs) {
+      await call(() => from.fs.rename(from.target, to.target, overwrite))
+      return this.#wrote('move', src, dest)
+    }
     // Between two directories held apart (basePath, allowed paths): a copy, then the removal.
     if (!overwrite && (await this.exists(dest))) throw await mastraTwin(new FileExistsError(dest))
     const stat = await this.stat(src)
@@ -407,9 +444,10 @@ class LocalFilesystem extends MastraFilesystem {
   async rmdir(dirPath, options = {}) {
     check.requiredString(dirPath, 'path')
     const { recursive, force } = flags(options, { recursive: false, force: false })
-    return this.#on(dirPath, { missing: DirectoryNotFoundError }, (fs, target) => fs.rmdir(target, recursive, force)).catch(
+    await this.#on(dirPath, { missing: DirectoryNotFoundError }, (fs, target) => fs.rmdir(target, recursive, force)).catch(
       forgiven(force),
     )
+    await this.#wrote('deleteTree', dirPath)
   }
 
   /** Entries sorted by name: `{ name, type, size?, isSymlink?, symlinkTarget? }`. */
@@ -491,4 +529,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection, readText, readBytes }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, watchWrites }

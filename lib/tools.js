@@ -15,6 +15,7 @@ const {
   FileReadRequiredError,
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
+const { SEARCH_TOOLS, searchSchemas, modesOf } = require('./search-tools')
 const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
 const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { checkToolsConfig } = require('./tools-config')
@@ -24,6 +25,7 @@ const { check, describe, readingOptions } = require('./options')
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS
 const { READ_FILE, WRITE_FILE, EDIT_FILE, DELETE } = FILESYSTEM
+const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
 /** Output kept per stream while a foreground command runs, for the text of a failure. */
 const ERROR_CONTEXT_BYTES = 1048576
 
@@ -68,6 +70,7 @@ function inputSchemas() {
       z.object({ __workspaceMedia: z.literal(true), text: z.string(), mediaType: z.string(), data: z.string() }),
     ]),
     ...fileSchemas(z),
+    ...searchSchemas(z),
   }
   return schemas
 }
@@ -152,6 +155,12 @@ async function runFileTool(name, workspace, settings, input, context, guarded) {
   if (!filesystem) throw new FilesystemNotAvailableError()
   await emitMetadata(workspace, context, name, requestContext)
   return FILE_TOOLS[name].run(filesystem, input, settings, guarded)
+}
+
+/** Runs a search tool with the workspace (the workspace searches its index). */
+async function runSearchTool(name, workspace, _settings, input, context) {
+  await emitMetadata(workspace, context, name, requestContextOf(context))
+  return SEARCH_TOOLS[name].run(workspace, input)
 }
 
 function processesOf(sandbox) {
@@ -256,6 +265,9 @@ const DEFINITIONS = {
       name,
       { ...tool, schema: name, run: (...args) => runFileTool(name, ...args) },
     ]),
+  ),
+  ...Object.fromEntries(
+    Object.entries(SEARCH_TOOLS).map(([name, tool]) => [name, { ...tool, schema: name, run: (...args) => runSearchTool(name, ...args) }]),
   ),
   [EXECUTE_COMMAND]: {
     description:
@@ -367,9 +379,12 @@ function readableContext(context, toolName) {
  * `execute` from `run(input, context, guarded)` (guarded: what the write guards pass the
  * tool, `{ expectedMtime }`) and `valid(input)` (the input checked, or a typed error).
  */
-function buildTool(name, id, background, bind, guard) {
+function buildTool(name, id, background, bind, guard, inputSchemaOf) {
   const definition = DEFINITIONS[name]
   const schemaName = definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')
+  // What the model is shown may be narrower than what a call is checked against (Mastra's
+  // search tool shows the workspace's modes and takes all three).
+  const inputSchema = () => inputSchemaOf?.(inputSchemas()) ?? inputSchemas()[schemaName]
   const valid = (input) => validInput(inputSchemas()[schemaName], input, id)
   const run = async (input, context, guarded) => {
     const readable = readableContext(context, id)
@@ -383,7 +398,7 @@ function buildTool(name, id, background, bind, guard) {
     toModelOutput,
   }
   return Object.defineProperties(tool, {
-    inputSchema: { get: () => inputSchemas()[schemaName], enumerable: true },
+    inputSchema: { get: inputSchema, enumerable: true },
     outputSchema: { get: () => inputSchemas()[definition.outputSchema ?? 'output'], enumerable: true },
   })
 }
@@ -504,6 +519,8 @@ const fileStatTool = standaloneTool(FILESYSTEM.FILE_STAT)
 const mkdirTool = standaloneTool(FILESYSTEM.MKDIR)
 /** Foreground commands only: its schema has no `background`. */
 const executeCommandTool = standaloneTool(EXECUTE_COMMAND)
+const searchTool = standaloneTool(SEARCH)
+const indexContentTool = standaloneTool(INDEX)
 
 /**
  * The tools of `workspace` (file tools when it has a filesystem, the write ones left out
@@ -521,10 +538,11 @@ async function createWorkspaceTools(workspace, configContext) {
   const sandbox = workspace.sandbox
   const dynamic = !sandbox && workspace.hasSandboxResolver?.()
   const offered = []
+  const readOnly = workspace.filesystem?.readOnly ?? false
   if (workspace.hasFilesystemConfig?.()) {
-    const readOnly = workspace.filesystem?.readOnly ?? false
     offered.push(...Object.keys(FILE_TOOLS).filter((name) => !(readOnly && FILE_TOOLS[name].writes)))
   }
+  if (workspace.canBM25 || workspace.canVector) offered.push(SEARCH, ...(readOnly ? [] : [INDEX]))
   if (dynamic || typeof sandbox?.executeCommand === 'function') offered.push(EXECUTE_COMMAND)
   if (dynamic || sandbox?.processes) offered.push(GET_PROCESS_OUTPUT, KILL_PROCESS)
   const withBackground = dynamic || Boolean(sandbox?.processes)
@@ -541,7 +559,9 @@ async function createWorkspaceTools(workspace, configContext) {
       if (guards.lock) return (input, context) => writeLock.withLock(valid(input).path, () => guarded(input, context))
       return (input, context) => guarded(input, context)
     }
-    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard)
+    // The search input names the modes this workspace has (as Mastra's does).
+    const inputSchemaOf = name === SEARCH ? (schemas) => schemas.searchWithModes(modesOf(workspace)) : undefined
+    const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard, inputSchemaOf)
     if (settings.background) tool.background = settings.background
     tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'
     if (typeof settings.requireApproval === 'function') {
@@ -579,4 +599,6 @@ module.exports = {
   fileStatTool,
   mkdirTool,
   executeCommandTool,
+  searchTool,
+  indexContentTool,
 }

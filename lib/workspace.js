@@ -1,6 +1,6 @@
 'use strict'
 const { NativeResolverCache } = require('../index.js')
-const { SearchNotAvailableError, WorkspaceError } = require('./errors')
+const { SearchNotAvailableError, WorkspaceError, WorkspaceNotReadyError } = require('./errors')
 const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
 const { mountedAt } = require('./mounts')
@@ -11,6 +11,7 @@ const { fromNative } = require('./translate')
 const { checkToolsConfig } = require('./tools-config')
 const { warnUnknownOptions } = require('./unknown-options')
 const { emptyRequestContext, givenRequestContext } = require('./request-context')
+const { WorkspaceSearch, searchConfig } = require('./search')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -46,7 +47,7 @@ function checkSandbox(value, source) {
   return value
 }
 
-/** The options of `Workspace`: Mastra's (search and skills are not here yet: given, they do nothing). */
+/** The options of `Workspace`: Mastra's (skills are not here yet: given, they do nothing), and `searchIndexPath`. */
 const WORKSPACE_OPTIONS = Object.freeze([
   'id',
   'name',
@@ -62,6 +63,7 @@ const WORKSPACE_OPTIONS = Object.freeze([
   'bm25',
   'searchIndexName',
   'autoIndexPaths',
+  'searchIndexPath',
   'skills',
   'skillSource',
   'checkSkillFileMtime',
@@ -103,9 +105,6 @@ class Workspace {
       this.createdAt = new Date()
       this.lastAccessedAt = this.createdAt
       this.status = 'pending'
-      this.canBM25 = false
-      this.canVector = false
-      this.canHybrid = false
 
       const { sandbox, filesystem } = config
       if (typeof sandbox === 'function') this[state].sandboxResolver = sandbox
@@ -167,6 +166,12 @@ class Workspace {
           )
         }
         this[state].browser = config.browser
+      }
+
+      const search = searchConfig(config, this.id)
+      if (search) {
+        this[state].search = new WorkspaceSearch(search, this)
+        this[state].autoIndexPaths = search.autoIndexPaths
       }
 
       if (config.lsp) {
@@ -295,7 +300,10 @@ class Workspace {
     return this.hasSandboxResolver() && !this.hasSandboxCacheKey() ? CACHE_KEY_HINT : ''
   }
 
-  /** Starts the static providers. Resolver-backed ones start on first use. */
+  /**
+   * Starts the static providers (resolver-backed ones start on first use) and, with
+   * search and `autoIndexPaths`, indexes them: resolves with that index's report.
+   */
   async init() {
     refuseInsideSandboxStep(this, 'init')
     this.status = 'initializing'
@@ -303,7 +311,10 @@ class Workspace {
       await callLifecycle(this[state].filesystem, 'init')
       markFailedMounts(this[state].filesystem, this[state].sandbox)
       await callLifecycle(this[state].sandbox, 'start')
+      const paths = this[state].autoIndexPaths
+      const report = this[state].search && paths?.length > 0 ? await this.rebuildSearchIndex(paths) : undefined
       this.status = 'ready'
+      return report
     } catch (err) {
       this.status = 'error'
       throw err
@@ -321,6 +332,7 @@ class Workspace {
     this[state].stopping ??= (async () => {
       try {
         await closeBrowser(this)
+        await this[state].search?.persist()
         await callLifecycle(this[state].sandbox, 'stop')
       } finally {
         this[state].stopping = undefined
@@ -353,6 +365,8 @@ class Workspace {
         throw err
       } finally {
         this[state].destroying = undefined
+        // Kept on disk (with searchIndexPath), then released, whatever else failed.
+        await this[state].search?.close().catch((error) => logTo(this[state].logger, 'warn', 'Saving the search index failed', { error }))
       }
     })()
     return this[state].destroying
@@ -451,17 +465,69 @@ class Workspace {
     return undefined
   }
 
-  /** Search is not part of this package (`canBM25`, `canVector` and `canHybrid` are false): as Mastra's workspace without search, a `SearchNotAvailableError`. */
-  async search() {
-    throw new SearchNotAvailableError()
+  /** What the last rebuild indexed and left out, and why. */
+  get searchIndexReport() {
+    return this[state]?.searchIndexReport
   }
 
-  async index() {
-    throw new SearchNotAvailableError()
+  /** Whether BM25 keyword search is configured (`bm25`). */
+  get canBM25() {
+    return this[state]?.search?.canBM25 ?? false
+  }
+  /** Whether vector search is configured (`vectorStore` and `embedder`). */
+  get canVector() {
+    return this[state]?.search?.canVector ?? false
+  }
+  /** Whether both are. */
+  get canHybrid() {
+    return this[state]?.search?.canHybrid ?? false
   }
 
-  /** Without search there is no index to rebuild (as in Mastra's workspace without search). */
-  async rebuildSearchIndex() {}
+  /**
+   * Indexes `content` under the id `path` (kept with its text; `metadata`, `type`,
+   * `mimeType` and `startLineOffset` as Mastra keeps them). A `SearchNotAvailableError`
+   * without search.
+   */
+  async index(path, content, options) {
+    assertSearchWritable(this)
+    const search = this[state].search
+    if (!search) throw new SearchNotAvailableError()
+    readingOptions('index(path, content, options)', () => {
+      check.requiredString(path, 'path')
+      check.requiredString(content, 'content')
+    })
+    this.lastAccessedAt = new Date()
+    const metadata = { type: options?.type, mimeType: options?.mimeType, ...options?.metadata }
+    await search.index({ id: path, content, metadata, startLineOffset: options?.startLineOffset })
+  }
+
+  /** Mastra's search: `topK` (10), `minScore`, `mode`, `vectorWeight` (0.5), `filter` (vector stores). */
+  async search(query, options) {
+    const search = this[state].search
+    if (!search) throw new SearchNotAvailableError()
+    readingOptions('search(query, options)', () => check.requiredString(query, 'query'))
+    this.lastAccessedAt = new Date()
+    return search.search(query, options)
+  }
+
+  /**
+   * Replaces the index with the files under `paths` (default `autoIndexPaths`), without
+   * starting the sandbox; resolves with what was indexed and what was left out and why.
+   * Nothing without search, a static filesystem or paths.
+   */
+  async rebuildSearchIndex(paths = this[state].autoIndexPaths ?? []) {
+    assertSearchWritable(this)
+    check.stringArray(paths, 'paths')
+    const search = this[state].search
+    if (!search || !this[state].filesystem || paths.length === 0) return undefined
+    this[state].searchIndexReport = await search.rebuild(paths)
+    return this[state].searchIndexReport
+  }
+}
+
+/** Once `destroy()` has begun, the index takes nothing more (Mastra's error). */
+function assertSearchWritable(workspace) {
+  if (workspace[state].teardownStarted) throw new WorkspaceNotReadyError(workspace.id, workspace.status)
 }
 
 /**

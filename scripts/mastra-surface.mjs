@@ -15,7 +15,7 @@ const typingsDir = path.join(path.dirname(require.resolve('@mastra/core/package.
 /**
  * Names of Mastra's surface that this package does not have yet, by group, and what they
  * belong to. Such a member may exist and answer as Mastra's does without the feature
- * (`search()` rejects with a `SearchNotAvailableError`): it is still counted as not here.
+ * (`skills` is undefined): it is still counted as not here.
  */
 export const NOT_YET_HERE = Object.freeze({
   'module exports': {
@@ -26,14 +26,9 @@ export const NOT_YET_HERE = Object.freeze({
     LocalSkillSource: 'skills',
     VersionedSkillSource: 'skills',
     CompositeVersionedSkillSource: 'skills',
-    searchTool: 'search',
-    indexContentTool: 'search',
   },
   Workspace: {
     skills: 'skills',
-    search: 'search',
-    index: 'search',
-    rebuildSearchIndex: 'search',
   },
 })
 

@@ -15,8 +15,7 @@ use native_workspace_search::persist::Snapshot;
 use native_workspace_search::tokenize::Tokenizer;
 use native_workspace_search::walk::{self, Entry, Fault, Kind, Root, Stamp, Tree};
 
-use crate::errors::{ErrorCode, sync_error};
-use crate::local_sandbox::settle;
+use crate::errors::{ErrorCode, settle, sync_error};
 
 /// Skipped paths a report lists one by one (it counts them all).
 const MAX_LISTED_SKIPS: usize = 1000;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::chunk::{Chunk, split_into_chunks};
 use crate::gitignore::Gitignore;
-use crate::index::{Bm25, TermCounts};
+use crate::index::{Bm25, Source, TermCounts};
 use crate::persist::Snapshot;
 use crate::tokenize::Tokenizer;
 use crate::walk::{self, Fault, Root, Skip, Stamp, Tree, WalkLimits};
@@ -58,19 +58,6 @@ pub struct Settings {
 pub struct Limits {
   pub max_files: usize,
   pub max_file_bytes: u64,
-}
-
-/// What is kept with a document to give its text back.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Source {
-  Inline(Arc<str>),
-  File {
-    path: Arc<str>,
-    /// `None` for a file indexed whole.
-    chunk: Option<u32>,
-    start_line: u32,
-    hash: u64,
-  },
 }
 
 /// A document of a file: its id (the path, or `path#chunk-i`), chunk, text and terms.

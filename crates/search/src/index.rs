@@ -417,6 +417,19 @@ pub fn slice_end(k: f64, len: usize) -> usize {
   }
 }
 
+/// What is kept with a document to give its text back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+  Inline(Arc<str>),
+  File {
+    path: Arc<str>,
+    /// `None` for a file indexed whole.
+    chunk: Option<u32>,
+    start_line: u32,
+    hash: u64,
+  },
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;

@@ -13,8 +13,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::engine::Source;
-use crate::index::{Bm25, Posting};
+use crate::index::{Bm25, Posting, Source};
 use crate::walk::{Fault, Stamp};
 
 const MAGIC: &[u8; 8] = b"NWSIDX02";

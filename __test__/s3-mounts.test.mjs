@@ -26,9 +26,21 @@ const workingDirectory = () => {
 }
 
 /** The mount points of this process's namespace that are FUSE mounts of s3fs, for `bucket`'s daemons. */
+/**
+ * The s3fs daemons of `bucket` and the mount points they serve (the second argument of their
+ * command line): this test's own, whatever other test runs mount meanwhile.
+ */
 const mountsOf = async (bucket) => {
   const pids = await s3fsPids(bucket)
-  return { pids, mounts: (await s3fsMounts()).length }
+  const mounted = await s3fsMounts()
+  const served = (pid) => {
+    try {
+      return [readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[2]]
+    } catch {
+      return []
+    }
+  }
+  return { pids, mounts: pids.flatMap(served).filter((dir) => mounted.includes(dir)) }
 }
 
 let s3
@@ -70,6 +82,7 @@ describeS3('S3 buckets mounted into sandboxes', () => {
       const data = await bucket({ 'in.txt': 'put with the S3 API\n', 'deep/dir/note.md': 'nested\n' })
       const sandbox = make()
       const workspace = new Workspace({ sandbox, mounts: { '/data': filesystem(data) } })
+      let served = []
       try {
         await workspace.init()
         expect(sandbox.mounts.get('/data')).toMatchObject({ state: 'mounted' })
@@ -87,6 +100,8 @@ describeS3('S3 buckets mounted into sandboxes', () => {
 
         const before = await mountsOf(data)
         expect(before.pids).toHaveLength(1)
+        expect(before.mounts).toHaveLength(1)
+        served = before.mounts
         await sandbox.stop()
         await sandbox.start()
         expect(sandbox.mounts.get('/data').state).toBe('mounted')
@@ -97,7 +112,8 @@ describeS3('S3 buckets mounted into sandboxes', () => {
         await workspace.destroy()
       }
       expect(await s3fsPids(data)).toEqual([])
-      expect((await s3fsMounts()).filter((m) => m.startsWith(FUSE_MOUNTS_DIRECTORY))).toEqual([])
+      expect(served).toHaveLength(1)
+      expect((await s3fsMounts()).filter((m) => served.includes(m))).toEqual([])
     }, 120_000)
   }
 
@@ -156,7 +172,10 @@ describeS3('S3 buckets mounted into sandboxes', () => {
           for (const secret of secrets) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).not.toContain(secret)
         }
         const privateFiles = path.join(path.dirname(FUSE_MOUNTS_DIRECTORY), 'private')
-        expect(readdirSync(privateFiles).filter((name) => name.endsWith('.passwd'))).toEqual([])
+        const { mounts } = await mountsOf(data)
+        expect(mounts).toHaveLength(1)
+        // Its passwd file is named after its mount point (other test runs have their own).
+        expect(readdirSync(privateFiles).filter((name) => name === `${path.basename(mounts[0])}.passwd`)).toEqual([])
       } finally {
         await workspace.destroy()
       }

@@ -100,13 +100,12 @@ const vitest = (name, reportName, files, uses = []) => {
     counts: () => vitestCounts(file),
   }
 }
-// The vitest files outside the isolation suite, in five runs: the one that restarts a
+// The vitest files outside the isolation suite, in four runs: the one that restarts a
 // shared Docker engine under its containers (nothing else that uses them may run
-// meanwhile), the generated hostile use of the API (its time is its budget), the other files
-// that use the engines, the package as a user installs and type-checks it (builds, packs,
-// installs, runs tsc), and the others.
+// meanwhile), the other files that use the engines (the generated test among them: its
+// DockerSandboxes' keeper sockets share the host directory those files judge), the package
+// as a user installs and type-checks it (builds, packs, installs, runs tsc), and the others.
 const RESTARTS = '__test__/docker-engine.test.mjs'
-const GENERATED = '__test__/property.test.mjs'
 const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/types-source.test.mjs', '__test__/docs.test.mjs']
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
 const testFiles = fs
@@ -116,8 +115,7 @@ const testFiles = fs
   .filter((file) => !ISOLATION_FILES.includes(file))
   .sort()
 const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
-const vitestGenerated = vitest('vitest, generated', 'vitest-report-generated.json', [GENERATED], [USES_ENGINES])
-const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && ![RESTARTS, GENERATED].includes(file)), [USES_ENGINES])
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
 const vitestPackage = vitest('vitest, package', 'vitest-report-package.json', PACKAGE)
 const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file) && !PACKAGE.includes(file)))
 
@@ -134,7 +132,6 @@ const STAGES = [
   cargo,
   vitestRestart,
   vitestDocker,
-  vitestGenerated,
   vitestPackage,
   isolation('pooled', false),
   isolation('unpooled', false),

@@ -20,4 +20,5 @@ mod options;
 mod process_handle;
 mod resolver_cache;
 mod runtime;
+mod skill_scan;
 mod tool_text;

@@ -19,6 +19,7 @@ const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
 const { MastraFilesystem } = require('./mastra-filesystem')
+const { scanSkills } = require('./skill-scan')
 
 let mastraErrors
 
@@ -459,6 +460,33 @@ class LocalFilesystem extends MastraFilesystem {
       modifiedAt: new Date(s.modifiedAt),
       mimeType: s.type === 'file' ? mimeTypeOf(filePath) : undefined,
     }
+  }
+
+  /**
+   * Skill discovery's native pass (see skill-scan.js): `requests` name paths as the other
+   * methods take them, each read by the native filesystem those methods would use. A
+   * request that cannot be routed gets no answers (its reader asks the methods).
+   */
+  async [scanSkills](requests, options) {
+    await this.#ready()
+    const byFs = new Map()
+    const routed = requests.map((request, i) => {
+      try {
+        const { fs, target } = this.#route(request.path)
+        if (!byFs.has(fs)) byFs.set(fs, [])
+        byFs.get(fs).push({ i, request: { ...request, path: target } })
+      } catch {
+        // Left to the methods, which give its error.
+      }
+      return undefined
+    })
+    for (const [fs, batch] of byFs) {
+      const scans = await translating(() => fs.scanSkills(batch.map((b) => b.request), options))
+      batch.forEach((b, j) => {
+        routed[b.i] = scans[j]
+      })
+    }
+    return routed
   }
 
   /** Where a sandbox mounts this filesystem from. */

@@ -11,6 +11,7 @@ const { fromNative } = require('./translate')
 const { checkToolsConfig } = require('./tools-config')
 const { warnUnknownOptions } = require('./unknown-options')
 const { emptyRequestContext, givenRequestContext } = require('./request-context')
+const { workspaceSkills } = require('./workspace-skills')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -46,7 +47,7 @@ function checkSandbox(value, source) {
   return value
 }
 
-/** The options of `Workspace`: Mastra's (search and skills are not here yet: given, they do nothing). */
+/** The options of `Workspace`: Mastra's (search is not here yet: given, its options do nothing). */
 const WORKSPACE_OPTIONS = Object.freeze([
   'id',
   'name',
@@ -177,7 +178,13 @@ class Workspace {
       }
       this.lsp = undefined
 
-      if (!this.hasSandboxConfig() && !this.hasFilesystemConfig()) {
+      this[state].skills = workspaceSkills(config, {
+        workspace: this,
+        tearingDown: () => Boolean(this[state].teardownStarted),
+        filesystem: this[state].filesystem,
+        dynamicFilesystem: Boolean(this[state].filesystemResolver),
+      })
+      if (!this.hasSandboxConfig() && !this.hasFilesystemConfig() && !this[state].skills.configured) {
         throw new WorkspaceError('Workspace requires at least a filesystem, sandbox, or skills', 'NO_PROVIDERS', this.id)
       }
     })
@@ -352,6 +359,8 @@ class Workspace {
         this.status = 'error'
         throw err
       } finally {
+        // Whatever the outcome, the skills read (and their index) are let go.
+        this[state].skills.release()
         this[state].destroying = undefined
       }
     })()
@@ -446,9 +455,12 @@ class Workspace {
     return this[state].logger
   }
 
-  /** Skills are not part of this package. */
+  /**
+   * The workspace's skills (SKILL.md folders under the `skills` paths): list, get, search,
+   * refresh, addSkill, removeSkill…; undefined without `skills`.
+   */
   get skills() {
-    return undefined
+    return this[state].skills.current()
   }
 
   /** Search is not part of this package (`canBM25`, `canVector` and `canHybrid` are false): as Mastra's workspace without search, a `SearchNotAvailableError`. */

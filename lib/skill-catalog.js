@@ -111,6 +111,8 @@ class SkillCatalog {
 
   /** By name, the skills of that name (several when found under different paths). */
   #skills = new Map()
+  /** By path, the first skill of the catalog at that path (made again after each change). */
+  #pathIndex
   #aliases = new Map()
   /** Canonical paths of skill directories, for this catalog's skills (read again after a refresh). */
   #canonical = new Map()
@@ -271,9 +273,11 @@ class SkillCatalog {
   }
 
   #byPath(skillPath) {
-    const wanted = withoutSkillFile(skillPath)
-    for (const skill of this.#all()) if (skill.path === wanted) return skill
-    return null
+    if (!this.#pathIndex) {
+      this.#pathIndex = new Map()
+      for (const skill of this.#all()) if (!this.#pathIndex.has(skill.path)) this.#pathIndex.set(skill.path, skill)
+    }
+    return this.#pathIndex.get(withoutSkillFile(skillPath)) ?? null
   }
 
   #byAlias(location) {
@@ -365,6 +369,7 @@ class SkillCatalog {
     const source = await this.#discover(found)
     const old = this.#skills
     this.#skills = found
+    this.#pathIndex = undefined
     this.#canonical = new Map()
     this.#initialized = true
     await this.#reconcile(old, found, source)
@@ -429,6 +434,7 @@ class SkillCatalog {
         candidates.push(skill)
       }
       this.#skills.set(skill.name, candidates)
+      this.#pathIndex = undefined
       this.#canonical.delete(skill.path)
       await this.#index(skill)
       // Counts as a discovery: the staleness check need not walk for this change.
@@ -447,6 +453,7 @@ class SkillCatalog {
     const at = candidates?.findIndex((known) => known.path === skill.path) ?? -1
     if (at >= 0) candidates.splice(at, 1)
     if (candidates?.length === 0) this.#skills.delete(skill.name)
+    this.#pathIndex = undefined
     this.#lastDiscovery = Date.now()
   }
 

@@ -560,6 +560,32 @@ describe('bounded under hostile trees', () => {
     expect(err).toMatchObject({ name: 'WorkspaceError', code: 'SKILL_TREE_LOOP' })
   })
 
+  it('unreadable SKILL.md files and directories: the same skills and reasons as Mastra (as root they are read; as another user refused)', async () => {
+    const dir = writeTree(tempDir(), {
+      'skills/closed/SKILL.md': validSkill('closed'),
+      'skills/locked/SKILL.md': validSkill('locked'),
+      'skills/locked/references/a.md': 'text',
+      'skills/open/SKILL.md': validSkill('open'),
+      'sealed/inner/SKILL.md': validSkill('inner'),
+    })
+    fs.chmodSync(path.join(dir, 'skills/closed/SKILL.md'), 0o000)
+    fs.chmodSync(path.join(dir, 'skills/locked/references'), 0o000)
+    fs.chmodSync(path.join(dir, 'sealed'), 0o000)
+    try {
+      for (const skills of [['skills'], ['sealed'], ['sealed/inner'], ['skills/*']]) await expectSameSkills(dir, skills)
+      const seen = await expectSameSkills(dir, ['skills'])
+      const root = process.getuid() === 0
+      expect(seen.value.list.map((s) => s.name).sort()).toEqual(root ? ['closed', 'locked', 'open'] : ['locked', 'open'])
+      if (!root) expect(seen.logs.join('\n')).toContain('EACCES: permission denied')
+      const fsOf = () => new ours.LocalFilesystem({ basePath: dir })
+      expect(await observe(new ours.Workspace({ skills: ['skills', 'sealed'], skillSource: fsOf() }).skills)).toStrictEqual(
+        await observe(new mastra.Workspace({ skills: ['skills', 'sealed'], skillSource: fsOf() }).skills),
+      )
+    } finally {
+      for (const p of ['skills/closed/SKILL.md', 'skills/locked/references', 'sealed']) fs.chmodSync(path.join(dir, p), 0o755)
+    }
+  })
+
   it('a FIFO as SKILL.md or as a reference: refused (typed, logged), never waited on; binary and invalid UTF-8 files as Mastra reads them', async () => {
     const dir = writeTree(tempDir(), {
       'skills/pipe/SKILL.md': { fifo: true },

@@ -50,6 +50,8 @@ const perTier = new Workspace({
 const tierSkills = perTier.skills
 if (tierSkills) {
   const tools = createSkillTools(tierSkills)
+  // The tools on their own, for an agent without the workspace.
+  new Agent({ id: 'reader', name: 'reader', instructions: 'Read skills.', model: 'openai/gpt-4o-mini', tools })
   console.log(await tools.skill.execute?.({ name: 'brand-guidelines' }, {} as never))
   console.log(await tools.skill_read.execute?.({ skillName: 'brand-guidelines', path: 'references/colors.md', startLine: 1 }, {} as never))
 }
@@ -63,3 +65,7 @@ const published = new VersionedSkillSource(tree, blobStore, new Date())
 const mounted = new CompositeVersionedSkillSource([{ dirName: 'brand-guidelines', tree, versionCreatedAt: new Date() }], blobStore, { fallback: source })
 export const fromVersions = new Workspace({ skills: ['/'], skillSource: mounted })
 console.log(await published.readdir('references'))
+
+// Mistakes reported: paths as one string, a skill looked up by something else than a name.
+export const mistaken = new Workspace({ skills: 'skills' }) // error TS2322
+await fromVersions.skills?.get(42) // error TS2345

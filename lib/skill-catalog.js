@@ -829,6 +829,8 @@ class SkillCatalog {
   /** Indexes a skill's instructions and each of its references (read through `source`). */
   async #index(skill, source = this.#source) {
     if (!this.#engine || this.#released) return
+    // Tokenizing thousands of skills takes its turns on the JS thread.
+    await turn()
     const id = this.#documentId(skill.path, SKILL_FILE)
     await this.#engine.index({ id, content: skill.instructions, metadata: { skillPath: skill.path, source: SKILL_FILE, ...this.#scopeOf() } })
     this.#shared.documentIds.add(id)

@@ -137,9 +137,17 @@ class KeywordIndex {
     return ranked.slice(0, topK).map(([id, score]) => {
       const { content, metadata } = this.#documents.get(id)
       const { _startLineOffset: offset, ...rest } = metadata ?? {}
-      const range = lineRangeOf(content, terms, this.#tokenizeOptions)
-      const lineRange = range && typeof offset === 'number' ? { start: range.start + offset - 1, end: range.end + offset - 1 } : range
-      return { id, content, score, lineRange, metadata: Object.keys(rest).length > 0 ? rest : undefined, scoreDetails: { bm25: score } }
+      const row = { id, content, score, lineRange: undefined, metadata: Object.keys(rest).length > 0 ? rest : undefined, scoreDetails: { bm25: score } }
+      // Worked out when read: a caller keeping a few of many rows tokenizes only those.
+      let range
+      return Object.defineProperty(row, 'lineRange', {
+        enumerable: true,
+        get: () => {
+          range ??= [lineRangeOf(content, terms, this.#tokenizeOptions)]
+          const [found] = range
+          return found && typeof offset === 'number' ? { start: found.start + offset - 1, end: found.end + offset - 1 } : found
+        },
+      })
     })
   }
 }

@@ -27,11 +27,13 @@ function skillsOptions(config) {
  * What a workspace holds of its skills: `configured`, `current()` (the skills object, made
  * on first use; undefined without skills; a `WorkspaceNotReadyError` once the workspace's
  * destroy has begun) and `release()` (at destroy: the catalog and its index let go).
- * `filesystem`: the workspace's static one; `dynamicFilesystem`: whether a resolver gives one per request.
+ * `filesystem`: the workspace's static one; `dynamicFilesystem`: whether a resolver gives one
+ * per request; `searchEngine`: what skills are indexed in and searched with (by default, with
+ * `bm25`, a keyword index of their own; a workspace's search engine can take its place).
  */
-function workspaceSkills(config, { workspace, tearingDown, filesystem, dynamicFilesystem }) {
+function workspaceSkills(config, { workspace, tearingDown, filesystem, dynamicFilesystem, searchEngine }) {
   const options = skillsOptions(config)
-  const engine = options ? skillSearchEngine(config.bm25) : undefined
+  const engine = options ? (searchEngine ?? skillSearchEngine(config.bm25)) : undefined
   const assertAvailable = () => {
     if (tearingDown()) throw new WorkspaceNotReadyError(workspace.id, workspace.status)
   }

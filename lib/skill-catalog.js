@@ -96,9 +96,6 @@ const samePaths = (a, b) => {
 
 /** The skills of one source under one set of paths (or a resolver of them). */
 class SkillCatalog {
-  static GLOB_RESOLVE_INTERVAL = GLOB_RESOLVE_INTERVAL
-  static STALENESS_CHECK_COOLDOWN = STALENESS_CHECK_COOLDOWN
-
   #source
   #resolver
   #engine

@@ -3,8 +3,9 @@
 // text and for the listings of their subdirectories: tens of thousands of calls for a large
 // tree. A source of this package answers them beforehand in one native pass off the JS
 // thread (`[scanSkills]`, see src/skill_scan.rs), and discovery reads the answers through a
-// `PrefetchedSource`, a step at a time (`turn`). A path the pass has no answer for (an error, a file over the cap, a
-// budget spent) is asked of the source itself, so every error is the source's own.
+// `PrefetchedSource`, a step at a time (`turn`). A path the pass has no answer for (an
+// error, a file over the cap, a budget spent) is asked of the source itself, so every error
+// is the source's own.
 
 /** `source[scanSkills](requests, options)`: the native pass of a source that has one. */
 const scanSkills = Symbol('scanSkills')
@@ -74,9 +75,9 @@ const joinSkillPath = (...parts) =>
 const prefetchable = (root) => typeof root === 'string' && trimSlashes(root, false) !== '' && !root.includes('\0')
 
 /**
- * A view of `source` whose answers for the paths of `requests` were read in one pass.
- * `requests`: `{ path, kind: 'root' | 'skill' | 'tree', depth? }`; `keyOf(request, rel)` names
- * the path `rel` below a request's path as its reader will ask for it.
+ * A view of `source` whose answers for the paths of `requests` (`{ path, kind: 'root' |
+ * 'skill' | 'tree', depth? }`) were read in one pass, each kept under the path its reader
+ * will ask for: joined as discovery joins skill paths, or for a `tree` as the glob walk does.
  */
 class PrefetchedSource {
   #source

@@ -19,7 +19,6 @@ const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
 const { MastraFilesystem } = require('./mastra-filesystem')
-const { scanSkills } = require('./skill-scan')
 
 let mastraErrors
 
@@ -35,6 +34,11 @@ const readText = Symbol('readText')
  * it holds more than `maxBytes`; never more than `maxBytes + 1` bytes are read.
  */
 const readBytes = Symbol('readBytes')
+/**
+ * `source[scanSkills](requests, options)`: skill discovery's native pass over a skill source
+ * of this package (see skill-scan.js).
+ */
+const scanSkills = Symbol('scanSkills')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -519,4 +523,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection, readText, readBytes }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, scanSkills }

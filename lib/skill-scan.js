@@ -7,8 +7,7 @@
 // error, a file over the cap, a budget spent) is asked of the source itself, so every error
 // is the source's own.
 
-/** `source[scanSkills](requests, options)`: the native pass of a source that has one. */
-const scanSkills = Symbol('scanSkills')
+const { scanSkills } = require('./local-filesystem')
 
 /** SKILL.md files (and references) larger than this are read by the source itself. */
 const MAX_PREFETCHED_FILE_BYTES = 16 * 1024 * 1024
@@ -175,4 +174,4 @@ function* fieldsOf(text) {
 /** A directory below a walked tree's root, named as the glob walk names it (`root/rel`, or `rel` below `.`). */
 const treeKey = (root, rel) => (root === '.' || root === '' ? rel : `${root}/${rel}`)
 
-module.exports = { scanSkills, PrefetchedSource, joinSkillPath, trimSlashes, turn }
+module.exports = { PrefetchedSource, joinSkillPath, trimSlashes, turn }

@@ -4,8 +4,7 @@
 // `skills.search()` and the `skill_search` tool rank and score alike. It has the engine's
 // interface (`index`, `remove`, `search`, `clear`): the workspace's own search engine,
 // where it has one, takes its place.
-const { SandboxOptionError, WorkspaceError } = require('./errors')
-const { describe } = require('./options')
+const { WorkspaceError } = require('./errors')
 
 const STOPWORDS = new Set(
   'a an and are as at be by for from has he in is it its of on or that the to was were will with'.split(' '),
@@ -159,13 +158,7 @@ function keywordOptions(bm25) {
   return { bm25 }
 }
 
-/** The index a workspace's skills are searched with: a KeywordIndex when `bm25` is set. */
-function skillSearchEngine(bm25) {
-  if (!bm25) return undefined
-  if (bm25 !== true && (typeof bm25 !== 'object' || Array.isArray(bm25))) {
-    throw new SandboxOptionError(`bm25 must be true or an object ({ k1, b } or { bm25, tokenize }), got ${describe(bm25)}`)
-  }
-  return new KeywordIndex(keywordOptions(bm25))
-}
+/** The index a workspace's skills are searched with: a KeywordIndex when `bm25` (checked by the workspace) is set. */
+const skillSearchEngine = (bm25) => (bm25 ? new KeywordIndex(keywordOptions(bm25)) : undefined)
 
 module.exports = { KeywordIndex, skillSearchEngine, tokenize }

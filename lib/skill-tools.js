@@ -3,8 +3,7 @@
 // the skill has), `skill_search` and `skill_read` — with the ids, input schemas and output
 // texts of `@mastra/core`'s, over any skills object (`workspace.skills`, this package's or
 // Mastra's). They hold no state: an activated skill's instructions are in the conversation.
-const { check, readingOptions } = require('./options')
-const { validInput } = require('./tool-input')
+const { check, readingOptions, validInput } = require('./options')
 
 const DESCRIPTIONS = {
   skill:

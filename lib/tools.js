@@ -19,8 +19,7 @@ const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
 const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { checkToolsConfig } = require('./tools-config')
 const { logTo } = require('./logging')
-const { check, describe, readingOptions } = require('./options')
-const { validInput } = require('./tool-input')
+const { check, describe, readingOptions, validInput } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS

@@ -2,13 +2,11 @@
 // A Workspace's skills: its `skills`, `skillSource` and `checkSkillFileMtime` options, checked
 // when the workspace is made, and `workspace.skills`, made on first use from them (as in
 // `@mastra/core`): read from `skillSource` if given, else from each request's filesystem (a
-// filesystem resolver), the workspace's filesystem, or the host's disk.
+// filesystem resolver), the workspace's filesystem, or the host's disk. What reads skills is
+// loaded then, by a workspace that has some.
 const { SandboxOptionError, WorkspaceError, WorkspaceNotReadyError } = require('./errors')
 const { check, describe, isClass } = require('./options')
 const { emptyRequestContext } = require('./request-context')
-const { ResolvedSourceSkills, SkillCatalog } = require('./skill-catalog')
-const { skillSearchEngine } = require('./skill-search')
-const { LocalSkillSource } = require('./skill-sources')
 
 /** The skills options of a workspace `config`, checked; undefined when it has no skills (none, or an empty list). */
 function skillsOptions(config) {
@@ -20,7 +18,11 @@ function skillsOptions(config) {
   if (skillSource !== undefined) check.withMethods(skillSource, 'skillSource', 'a skill source (with exists, stat, readFile and readdir)', ['exists', 'stat', 'readFile', 'readdir'])
   check.boolean(checkSkillFileMtime, 'checkSkillFileMtime')
   if (paths === undefined || paths.length === 0) return undefined
-  return { skills: paths, skillSource, checkSkillFileMtime: checkSkillFileMtime ?? false }
+  const { bm25 } = config
+  if (bm25 && bm25 !== true && (typeof bm25 !== 'object' || Array.isArray(bm25))) {
+    throw new SandboxOptionError(`bm25 must be true or an object ({ k1, b } or { bm25, tokenize }), got ${describe(bm25)}`)
+  }
+  return { skills: paths, skillSource, checkSkillFileMtime: checkSkillFileMtime ?? false, bm25 }
 }
 
 /**
@@ -33,7 +35,7 @@ function skillsOptions(config) {
  */
 function workspaceSkills(config, { workspace, tearingDown, filesystem, dynamicFilesystem, searchEngine }) {
   const options = skillsOptions(config)
-  const engine = options ? (searchEngine ?? skillSearchEngine(config.bm25)) : undefined
+  let engine
   const assertAvailable = () => {
     if (tearingDown()) throw new WorkspaceNotReadyError(workspace.id, workspace.status)
   }
@@ -44,9 +46,11 @@ function workspaceSkills(config, { workspace, tearingDown, filesystem, dynamicFi
   }
   let skills
   const make = () => {
+    const { ResolvedSourceSkills, SkillCatalog } = require('./skill-catalog')
+    engine ??= searchEngine ?? require('./skill-search').skillSearchEngine(options.bm25)
     const shared = { skills: options.skills, searchEngine: engine, assertAvailable, checkSkillFileMtime: options.checkSkillFileMtime }
     if (!options.skillSource && dynamicFilesystem) return new ResolvedSourceSkills({ ...shared, source: resolvedFilesystem })
-    return new SkillCatalog({ ...shared, source: options.skillSource ?? filesystem ?? new LocalSkillSource() })
+    return new SkillCatalog({ ...shared, source: options.skillSource ?? filesystem ?? new (require('./skills').LocalSkillSource)() })
   }
   return {
     configured: options !== undefined,

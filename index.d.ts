@@ -46,6 +46,8 @@ export declare class NativeLocalFs {
   exists(path: string): Promise<boolean>
   /** Entries sorted by name; `maxDepth` lists subdirectories that deep. */
   readdir(path: string, maxDepth?: number | undefined | null): Promise<NativeFileEntry[]>
+  /** A `LocalFilesystem`'s scan: `requests` name paths as its methods take them. */
+  scanSkills(requests: Array<NativeSkillScanRequest>, options: NativeSkillScanOptions): Promise<NativeSkillScan[]>
 }
 
 export declare class NativeLocalSandbox {
@@ -756,6 +758,44 @@ export interface NativeSearchSettings {
 }
 
 /**
+ * The answers for one request, packed (a few strings and one buffer rather than an object
+ * per path, which the JS thread would have to make all at once). Paths are relative to the
+ * request's path ('' for the path itself), `/`-separated; fields are NUL-separated (no path
+ * or name holds a NUL). A path missing from them was not (or could not be) read.
+ */
+export interface NativeSkillScan {
+  /** For each path probed: `1` (it exists) or `0`, then the path. */
+  probes: string
+  /**
+   * For each directory listed: `>` and its path, then each entry: `f` (a file), `d` (a
+   * directory), `l` or `s` (a symlink to a file or to a directory), and its name.
+   */
+  listings: string
+  /** The files read, one after the other. */
+  contents: Buffer
+  /** For each file read, in order: its length in bytes, `:`, its path. */
+  fileIndex: string
+}
+
+export interface NativeSkillScanOptions {
+  /** A SKILL.md (or reference) larger than this is left to the source. */
+  maxFileBytes: number
+  /** Read the files of each skill's `references/` too (search indexes them). */
+  readReferences: boolean
+}
+
+/** What to read of one path. */
+export interface NativeSkillScanRequest {
+  path: string
+  /**
+   * `root`: a skills path (a skill itself, or a directory of skills); `skill`: a skill
+   * directory; `tree`: directory listings down to `depth` levels.
+   */
+  kind: 'root' | 'skill' | 'tree'
+  depth?: number
+}
+
+/**
  * A path left out of the index, and why (`code`: `NOT_FOUND`, `PERMISSION_DENIED`,
  * `BINARY`, `TOO_LARGE`, `NOT_A_FILE`, `TOO_DEEP`, `LIMIT`, `IO`…).
  */
@@ -859,6 +899,9 @@ export interface SandboxLimits {
   /** Output the kept exited processes may retain together, as `exitedProcesses`. */
   exitedOutputBytes?: number
 }
+
+/** `LocalSkillSource`'s scan: `requests` name absolute paths of the host. */
+export declare function scanHostSkills(requests: Array<NativeSkillScanRequest>, options: NativeSkillScanOptions): Promise<NativeSkillScan[]>
 
 /** Sends the diagnostics at `level` and above to `handler`; `null` stops them. */
 export declare function setLogHandler(handler: ((record: LogRecord) => void) | null, level: 'error' | 'warn' | 'info' | 'debug' | 'trace'): void

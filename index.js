@@ -858,6 +858,7 @@ module.exports.killedText = nativeBinding.killedText
 module.exports.limitTokensKeepStart = nativeBinding.limitTokensKeepStart
 module.exports.processOutputText = nativeBinding.processOutputText
 module.exports.SANDBOX_HOST_UID = nativeBinding.SANDBOX_HOST_UID
+module.exports.scanHostSkills = nativeBinding.scanHostSkills
 module.exports.setLogHandler = nativeBinding.setLogHandler
 module.exports.stripAnsi = nativeBinding.stripAnsi
 module.exports.withLeftRunning = nativeBinding.withLeftRunning

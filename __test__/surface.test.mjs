@@ -1,7 +1,7 @@
 // Parity of the public surface with @mastra/core/workspace (the version in devDependencies):
 // every value export and every public member of its sandbox, filesystem, workspace,
 // process and mount classes, read from Mastra's typings, must be here — from CommonJS and
-// from ESM — except the skills and search parts listed in NOT_YET_HERE. The compatibility
+// from ESM — except the search parts listed in NOT_YET_HERE. The compatibility
 // table of docs/compatibility.md must be the one these lists give.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -29,7 +29,7 @@ beforeAll(async () => {
 const missingOf = (group) => groups.find((g) => g.group === group).missing.filter((m) => m.reason === 'missing').map((m) => m.name)
 
 describe('surface of @mastra/core/workspace', () => {
-  it.each(['module exports', ...CLASSES])('%s: every public name of Mastra is here (skills and search aside)', (group) => {
+  it.each(['module exports', ...CLASSES])('%s: every public name of Mastra is here (search aside)', (group) => {
     expect(missingOf(group)).toEqual([])
   })
 

@@ -645,6 +645,55 @@ const SEARCH_CASE = {
   },
 }
 
+/** `count` skill folders under `root/skills`: a SKILL.md and a reference each (untimed set-up of the skills case). */
+function writeSkills(root, count) {
+  for (let i = 0; i < count; i++) {
+    const dir = path.join(root, 'skills', `skill-${i}`)
+    fs.mkdirSync(path.join(dir, 'references'), { recursive: true })
+    const steps = Array.from({ length: 20 }, (_, n) => `${n + 1}. Step ${n + 1} of skill ${i}: check the palette, the tone and the layout.`)
+    fs.writeFileSync(
+      path.join(dir, 'SKILL.md'),
+      `---\nname: skill-${i}\ndescription: Skill number ${i}, for tasks of kind ${i % 37}\nlicense: MIT\nmetadata:\n  owner: team-${i % 11}\n  tags: [a, b]\n---\n# Skill ${i}\n\n${steps.join('\n')}\n`,
+    )
+    fs.writeFileSync(path.join(dir, 'references', 'guide.md'), `Guide of skill ${i}.\n`)
+  }
+}
+
+/**
+ * Case (skills): a workspace's skills discovered from a large tree on the host (the first
+ * `list()`), then what a Mastra Agent reads each turn: the list, and each skill by path.
+ */
+const SKILLS_CASE = {
+  id: 'skills',
+  title: (p) => `(skills) ${p.count.toLocaleString('en-US')} skills (a SKILL.md and a reference each): discovery, and a turn's list() and get() of each`,
+  impls: ['ours', 'mastra'],
+  runs: 3,
+  params: (quick) => ({ count: quick ? 1000 : 10_000 }),
+  metrics: [
+    { key: 'discover_ms', label: 'discovery (the first list()) ms', better: 'lower' },
+    { key: 'turn_ms', label: "a turn's list() and get() of each skill ms", better: 'lower' },
+    { key: 'delay_max_ms', label: "the event loop's longest delay during discovery ms", better: 'lower' },
+    { key: 'peak_rss_MB', label: 'peak RSS MB (maxRSS)', better: 'lower' },
+  ],
+  targets: [{ key: 'discover_ms', vsMastra: 0.5 }],
+  async run({ sb, params }) {
+    writeSkills(sb.workingDirectory, params.count)
+    const skills = sb.skills(sb.workingDirectory, ['skills'])
+    gc()
+    const delay = monitorEventLoopDelay({ resolution: 1 })
+    delay.enable()
+    let t0 = now()
+    const listed = await skills.list()
+    const discover = now() - t0
+    delay.disable()
+    if (listed.length !== params.count) throw new Error(`${listed.length} skills found, not ${params.count}`)
+    t0 = now()
+    for (const { path: skillPath } of await skills.list()) await skills.get(skillPath)
+    const turn = now() - t0
+    return { discover_ms: discover, turn_ms: turn, delay_max_ms: delay.max / 1e6, peak_rss_MB: process.resourceUsage().maxRSS / 1024 }
+  },
+}
+
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
 const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm', 'start_cold'])
 const withBwrap = (c) => ({
@@ -724,6 +773,7 @@ export const CASES = [
   ...[...BASE_CASES, START_CASE, WARM_START_CASE, COLD_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
   SEARCH_CASE,
+  SKILLS_CASE,
   ...DOCKER_CASES,
 ]
 

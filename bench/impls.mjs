@@ -11,6 +11,8 @@
 //   sb.workingDirectory
 //   sb.localSandbox(options)      → another LocalSandbox of the package (ours and Mastra only)
 //   sb.startSteps()               → [{ step, ms }] of its last start (ours only; else [])
+//   sb.skills(basePath, paths)    → a Workspace's skills, read from the host with the
+//                                   package's LocalSkillSource (ours and Mastra only)
 //
 // ours and Mastra share one adapter: native-workspace exposes Mastra's API.
 
@@ -70,6 +72,10 @@ class MastraApiSandbox {
 
   startSteps() {
     return this.#name === 'ours' ? startStepsOf(this.#sandbox) : []
+  }
+
+  skills(basePath, paths) {
+    return new this.#mod.Workspace({ skills: paths, skillSource: new this.#mod.LocalSkillSource({ basePath }) }).skills
   }
 
   async exec(cmd) {

@@ -27,6 +27,10 @@ import type { AnyWorkspace as MastraAnyWorkspace, MastraSandbox as MastraSandbox
 import type { RequestContext as MastraRequestContext } from '@mastra/core/request-context'
 // @ts-ignore -- absent without @mastra/core
 import type { MastraVector } from '@mastra/core/vector'
+// @ts-ignore -- absent without @mastra/core
+import type { Skill as MastraSkill, SkillMetadata as MastraSkillMetadata, SkillPublishResult as MastraSkillPublishResult, SkillSearchOptions as MastraSkillSearchOptions, SkillSearchResult as MastraSkillSearchResult, SkillSource as MastraSkillSource, SkillSourceEntry as MastraSkillSourceEntry, SkillSourceStat as MastraSkillSourceStat, SkillsContext as MastraSkillsContext, SkillsResolver as MastraSkillsResolver, VersionedSkillEntry as MastraVersionedSkillEntry, WorkspaceSkills as MastraWorkspaceSkills } from '@mastra/core/workspace'
+// @ts-ignore -- absent without @mastra/core
+import type { BlobStore as MastraBlobStore, SkillVersionTree as MastraSkillVersionTree } from '@mastra/core/storage'
 
 /** Whether `@mastra/core`'s types are at hand: where it is not installed, its names are error types, which `unknown` extends. */
 type HasMastra = unknown extends MastraWorkspace ? false : true
@@ -919,6 +923,12 @@ export interface WorkspaceConfig<
   browser?: WorkspaceBrowser
   instructions?: { dynamicSandbox?: 'placeholder' | 'resolve' | ((args: { requestContext: RequestContext }) => string) }
   lsp?: boolean | object
+  /** Where SKILL.md folders are: paths or globs (a skill itself, or a directory of skills), or a resolver given each request. */
+  skills?: SkillsResolver
+  /** What skills are read from (instead of the filesystem, or without one the host's disk): a `VersionedSkillSource`… */
+  skillSource?: SkillSource
+  /** Whether the staleness check also compares each SKILL.md's modification time (edits in place; twice the stats). */
+  checkSkillFileMtime?: boolean
   /** BM25 keyword search: `true`, `{ k1, b }`, or `{ bm25: { k1, b }, tokenize }` (a custom
    *  `tokenizer` function or `splitPattern` is `INVALID_SEARCH_CONFIG`: terms are made natively). */
   bm25?: boolean | BM25Config | { bm25?: BM25Config; tokenize?: TokenizeOptions }
@@ -1024,8 +1034,8 @@ interface WorkspaceMembers<TFilesystem, TSandbox, TMounts> {
   /** Whether vector search is configured (`vectorStore` and `embedder`). */
   readonly canVector: boolean
   readonly canHybrid: boolean
-  /** Skills are not part of this package: undefined. */
-  readonly skills: undefined
+  /** The skills under `skills` (list, get, search, refresh, addSkill, removeSkill…); undefined without `skills`. */
+  readonly skills: WorkspaceSkills | undefined
   /** Searches the index (a `SearchNotAvailableError` without search). */
   search(query: string, options?: SearchOptions): Promise<SearchResult[]>
   /** Indexes `content` under the id `path` (a `SearchNotAvailableError` without search). */
@@ -1543,6 +1553,164 @@ export declare class StaleFileError extends FilesystemError {
 export declare class FilesystemNotReadyError extends FilesystemError {
   constructor(id: string)
 }
+
+// ---------------------------------------------------------------------------------------
+// Skills (SKILL.md folders, the Agent Skills specification): Mastra's types where
+// `@mastra/core` is installed.
+
+/** What a skill source says of a path. */
+export type SkillSourceStat = MastraOr<MastraSkillSourceStat, { name: string; type: 'file' | 'directory'; size: number; createdAt: Date; modifiedAt: Date; mimeType?: string }>
+/** An entry of a skill source's directory; a symlink is typed by what it leads to. */
+export type SkillSourceEntry = MastraOr<MastraSkillSourceEntry, { name: string; type: 'file' | 'directory'; isSymlink?: boolean }>
+/** Where skills are read from: a workspace filesystem, `LocalSkillSource`, `VersionedSkillSource`… */
+export type SkillSource = MastraOr<MastraSkillSource, SkillSourceWithoutMastra>
+interface SkillSourceWithoutMastra {
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<SkillSourceStat>
+  readFile(path: string): Promise<string | Buffer>
+  readdir(path: string): Promise<SkillSourceEntry[]>
+  realpath?(path: string): Promise<string>
+}
+/** A skill's frontmatter fields and where it is. */
+export type SkillMetadata = MastraOr<MastraSkillMetadata, SkillMetadataWithoutMastra>
+interface SkillMetadataWithoutMastra {
+  name: string
+  path: string
+  description: string
+  license?: string
+  compatibility?: unknown
+  'user-invocable'?: boolean
+  metadata?: Record<string, unknown>
+}
+/** A skill: its metadata, its instructions (SKILL.md's body), where it comes from, and its files. */
+export type Skill = MastraOr<MastraSkill, SkillWithoutMastra>
+interface SkillWithoutMastra extends SkillMetadataWithoutMastra {
+  instructions: string
+  /** A project's own (`local`), Mastra's managed directory (`managed`), or a package's (`external`). */
+  source: { type: 'external'; packagePath: string } | { type: 'local'; projectPath: string } | { type: 'managed'; mastraPath: string }
+  references: string[]
+  scripts: string[]
+  assets: string[]
+}
+/** What a skills resolver is given. */
+export type SkillsContext = MastraOr<MastraSkillsContext, { requestContext?: RequestContext }>
+/** The skills paths: a list, or a function of the request giving one. */
+export type SkillsResolver = MastraOr<MastraSkillsResolver, string[] | ((context: SkillsContext) => string[] | Promise<string[]>)>
+export type SkillSearchOptions = MastraOr<MastraSkillSearchOptions, SkillSearchOptionsWithoutMastra>
+interface SkillSearchOptionsWithoutMastra {
+  topK?: number
+  minScore?: number
+  mode?: 'vector' | 'bm25' | 'hybrid'
+  hybrid?: { vectorWeight?: number }
+  skillNames?: string[]
+  includeReferences?: boolean
+}
+export type SkillSearchResult = MastraOr<MastraSkillSearchResult, SkillSearchResultWithoutMastra>
+interface SkillSearchResultWithoutMastra {
+  skillName: string
+  skillPath: string
+  /** `SKILL.md` or `references/<file>`. */
+  source: string
+  content: string
+  score: number
+  lineRange?: { start: number; end: number }
+  scoreDetails?: { vector?: number; bm25?: number }
+  metadata?: Record<string, unknown>
+}
+/** A workspace's skills (`workspace.skills`). */
+export type WorkspaceSkills = MastraOr<MastraWorkspaceSkills, WorkspaceSkillsWithoutMastra>
+interface WorkspaceSkillsWithoutMastra {
+  /** The view of a request (for a resolver of paths, or a filesystem per request). */
+  getScoped?(context?: SkillsContext): Promise<WorkspaceSkills>
+  list(): Promise<SkillMetadata[]>
+  /** By name, or by path (the way to pick one of same-named skills). */
+  get(name: string): Promise<Skill | null>
+  has(name: string): Promise<boolean>
+  registerLocationAlias?(location: string, skillPath: string): void
+  /** Discovers the skills again. */
+  refresh(): Promise<void>
+  /** Discovers again if the paths or the files changed (checked at most every 30 s). */
+  maybeRefresh(context?: SkillsContext): Promise<void>
+  search(query: string, options?: SkillSearchOptions): Promise<SkillSearchResult[]>
+  getReference(skillName: string, referencePath: string): Promise<string | null>
+  getScript(skillName: string, scriptPath: string): Promise<string | null>
+  getAsset(skillName: string, assetPath: string): Promise<Buffer | null>
+  listReferences(skillName: string): Promise<string[]>
+  listScripts(skillName: string): Promise<string[]>
+  listAssets(skillName: string): Promise<string[]>
+  addSkill?(skillPath: string): Promise<void>
+  removeSkill?(skillName: string): Promise<void>
+}
+/** A published skill version's files: each path's blob (by SHA-256), size and type. */
+export type SkillVersionTree = MastraOr<MastraSkillVersionTree, { entries: Record<string, { blobHash: string; size: number; mimeType?: string; encoding?: 'utf-8' | 'base64' }> }>
+/** The blob store of published skill files (Mastra's `BlobStore`, e.g. `InMemoryBlobStore`). */
+export type SkillBlobStore = MastraOr<MastraBlobStore, SkillBlobStoreWithoutMastra>
+interface SkillBlobStoreWithoutMastra {
+  get(hash: string): Promise<{ hash: string; content: string; size: number; mimeType?: string; createdAt: Date } | null>
+  putMany(entries: Array<{ hash: string; content: string; size: number; mimeType?: string; createdAt: Date }>): Promise<void>
+}
+/** One published skill mounted by `CompositeVersionedSkillSource`, under `dirName`. */
+export type VersionedSkillEntry = MastraOr<MastraVersionedSkillEntry, { dirName: string; tree: SkillVersionTree; versionCreatedAt: Date }>
+/** What publishing a skill gives: its SKILL.md fields, its file tree, the blobs to store, the nested file list. */
+export type SkillPublishResult = MastraOr<MastraSkillPublishResult, SkillPublishResultWithoutMastra>
+interface SkillPublishResultWithoutMastra {
+  snapshot: Omit<SkillMetadataWithoutMastra, 'path' | 'user-invocable'> & { instructions: string; references?: string[]; scripts?: string[]; assets?: string[] }
+  tree: SkillVersionTree
+  blobs: Array<{ hash: string; content: string; size: number; mimeType?: string; createdAt: Date }>
+  files: Array<{ name: string; type: 'file' | 'folder'; content?: string; children?: unknown[] }>
+}
+
+/**
+ * Skills on the host's disk, read-only: relative paths from `basePath` (default: the
+ * current directory). A FIFO, a device or a file larger than a string is refused with a
+ * `FilesystemError`.
+ */
+export declare class LocalSkillSource implements SkillSourceWithoutMastra {
+  constructor(options?: { basePath?: string })
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<SkillSourceStat>
+  readFile(path: string): Promise<string | Buffer>
+  readdir(path: string): Promise<SkillSourceEntry[]>
+  realpath(path: string): Promise<string>
+}
+/** The files of one published skill version, read from `blobStore` by its `tree`. */
+export declare class VersionedSkillSource implements SkillSourceWithoutMastra {
+  constructor(tree: SkillVersionTree, blobStore: SkillBlobStore, versionCreatedAt: Date)
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<SkillSourceStat>
+  readFile(path: string): Promise<string | Buffer>
+  readdir(path: string): Promise<SkillSourceEntry[]>
+  realpath(path: string): Promise<string>
+}
+/** Published skill versions side by side, each under its `dirName`; `fallback` serves `fallbackSkills` and any other path. */
+export declare class CompositeVersionedSkillSource implements SkillSourceWithoutMastra {
+  constructor(entries: VersionedSkillEntry[], blobStore: SkillBlobStore, options?: { fallback?: SkillSource; fallbackSkills?: string[] })
+  exists(path: string): Promise<boolean>
+  stat(path: string): Promise<SkillSourceStat>
+  readFile(path: string): Promise<string | Buffer>
+  readdir(path: string): Promise<SkillSourceEntry[]>
+  realpath(path: string): Promise<string>
+}
+
+/** A skill tool: its input is checked by `inputSchema` (a `WorkspaceError` `INVALID_INPUT` if it does not fit). */
+export interface SkillTool<Id extends string, Input> {
+  id: Id
+  description: string
+  inputSchema: unknown
+  execute(input: Input, context?: { requestContext?: RequestContext; [key: string]: unknown }): Promise<string>
+}
+/** The skill tools over `skills`, by the names the model sees. */
+export declare function createSkillTools(skills: WorkspaceSkills): {
+  skill: SkillTool<'skill', { name: string }>
+  skill_search: SkillTool<'skill_search', { query: string; skillNames?: string[]; topK?: number }>
+  skill_read: SkillTool<'skill_read', { skillName: string; path: string; startLine?: number; endLine?: number }>
+}
+/** The `skill` tool's text: the instructions, then the references, scripts and assets. */
+export declare function formatSkillActivation(skill: Skill): string
+/** A skill's files hashed into a version tree, with its blobs, file list and SKILL.md fields. Bounded: a link loop, or too deep or large a tree, is a `WorkspaceError`. */
+export declare function collectSkillForPublish(source: SkillSource, skillPath: string): Promise<SkillPublishResult>
+/** `collectSkillForPublish`, its blobs then stored (`putMany`). */
+export declare function publishSkillFromSource(source: SkillSource, skillPath: string, blobStore: SkillBlobStore): Promise<SkillPublishResult>
 
 // ---------------------------------------------------------------------------------------
 // Glob patterns, as list_files and grep read them

@@ -44,6 +44,7 @@ module.exports = {
   ...require('./glob'),
   ...require('./sandbox-capabilities'),
   ...require('./tools'),
+  ...require('./skills'),
   Workspace,
   createTool,
   callLifecycle,

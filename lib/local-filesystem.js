@@ -41,6 +41,11 @@ const readBytes = Symbol('readBytes')
  * follows writes this way; a listener's failure is logged, never the write's.
  */
 const watchWrites = Symbol('watchWrites')
+/**
+ * `source[scanSkills](requests, options)`: skill discovery's native pass over a skill source
+ * of this package (see skill-scan.js).
+ */
+const scanSkills = Symbol('scanSkills')
 
 /**
  * The same error as made by `@mastra/core`, when it is installed. Mastra's own file tools
@@ -499,6 +504,33 @@ class LocalFilesystem extends MastraFilesystem {
     }
   }
 
+  /**
+   * Skill discovery's native pass (see skill-scan.js): `requests` name paths as the other
+   * methods take them, each read by the native filesystem those methods would use. A
+   * request that cannot be routed gets no answers (its reader asks the methods).
+   */
+  async [scanSkills](requests, options) {
+    await this.#ready()
+    const byFs = new Map()
+    const routed = requests.map((request, i) => {
+      try {
+        const { fs, target } = this.#route(request.path)
+        if (!byFs.has(fs)) byFs.set(fs, [])
+        byFs.get(fs).push({ i, request: { ...request, path: target } })
+      } catch {
+        // Left to the methods, which give its error.
+      }
+      return undefined
+    })
+    for (const [fs, batch] of byFs) {
+      const scans = await translating(() => fs.scanSkills(batch.map((b) => b.request), options))
+      batch.forEach((b, j) => {
+        routed[b.i] = scans[j]
+      })
+    }
+    return routed
+  }
+
   /** Where a sandbox mounts this filesystem from. */
   getMountConfig() {
     return { type: 'local', basePath: this.basePath }
@@ -529,4 +561,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, watchWrites }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, watchWrites, scanSkills }

@@ -14,6 +14,9 @@ const TEXT_EXTENSIONS = new Set(
   ).split(' '),
 )
 
+/** Whether a file named `name` is text by its extension (the built-in extensions only). */
+const isTextFileName = (name) => TEXT_EXTENSIONS.has(path.extname(name).toLowerCase())
+
 /** `SAS`, `.Sas` → `.sas`. */
 const normalizeExtension = (extension) => {
   const lower = extension.trim().toLowerCase()
@@ -49,7 +52,7 @@ class MastraFilesystem {
   /** Whether `filename` is text by its extension (the built-in ones and `textExtensions`). */
   isTextFile(filename) {
     const extension = path.extname(check.requiredString(filename, 'filename')).toLowerCase()
-    return TEXT_EXTENSIONS.has(extension) || this._textExtensions.has(extension)
+    return isTextFileName(filename) || this._textExtensions.has(extension)
   }
 
   /** Initialises once: concurrent calls share the run; a destroy under way is waited for. */
@@ -130,4 +133,4 @@ class MastraFilesystem {
 
 asMastraComponent(MastraFilesystem)
 
-module.exports = { MastraFilesystem }
+module.exports = { MastraFilesystem, isTextFileName }

@@ -1,6 +1,7 @@
 'use strict'
-// Type checks for options coming from JavaScript callers. Each failure names the option;
-// value rules (ranges, enumerations) are checked by the native side.
+// Type checks for options coming from JavaScript callers (and tools' inputs, by their
+// schemas). Each failure names the option; value rules (ranges, enumerations) are checked by
+// the native side.
 const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
 const { retentionError } = require('./translate')
 const { catchRejection } = require('./thenable')
@@ -239,4 +240,18 @@ function egressOptions(source, prefix = '') {
   }
 }
 
-module.exports = { check, describe, egressOptions, isClass, readingOptions, instructionsText, updatedEnv }
+/** The tool's input as its schema reads it, or a `WorkspaceError` `INVALID_INPUT` saying why not. */
+function validInput(schema, input, toolName) {
+  let problems
+  try {
+    const parsed = schema.safeParse(input)
+    if (parsed.success) return parsed.data
+    problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')
+  } catch (err) {
+    // Input the validator cannot even look at (a revoked Proxy, a throwing getter).
+    throw Object.assign(new WorkspaceError(`Invalid input for ${toolName}: the input could not be read`, 'INVALID_INPUT'), { cause: err })
+  }
+  throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
+}
+
+module.exports = { check, describe, egressOptions, isClass, readingOptions, instructionsText, updatedEnv, validInput }

@@ -20,7 +20,7 @@ const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
 const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
 const { checkToolsConfig } = require('./tools-config')
 const { logTo } = require('./logging')
-const { check, describe, readingOptions } = require('./options')
+const { check, describe, readingOptions, validInput } = require('./options')
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS
@@ -343,20 +343,6 @@ async function toolSettings(toolsConfig, name, context) {
   return { ...resolved, ...media, name: resolved.name ?? name, backgroundProcesses: own.backgroundProcesses }
 }
 
-
-/** The tool's input as its schema reads it, or a `WorkspaceError` `INVALID_INPUT` saying why not. */
-function validInput(schema, input, toolName) {
-  let problems
-  try {
-    const parsed = schema.safeParse(input)
-    if (parsed.success) return parsed.data
-    problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')
-  } catch (err) {
-    // Input the validator cannot even look at (a revoked Proxy, a throwing getter).
-    throw Object.assign(new WorkspaceError(`Invalid input for ${toolName}: the input could not be read`, 'INVALID_INPUT'), { cause: err })
-  }
-  throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
-}
 
 /**
  * The parts of a tool call's context the tools read, read once: a context that cannot be

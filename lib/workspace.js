@@ -12,6 +12,7 @@ const { checkToolsConfig } = require('./tools-config')
 const { warnUnknownOptions } = require('./unknown-options')
 const { emptyRequestContext, givenRequestContext } = require('./request-context')
 const { WorkspaceSearch, searchConfig } = require('./search')
+const { workspaceSkills } = require('./workspace-skills')
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -47,7 +48,7 @@ function checkSandbox(value, source) {
   return value
 }
 
-/** The options of `Workspace`: Mastra's (skills are not here yet: given, they do nothing), and `searchIndexPath`. */
+/** The options of `Workspace`: Mastra's, and `searchIndexPath`. */
 const WORKSPACE_OPTIONS = Object.freeze([
   'id',
   'name',
@@ -182,7 +183,13 @@ class Workspace {
       }
       this.lsp = undefined
 
-      if (!this.hasSandboxConfig() && !this.hasFilesystemConfig()) {
+      this[state].skills = workspaceSkills(config, {
+        workspace: this,
+        tearingDown: () => Boolean(this[state].teardownStarted),
+        filesystem: this[state].filesystem,
+        dynamicFilesystem: Boolean(this[state].filesystemResolver),
+      })
+      if (!this.hasSandboxConfig() && !this.hasFilesystemConfig() && !this[state].skills.configured) {
         throw new WorkspaceError('Workspace requires at least a filesystem, sandbox, or skills', 'NO_PROVIDERS', this.id)
       }
     })
@@ -364,6 +371,8 @@ class Workspace {
         this.status = 'error'
         throw err
       } finally {
+        // Whatever the outcome, the skills read (and their index) are let go.
+        this[state].skills.release()
         this[state].destroying = undefined
         // Kept on disk (with searchIndexPath), then released, whatever else failed.
         await this[state].search?.close().catch((error) => logTo(this[state].logger, 'warn', 'Saving the search index failed', { error }))
@@ -460,9 +469,12 @@ class Workspace {
     return this[state].logger
   }
 
-  /** Skills are not part of this package. */
+  /**
+   * The workspace's skills (SKILL.md folders under the `skills` paths): list, get, search,
+   * refresh, addSkill, removeSkill…; undefined without `skills`.
+   */
   get skills() {
-    return undefined
+    return this[state].skills.current()
   }
 
   /** What the last rebuild indexed and left out, and why. */

@@ -18,18 +18,8 @@ const typingsDir = path.join(path.dirname(require.resolve('@mastra/core/package.
  * (`skills` is undefined): it is still counted as not here.
  */
 export const NOT_YET_HERE = Object.freeze({
-  'module exports': {
-    createSkillTools: 'skills',
-    formatSkillActivation: 'skills',
-    collectSkillForPublish: 'skills',
-    publishSkillFromSource: 'skills',
-    LocalSkillSource: 'skills',
-    VersionedSkillSource: 'skills',
-    CompositeVersionedSkillSource: 'skills',
-  },
-  Workspace: {
-    skills: 'skills',
-  },
+  'module exports': {},
+  Workspace: {},
 })
 
 /** The classes whose public members (their base classes' included) are compared. */
@@ -150,7 +140,7 @@ const has = (object, name) => object != null && name in Object(object)
  * export counts when `require` and `import` give it a value and lib/index.d.ts declares
  * it; a member when the
  * instance has it (a property, even `undefined`, a getter, or a method of its prototype
- * chain). `reason` is `missing`, or `not yet here (skills)` / `(search)` for NOT_YET_HERE,
+ * chain). `reason` is `missing`, or `not yet here (search)` for NOT_YET_HERE,
  * whether or not the member exists.
  */
 export async function compare() {

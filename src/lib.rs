@@ -21,4 +21,5 @@ mod process_handle;
 mod resolver_cache;
 mod runtime;
 mod search;
+mod skill_scan;
 mod tool_text;

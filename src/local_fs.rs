@@ -63,7 +63,7 @@ pub struct NativeWriteOptions {
 
 #[napi]
 pub struct NativeLocalFs {
-  inner: Arc<LocalFs>,
+  pub(crate) inner: Arc<LocalFs>,
 }
 
 /// Runs a filesystem operation on the blocking pool and settles a promise with it.

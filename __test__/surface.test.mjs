@@ -70,6 +70,18 @@ describe('surface of @mastra/core/workspace', () => {
     expect(names).toEqual(expect.arrayContaining(['PermissionError', 'SandboxError', 'MountError', 'FilesystemError']))
   })
 
+  it('ESM exports no name that CommonJS does not, and the same default', () => {
+    const source = [
+      `import * as esm from 'native-workspace'`,
+      `import { createRequire } from 'node:module'`,
+      `const cjs = createRequire(process.cwd() + '/')('native-workspace')`,
+      `process.stdout.write(JSON.stringify({ names: Object.keys(esm).sort(), same: esm.default === cjs }))`,
+    ].join('\n')
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: root, encoding: 'utf8' })
+    expect(child.stderr).toBe('')
+    expect(JSON.parse(child.stdout)).toEqual({ names: ['default', ...Object.keys(require('../lib/index.js'))].sort(), same: true })
+  })
+
   it('the typings declare exactly the values the module exports', () => {
     const runtime = Object.keys(require('../lib/index.js')).filter((name) => require('../lib/index.js')[name] !== undefined)
     expect(ourTypedExports()).toEqual(runtime.sort())

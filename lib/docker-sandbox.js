@@ -8,8 +8,11 @@ const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
 const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
-const { ANY_USER } = require('./object-storage')
 const { warnUnknownOptions } = require('./unknown-options')
+const { lazy } = require('./lazy')
+
+/** Object storage's module, loaded by the first DockerSandbox made. */
+const objectStorage = lazy(() => require('./object-storage'))
 
 const DEFAULT_IMAGE = 'node:22-slim'
 const DEFAULT_TIMEOUT = 300_000
@@ -426,7 +429,7 @@ class DockerSandbox extends NativeSandbox {
     // an S3 bucket mounted on the host) is bound at its mount path when the container is
     // created; one added later is refused, as a container's mounts are fixed then. A
     // bucket's files are let to any user the container runs as.
-    this.#mounter = manageMounts(this, { binds: true, fuseOwner: ANY_USER })
+    this.#mounter = manageMounts(this, { binds: true, fuseOwner: objectStorage().ANY_USER })
   }
 
   /** The image the container is made from. */

@@ -1,6 +1,7 @@
 'use strict'
 // Public entry of native-workspace (CommonJS); `index.mjs` exports the same names for ESM.
-// Every export of a spread module is public.
+// Every export of a spread module is public. What a backend or subsystem needs beyond its
+// classes is loaded on its first use (see lazy.js).
 const native = require('./native')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')

@@ -14,11 +14,14 @@ const {
   StaleFileError,
   WorkspaceReadOnlyError,
 } = require('./errors')
-const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
 const { MastraFilesystem } = require('./mastra-filesystem')
+const { lazy } = require('./lazy')
+
+/** Media types, loaded by the first `stat` of a file. */
+const mime = lazy(() => require('./mime'))
 
 let mastraErrors
 
@@ -457,7 +460,7 @@ class LocalFilesystem extends MastraFilesystem {
       size: s.size,
       createdAt: new Date(s.createdAt),
       modifiedAt: new Date(s.modifiedAt),
-      mimeType: s.type === 'file' ? mimeTypeOf(filePath) : undefined,
+      mimeType: s.type === 'file' ? mime().mimeTypeOf(filePath) : undefined,
     }
   }
 

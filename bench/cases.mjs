@@ -485,6 +485,53 @@ const COLD_START_CASE = {
 }
 
 /**
+ * Case (burst): new sandboxes made back to back, as a host that opens many conversations
+ * at once does: each is made and given its first command (its lazy start), and all stay
+ * up until the last has answered. Timed from the first constructor to the last answer, per
+ * sandbox; then all are destroyed, and the processes left beside this one 200 ms later
+ * (what a warm pool keeps) are counted.
+ */
+const BURST_CASE = {
+  id: 'burst',
+  title: (p) => `(burst) ${p.count} new sandboxes back to back: constructor + first \`true\` each`,
+  impls: ALL,
+  runs: 3,
+  params: (quick) => ({ count: quick ? 10 : 30 }),
+  metrics: [
+    { key: 'per_sandbox_ms', label: 'ms per sandbox (the whole burst / its count)', better: 'lower' },
+    { key: 'median_ms', label: 'median ms of one', better: 'lower' },
+    { key: 'max_ms', label: 'max ms of one', better: 'lower' },
+    { key: 'processes_after', label: 'processes left 200 ms after they are destroyed', better: 'lower' },
+  ],
+  isolatedTargets: [{ key: 'per_sandbox_ms', vsMastra: 0.5 }],
+  async run({ sb, impl, params, isolation }) {
+    const sandboxes = []
+    const each = []
+    const t0 = now()
+    let total
+    try {
+      for (let i = 0; i < params.count; i++) {
+        const started = now()
+        const sandbox = impl.open(path.join(sb.workingDirectory, `b${i}`), { isolation })
+        sandboxes.push(sandbox)
+        await expectSuccess(sandbox.exec('true'), 'first `true`')
+        each.push(now() - started)
+      }
+      total = now() - t0
+    } finally {
+      await Promise.all(sandboxes.map((sandbox) => sandbox.destroy()))
+    }
+    await sleep(200)
+    return {
+      per_sandbox_ms: total / params.count,
+      median_ms: median(each),
+      max_ms: Math.max(...each),
+      processes_after: descendantsOf(process.pid).length,
+    }
+  },
+}
+
+/**
  * A tree of `files` files and `bytes` bytes in all, 100 files to a directory, sizes from
  * 1/20 to twice the mean (untimed set-up of the checkpoint case).
  */
@@ -554,7 +601,7 @@ const CHECKPOINT_CASE = {
 }
 
 /** Cases measured a second time with `isolation: 'bwrap'` (raw: a fresh bubblewrap per command). */
-const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm', 'start_cold'])
+const ISOLATED = new Set(['a', 'b', 'c', 'd', 'e', 'import', 'start', 'start_warm', 'start_cold', 'burst'])
 const withBwrap = (c) => ({
   ...c,
   id: `${c.id}_bwrap`,
@@ -629,7 +676,7 @@ const DOCKER_CASES = [
 ]
 
 export const CASES = [
-  ...[...BASE_CASES, START_CASE, WARM_START_CASE, COLD_START_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
+  ...[...BASE_CASES, START_CASE, WARM_START_CASE, COLD_START_CASE, BURST_CASE].flatMap((c) => (ISOLATED.has(c.id) ? [c, withBwrap(c)] : [c])),
   CHECKPOINT_CASE,
   ...DOCKER_CASES,
 ]

@@ -288,6 +288,11 @@ export interface NativeCommandOptions {
    * one (a stop asked for in between ends what it asked for); unset, this call's.
    */
   calledAt?: number
+  /**
+   * For `executeCommand`: the `execute_command` tool's text is made here, from the output
+   * as retained, which is then not handed to JavaScript (see `NativeExecutionResult`).
+   */
+  toolText?: NativeToolText
 }
 
 export interface NativeDockerOptions {
@@ -368,6 +373,11 @@ export interface NativeExecutionResult {
   limitExceeded?: string
   /** The background process standing for what the command left running (`cmd &`). */
   leftRunning?: NativeLeftRunning
+  /**
+   * The `execute_command` tool's text, where the call asked for it: `stdout` and `stderr`
+   * are then empty, so that a large output never becomes a JavaScript string.
+   */
+  toolText?: string
 }
 
 export interface NativeFileEntry {
@@ -511,6 +521,12 @@ export interface NativeSandboxOptions {
 export interface NativeStartStep {
   step: string
   ms: number
+}
+
+/** How the `execute_command` tool shows a command's output: its `tail` and token budget. */
+export interface NativeToolText {
+  tail?: number
+  maxTokens?: number
 }
 
 export interface NativeUlimit {

@@ -18,6 +18,7 @@ const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 const { lazy } = require('./lazy')
 const { logTo } = require('./logging')
 const { check, describe, readingOptions } = require('./options')
+const { toolText } = require('./process-manager')
 
 // Loaded by the first tools made, or the first call of a standalone tool.
 const mime = lazy(() => require('./mime'))
@@ -207,10 +208,15 @@ async function executeCommand(workspace, config, input, context) {
         stderr.push(data)
         emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true)
       },
+      // A sandbox of this package makes the text itself (any other ignores this).
+      [toolText]: { tail, maxTokens: config.maxOutputTokens },
     })
     const { exitCode, success, executionTimeMs, killed, timedOut } = result
     await emit('data-sandbox-exit', { exitCode, success, executionTimeMs, killed, timedOut })
-    const text = native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
+    const text =
+      typeof result.toolText === 'string'
+        ? result.toolText
+        : native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
     return result.leftRunning ? native.withLeftRunning(text, result.leftRunning.pid) : text
   } catch (err) {
     await emit('data-sandbox-exit', { exitCode: -1, success: false, executionTimeMs: Date.now() - startedAt })

@@ -33,6 +33,9 @@ pub struct NativeExecutionResult {
   pub limit_exceeded: Option<String>,
   /// The background process standing for what the command left running (`cmd &`).
   pub left_running: Option<NativeLeftRunning>,
+  /// The `execute_command` tool's text, where the call asked for it: `stdout` and `stderr`
+  /// are then empty, so that a large output never becomes a JavaScript string.
+  pub tool_text: Option<String>,
 }
 
 #[napi(object)]
@@ -58,6 +61,7 @@ impl NativeExecutionResult {
       command,
       limit_exceeded: o.exit.limit_exceeded.map(str::to_owned),
       left_running: None,
+      tool_text: None,
     }
   }
 }

@@ -95,10 +95,10 @@ describe('surface of @mastra/core/workspace', () => {
     expect(child.stderr).toBe('')
     const { builtins, files } = JSON.parse(child.stdout)
     expect(files).toEqual(expect.arrayContaining(['lib/index.js', 'lib/local-sandbox.js', 'lib/docker-sandbox.js', 'lib/workspace.js']))
-    for (const onFirstUse of ['lib/object-storage.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json']) {
+    for (const onFirstUse of ['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json']) {
       expect(files).not.toContain(onFirstUse)
     }
-    for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net']) expect(builtins).not.toContain(onFirstUse)
+    for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)
   })
 
   it('the typings declare exactly the values the module exports', () => {

@@ -1,6 +1,5 @@
 'use strict'
 const path = require('node:path')
-const os = require('node:os')
 const fsSync = require('node:fs')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const {
@@ -22,6 +21,8 @@ const { lazy } = require('./lazy')
 
 /** Media types, loaded by the first `stat` of a file. */
 const mime = lazy(() => require('./mime'))
+/** Node's os module, for the first `~` expanded. */
+const os = lazy(() => require('node:os'))
 
 let mastraErrors
 
@@ -89,7 +90,7 @@ function flags(options, defaults) {
   })
 }
 
-const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
+const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os().homedir(), p.slice(1)) : p)
 
 /** Whether absolute path `p` is `root` or lies below it (judged on the paths as written). */
 const within = (p, root) => p === root || p.startsWith(root.endsWith('/') ? root : `${root}/`)

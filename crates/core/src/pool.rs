@@ -138,8 +138,7 @@ pub const MAX_IDLE_INITS: usize = 64;
 pub const MAX_DEFAULT_IDLE_INITS: usize = 4;
 
 /// Starts of one shape that come within this of each other are a burst: one that finds
-/// its default pool empty makes it keep one more init (up to [`MAX_DEFAULT_IDLE_INITS`]),
-/// and its refill starts at once rather than after [`REFILL_DELAY`], as the pool is behind.
+/// its default pool empty makes it keep one more init (up to [`MAX_DEFAULT_IDLE_INITS`]).
 const BURST_GAP: Duration = Duration::from_secs(1);
 
 /// How long a default pool keeps what a burst added once no start comes: then its idle
@@ -253,8 +252,8 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
   }
   if !pool.filling && pool.ready.len() < pool.size + pool.burst {
     pool.filling = true;
-    // After a start that goes on without waiting for it, unless starts outrun the pool.
-    let delay = match (taken.is_some() || visit == Visit::TakeReady) && !behind {
+    // After a start that goes on without waiting for it.
+    let delay = match taken.is_some() || visit == Visit::TakeReady {
       true => REFILL_DELAY,
       false => Duration::ZERO,
     };

@@ -367,6 +367,11 @@ export interface NativeCommandOptions {
    * one (a stop asked for in between ends what it asked for); unset, this call's.
    */
   calledAt?: number
+  /**
+   * For `executeCommand`: the `execute_command` tool's text is made here, from the output
+   * as retained, which is then not handed to JavaScript (see `NativeExecutionResult`).
+   */
+  toolText?: NativeToolText
 }
 
 /**
@@ -511,6 +516,11 @@ export interface NativeExecutionResult {
    * that of the first process left, and whose output is what they print from then on.
    */
   leftRunning?: LeftRunningProcess
+  /**
+   * The `execute_command` tool's text, where the call asked for it: `stdout` and `stderr`
+   * are then empty, so that a large output never becomes a JavaScript string.
+   */
+  toolText?: string
 }
 
 export interface NativeFileEntry {
@@ -809,6 +819,12 @@ export interface NativeSkippedPath {
 export interface NativeStartStep {
   step: string
   ms: number
+}
+
+/** How the `execute_command` tool shows a command's output: its `tail` and token budget. */
+export interface NativeToolText {
+  tail?: number
+  maxTokens?: number
 }
 
 /** How `writeFile` writes. */

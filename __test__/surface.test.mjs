@@ -70,6 +70,37 @@ describe('surface of @mastra/core/workspace', () => {
     expect(names).toEqual(expect.arrayContaining(['PermissionError', 'SandboxError', 'MountError', 'FilesystemError']))
   })
 
+  it('ESM exports no name that CommonJS does not, and the same default', () => {
+    const source = [
+      `import * as esm from 'native-workspace'`,
+      `import { createRequire } from 'node:module'`,
+      `const cjs = createRequire(process.cwd() + '/')('native-workspace')`,
+      `process.stdout.write(JSON.stringify({ names: Object.keys(esm).sort(), same: esm.default === cjs }))`,
+    ].join('\n')
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: root, encoding: 'utf8' })
+    expect(child.stderr).toBe('')
+    expect(JSON.parse(child.stdout)).toEqual({ names: ['default', ...Object.keys(require('../lib/index.js'))].sort(), same: true })
+  })
+
+  it('importing the package loads no backend or subsystem before its first use, nor the Node modules only they need', () => {
+    // A fresh process: what the import alone loaded.
+    const source = [
+      `const before = new Set(process.moduleLoadList)`,
+      `require('native-workspace')`,
+      `const builtins = process.moduleLoadList.filter((m) => !before.has(m) && m.startsWith('NativeModule ')).map((m) => m.slice('NativeModule '.length))`,
+      `const files = Object.keys(require.cache).map((f) => require('node:path').relative(process.cwd(), f))`,
+      `process.stdout.write(JSON.stringify({ builtins, files }))`,
+    ].join('\n')
+    const child = spawnSync(process.execPath, ['-e', source], { cwd: root, encoding: 'utf8' })
+    expect(child.stderr).toBe('')
+    const { builtins, files } = JSON.parse(child.stdout)
+    expect(files).toEqual(expect.arrayContaining(['lib/index.js', 'lib/local-sandbox.js', 'lib/docker-sandbox.js', 'lib/workspace.js']))
+    for (const onFirstUse of ['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json']) {
+      expect(files).not.toContain(onFirstUse)
+    }
+    for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)
+  })
+
   it('the typings declare exactly the values the module exports', () => {
     const runtime = Object.keys(require('../lib/index.js')).filter((name) => require('../lib/index.js')[name] !== undefined)
     expect(ourTypedExports()).toEqual(runtime.sort())

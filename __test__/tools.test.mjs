@@ -131,6 +131,35 @@ describe('execute_command output matches Mastra byte for byte', () => {
     expect(ourText).toBe(mastraText)
   })
 
+  it('a sandbox of this package makes the text itself, never handing the output to JavaScript whole; any other sandbox gets the same text', async () => {
+    const input = { command: 'seq 1 20000', tail: 0 }
+    const sandbox = ours.ws.sandbox
+    const results = []
+    const own = sandbox.executeCommand
+    sandbox.executeCommand = async function (...args) {
+      const result = await own.apply(this, args)
+      results.push(result)
+      return result
+    }
+    let ourText
+    try {
+      ourText = await run(ours, EXEC, input)
+    } finally {
+      delete sandbox.executeCommand
+    }
+    expect(results).toHaveLength(1)
+    expect(results[0]).toMatchObject({ stdout: '', stderr: '', toolText: ourText, exitCode: 0, success: true })
+    // Over Mastra's sandbox, our tool computes the text from the output it is given.
+    const foreign = new Workspace({ sandbox: new MastraLocalSandbox({ workingDirectory: freshWorkdir() }) })
+    try {
+      const foreignText = await (await createWorkspaceTools(foreign))[EXEC].execute(input, {})
+      expect(foreignText).toBe(ourText)
+    } finally {
+      await foreign.destroy()
+    }
+    expect(await run(mastra, EXEC, input)).toBe(ourText)
+  })
+
   it('maxOutputTokens changes the sandwich as in Mastra', async () => {
     const config = { [EXEC]: { maxOutputTokens: 100 } }
     const ourWs = new Workspace({ sandbox: ours.ws.sandbox, tools: config })

@@ -345,3 +345,54 @@ describe('the default warm pool', () => {
     expect(await waitFor(() => keepers().filter((pid) => cmdline(pid)?.includes('nofile=') === false).length === POOL)).toBe(true)
   })
 })
+
+describe('the default warm pool in a burst', () => {
+  // A process of its own: a burst's pool takes every place the default pools share.
+  const CHILD = `
+const path = require('node:path')
+const { LocalSandbox } = require(${JSON.stringify(LIB_CJS)})
+const native = require(${JSON.stringify(new URL('../index.js', import.meta.url).pathname)})
+const idle = () => native.idleWarmInits().length
+let most = 0
+const sampler = setInterval(() => (most = Math.max(most, idle())), 2)
+const until = async (predicate, ms = 20000) => {
+  const end = Date.now() + ms
+  while (!predicate() && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
+  most = Math.max(most, idle())
+  return idle()
+}
+const made = []
+const sandbox = () => {
+  const sb = new LocalSandbox({ workingDirectory: path.join(process.env.NW_WORKDIR, 'sb' + made.length) })
+  made.push(sb)
+  return sb
+}
+;(async () => {
+  // One start alone leaves one warm init.
+  await sandbox().executeCommand('true')
+  const alone = await until(() => idle() === 1)
+  // Twelve at once: all but one find the pool empty.
+  await Promise.all(Array.from({ length: 12 }, () => sandbox().executeCommand('true')))
+  const grown = await until(() => idle() === 4)
+  await new Promise((r) => setTimeout(r, 300))
+  const settled = idle()
+  await Promise.all(made.map((sb) => sb.destroy()))
+  // No start comes any more: back to one.
+  const after = await until(() => idle() === 1)
+  clearInterval(sampler)
+  process.stdout.write(JSON.stringify({ alone, grown, settled, after, most }) + '\\n')
+  process.exit(0)
+})()
+`
+
+  it('grows past one while starts outrun it, never past 4, and keeps one again once starts stop', async () => {
+    const workdir = fs.mkdtempSync('/tmp/nw-burst-')
+    onTestFinished(() => fs.rmSync(workdir, { recursive: true, force: true }))
+    // The default pool: no size set for the process either.
+    const { child, exited } = startNode(CHILD, { NW_WORKDIR: workdir, NATIVE_WORKSPACE_WARM_POOL: undefined })
+    onTestFinished(() => child.kill('SIGKILL'))
+    const seen = await firstJsonLine(child, 60_000, 'the child reports its pool')
+    expect(seen).toEqual({ alone: 1, grown: 4, settled: 4, after: 1, most: 4 })
+    expect(await withDeadline(exited, 10_000, 'child exit')).toEqual({ code: 0, signal: null })
+  }, 90_000)
+})

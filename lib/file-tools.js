@@ -6,8 +6,11 @@ const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
 const { readText, readBytes } = require('./local-filesystem')
-const { isTextLikeMimeType } = require('./mime')
 const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
+const { lazy } = require('./lazy')
+
+/** Media types, loaded by the first file read. */
+const mime = lazy(() => require('./mime'))
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
@@ -67,7 +70,7 @@ async function readFile(filesystem, input, settings) {
       if (!encoding) return tooLargeText(shown, bytes.tooLarge, stat.mimeType, maxMediaBytes)
     } else if (!encoding) return tooLargeText(shown, stat.size, stat.mimeType, maxMediaBytes)
   }
-  if (!encoding && !isTextLikeMimeType(stat.mimeType)) return binaryText(shown, stat)
+  if (!encoding && !mime().isTextLikeMimeType(stat.mimeType)) return binaryText(shown, stat)
   if (typeof filesystem[readText] === 'function') {
     // This package's filesystems read natively: a bounded buffer and the token budget
     // applied while reading, so the size of the file does not matter.

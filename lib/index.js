@@ -1,8 +1,7 @@
 'use strict'
-// Public entry of native-workspace (CommonJS). `index.mjs` re-exports it for ESM, which
-// finds the names because `module.exports` below holds only shorthand identifiers and
-// spread `require(...)` calls: the forms Node's CommonJS export detection understands (it
-// stops reading at the first other form). Every export of a spread module is public.
+// Public entry of native-workspace (CommonJS); `index.mjs` exports the same names for ESM.
+// Every export of a spread module is public. What a backend or subsystem needs beyond its
+// classes is loaded on its first use (see lazy.js).
 const native = require('./native')
 const { LocalSandbox, PROTECTED_PATHS, nativeSandboxConfig } = require('./local-sandbox')
 const { LocalProcessManager } = require('./process-manager')

@@ -1,6 +1,5 @@
 'use strict'
 const path = require('node:path')
-const os = require('node:os')
 const fsSync = require('node:fs')
 const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
 const {
@@ -14,11 +13,16 @@ const {
   StaleFileError,
   WorkspaceReadOnlyError,
 } = require('./errors')
-const { mimeTypeOf } = require('./mime')
 const { STANDS_FOR } = require('./stands-for')
 const { translating, translatingSync } = require('./translate')
 const { check, instructionsText, readingOptions } = require('./options')
 const { MastraFilesystem } = require('./mastra-filesystem')
+const { lazy } = require('./lazy')
+
+/** Media types, loaded by the first `stat` of a file. */
+const mime = lazy(() => require('./mime'))
+/** Node's os module, for the first `~` expanded. */
+const os = lazy(() => require('node:os'))
 
 let mastraErrors
 
@@ -98,7 +102,7 @@ function flags(options, defaults) {
   })
 }
 
-const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p)
+const expandHome = (p) => (p === '~' || p.startsWith('~/') ? path.join(os().homedir(), p.slice(1)) : p)
 
 /** Whether absolute path `p` is `root` or lies below it (judged on the paths as written). */
 const within = (p, root) => p === root || p.startsWith(root.endsWith('/') ? root : `${root}/`)
@@ -500,7 +504,7 @@ class LocalFilesystem extends MastraFilesystem {
       size: s.size,
       createdAt: new Date(s.createdAt),
       modifiedAt: new Date(s.modifiedAt),
-      mimeType: s.type === 'file' ? mimeTypeOf(filePath) : undefined,
+      mimeType: s.type === 'file' ? mime().mimeTypeOf(filePath) : undefined,
     }
   }
 

@@ -1,5 +1,4 @@
 'use strict'
-const os = require('node:os')
 const path = require('node:path')
 const native = require('../index.js')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
@@ -13,6 +12,10 @@ const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
 const { warnUnknownOptions } = require('./unknown-options')
+const { lazy } = require('./lazy')
+
+/** Node's os module, for the first `getInfo()`. */
+const os = lazy(() => require('node:os'))
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -350,8 +353,8 @@ class LocalSandbox extends NativeSandbox {
       status: this.status,
       createdAt: this.createdAt,
       resources: {
-        memoryMB: Math.round((nativeOf(this).memoryLimitBytes ?? os.totalmem()) / 1048576),
-        cpuCores: os.cpus().length,
+        memoryMB: Math.round((nativeOf(this).memoryLimitBytes ?? os().totalmem()) / 1048576),
+        cpuCores: os().cpus().length,
       },
       ...(this.mounts.entries.size > 0 && { mounts: mountedList(this.mounts) }),
       metadata: {

@@ -6,14 +6,16 @@
 // under isolation, as a bind at `<mountPath>` itself in the sandbox's own namespace (the
 // host's `/` is not touched). Object storage (`s3`) is first mounted with FUSE on a host
 // directory of its own (./object-storage), which is then shown in the same way.
-const { createHash } = require('node:crypto')
-const fs = require('node:fs/promises')
 const path = require('node:path')
 const { MountError, SandboxError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
 const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
-const { mountObjectStorage, isObjectStorage } = require('./object-storage')
+const { lazy } = require('./lazy')
+
+const crypto = lazy(() => require('node:crypto'))
+const fsp = lazy(() => require('node:fs/promises'))
+const objectStorage = lazy(() => require('./object-storage'))
 
 const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 
@@ -298,11 +300,11 @@ class MountManager {
 
   /** A short hash of a mount config, the same for configs equal up to key order. */
   computeConfigHash(config) {
-    return createHash('sha256').update(readingOptions('config', () => canonicalJson(config))).digest('hex').slice(0, 16)
+    return crypto().createHash('sha256').update(readingOptions('config', () => canonicalJson(config))).digest('hex').slice(0, 16)
   }
 }
 
-const lstat = (p) => fs.lstat(p).catch((err) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)))
+const lstat = (p) => fsp().lstat(p).catch((err) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)))
 
 /** How a LocalSandbox mounts: its `mount()`/`unmount()`, with the state kept in `manager`. */
 class LocalMounter {
@@ -352,7 +354,7 @@ class LocalMounter {
       return { success: false, mountPath: normalized, error }
     }
     if (!config) return fail(`Filesystem "${filesystem?.id}" does not provide a mount config`)
-    if (config.type !== 'local' && !isObjectStorage(config.type)) return fail(`Unsupported mount type: ${config.type}`, 'unsupported')
+    if (config.type !== 'local' && !objectStorage().isObjectStorage(config.type)) return fail(`Unsupported mount type: ${config.type}`, 'unsupported')
     const readOnly = filesystem.readOnly === true || config.readOnly === true
     const done = (made) => {
       this.#made.set(normalized, made)
@@ -399,7 +401,7 @@ class LocalMounter {
     if (current?.configHash === configHash && current.storage.running) return current.storage.source
     // Read when a mount needs it: two system calls that most sandboxes never need.
     const owner = this.#fuseOwner ?? { uid: process.getuid(), gid: process.getgid() }
-    const storage = await mountObjectStorage(config, mountPath, owner)
+    const storage = await objectStorage().mountObjectStorage(config, mountPath, owner)
     storage.onLost = (reason) => {
       if (this.#storage.get(mountPath)?.storage !== storage) return
       this.#storage.delete(mountPath)
@@ -439,7 +441,7 @@ class LocalMounter {
   /** Why a link cannot be made at `host`: a directory with files, or a file, is there (a link is judged by `#link`). */
   async #occupied(host) {
     const existing = await lstat(host)
-    if (existing?.isDirectory() && (await fs.readdir(host)).length > 0) {
+    if (existing?.isDirectory() && (await fsp().readdir(host)).length > 0) {
       return `Cannot mount at ${host}: directory exists and is not empty. Mounting would hide existing files. Use a different path or empty the directory first.`
     }
     if (existing && !existing.isDirectory() && !existing.isSymbolicLink()) {
@@ -453,11 +455,11 @@ class LocalMounter {
     const host = this.commandPath(mountPath)
     const existing = await lstat(host)
     if (existing?.isSymbolicLink()) {
-      const target = path.resolve(path.dirname(host), await fs.readlink(host))
+      const target = path.resolve(path.dirname(host), await fsp().readlink(host))
       if (target !== made.source) {
         // A link this mounter made to a bucket's previous host directory is replaced.
         if (this.#made.get(mountPath)?.source === target) {
-          await fs.unlink(host)
+          await fsp().unlink(host)
           return this.#link(mountPath, made, done, fail)
         }
         return fail(
@@ -468,10 +470,10 @@ class LocalMounter {
     }
     const occupied = await this.#occupied(host)
     if (occupied) return fail(occupied)
-    if (existing?.isDirectory()) await fs.rmdir(host)
+    if (existing?.isDirectory()) await fsp().rmdir(host)
     try {
-      await fs.mkdir(path.dirname(host), { recursive: true })
-      await fs.symlink(made.source, host)
+      await fsp().mkdir(path.dirname(host), { recursive: true })
+      await fsp().symlink(made.source, host)
     } catch (err) {
       return fail(String(err))
     }
@@ -533,7 +535,7 @@ class LocalMounter {
         if (this.#made.has(mountPath)) await this.#bind(this.#binds(mountPath), false)
       } else {
         const host = this.commandPath(mountPath)
-        if ((await lstat(host))?.isSymbolicLink()) await fs.unlink(host)
+        if ((await lstat(host))?.isSymbolicLink()) await fsp().unlink(host)
       }
       this.#made.delete(mountPath)
     })

@@ -5,8 +5,6 @@
 // get it.
 const fs = require('node:fs')
 const path = require('node:path')
-const { version } = require('../package.json')
-const { builtPlatforms, hostPlatform, platformPackage } = require('./platform')
 
 const root = path.join(__dirname, '..')
 
@@ -31,6 +29,9 @@ function unbuiltCheckout() {
 }
 
 function whyNotLoaded(loadError) {
+  // Only a failed load reads these.
+  const { version } = require('../package.json')
+  const { builtPlatforms, hostPlatform, platformPackage } = require('./platform')
   if (unbuiltCheckout()) {
     return new NativeAddonError(
       `native-workspace: the native addon is not built in ${root}. Run \`npm run build\` there (it needs a Rust toolchain), or install the package from npm, which ships it prebuilt.`,

@@ -1,9 +1,12 @@
 'use strict'
-const { Readable, Writable } = require('node:stream')
 const { SandboxOptionError, SandboxUnsupportedFeatureError, UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
 const { check, describe } = require('./options')
 const { catchRejection } = require('./thenable')
+const { lazy } = require('./lazy')
+
+/** Node's streams, loaded by the first `reader` or `writer` asked for. */
+const streams = lazy(() => require('node:stream'))
 
 /**
  * A user's callback must never take the host down: a throw, or the rejection of a
@@ -198,6 +201,7 @@ class ProcessHandle {
   get reader() {
     if (!this.#reader) {
       const native = this.#native
+      const { Readable } = streams()
       let subscription
       const readable = new Readable({
         read: () => native.resume(subscription),
@@ -220,6 +224,7 @@ class ProcessHandle {
   /** stdin as a Node Writable; `end()` closes stdin. */
   get writer() {
     if (!this.#writer) {
+      const { Writable } = streams()
       this.#writer = new Writable({
         write: (chunk, _encoding, done) => {
           this.sendStdin(chunk).then(() => done(), done)

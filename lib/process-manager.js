@@ -23,6 +23,14 @@ function abortToken(signal) {
  * Converts and type-checks the options shared by `spawn` and `executeCommand`. `calledAt`:
  * the sandbox's `calledNow` when the command was asked for (see `beforeNativeCommand`).
  */
+/**
+ * An option of `executeCommand` given by the `execute_command` tool alone: `{ tail,
+ * maxTokens }`. The tool's text is then made natively from the output as retained, and the
+ * result's `toolText` holds it instead of `stdout` and `stderr` (left empty): a large
+ * output never becomes a JavaScript string.
+ */
+const toolText = Symbol('the execute_command tool text')
+
 function commandOptions(options, token, calledAt) {
   check.object(options, 'options')
   return readingOptions('options', () => ({
@@ -34,6 +42,7 @@ function commandOptions(options, token, calledAt) {
     onOutput: outputCallback(check.function(options.onStdout, 'onStdout'), check.function(options.onStderr, 'onStderr')),
     abort: token,
     calledAt,
+    toolText: options[toolText],
   }))
 }
 
@@ -264,4 +273,4 @@ async function executeNative(sandbox, nativeOf, command, args, options) {
   }
 }
 
-module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped, beforeCommand, ensureRunningFor }
+module.exports = { LocalProcessManager, checkCommand, executeNative, startsWithCommand, afterOnStartSkipped, beforeCommand, ensureRunningFor, toolText }

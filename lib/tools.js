@@ -16,11 +16,15 @@ const {
 } = require('./errors')
 const { FILE_TOOLS, fileSchemas } = require('./file-tools')
 const { SEARCH_TOOLS, searchSchemas, modesOf } = require('./search-tools')
-const { mediaTypeCheck, maxMediaBytesOf } = require('./mime')
-const { FileReadTracker, FileWriteLock, readScope } = require('./tool-guards')
-const { checkToolsConfig } = require('./tools-config')
+const { lazy } = require('./lazy')
 const { logTo } = require('./logging')
 const { check, describe, readingOptions, validInput } = require('./options')
+const { toolText } = require('./process-manager')
+
+// Loaded by the first tools made, or the first call of a standalone tool.
+const mime = lazy(() => require('./mime'))
+const toolGuards = lazy(() => require('./tool-guards'))
+const configChecks = lazy(() => require('./tools-config'))
 
 const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 const { FILESYSTEM } = WORKSPACE_TOOLS
@@ -213,10 +217,15 @@ async function executeCommand(workspace, config, input, context) {
         stderr.push(data)
         emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true)
       },
+      // A sandbox of this package makes the text itself (any other ignores this).
+      [toolText]: { tail, maxTokens: config.maxOutputTokens },
     })
     const { exitCode, success, executionTimeMs, killed, timedOut } = result
     await emit('data-sandbox-exit', { exitCode, success, executionTimeMs, killed, timedOut })
-    const text = native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
+    const text =
+      typeof result.toolText === 'string'
+        ? result.toolText
+        : native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
     return result.leftRunning ? native.withLeftRunning(text, result.leftRunning.pid) : text
   } catch (err) {
     await emit('data-sandbox-exit', { exitCode: -1, success: false, executionTimeMs: Date.now() - startedAt })
@@ -337,8 +346,8 @@ async function toolSettings(toolsConfig, name, context) {
   const resolved = await resolveToolConfig(toolsConfig, name, context)
   const own = toolsConfig?.[name] || {}
   const media = name === READ_FILE && {
-    mediaTypeMatches: mediaTypeCheck(own.mediaTypes, `tools.${READ_FILE}.mediaTypes`),
-    maxMediaBytes: maxMediaBytesOf(own.maxMediaBytes, `tools.${READ_FILE}.maxMediaBytes`),
+    mediaTypeMatches: mime().mediaTypeCheck(own.mediaTypes, `tools.${READ_FILE}.mediaTypes`),
+    maxMediaBytes: mime().maxMediaBytesOf(own.maxMediaBytes, `tools.${READ_FILE}.maxMediaBytes`),
   }
   return { ...resolved, ...media, name: resolved.name ?? name, backgroundProcesses: own.backgroundProcesses }
 }
@@ -444,7 +453,7 @@ function trackingReads(run, mode, { workspace, settings, readTracker }) {
     // Before the call reads it: a context that cannot be read is refused here the same way.
     const requestContext = requestContextOf(readableContext(context, settings.name))
     const filesystem = await filesystemOf(workspace, requestContext)
-    const scope = filesystem ? readScope(filesystem) : undefined
+    const scope = filesystem ? toolGuards().readScope(filesystem) : undefined
     if (mode === 'check' && filesystem) {
       const record = await readTracker.getReadRecord(input.path)
       const expectedMtime = record && record.scope === scope ? record.modifiedAtRead : undefined
@@ -516,8 +525,9 @@ const indexContentTool = standaloneTool(INDEX)
 async function createWorkspaceTools(workspace, configContext) {
   check.withMethods(workspace, 'workspace', 'a Workspace', ['getToolsConfig'])
   const toolsConfig = workspace.getToolsConfig()
-  checkToolsConfig(toolsConfig)
+  configChecks().checkToolsConfig(toolsConfig)
   const hooks = toolsConfig?.hooks
+  const { FileReadTracker, FileWriteLock } = toolGuards()
   const writeLock = new FileWriteLock({ timeoutMs: toolsConfig?.writeLockTimeoutMs })
   const readTracker = readingOptions('configContext', () => configContext?.readTracker) ?? new FileReadTracker()
   const tools = {}

@@ -8,11 +8,14 @@ const { adoptProtection } = require('./local-filesystem')
 const { activeScopes, enclosingScope, joinRun, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
-const { checkToolsConfig } = require('./tools-config')
 const { warnUnknownOptions } = require('./unknown-options')
 const { emptyRequestContext, givenRequestContext } = require('./request-context')
 const { WorkspaceSearch, searchConfig } = require('./search')
 const { workspaceSkills } = require('./workspace-skills')
+const { lazy } = require('./lazy')
+
+/** The tools config's checks, loaded by the first workspace given one. */
+const configChecks = lazy(() => require('./tools-config'))
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -226,7 +229,7 @@ class Workspace {
   }
   /** Replaces the tools config (checked as the constructor checks it). */
   setToolsConfig(config) {
-    checkToolsConfig(config)
+    configChecks().checkToolsConfig(config)
     this[state].toolsConfig = config
   }
 

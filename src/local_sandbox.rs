@@ -17,6 +17,7 @@ use native_workspace_core::sandbox::lifecycle::OnStart;
 use native_workspace_core::sandbox::net::EgressOptions;
 use native_workspace_core::sandbox::pool;
 use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
+use native_workspace_core::tools::format;
 use native_workspace_core::{CoreError, Result};
 use std::path::PathBuf;
 
@@ -811,15 +812,31 @@ impl NativeLocalSandbox {
     env: &'env Env,
     command: String,
     args: Vec<String>,
-    options: NativeCommandOptions,
+    mut options: NativeCommandOptions,
     on_start: Option<bool>,
   ) -> napi::Result<PromiseRaw<'env, NativeExecutionResult>, ErrorCode> {
+    let tool_text = options.tool_text.take();
     let options = self.command_options(options)?;
     let inner = self.inner.clone();
     let on_start = on_start_of(on_start);
     settle(env, async move {
-      let result = inner.execute(&command, &args, options, on_start).await?;
+      let mut result = inner.execute(&command, &args, options, on_start).await?;
+      let text = tool_text.map(|shown| {
+        let outcome = &mut result.outcome;
+        let text = format::command_result_text(
+          &outcome.stdout,
+          &outcome.stderr,
+          outcome.exit.exit_code,
+          outcome.exit.success(),
+          shown.tail,
+          crate::tool_text::limit(shown.max_tokens),
+        );
+        outcome.stdout = String::new();
+        outcome.stderr = String::new();
+        text
+      });
       let mut native = NativeExecutionResult::from_outcome(result.outcome, Some(result.command));
+      native.tool_text = text;
       native.left_running =
         result
           .left_running

@@ -43,6 +43,16 @@ pub struct NativeCommandOptions<'a> {
   /// The sandbox's `calledNow` when the caller's own call was made, if that was before this
   /// one (a stop asked for in between ends what it asked for); unset, this call's.
   pub called_at: Option<f64>,
+  /// For `executeCommand`: the `execute_command` tool's text is made here, from the output
+  /// as retained, which is then not handed to JavaScript (see `NativeExecutionResult`).
+  pub tool_text: Option<NativeToolText>,
+}
+
+/// How the `execute_command` tool shows a command's output: its `tail` and token budget.
+#[napi(object, object_to_js = false)]
+pub struct NativeToolText {
+  pub tail: Option<f64>,
+  pub max_tokens: Option<f64>,
 }
 
 /// Timeouts at or above this many milliseconds (2^53, about 285,000 years: past the

@@ -37,6 +37,9 @@ pub struct NativeExecutionResult {
   /// anything: one background process of the sandbox (`processes.get(pid)`), whose pid is
   /// that of the first process left, and whose output is what they print from then on.
   pub left_running: Option<LeftRunningProcess>,
+  /// The `execute_command` tool's text, where the call asked for it: `stdout` and `stderr`
+  /// are then empty, so that a large output never becomes a JavaScript string.
+  pub tool_text: Option<String>,
 }
 
 #[napi(object)]
@@ -62,6 +65,7 @@ impl NativeExecutionResult {
       command,
       limit_exceeded: o.exit.limit_exceeded.map(str::to_owned),
       left_running: None,
+      tool_text: None,
     }
   }
 }

@@ -10,7 +10,7 @@ use native_workspace_core::tools::{format, grep};
 
 use crate::errors::settle;
 
-fn limit(tokens: Option<f64>) -> Option<usize> {
+pub(crate) fn limit(tokens: Option<f64>) -> Option<usize> {
   tokens
     .filter(|t| t.is_finite() && *t >= 0.0)
     .map(|t| t as usize)

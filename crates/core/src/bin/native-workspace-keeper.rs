@@ -1181,10 +1181,18 @@ fn run_supervisor(request: Request, signals: &SignalFd, init: libc::pid_t) {
     libc::sigprocmask(libc::SIG_BLOCK, &shutdown, ptr::null_mut());
     libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
   }
-  // The command's child tells the host it started (see `exec_command`).
+  // A command named by this supervisor (one it does not stay after) is told started now,
+  // before its child exists, so nothing the command does comes first: a kill that follows
+  // its start at once then finds it before its shell has loaded. Any other's child tells
+  // it (see `exec_command`).
+  if !request.may_stay {
+    tell_started(ctl, me, me);
+  }
   let main_pid = spawn_command(&request, me);
   if main_pid < 0 {
-    write_all(ctl, format!("P{me}\n").as_bytes());
+    if request.may_stay {
+      write_all(ctl, format!("P{me}\n").as_bytes());
+    }
     // On the command's stderr, where its own failure to start would be.
     let message = format!("native-workspace: {}\n", fork_failure("/bin/sh"));
     write_pipe(request.fds[2], message.as_bytes());
@@ -1455,17 +1463,14 @@ extern "C" fn exec_command(launch: *mut libc::c_void) -> libc::c_int {
   // SAFETY: the supervisor's `Launch`, alive until this child has exec'd or exited.
   let launch = unsafe { &mut *launch.cast::<Launch>() };
   let request = launch.request;
-  // The host hears that the command started before it can do anything, killing its
-  // supervisor included. It is named by this child's pid (its shell's) where the
-  // supervisor may stay for later commands, so that each has a name of its own; else by
-  // the supervisor's, which signals the whole tree.
-  let name = if request.may_stay {
+  // Where the supervisor may stay for later commands, the host hears that the command
+  // started before it can do anything, killing its supervisor included, and by this
+  // child's pid (its shell's), so that each command has a name of its own. The supervisor
+  // told the start of any other command, by its own pid, which signals the whole tree.
+  if request.may_stay {
     // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() }
-  } else {
-    launch.supervisor
-  };
-  tell_started(request.fds[0], name, launch.supervisor);
+    tell_started(request.fds[0], unsafe { libc::getpid() }, launch.supervisor);
+  }
   // SAFETY: system calls on this child's own descriptors, signals and process.
   unsafe {
     match request.fds.get(3).copied() {

@@ -7,13 +7,17 @@
 //! with no tenant yet, which the sandbox that takes it attaches its own to (see `slot`).
 //! Inits are pooled by what they are started from (the keeper, its limits and cgroup,
 //! and for an isolated one its namespaces and system paths); each pool is refilled in the
-//! background up to the largest size a sandbox of its shape asked for. Each init has its
+//! background up to the largest size a sandbox of its shape asked for. A default pool (no
+//! size asked for) keeps one, and more while starts come in a burst: each start of a burst
+//! that finds none ready makes room for one more, up to [`MAX_DEFAULT_IDLE_INITS`], and
+//! the pool is back to one once no start has come for [`BURST_IDLE`]. Each init has its
 //! own cgroup where its limits need one. An idle init dies with the host as any init does
 //! (its death signal and its socket), and its processes (and cgroup) are all it costs.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -99,6 +103,13 @@ struct Pool {
   ready: VecDeque<Init>,
   /// The largest size asked for.
   size: usize,
+  /// What a default pool keeps beyond its size while starts come in a burst (see
+  /// [`BURST_GAP`]).
+  burst: usize,
+  /// When a start last came.
+  last_start: Option<Instant>,
+  /// A task ends the burst's inits once starts stop coming; at most one per pool.
+  shrinking: bool,
   /// A refill runs; at most one per pool.
   filling: bool,
   /// An init of the refill is being launched (not waiting out its delay).
@@ -122,8 +133,17 @@ pub const MAX_IDLE_INITS: usize = 64;
 
 /// The most idle inits the default pools (those no sandbox asked for by size) keep
 /// together, within [`MAX_IDLE_INITS`]: a host that runs sandboxes of many shapes (limits
-/// per tenant) keeps warm inits for the few it started last, not for every one.
+/// per tenant) keeps warm inits for the few it started last, not for every one. One
+/// default pool in a burst may hold them all.
 pub const MAX_DEFAULT_IDLE_INITS: usize = 4;
+
+/// Starts of one shape that come within this of each other are a burst: one that finds
+/// its default pool empty makes it keep one more init (up to [`MAX_DEFAULT_IDLE_INITS`]).
+const BURST_GAP: Duration = Duration::from_secs(1);
+
+/// How long a default pool keeps what a burst added once no start comes: then its idle
+/// inits beyond its size are ended.
+const BURST_IDLE: Duration = Duration::from_secs(3);
 
 /// Counts the visits to pools, so that each knows when it was last asked for.
 static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -200,6 +220,9 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
     recipe: recipe.clone(),
     ready: VecDeque::new(),
     size,
+    burst: 0,
+    last_start: None,
+    shrinking: false,
     filling: false,
     launching: false,
     awaited: false,
@@ -211,6 +234,7 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
   pool.size = pool.size.max(size);
   pool.sized |= visit != Visit::TakeReady;
   pool.asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+  let in_a_burst = visit != Visit::Fill && in_burst(pool);
   // One that died while it waited (killed from outside) is dropped, which reaps it.
   let taken = match visit {
     Visit::Fill => None,
@@ -218,12 +242,20 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
       std::iter::from_fn(|| pool.ready.pop_front()).find(Init::is_alive)
     }
   };
-  if !pool.filling && pool.ready.len() < pool.size {
+  let behind = in_a_burst && taken.is_none();
+  if behind && !pool.sized && pool.size + pool.burst < MAX_DEFAULT_IDLE_INITS {
+    pool.burst += 1;
+    if !pool.shrinking {
+      pool.shrinking = true;
+      tokio::spawn(end_burst(shape.clone()));
+    }
+  }
+  if !pool.filling && pool.ready.len() < pool.size + pool.burst {
     pool.filling = true;
     // After a start that goes on without waiting for it.
     let delay = match taken.is_some() || visit == Visit::TakeReady {
       true => REFILL_DELAY,
-      false => std::time::Duration::ZERO,
+      false => Duration::ZERO,
     };
     // Launching from now on, for a start that comes before the refill's task runs.
     pool.launching = delay.is_zero();
@@ -246,12 +278,45 @@ fn visit(recipe: &Recipe, size: usize, visit: Visit) -> Found {
 /// How long a refill waits after a start took an init, or went on to launch its own: the
 /// first command of that sandbox, which the pool is there to speed up, comes next, and a
 /// launch (bubblewrap's namespaces above all) would compete with it for the CPU.
-const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
+const REFILL_DELAY: Duration = Duration::from_millis(10);
+
+/// Whether a start now comes in a burst (within [`BURST_GAP`] of the one before); it is
+/// counted as the last start.
+fn in_burst(pool: &mut Pool) -> bool {
+  let now = Instant::now();
+  let previous = pool.last_start.replace(now);
+  previous.is_some_and(|previous| now.duration_since(previous) < BURST_GAP)
+}
+
+/// Once no start of `shape` has come for [`BURST_IDLE`], its pool keeps its size again: the
+/// idle inits a burst added are ended (dropped, each is shut down and reaped).
+async fn end_burst(shape: Shape) {
+  let mut wait = BURST_IDLE;
+  loop {
+    tokio::time::sleep(wait).await;
+    let mut pools = POOLS.locked();
+    let Some(pool) = pools.get_mut(&shape) else {
+      return;
+    };
+    let idle_for = pool.last_start.map_or(BURST_IDLE, |at| at.elapsed());
+    if idle_for < BURST_IDLE {
+      wait = BURST_IDLE - idle_for;
+      continue;
+    }
+    pool.burst = 0;
+    pool.shrinking = false;
+    let kept = pool.size.min(pool.ready.len());
+    let ended: Vec<Init> = pool.ready.drain(kept..).collect();
+    drop(pools);
+    drop(ended);
+    return;
+  }
+}
 
 /// Starts inits one at a time, after `delay` (cut short by `hurry`), until the pool has its
 /// size. A failed start ends the refill (the next `take` tries again): the sandbox that
 /// needs an init then starts its own and reports why that fails.
-async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
+async fn refill(shape: Shape, delay: Duration, hurry: Arc<Notify>) {
   let _filling = Filling(shape.clone());
   tokio::select! {
     _ = tokio::time::sleep(delay) => {}
@@ -263,7 +328,7 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
       // Full already, it takes no room: an idle init of another pool is not ended for it.
       let wants_one = pools
         .get(&shape)
-        .is_some_and(|pool| pool.ready.len() < pool.size);
+        .is_some_and(|pool| pool.ready.len() < pool.size + pool.burst);
       if !wants_one || !room_for_one(&mut pools, &shape) {
         return;
       }
@@ -280,6 +345,12 @@ async fn refill(shape: Shape, delay: std::time::Duration, hurry: Arc<Notify>) {
     };
     launch_ended(pool);
     match started {
+      // The burst it was for may have ended meanwhile.
+      Ok(init) if pool.ready.len() >= pool.size + pool.burst => {
+        drop(pools);
+        drop(init);
+        return;
+      }
       Ok(init) => pool.ready.push_back(init),
       Err(error) => {
         tracing::debug!(%error, "a warm init could not be started");
@@ -328,6 +399,7 @@ fn room_among(
   // Dropped, it is shut down and reaped.
   drop(pool.ready.pop_back());
   pool.size = pool.ready.len();
+  pool.burst = 0;
   true
 }
 

@@ -123,19 +123,19 @@ fn runs_rev(text: &str) -> impl Iterator<Item = (&str, Class)> {
   })
 }
 
-/// Byte length of the leading run of `kind`; ASCII is classified byte by byte.
+/// Byte length of the leading run of `kind`; ASCII is classified byte by byte, by table.
 fn run_end(text: &str, kind: Class) -> usize {
   let bytes = text.as_bytes();
   let mut i = 0;
   while i < bytes.len() {
     let b = bytes[i];
-    let (c, width) = if b.is_ascii() {
-      (b as char, 1)
+    let (same, width) = if b.is_ascii() {
+      (ASCII_CLASS[b as usize] == kind, 1)
     } else {
       let c = text[i..].chars().next().expect("i is on a char boundary");
-      (c, c.len_utf8())
+      (class(c) == kind, c.len_utf8())
     };
-    if class(c) != kind {
+    if !same {
       break;
     }
     i += width;
@@ -187,6 +187,13 @@ impl RunStats {
   }
 
   fn extend(&mut self, part: &str) {
+    // Most output is ASCII: its characters each count one, and only digits matter.
+    if part.is_ascii() {
+      self.utf16 += part.len();
+      self.chars += part.len();
+      self.digits = self.digits && part.bytes().all(|b| b.is_ascii_digit());
+      return;
+    }
     for c in part.chars() {
       match u8::try_from(c) {
         Ok(b) if b.is_ascii() => self.add_ascii(b),

@@ -6,7 +6,6 @@
 // `@mastra/core`'s do, with typed errors. The skill tools (skill-tools.js) and publishing
 // (skill-publish.js) are loaded on first use, so that importing the package stays cheap.
 // Every export here is public: `index.js` spreads this module into the package's exports.
-const fsp = require('node:fs/promises')
 const { constants: fsConstants } = require('node:fs')
 const path = require('node:path')
 const { constants: bufferConstants } = require('node:buffer')
@@ -14,7 +13,11 @@ const native = require('../index.js')
 const { FileNotFoundError, FilesystemError, SandboxOptionError } = require('./errors')
 const { check, readingOptions } = require('./options')
 const { isTextFileName } = require('./mastra-filesystem')
-const { mimeTypeOf } = require('./mime')
+const { lazy } = require('./lazy')
+
+// Loaded by the first read of a skill source.
+const fsp = lazy(() => require('node:fs/promises'))
+const mime = lazy(() => require('./mime'))
 const { scanSkills } = require('./local-filesystem')
 const { translating } = require('./translate')
 
@@ -45,7 +48,7 @@ class LocalSkillSource {
   async exists(p) {
     const absolute = this.#resolve(p)
     try {
-      await fsp.access(absolute)
+      await fsp().access(absolute)
       return true
     } catch {
       return false
@@ -56,7 +59,7 @@ class LocalSkillSource {
     const absolute = this.#resolve(p)
     let stats
     try {
-      stats = await fsp.stat(absolute)
+      stats = await fsp().stat(absolute)
     } catch (err) {
       if (err?.code === 'ENOENT') throw new FileNotFoundError(p)
       throw err
@@ -67,7 +70,7 @@ class LocalSkillSource {
       size: stats.size,
       createdAt: stats.birthtime,
       modifiedAt: stats.mtime,
-      mimeType: stats.isFile() ? mimeTypeOf(absolute) : undefined,
+      mimeType: stats.isFile() ? mime().mimeTypeOf(absolute) : undefined,
     }
   }
 
@@ -81,19 +84,19 @@ class LocalSkillSource {
   /** Entries as Node lists them (sorted), a symlink typed by what it leads to (a broken one: `file`). */
   async readdir(p) {
     const absolute = this.#resolve(p)
-    const entries = await fsp.readdir(absolute, { withFileTypes: true })
+    const entries = await fsp().readdir(absolute, { withFileTypes: true })
     return Promise.all(
       entries.map(async (entry) => {
         const isSymlink = entry.isSymbolicLink()
         let type = entry.isDirectory() ? 'directory' : 'file'
-        if (isSymlink) type = await fsp.stat(path.join(absolute, entry.name)).then((s) => (s.isDirectory() ? 'directory' : 'file'), () => 'file')
+        if (isSymlink) type = await fsp().stat(path.join(absolute, entry.name)).then((s) => (s.isDirectory() ? 'directory' : 'file'), () => 'file')
         return { name: entry.name, type, isSymlink: isSymlink || undefined }
       }),
     )
   }
 
   async realpath(p) {
-    return fsp.realpath(this.#resolve(p))
+    return fsp().realpath(this.#resolve(p))
   }
 
   async [scanSkills](requests, options) {
@@ -108,10 +111,10 @@ class LocalSkillSource {
  * file would grow it without bound. A directory gives Node's own error, as reading it would.
  */
 async function readRegularFile(absolute, shown) {
-  const handle = await fsp.open(absolute, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
+  const handle = await fsp().open(absolute, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
   try {
     const stats = await handle.stat()
-    if (stats.isDirectory()) return await fsp.readFile(absolute)
+    if (stats.isDirectory()) return await fsp().readFile(absolute)
     if (!stats.isFile()) throw new FilesystemError(`Not a regular file: ${shown}`, 'EINVAL', shown)
     if (stats.size > MAX_FILE_BYTES) throw new FilesystemError(`File too large to read: ${shown} (${stats.size} bytes)`, 'FILE_TOO_LARGE', shown)
     return await handle.readFile()

@@ -10,6 +10,7 @@ const native = require('../index.js')
 const { WorkspaceError } = require('./errors')
 const { check, describe } = require('./options')
 const { createGlobMatcher, extractGlobBase, isGlobPattern } = require('./glob')
+const { globEntries } = require('./glob-entries')
 const { logTo } = require('./logging')
 
 /** Mastra's defaults: `SearchEngine.search`'s topK, BM25's k1 and b, the tokeniser's. */
@@ -468,7 +469,8 @@ class WorkspaceSearch {
         roots.push({ path: normalized, kind: 'either' })
         continue
       }
-      const entries = await walkMatching(fs, normalized)
+      // Mastra's `resolvePathPattern` for a glob: 10 levels, dot files left out.
+      const entries = await globEntries(fs, normalized, { depth: 10, dot: false })
       const directories = []
       for (const entry of entries) {
         if (entry.type === 'file') roots.push({ path: entry.path, kind: 'file' })
@@ -613,29 +615,6 @@ class WorkspaceSearch {
       this.clear()
     }
   }
-}
-
-/** Mastra's `resolvePathPattern` for a glob: entries under its base (10 levels, symlinked directories not entered) that match. */
-async function walkMatching(fs, pattern) {
-  const matches = createGlobMatcher(pattern, { dot: false })
-  const out = []
-  const walk = async (dir, depth) => {
-    if (depth >= 10) return
-    let entries
-    try {
-      entries = await fs.readdir(dir)
-    } catch {
-      return
-    }
-    for (const entry of entries) {
-      if (entry.type === 'directory' && entry.isSymlink) continue
-      const full = dir === '.' || dir === '' ? entry.name : `${dir}/${entry.name}`
-      out.push({ path: full, type: entry.type })
-      if (entry.type === 'directory') await walk(full, depth + 1)
-    }
-  }
-  await walk(extractGlobBase(pattern), 0)
-  return out.filter((entry) => matches(entry.path))
 }
 
 /** Mastra's `getAllFiles`: files under `dir`, 10 levels, symlinked directories not entered. */

@@ -5,7 +5,8 @@
 // refused, the same choice between same-named skills, the same staleness checks — so that an
 // Agent sees the same catalog and tools. Large trees are read in one native pass (see
 // skill-scan.js); a search engine, when the workspace has one, indexes the skills.
-const { createGlobMatcher, extractGlobBase, isGlobPattern } = require('./glob')
+const { extractGlobBase, isGlobPattern } = require('./glob')
+const { globEntries } = require('./glob-entries')
 const { PermissionError, SandboxOptionError, WorkspaceError } = require('./errors')
 const { check, describe } = require('./options')
 const { parseSkillFile, validateSkill } = require('./skill-metadata')
@@ -649,10 +650,7 @@ class SkillCatalog {
    * directories they are or are in, for the staleness check.
    */
   async #resolveGlob(source, pattern) {
-    const matches = createGlobMatcher(pattern, { dot: true })
-    const entries = []
-    await walkEntries(source, extractGlobBase(pattern), GLOB_DEPTH, entries)
-    const matched = entries.filter((entry) => matches(entry.path))
+    const matched = await globEntries(source, pattern, { depth: GLOB_DEPTH, dot: true })
     const dirs = new Set(matched.map((entry) => (entry.type === 'directory' ? entry.path : parentOf(entry.path))))
     this.#globDirs.set(pattern, [...dirs])
     this.#globTimes.set(pattern, Date.now())
@@ -886,26 +884,6 @@ async function relativeHint(source, skillsPath, message) {
     return (await source.exists(relative)) ? ` (did you mean to use the relative path "${relative}"?)` : ''
   } catch {
     return ''
-  }
-}
-
-/**
- * The entries below `dir`, `depth` levels down, into `out` as `{ path, type }` (a directory
- * before what it holds); symlinked directories left out, unreadable directories skipped.
- */
-async function walkEntries(source, dir, depth, out) {
-  if (depth <= 0) return
-  let entries
-  try {
-    entries = await source.readdir(dir)
-  } catch {
-    return
-  }
-  for (const entry of entries) {
-    if (entry.type === 'directory' && entry.isSymlink) continue
-    const entryPath = dir === '.' || dir === '' ? entry.name : `${dir}/${entry.name}`
-    out.push({ path: entryPath, type: entry.type })
-    if (entry.type === 'directory') await walkEntries(source, entryPath, depth - 1, out)
   }
 }
 

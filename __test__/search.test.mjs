@@ -2,8 +2,8 @@
 // autoIndexPaths, documents given to index()) searched through both, BM25 scores equal to
 // 1e-9 relative, the same ids in the same order, contents, line ranges and metadata, and
 // byte-identical tool texts — also for generated corpora and queries. Vector and hybrid
-// search run with the same vector store (an in-memory MastraVector written here: no vector
-// store package is installed with this one) and a deterministic embedder. Then what
+// search run with the same kind of vector store (LibSQLVector on a file, and an in-memory
+// MastraVector written here) and a deterministic embedder. Then what
 // Mastra lacks: writes update the index, the index kept on disk, skipped files reported,
 // .gitignore, the sandbox left alone, and hostile input.
 import { execFileSync } from 'node:child_process'
@@ -14,6 +14,7 @@ import v8 from 'node:v8'
 import vm from 'node:vm'
 import * as mastraWorkspace from '@mastra/core/workspace'
 import { MastraVector } from '@mastra/core/vector'
+import { LibSQLVector } from '@mastra/libsql'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import * as ours from '../lib/index.mjs'
@@ -214,7 +215,7 @@ class MemoryVector extends MastraVector {
     vectors.forEach((v, i) => index.rows.set(ids[i], { vector: v, metadata: metadata[i] }))
     return ids
   }
-  async query({ indexName, queryVector, topK = 10, filter }) {
+  async query({ indexName, queryVector, topK = 10, filter, includeVector }) {
     const index = this.indexes.get(indexName)
     if (!index) return []
     const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0)) || 1
@@ -228,7 +229,7 @@ class MemoryVector extends MastraVector {
     }
     return [...index.rows.entries()]
       .filter(([, row]) => matches(row.metadata, filter))
-      .map(([id, row]) => ({ id, score: row.vector.reduce((s, x, i) => s + x * queryVector[i], 0) / (norm(row.vector) * norm(queryVector)), metadata: row.metadata }))
+      .map(([id, row]) => ({ id, score: row.vector.reduce((s, x, i) => s + x * queryVector[i], 0) / (norm(row.vector) * norm(queryVector)), metadata: row.metadata, ...(includeVector && { vector: row.vector }) }))
       .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1))
       .slice(0, topK)
   }
@@ -261,39 +262,53 @@ const embedOne = (text) => {
   return v
 }
 
+/** The rows of the workspace index in `store`, read through the store's own query: ids, vectors, metadata. */
+async function storedRows(store) {
+  const everything = await store.query({ indexName: 'ws_search_search', queryVector: embedOne('fox'), topK: 10_000, includeVector: true })
+  return everything.map(({ id, vector, metadata }) => [id, [...vector], metadata]).sort((a, b) => (a[0] < b[0] ? -1 : 1))
+}
+
 describe('vector and hybrid search as Mastra has them (the same store and embedder)', () => {
-  for (const [kind, makeEmbedder] of [
+  const stores = [
+    ['an in-memory store', () => new MemoryVector()],
+    ['LibSQLVector on a file', () => new LibSQLVector({ id: 'libsql', url: `file:${path.join(tempDir(), 'vectors.db')}` })],
+  ]
+  const embedders = [
     ['a single-text embedder', () => async (text) => embedOne(text)],
     ['a batch embedder', () => Object.assign(async (texts) => texts.map(embedOne), { batch: true, maxBatchSize: 3 })],
-  ]) {
-    it(`${kind}: vector, hybrid (vectorWeight), minScore, filter and the tool texts`, async () => {
-      const dir = corpus(FILES)
-      const stores = { theirs: new MemoryVector(), ours: new MemoryVector() }
-      const { theirs: t, ours: o } = pair(dir, {
-        workspace: { bm25: true, autoIndexPaths: ['docs', 'notes'], embedder: makeEmbedder() },
-        theirs: () => ({ vectorStore: stores.theirs }),
-        ours: () => ({ vectorStore: stores.ours }),
-      })
-      await t.init()
-      await o.init()
-      await t.index('given', 'a fox given by hand', { metadata: { tag: 'g' } })
-      await o.index('given', 'a fox given by hand', { metadata: { tag: 'g' } })
-      const rows = (store) => [...store.indexes.get('ws_search_search').rows.entries()].map(([id, r]) => [id, r.vector, r.metadata]).sort()
-      expect(rows(stores.ours)).toEqual(rows(stores.theirs))
-      expect(o.canHybrid).toBe(true)
-      for (const query of ['fox', 'needle dog', 'ωμέγα']) {
-        for (const options of [{ mode: 'vector' }, { mode: 'hybrid' }, { mode: 'hybrid', vectorWeight: 0.8, topK: 4 }, { minScore: 0.3 }, { mode: 'vector', filter: { tag: 'g' } }, {}]) {
-          expectSame(await o.search(query, options), await t.search(query, options), `${query} ${JSON.stringify(options)}`)
+  ]
+  for (const [storeKind, makeStore] of stores) {
+    for (const [kind, makeEmbedder] of embedders) {
+      it(`${storeKind}, ${kind}: vector, hybrid (vectorWeight), minScore, filter and the tool texts`, async () => {
+        const dir = corpus(FILES)
+        const vectorStores = { theirs: makeStore(), ours: makeStore() }
+        const { theirs: t, ours: o } = pair(dir, {
+          workspace: { bm25: true, autoIndexPaths: ['docs', 'notes'], embedder: makeEmbedder() },
+          theirs: () => ({ vectorStore: vectorStores.theirs }),
+          ours: () => ({ vectorStore: vectorStores.ours }),
+        })
+        await t.init()
+        await o.init()
+        await t.index('given', 'a fox given by hand', { metadata: { tag: 'g' } })
+        await o.index('given', 'a fox given by hand', { metadata: { tag: 'g' } })
+        const rows = await storedRows(vectorStores.ours)
+        expect(rows.length).toBeGreaterThan(Object.keys(FILES).length / 2)
+        expect(rows).toEqual(await storedRows(vectorStores.theirs))
+        expect(o.canHybrid).toBe(true)
+        for (const query of ['fox', 'needle dog', 'ωμέγα']) {
+          for (const options of [{ mode: 'vector' }, { mode: 'hybrid' }, { mode: 'hybrid', vectorWeight: 0.8, topK: 4 }, { minScore: 0.3 }, { mode: 'vector', filter: { tag: 'g' } }, {}]) {
+            expectSame(await o.search(query, options), await t.search(query, options), `${query} ${JSON.stringify(options)}`)
+          }
         }
-      }
-      const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
-      for (const input of [{ query: 'fox' }, { query: 'dog', mode: 'vector', topK: 3 }, { query: 'needle', mode: 'bm25' }]) {
-        expect(await run(ot.mastra_workspace_search, input, o)).toBe(await run(tt.mastra_workspace_search, input, t))
-      }
-      expect(JSON.stringify(ot.mastra_workspace_search.inputSchema.shape.mode.unwrap().options)).toBe(
-        JSON.stringify(tt.mastra_workspace_search.inputSchema.shape.mode.unwrap().options),
-      )
-    })
+        const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
+        for (const input of [{ query: 'fox' }, { query: 'dog', mode: 'vector', topK: 3 }, { query: 'needle', mode: 'bm25' }]) {
+          expect(await run(ot.mastra_workspace_search, input, o)).toBe(await run(tt.mastra_workspace_search, input, t))
+        }
+        expect(JSON.stringify(ot.mastra_workspace_search.inputSchema.shape.mode.unwrap().options)).toBe(
+          JSON.stringify(tt.mastra_workspace_search.inputSchema.shape.mode.unwrap().options),
+        )
+      })
+    }
   }
 
   it('a vector store without an embedder, and bad search options, are INVALID_SEARCH_CONFIG', () => {

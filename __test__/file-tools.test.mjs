@@ -246,6 +246,33 @@ describe('.gitignore in list_files and grep, as @mastra/core honours it', () => 
     }
   })
 
+  it("a .gitignore this user cannot read fails both calls with its filesystem's error (as root, it is read)", async () => {
+    const dir = tree({ '.gitignore': '*.md\n', 'a.txt': 'x\n', 'b.md': 'x\n' })
+    fs.chmodSync(path.join(dir, '.gitignore'), 0o000)
+    const { ours, mastra } = await toolsOver(dir)
+    // What each side's own filesystem throws reading it.
+    const readError = async (filesystem) => {
+      try {
+        await filesystem.readFile('.gitignore', { encoding: 'utf-8' })
+      } catch (err) {
+        return { threw: { name: err.name, code: err.code, message: err.message.replaceAll(dir, '<base>') } }
+      }
+    }
+    const oursRead = await readError(new LocalFilesystem({ basePath: dir }))
+    const mastraRead = await readError(new MastraLocalFilesystem({ basePath: dir }))
+    for (const [name, input] of [['list_files', {}], ['grep', { pattern: 'x' }]]) {
+      const [a, b] = [await call(ours, name, input, dir), await call(mastra, name, input, dir)]
+      if (process.getuid() === 0) {
+        expect(a).toEqual(b)
+        expect(a.text).not.toContain('b.md')
+      } else {
+        expect(a).toEqual(oursRead)
+        expect(b).toEqual(mastraRead)
+        expect(a.threw.message).toContain('.gitignore')
+      }
+    }
+  })
+
   it('the matcher says what the `ignore` package says, for generated patterns and paths', () => {
     const unit = fc.constantFrom('a', 'b', 'B', 'é', 'É', '.', '*', '?', '/', '\\', '[', ']', '!', '^', '-', ':', ' ', '#', '{', '(', '$', '😀', 'ſ')
     const line = fc.array(unit, { maxLength: 10 }).map((u) => u.join(''))

@@ -9,6 +9,16 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class Gitignore {
+  /** The patterns of a `.gitignore`'s text. */
+  constructor(text: string)
+  /**
+   * Whether each path (relative, a trailing `/` for a directory) is ignored; the paths
+   * of one directory are asked together, so that its own verdict is worked out once.
+   */
+  ignored(paths: Array<string>): Array<boolean>
+}
+
 export declare class NativeAbortToken {
   constructor()
   abort(): void

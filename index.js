@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.Gitignore = nativeBinding.Gitignore
 module.exports.NativeAbortToken = nativeBinding.NativeAbortToken
 module.exports.NativeLifecycle = nativeBinding.NativeLifecycle
 module.exports.NativeLocalFs = nativeBinding.NativeLocalFs

@@ -4,12 +4,15 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import fc from 'fast-check'
+import ignore from 'ignore'
 import {
   LocalFilesystem as MastraLocalFilesystem,
   Workspace as MastraWorkspace,
   createWorkspaceTools as mastraCreateWorkspaceTools,
 } from '@mastra/core/workspace'
 import { afterAll, describe, expect, it } from 'vitest'
+import native from '../index.js'
 import { LocalFilesystem, Workspace, createWorkspaceTools, WORKSPACE_TOOLS } from '../lib/index.mjs'
 
 const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-file-tools-'))
@@ -141,4 +144,193 @@ describe("@mastra/core's own file tools over this package's LocalFilesystem (wha
     expect(await run('file_stat', { path: 'nope' })).toBe('nope: not found')
     await expect(run('read_file', { path: 'nope.txt' })).rejects.toMatchObject({ name: 'FileNotFoundError', code: 'ENOENT' })
   })
+})
+
+// ---------------------------------------------------------------------------------------
+// .gitignore: Mastra's list_files and grep leave out what the filesystem root's .gitignore
+// names (read with the `ignore` package: last match wins, case-insensitive, a path under an
+// ignored directory stays ignored), unless the listed or searched directory is itself
+// ignored, or list_files is given `respectGitignore: false`. Both sides run over the same
+// directory here: only reads.
+
+/** Writes `files` (`{ 'a/b.txt': text }`) under a new directory of `top`. */
+function tree(files) {
+  const dir = fs.mkdtempSync(path.join(top, 'tree-'))
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
+    fs.writeFileSync(path.join(dir, name), content)
+  }
+  return dir
+}
+
+async function toolsOver(dir) {
+  return {
+    ours: await createWorkspaceTools(new Workspace({ filesystem: new LocalFilesystem({ basePath: dir }) })),
+    mastra: await mastraCreateWorkspaceTools(new MastraWorkspace({ filesystem: new MastraLocalFilesystem({ basePath: dir }) })),
+  }
+}
+
+const IGNORED_TREE = {
+  '.gitignore': '# build output\n*.log.txt\nbuild/\n/top.md\ndocs/*.tmp.md\n!keep.log.txt\nCache\n**/deep/**\nsrc/**/gen/\n',
+  'a.txt': 'x a\n',
+  'top.md': 'x top\n',
+  'sub/top.md': 'x sub top\n',
+  'run.log.txt': 'x log\n',
+  'keep.log.txt': 'x kept\n',
+  'build/out.txt': 'x built\n',
+  'sub/build/out.txt': 'x sub built\n',
+  'build.txt': 'x not a directory\n',
+  'docs/a.tmp.md': 'x tmp\n',
+  'docs/a.md': 'x doc\n',
+  'docs/sub/b.tmp.md': 'x deeper tmp\n',
+  'cache/c.txt': 'x cache, ignored whatever its case\n',
+  'x/deep/d.txt': 'x deep\n',
+  'x/deep.txt': 'x not deep\n',
+  'src/a/gen/g.txt': 'x gen\n',
+  'src/gen/g.txt': 'x gen at the top\n',
+  '.hidden/h.txt': 'x hidden\n',
+}
+
+describe('.gitignore in list_files and grep, as @mastra/core honours it', () => {
+  const inputs = [
+    ['list_files', {}],
+    ['list_files', { maxDepth: 5 }],
+    ['list_files', { maxDepth: 5, respectGitignore: false }],
+    ['list_files', { maxDepth: 5, showHidden: true }],
+    ['list_files', { path: 'build', maxDepth: 3 }],
+    ['list_files', { path: 'docs' }],
+    ['list_files', { path: 'docs/' }],
+    ['list_files', { path: './src', maxDepth: 4 }],
+    ['list_files', { path: 'x/deep' }],
+    ['list_files', { maxDepth: 5, pattern: '**/*.txt' }],
+    ['list_files', { maxDepth: 5, dirsOnly: true }],
+    ['grep', { pattern: '^x ' }],
+    ['grep', { pattern: '^x ', includeHidden: true }],
+    ['grep', { pattern: '^x ', path: 'build' }],
+    ['grep', { pattern: '^x ', path: 'build/out.txt' }],
+    ['grep', { pattern: '^x ', path: 'run.log.txt' }],
+    ['grep', { pattern: '^x ', path: '**/*.txt' }],
+    ['grep', { pattern: '^x ', path: 'docs/' }],
+    ['grep', { pattern: '^x ', path: 'src/**/*.txt' }],
+    ['grep', { pattern: '^x ', path: 'x/deep' }],
+  ]
+  const dir = tree(IGNORED_TREE)
+  const both = toolsOver(dir)
+
+  it.each(inputs.map((step, i) => [i, ...step]))('%i %s %j', async (_, name, input) => {
+    const { ours, mastra } = await both
+    const [a, b] = [await call(ours, name, input, dir), await call(mastra, name, input, dir)]
+    expect(a).toEqual(b)
+  })
+
+  it('leaves out what the .gitignore names and keeps what it does not', async () => {
+    const { ours } = await both
+    const listed = (await ours.mastra_workspace_list_files.execute({ maxDepth: 5 }, {})).split('\n')
+    for (const gone of ['run.log.txt', 'build', 'top.md', '\ta.tmp.md', 'cache', '\t\td.txt', '\t\tgen']) expect(listed).not.toContain(gone)
+    for (const kept of ['keep.log.txt', '\ttop.md', '\t\tb.tmp.md', '\tdeep', '\tdeep.txt', 'build.txt']) expect(listed).toContain(kept)
+    const found = await ours.mastra_workspace_grep.execute({ pattern: '^x ' }, {})
+    expect(found).toContain('./keep.log.txt:1:1: x kept')
+    expect(found).toContain('./sub/top.md:1:1: x sub top')
+    expect(found).not.toContain('built')
+    // A directory named as the target is searched whole, even when it is ignored.
+    expect(await ours.mastra_workspace_grep.execute({ pattern: 'built', path: 'build' }, {})).toContain('build/out.txt:1:3: x built')
+  })
+
+  it('an empty or blank .gitignore, a missing one, and one that is a directory, as Mastra', async () => {
+    for (const files of [{ '.gitignore': '' }, { '.gitignore': ' \n\t\n' }, { '.gitignore/x.txt': 'x\n' }, { '.gitignore': '\uFEFF*.txt\r\n' }]) {
+      const dir = tree({ ...files, 'a.txt': 'x\n', '\t/b.txt': 'x\n' })
+      const { ours, mastra } = await toolsOver(dir)
+      for (const [name, input] of [['list_files', {}], ['grep', { pattern: 'x' }]]) {
+        expect(await call(ours, name, input, dir)).toEqual(await call(mastra, name, input, dir))
+      }
+    }
+  })
+
+  it("a .gitignore this user cannot read fails both calls with its filesystem's error (as root, it is read)", async () => {
+    const dir = tree({ '.gitignore': '*.md\n', 'a.txt': 'x\n', 'b.md': 'x\n' })
+    fs.chmodSync(path.join(dir, '.gitignore'), 0o000)
+    const { ours, mastra } = await toolsOver(dir)
+    // What each side's own filesystem throws reading it.
+    const readError = async (filesystem) => {
+      try {
+        await filesystem.readFile('.gitignore', { encoding: 'utf-8' })
+      } catch (err) {
+        return { threw: { name: err.name, code: err.code, message: err.message.replaceAll(dir, '<base>') } }
+      }
+    }
+    const oursRead = await readError(new LocalFilesystem({ basePath: dir }))
+    const mastraRead = await readError(new MastraLocalFilesystem({ basePath: dir }))
+    for (const [name, input] of [['list_files', {}], ['grep', { pattern: 'x' }]]) {
+      const [a, b] = [await call(ours, name, input, dir), await call(mastra, name, input, dir)]
+      if (process.getuid() === 0) {
+        expect(a).toEqual(b)
+        expect(a.text).not.toContain('b.md')
+      } else {
+        expect(a).toEqual(oursRead)
+        expect(b).toEqual(mastraRead)
+        expect(a.threw.message).toContain('.gitignore')
+      }
+    }
+  })
+
+  it('the matcher says what the `ignore` package says, for generated patterns and paths', () => {
+    const unit = fc.constantFrom('a', 'b', 'B', 'é', 'É', '.', '*', '?', '/', '\\', '[', ']', '!', '^', '-', ':', ' ', '#', '{', '(', '$', '😀', 'ſ')
+    const line = fc.array(unit, { maxLength: 10 }).map((u) => u.join(''))
+    const posix = fc.constantFrom('[[:alpha:]]', '[[:digit:]]*', '[[:nope:]]', '[a-]', '[]a]', '[!]]', '[c-a]', '[\\]]', '**/', '/**', 'a/**/b', '***', '\\ ', 'a\\')
+    const text = fc.array(fc.oneof(line, posix, fc.tuple(line, posix, line).map((p) => p.join(''))), { maxLength: 8 }).map((lines) => lines.join('\n'))
+    const segment = fc.array(fc.constantFrom('a', 'b', 'B', 'A', 'é', 'É', '.', '*', '?', ' ', '[', ']', '!', '😀', 'x', 'ſ', 'k'), { minLength: 1, maxLength: 4 }).map((u) => u.join(''))
+    const relPath = fc
+      .tuple(fc.array(segment, { minLength: 1, maxLength: 4 }), fc.boolean())
+      .map(([segs, dir]) => segs.join('/') + (dir ? '/' : ''))
+      .filter((p) => ignore.isPathValid(p))
+    fc.assert(
+      fc.property(text, fc.array(relPath, { minLength: 1, maxLength: 12 }), (gitignore, paths) => {
+        const theirs = ignore().add(gitignore)
+        expect(new native.Gitignore(gitignore).ignored(paths)).toEqual(paths.map((p) => theirs.ignores(p)))
+      }),
+      { numRuns: 3000, seed: Number(process.env.NW_PROPERTY_SEED ?? 39) },
+    )
+  })
+
+  it('generated trees and .gitignore files: list_files and grep print what Mastra prints', async () => {
+    const dirName = fc.constantFrom('a', 'B', 'src', 'build', 'Build', '.h', 'deep', 'x y')
+    const fileName = fc.constantFrom('a.txt', 'b.md', 'B.TXT', 'run.log.txt', '.env.txt', 'c d.md', 'deep.txt', 'build.txt')
+    const files = fc.array(fc.tuple(fc.array(dirName, { maxLength: 3 }), fileName), { minLength: 1, maxLength: 14 })
+    const piece = fc.constantFrom('a', 'B', 'src', 'build', 'deep', '*', '?', '**', '*.txt', '*.md', '[ab]*', '[!a]*', '.h', 'x*', 'run.*', 'B.txt', 'c d.md', '\\!a', '\\#x', 'x\\ y')
+    const rule = fc
+      .tuple(fc.boolean(), fc.boolean(), fc.array(piece, { minLength: 1, maxLength: 3 }), fc.boolean(), fc.constantFrom('', '', ' ', '\r'))
+      .map(([negated, anchored, parts, directory, tail]) => `${negated ? '!' : ''}${anchored ? '/' : ''}${parts.join('/')}${directory ? '/' : ''}${tail}`)
+    const gitignore = fc.array(fc.oneof({ weight: 8, arbitrary: rule }, fc.constant('# note'), fc.constant('')), { maxLength: 6 }).map((l) => l.join('\n'))
+    const listInput = fc.record(
+      {
+        path: fc.constantFrom('.', '', './', 'src', 'src/', './src', 'build', 'B/deep'),
+        maxDepth: fc.integer({ min: 1, max: 4 }),
+        showHidden: fc.boolean(),
+        respectGitignore: fc.boolean(),
+        pattern: fc.constantFrom('**/*.txt', 'src/**'),
+      },
+      { requiredKeys: ['maxDepth'] },
+    )
+    const grepInput = fc.record(
+      { path: fc.constantFrom('.', 'src', 'build/', './a', '**/*.txt', 'src/**/*.md', '*.txt', 'B/deep/a.txt'), includeHidden: fc.boolean() },
+      { requiredKeys: [] },
+    )
+    await fc.assert(
+      fc.asyncProperty(files, gitignore, listInput, grepInput, async (entries, text, list, search) => {
+        const layout = { '.gitignore': text }
+        for (const [dirs, name] of entries) {
+          const file = [...dirs, name].join('/')
+          const clash = Object.keys(layout).some((other) => other.startsWith(`${file}/`) || file.startsWith(`${other}/`))
+          if (!clash) layout[file] = `found ${file}\n`
+        }
+        const dir = tree(layout)
+        const { ours, mastra } = await toolsOver(dir)
+        for (const [name, input] of [['list_files', list], ['grep', { pattern: '^found', ...search }]]) {
+          expect(await call(ours, name, input, dir)).toEqual(await call(mastra, name, input, dir))
+        }
+        fs.rmSync(dir, { recursive: true, force: true })
+      }),
+      { numRuns: 150, seed: Number(process.env.NW_PROPERTY_SEED ?? 39) },
+    )
+  }, 120_000)
 })

@@ -427,7 +427,7 @@ function toolInput(name) {
     read_file: ['path', 'offset', 'limit', 'encoding', 'showLineNumbers'],
     write_file: ['path', 'content', 'overwrite'],
     edit_file: ['path', 'old_string', 'new_string', 'replace_all'],
-    list_files: ['path', 'maxDepth', 'exclude', 'pattern', 'showHidden', 'dirsOnly'],
+    list_files: ['path', 'maxDepth', 'exclude', 'pattern', 'showHidden', 'dirsOnly', 'respectGitignore'],
     delete: ['path', 'recursive'],
     file_stat: ['path'],
     mkdir: ['path', 'recursive'],

@@ -251,6 +251,33 @@ describe('discovery, side by side', () => {
     expect(await seenBy(ours, fsOf)).toEqual(expected)
   })
 
+  it("a request's resolution is shared by its calls, and forgotten when it fails (paths and filesystem resolvers)", async () => {
+    const dir = writeTree(tempDir(), { 'skills/a/SKILL.md': validSkill('a') })
+    for (const make of [
+      (resolve) => new ours.Workspace({ skills: (ctx) => resolve(ctx, ['skills']), skillSource: new ours.LocalFilesystem({ basePath: dir }) }),
+      (resolve) => new ours.Workspace({ skills: ['skills'], filesystem: (ctx) => resolve(ctx, new ours.LocalFilesystem({ basePath: dir })) }),
+    ]) {
+      let calls = 0
+      let failNext = true
+      const ws = make(async (_ctx, value) => {
+        calls++
+        if (failNext) {
+          failNext = false
+          throw new Error('resolver down')
+        }
+        return value
+      })
+      const rc = new RequestContext()
+      await expect(ws.skills.getScoped({ requestContext: rc })).rejects.toThrow('resolver down')
+      const [first, second] = await Promise.all([ws.skills.getScoped({ requestContext: rc }), ws.skills.getScoped({ requestContext: rc })])
+      expect(first).toBe(second)
+      expect(calls).toBe(2)
+      expect((await first.list()).map((skill) => skill.name)).toEqual(['a'])
+      expect(await ws.skills.getScoped({ requestContext: rc })).toBe(first)
+      expect(calls).toBe(2)
+    }
+  })
+
   it('changes on disk: seen after the staleness cooldown (directory or, with checkSkillFileMtime, SKILL.md), at once by refresh(), addSkill() and removeSkill()', async () => {
     const run = async (lib) => {
       const dir = writeTree(tempDir(), { 'skills/a/SKILL.md': validSkill('a') })

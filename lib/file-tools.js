@@ -7,6 +7,7 @@ const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
 const { readText, readBytes } = require('./local-filesystem')
 const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
+const { gitignoreFor } = require('./gitignore')
 const { lazy } = require('./lazy')
 
 /** Media types, loaded by the first file read. */
@@ -172,7 +173,21 @@ async function makeDirectory(filesystem, { path, recursive }) {
 // ---------------------------------------------------------------------------------------
 // Paths
 
-const joinPath = (dir, name) => (dir === '' || dir === '.' || dir === './' ? name : `${dir.replace(/\/$/, '')}/${name}`)
+// As Mastra's tools join and relate them: what the .gitignore is asked about is built from
+// these (`src/` lists `src//a`), so they are kept as they are.
+const joinPath = (dir, name) => (dir === '' || dir === '.' || dir === './' ? name : dir === '/' ? `/${name}` : `${dir}/${name}`)
+const atRoot = (dir) => dir === '' || dir === '.' || dir === '/'
+/** An entry of directory `dir`'s path from the root, as the .gitignore is asked about it. */
+function fromRoot(dir, entry) {
+  const path = (atRoot(dir) ? entry.name : `${dir === '/' ? '' : dir}/${entry.name}`).replace(/^\.\//, '').replace(/^\//, '')
+  return entry.type === 'directory' ? `${path}/` : path
+}
+/** `entries` without those `ignored` names (a filter of gitignore.js, or none). */
+function notIgnored(entries, ignored, pathOf) {
+  if (!ignored || entries.length === 0) return entries
+  const verdicts = ignored.ignoredAmong(entries.map(pathOf))
+  return entries.filter((_, i) => !verdicts[i])
+}
 
 // ---------------------------------------------------------------------------------------
 // list_files
@@ -185,6 +200,9 @@ async function listFiles(filesystem, input, settings) {
   const extensions = input.extension ? [input.extension].flat().map((e) => (e.startsWith('.') ? e : `.${e}`)) : undefined
   const patterns = [input.pattern ?? []].flat().filter((p) => typeof p === 'string' && p.trim())
   const matches = patterns.length ? createGlobMatcher(patterns, { dot: showHidden }) : undefined
+  // The listed directory's own .gitignore verdict is asked without a leading `./` or `/`.
+  const under = root.replace(/^\.\//, '').replace(/^\//, '').replace(/\/$/, '')
+  const ignored = (input.respectGitignore ?? true) ? await gitignoreFor(filesystem, under) : undefined
   const lines = ['.']
   let dirs = 0
   let files = 0
@@ -209,6 +227,7 @@ async function listFiles(filesystem, input, settings) {
     entries = entries.filter((e) => !(e.type === 'directory' && e.name === '.git'))
     if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
     if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
+    entries = notIgnored(entries, ignored, (e) => fromRoot(dir, e))
     if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
     else {
       if (extensions) entries = entries.filter((e) => e.type === 'directory' || extensions.some((x) => e.name.endsWith(x)))
@@ -235,8 +254,8 @@ async function listFiles(filesystem, input, settings) {
 // grep
 
 /**
- * Every text file under `dir` (depth first, in listing order), hidden ones only if asked.
- * A directory that cannot be listed (too deep for a path, no permission) is skipped and
+ * Every text file under `dir` (depth first, in listing order), hidden ones only if asked,
+ * none that `walk.ignored` (the .gitignore's filter) names. A directory that cannot be listed (too deep for a path, no permission) is skipped and
  * counted in `walk.skipped`, so the rest is still searched; past `walk.deadline` the walk
  * stops and sets `walk.outOfTime`.
  */
@@ -253,9 +272,14 @@ async function filesUnder(filesystem, dir, includeHidden, matches, walk) {
     return []
   }
   const found = []
+  const fullPath = (entry) => (dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`)
+  entries = entries.filter((entry) => !(entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))))
+  entries = notIgnored(entries, walk.ignored, (entry) => {
+    const path = fullPath(entry).replace(/^\.\//, '')
+    return entry.type === 'directory' ? `${path}/` : path
+  })
   for (const entry of entries) {
-    if (entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))) continue
-    const full = dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`
+    const full = fullPath(entry)
     if (entry.type === 'file') {
       if (!matches || matches(full)) found.push(full)
     } else if (!entry.isSymlink) found.push(...(await filesUnder(filesystem, full, includeHidden, matches, walk)))
@@ -281,8 +305,11 @@ async function grep(filesystem, input, settings) {
   const deadline = Date.now() + GREP_TIME_BUDGET_MS
   const matches = isGlobPattern(target) ? createGlobMatcher(target, { dot: includeHidden }) : undefined
   const base = matches ? extractGlobBase(target) : target
+  // As Mastra's grep: the root .gitignore applies to a walk of a directory, not to a file
+  // named as the target.
+  const ignored = await gitignoreFor(filesystem, base.replace(/^\.\//, '').replace(/\/$/, ''))
   // Paths that could not be read, and whether the time budget ended the walk.
-  const walk = { skipped: 0, deadline, outOfTime: false }
+  const walk = { skipped: 0, deadline, outOfTime: false, ignored }
   let paths = []
   let missing = false
   try {
@@ -395,6 +422,7 @@ function fileSchemas(z) {
       exclude: z.union([z.string(), z.array(z.string())]).optional().describe('Skip names containing these (`a|b` or a list).'),
       extension: z.union([z.string(), z.array(z.string())]).optional().describe('Only files with these extensions.'),
       pattern: z.union([z.string(), z.array(z.string())]).optional().describe('Only files matching these globs, e.g. `**/*.ts`.'),
+      respectGitignore: z.boolean().optional().describe("Leave out what the workspace's .gitignore names (default true)."),
     }),
     [FS.DELETE]: z.object({
       path: path('File or directory to delete.'),

@@ -1184,6 +1184,8 @@ export declare const listFilesTool: StandaloneWorkspaceTool<{
   exclude?: string | string[]
   extension?: string | string[]
   pattern?: string | string[]
+  /** Leave out what the filesystem root's `.gitignore` names (default true). */
+  respectGitignore?: boolean
 }>
 export declare const deleteFileTool: StandaloneWorkspaceTool<{ path: string; recursive?: boolean }>
 export declare const fileStatTool: StandaloneWorkspaceTool<{ path: string }>

@@ -95,6 +95,25 @@ const samePaths = (a, b) => {
   return x.every((p, i) => p === y[i])
 }
 
+/**
+ * What `make()` gives for the request context of `context`: one promise per request context
+ * (kept in the WeakMap `byRequest`), forgotten if it rejects so that the next call tries
+ * again; made anew at each call without a request context.
+ */
+function memoByRequest(byRequest, context, make) {
+  const requestContext = context?.requestContext
+  if (!requestContext || typeof requestContext !== 'object') return make()
+  let made = byRequest.get(requestContext)
+  if (!made) {
+    made = make().catch((err) => {
+      byRequest.delete(requestContext)
+      throw err
+    })
+    byRequest.set(requestContext, made)
+  }
+  return made
+}
+
 /** The skills of one source under one set of paths (or a resolver of them). */
 class SkillCatalog {
   #source
@@ -192,17 +211,7 @@ class SkillCatalog {
    */
   async getScoped(context) {
     if (Array.isArray(this.#resolver)) return this
-    const requestContext = context?.requestContext
-    if (!requestContext || typeof requestContext !== 'object') return this.#scope(context)
-    let scoped = this.#scopedByRequest.get(requestContext)
-    if (!scoped) {
-      scoped = this.#scope(context).catch((err) => {
-        this.#scopedByRequest.delete(requestContext)
-        throw err
-      })
-      this.#scopedByRequest.set(requestContext, scoped)
-    }
-    return scoped
+    return memoByRequest(this.#scopedByRequest, context, () => this.#scope(context))
   }
 
   async #scope(context) {
@@ -942,17 +951,7 @@ class ResolvedSourceSkills {
   }
 
   async getScoped(context) {
-    const requestContext = context?.requestContext
-    if (!requestContext || typeof requestContext !== 'object') return this.#scope(context ?? {})
-    let scoped = this.#scopedByRequest.get(requestContext)
-    if (!scoped) {
-      scoped = this.#scope(context).catch((err) => {
-        this.#scopedByRequest.delete(requestContext)
-        throw err
-      })
-      this.#scopedByRequest.set(requestContext, scoped)
-    }
-    return scoped
+    return memoByRequest(this.#scopedByRequest, context, () => this.#scope(context ?? {}))
   }
 
   async #scope(context) {

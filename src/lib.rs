@@ -9,6 +9,7 @@ mod abort_token;
 mod docker_sandbox;
 mod environment;
 mod errors;
+mod gitignore;
 mod isolation;
 mod js_callback;
 mod keeper;

@@ -289,15 +289,8 @@ impl Engine {
     let Some(ignore) = read_gitignore(tree.as_ref(), &mut Vec::new()) else {
       return false;
     };
-    let trimmed = path.trim_start_matches("./").trim_start_matches('/');
-    let mut at = 0;
-    while let Some(slash) = trimmed[at..].find('/') {
-      if ignore.ignores(&trimmed[..at + slash], true) {
-        return true;
-      }
-      at += slash + 1;
-    }
-    ignore.ignores(trimmed, false)
+    // A directory it lies in is asked about first, as the walk would.
+    ignore.ignores(path.trim_start_matches("./").trim_start_matches('/'))
   }
 
   /// Removes the documents of every file below directory `dir`; their ids.

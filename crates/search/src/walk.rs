@@ -236,7 +236,13 @@ impl Walk<'_> {
   }
 
   fn ignored(&self, path: &str, is_dir: bool) -> bool {
-    self.ignore.is_some_and(|g| g.ignores(path, is_dir))
+    self.ignore.is_some_and(|g| {
+      if is_dir {
+        g.ignores(&format!("{path}/"))
+      } else {
+        g.ignores(path)
+      }
+    })
   }
 
   fn file(&mut self, path: &str) {

@@ -325,7 +325,6 @@ describe('vector and hybrid search as Mastra has them (the same store and embedd
     expect(error(ours, { vectorStore: store })).toEqual(error(theirs, { vectorStore: store }))
     expect(error(ours, { vectorStore: store, embedder: embedOne, searchIndexName: '1bad' })).toEqual(error(theirs, { vectorStore: store, embedder: embedOne, searchIndexName: '1bad' }))
     expect(error(ours, { bm25: { k1: 'x' } })).toMatchObject({ code: 'INVALID_SEARCH_CONFIG', message: expect.stringContaining('bm25.k1') })
-    expect(error(ours, { bm25: { tokenize: { tokenizer: (t) => [t] } } })).toMatchObject({ code: 'INVALID_SEARCH_CONFIG', message: expect.stringContaining('tokenize.tokenizer') })
   })
 })
 
@@ -358,6 +357,256 @@ describe('generated corpora and queries (fast-check, bounded)', () => {
       { numRuns: 60, interruptAfterTimeLimit: 20_000 },
     )
   }, 60_000)
+})
+
+/** A tokenizer of the user's: words of letters, lowercased, a trailing `s` taken off. */
+const stemming = (text) =>
+  text
+    .split(/[^\p{L}]+/u)
+    .filter((word) => word !== '')
+    .map((word) => word.toLowerCase().replace(/s$/, ''))
+/** One that keeps case (Mastra lowercases the query's terms, not the lines', when it finds line ranges). */
+const keepingCase = (text) => text.split(/[^\p{L}\p{N}]+/u).filter((word) => word !== '')
+const CUSTOM_TOKENIZERS = [
+  ['a tokenizer function', { tokenize: { tokenizer: stemming } }],
+  ['a case-keeping tokenizer with k1 and b', { bm25: { k1: 1.2, b: 0.4 }, tokenize: { tokenizer: keepingCase } }],
+  ['a splitPattern', { tokenize: { splitPattern: /[\s,.!?-]+/ } }],
+  ['a splitPattern with a capture group', { tokenize: { splitPattern: /(\s)/, minLength: 0 } }],
+  ['a string splitPattern', { tokenize: { splitPattern: ',', lowercase: false, removePunctuation: false, minLength: 1 } }],
+  ['splitPattern given as undefined', { tokenize: { splitPattern: undefined } }],
+]
+/** Results ordered by score, then id: equal scores of documents indexed in another order compare alike. */
+const byScore = (results) => [...results].sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+
+describe("the user's tokenizer (bm25.tokenize.tokenizer, splitPattern) as Mastra has it", () => {
+  for (const [kind, bm25] of CUSTOM_TOKENIZERS) {
+    it(`${kind}: init() with autoIndexPaths, index() and search() give Mastra's results and tool texts`, async () => {
+      const { theirs: t, ours: o } = pair(corpus(FILES), { workspace: { bm25, autoIndexPaths: PATHS } })
+      await t.init()
+      const report = await o.init()
+      expect(report.files).toBe(11)
+      expect(report.skipped.map((s) => s.path)).toEqual(['missing-dir'])
+      for (const w of [t, o]) {
+        await w.index('given', 'Foxes and dogs, given by hand\nsecond line: fox', { metadata: { tag: 'g' }, startLineOffset: 7 })
+        await w.index('other', 'dogs dogs DOGS', { type: 'text' })
+      }
+      for (const query of [...QUERIES, 'foxes', 'Dogs', 'FOX!', 'dogs, fox']) {
+        for (const options of [undefined, { topK: 3 }, { topK: 0 }, { topK: 2.5 }, { topK: 100 }, { minScore: 1 }]) {
+          expectSame(await o.search(query, options), await t.search(query, options), `${query} ${JSON.stringify(options)}`)
+        }
+      }
+      const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
+      for (const input of [{ query: 'fox' }, { query: 'needles', topK: 2 }, { query: 'zzz' }, { query: 'dogs', mode: 'bm25' }]) {
+        expect(await run(ot.mastra_workspace_search, input, o), JSON.stringify(input)).toBe(await run(tt.mastra_workspace_search, input, t))
+      }
+      const indexed = { path: 'n', content: 'Foxes, foxes', metadata: { k: 1 } }
+      expect(await run(ot.mastra_workspace_index, indexed, o)).toBe(await run(tt.mastra_workspace_index, indexed, t))
+      expect(await run(ot.mastra_workspace_search, { query: 'fox' }, o)).toBe(await run(tt.mastra_workspace_search, { query: 'fox' }, t))
+    })
+  }
+
+  it('rebuildSearchIndex(paths) replaces everything, documents given to index() included', async () => {
+    for (const [kind, bm25] of CUSTOM_TOKENIZERS.slice(0, 3)) {
+      const { theirs: t, ours: o } = pair(corpus(FILES), { workspace: { bm25, autoIndexPaths: ['docs'] } })
+      for (const w of [t, o]) {
+        await w.init()
+        await w.index('extra', 'fox fox fox')
+        await w.rebuildSearchIndex(['notes', 'top.md', 'docs/sub'])
+        await w.index('later', 'needle fox')
+      }
+      for (const query of ['fox', 'needle', 'extra', 'line 42 brown']) expectSame(await o.search(query), await t.search(query), `${kind} ${query}`)
+    }
+  })
+
+  const stores = [
+    ['an in-memory store', () => new MemoryVector()],
+    ['LibSQLVector on a file', () => new LibSQLVector({ id: 'libsql', url: `file:${path.join(tempDir(), 'vectors.db')}` })],
+  ]
+  for (const [storeKind, makeStore] of stores) {
+    it(`vector and hybrid search over ${storeKind}: line ranges by the user's tokenizer, the same rows and tool texts`, async () => {
+      const vectorStores = { theirs: makeStore(), ours: makeStore() }
+      const { theirs: t, ours: o } = pair(corpus(FILES), {
+        workspace: { bm25: { tokenize: { tokenizer: stemming } }, autoIndexPaths: ['docs', 'notes'], embedder: Object.assign(async (texts) => texts.map(embedOne), { batch: true, maxBatchSize: 3 }) },
+        theirs: () => ({ vectorStore: vectorStores.theirs }),
+        ours: () => ({ vectorStore: vectorStores.ours }),
+      })
+      await t.init()
+      await o.init()
+      for (const w of [t, o]) await w.index('given', 'Foxes given\nby hand', { metadata: { tag: 'g' } })
+      expect(await storedRows(vectorStores.ours)).toEqual(await storedRows(vectorStores.theirs))
+      for (const query of ['foxes', 'needles dogs', 'ωμέγα', 'lines']) {
+        for (const options of [{ mode: 'vector' }, { mode: 'hybrid' }, { mode: 'hybrid', vectorWeight: 0.8, topK: 4 }, { mode: 'bm25' }, { minScore: 0.3 }, { mode: 'vector', filter: { tag: 'g' } }]) {
+          expectSame(await o.search(query, options), await t.search(query, options), `${query} ${JSON.stringify(options)}`)
+        }
+      }
+      const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
+      for (const input of [{ query: 'foxes' }, { query: 'dogs', mode: 'vector', topK: 3 }, { query: 'needles', mode: 'hybrid' }]) {
+        expect(await run(ot.mastra_workspace_search, input, o)).toBe(await run(tt.mastra_workspace_search, input, t))
+      }
+    })
+  }
+
+  it('writes through the workspace update the index: the same results as Mastra rebuilding from the files', async () => {
+    const dir = corpus({ 'docs/a.md': 'Foxes run', 'docs/gone.md': 'omegas and foxes', 'docs/long.txt': LONG, 'other/x.md': 'foxes' })
+    const { theirs: t, ours: o } = pair(dir, { workspace: { bm25: { tokenize: { tokenizer: stemming } }, autoIndexPaths: ['docs'] } })
+    await o.init()
+    const tools = await ours.createWorkspaceTools(o)
+    const ctx = { workspace: o }
+    const same = async (step) => {
+      await t.rebuildSearchIndex()
+      for (const query of ['fox', 'omega', 'betas', 'delta', 'needles', 'brown dogs']) {
+        expectSame(byScore(await o.search(query, { topK: 100 })), byScore(await t.search(query, { topK: 100 })), `${step}: ${query}`)
+      }
+    }
+    await same('init')
+    await tools.mastra_workspace_write_file.execute({ path: 'docs/new.md', content: 'betas gamma foxes' }, ctx)
+    await same('write_file')
+    await tools.mastra_workspace_edit_file.execute({ path: 'docs/new.md', old_string: 'betas', new_string: 'deltas' }, ctx)
+    await same('edit_file')
+    await tools.mastra_workspace_delete.execute({ path: 'docs/gone.md' }, ctx)
+    await same('delete')
+    await o.filesystem.writeFile('docs/long.txt', LONG.replaceAll('needle', 'pin'))
+    await same('writeFile of a chunked file')
+    await o.filesystem.writeFile('other/y.md', 'foxes') // outside autoIndexPaths: not indexed
+    await o.filesystem.moveFile('docs/a.md', 'docs/sub/moved.md')
+    await same('moveFile')
+    await o.filesystem.rmdir('docs/sub', { recursive: true })
+    await same('rmdir')
+  })
+
+  it('generated corpora and queries: scores, ranks, line ranges and tool texts equal Mastra’s (fast-check, bounded)', async () => {
+    const word = fc.oneof(fc.constantFrom('fox', 'foxes', 'Fox', 'DOGS', 'dog', 'the', 'ωμέγα', 'café', '東京', 'x2', 'ss', 's'), fc.stringMatching(/^[a-e]{1,3}s?$/))
+    const sep = fc.constantFrom(' ', '\n', ', ', '-', '.\n', '\t', '!? ', '\r\n', '1')
+    const text = fc.array(fc.tuple(word, sep), { maxLength: 30 }).map((parts) => parts.flat().join(''))
+    const query = fc.array(fc.tuple(word, sep), { maxLength: 4 }).map((parts) => parts.flat().join(''))
+    const bm25 = fc.constantFrom(...CUSTOM_TOKENIZERS.map(([, config]) => config))
+    await fc.assert(
+      fc.asyncProperty(bm25, fc.array(text, { minLength: 1, maxLength: 10 }), fc.array(fc.tuple(fc.nat(9), text), { maxLength: 3 }), fc.array(query, { minLength: 1, maxLength: 3 }), fc.integer({ min: 1, max: 8 }), async (config, files, given, queries, topK) => {
+        const names = Object.fromEntries(files.map((content, i) => [`c/f${i % 3}/${i}.txt`, content.repeat(1 + (i % 3) * 60)]))
+        const { theirs: t, ours: o } = pair(corpus(names), { workspace: { bm25: config, autoIndexPaths: ['c'] } })
+        await t.init()
+        await o.init()
+        for (const [i, content] of given) {
+          await t.index(`doc${i}`, content, { startLineOffset: i })
+          await o.index(`doc${i}`, content, { startLineOffset: i })
+        }
+        const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
+        for (const q of queries) {
+          expectSame(await o.search(q, { topK }), await t.search(q, { topK }), q)
+          expect(await run(ot.mastra_workspace_search, { query: q, topK }, o)).toBe(await run(tt.mastra_workspace_search, { query: q, topK }, t))
+        }
+      }),
+      { numRuns: 40, interruptAfterTimeLimit: 20_000 },
+    )
+  }, 60_000)
+
+  it('a tokenizer that throws: the documents it fails on are left out as Mastra leaves them (and reported), and search() and index() reject with its error', async () => {
+    const poisonous = (text) => {
+      if (text.includes('poison')) throw new RangeError('poisoned text')
+      return stemming(text)
+    }
+    const long = LONG.replace('line 300 ', 'line 300 poison ')
+    const dir = corpus({ 'd/a.md': 'fox one', 'd/p.md': 'fox poison', 'd/long.txt': long, 'd/z.md': 'foxes two' })
+    const { theirs: t, ours: o } = pair(dir, { workspace: { bm25: { tokenize: { tokenizer: poisonous } }, autoIndexPaths: ['d'] } })
+    await t.init()
+    const warnings = []
+    o.__setLogger({ warn: (message, data) => warnings.push([message, data]), info() {}, debug() {}, error() {}, trackException() {} })
+    const report = await o.init()
+    const failed = report.skipped.filter((s) => s.code === 'TOKENIZER_FAILED')
+    expect(failed.map((s) => s.path)).toContain('d/p.md')
+    expect(failed.some((s) => s.path.startsWith('d/long.txt#chunk-'))).toBe(true)
+    expect(failed.every((s) => s.reason === 'poisoned text')).toBe(true)
+    expect(warnings[0][0]).toContain('d/p.md')
+    for (const query of ['fox', 'line brown', 'hay dogs']) expectSame(await o.search(query, { topK: 50 }), await t.search(query, { topK: 50 }), query)
+    for (const w of [t, o]) {
+      await expect(w.search('poison fox')).rejects.toThrow(RangeError)
+      await w.index('given', 'fox given')
+      await expect(w.index('given', 'poison given')).rejects.toThrow('poisoned text')
+    }
+    // A document that fails to index again is gone, in both.
+    expectSame(await o.search('fox given'), await t.search('fox given'), 'after a failed index()')
+  })
+
+  it('a tokenizer that returns no array of strings is a typed error naming bm25.tokenize.tokenizer, at indexing (reported) and search', async () => {
+    for (const bad of [(text) => text, () => undefined, () => [1, 2], () => ({ length: 0 })]) {
+      const dir = corpus({ 'd/a.md': 'fox one', 'd/b.md': 'fox two' })
+      const w = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: { tokenize: { tokenizer: bad } }, autoIndexPaths: ['d'] })
+      const report = await w.init()
+      expect(report.skipped.map((s) => [s.path, s.code])).toEqual([
+        ['d/a.md', 'TOKENIZER_FAILED'],
+        ['d/b.md', 'TOKENIZER_FAILED'],
+      ])
+      expect(report.skipped[0].reason).toMatch(/^bm25\.tokenize\.tokenizer must return an array of strings, got /)
+      expect(report.files).toBe(0)
+      const refused = await w.search('fox').catch((err) => err)
+      expect(refused).toBeInstanceOf(ours.WorkspaceError)
+      expect(refused).toMatchObject({ code: 'INVALID_SEARCH_CONFIG', message: expect.stringContaining('bm25.tokenize.tokenizer') })
+      await expect(w.index('x', 'fox')).rejects.toMatchObject({ code: 'INVALID_SEARCH_CONFIG' })
+    }
+  })
+
+  it('a tokenizer that is not a function is INVALID_SEARCH_CONFIG naming it; one that is falsy is ignored, as Mastra ignores it', async () => {
+    const dir = corpus(FILES)
+    const made = (config) => {
+      try {
+        return new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), ...config })
+      } catch (err) {
+        return err
+      }
+    }
+    expect(made({ bm25: { tokenize: { tokenizer: 'stem' } } })).toMatchObject({ code: 'INVALID_SEARCH_CONFIG', message: 'bm25.tokenize.tokenizer must be a function, got "stem"' })
+    const { theirs: t, ours: o } = pair(dir, { workspace: { bm25: { tokenize: { tokenizer: null, splitPattern: /\s+/ } }, autoIndexPaths: ['docs'] } })
+    await t.init()
+    await o.init()
+    for (const query of QUERIES) expectSame(await o.search(query), await t.search(query), query)
+  })
+
+  it('searchIndexPath with a tokenizer or splitPattern is INVALID_SEARCH_CONFIG naming both (terms made by JavaScript are not kept on disk)', () => {
+    const dir = tempDir()
+    const indexPath = path.join(tempDir(), 'search.idx')
+    for (const tokenize of [{ tokenizer: stemming }, { splitPattern: /,/ }]) {
+      let error
+      try {
+        new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: { tokenize }, searchIndexPath: indexPath })
+      } catch (err) {
+        error = err
+      }
+      expect(error).toBeInstanceOf(ours.WorkspaceError)
+      expect(error.code).toBe('INVALID_SEARCH_CONFIG')
+      expect(error.message).toContain('searchIndexPath')
+      expect(error.message).toContain(tokenize.tokenizer ? 'bm25.tokenize.tokenizer' : 'bm25.tokenize.splitPattern')
+      expect(fs.existsSync(indexPath)).toBe(false)
+    }
+  })
+
+  it('a slow tokenizer: indexing gives the event loop its turns between documents', async () => {
+    // One file of ~120 chunks: one page of the files' texts, tokenized here one chunk after another.
+    const text = Array.from({ length: 24_000 }, (_, i) => `row ${i} ${i === 4321 ? 'needle' : 'hay'} words`).join('\n')
+    const dir = corpus({ 'd/big.txt': text })
+    let turns = 0
+    let spinning = true
+    const spin = () => {
+      turns++
+      if (spinning) setImmediate(spin)
+    }
+    const seen = []
+    const slow = (input) => {
+      const until = performance.now() + 2
+      while (performance.now() < until);
+      seen.push(turns)
+      return stemming(input)
+    }
+    const w = new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: { tokenize: { tokenizer: slow } }, autoIndexPaths: ['d'] })
+    spin()
+    const report = await w.init()
+    spinning = false
+    expect(report.chunks).toBeGreaterThan(100)
+    expect(seen.length).toBe(report.chunks)
+    // Turns taken while the documents of that one page were tokenized: more than a few.
+    expect(seen.at(-1) - seen[0]).toBeGreaterThan(10)
+    const hits = await w.search('needle', { topK: 3 })
+    expect(hits.map((h) => h.lineRange)).toEqual(hits.map(() => ({ start: 4322, end: 4322 })))
+  })
 })
 
 describe('beyond Mastra', () => {

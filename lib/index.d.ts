@@ -929,8 +929,8 @@ export interface WorkspaceConfig<
   skillSource?: SkillSource
   /** Whether the staleness check also compares each SKILL.md's modification time (edits in place; twice the stats). */
   checkSkillFileMtime?: boolean
-  /** BM25 keyword search: `true`, `{ k1, b }`, or `{ bm25: { k1, b }, tokenize }` (a custom
-   *  `tokenizer` function or `splitPattern` is `INVALID_SEARCH_CONFIG`: terms are made natively). */
+  /** BM25 keyword search: `true`, `{ k1, b }`, or `{ bm25: { k1, b }, tokenize }` (terms are
+   *  made natively, or in JavaScript by a `tokenizer` function or a `splitPattern` of yours). */
   bm25?: boolean | BM25Config | { bm25?: BM25Config; tokenize?: TokenizeOptions }
   /** Vector search (with `embedder`; without one, `INVALID_SEARCH_CONFIG`). */
   vectorStore?: SearchVectorStore
@@ -940,7 +940,8 @@ export interface WorkspaceConfig<
   /** Files indexed by `init()` (directories, files or globs; `.gitignore`d paths left out). */
   autoIndexPaths?: string[]
   /** Where the BM25 index is kept between runs (a file; its directory is made). A restart
-   *  reads only the files whose size or modification time changed. Unset: nowhere. */
+   *  reads only the files whose size or modification time changed. Unset: nowhere. With a
+   *  `tokenize.tokenizer` or `splitPattern` of yours, `INVALID_SEARCH_CONFIG`. */
   searchIndexPath?: string
 }
 
@@ -955,8 +956,10 @@ export interface TokenizeOptions {
   removePunctuation?: boolean
   minLength?: number
   stopwords?: Set<string>
-  /** Only `/\s+/` (the default). */
+  /** Where text is split (default `/\s+/`); another pattern makes terms in JavaScript, as a `tokenizer` does. */
   splitPattern?: RegExp
+  /** Makes the terms of a text in place of the options above (called on the JavaScript thread; it must return an array of strings). Not with `searchIndexPath`. */
+  tokenizer?: (text: string) => string[]
 }
 /** One text at a time, or (`batch: true`) many, up to `maxBatchSize` per call. */
 export type Embedder =

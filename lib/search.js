@@ -6,6 +6,9 @@
 // filesystem update it. The user's vector store and embedder are JavaScript objects whose
 // methods return promises: they are called from here, with the texts the native side
 // gives; the combination of hybrid search is computed here too (on at most 50 hits).
+// With a tokenizer function or split pattern of the user's, terms are made here, by the
+// user's code: the native side still walks, reads and chunks the files, and the keyword
+// index skills are searched with (skill-search.js, Mastra's BM25) holds and scores them.
 const native = require('../index.js')
 const { WorkspaceError } = require('./errors')
 const { check, describe } = require('./options')
@@ -34,8 +37,9 @@ const FILES_PER_PAGE = 64
 /** Bounds of what a rebuild reads: files, and bytes of one file. */
 const MAX_INDEXED_FILES = 1_000_000
 const MAX_INDEXED_FILE_BYTES = 256 * 1024 * 1024
-/** Skipped files named in the warning a rebuild logs (the report lists up to 1,000). */
+/** Skipped files named in the warning a rebuild logs, and listed in its report (it counts them all). */
 const LOGGED_SKIPS = 20
+const MAX_LISTED_SKIPS = 1000
 
 const searchError = (message, workspaceId) => new WorkspaceError(message, 'INVALID_SEARCH_CONFIG', workspaceId)
 
@@ -51,6 +55,9 @@ function searchConfig(config, workspaceId) {
   if (!config.bm25 && !vector) return undefined
   const bm25 = config.bm25 ? bm25Config(config.bm25, workspaceId) : undefined
   if (indexPath !== undefined && indexPath === '') throw searchError('searchIndexPath must be a path, got ""', workspaceId)
+  if (indexPath !== undefined && bm25?.termsBy) {
+    throw searchError(`searchIndexPath cannot be used with ${bm25.termsBy}: terms made by JavaScript are not kept on disk (leave searchIndexPath out to index in memory, or leave ${bm25.termsBy} out to use the built-in tokenizer)`, workspaceId)
+  }
   return { bm25, vector, autoIndexPaths: config.autoIndexPaths === undefined ? undefined : autoIndexPaths, indexPath }
 }
 
@@ -69,7 +76,11 @@ function vectorConfig(config, workspaceId) {
   return { vectorStore, embedder, indexName }
 }
 
-/** `bm25`'s forms (`true`, `{ k1, b }`, `{ bm25, tokenize }`), as Mastra reads them, checked. */
+/**
+ * `bm25`'s forms (`true`, `{ k1, b }`, `{ bm25, tokenize }`), as Mastra reads them, checked.
+ * With a tokenizer function or a split pattern other than `/\s+/`, `termsBy` names that
+ * option and `tokenize` is kept as given (terms are made in JavaScript, as Mastra makes them).
+ */
 function bm25Config(given, workspaceId) {
   let params = {}
   let tokenize
@@ -90,16 +101,16 @@ function bm25Config(given, workspaceId) {
   const b = number(params.b, 'bm25.b', DEFAULT_B)
   // Mastra spreads the given options over its defaults: an option given as undefined is undefined.
   const options = { ...DEFAULT_TOKENIZE, ...(tokenize ?? {}) }
-  if (options.tokenizer !== undefined) {
-    throw searchError('tokenize.tokenizer is not supported: terms are made natively (lowercase, removePunctuation, minLength and stopwords tune them)', workspaceId)
-  }
-  if (options.splitPattern !== undefined && !(options.splitPattern instanceof RegExp && options.splitPattern.source === '\\s+')) {
-    throw searchError(`tokenize.splitPattern other than /\\s+/ is not supported, got ${describe(options.splitPattern)}`, workspaceId)
-  }
+  // Mastra calls any truthy tokenizer, and ignores a falsy one.
+  if (options.tokenizer && typeof options.tokenizer !== 'function') throw searchError(`bm25.tokenize.tokenizer must be a function, got ${describe(options.tokenizer)}`, workspaceId)
+  const splitsAtWhitespace = !('splitPattern' in options) || (options.splitPattern instanceof RegExp && options.splitPattern.source === '\\s+')
   let stopwords = []
-  if (options.stopwords !== undefined && options.stopwords !== null) {
+  if (!options.tokenizer && options.stopwords !== undefined && options.stopwords !== null) {
     if (!(options.stopwords instanceof Set)) throw searchError(`tokenize.stopwords must be a Set of strings, got ${describe(options.stopwords)}`, workspaceId)
     stopwords = [...options.stopwords].filter((word) => typeof word === 'string')
+  }
+  if (options.tokenizer || !splitsAtWhitespace) {
+    return { k1, b, termsBy: options.tokenizer ? 'bm25.tokenize.tokenizer' : 'bm25.tokenize.splitPattern', tokenize: { ...tokenize } }
   }
   return {
     k1,
@@ -163,6 +174,8 @@ class WorkspaceSearch {
   #metadata = new Map()
   /** Ids of skill-scoped documents (left out of `search()`). */
   #scoped = new Set()
+  /** With the user's tokenizer or split pattern: the keyword index, in JavaScript, its terms made by them. */
+  #keywords
   /** Mutations of the index, one after the other, in call order (as Mastra's, synchronous). */
   #queue = Promise.resolve()
   #vectorReady = false
@@ -173,6 +186,10 @@ class WorkspaceSearch {
   constructor(config, workspace) {
     this.#config = config
     this.#workspace = workspace
+    if (config.bm25?.termsBy) {
+      const { KeywordIndex } = require('./skill-search')
+      this.#keywords = new KeywordIndex({ bm25: { k1: config.bm25.k1, b: config.bm25.b }, tokenize: config.bm25.tokenize })
+    }
   }
 
   get canBM25() {
@@ -197,9 +214,10 @@ class WorkspaceSearch {
       removePunctuation: bm25?.removePunctuation ?? true,
       minLength: bm25?.minLength ?? 2,
       stopwords: bm25?.stopwords ?? [],
-      bm25: Boolean(bm25),
+      // Terms made in JavaScript: the native side only walks, reads and chunks.
+      bm25: Boolean(bm25) && !this.#keywords,
       basePath,
-      snapshotPath: basePath !== undefined && bm25 ? this.#config.indexPath : undefined,
+      snapshotPath: basePath !== undefined && bm25 && !this.#keywords ? this.#config.indexPath : undefined,
       maxFiles: MAX_INDEXED_FILES,
       maxFileBytes: MAX_INDEXED_FILE_BYTES,
     })
@@ -226,7 +244,9 @@ class WorkspaceSearch {
     return this.#enqueue(async () => {
       this.#metadata.set(doc.id, metadata)
       if (doc.id.startsWith(SKILL_SCOPE_DOCUMENT_PREFIX)) this.#scoped.add(doc.id)
-      if (this.canBM25) await this.#index().addText(doc.id, doc.content)
+      // A tokenizer's error rejects, with the document gone (as Mastra's index removes it first).
+      if (this.#keywords) await this.#keywords.index({ id: doc.id, content: doc.content, metadata })
+      else if (this.canBM25) await this.#index().addText(doc.id, doc.content)
       if (this.canVector) await this.#indexVectors([{ id: doc.id, content: doc.content, metadata }])
     })
   }
@@ -236,6 +256,7 @@ class WorkspaceSearch {
     for (const removed of removedIds) {
       this.#metadata.delete(removed)
       this.#scoped.delete(removed)
+      this.#keywords?.remove(removed)
     }
     const vector = this.#config.vector
     if (!vector) return
@@ -330,6 +351,11 @@ class WorkspaceSearch {
   }
 
   async #searchBM25(query, topK, minScore = 0) {
+    if (this.#keywords) {
+      const results = await this.#keywords.search(String(query), { topK, minScore })
+      // Line ranges worked out now, as Mastra does (a tokenizer's error is the search's).
+      return results.map((result) => ({ ...result }))
+    }
     const hits = await this.#index().search(String(query), Number(topK), Number(minScore))
     return hits.map((hit) => {
       const lineRange = hit.lineStart === undefined || hit.lineStart === null ? undefined : { start: hit.lineStart, end: hit.lineEnd }
@@ -350,13 +376,14 @@ class WorkspaceSearch {
     const { vectorStore, indexName } = this.#config.vector
     const queryVector = await this.#embedOne(query)
     const found = await vectorStore.query({ indexName, queryVector, topK, filter })
+    const lineRangeOf = this.#lineRanges(String(query))
     const results = []
     for (const result of found) {
       if (minScore !== undefined && result.score < minScore) continue
       const id = result.metadata?.id ?? result.id
       const content = result.metadata?.text ?? ''
       const { id: _id, text: _text, _startLineOffset, ...rest } = result.metadata ?? {}
-      const range = this.#index().lineRange(String(content), String(query)) ?? undefined
+      const range = lineRangeOf(String(content))
       results.push({
         id,
         content,
@@ -367,6 +394,15 @@ class WorkspaceSearch {
       })
     }
     return results
+  }
+
+  /** Lines of a text holding a term of `query`: by the user's tokenizer, its terms made once (as Mastra makes them), or natively. */
+  #lineRanges(query) {
+    if (!this.#keywords) return (content) => this.#index().lineRange(content, query) ?? undefined
+    const { lineRangeOf, tokenize } = require('./skill-search')
+    const options = this.#config.bm25.tokenize
+    const terms = tokenize(query, options)
+    return (content) => lineRangeOf(content, terms, options)
   }
 
   /** Min–max normalised BM25 scores and vector scores, weighted by `vectorWeight`. */
@@ -409,14 +445,48 @@ class WorkspaceSearch {
       this.#scope = paths
       this.#metadata.clear()
       this.#scoped.clear()
+      this.#keywords?.clear()
       const report = this.#localBase() !== undefined ? await this.#rebuildLocal(fs, paths) : await this.#rebuildThrough(fs, paths)
       this.#watch(fs)
-      if (report.skippedCount > 0) {
-        const named = report.skipped.slice(0, LOGGED_SKIPS).map((s) => `${s.path} (${s.reason})`).join('; ')
-        logTo(this.#workspace.logger, 'warn', `Search indexing left out ${report.skippedCount} path(s): ${named}${report.skippedCount > LOGGED_SKIPS ? '; …' : ''}`, { skipped: report.skipped })
-      }
+      this.#warnLeftOut(report.skipped, report.skippedCount)
       return report
     })
+  }
+
+  /** Tells the workspace's logger what indexing left out (the first few, by name). */
+  #warnLeftOut(skipped, count) {
+    if (count === 0) return
+    const named = skipped.slice(0, LOGGED_SKIPS).map((s) => `${s.path} (${s.reason})`).join('; ')
+    logTo(this.#workspace.logger, 'warn', `Search indexing left out ${count} path(s): ${named}${count > LOGGED_SKIPS ? '; …' : ''}`, { skipped })
+  }
+
+  /**
+   * Adds documents of files to the keyword index, their terms made by the user's tokenizer
+   * or split pattern on this thread: a turn of the event loop is taken whenever a slice of
+   * time is used up. A document the tokenizer fails on is left out (as Mastra leaves it
+   * out): `failed` lists them, `kept` the others, `emptied` counts files left with none.
+   */
+  async #indexTerms(docs) {
+    const { turn } = require('./skill-scan')
+    const failed = []
+    const kept = []
+    const keptOfFile = new Map()
+    for (const doc of docs) {
+      const file = doc.sourceFile || doc.id
+      if (!keptOfFile.has(file)) keptOfFile.set(file, 0)
+      await turn()
+      try {
+        const chunk = Boolean(doc.sourceFile)
+        await this.#keywords.index({ id: doc.id, content: doc.content, metadata: chunk ? { sourceFile: doc.sourceFile } : undefined, startLineOffset: chunk ? doc.startLine : undefined })
+        kept.push(doc)
+        keptOfFile.set(file, keptOfFile.get(file) + 1)
+      } catch (err) {
+        failed.push({ path: doc.id, code: 'TOKENIZER_FAILED', reason: err?.message ?? String(err) })
+      }
+    }
+    let emptied = 0
+    for (const count of keptOfFile.values()) if (count === 0) emptied++
+    return { failed, kept, emptied }
   }
 
   async #rebuildLocal(fs, paths) {
@@ -439,20 +509,22 @@ class WorkspaceSearch {
       skippedCount: outcome.skippedCount,
       ...(outcome.snapshotError && { snapshotError: outcome.snapshotError }),
     }
-    if (this.canVector) {
+    if (this.canVector || this.#keywords) {
       for (let offset = 0; offset < outcome.files; offset += FILES_PER_PAGE) {
         const texts = await index.texts(offset, FILES_PER_PAGE)
-        await this.#embedFiles(texts)
+        const terms = this.#keywords ? await this.#indexTerms(texts) : undefined
+        if (terms) withLeftOut(report, terms)
+        if (this.canVector) await this.#embedFiles(texts, terms?.kept)
       }
     }
     return report
   }
 
-  /** Vectors of files' documents: each file's old vectors removed first, as Mastra does. */
-  async #embedFiles(texts) {
+  /** Vectors of files' documents (of `indexed` of them: those in the keyword index): each file's old vectors removed first, as Mastra does. */
+  async #embedFiles(texts, indexed = texts) {
     const files = [...new Set(texts.map((t) => t.sourceFile ?? t.id))]
     for (const file of files) await this.#removeSource(file, [])
-    const docs = texts.map((t) => ({
+    const docs = indexed.map((t) => ({
       id: t.id,
       content: t.content,
       metadata: t.sourceFile ? { sourceFile: t.sourceFile, _startLineOffset: t.startLine } : {},
@@ -488,6 +560,8 @@ class WorkspaceSearch {
     const skipped = []
     const indexed = new Set()
     let chunks = 0
+    // Files whose every document the user's tokenizer failed on.
+    let emptied = 0
     const indexFile = async (filePath) => {
       if (indexed.has(filePath)) return
       let content
@@ -498,10 +572,16 @@ class WorkspaceSearch {
         return
       }
       indexed.add(filePath)
-      const docs = await index.addFileText(filePath, String(content), this.canVector)
+      const docs = await index.addFileText(filePath, String(content), this.canVector || Boolean(this.#keywords))
       chunks += docs.length
       for (const doc of docs) if (doc.sourceFile) this.#metadata.set(doc.id, { sourceFile: doc.sourceFile, _startLineOffset: doc.startLine })
-      if (this.canVector) await this.#embedFiles(docs)
+      const terms = this.#keywords ? await this.#indexTerms(docs) : undefined
+      if (terms) {
+        skipped.push(...terms.failed)
+        chunks -= terms.failed.length
+        emptied += terms.emptied
+      }
+      if (this.canVector) await this.#embedFiles(docs, terms?.kept)
     }
     for (const root of await this.#roots(fs, paths)) {
       if (root.kind === 'file') {
@@ -518,7 +598,7 @@ class WorkspaceSearch {
       }
       for (const file of files) await indexFile(file)
     }
-    return { files: indexed.size, chunks, reused: 0, skipped: skipped.slice(0, 1000), skippedCount: skipped.length }
+    return { files: indexed.size - emptied, chunks, reused: 0, skipped: skipped.slice(0, MAX_LISTED_SKIPS), skippedCount: skipped.length }
   }
 
   /** Writes through this package's LocalFilesystem update the index (see `changed`). */
@@ -584,16 +664,22 @@ class WorkspaceSearch {
   }
 
   async #updated(id, update) {
-    for (const removed of update.removed) this.#metadata.delete(removed)
-    if (this.canVector) {
-      await this.#removeSource(id, update.removed)
-      if (update.chunks > 0) await this.#embedFiles(await this.#native.textsOfFile(id))
+    for (const removed of update.removed) {
+      this.#metadata.delete(removed)
+      this.#keywords?.remove(removed)
     }
+    if (this.canVector) await this.#removeSource(id, update.removed)
+    if (update.chunks === 0 || (!this.canVector && !this.#keywords)) return
+    const texts = await this.#native.textsOfFile(id)
+    const terms = this.#keywords ? await this.#indexTerms(texts) : undefined
+    if (terms) this.#warnLeftOut(terms.failed, terms.failed.length)
+    if (this.canVector) await this.#embedFiles(texts, terms?.kept)
   }
 
   /** Forgets every document (Mastra's `SearchEngine.clear`), and stops following writes. */
   clear() {
     this.#native?.clear()
+    this.#keywords?.clear()
     this.#metadata.clear()
     this.#scoped.clear()
     this.#vectorReady = false
@@ -615,6 +701,14 @@ class WorkspaceSearch {
       this.clear()
     }
   }
+}
+
+/** `report` with the documents the user's tokenizer failed on: skipped, and not counted as indexed. */
+function withLeftOut(report, { failed, emptied }) {
+  report.files -= emptied
+  report.chunks -= failed.length
+  report.skipped.push(...failed.slice(0, Math.max(0, MAX_LISTED_SKIPS - report.skipped.length)))
+  report.skippedCount += failed.length
 }
 
 /** Mastra's `getAllFiles`: files under `dir`, 10 levels, symlinked directories not entered. */

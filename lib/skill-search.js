@@ -5,20 +5,34 @@
 // interface (`index`, `remove`, `search`, `clear`): the workspace's own search engine,
 // where it has one, takes its place.
 const { WorkspaceError } = require('./errors')
+const { describe } = require('./options')
 
 const STOPWORDS = new Set(
   'a an and are as at be by for from has he in is it its of on or that the to was were will with'.split(' '),
 )
 const TOKENIZE_DEFAULTS = { lowercase: true, removePunctuation: true, minLength: 2, stopwords: STOPWORDS, splitPattern: /\s+/ }
 
-/** The terms of `text`: lowercased, punctuation (not letters or digits of any script) made space, short words and stopwords left out. */
+/** The terms of `text`: lowercased, punctuation (not letters or digits of any script) made space, short words and stopwords left out; or the user's tokenizer's. */
 function tokenize(text, options = {}) {
-  if (options.tokenizer) return options.tokenizer(text)
+  if (options.tokenizer) return checkedTerms(options.tokenizer(text))
   const opts = { ...TOKENIZE_DEFAULTS, ...options }
   let processed = opts.lowercase ? text.toLowerCase() : text
   if (opts.removePunctuation) processed = processed.replace(/[^\p{L}\p{N}_\s]/gu, ' ')
   // `!(a < b)`, not `a >= b`: a minLength that is not a number filters nothing out.
   return processed.split(opts.splitPattern).filter((token) => !(token.length < opts.minLength) && !opts.stopwords?.has(token))
+}
+
+/**
+ * What a tokenizer of the user's returned, if it is an array of strings: anything else
+ * (which Mastra's index would count by its `length` or iterate into keys that are not
+ * terms) is a typed error naming the option.
+ */
+function checkedTerms(terms) {
+  if (!Array.isArray(terms)) throw new WorkspaceError(`bm25.tokenize.tokenizer must return an array of strings, got ${describe(terms)}`, 'INVALID_SEARCH_CONFIG')
+  for (let i = 0; i < terms.length; i++) {
+    if (typeof terms[i] !== 'string') throw new WorkspaceError(`bm25.tokenize.tokenizer must return an array of strings, got an array holding ${describe(terms[i])}`, 'INVALID_SEARCH_CONFIG')
+  }
+  return terms
 }
 
 /** The lines (1-based) from the first to the last holding a term of `terms`. */
@@ -161,4 +175,4 @@ function keywordOptions(bm25) {
 /** The index a workspace's skills are searched with: a KeywordIndex when `bm25` (checked by the workspace) is set. */
 const skillSearchEngine = (bm25) => (bm25 ? new KeywordIndex(keywordOptions(bm25)) : undefined)
 
-module.exports = { KeywordIndex, skillSearchEngine, tokenize }
+module.exports = { KeywordIndex, lineRangeOf, skillSearchEngine, tokenize }

@@ -474,6 +474,19 @@ describe("the user's tokenizer (bm25.tokenize.tokenizer, splitPattern) as Mastra
     await same('rmdir')
   })
 
+  it('a filesystem of another kind is indexed through its readdir and readFile, its terms made by the tokenizer, with the same results', async () => {
+    const dir = corpus(FILES)
+    const bm25 = { tokenize: { tokenizer: stemming } }
+    const t = new theirs.Workspace({ id: 'ws-search', filesystem: new theirs.LocalFilesystem({ basePath: dir }), bm25, autoIndexPaths: PATHS })
+    const o = new ours.Workspace({ id: 'ws-search', filesystem: new theirs.LocalFilesystem({ basePath: dir }), bm25, autoIndexPaths: PATHS })
+    await t.init()
+    const report = await o.init()
+    expect(report.files).toBe(11)
+    expect(report.skipped.map((s) => s.path)).toEqual(['missing-dir'])
+    // Not 'needle': a cut character's halves are kept as U+FFFD when the text is not read here.
+    for (const query of [...QUERIES.filter((q) => q !== 'needle'), 'foxes', 'dogs lines']) expectSame(await o.search(query), await t.search(query), query)
+  })
+
   it('generated corpora and queries: scores, ranks, line ranges and tool texts equal Mastra’s (fast-check, bounded)', async () => {
     const word = fc.oneof(fc.constantFrom('fox', 'foxes', 'Fox', 'DOGS', 'dog', 'the', 'ωμέγα', 'café', '東京', 'x2', 'ss', 's'), fc.stringMatching(/^[a-e]{1,3}s?$/))
     const sep = fc.constantFrom(' ', '\n', ', ', '-', '.\n', '\t', '!? ', '\r\n', '1')

@@ -14,13 +14,13 @@ import { tempDir } from './helpers.mjs'
 export const NAMES = ['allowed.test', 'denied.test', 'api.wild.test', 'deep.api.wild.test', 'wild.test', 'other.test']
 export const PINNED = Object.fromEntries(NAMES.map((name) => [name, '127.0.0.1']))
 
-/** A CA made for this run and a certificate for every test name, as PEM files. */
-function makePki(dir) {
+/** A CA made for this run and one certificate for every name of `names`, as PEM files. */
+export function makePki(dir, names = NAMES) {
   const run = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
   run('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=native-workspace egress test CA')
   run('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=native-workspace egress test server')
-  fs.writeFileSync(path.join(dir, 'san.cnf'), `subjectAltName=${NAMES.map((n) => `DNS:${n}`).join(',')}\n`)
+  fs.writeFileSync(path.join(dir, 'san.cnf'), `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}\n`)
   run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'san.cnf')
   const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
   return { ca: read('ca.pem'), key: read('server.key'), cert: read('server.pem') }

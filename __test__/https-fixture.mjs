@@ -13,9 +13,9 @@ import fs from 'node:fs'
 import http from 'node:http'
 import http2 from 'node:http2'
 import path from 'node:path'
-import { afterAll, beforeAll } from 'vitest'
+import { afterAll, beforeAll, expect } from 'vitest'
 import { makePki } from './egress-servers.mjs'
-import { tempDir } from './helpers.mjs'
+import { prepareWorkspace, tempDir } from './helpers.mjs'
 
 /** The names the servers answer for, each pinned to the host's loopback. */
 export const BROKER_NAMES = ['api.github.com', 'github.com', 'registry.npmjs.org', 'pypi.org', 'other.example']
@@ -280,4 +280,58 @@ export function tokenLike(prefix, length = 40) {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
   const bytes = crypto.randomBytes(length)
   return prefix + [...bytes.subarray(0, length - prefix.length)].map((byte) => alphabet[byte % alphabet.length]).join('')
+}
+
+/**
+ * The egress options of a sandbox brokering `secrets` against `servers`: every name allowed
+ * on both its servers' ports, pinned to the loopback, and the test CA trusted upstream.
+ * (`LocalSandbox` takes them as `nativeSandbox`, `DockerSandbox` at its top level.)
+ */
+export function brokerOptions(servers, secrets) {
+  const allowedDomains = BROKER_NAMES.flatMap((name) => [`${name}:${servers.ports[name].https}`, `${name}:${servers.ports[name].http}`])
+  return { allowedDomains, egressHosts: BROKER_PINNED, egressCaCertificates: [servers.pki.ca], secrets }
+}
+
+/** A secret of `value` bound to the HTTPS servers of `names`. */
+export const boundTo = (servers, value, ...names) => ({ value, domains: names.map((name) => `${name}:${servers.ports[name].https}`) })
+
+/**
+ * The records of `received` that contain `text` anywhere (the target also percent-decoded, a
+ * header also inside `Basic` credentials, the body, a WebSocket message), in any letter case.
+ */
+export function recordsWith(received, text) {
+  const wanted = text.toLowerCase()
+  const decode = (value) => {
+    try {
+      return decodeURIComponent(value)
+    } catch {
+      return value
+    }
+  }
+  const basic = (value) => (/^basic /i.test(value) ? Buffer.from(value.slice(6).trim(), 'base64').toString() : '')
+  return received.filter((record) => {
+    const texts = [record.target, decode(record.target), record.body, record.message ?? '', ...record.headers.flatMap(([key, value]) => [key, value, basic(value)])]
+    return texts.some((t) => t.toLowerCase().includes(wanted))
+  })
+}
+
+/**
+ * For isolated sandboxes made by `sandbox` (useIsolatedSandboxes): `brokered(secrets,
+ * options)`, one brokering `secrets` against `servers`, with the test CA in its workspace as
+ * `test-ca.pem`; `place(sb, name, text)`, a file written in its workspace; `placeholderOf(sb,
+ * variable)`, what its commands see as that variable.
+ */
+export function brokeredSandboxes(servers, sandbox) {
+  const place = (sb, name, text) => fs.writeFileSync(path.join(prepareWorkspace(sb), name), text)
+  const brokered = (secrets, options = {}) => {
+    const sb = sandbox({ ...options, nativeSandbox: { ...brokerOptions(servers, secrets), ...options.nativeSandbox } })
+    place(sb, 'test-ca.pem', servers.pki.ca)
+    return sb
+  }
+  const placeholderOf = async (sb, variable) => {
+    const r = await sb.executeCommand(`printf %s "$${variable}"`)
+    expect(r.exitCode).toBe(0)
+    return r.stdout
+  }
+  return { brokered, place, placeholderOf }
 }

@@ -43,6 +43,7 @@ use crate::policy::{WEB_PORTS, normalize_host};
 pub use secret::SecretBytes;
 
 /// A secret as given: the variable the commands see, its real value and where it may go.
+#[derive(Debug)]
 pub struct SecretSpec {
   pub name: String,
   pub value: SecretBytes,

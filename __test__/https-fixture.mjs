@@ -14,7 +14,7 @@ import http from 'node:http'
 import http2 from 'node:http2'
 import path from 'node:path'
 import { afterAll, beforeAll, expect } from 'vitest'
-import { makePki } from './egress-servers.mjs'
+import { makePki } from './pki.mjs'
 import { prepareWorkspace, tempDir } from './helpers.mjs'
 
 /** The names the servers answer for, each pinned to the host's loopback. */

@@ -2,7 +2,8 @@
 // for names that secrets are bound to (pinned there with `egressHosts`), with certificates of
 // a CA made for the run (given to the proxy through `egressCaCertificates`), and a record of
 // exactly what each server received. Each name has an HTTPS server speaking HTTP/2 and
-// HTTP/1.1 (by ALPN) with WebSocket upgrades, and a plain HTTP one. They serve what the
+// HTTP/1.1 (by ALPN; registry.npmjs.org's HTTP/1.1 only) with WebSocket upgrades, and a
+// plain HTTP one. They serve what the
 // clients under test need: a dumb-HTTP git repository, a PEP 503 index with one wheel, an npm
 // package, a 50 MiB download and redirects; those paths answer 401 unless the request carries
 // one of the credentials the test `accept`s. No answer ever repeats what the request carried,
@@ -12,6 +13,7 @@ import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import http2 from 'node:http2'
+import https from 'node:https'
 import path from 'node:path'
 import { afterAll, beforeAll, expect } from 'vitest'
 import { makePki } from './pki.mjs'
@@ -20,6 +22,8 @@ import { prepareWorkspace, tempDir } from './helpers.mjs'
 /** The names the servers answer for, each pinned to the host's loopback. */
 export const BROKER_NAMES = ['api.github.com', 'github.com', 'registry.npmjs.org', 'pypi.org', 'other.example']
 export const BROKER_PINNED = Object.fromEntries(BROKER_NAMES.map((name) => [name, '127.0.0.1']))
+/** The names whose HTTPS server offers HTTP/1.1 only. */
+const HTTP1_ONLY = ['registry.npmjs.org']
 /** The size of `/big`: 50 MiB, streamed from one 1 MiB block. */
 export const BIG_BYTES = 50 * 1024 * 1024
 const BLOCK = crypto.randomBytes(1024 * 1024)
@@ -248,7 +252,8 @@ export function useBrokerServers(enabled) {
     Object.assign(files, { git: makeGitRepository(dir), wheel: makeWheel(dir), tarball: makeTarball(dir) })
     for (const name of BROKER_NAMES) {
       connections[name] = { https: 0, http: 0 }
-      const secure = http2.createSecureServer({ key: pki.key, cert: pki.cert, allowHTTP1: true }, handler(name, 'https'))
+      const tls = { key: pki.key, cert: pki.cert }
+      const secure = HTTP1_ONLY.includes(name) ? https.createServer(tls, handler(name, 'https')) : http2.createSecureServer({ ...tls, allowHTTP1: true }, handler(name, 'https'))
       secure.on('upgrade', upgrade(name))
       const plain = http.createServer(handler(name, 'http'))
       servers.push(secure, plain)

@@ -131,8 +131,12 @@ describe.skipIf(!available)('secrets: attacks from inside', () => {
     )
     expect(r.stdout).toBe('403\n403\n')
     expect(r.stderr).toMatch(refusalNaming('GITHUB_TOKEN'))
-    expect(received.map((q) => q.name)).toEqual(['api.github.com', 'api.github.com'])
-    expectNoLeak(real, ['other.example'])
+    // The first hop, to the bound host, and nothing further.
+    expect(received.map((q) => [q.name, headerValues(q, 'authorization')])).toEqual([
+      ['api.github.com', [`Bearer ${real}`]],
+      ['api.github.com', [`Bearer ${real}`]],
+    ])
+    expect(connections['other.example'].http).toBe(0)
   })
 
   it('a placeholder split across headers, case-changed or percent-encoded is never turned into the real value', async () => {
@@ -188,9 +192,11 @@ describe.skipIf(!available)('secrets: attacks from inside', () => {
 
   it('the CA key and the proxy are out of reach: no private key in any file a command can read, no host process to read', async () => {
     const sb = brokered(github())
-    const dirs = '"$(dirname "$SSL_CERT_FILE")" "$(dirname "$NODE_EXTRA_CA_CERTS")" /etc /tmp /run /var "$HOME" "$PWD"'
-    const keys = await sb.executeCommand(`grep -rlsI -e 'PRIVATE KEY' ${dirs} 2>/dev/null | sort -u`)
+    // The sandbox's CA files, what the broker puts at the root, and where a command writes or reads settings.
+    const places = '"$SSL_CERT_FILE" "$NODE_EXTRA_CA_CERTS" "$REQUESTS_CA_BUNDLE" "$CURL_CA_BUNDLE" "$GIT_SSL_CAINFO" /.native-workspace* /etc /tmp /run "$HOME" "$PWD"'
+    const keys = await sb.executeCommand(`grep -rlsE -e '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----' ${places} | sort -u`)
     expect(keys.stdout).toBe('')
+    expect((await sb.executeCommand('grep -c "BEGIN CERTIFICATE" "$SSL_CERT_FILE"')).stdout).toMatch(/^[1-9]\d*\n$/)
     // Every process a command can see is the sandbox's own: the host's (the proxy's) is not there to read.
     const seen = await sb.executeCommand(`for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done; cat /proc/${process.pid}/mem 2>&1 | head -c 200 | od -c | head -2`)
     expect(seen.stdout).not.toContain(process.execPath)

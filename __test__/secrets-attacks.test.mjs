@@ -261,6 +261,14 @@ os.kill(os.getpid(), signal.SIGSEGV)
     // The dump holds what the process handled (the placeholder), so it would hold the value had it been given it.
     expect(memory.includes(fake)).toBe(true)
     expect(memory.includes(real)).toBe(false)
+    // Its core dump, in its working directory where the host's core_pattern is a plain file name.
+    if (!fs.readFileSync('/proc/sys/kernel/core_pattern', 'utf8').startsWith('|')) {
+      const [core] = fs.readdirSync(sb.workingDirectory).filter((name) => name.startsWith('core'))
+      expect(core).toBeDefined()
+      const dump = fs.readFileSync(path.join(sb.workingDirectory, core))
+      expect(dump.includes(fake)).toBe(true)
+      expect(dump.includes(real)).toBe(false)
+    }
 
     // Everything a command can read of itself and write, gathered into the workspace, while a
     // process of its own (the placeholder in its environment and command line) runs.

@@ -124,6 +124,8 @@ export declare class NativeLocalSandbox {
    */
   setMounts(mounts: Array<NativeMount>, ifIdle: boolean): Promise<string[]>
   setEnv(env: Record<string, string>): void
+  /** Replaces the sandbox's secrets for new requests and new commands (see docs/secrets.md). */
+  setSecrets(secrets: Record<string, NativeSecret>): void
   getEnv(): Record<string, string>
   executeCommand(command: string, args: Array<string>, options: NativeCommandOptions, onStart?: boolean | undefined | null): Promise<NativeExecutionResult & { command: string }>
   spawn(command: string, options: NativeCommandOptions): Promise<NativeProcess>
@@ -423,6 +425,14 @@ export interface NativeDockerOptions {
   allowedDomains?: Array<string>
   /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */
   egressHosts?: Record<string, string>
+  /**
+   * As `nativeSandbox.secrets` (needs `allowedDomains` and a local engine); the CA bundle is
+   * bound into the container at `/.native-workspace-ca-bundle.pem` and over
+   * `/etc/ssl/certs/ca-certificates.crt`.
+   */
+  secrets?: Record<string, NativeSecret>
+  /** As `nativeSandbox.egressCaCertificates`. */
+  egressCaCertificates?: Array<string>
   privileged: boolean
   memory?: number
   memorySwap?: number
@@ -686,6 +696,21 @@ export interface NativeSandboxConfig {
    */
   egressHosts?: Record<string, string>
   /**
+   * Secrets the commands use without ever seeing them (needs `allowedDomains`, which must
+   * allow each of their domains): each is a variable whose value in the commands is a
+   * placeholder of the same length and shape, replaced by the egress proxy with the real
+   * value only in HTTPS requests to the secret's domains (`name` or `name:port`), which it
+   * intercepts with a CA of the sandbox's own that the commands trust. A placeholder seen
+   * anywhere else is refused (`403`, named in stderr as `blocked by nativeSandbox.secrets`).
+   * See docs/secrets.md.
+   */
+  secrets?: Record<string, NativeSecret>
+  /**
+   * PEM certificates the egress proxy trusts, besides the system's roots, for the
+   * destinations of the requests it brokers (a private registry's CA).
+   */
+  egressCaCertificates?: Array<string>
+  /**
    * How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
    * first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
    * environment variable; else one kept from the first start of its kind on for the next
@@ -775,6 +800,12 @@ export interface NativeSearchSettings {
   snapshotPath?: string
   maxFiles: number
   maxFileBytes: number
+}
+
+/** A secret of `secrets` (keyed by its variable): its real value and domains. */
+export interface NativeSecret {
+  value: string
+  domains: Array<string>
 }
 
 /**

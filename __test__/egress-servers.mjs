@@ -2,29 +2,15 @@
 // for the run, and servers there that record what reached them — what every allowlist
 // attack is judged by.
 import dgram from 'node:dgram'
-import fs from 'node:fs'
 import http from 'node:http'
 import https from 'node:https'
-import path from 'node:path'
-import { execFileSync } from 'node:child_process'
 import { afterAll, beforeAll } from 'vitest'
 import { tempDir } from './helpers.mjs'
+import { makePki } from './pki.mjs'
 
 /** Every test name, pinned to the host's loopback where the test servers are. */
 export const NAMES = ['allowed.test', 'denied.test', 'api.wild.test', 'deep.api.wild.test', 'wild.test', 'other.test']
 export const PINNED = Object.fromEntries(NAMES.map((name) => [name, '127.0.0.1']))
-
-/** A CA made for this run and a certificate for every test name, as PEM files. */
-function makePki(dir) {
-  const run = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  run('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=native-workspace egress test CA')
-  run('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=native-workspace egress test server')
-  fs.writeFileSync(path.join(dir, 'san.cnf'), `subjectAltName=${NAMES.map((n) => `DNS:${n}`).join(',')}\n`)
-  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'san.cnf')
-  const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
-  return { ca: read('ca.pem'), key: read('server.key'), cert: read('server.pem') }
-}
 
 /**
  * Starts (in a beforeAll, when `enabled`) an HTTPS, an HTTP and a UDP server on the host's
@@ -52,7 +38,7 @@ export function useEgressServers(enabled) {
   }
   beforeAll(async () => {
     if (!enabled) return
-    Object.assign(pki, makePki(tempDir()))
+    Object.assign(pki, makePki(tempDir(), NAMES))
     const httpsServer = https.createServer({ key: pki.key, cert: pki.cert }, answer('https'))
     const httpServer = http.createServer(answer('http'))
     const udpServer = dgram.createSocket('udp4')

@@ -8,6 +8,7 @@ import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { MB, MiB, descendantsOf, liveProcessesMatching, killQuietly, median, now, percentile, pssKiB, sleep } from './util.mjs'
 import { START_STEPS } from './start-steps.mjs'
+import { BROKER_CASE } from './broker.mjs'
 
 const ALL = ['ours', 'mastra', 'raw']
 const WITH_TOOLS = ['ours', 'mastra']
@@ -827,6 +828,7 @@ export const CASES = [
   CHECKPOINT_CASE,
   SEARCH_CASE,
   SKILLS_CASE,
+  BROKER_CASE,
   ...DOCKER_CASES,
 ]
 

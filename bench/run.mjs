@@ -5,7 +5,7 @@
 // Every (case, implementation) run is a fresh `node --expose-gc bench/child.mjs` process,
 // so peak RSS belongs to that run; implementations alternate (ours, mastra, raw, ours, …);
 // a figure is the median of its runs. Cases: a, a′ (a_tool), b, c, c′ (c_tool), d, e, import,
-// start, burst, checkpoint, search, skills; x_bwrap for a..e, import, start and burst; docker_a, docker_b, docker_c, docker_e, docker_start.
+// start, burst, checkpoint, search, skills, broker; x_bwrap for a..e, import, start and burst; docker_a, docker_b, docker_c, docker_e, docker_start.
 import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -42,7 +42,7 @@ function parseArgs(argv) {
     } else if (arg === '--json') args.json = value()
     else if (arg === '--timeout') args.timeoutS = Number(value())
     else if (arg === '--help' || arg === '-h') {
-      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,start,burst,checkpoint,search,skills; x_bwrap for a..e, import, start, burst; docker_a,docker_b,docker_c,docker_e,docker_start (local engine), docker_tcp_a..docker_tcp_start (TCP engine), docker_tcp for those, docker for all ten] [--json out.json] [--timeout s]')
+      console.log('node bench/run.mjs [--quick] [--case a,a_tool,b,c,c_tool,d,e,scale,import,start,burst,checkpoint,search,skills,broker; x_bwrap for a..e, import, start, burst; docker_a,docker_b,docker_c,docker_e,docker_start (local engine), docker_tcp_a..docker_tcp_start (TCP engine), docker_tcp for those, docker for all ten] [--json out.json] [--timeout s]')
       process.exit(0)
     } else fail(`unknown argument "${arg}"`)
   }

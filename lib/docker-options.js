@@ -225,7 +225,7 @@ function pemOf(value, name) {
   )
 }
 
-/** The options of `DockerSandbox`: those of `@mastra/docker` 0.3.0 and of every Mastra sandbox, and `allowedDomains`/`egressHosts`. */
+/** The options of `DockerSandbox`: those of `@mastra/docker` 0.3.0 and of every Mastra sandbox, and `allowedDomains`/`egressHosts`/`secrets`/`egressCaCertificates`. */
 const DOCKER_SANDBOX_OPTIONS = Object.freeze([
   'id',
   'name',
@@ -260,6 +260,8 @@ const DOCKER_SANDBOX_OPTIONS = Object.freeze([
   'dockerOptions',
   'allowedDomains',
   'egressHosts',
+  'secrets',
+  'egressCaCertificates',
   'instructions',
   'onStart',
   'onStop',

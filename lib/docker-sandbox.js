@@ -7,7 +7,7 @@ const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
+const { NativeSandbox, attach, manageMounts, nativeOf, setSecretsOf } = require('./native-sandbox')
 const { warnUnknownOptions } = require('./unknown-options')
 const { lazy } = require('./lazy')
 
@@ -107,6 +107,8 @@ class DockerSandbox extends NativeSandbox {
       throw new SandboxOptionError(`clone: id ${describe(id)} and sandboxId ${describe(sandboxId)} differ, but a DockerSandbox's id is what finds its container`)
     }
     const given = { ...this.#given }
+    // With the secrets `setSecrets` gave last, if it was called.
+    if (setSecretsOf(this) !== undefined) given.secrets = setSecretsOf(this)
     // A container name is unique on an engine: the clone's comes from its own id (one
     // left to the constructor is generated, and the clone's container is this process's).
     delete given.name

@@ -7,7 +7,7 @@ const { check, describe, egressOptions, instructionsText, readingOptions } = req
 const { checkCommand } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf } = require('./native-sandbox')
+const { NativeSandbox, attach, manageMounts, nativeOf, setSecretsOf } = require('./native-sandbox')
 const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
@@ -60,6 +60,8 @@ const NATIVE_SANDBOX_OPTIONS = Object.freeze([
   'limits',
   'allowedDomains',
   'egressHosts',
+  'secrets',
+  'egressCaCertificates',
   'warmPool',
 ])
 
@@ -235,7 +237,8 @@ class LocalSandbox extends NativeSandbox {
       env: overrides.env ?? inherited.env,
       timeout: inherited.timeout,
       isolation: this.isolation,
-      nativeSandbox: this.#nativeSandbox,
+      // With the secrets `setSecrets` gave last, if it was called.
+      nativeSandbox: this.#nativeSandbox && { ...this.#nativeSandbox, secrets: setSecretsOf(this) ?? this.#nativeSandbox.secrets },
       ...(this.#instructions !== undefined && { instructions: this.#instructions }),
       checkpointName: overrides.checkpointName ?? inherited.checkpointName,
       seedCheckpointName: overrides.seedCheckpointName ?? inherited.seedCheckpointName,

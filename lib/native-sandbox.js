@@ -4,22 +4,25 @@
 // processes, environment and mounts are the same code for both; a backend adds its options,
 // where its processes run, and what it tells about itself.
 const { SandboxOptionError } = require('./errors')
-const { check, describe, readingOptions, updatedEnv } = require('./options')
+const { check, describe, readingOptions, secretsOption, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, ensureRunningFor, startsWithCommand } = require('./process-manager')
 const { LocalMounter, MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
-const { translating } = require('./translate')
+const { translating, translatingSync } = require('./translate')
 
 /** A backend's access to the parts of its sandbox (defined below, where the fields are). */
-let nativeOf, attach, manageMounts
+let nativeOf, setSecretsOf, attach, manageMounts
 
 class NativeSandbox {
+  /** The secrets last set by `setSecrets`, which a clone starts from. */
+  #secrets
   #native
   #lifecycle
   #mounter
 
   static {
     nativeOf = (sandbox) => sandbox.#native
+    setSecretsOf = (sandbox) => sandbox.#secrets
     /** Gives a sandbox being made (or rebuilt) its native sandbox, lifecycle and mounter. */
     attach = (sandbox, { native, lifecycle = sandbox.#lifecycle, mounter = sandbox.#mounter }) => {
       sandbox.#native = native
@@ -211,10 +214,24 @@ class NativeSandbox {
     return { ...this.#native.getEnv() }
   }
 
+  /**
+   * Replaces the sandbox's secrets (`{ NAME: { value, domains } }`, as the `secrets` option)
+   * for new requests and new commands, without a restart; needs a sandbox made with
+   * `secrets` (`{}` for none yet). A secret left out is revoked: its placeholder is worth
+   * nothing from now on. A secret kept keeps its placeholder if its new value has the same
+   * shape (length, prefix, kind of character at each place), so running processes go on
+   * working; otherwise new commands get a new placeholder.
+   */
+  setSecrets(secrets) {
+    const record = secretsOption(secrets, 'setSecrets(secrets)')
+    translatingSync(() => this.#native.setSecrets(record))
+    this.#secrets = record
+  }
+
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
   setOnStart(update) {
     this.#lifecycle.setOnStart(update)
   }
 }
 
-module.exports = { NativeSandbox, nativeOf, attach, manageMounts }
+module.exports = { NativeSandbox, nativeOf, setSecretsOf, attach, manageMounts }

@@ -228,15 +228,79 @@ function updatedEnv(update, current) {
   return { ...check.env(check.returned(update({ ...current }), 'setEnv result'), 'setEnv result') }
 }
 
+/** An environment variable's name, as shells and `env` take it. */
+const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** Variables the egress proxy sets for every command: a secret cannot take their names. */
+const EGRESS_VARIABLES = Object.freeze([
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'NO_PROXY',
+  'no_proxy',
+  'GIT_HTTP_PROXY_AUTHMETHOD',
+  'SSL_CERT_FILE',
+  'NODE_EXTRA_CA_CERTS',
+  'REQUESTS_CA_BUNDLE',
+  'CURL_CA_BUNDLE',
+  'GIT_SSL_CAINFO',
+])
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----/
+
 /**
- * `allowedDomains` and `egressHosts` of `source` (LocalSandbox's `nativeSandbox`, or
- * DockerSandbox's options), each named with `prefix`; their values, and how they go with
- * the other options, are checked natively.
+ * `secrets` (`{ NAME: { value, domains } }`), named `name`: a copy, each name a variable's,
+ * each value a non-empty string without NUL, CR or LF (never shown in a message), each
+ * domain a string (what it names, and whether `allowedDomains` allows it, is checked
+ * natively).
+ */
+function secretsOption(value, name) {
+  return readingOptions(name, () => {
+    const record = check.requiredObject(value, name)
+    const out = {}
+    for (const [variable, secret] of Object.entries(record)) {
+      if (!VARIABLE_NAME.test(variable)) {
+        throw new SandboxOptionError(`${name} has the key ${describe(variable)}, which is not an environment variable's name (letters, digits and _, not starting with a digit)`)
+      }
+      if (EGRESS_VARIABLES.includes(variable)) {
+        throw new SandboxOptionError(`${name}.${variable} takes the name of a variable the egress proxy sets for every command (${EGRESS_VARIABLES.join(', ')})`)
+      }
+      check.requiredObject(secret, `${name}.${variable}`)
+      const { value: real, domains } = secret
+      if (typeof real !== 'string' || real === '' || /[\0\r\n]/.test(real)) {
+        throw new SandboxOptionError(`${name}.${variable}.value must be a non-empty string without NUL, CR or LF, got ${typeof real === 'string' ? 'a string that is empty or holds one of them' : kind(real)}`)
+      }
+      if (!isArray(domains) || domains.length === 0) fail(`${name}.${variable}.domains`, 'a non-empty array of domain names', domains)
+      out[variable] = { value: real, domains: [...check.stringArray(domains, `${name}.${variable}.domains`)] }
+    }
+    return out
+  })
+}
+
+/** `egressCaCertificates`: PEM certificates (their content is checked natively too). */
+function caCertificatesOption(value, name) {
+  const certificates = [...check.stringArray(value, name)]
+  certificates.forEach((pem, i) => {
+    if (!PEM_CERTIFICATE.test(pem)) {
+      throw new SandboxOptionError(`${name}[${i}] must be a PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----), got ${describe(pem)}`)
+    }
+  })
+  return certificates
+}
+
+/**
+ * `allowedDomains`, `egressHosts`, `secrets` and `egressCaCertificates` of `source`
+ * (LocalSandbox's `nativeSandbox`, or DockerSandbox's options), each named with `prefix`;
+ * their values, and how they go with the other options, are checked natively.
  */
 function egressOptions(source, prefix = '') {
   return {
     allowedDomains: source.allowedDomains === undefined ? undefined : [...check.stringArray(source.allowedDomains, `${prefix}allowedDomains`)],
     egressHosts: source.egressHosts === undefined ? undefined : check.env(source.egressHosts, `${prefix}egressHosts`),
+    secrets: source.secrets === undefined ? undefined : secretsOption(source.secrets, `${prefix}secrets`),
+    egressCaCertificates:
+      source.egressCaCertificates === undefined ? undefined : caCertificatesOption(source.egressCaCertificates, `${prefix}egressCaCertificates`),
   }
 }
 
@@ -254,4 +318,4 @@ function validInput(schema, input, toolName) {
   throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
 }
 
-module.exports = { check, describe, egressOptions, isClass, readingOptions, instructionsText, updatedEnv, validInput }
+module.exports = { check, describe, egressOptions, secretsOption, isClass, readingOptions, instructionsText, updatedEnv, validInput }

@@ -12,6 +12,8 @@ use native_workspace_core::isolation::Isolation;
 use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::checkpoint::Checkpoints;
 use native_workspace_core::sandbox::net::EgressOptions;
+
+use crate::local_sandbox::{NativeSecret, secret_specs};
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
@@ -54,6 +56,12 @@ pub struct NativeDockerOptions {
   pub allowed_domains: Option<Vec<String>>,
   /// As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`.
   pub egress_hosts: Option<HashMap<String, String>>,
+  /// As `nativeSandbox.secrets` (needs `allowedDomains` and a local engine); the CA bundle is
+  /// bound into the container at `/.native-workspace-ca-bundle.pem` and over
+  /// `/etc/ssl/certs/ca-certificates.crt`.
+  pub secrets: Option<HashMap<String, NativeSecret>>,
+  /// As `nativeSandbox.egressCaCertificates`.
+  pub egress_ca_certificates: Option<Vec<String>>,
   pub privileged: bool,
   pub memory: Option<i64>,
   pub memory_swap: Option<i64>,
@@ -142,7 +150,13 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
   if let Some(limit) = timeout(options.engine_timeout, "dockerOptions.timeout")? {
     connection.timeout = limit;
   }
-  let egress = EgressOptions::from_given(options.allowed_domains, options.egress_hosts, "")?;
+  let egress = EgressOptions::from_given(
+    options.allowed_domains,
+    options.egress_hosts,
+    options.secrets.map(secret_specs),
+    options.egress_ca_certificates,
+    "",
+  )?;
   let network = match &egress {
     Some(_) => Some(egress_network(options.network, &options.ports)?),
     None => options.network,

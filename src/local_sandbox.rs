@@ -14,7 +14,7 @@ use native_workspace_core::limits::disk::DiskBudget;
 use native_workspace_core::paths::resolve_working_directory;
 use native_workspace_core::sandbox::checkpoint::Checkpoints;
 use native_workspace_core::sandbox::lifecycle::OnStart;
-use native_workspace_core::sandbox::net::EgressOptions;
+use native_workspace_core::sandbox::net::{EgressOptions, SecretBytes, SecretSpec};
 use native_workspace_core::sandbox::pool;
 use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::tools::format;
@@ -60,6 +60,26 @@ pub struct NativeSandboxOptions {
   /// Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
   /// directory. Neither may hold the other.
   pub checkpoints_directory: Option<String>,
+}
+
+/// A secret of `secrets` (keyed by its variable): its real value and domains.
+#[napi(object)]
+pub struct NativeSecret {
+  pub value: String,
+  pub domains: Vec<String>,
+}
+
+/// The secrets for the egress proxy: each value moved to memory of its own, the copy napi
+/// made wiped.
+pub fn secret_specs(secrets: HashMap<String, NativeSecret>) -> Vec<SecretSpec> {
+  secrets
+    .into_iter()
+    .map(|(name, secret)| SecretSpec {
+      name,
+      value: SecretBytes::new(&mut secret.value.into_bytes()),
+      domains: secret.domains,
+    })
+    .collect()
 }
 
 /// `nativeSandbox`: what an isolated sandbox may see and do.
@@ -116,6 +136,17 @@ pub struct NativeSandboxConfig {
   /// internal registry, a local server), which resolved names may not. The names must still
   /// be allowed by `allowedDomains`, which this needs.
   pub egress_hosts: Option<HashMap<String, String>>,
+  /// Secrets the commands use without ever seeing them (needs `allowedDomains`, which must
+  /// allow each of their domains): each is a variable whose value in the commands is a
+  /// placeholder of the same length and shape, replaced by the egress proxy with the real
+  /// value only in HTTPS requests to the secret's domains (`name` or `name:port`), which it
+  /// intercepts with a CA of the sandbox's own that the commands trust. A placeholder seen
+  /// anywhere else is refused (`403`, named in stderr as `blocked by nativeSandbox.secrets`).
+  /// See docs/secrets.md.
+  pub secrets: Option<HashMap<String, NativeSecret>>,
+  /// PEM certificates the egress proxy trusts, besides the system's roots, for the
+  /// destinations of the requests it brokers (a private registry's CA).
+  pub egress_ca_certificates: Option<Vec<String>>,
   /// How many sandboxes of this kind to keep started ahead of need, so that a new sandbox's
   /// first command does not wait for its own start (default: the `NATIVE_WORKSPACE_WARM_POOL`
   /// environment variable; else one kept from the first start of its kind on for the next
@@ -386,6 +417,8 @@ pub fn sandbox_policy(workspace: PathBuf, config: NativeSandboxConfig) -> Result
     mounts: Vec::new(),
     protected_paths,
     protect_missing_paths: config.protect_missing_paths.unwrap_or(false),
+    // Set by the sandbox, which makes it with its secrets.
+    trust_bundle: None,
   })
 }
 
@@ -502,6 +535,8 @@ impl NativeLocalSandbox {
     let egress = EgressOptions::from_given(
       config.allowed_domains.take(),
       config.egress_hosts.take(),
+      config.secrets.take().map(secret_specs),
+      config.egress_ca_certificates.take(),
       "nativeSandbox.",
     )
     .map_err(sync_error)?;
@@ -796,6 +831,15 @@ impl NativeLocalSandbox {
   #[napi(catch_unwind)]
   pub fn set_env(&self, env: HashMap<String, String>) {
     self.inner.set_env(env.into_iter().collect());
+  }
+
+  /// Replaces the sandbox's secrets for new requests and new commands (see docs/secrets.md).
+  #[napi(catch_unwind)]
+  pub fn set_secrets(&self, secrets: HashMap<String, NativeSecret>) -> napi::Result<(), ErrorCode> {
+    self
+      .inner
+      .set_secrets(secret_specs(secrets))
+      .map_err(sync_error)
   }
 
   #[napi(catch_unwind)]

@@ -87,6 +87,7 @@ fn policy() -> impl Strategy<Value = SandboxPolicy> {
         protect_missing_paths,
         tmp_dir: None,
         mounts: Vec::new(),
+        trust_bundle: None,
       },
     )
 }

@@ -25,7 +25,9 @@ use futures_util::StreamExt;
 use native_workspace_core::init::channel::{KeeperDoor, Key};
 use native_workspace_core::init::outside::{ContainerEngine, HostFuture};
 use native_workspace_core::init::{Init, REFUSE_SET_ID_ARG};
-use native_workspace_core::isolation::{BindMount, KEEPER_INSIDE};
+use native_workspace_core::isolation::{
+  BindMount, KEEPER_INSIDE, SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE,
+};
 use native_workspace_core::sandbox::container::ContainerHost;
 use native_workspace_core::sandbox::lifecycle::StartOutcome;
 use native_workspace_core::sync::Lock;
@@ -147,6 +149,8 @@ pub struct DockerHost {
   started: std::sync::Mutex<Option<Started>>,
   /// A workspace's filesystems, bound at the container's creation.
   binds: std::sync::Mutex<Vec<BindMount>>,
+  /// The CA bundle of a sandbox with secrets, bound at the container's creation.
+  trust_bundle: std::sync::Mutex<Option<PathBuf>>,
   /// Set when this host started the container, until its next connection: its keeper has
   /// no key yet and nothing else runs in it, so that connection gives it the key.
   gives_key: std::sync::atomic::AtomicBool,
@@ -160,6 +164,7 @@ impl DockerHost {
       docker: tokio::sync::OnceCell::new(),
       started: std::sync::Mutex::new(None),
       binds: std::sync::Mutex::new(Vec::new()),
+      trust_bundle: std::sync::Mutex::new(None),
       gives_key: std::sync::atomic::AtomicBool::new(false),
     }
   }
@@ -573,6 +578,12 @@ impl DockerHost {
         &workspace.destination.to_string_lossy(),
         workspace.read_only,
       ));
+    }
+    // Over the image's usual bundle (made if it has none) and at a path of its own.
+    if let Some(bundle) = self.trust_bundle.locked().as_ref() {
+      for target in [TRUST_BUNDLE_INSIDE, SYSTEM_BUNDLES[0]] {
+        mounts.push(bind(bundle, target, true));
+      }
     }
     let api = self.docker.get().map(engine_api);
     for mount in &mut mounts[keepers..] {
@@ -1194,6 +1205,16 @@ impl ContainerHost for DockerHost {
 
   fn snapshot(&self) -> HostFuture<'_, ()> {
     Box::pin(self.snapshot_now())
+  }
+
+  fn set_trust_bundle(&self, bundle: &Path) -> Result<()> {
+    if !self.connection.is_local() {
+      return Err(CoreError::InvalidOption(
+        "secrets need a local Docker engine (unix socket): the sandbox's CA certificate is bound into the container from this host".into(),
+      ));
+    }
+    *self.trust_bundle.locked() = Some(bundle.to_path_buf());
+    Ok(())
   }
 
   fn set_binds(&self, binds: Vec<BindMount>) -> Result<()> {

@@ -11,6 +11,10 @@
 //! - IP literals are refused in every spelling; names are resolved here, once, and only public
 //!   addresses are dialled unless [`ProxyConfig::allow_private_destinations`] says otherwise.
 //!
+//! - with a [`Broker`] ([`ProxyConfig::broker`]): a CONNECT to a destination that a secret is
+//!   bound to is intercepted, and the secret's placeholder replaced by its value there; a
+//!   placeholder anywhere else is refused (see the `broker` module).
+//!
 //! Refusals get `403 Forbidden` with a text naming the destination and the reason, a `tracing`
 //! record (target [`LOG_TARGET`]: sandbox id, destination, reason), and an entry in the proxy's
 //! bounded records so a command's result can name what was blocked: under the command's
@@ -37,12 +41,14 @@
 //! DNS from inside the sandbox has nowhere to go (no resolver is reachable in the namespace),
 //! nor has UDP or IPv6: only the proxy's TCP endpoint exists.
 
+mod broker;
 mod http;
 mod policy;
 mod proxy;
 mod resolve;
 mod tls;
 
+pub use broker::{Binding, Broker, BrokerError, SecretBytes, SecretSpec};
 pub use policy::{Denial, EntryProblem, HostError, Policy, PolicyError, WEB_PORTS, normalize_host};
 pub use proxy::{Attribution, Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
 pub use resolve::{BoxFuture, PinnedResolver, Resolve, StaticResolver, SystemResolver, is_public};

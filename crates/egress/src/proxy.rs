@@ -19,6 +19,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, timeout};
 
+use crate::broker::Broker;
+use crate::broker::intercept::{self, Interception};
 use crate::http::{self, AuthorityError, Head, HeadError, TargetError};
 use crate::policy::{Denial, Policy, normalize_host};
 use crate::resolve::{Resolve, SystemResolver, is_public};
@@ -64,6 +66,10 @@ pub struct ProxyConfig {
   /// Distinct blocked destinations remembered until taken, per [`Attribution`] and for the
   /// rest; the oldest make room.
   pub max_blocked_records: usize,
+  /// The sandbox's secrets: TLS to a destination with a bound secret is intercepted there,
+  /// and any request carrying a placeholder elsewhere refused (see [`Broker`]). Without one,
+  /// no request is looked into.
+  pub broker: Option<Arc<Broker>>,
 }
 
 impl Default for ProxyConfig {
@@ -77,6 +83,7 @@ impl Default for ProxyConfig {
       idle_timeout: Duration::from_secs(300),
       allow_private_destinations: false,
       max_blocked_records: 64,
+      broker: None,
     }
   }
 }
@@ -101,6 +108,20 @@ pub enum Reason {
   PrivateAddress {
     address: IpAddr,
   },
+  /// A request carrying the placeholder of a secret not bound to its destination.
+  UnboundPlaceholder {
+    variable: String,
+  },
+}
+
+impl Reason {
+  /// The option whose rule refused: `allowedDomains`, or `secrets` for a placeholder.
+  pub fn option(&self) -> &'static str {
+    match self {
+      Reason::UnboundPlaceholder { .. } => "secrets",
+      _ => "allowedDomains",
+    }
+  }
 }
 
 impl fmt::Display for Reason {
@@ -124,6 +145,10 @@ impl fmt::Display for Reason {
       Reason::PrivateAddress { address } => write!(
         f,
         "the name resolves to {address}, a loopback, private or link-local address"
+      ),
+      Reason::UnboundPlaceholder { variable } => write!(
+        f,
+        "the request carries the placeholder of {variable}, whose secret is not bound to this destination (nor sent over plain HTTP)"
       ),
     }
   }
@@ -396,7 +421,7 @@ impl Proxy {
   /// Serves one accepted connection of any kind to its end, within the connection cap.
   pub async fn serve<S>(&self, mut stream: S)
   where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
   {
     let Ok(_permit) = self.inner.slots.try_acquire() else {
       let _ = timeout(
@@ -411,7 +436,7 @@ impl Proxy {
 
   async fn handle<S>(&self, client: S)
   where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
   {
     let activity = Arc::new(Activity::new());
     let mut client = Watched::new(client, activity.clone());
@@ -420,7 +445,16 @@ impl Proxy {
       token: None,
     };
     let refusal = match self.exchange(&mut client, &activity, &mut progress).await {
-      Ok(()) => return,
+      Ok(None) => return,
+      Ok(Some(plan)) => {
+        if let Some(broker) = &self.inner.config.broker {
+          let serving = intercept::serve(self, broker.clone(), client, plan);
+          let _ = activity
+            .bound(self.inner.config.idle_timeout, serving)
+            .await;
+        }
+        return;
+      }
       Err(refusal) => refusal,
     };
     let (status, message) = match refusal {
@@ -460,7 +494,7 @@ impl Proxy {
     client: &mut Watched<S>,
     activity: &Arc<Activity>,
     progress: &mut Progress,
-  ) -> Result<(), Refusal>
+  ) -> Result<Option<Interception>, Refusal>
   where
     S: AsyncRead + AsyncWrite + Unpin + Send,
   {
@@ -483,11 +517,12 @@ impl Proxy {
     let rest = buffer.split_off(head.length);
     progress.token = head.proxy_user();
     if head.method.eq_ignore_ascii_case("CONNECT") {
-      self
-        .tunnel(client, activity, head, rest, &mut progress.answerable)
-        .await
+      self.tunnel(client, activity, head, rest, progress).await
     } else {
-      self.forward(client, activity, head, rest).await
+      self
+        .forward(client, activity, head, rest)
+        .await
+        .map(|()| None)
     }
   }
 
@@ -546,20 +581,11 @@ impl Proxy {
   }
 
   async fn connect(&self, addresses: &[SocketAddr]) -> io::Result<TcpStream> {
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for address in addresses {
-      match timeout(
-        self.inner.config.connect_timeout,
-        TcpStream::connect(address),
-      )
-      .await
-      {
-        Ok(Ok(stream)) => return Ok(stream),
-        Ok(Err(error)) => last = error,
-        Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"),
-      }
-    }
-    Err(last)
+    connect(addresses, self.inner.config.connect_timeout).await
+  }
+
+  pub(crate) fn config(&self) -> &ProxyConfig {
+    &self.inner.config
   }
 
   async fn tunnel<S>(
@@ -568,8 +594,8 @@ impl Proxy {
     activity: &Arc<Activity>,
     head: Head,
     mut rest: Vec<u8>,
-    answerable: &mut bool,
-  ) -> Result<(), Refusal>
+    progress: &mut Progress,
+  ) -> Result<Option<Interception>, Refusal>
   where
     S: AsyncRead + AsyncWrite + Unpin + Send,
   {
@@ -600,7 +626,7 @@ impl Proxy {
     .map_err(|_| Refusal::Close)?
     .map_err(|_| Refusal::Close)?;
     // From here on the client expects TLS bytes: a refusal can only close the tunnel.
-    *answerable = false;
+    progress.answerable = false;
 
     let hello = timeout(
       self.inner.config.handshake_timeout,
@@ -627,6 +653,17 @@ impl Proxy {
       Hello::NotTls | Hello::Malformed => return Err(block(Reason::NotTls)),
       Hello::Incomplete => return Err(Refusal::Close),
     }
+    if let Some(broker) = &self.inner.config.broker
+      && broker.intercepts(&host, port)
+    {
+      return Ok(Some(Interception {
+        host,
+        port,
+        addresses,
+        rest,
+        token: progress.token.clone(),
+      }));
+    }
 
     let sandbox = &self.inner.config.sandbox_id;
     let server = match self.connect(&addresses).await {
@@ -645,7 +682,7 @@ impl Proxy {
         .await
     };
     let _ = activity.bound(self.inner.config.idle_timeout, relay).await;
-    Ok(())
+    Ok(None)
   }
 
   async fn forward<S>(
@@ -693,6 +730,22 @@ impl Proxy {
         },
       });
     }
+    // A real value never goes in clear: a placeholder in plain HTTP is never replaced, and
+    // refused so the command is told.
+    if let Some(broker) = &self.inner.config.broker {
+      let texts = std::iter::once(head.target.as_bytes()).chain(
+        head
+          .headers
+          .iter()
+          .flat_map(|(name, value)| [name.as_bytes(), value.as_slice()]),
+      );
+      if let Some(variable) = broker.placeholder_in(texts) {
+        return Err(Refusal::Block {
+          destination,
+          reason: Reason::UnboundPlaceholder { variable },
+        });
+      }
+    }
     let body = body_framing(&head)?;
     let addresses = self.resolve(&host, port).await?;
     let server = self.connect(&addresses).await.map_err(|error| {
@@ -737,7 +790,7 @@ impl Proxy {
   }
 
   /// Records a refusal under the attribution of `token`, or as unattributed.
-  fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
+  pub(crate) fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
     let sandbox = &self.inner.config.sandbox_id;
     tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %reason, "egress blocked");
     let mut records = self.records();
@@ -757,6 +810,19 @@ impl Proxy {
   }
 }
 
+/// A connection to the first of `addresses` that answers.
+pub(crate) async fn connect(addresses: &[SocketAddr], deadline: Duration) -> io::Result<TcpStream> {
+  let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+  for address in addresses {
+    match timeout(deadline, TcpStream::connect(address)).await {
+      Ok(Ok(stream)) => return Ok(stream),
+      Ok(Err(error)) => last = error,
+      Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"),
+    }
+  }
+  Err(last)
+}
+
 fn nonempty(addresses: Vec<SocketAddr>, host: &str) -> Result<Vec<SocketAddr>, Refusal> {
   if addresses.is_empty() {
     return Err(Refusal::Answer(
@@ -772,7 +838,7 @@ fn destination_text(host: &str, port: u16) -> String {
 }
 
 /// Client-chosen text made safe to log and to echo: printable ASCII, bounded.
-fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
   let mut out: String = text
     .chars()
     .take(MAX_DESTINATION_TEXT)
@@ -879,7 +945,7 @@ fn body_framing(head: &Head) -> Result<Body, Refusal> {
 }
 
 /// Headers that concern one connection only (RFC 9110, section 7.6.1), never forwarded.
-const HOP_BY_HOP: [&str; 8] = [
+pub(crate) const HOP_BY_HOP: [&str; 8] = [
   "connection",
   "proxy-connection",
   "keep-alive",
@@ -1026,7 +1092,7 @@ impl Activity {
 }
 
 /// A stream that reports its reads and writes to an [`Activity`].
-struct Watched<S> {
+pub(crate) struct Watched<S> {
   inner: S,
   activity: Arc<Activity>,
 }

@@ -257,7 +257,24 @@ pub struct SandboxPolicy {
   /// Also block the creation of the protected paths missing at the start, with
   /// placeholders that show inside and on the host while the sandbox runs.
   pub protect_missing_paths: bool,
+  /// The host file holding the system's CA certificates and the sandbox's own (a sandbox
+  /// with secrets, see `sandbox::net`): bound read-only at [`TRUST_BUNDLE_INSIDE`] and over
+  /// each of [`SYSTEM_BUNDLES`] the host has, so clients that read either trust it.
+  pub trust_bundle: Option<PathBuf>,
 }
+
+/// Where a sandbox with secrets finds its CA bundle (`SSL_CERT_FILE` and the like).
+pub const TRUST_BUNDLE_INSIDE: &str = "/.native-workspace-ca-bundle.pem";
+
+/// Where distributions keep the bundle of CA certificates that TLS clients read by default
+/// (Debian and Alpine, the BSD-style link, Fedora-style names, Arch), under the system paths
+/// a sandbox sees.
+pub const SYSTEM_BUNDLES: &[&str] = &[
+  "/etc/ssl/certs/ca-certificates.crt",
+  "/etc/ssl/cert.pem",
+  "/etc/ssl/certs/ca-bundle.crt",
+  "/etc/ca-certificates/extracted/tls-ca-bundle.pem",
+];
 
 /// Read-only system paths every sandbox gets: programs, libraries, and the few files in
 /// `/etc` that name resolution, users and TLS need. Nothing of `/home`, `/root`, `/run`.
@@ -639,6 +656,7 @@ impl SandboxPolicy {
     args.extend(["--proc", "/proc", "--dev", "/dev"].map(std::ffi::OsString::from));
     let mut binds = self.system_binds(keeper);
     binds.extend(bind_args(others));
+    binds.extend(self.trust_binds());
     binds.extend(self.extra_args.iter().map(std::ffi::OsString::from));
     // Last, so no bind above can open a protected path up again.
     binds.extend(bind_args(&protection.binds()));
@@ -688,7 +706,9 @@ impl SandboxPolicy {
   /// them at a launch, and would be attached over them).
   pub fn fits_slot(&self) -> bool {
     let system = self.system_paths();
+    // The trust bundle is bound over system files, which a slot has bound already.
     self.extra_args.is_empty()
+      && self.trust_bundle.is_none()
       && !system.iter().any(|path| path.starts_with("/tmp"))
       && self.tenant_binds().iter().all(|bind| {
         !bind.destination.starts_with(KEEPER_INSIDE)
@@ -756,6 +776,27 @@ impl SandboxPolicy {
     }
     bind("--ro-bind", keeper, Path::new(KEEPER_INSIDE));
     binds
+  }
+
+  /// The trust bundle's binds: at its own path, and over the system's bundles that are files
+  /// here (a link among them leads to one of them, or out of what the sandbox sees).
+  fn trust_binds(&self) -> Vec<std::ffi::OsString> {
+    let Some(bundle) = &self.trust_bundle else {
+      return Vec::new();
+    };
+    let overlaid = SYSTEM_BUNDLES
+      .iter()
+      .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()));
+    std::iter::once(&TRUST_BUNDLE_INSIDE)
+      .chain(overlaid)
+      .flat_map(|destination| {
+        [
+          "--ro-bind".into(),
+          bundle.clone().into(),
+          std::ffi::OsString::from(destination),
+        ]
+      })
+      .collect()
   }
 
   /// What the sandbox shows of its tenant, in the order it is bound: its `/tmp`, then the
@@ -972,6 +1013,7 @@ mod tests {
       mounts: vec![],
       protected_paths: vec![],
       protect_missing_paths: false,
+      trust_bundle: None,
     }
   }
 

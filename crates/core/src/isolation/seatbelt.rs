@@ -141,6 +141,7 @@ mod tests {
       mounts: vec![],
       protected_paths: vec![PathBuf::from(".git/hooks")],
       protect_missing_paths: false,
+      trust_bundle: None,
     }
   }
 

@@ -3,6 +3,8 @@
 //! job; commands, their supervision, output and tracking are the [`crate::sandbox::Sandbox`]'s,
 //! exactly as for a local sandbox.
 
+use std::path::Path;
+
 use crate::error::Result;
 use crate::init::Init;
 use crate::init::outside::{ContainerEngine, HostFuture};
@@ -29,6 +31,9 @@ pub trait ContainerHost: ContainerEngine {
   /// Sets the host directories bound into the container when it is created (a
   /// workspace's filesystems); refused once this sandbox's container exists with others.
   fn set_binds(&self, binds: Vec<BindMount>) -> Result<()>;
+  /// Binds `bundle` (a host file of CA certificates) read-only into the container when it
+  /// is created, at `isolation::TRUST_BUNDLE_INSIDE` and over the system's usual bundle.
+  fn set_trust_bundle(&self, bundle: &Path) -> Result<()>;
   /// The engine's description of the started container as JSON; `None` before a start.
   fn inspect(&self) -> HostFuture<'_, Option<String>>;
 }

@@ -259,6 +259,14 @@ impl Sandbox {
         Some(Egress::new(&options.id, egress)?)
       }
     };
+    let mut policy = options.policy;
+    if let Some(bundle) = egress.as_ref().and_then(Egress::trust_bundle) {
+      match (&options.container, &mut policy) {
+        (Some(container), _) => container.set_trust_bundle(bundle)?,
+        (None, Some(policy)) => policy.trust_bundle = Some(bundle.to_path_buf()),
+        (None, None) => {}
+      }
+    }
     Ok(Arc::new_cyclic(|me| Sandbox {
       me: me.clone(),
       id: options.id.clone(),
@@ -267,7 +275,7 @@ impl Sandbox {
       overlay_env: Mutex::new(BTreeMap::new()),
       timeout: options.timeout,
       isolation: options.isolation,
-      policy: options.policy,
+      policy,
       limits: options.limits,
       keeper: options.keeper,
       own_files: options.own_files,
@@ -382,6 +390,17 @@ impl Sandbox {
 
   pub fn env_overlay(&self) -> BTreeMap<String, String> {
     self.overlay_env.locked().clone()
+  }
+
+  /// Replaces the sandbox's secrets, for new requests and new commands (see
+  /// `net::Egress::set_secrets`); no restart.
+  pub fn set_secrets(&self, secrets: Vec<native_workspace_egress::SecretSpec>) -> Result<()> {
+    match &self.egress {
+      Some(egress) => egress.set_secrets(secrets),
+      None => Err(CoreError::InvalidOption(
+        "setSecrets needs a sandbox made with secrets (and allowedDomains)".into(),
+      )),
+    }
   }
 
   /// The moment of a call made now: a stop asked for after it ends what it asks for (see

@@ -10,6 +10,10 @@
 //!   `HTTP_PROXY`/`HTTPS_PROXY` (and the lower-case forms) pointing at it, with a token of
 //!   their own as credentials so its refusals are told apart; the namespace has no other way
 //!   out, so DNS, UDP, raw addresses and IPv6 lead nowhere;
+//! - secrets (`secrets`): the proxy's [`Broker`] keeps their values; the commands get their
+//!   placeholders, and trust the sandbox's CA through a bundle of it and the system's roots
+//!   ([`TrustBundle`]), which the sandbox sees at `isolation::TRUST_BUNDLE_INSIDE` and over
+//!   the system's own bundles;
 //! - ports: a listener on the host's `127.0.0.1:<ephemeral>`; each connection it accepts
 //!   is spliced to a socket connected to `127.0.0.1:<port>` (or `[::1]:<port>`) inside.
 
@@ -17,27 +21,36 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use native_workspace_egress::{
-  Attribution, PinnedResolver, Policy, Proxy, ProxyConfig, normalize_host,
+  Attribution, Broker, BrokerError, PinnedResolver, Policy, Proxy, ProxyConfig, normalize_host,
 };
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::error::{CoreError, Result};
 use crate::init::Init;
+use crate::isolation::{SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE};
 use crate::sync::Lock;
+
+pub use native_workspace_egress::{SecretBytes, SecretSpec};
 
 /// The running init of a sandbox, shared with what outlives one (its forwarded ports).
 pub type InitSlot = Mutex<Option<Arc<Init>>>;
 
-/// What `allowedDomains` and `egressHosts` say, as given.
-#[derive(Debug, Clone, Default)]
+/// What `allowedDomains`, `egressHosts`, `secrets` and `egressCaCertificates` say, as given.
+#[derive(Debug, Default)]
 pub struct EgressOptions {
   pub allowed_domains: Vec<String>,
   /// Names pinned to addresses: (name, address) as given.
   pub hosts: Vec<(String, String)>,
+  /// `secrets`, if given (even empty: `setSecrets` can add some later).
+  pub secrets: Option<Vec<SecretSpec>>,
+  /// `egressCaCertificates`: PEM roots trusted, besides the system's, for the destinations
+  /// of intercepted requests.
+  pub ca_certificates: Vec<String>,
   /// Where the options sit, for messages: `nativeSandbox.` for a LocalSandbox, nothing
   /// for a DockerSandbox, whose options are top-level.
   pub prefix: &'static str,
@@ -49,17 +62,29 @@ impl EgressOptions {
   pub fn from_given(
     allowed_domains: Option<Vec<String>>,
     egress_hosts: Option<impl IntoIterator<Item = (String, String)>>,
+    secrets: Option<Vec<SecretSpec>>,
+    ca_certificates: Option<Vec<String>>,
     prefix: &'static str,
   ) -> Result<Option<EgressOptions>> {
     let hosts: Vec<_> = egress_hosts.into_iter().flatten().collect();
+    let ca_certificates = ca_certificates.unwrap_or_default();
     match allowed_domains {
       Some(allowed_domains) => Ok(Some(EgressOptions {
         allowed_domains,
         hosts,
+        secrets,
+        ca_certificates,
         prefix,
       })),
       None if !hosts.is_empty() => Err(CoreError::InvalidOption(format!(
         "{prefix}egressHosts needs {prefix}allowedDomains: it tells the egress proxy where allowed names are"
+      ))),
+      // Brokering needs every request to go through the proxy, as only an allowlist makes it.
+      None if secrets.is_some() => Err(CoreError::InvalidOption(format!(
+        "{prefix}secrets needs {prefix}allowedDomains: secrets are brokered by the egress proxy, which an allowlist puts on every request (list each secret's domains there)"
+      ))),
+      None if !ca_certificates.is_empty() => Err(CoreError::InvalidOption(format!(
+        "{prefix}egressCaCertificates needs {prefix}allowedDomains and {prefix}secrets: the egress proxy verifies destinations only for the requests it brokers"
       ))),
       None => Ok(None),
     }
@@ -84,6 +109,8 @@ pub struct Egress {
   serving: Mutex<Option<AbortOnDrop>>,
   /// [`EgressOptions::prefix`].
   prefix: &'static str,
+  /// With `secrets`: their broker, and the CA bundle the sandbox trusts.
+  secrets: Option<(Arc<Broker>, TrustBundle)>,
 }
 
 impl Egress {
@@ -105,8 +132,28 @@ impl Egress {
       })?;
       pins.push((normalized, ip));
     }
+    if options.secrets.is_none() && !options.ca_certificates.is_empty() {
+      return Err(CoreError::InvalidOption(format!(
+        "{prefix}egressCaCertificates needs {prefix}secrets: the egress proxy verifies destinations only for the requests it brokers"
+      )));
+    }
+    // Only a sandbox with secrets pays for a CA and the TLS settings.
+    let secrets = match options.secrets {
+      None => None,
+      Some(secrets) => {
+        let broker =
+          Broker::new(sandbox_id, &options.ca_certificates).map_err(|e| broker_error(prefix, e))?;
+        check_secrets(&policy, &secrets, prefix)?;
+        broker
+          .set_secrets(secrets)
+          .map_err(|e| broker_error(prefix, e))?;
+        let bundle = TrustBundle::write(broker.ca_certificate_pem())?;
+        Some((Arc::new(broker), bundle))
+      }
+    };
     let config = ProxyConfig {
       sandbox_id: sandbox_id.to_owned(),
+      broker: secrets.as_ref().map(|(broker, _)| broker.clone()),
       ..ProxyConfig::default()
     };
     let resolver = Arc::new(PinnedResolver::new(pins));
@@ -115,7 +162,32 @@ impl Egress {
       port: AtomicU16::new(0),
       serving: Mutex::new(None),
       prefix,
+      secrets,
     })
+  }
+
+  /// The host file of the CA bundle the sandbox trusts, if it has secrets.
+  pub fn trust_bundle(&self) -> Option<&Path> {
+    self
+      .secrets
+      .as_ref()
+      .map(|(_, bundle)| bundle.file.as_path())
+  }
+
+  /// Replaces the sandbox's secrets for the requests and commands from now on (see
+  /// [`Broker::set_secrets`]); needs a sandbox made with `secrets`.
+  pub fn set_secrets(&self, secrets: Vec<SecretSpec>) -> Result<()> {
+    let prefix = self.prefix;
+    let Some((broker, _)) = &self.secrets else {
+      return Err(CoreError::InvalidOption(format!(
+        "setSecrets needs a sandbox made with {prefix}secrets (give {{}} to start with none): only then does it trust a CA of its own"
+      )));
+    };
+    check_secrets(self.proxy.policy(), &secrets, prefix)?;
+    broker
+      .set_secrets(secrets)
+      .map(drop)
+      .map_err(|e| broker_error(prefix, e))
   }
 
   /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until
@@ -181,6 +253,103 @@ impl Egress {
   }
 }
 
+/// Refuses a secret bound to a destination the allowlist does not allow, naming both.
+fn check_secrets(policy: &Policy, secrets: &[SecretSpec], prefix: &str) -> Result<()> {
+  for secret in secrets {
+    let bindings =
+      Broker::bindings(&secret.name, &secret.domains).map_err(|e| broker_error(prefix, e))?;
+    for (index, binding) in bindings.iter().enumerate() {
+      if policy
+        .check_normalized(&binding.host, binding.tls_port())
+        .is_err()
+      {
+        let name = &secret.name;
+        let domain = &secret.domains[index];
+        return Err(CoreError::InvalidOption(format!(
+          "{prefix}secrets.{name}.domains[{index}] ({domain:?}) is not allowed by {prefix}allowedDomains: add {domain:?} there too"
+        )));
+      }
+    }
+  }
+  Ok(())
+}
+
+/// A broker's error, named as the options are.
+fn broker_error(prefix: &str, error: BrokerError) -> CoreError {
+  match error {
+    BrokerError::Authority(_) => CoreError::io(
+      "Making the sandbox's certificate authority failed",
+      io::Error::other(error.to_string()),
+    ),
+    _ => CoreError::InvalidOption(format!("{prefix}{error}")),
+  }
+}
+
+/// The CA bundle a sandbox with secrets trusts: the system's certificates (as the sandbox
+/// sees them, from the host's bundle) and the sandbox's CA, in a host directory of its own,
+/// removed with it. Only certificates: nothing in it is secret.
+pub struct TrustBundle {
+  dir: PathBuf,
+  file: PathBuf,
+}
+
+impl TrustBundle {
+  fn write(ca_pem: &str) -> Result<TrustBundle> {
+    use std::hash::{BuildHasher, RandomState};
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let failed = |e| CoreError::io("Writing the sandbox's CA bundle failed", e);
+    let mut text = SYSTEM_BUNDLES
+      .iter()
+      .find_map(|path| std::fs::read_to_string(path).ok())
+      .unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+      text.push('\n');
+    }
+    text.push_str(ca_pem);
+    // A new directory of a name no one can foresee (creating it fails on anything already
+    // there, a link included); readable by the sandbox's user, whoever that is.
+    let name = format!(
+      "native-workspace-ca-{}-{:016x}",
+      std::process::id(),
+      RandomState::new().hash_one(ca_pem)
+    );
+    let dir = std::env::temp_dir().join(name);
+    std::fs::DirBuilder::new()
+      .mode(0o755)
+      .create(&dir)
+      .map_err(failed)?;
+    let bundle = TrustBundle {
+      file: dir.join("ca-bundle.pem"),
+      dir,
+    };
+    std::fs::OpenOptions::new()
+      .write(true)
+      .create_new(true)
+      .mode(0o444)
+      .open(&bundle.file)
+      .and_then(|mut file| file.write_all(text.as_bytes()))
+      .map_err(failed)?;
+    Ok(bundle)
+  }
+}
+
+impl Drop for TrustBundle {
+  fn drop(&mut self) {
+    let _ = std::fs::remove_dir_all(&self.dir);
+  }
+}
+
+/// The variables naming the CA bundle for the clients that read one: OpenSSL (and what uses
+/// it: Python, Ruby, wget), Node, Python's requests (pip), curl and git.
+const TRUST_VARIABLES: [&str; 5] = [
+  "SSL_CERT_FILE",
+  "NODE_EXTRA_CA_CERTS",
+  "REQUESTS_CA_BUNDLE",
+  "CURL_CA_BUNDLE",
+  "GIT_SSL_CAINFO",
+];
+
 /// One command's way through its sandbox's egress proxy.
 pub struct CommandEgress<'a> {
   egress: &'a Egress,
@@ -200,7 +369,7 @@ impl CommandEgress<'_> {
       self.egress.port.load(Ordering::Acquire)
     );
     let direct = "localhost,127.0.0.1,::1".to_owned();
-    vec![
+    let mut env = vec![
       ("HTTP_PROXY".into(), url.clone()),
       ("HTTPS_PROXY".into(), url.clone()),
       ("http_proxy".into(), url.clone()),
@@ -208,7 +377,14 @@ impl CommandEgress<'_> {
       ("GIT_HTTP_PROXY_AUTHMETHOD".into(), "basic".into()),
       ("NO_PROXY".into(), direct.clone()),
       ("no_proxy".into(), direct),
-    ]
+    ];
+    if let Some((broker, _)) = &self.egress.secrets {
+      env.extend(broker.placeholders());
+      env.extend(
+        TRUST_VARIABLES.map(|variable| (variable.to_owned(), TRUST_BUNDLE_INSIDE.to_owned())),
+      );
+    }
+    env
   }
 
   /// What the proxy refused for this command, and for no command being waited for, since
@@ -222,7 +398,10 @@ impl CommandEgress<'_> {
     let prefix = self.egress.prefix;
     let lines: Vec<String> = blocked
       .iter()
-      .map(|entry| format!("native-workspace: blocked by {prefix}allowedDomains: {entry}\n"))
+      .map(|entry| {
+        let option = entry.reason.option();
+        format!("native-workspace: blocked by {prefix}{option}: {entry}\n")
+      })
       .collect();
     Some(lines.concat())
   }

@@ -1,0 +1,408 @@
+//! A CONNECT tunnel to a host with a bound secret, opened here: the client's TLS ends at a
+//! certificate of the sandbox's CA, each request is judged and rewritten, then sent on over a
+//! TLS connection of the proxy's own to the destination.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+use super::Broker;
+use super::substitute::{self, Unfit};
+use crate::http::parse_authority;
+use crate::policy::normalize_host;
+use crate::proxy::{self, LOG_TARGET, Proxy, Reason};
+
+/// What the proxy knows of a tunnel it hands over for interception.
+pub(crate) struct Interception {
+  /// Normalized, as allowed and as the ClientHello named it.
+  pub host: String,
+  pub port: u16,
+  pub addresses: Vec<SocketAddr>,
+  /// The ClientHello and whatever followed it, read already.
+  pub rest: Vec<u8>,
+  /// The command's attribution token, for the refusals.
+  pub token: Option<String>,
+}
+
+type Body = Either<Incoming, Full<Bytes>>;
+type UpstreamClient = Client<HttpsConnector<Pinned>, Incoming>;
+
+/// Serves the intercepted tunnel until it ends. A client that does not accept the sandbox's
+/// certificate ends the handshake, and nothing is sent to the destination.
+pub(crate) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, plan: Interception)
+where
+  S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+  let config = proxy.config();
+  let sandbox = &config.sandbox_id;
+  let destination = format!("{}:{}", plan.host, plan.port);
+  let tls = match broker.authority.server_config(&plan.host) {
+    Ok(tls) => tls,
+    Err(error) => {
+      tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %error, "egress interception failed");
+      return;
+    }
+  };
+  let replayed = Rewind {
+    prefix: plan.rest,
+    read: 0,
+    inner: client,
+  };
+  let accepted = timeout(
+    config.handshake_timeout,
+    tokio_rustls::TlsAcceptor::from(tls).accept(replayed),
+  )
+  .await;
+  let stream = match accepted {
+    Ok(Ok(stream)) => stream,
+    Ok(Err(error)) => {
+      tracing::debug!(target: LOG_TARGET, %sandbox, %destination, %error, "egress client refused the sandbox certificate");
+      return;
+    }
+    Err(_) => return,
+  };
+  tracing::debug!(target: LOG_TARGET, %sandbox, %destination, "egress intercepted tunnel");
+  let (relays, mut relayed) = mpsc::unbounded_channel();
+  let exchange = Arc::new(Exchange {
+    proxy: proxy.clone(),
+    upstream: Upstream::new(&broker, plan.addresses, config.connect_timeout),
+    broker,
+    host: plan.host,
+    port: plan.port,
+    destination,
+    token: plan.token,
+    relays,
+  });
+  let service = service_fn(move |request| {
+    let exchange = exchange.clone();
+    async move { Ok::<_, Infallible>(exchange.handle(request).await) }
+  });
+  let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+  let _ = builder
+    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+    .await;
+  // WebSocket relays outlive the exchange that upgraded them, not the tunnel.
+  while let Some(relay) = relayed.recv().await {
+    let _ = relay.await;
+  }
+}
+
+/// One intercepted tunnel's requests.
+struct Exchange {
+  proxy: Proxy,
+  broker: Arc<Broker>,
+  upstream: Upstream,
+  host: String,
+  port: u16,
+  destination: String,
+  token: Option<String>,
+  relays: mpsc::UnboundedSender<tokio::task::JoinHandle<()>>,
+}
+
+impl Exchange {
+  async fn handle(&self, mut request: Request<Incoming>) -> Response<Body> {
+    if request.method() == http::Method::CONNECT {
+      return answer(
+        StatusCode::NOT_IMPLEMENTED,
+        "CONNECT inside an intercepted tunnel is not forwarded".into(),
+      );
+    }
+    if let Err(named) = self.agrees(&request) {
+      return self.refuse(Reason::HostMismatch {
+        host_header: proxy::sanitize(&named),
+      });
+    }
+    let mut target = request
+      .uri()
+      .path_and_query()
+      .map_or("/", |p| p.as_str())
+      .as_bytes()
+      .to_vec();
+    let secrets = self.broker.snapshot();
+    match substitute::rewrite(
+      &secrets,
+      &self.host,
+      self.port,
+      &mut target,
+      request.headers_mut(),
+    ) {
+      Ok(()) => {}
+      Err(Unfit::Unbound(variable)) => return self.refuse(Reason::UnboundPlaceholder { variable }),
+      Err(Unfit::InvalidHeader(variable)) => {
+        return answer(
+          StatusCode::BAD_GATEWAY,
+          format!("the value of {variable} cannot be sent in a header"),
+        );
+      }
+    }
+    drop(secrets);
+    let mut uri = b"https://".to_vec();
+    uri.extend_from_slice(self.destination.as_bytes());
+    uri.extend_from_slice(&target);
+    // The rewritten target holds real values: never echoed, whatever fails.
+    let Ok(uri) = Uri::from_maybe_shared(Bytes::from(uri)) else {
+      return answer(
+        StatusCode::BAD_REQUEST,
+        "the request target is not a valid URI once its secrets are in place".into(),
+      );
+    };
+    *request.uri_mut() = uri;
+    *request.version_mut() = Version::HTTP_11;
+    let upgrade = request.headers().contains_key(header::UPGRADE);
+    if upgrade {
+      return self.upgrade(request).await;
+    }
+    strip_hop_by_hop(request.headers_mut());
+    match self.upstream.client.request(request).await {
+      Ok(response) => response.map(Either::Left),
+      Err(error) => {
+        let sandbox = &self.proxy.config().sandbox_id;
+        let destination = &self.destination;
+        tracing::debug!(target: LOG_TARGET, %sandbox, %destination, %error, "egress intercepted request failed");
+        answer(
+          StatusCode::BAD_GATEWAY,
+          format!(
+            "{destination} could not be reached over verified TLS: {}",
+            source_text(&error)
+          ),
+        )
+      }
+    }
+  }
+
+  /// Whether `:authority` and `Host` each name the tunnel's host and port; else what they name.
+  fn agrees(&self, request: &Request<Incoming>) -> Result<(), String> {
+    let mut named: Vec<String> = request
+      .uri()
+      .authority()
+      .map(|a| a.as_str().to_owned())
+      .into_iter()
+      .collect();
+    named.extend(
+      request
+        .headers()
+        .get_all(header::HOST)
+        .iter()
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()),
+    );
+    let fits = |text: &str| {
+      parse_authority(text.trim()).is_ok_and(|authority| {
+        authority.port.unwrap_or(443) == self.port
+          && normalize_host(&authority.host).is_ok_and(|host| host == self.host)
+      })
+    };
+    match named.iter().find(|text| !fits(text)) {
+      Some(other) => Err(other.clone()),
+      None if named.is_empty() => Err(String::new()),
+      None => Ok(()),
+    }
+  }
+
+  fn refuse(&self, reason: Reason) -> Response<Body> {
+    let message = format!("{} is blocked: {reason}", self.destination);
+    self
+      .proxy
+      .record(self.token.as_deref(), self.destination.clone(), reason);
+    answer(StatusCode::FORBIDDEN, message)
+  }
+
+  /// A WebSocket (or other) upgrade: sent over HTTP/1.1, and once both sides have switched,
+  /// their streams relayed to each other.
+  async fn upgrade(&self, mut request: Request<Incoming>) -> Response<Body> {
+    let from_client = hyper::upgrade::on(&mut request);
+    let mut response = match self.upstream.h1().request(request).await {
+      Ok(response) => response,
+      Err(error) => {
+        return answer(
+          StatusCode::BAD_GATEWAY,
+          format!(
+            "{} could not be reached over verified TLS: {}",
+            self.destination,
+            source_text(&error)
+          ),
+        );
+      }
+    };
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+      let from_upstream = hyper::upgrade::on(&mut response);
+      let relay = tokio::spawn(async move {
+        if let (Ok(client), Ok(upstream)) = tokio::join!(from_client, from_upstream) {
+          let _ =
+            tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(upstream))
+              .await;
+        }
+      });
+      let _ = self.relays.send(relay);
+    }
+    response.map(Either::Left)
+  }
+}
+
+/// The innermost cause of a client error, which says what failed (certificate, refusal).
+fn source_text(error: &(dyn std::error::Error + 'static)) -> String {
+  let mut cause = error;
+  while let Some(next) = cause.source() {
+    cause = next;
+  }
+  proxy::sanitize(&cause.to_string())
+}
+
+fn answer(status: StatusCode, message: String) -> Response<Body> {
+  let mut response = Response::new(Either::Right(Full::new(Bytes::from(format!(
+    "native-workspace egress proxy: {message}\n"
+  )))));
+  *response.status_mut() = status;
+  response.headers_mut().insert(
+    header::CONTENT_TYPE,
+    http::HeaderValue::from_static("text/plain; charset=utf-8"),
+  );
+  response
+}
+
+/// Drops the headers that concern one connection only (RFC 9110, section 7.6.1).
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+  let named: Vec<HeaderName> = headers
+    .get_all(header::CONNECTION)
+    .iter()
+    .flat_map(|value| value.to_str().unwrap_or_default().split(','))
+    .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+    .collect();
+  for name in named {
+    headers.remove(name);
+  }
+  for name in proxy::HOP_BY_HOP {
+    headers.remove(name);
+  }
+}
+
+/// The destination's side: a client of its own per tunnel, reaching the addresses the proxy
+/// resolved and judged (never resolving again), over TLS verified for the host name.
+struct Upstream {
+  client: UpstreamClient,
+  /// HTTP/1.1 only, for upgrades; made on the first.
+  h1: OnceLock<UpstreamClient>,
+  tls: rustls::ClientConfig,
+  pinned: Pinned,
+}
+
+impl Upstream {
+  fn new(broker: &Broker, addresses: Vec<SocketAddr>, connect_timeout: Duration) -> Upstream {
+    let pinned = Pinned {
+      addresses: addresses.into(),
+      connect_timeout,
+    };
+    let tls = (*broker.upstream).clone();
+    let connector = HttpsConnectorBuilder::new()
+      .with_tls_config(tls.clone())
+      .https_only()
+      .enable_all_versions()
+      .wrap_connector(pinned.clone());
+    Upstream {
+      client: Client::builder(TokioExecutor::new()).build(connector),
+      h1: OnceLock::new(),
+      tls,
+      pinned,
+    }
+  }
+
+  fn h1(&self) -> &UpstreamClient {
+    self.h1.get_or_init(|| {
+      let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(self.tls.clone())
+        .https_only()
+        .enable_http1()
+        .wrap_connector(self.pinned.clone());
+      Client::builder(TokioExecutor::new()).build(connector)
+    })
+  }
+}
+
+/// Connects to the judged addresses, whatever the URI's host (which names the TLS server).
+#[derive(Clone)]
+struct Pinned {
+  addresses: Arc<[SocketAddr]>,
+  connect_timeout: Duration,
+}
+
+impl tower_service::Service<Uri> for Pinned {
+  type Response = TokioIo<TcpStream>;
+  type Error = io::Error;
+  type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<TcpStream>>> + Send>>;
+
+  fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+    Poll::Ready(Ok(()))
+  }
+
+  fn call(&mut self, _: Uri) -> Self::Future {
+    let pinned = self.clone();
+    Box::pin(async move {
+      let stream = proxy::connect(&pinned.addresses, pinned.connect_timeout).await?;
+      // Request heads are small writes: sent at once, not held for more.
+      stream.set_nodelay(true)?;
+      Ok(TokioIo::new(stream))
+    })
+  }
+}
+
+/// A stream that first yields bytes already read from it.
+struct Rewind<S> {
+  prefix: Vec<u8>,
+  read: usize,
+  inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+  fn poll_read(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+  ) -> Poll<io::Result<()>> {
+    if self.read < self.prefix.len() {
+      let left = &self.prefix[self.read..];
+      let count = left.len().min(buf.remaining());
+      buf.put_slice(&left[..count]);
+      self.read += count;
+      if self.read == self.prefix.len() {
+        self.prefix = Vec::new();
+        self.read = 0;
+      }
+      return Poll::Ready(Ok(()));
+    }
+    Pin::new(&mut self.inner).poll_read(cx, buf)
+  }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+  fn poll_write(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+  ) -> Poll<io::Result<usize>> {
+    Pin::new(&mut self.inner).poll_write(cx, buf)
+  }
+  fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    Pin::new(&mut self.inner).poll_flush(cx)
+  }
+  fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    Pin::new(&mut self.inner).poll_shutdown(cx)
+  }
+}

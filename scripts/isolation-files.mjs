@@ -22,6 +22,8 @@ export const ISOLATION_FILES = [
   // The egress proxy and forwarded ports, served from the sandbox's namespace.
   '__test__/network-allowlist.test.mjs',
   '__test__/network-ports.test.mjs',
+  // Secrets: placeholders inside, the sandbox's CA, setSecrets.
+  '__test__/secrets-options.test.mjs',
   // Object storage mounts for a user FUSE is closed to.
   '__test__/s3-errors.test.mjs',
   // Pooled isolated inits: tenant separation, boundaries, host death.

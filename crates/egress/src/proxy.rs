@@ -1,5 +1,7 @@
 //! The proxy: one per sandbox, serving connections already accepted elsewhere.
 
+mod intercept;
+
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -20,11 +22,11 @@ use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, timeout};
 
 use crate::broker::Broker;
-use crate::broker::intercept::{self, Interception};
 use crate::http::{self, AuthorityError, Head, HeadError, TargetError};
 use crate::policy::{Denial, Policy, normalize_host};
 use crate::resolve::{Resolve, SystemResolver, is_public};
 use crate::tls::{self, Hello};
+use intercept::Interception;
 
 /// The `tracing` target of every record this crate writes.
 pub const LOG_TARGET: &str = "native_workspace::egress";
@@ -584,7 +586,7 @@ impl Proxy {
     connect(addresses, self.inner.config.connect_timeout).await
   }
 
-  pub(crate) fn config(&self) -> &ProxyConfig {
+  fn config(&self) -> &ProxyConfig {
     &self.inner.config
   }
 
@@ -790,7 +792,7 @@ impl Proxy {
   }
 
   /// Records a refusal under the attribution of `token`, or as unattributed.
-  pub(crate) fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
+  fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
     let sandbox = &self.inner.config.sandbox_id;
     tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %reason, "egress blocked");
     let mut records = self.records();
@@ -811,7 +813,7 @@ impl Proxy {
 }
 
 /// A connection to the first of `addresses` that answers.
-pub(crate) async fn connect(addresses: &[SocketAddr], deadline: Duration) -> io::Result<TcpStream> {
+async fn connect(addresses: &[SocketAddr], deadline: Duration) -> io::Result<TcpStream> {
   let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
   for address in addresses {
     match timeout(deadline, TcpStream::connect(address)).await {
@@ -838,7 +840,7 @@ fn destination_text(host: &str, port: u16) -> String {
 }
 
 /// Client-chosen text made safe to log and to echo: printable ASCII, bounded.
-pub(crate) fn sanitize(text: &str) -> String {
+fn sanitize(text: &str) -> String {
   let mut out: String = text
     .chars()
     .take(MAX_DESTINATION_TEXT)
@@ -945,7 +947,7 @@ fn body_framing(head: &Head) -> Result<Body, Refusal> {
 }
 
 /// Headers that concern one connection only (RFC 9110, section 7.6.1), never forwarded.
-pub(crate) const HOP_BY_HOP: [&str; 8] = [
+const HOP_BY_HOP: [&str; 8] = [
   "connection",
   "proxy-connection",
   "keep-alive",
@@ -1092,7 +1094,7 @@ impl Activity {
 }
 
 /// A stream that reports its reads and writes to an [`Activity`].
-pub(crate) struct Watched<S> {
+struct Watched<S> {
   inner: S,
   activity: Arc<Activity>,
 }

@@ -20,14 +20,16 @@
 //!   the sandbox's `egressCaCertificates`, HTTP/2 or HTTP/1.1 as the destination chooses;
 //!   bodies stream through untouched; WebSocket upgrades are relayed.
 //!
+//! The proxy does the interception (its `intercept` module), asking the broker for the
+//! certificates, the upstream TLS settings and the rewriting of each request.
+//!
 //! Plain HTTP carrying any placeholder is refused by the proxy (a real value is never sent in
 //! clear). Every other host stays a plain tunnel: it sees the placeholder, worthless there.
 //! A client that rejects the sandbox's CA ends its own handshake: nothing reaches the host.
 
 mod ca;
-pub(crate) mod intercept;
 mod secret;
-mod substitute;
+pub(crate) mod substitute;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -370,6 +372,16 @@ impl Broker {
       .iter()
       .map(|secret| (secret.name.clone(), secret.placeholder.clone()))
       .collect()
+  }
+
+  /// The TLS settings presenting the sandbox CA's certificate for `host`.
+  pub(crate) fn server_config(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, BrokerError> {
+    self.authority.server_config(host)
+  }
+
+  /// The TLS settings for destinations: the system's roots and `egressCaCertificates`.
+  pub(crate) fn upstream_tls(&self) -> &ClientConfig {
+    &self.upstream
   }
 
   /// Whether a TLS connection to `host:port` is intercepted: a secret is bound there.

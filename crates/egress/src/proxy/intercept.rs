@@ -25,14 +25,14 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
-use super::Broker;
-use super::substitute::{self, Unfit};
+use crate::broker::Broker;
+use crate::broker::substitute::{self, Unfit};
 use crate::http::parse_authority;
 use crate::policy::normalize_host;
 use crate::proxy::{self, LOG_TARGET, Proxy, Reason};
 
 /// What the proxy knows of a tunnel it hands over for interception.
-pub(crate) struct Interception {
+pub(super) struct Interception {
   /// Normalized, as allowed and as the ClientHello named it.
   pub host: String,
   pub port: u16,
@@ -48,14 +48,14 @@ type UpstreamClient = Client<HttpsConnector<Pinned>, Incoming>;
 
 /// Serves the intercepted tunnel until it ends. A client that does not accept the sandbox's
 /// certificate ends the handshake, and nothing is sent to the destination.
-pub(crate) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, plan: Interception)
+pub(super) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, plan: Interception)
 where
   S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
   let config = proxy.config();
   let sandbox = &config.sandbox_id;
   let destination = format!("{}:{}", plan.host, plan.port);
-  let tls = match broker.authority.server_config(&plan.host) {
+  let tls = match broker.server_config(&plan.host) {
     Ok(tls) => tls,
     Err(error) => {
       tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %error, "egress interception failed");
@@ -310,7 +310,7 @@ impl Upstream {
       addresses: addresses.into(),
       connect_timeout,
     };
-    let tls = (*broker.upstream).clone();
+    let tls = broker.upstream_tls().clone();
     let connector = HttpsConnectorBuilder::new()
       .with_tls_config(tls.clone())
       .https_only()

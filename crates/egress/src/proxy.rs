@@ -516,8 +516,13 @@ impl Proxy {
       }
       Ok(head) => head?,
     };
-    let rest = buffer.split_off(head.length);
     progress.token = head.proxy_user();
+    if self.inner.config.broker.is_some()
+      && let Ok(target) = http::parse_absolute_https(&head.target)
+    {
+      return self.fetch_https(target, buffer, progress).await.map(Some);
+    }
+    let rest = buffer.split_off(head.length);
     if head.method.eq_ignore_ascii_case("CONNECT") {
       self.tunnel(client, activity, head, rest, progress).await
     } else {
@@ -664,6 +669,7 @@ impl Proxy {
         addresses,
         rest,
         token: progress.token.clone(),
+        tls: true,
       }));
     }
 
@@ -685,6 +691,29 @@ impl Proxy {
     };
     let _ = activity.bound(self.inner.config.idle_timeout, relay).await;
     Ok(None)
+  }
+
+  /// A request for an `https://` URL sent to the proxy itself (busybox's wget does so): with
+  /// secrets, the proxy makes the TLS connection, and serves the request (and those after
+  /// it on the connection, for the same destination) as an intercepted one. `read` holds
+  /// everything read so far, the request's head first.
+  async fn fetch_https(
+    &self,
+    target: http::AbsoluteTarget,
+    read: Vec<u8>,
+    progress: &Progress,
+  ) -> Result<Interception, Refusal> {
+    let port = target.authority.port.unwrap_or(443);
+    let host = self.judge(&target.authority.host, port)?;
+    let addresses = self.resolve(&host, port).await?;
+    Ok(Interception {
+      host,
+      port,
+      addresses,
+      rest: read,
+      token: progress.token.clone(),
+      tls: false,
+    })
   }
 
   async fn forward<S>(

@@ -31,16 +31,19 @@ use crate::http::parse_authority;
 use crate::policy::normalize_host;
 use crate::proxy::{self, LOG_TARGET, Proxy, Reason};
 
-/// What the proxy knows of a tunnel it hands over for interception.
+/// What the proxy knows of a connection it hands over for interception.
 pub(super) struct Interception {
-  /// Normalized, as allowed and as the ClientHello named it.
+  /// Normalized, as allowed (and as the ClientHello named it).
   pub host: String,
   pub port: u16,
   pub addresses: Vec<SocketAddr>,
-  /// The ClientHello and whatever followed it, read already.
+  /// What was read already: the ClientHello and whatever followed it, or the request.
   pub rest: Vec<u8>,
   /// The command's attribution token, for the refusals.
   pub token: Option<String>,
+  /// A tunnel, whose TLS ends here; else requests for `https://` URLs sent to the proxy
+  /// itself (as busybox's wget does), on the sandbox's loopback.
+  pub tls: bool,
 }
 
 type Body = Either<Incoming, Full<Bytes>>;
@@ -48,24 +51,27 @@ type UpstreamClient = Client<HttpsConnector<Pinned>, Incoming>;
 
 /// Serves the intercepted tunnel until it ends. A client that does not accept the sandbox's
 /// certificate ends the handshake, and nothing is sent to the destination.
-pub(super) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, plan: Interception)
+pub(super) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, mut plan: Interception)
 where
   S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
   let config = proxy.config();
   let sandbox = &config.sandbox_id;
   let destination = format!("{}:{}", plan.host, plan.port);
+  let replayed = Rewind {
+    prefix: std::mem::take(&mut plan.rest),
+    read: 0,
+    inner: client,
+  };
+  if !plan.tls {
+    return serve_requests(proxy, broker, replayed, plan, destination).await;
+  }
   let tls = match broker.server_config(&plan.host) {
     Ok(tls) => tls,
     Err(error) => {
       tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %error, "egress interception failed");
       return;
     }
-  };
-  let replayed = Rewind {
-    prefix: plan.rest,
-    read: 0,
-    inner: client,
   };
   let accepted = timeout(
     config.handshake_timeout,
@@ -81,6 +87,20 @@ where
     Err(_) => return,
   };
   tracing::debug!(target: LOG_TARGET, %sandbox, %destination, "egress intercepted tunnel");
+  serve_requests(proxy, broker, stream, plan, destination).await;
+}
+
+/// Serves the requests of an intercepted connection until it ends.
+async fn serve_requests<S>(
+  proxy: &Proxy,
+  broker: Arc<Broker>,
+  stream: S,
+  plan: Interception,
+  destination: String,
+) where
+  S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+  let config = proxy.config();
   let (relays, mut relayed) = mpsc::unbounded_channel();
   let exchange = Arc::new(Exchange {
     proxy: proxy.clone(),
@@ -96,7 +116,10 @@ where
     let exchange = exchange.clone();
     async move { Ok::<_, Infallible>(exchange.handle(request).await) }
   });
-  let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+  let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+  // A client may close its side once its request is sent (busybox's wget does): it still
+  // waits for the answer.
+  builder.http1().half_close(true);
   let _ = builder
     .serve_connection_with_upgrades(TokioIo::new(stream), service)
     .await;
@@ -173,7 +196,12 @@ impl Exchange {
     }
     strip_hop_by_hop(request.headers_mut());
     match self.upstream.client.request(request).await {
-      Ok(response) => response.map(Either::Left),
+      Ok(mut response) => {
+        // The destination's connection is not the client's.
+        strip_hop_by_hop(response.headers_mut());
+        *response.version_mut() = Version::HTTP_11;
+        response.map(Either::Left)
+      }
       Err(error) => {
         let sandbox = &self.proxy.config().sandbox_id;
         let destination = &self.destination;

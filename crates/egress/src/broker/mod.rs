@@ -166,8 +166,11 @@ impl fmt::Debug for Secret {
 pub struct Broker {
   sandbox_id: String,
   authority: ca::Authority,
-  /// Roots for verifying destinations: the system's and `egressCaCertificates`.
-  upstream: Arc<ClientConfig>,
+  /// `egressCaCertificates`, parsed.
+  extra_roots: Vec<CertificateDer<'static>>,
+  /// Roots for verifying destinations: the system's and `egressCaCertificates`, made on the
+  /// first intercepted connection (reading the system's roots takes a while).
+  upstream: OnceLock<ClientConfig>,
   secrets: RwLock<Arc<Vec<Secret>>>,
 }
 
@@ -263,10 +266,7 @@ impl Broker {
   /// A broker with no secret yet, its CA made now; `extra_roots_pem` are
   /// `egressCaCertificates`, trusted for destinations besides the system's roots.
   pub fn new(sandbox_id: &str, extra_roots_pem: &[String]) -> Result<Broker, BrokerError> {
-    let mut roots = rustls::RootCertStore::empty();
-    // The system's roots as the host's TLS libraries find them; unreadable ones are skipped.
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
+    let mut extra_roots = Vec::new();
     for (index, pem) in extra_roots_pem.iter().enumerate() {
       let root = |problem: String| BrokerError::Root { index, problem };
       let certificates: Vec<CertificateDer<'static>> =
@@ -277,18 +277,18 @@ impl Broker {
         return Err(root("no BEGIN CERTIFICATE block".into()));
       }
       for certificate in certificates {
-        roots.add(certificate).map_err(|e| root(e.to_string()))?;
+        // A root the verifier cannot use is refused now, not at the first request.
+        rustls::RootCertStore::empty()
+          .add(certificate.clone())
+          .map_err(|e| root(e.to_string()))?;
+        extra_roots.push(certificate);
       }
     }
-    let upstream = ClientConfig::builder_with_provider(provider())
-      .with_safe_default_protocol_versions()
-      .map_err(|e| BrokerError::Authority(e.to_string()))?
-      .with_root_certificates(roots)
-      .with_no_client_auth();
     Ok(Broker {
       sandbox_id: sandbox_id.to_owned(),
       authority: ca::Authority::new(sandbox_id)?,
-      upstream: Arc::new(upstream),
+      extra_roots,
+      upstream: OnceLock::new(),
       secrets: RwLock::new(Arc::new(Vec::new())),
     })
   }
@@ -381,7 +381,17 @@ impl Broker {
 
   /// The TLS settings for destinations: the system's roots and `egressCaCertificates`.
   pub(crate) fn upstream_tls(&self) -> &ClientConfig {
-    &self.upstream
+    self.upstream.get_or_init(|| {
+      let mut roots = rustls::RootCertStore::empty();
+      // The system's roots as the host's TLS libraries find them; unreadable ones are skipped.
+      roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+      roots.add_parsable_certificates(self.extra_roots.iter().cloned());
+      ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+    })
   }
 
   /// Whether a TLS connection to `host:port` is intercepted: a secret is bound there.

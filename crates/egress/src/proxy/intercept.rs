@@ -123,9 +123,19 @@ async fn serve_requests<S>(
   let _ = builder
     .serve_connection_with_upgrades(TokioIo::new(stream), service)
     .await;
-  // WebSocket relays outlive the exchange that upgraded them, not the tunnel.
-  while let Some(relay) = relayed.recv().await {
-    let _ = relay.await;
+  // WebSocket relays outlive the exchange that upgraded them, not the connection: they
+  // end with it (idle, or its proxy closed), as they are aborted when dropped.
+  while let Some(mut relay) = relayed.recv().await {
+    let _ = (&mut relay.0).await;
+  }
+}
+
+/// A spawned relay, ended when dropped.
+struct Relay(tokio::task::JoinHandle<()>);
+
+impl Drop for Relay {
+  fn drop(&mut self) {
+    self.0.abort();
   }
 }
 
@@ -138,7 +148,7 @@ struct Exchange {
   port: u16,
   destination: String,
   token: Option<String>,
-  relays: mpsc::UnboundedSender<tokio::task::JoinHandle<()>>,
+  relays: mpsc::UnboundedSender<Relay>,
 }
 
 impl Exchange {
@@ -279,7 +289,7 @@ impl Exchange {
               .await;
         }
       });
-      let _ = self.relays.send(relay);
+      let _ = self.relays.send(Relay(relay));
     }
     response.map(Either::Left)
   }

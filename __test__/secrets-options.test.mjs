@@ -6,7 +6,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
+import { LocalSandbox, SandboxOptionError, isIsolationAvailable, setLogger } from '../lib/index.mjs'
 import { PINNED, useEgressServers } from './egress-servers.mjs'
 import { useIsolatedSandboxes } from './helpers.mjs'
 
@@ -166,6 +166,29 @@ describe.skipIf(!available)('secrets: inside the sandbox', () => {
     expect(tunnelled.exitCode).toBe(0)
     expect(JSON.stringify(seen.requests)).not.toContain(`/x?token=${value}`)
     expect(seen.requests.filter((r) => r.url.startsWith('/x?token=ghp_'))).toHaveLength(1)
+  })
+})
+
+describe.skipIf(!available)('secrets: the host logs', () => {
+  it('name the refusals and interceptions of a sandbox with secrets, never a real value', async () => {
+    const records = []
+    const keep = (level) => (message, data) => records.push(JSON.stringify({ level, message, ...data }))
+    setLogger({ error: keep('error'), warn: keep('warn'), info: keep('info'), debug: keep('debug') }, { level: 'debug' })
+    try {
+      reset()
+      const value = githubToken()
+      const sb = withSecrets({ GITHUB_TOKEN: { value, domains: [`allowed.test:${ports.https}`] } }, { egressCaCertificates: [pki.ca] })
+      await sb.executeCommand(`curl -sS --max-time 10 -H "Authorization: Bearer $GITHUB_TOKEN" "https://allowed.test:${ports.https}/logged?t=$GITHUB_TOKEN"`)
+      await sb.executeCommand(`curl -sS --max-time 10 "http://allowed.test:${ports.http}/?t=$GITHUB_TOKEN"`)
+      expect(seen.requests[0].url).toBe(`/logged?t=${value}`)
+      // The refusal's warning, and the interception's debug record, reach the logger.
+      const logged = records.join('\n')
+      expect(logged).toContain('GITHUB_TOKEN')
+      expect(logged).toContain('egress intercepted tunnel')
+      expect(logged).not.toContain(value)
+    } finally {
+      setLogger(null)
+    }
   })
 })
 

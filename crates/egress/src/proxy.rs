@@ -409,7 +409,14 @@ impl Proxy {
   pub async fn run(&self, listener: TcpListener) {
     loop {
       match listener.accept().await {
-        Ok((stream, _)) => self.spawn(stream),
+        Ok((stream, _)) => {
+          // An intercepted connection's answers are written in parts (TLS records, HTTP/2
+          // frames): each must go at once, not wait for the client's delayed ACK.
+          if self.inner.config.broker.is_some() {
+            let _ = stream.set_nodelay(true);
+          }
+          self.spawn(stream)
+        }
         Err(error) => {
           // Out of descriptors, or a connection reset while queued: pause, go on.
           let sandbox = &self.inner.config.sandbox_id;

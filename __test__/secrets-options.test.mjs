@@ -6,7 +6,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { LocalSandbox, SandboxOptionError, isIsolationAvailable, setLogger } from '../lib/index.mjs'
+import { DockerSandbox, LocalSandbox, SandboxOptionError, isIsolationAvailable, setLogger } from '../lib/index.mjs'
 import { PINNED, useEgressServers } from './egress-servers.mjs'
 import { useIsolatedSandboxes } from './helpers.mjs'
 
@@ -67,6 +67,17 @@ describe('secrets: options', () => {
     expect(make({ secrets: { T: secret() } })).toThrow(/^nativeSandbox\.secrets needs nativeSandbox\.allowedDomains/)
     expect(make({ allowedDomains: ['allowed.test'], secrets: { T: secret() } }, 'none')).toThrow(/^nativeSandbox\.allowedDomains needs isolation 'bwrap'/)
     expect(make({ egressCaCertificates: [pki.ca ?? ''] })).toThrow(SandboxOptionError)
+  })
+
+  it('DockerSandbox checks them alike, as top-level options, and needs a local engine for them', () => {
+    const docker = (options) => () => new DockerSandbox({ dockerOptions: { socketPath: '/nonexistent/docker.sock' }, allowedDomains: ['allowed.test'], ...options })
+    expect(docker({ secrets: { T: secret({ value: 'x\ny' }) } })).toThrow(/^secrets\.T\.value must be a non-empty string without NUL, CR or LF/)
+    expect(docker({ secrets: { T: secret({ domains: ['other.test'] }) } })).toThrow(/^secrets\.T\.domains\[0\] \("other\.test"\) is not allowed by allowedDomains/)
+    expect(docker({ egressCaCertificates: ['pem'] })).toThrow(/^egressCaCertificates\[0\] must be a PEM certificate/)
+    expect(docker({ secrets: { T: secret() } })).not.toThrow()
+    const remote = () => new DockerSandbox({ dockerOptions: { host: '127.0.0.1', port: 1 }, allowedDomains: ['allowed.test'], secrets: { T: secret() } })
+    expect(remote).toThrow(SandboxOptionError)
+    expect(remote).toThrow(/^secrets need a local Docker engine/)
   })
 
   it.skipIf(!available)('refuses a domain the allowlist does not allow, naming both, and domains or certificates that are not ones', () => {

@@ -195,6 +195,14 @@ export declare class LocalProcessManager extends SandboxProcessManager<LocalSand
   release(pid: string): void
 }
 
+/**
+ * `secrets`: by the environment variable the commands see, the real value (kept on the host;
+ * the commands see a placeholder of its length and shape) and the domains (`name` or
+ * `name:port`, each allowed by `allowedDomains`) whose HTTPS requests get it. See
+ * docs/secrets.md.
+ */
+export type Secrets = Record<string, Binding.NativeSecret>
+
 /** `nativeSandbox`: the binding's, and Mastra's `seatbeltProfilePath`. */
 export interface NativeSandboxConfig extends Binding.NativeSandboxConfig {
   /** Mastra's macOS seatbelt profile file: accepted for Mastra's options, used by no backend of this package. */
@@ -445,6 +453,12 @@ export declare class LocalSandbox extends SandboxBase {
   spawn(options: SpawnProcessOptions & { command: string }): Promise<ProcessHandle>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
+  /**
+   * Replaces the secrets (as the `secrets` option) for new requests and new commands, with no
+   * restart; needs a sandbox made with `secrets` (`{}` for none yet). A secret left out is
+   * revoked; one whose new value has the same shape keeps its placeholder.
+   */
+  setSecrets(secrets: Secrets): void
   /** Replaces the start hook with what `update` makes of the current one (`undefined`: none). */
   setOnStart(update: (previous: SandboxStartHook | undefined) => SandboxStartHook | undefined): void
   getInfo(): SandboxInfo
@@ -535,7 +549,8 @@ export interface DockerSandboxOptions
   extends Partial<
     Pick<
       Binding.NativeDockerOptions,
-      | 'id' | 'name' | 'image' | 'volumes' | 'network' | 'allowedDomains' | 'egressHosts' | 'privileged'
+      | 'id' | 'name' | 'image' | 'volumes' | 'network' | 'allowedDomains' | 'egressHosts' | 'secrets'
+      | 'egressCaCertificates' | 'privileged'
       | 'memory' | 'memorySwap' | 'cpuShares' | 'cpuQuota' | 'cpuPeriod' | 'pidsLimit' | 'readonlyRootfs'
       | 'capDrop' | 'capAdd' | 'securityOpt' | 'ulimits' | 'tmpfs' | 'ports' | 'keepVolumes' | 'user'
       | 'checkpointName' | 'seedCheckpointName' | 'timeout' | 'workingDir' | 'labels'
@@ -633,6 +648,12 @@ export declare class DockerSandbox extends SandboxBase {
   snapshot(): Promise<void>
   setEnv(update: (env: Record<string, string>) => Record<string, string | undefined>): void
   getEnv(): Record<string, string>
+  /**
+   * Replaces the secrets (as the `secrets` option) for new requests and new commands, with no
+   * restart; needs a sandbox made with `secrets` (`{}` for none yet). A secret left out is
+   * revoked; one whose new value has the same shape keeps its placeholder.
+   */
+  setSecrets(secrets: Secrets): void
   /** Replaces the start hook with what `update` makes of the current one (`undefined`: none). */
   setOnStart(update: (previous: SandboxStartHook | undefined) => SandboxStartHook | undefined): void
   /** Adds `metadata.containerId`, `containerName`, `state` and the container's `createdAt` once there is one. */

@@ -24,6 +24,8 @@ export const ISOLATION_FILES = [
   '__test__/network-ports.test.mjs',
   // Secrets brokered by that proxy, against commands trying to learn or misuse them.
   '__test__/secrets-attacks.test.mjs',
+  // Secrets: placeholders inside, the sandbox's CA, setSecrets.
+  '__test__/secrets-options.test.mjs',
   // Object storage mounts for a user FUSE is closed to.
   '__test__/s3-errors.test.mjs',
   // Pooled isolated inits: tenant separation, boundaries, host death.

@@ -13,7 +13,7 @@ use native_workspace_core::limits::Limits;
 use native_workspace_core::sandbox::checkpoint::Checkpoints;
 use native_workspace_core::sandbox::net::EgressOptions;
 
-use crate::local_sandbox::{NativeSecret, secret_specs};
+use crate::secrets::{NativeSecret, secret_specs};
 use native_workspace_core::sandbox::{Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};

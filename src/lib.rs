@@ -22,5 +22,6 @@ mod process_handle;
 mod resolver_cache;
 mod runtime;
 mod search;
+mod secrets;
 mod skill_scan;
 mod tool_text;

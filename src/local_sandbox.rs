@@ -14,7 +14,7 @@ use native_workspace_core::limits::disk::DiskBudget;
 use native_workspace_core::paths::resolve_working_directory;
 use native_workspace_core::sandbox::checkpoint::Checkpoints;
 use native_workspace_core::sandbox::lifecycle::OnStart;
-use native_workspace_core::sandbox::net::{EgressOptions, SecretBytes, SecretSpec};
+use native_workspace_core::sandbox::net::EgressOptions;
 use native_workspace_core::sandbox::pool;
 use native_workspace_core::sandbox::{CommandOptions, Sandbox, SandboxOptions, WarmPool};
 use native_workspace_core::tools::format;
@@ -29,6 +29,7 @@ use crate::keeper::{keeper_path, own_files};
 use crate::lifecycle::NativeStopAsked;
 use crate::options::{self, NativeCommandOptions, timeout};
 use crate::process_handle::{NativeExecutionResult, NativeProcess};
+use crate::secrets::{NativeSecret, secret_specs};
 
 // The `#[napi(object)]` types below are also the public types of `LocalSandbox`'s options
 // (lib/index.d.ts takes them from the generated index.d.ts): their docs are what users read.
@@ -60,26 +61,6 @@ pub struct NativeSandboxOptions {
   /// Where checkpoints are kept (`~` expanded); by default `.checkpoints` beside the working
   /// directory. Neither may hold the other.
   pub checkpoints_directory: Option<String>,
-}
-
-/// A secret of `secrets` (keyed by its variable): its real value and domains.
-#[napi(object)]
-pub struct NativeSecret {
-  pub value: String,
-  pub domains: Vec<String>,
-}
-
-/// The secrets for the egress proxy: each value moved to memory of its own, the copy napi
-/// made wiped.
-pub fn secret_specs(secrets: HashMap<String, NativeSecret>) -> Vec<SecretSpec> {
-  secrets
-    .into_iter()
-    .map(|(name, secret)| SecretSpec {
-      name,
-      value: SecretBytes::new(&mut secret.value.into_bytes()),
-      domains: secret.domains,
-    })
-    .collect()
 }
 
 /// `nativeSandbox`: what an isolated sandbox may see and do.

@@ -135,10 +135,19 @@ pub enum TargetError {
 }
 
 pub fn parse_absolute_http(target: &str) -> Result<AbsoluteTarget, TargetError> {
+  parse_absolute(target, "http")
+}
+
+/// An absolute-form `https://` target, as clients that leave TLS to their proxy send it.
+pub fn parse_absolute_https(target: &str) -> Result<AbsoluteTarget, TargetError> {
+  parse_absolute(target, "https")
+}
+
+fn parse_absolute(target: &str, expected: &str) -> Result<AbsoluteTarget, TargetError> {
   let Some((scheme, rest)) = target.split_once("://") else {
     return Err(TargetError::NotAbsolute);
   };
-  if !scheme.eq_ignore_ascii_case("http") {
+  if !scheme.eq_ignore_ascii_case(expected) {
     return Err(TargetError::Scheme);
   }
   let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -178,6 +187,14 @@ mod tests {
     );
     assert_eq!(
       parse_absolute_http("https://a.test/"),
+      Err(TargetError::Scheme)
+    );
+    assert_eq!(
+      parse_absolute_https("HTTPS://a.test:8443/x").unwrap().path,
+      "/x"
+    );
+    assert_eq!(
+      parse_absolute_https("http://a.test/"),
       Err(TargetError::Scheme)
     );
     assert_eq!(

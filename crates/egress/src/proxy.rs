@@ -1,5 +1,7 @@
 //! The proxy: one per sandbox, serving connections already accepted elsewhere.
 
+mod intercept;
+
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -20,11 +22,11 @@ use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, timeout};
 
 use crate::broker::Broker;
-use crate::broker::intercept::{self, Interception};
 use crate::http::{self, AuthorityError, Head, HeadError, TargetError};
 use crate::policy::{Denial, Policy, normalize_host};
 use crate::resolve::{Resolve, SystemResolver, is_public};
 use crate::tls::{self, Hello};
+use intercept::Interception;
 
 /// The `tracing` target of every record this crate writes.
 pub const LOG_TARGET: &str = "native_workspace::egress";
@@ -407,7 +409,14 @@ impl Proxy {
   pub async fn run(&self, listener: TcpListener) {
     loop {
       match listener.accept().await {
-        Ok((stream, _)) => self.spawn(stream),
+        Ok((stream, _)) => {
+          // An intercepted connection's answers are written in parts (TLS records, HTTP/2
+          // frames): each must go at once, not wait for the client's delayed ACK.
+          if self.inner.config.broker.is_some() {
+            let _ = stream.set_nodelay(true);
+          }
+          self.spawn(stream)
+        }
         Err(error) => {
           // Out of descriptors, or a connection reset while queued: pause, go on.
           let sandbox = &self.inner.config.sandbox_id;
@@ -514,8 +523,13 @@ impl Proxy {
       }
       Ok(head) => head?,
     };
-    let rest = buffer.split_off(head.length);
     progress.token = head.proxy_user();
+    if self.inner.config.broker.is_some()
+      && let Ok(target) = http::parse_absolute_https(&head.target)
+    {
+      return self.fetch_https(target, buffer, progress).await.map(Some);
+    }
+    let rest = buffer.split_off(head.length);
     if head.method.eq_ignore_ascii_case("CONNECT") {
       self.tunnel(client, activity, head, rest, progress).await
     } else {
@@ -584,7 +598,7 @@ impl Proxy {
     connect(addresses, self.inner.config.connect_timeout).await
   }
 
-  pub(crate) fn config(&self) -> &ProxyConfig {
+  fn config(&self) -> &ProxyConfig {
     &self.inner.config
   }
 
@@ -662,6 +676,7 @@ impl Proxy {
         addresses,
         rest,
         token: progress.token.clone(),
+        tls: true,
       }));
     }
 
@@ -683,6 +698,29 @@ impl Proxy {
     };
     let _ = activity.bound(self.inner.config.idle_timeout, relay).await;
     Ok(None)
+  }
+
+  /// A request for an `https://` URL sent to the proxy itself (busybox's wget does so): with
+  /// secrets, the proxy makes the TLS connection, and serves the request (and those after
+  /// it on the connection, for the same destination) as an intercepted one. `read` holds
+  /// everything read so far, the request's head first.
+  async fn fetch_https(
+    &self,
+    target: http::AbsoluteTarget,
+    read: Vec<u8>,
+    progress: &Progress,
+  ) -> Result<Interception, Refusal> {
+    let port = target.authority.port.unwrap_or(443);
+    let host = self.judge(&target.authority.host, port)?;
+    let addresses = self.resolve(&host, port).await?;
+    Ok(Interception {
+      host,
+      port,
+      addresses,
+      rest: read,
+      token: progress.token.clone(),
+      tls: false,
+    })
   }
 
   async fn forward<S>(
@@ -790,7 +828,7 @@ impl Proxy {
   }
 
   /// Records a refusal under the attribution of `token`, or as unattributed.
-  pub(crate) fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
+  fn record(&self, token: Option<&str>, destination: String, reason: Reason) {
     let sandbox = &self.inner.config.sandbox_id;
     tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %reason, "egress blocked");
     let mut records = self.records();
@@ -811,7 +849,7 @@ impl Proxy {
 }
 
 /// A connection to the first of `addresses` that answers.
-pub(crate) async fn connect(addresses: &[SocketAddr], deadline: Duration) -> io::Result<TcpStream> {
+async fn connect(addresses: &[SocketAddr], deadline: Duration) -> io::Result<TcpStream> {
   let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
   for address in addresses {
     match timeout(deadline, TcpStream::connect(address)).await {
@@ -838,7 +876,7 @@ fn destination_text(host: &str, port: u16) -> String {
 }
 
 /// Client-chosen text made safe to log and to echo: printable ASCII, bounded.
-pub(crate) fn sanitize(text: &str) -> String {
+fn sanitize(text: &str) -> String {
   let mut out: String = text
     .chars()
     .take(MAX_DESTINATION_TEXT)
@@ -945,7 +983,7 @@ fn body_framing(head: &Head) -> Result<Body, Refusal> {
 }
 
 /// Headers that concern one connection only (RFC 9110, section 7.6.1), never forwarded.
-pub(crate) const HOP_BY_HOP: [&str; 8] = [
+const HOP_BY_HOP: [&str; 8] = [
   "connection",
   "proxy-connection",
   "keep-alive",
@@ -1092,7 +1130,7 @@ impl Activity {
 }
 
 /// A stream that reports its reads and writes to an [`Activity`].
-pub(crate) struct Watched<S> {
+struct Watched<S> {
   inner: S,
   activity: Arc<Activity>,
 }

@@ -771,3 +771,46 @@ async fn new_secrets_apply_to_the_next_request_and_forgotten_ones_nowhere() {
   sandbox.broker.set_secrets(vec![]).unwrap();
   assert!(!sandbox.broker.intercepts("api.test", port));
 }
+
+#[tokio::test]
+async fn an_https_url_sent_to_the_proxy_itself_is_fetched_over_verified_tls_with_the_same_rules() {
+  let pki = pki("destination");
+  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let sandbox = sandbox(&pki, port, 1).await;
+  let send = |request: String| async move {
+    let mut stream = TcpStream::connect(sandbox.address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // Its side closed once the request is sent, as busybox's wget does.
+    stream.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    timeout(SETTLE, stream.read_to_end(&mut out))
+      .await
+      .unwrap()
+      .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+  };
+  // As busybox's wget asks a proxy for an https:// URL.
+  let answer = send(format!(
+    "GET https://api.test:{port}/b?t={} HTTP/1.1\r\nHost: api.test:{port}\r\nUser-Agent: Wget\r\nConnection: close\r\n\r\n",
+    sandbox.token
+  ))
+  .await;
+  assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+  assert_eq!(seen.requests()[0].target, format!("/b?t={TOKEN}"));
+  // Another secret's placeholder, or a Host naming another destination: refused there too.
+  let refused = send(format!(
+    "GET https://api.test:{port}/c?t={} HTTP/1.1\r\nHost: api.test:{port}\r\nConnection: close\r\n\r\n",
+    sandbox.other
+  ))
+  .await;
+  assert!(
+    refused.starts_with("HTTP/1.1 403") && refused.contains("OTHER_KEY"),
+    "{refused}"
+  );
+  let fronted = send(format!(
+    "GET https://api.test:{port}/d HTTP/1.1\r\nHost: other.test:{port}\r\nConnection: close\r\n\r\n"
+  ))
+  .await;
+  assert!(fronted.starts_with("HTTP/1.1 403"), "{fronted}");
+  assert_eq!(seen.requests().len(), 1);
+}

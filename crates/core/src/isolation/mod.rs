@@ -1154,6 +1154,34 @@ mod tests {
   }
 
   #[test]
+  fn a_trust_bundle_is_bound_read_only_at_its_path_and_over_the_system_bundles_after_them() {
+    let policy = SandboxPolicy {
+      trust_bundle: Some(PathBuf::from("/host/ca-bundle.pem")),
+      ..bare_policy("/w")
+    };
+    let launch = plain_argv(&policy).join(" ");
+    let bound = format!("--ro-bind /host/ca-bundle.pem {TRUST_BUNDLE_INSIDE}");
+    assert!(launch.contains(&bound), "{launch}");
+    for system in SYSTEM_BUNDLES {
+      let over = format!("--ro-bind /host/ca-bundle.pem {system}");
+      let is_file = std::fs::symlink_metadata(system).is_ok_and(|m| m.is_file());
+      assert_eq!(launch.contains(&over), is_file, "{system}: {launch}");
+      // After /etc/ssl is bound, so that the bundle is what shows there.
+      if is_file {
+        assert!(
+          launch.find("--ro-bind-try /etc/ssl /etc/ssl").unwrap() < launch.find(&over).unwrap()
+        );
+      }
+    }
+    assert!(!policy.fits_slot());
+    assert!(
+      !plain_argv(&bare_policy("/w"))
+        .join(" ")
+        .contains("ca-bundle")
+    );
+  }
+
+  #[test]
   fn system_links_and_paths_inside_bound_ones_cost_no_bind_of_their_own() {
     let system = std::env::temp_dir().join(format!("nw-system-links-{}", std::process::id()));
     let usr = system.join("usr");

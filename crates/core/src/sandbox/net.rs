@@ -307,10 +307,11 @@ impl TrustBundle {
       text.push('\n');
     }
     text.push_str(ca_pem);
+    sweep_trust_bundles();
     // A new directory of a name no one can foresee (creating it fails on anything already
     // there, a link included); readable by the sandbox's user, whoever that is.
     let name = format!(
-      "native-workspace-ca-{}-{:016x}",
+      "{TRUST_BUNDLE_DIR}{}-{:016x}",
       std::process::id(),
       RandomState::new().hash_one(ca_pem)
     );
@@ -331,6 +332,31 @@ impl TrustBundle {
       .and_then(|mut file| file.write_all(text.as_bytes()))
       .map_err(failed)?;
     Ok(bundle)
+  }
+}
+
+/// The start of the name of each trust bundle's directory, followed by `<pid>-`.
+const TRUST_BUNDLE_DIR: &str = "native-workspace-ca-";
+
+/// Removes the trust bundles that processes no longer running left (a host that exited
+/// without dropping its sandboxes); another user's are not this process's to remove.
+fn sweep_trust_bundles() {
+  let temp = std::env::temp_dir();
+  let Ok(entries) = std::fs::read_dir(&temp) else {
+    return;
+  };
+  for entry in entries.flatten() {
+    let name = entry.file_name();
+    let Some(pid) = name
+      .to_str()
+      .and_then(|name| name.strip_prefix(TRUST_BUNDLE_DIR))
+      .and_then(|rest| rest.split('-').next())
+    else {
+      continue;
+    };
+    if !Path::new("/proc").join(pid).exists() {
+      let _ = std::fs::remove_dir_all(entry.path());
+    }
   }
 }
 

@@ -81,6 +81,8 @@ impl Authority {
       .with_single_cert(chain, key)
       .map_err(|e| failed(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // This side's order of ciphers (see `provider`), not the client's.
+    config.ignore_client_order = true;
     let config = Arc::new(config);
     leaves.insert(host.to_owned(), config.clone());
     Ok(config)

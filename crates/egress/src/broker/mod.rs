@@ -20,14 +20,16 @@
 //!   the sandbox's `egressCaCertificates`, HTTP/2 or HTTP/1.1 as the destination chooses;
 //!   bodies stream through untouched; WebSocket upgrades are relayed.
 //!
+//! The proxy does the interception (its `intercept` module), asking the broker for the
+//! certificates, the upstream TLS settings and the rewriting of each request.
+//!
 //! Plain HTTP carrying any placeholder is refused by the proxy (a real value is never sent in
 //! clear). Every other host stays a plain tunnel: it sees the placeholder, worthless there.
 //! A client that rejects the sandbox's CA ends its own handshake: nothing reaches the host.
 
 mod ca;
-pub(crate) mod intercept;
 mod secret;
-mod substitute;
+pub(crate) mod substitute;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -164,8 +166,11 @@ impl fmt::Debug for Secret {
 pub struct Broker {
   sandbox_id: String,
   authority: ca::Authority,
-  /// Roots for verifying destinations: the system's and `egressCaCertificates`.
-  upstream: Arc<ClientConfig>,
+  /// `egressCaCertificates`, parsed.
+  extra_roots: Vec<CertificateDer<'static>>,
+  /// Roots for verifying destinations: the system's and `egressCaCertificates`, made on the
+  /// first intercepted connection (reading the system's roots takes a while).
+  upstream: OnceLock<ClientConfig>,
   secrets: RwLock<Arc<Vec<Secret>>>,
 }
 
@@ -178,11 +183,24 @@ impl fmt::Debug for Broker {
   }
 }
 
-/// The crypto every TLS side of the broker uses.
+/// The crypto every TLS side of the broker uses: ring's, AES-128-GCM first. An intercepted
+/// transfer is decrypted and encrypted once more on the host; the cheaper cipher (no weaker
+/// than the web's usual) keeps that cost down.
 fn provider() -> Arc<CryptoProvider> {
   static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
   PROVIDER
-    .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+    .get_or_init(|| {
+      let mut provider = rustls::crypto::ring::default_provider();
+      provider.cipher_suites.sort_by_key(|suite| {
+        !matches!(
+          suite.suite(),
+          rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+            | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        )
+      });
+      Arc::new(provider)
+    })
     .clone()
 }
 
@@ -261,10 +279,7 @@ impl Broker {
   /// A broker with no secret yet, its CA made now; `extra_roots_pem` are
   /// `egressCaCertificates`, trusted for destinations besides the system's roots.
   pub fn new(sandbox_id: &str, extra_roots_pem: &[String]) -> Result<Broker, BrokerError> {
-    let mut roots = rustls::RootCertStore::empty();
-    // The system's roots as the host's TLS libraries find them; unreadable ones are skipped.
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
+    let mut extra_roots = Vec::new();
     for (index, pem) in extra_roots_pem.iter().enumerate() {
       let root = |problem: String| BrokerError::Root { index, problem };
       let certificates: Vec<CertificateDer<'static>> =
@@ -275,18 +290,18 @@ impl Broker {
         return Err(root("no BEGIN CERTIFICATE block".into()));
       }
       for certificate in certificates {
-        roots.add(certificate).map_err(|e| root(e.to_string()))?;
+        // A root the verifier cannot use is refused now, not at the first request.
+        rustls::RootCertStore::empty()
+          .add(certificate.clone())
+          .map_err(|e| root(e.to_string()))?;
+        extra_roots.push(certificate);
       }
     }
-    let upstream = ClientConfig::builder_with_provider(provider())
-      .with_safe_default_protocol_versions()
-      .map_err(|e| BrokerError::Authority(e.to_string()))?
-      .with_root_certificates(roots)
-      .with_no_client_auth();
     Ok(Broker {
       sandbox_id: sandbox_id.to_owned(),
       authority: ca::Authority::new(sandbox_id)?,
-      upstream: Arc::new(upstream),
+      extra_roots,
+      upstream: OnceLock::new(),
       secrets: RwLock::new(Arc::new(Vec::new())),
     })
   }
@@ -370,6 +385,26 @@ impl Broker {
       .iter()
       .map(|secret| (secret.name.clone(), secret.placeholder.clone()))
       .collect()
+  }
+
+  /// The TLS settings presenting the sandbox CA's certificate for `host`.
+  pub(crate) fn server_config(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, BrokerError> {
+    self.authority.server_config(host)
+  }
+
+  /// The TLS settings for destinations: the system's roots and `egressCaCertificates`.
+  pub(crate) fn upstream_tls(&self) -> &ClientConfig {
+    self.upstream.get_or_init(|| {
+      let mut roots = rustls::RootCertStore::empty();
+      // The system's roots as the host's TLS libraries find them; unreadable ones are skipped.
+      roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+      roots.add_parsable_certificates(self.extra_roots.iter().cloned());
+      ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+    })
   }
 
   /// Whether a TLS connection to `host:port` is intercepted: a secret is bound there.

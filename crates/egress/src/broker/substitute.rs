@@ -66,7 +66,7 @@ fn replaced(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Vec<u8>> {
 
 /// Whether any of `texts`, as sent, percent-decoded, or as `Basic` credentials, carries
 /// `placeholder` in any letter case: the forms a client could use to pass it on unseen.
-pub(super) fn carried<'a>(texts: impl IntoIterator<Item = &'a [u8]>, placeholder: &[u8]) -> bool {
+pub(crate) fn carried<'a>(texts: impl IntoIterator<Item = &'a [u8]>, placeholder: &[u8]) -> bool {
   texts.into_iter().any(|text| {
     contains_ignoring_case(text, placeholder)
       || contains_ignoring_case(&percent_decoded(text), placeholder)

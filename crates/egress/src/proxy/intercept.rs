@@ -25,22 +25,25 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
-use super::Broker;
-use super::substitute::{self, Unfit};
+use crate::broker::Broker;
+use crate::broker::substitute::{self, Unfit};
 use crate::http::parse_authority;
 use crate::policy::normalize_host;
 use crate::proxy::{self, LOG_TARGET, Proxy, Reason};
 
-/// What the proxy knows of a tunnel it hands over for interception.
-pub(crate) struct Interception {
-  /// Normalized, as allowed and as the ClientHello named it.
+/// What the proxy knows of a connection it hands over for interception.
+pub(super) struct Interception {
+  /// Normalized, as allowed (and as the ClientHello named it).
   pub host: String,
   pub port: u16,
   pub addresses: Vec<SocketAddr>,
-  /// The ClientHello and whatever followed it, read already.
+  /// What was read already: the ClientHello and whatever followed it, or the request.
   pub rest: Vec<u8>,
   /// The command's attribution token, for the refusals.
   pub token: Option<String>,
+  /// A tunnel, whose TLS ends here; else requests for `https://` URLs sent to the proxy
+  /// itself (as busybox's wget does), on the sandbox's loopback.
+  pub tls: bool,
 }
 
 type Body = Either<Incoming, Full<Bytes>>;
@@ -48,24 +51,27 @@ type UpstreamClient = Client<HttpsConnector<Pinned>, Incoming>;
 
 /// Serves the intercepted tunnel until it ends. A client that does not accept the sandbox's
 /// certificate ends the handshake, and nothing is sent to the destination.
-pub(crate) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, plan: Interception)
+pub(super) async fn serve<S>(proxy: &Proxy, broker: Arc<Broker>, client: S, mut plan: Interception)
 where
   S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
   let config = proxy.config();
   let sandbox = &config.sandbox_id;
   let destination = format!("{}:{}", plan.host, plan.port);
-  let tls = match broker.authority.server_config(&plan.host) {
+  let replayed = Rewind {
+    prefix: std::mem::take(&mut plan.rest),
+    read: 0,
+    inner: client,
+  };
+  if !plan.tls {
+    return serve_requests(proxy, broker, replayed, plan, destination).await;
+  }
+  let tls = match broker.server_config(&plan.host) {
     Ok(tls) => tls,
     Err(error) => {
       tracing::warn!(target: LOG_TARGET, %sandbox, %destination, %error, "egress interception failed");
       return;
     }
-  };
-  let replayed = Rewind {
-    prefix: plan.rest,
-    read: 0,
-    inner: client,
   };
   let accepted = timeout(
     config.handshake_timeout,
@@ -81,6 +87,20 @@ where
     Err(_) => return,
   };
   tracing::debug!(target: LOG_TARGET, %sandbox, %destination, "egress intercepted tunnel");
+  serve_requests(proxy, broker, stream, plan, destination).await;
+}
+
+/// Serves the requests of an intercepted connection until it ends.
+async fn serve_requests<S>(
+  proxy: &Proxy,
+  broker: Arc<Broker>,
+  stream: S,
+  plan: Interception,
+  destination: String,
+) where
+  S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+  let config = proxy.config();
   let (relays, mut relayed) = mpsc::unbounded_channel();
   let exchange = Arc::new(Exchange {
     proxy: proxy.clone(),
@@ -96,13 +116,26 @@ where
     let exchange = exchange.clone();
     async move { Ok::<_, Infallible>(exchange.handle(request).await) }
   });
-  let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+  let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+  // A client may close its side once its request is sent (busybox's wget does): it still
+  // waits for the answer.
+  builder.http1().half_close(true);
   let _ = builder
     .serve_connection_with_upgrades(TokioIo::new(stream), service)
     .await;
-  // WebSocket relays outlive the exchange that upgraded them, not the tunnel.
-  while let Some(relay) = relayed.recv().await {
-    let _ = relay.await;
+  // WebSocket relays outlive the exchange that upgraded them, not the connection: they
+  // end with it (idle, or its proxy closed), as they are aborted when dropped.
+  while let Some(mut relay) = relayed.recv().await {
+    let _ = (&mut relay.0).await;
+  }
+}
+
+/// A spawned relay, ended when dropped.
+struct Relay(tokio::task::JoinHandle<()>);
+
+impl Drop for Relay {
+  fn drop(&mut self) {
+    self.0.abort();
   }
 }
 
@@ -115,7 +148,7 @@ struct Exchange {
   port: u16,
   destination: String,
   token: Option<String>,
-  relays: mpsc::UnboundedSender<tokio::task::JoinHandle<()>>,
+  relays: mpsc::UnboundedSender<Relay>,
 }
 
 impl Exchange {
@@ -173,7 +206,12 @@ impl Exchange {
     }
     strip_hop_by_hop(request.headers_mut());
     match self.upstream.client.request(request).await {
-      Ok(response) => response.map(Either::Left),
+      Ok(mut response) => {
+        // The destination's connection is not the client's.
+        strip_hop_by_hop(response.headers_mut());
+        *response.version_mut() = Version::HTTP_11;
+        response.map(Either::Left)
+      }
       Err(error) => {
         let sandbox = &self.proxy.config().sandbox_id;
         let destination = &self.destination;
@@ -251,7 +289,7 @@ impl Exchange {
               .await;
         }
       });
-      let _ = self.relays.send(relay);
+      let _ = self.relays.send(Relay(relay));
     }
     response.map(Either::Left)
   }
@@ -310,7 +348,7 @@ impl Upstream {
       addresses: addresses.into(),
       connect_timeout,
     };
-    let tls = (*broker.upstream).clone();
+    let tls = broker.upstream_tls().clone();
     let connector = HttpsConnectorBuilder::new()
       .with_tls_config(tls.clone())
       .https_only()

@@ -32,16 +32,28 @@ export const TEST_IMAGE = 'native-workspace-test/busybox:1'
 const BUSYBOX = '/bin/busybox'
 
 /**
- * The two engines. Each has a bridge of its own, made here with its address (dockerd makes
- * only `docker0` itself, which a machine's own Docker may hold), on a /24 unlikely to be in use.
+ * The engines, in pairs: a "local" one on a unix socket and a "remote" one on TCP loopback.
+ * Each has a bridge of its own, made here with its address (dockerd makes only `docker0`
+ * itself, which a machine's own Docker may hold), on a /24 unlikely to be in use. Pair 1 is
+ * the one used unless NATIVE_WORKSPACE_TEST_ENGINES names pair 2: `npm test` runs a second
+ * group of Docker test files beside the first on it, so that neither group's containers,
+ * sweeps of dead processes' containers or engine-wide listings meet the other's.
  */
-const ENGINES = [
-  { name: 'local', bridge: 'nwd-local', address: '172.29.213.1/24', socketPath: `${RUN_DIR}/local/docker.sock` },
-  { name: 'remote', bridge: 'nwd-remote', address: '172.29.214.1/24', tcp: { host: '127.0.0.1', port: 23750 } },
-]
+function enginePair(pair) {
+  const suffix = pair === 1 ? '' : `-${pair}`
+  return [
+    { role: 'local', name: `local${suffix}`, bridge: `nwd-local${suffix}`, address: `172.29.${211 + 2 * pair}.1/24`, socketPath: `${RUN_DIR}/local${suffix}/docker.sock` },
+    { role: 'remote', name: `remote${suffix}`, bridge: `nwd-remote${suffix}`, address: `172.29.${212 + 2 * pair}.1/24`, tcp: { host: '127.0.0.1', port: 23749 + pair } },
+  ]
+}
+export const ENGINE_PAIRS = [1, 2]
+/** The pair this process uses. */
+const PAIR = Number(process.env.NATIVE_WORKSPACE_TEST_ENGINES || 1)
+if (!ENGINE_PAIRS.includes(PAIR)) throw new Error(`NATIVE_WORKSPACE_TEST_ENGINES must be one of ${ENGINE_PAIRS.join(', ')}, not ${process.env.NATIVE_WORKSPACE_TEST_ENGINES}`)
+const ENGINES = enginePair(PAIR)
 
-/** The shared engines' bridges, and the directories of their data and runtime state. */
-export const TEST_ENGINE_BRIDGES = ENGINES.map((engine) => engine.bridge)
+/** The test engines' bridges, and the directories of their data and runtime state. */
+export const TEST_ENGINE_BRIDGES = ENGINE_PAIRS.flatMap((pair) => enginePair(pair).map((engine) => engine.bridge))
 export const TEST_ENGINE_DIRS = [STATE_DIR, RUN_DIR]
 
 /** An engine's data and logs, and its runtime state: its own `stateDir`/`runDir` when it has them. */
@@ -461,18 +473,19 @@ export async function ensureTestImage(engine) {
 }
 
 /**
- * Starts both engines (when not running), takes `holder`'s lease on each (this process's by
- * default, see startEngine) and builds the test image into each. Where engines cannot be
+ * Starts both engines of a pair (this process's by default; when not running), takes
+ * `holder`'s lease on each (this process's by default, see startEngine) and builds the test
+ * image into each; resolves their endpoints, by role (`local`, `remote`). Where engines cannot be
  * started (not root), ones that run are used, with no lease.
  */
-export async function startEngines({ report = () => {}, holder } = {}) {
+export async function startEngines({ report = () => {}, holder, pair = PAIR } = {}) {
   const reason = cannotStartReason()
   const results = {}
-  for (const engine of ENGINES) {
+  for (const engine of enginePair(pair)) {
     if (reason && !(await engineAnswers(engine))) throw new Error(`cannot start the ${engine.name} Docker engine: ${reason}`)
     const start = reason ? { started: false } : await startEngine(engine, { holder, report })
     const image = await ensureTestImage(engine)
-    results[engine.name] = endpointOf(engine)
+    results[engine.role] = endpointOf(engine)
     report(
       `${engine.name}: ${endpointOf(engine).dockerHost} (${start.started ? `started in ${start.ms} ms` : 'already running'}; ` +
         `${TEST_IMAGE} ${image.built ? `built in ${image.ms} ms` : 'present'}; log ${log(engine)})`,
@@ -547,19 +560,21 @@ export async function stopEngine(engine, report = () => {}, { holder = processLe
   })
 }
 
-/** The names of the engines that answer now. */
+/** The names of this process's pair's engines that answer now. */
 export async function enginesUp() {
   const up = await Promise.all(ENGINES.map(engineAnswers))
   return ENGINES.filter((_, i) => up[i]).map((engine) => engine.name)
 }
 
 /**
- * Returns `holder`'s lease on both engines (this process's by default) and stops each that
- * no other live lease holds (see stopEngine), removing its bridge; data stays.
+ * Returns `holder`'s lease on both engines of a pair (this process's by default, as is the
+ * holder) and stops each that no other live lease holds (see stopEngine), removing its
+ * bridge; data stays.
  */
-export async function stopEngines({ report = () => {}, holder } = {}) {
-  await Promise.all(ENGINES.map((engine) => stopEngine(engine, report, { holder })))
-  if ((await enginesUp()).length > 0) return
+export async function stopEngines({ report = () => {}, holder, pair = PAIR } = {}) {
+  await Promise.all(enginePair(pair).map((engine) => stopEngine(engine, report, { holder })))
+  const everyEngine = ENGINE_PAIRS.flatMap(enginePair)
+  if ((await Promise.all(everyEngine.map(engineAnswers))).some(Boolean)) return
   // Directories dockerd and containerd make at fixed places; removed only when left empty.
   for (const dir of [RUN_DIR, '/run/docker/plugins', '/run/docker', '/run/containerd/s', '/run/containerd']) {
     try {
@@ -569,12 +584,12 @@ export async function stopEngines({ report = () => {}, holder } = {}) {
 }
 
 /**
- * Stops the engine named `name` ('local' or 'remote') and starts it again, whoever holds it:
+ * Stops this process's pair's engine `role` ('local' or 'remote') and starts it again, whoever holds it:
  * what its containers and clients see when an engine restarts under them (its containers stop).
  */
-export async function restartEngine(name) {
-  const engine = ENGINES.find((candidate) => candidate.name === name)
-  if (!engine) throw new Error(`no Docker engine named ${name}`)
+export async function restartEngine(role) {
+  const engine = ENGINES.find((candidate) => candidate.role === role)
+  if (!engine) throw new Error(`no Docker engine ${role}`)
   await withLock(engine, async () => {
     await stopDaemon(engine, () => {})
     await startDaemon(engine, { waitMs: 60_000, report: () => {} })

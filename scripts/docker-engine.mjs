@@ -5,7 +5,7 @@
 // offline test image (Debian's busybox-static and its applet links) into both.
 //
 //   node scripts/docker-engine.mjs [start]   start what is not running, build the image, print the endpoints
-//   node scripts/docker-engine.mjs stop      stop both engines, remove their bridges (data is kept)
+//   node scripts/docker-engine.mjs stop      stop both engines (of every pair), remove their bridges (data is kept)
 //
 // Several processes start and stop them at once (test runs in different checkouts, vitest's
 // global set-up, CI's exit trap): each engine's start and stop hold a lock (an flock on a
@@ -599,7 +599,11 @@ export async function restartEngine(role) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const command = process.argv[2] ?? 'start'
   const report = (line) => console.log(`docker-engine: ${line}`)
-  const action = { start: startEngines, stop: stopEngines }[command]
+  // A stop returns the hold on every pair: a run that died leaves no pair running for ever.
+  const stopEveryPair = async (options) => {
+    for (const pair of ENGINE_PAIRS) await stopEngines({ ...options, pair })
+  }
+  const action = { start: startEngines, stop: stopEveryPair }[command]
   if (!action) {
     console.error('usage: node scripts/docker-engine.mjs [start|stop]')
     process.exit(2)

@@ -4,10 +4,13 @@
 // suite is skipped with that reason; it runs by itself once remote engines are supported.
 import { describe } from 'vitest'
 import { DockerSandbox, SandboxOptionError } from '../lib/index.mjs'
-import { describeDocker } from './docker-engine.mjs'
+import { describeDocker, dockerEngines } from './docker-engine.mjs'
 import { dockerContract } from './docker-contract.mjs'
 
-const dockerOptions = { host: '127.0.0.1', port: 23750 }
+// The remote test engine of this run's pair (docker-engine.mjs); where none runs, the suite
+// is skipped and the address is only checked.
+const { host, port } = dockerEngines?.remote ?? { host: '127.0.0.1', port: 23750 }
+const dockerOptions = { host, port }
 
 /** Why DockerSandbox refuses these options, or null once it takes them. */
 function refusal() {

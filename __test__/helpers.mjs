@@ -19,9 +19,10 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // Temp directories and sandboxes
 
 const tempRoots = []
+// Some files leave trees of tens of thousands of entries, which a busy host takes a while to remove.
 afterAll(() => {
   for (const dir of tempRoots.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
+}, 180_000)
 
 /** A new, existing, empty temp directory (removed after the file's tests). */
 export function tempDir() {

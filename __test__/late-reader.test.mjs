@@ -64,9 +64,9 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
 
   it.runIf(available)('past the retained bound, a late reader starts at the oldest byte kept and misses nothing after it', async () => {
     const sb = sandbox({ isolation })
-    // About 3.4 MB of numbered lines (more than the 1 MiB retained), a pause to attach in,
-    // then more.
-    const handle = await sb.processes.spawn('seq 1 500000; sleep 1; seq 500001 600000')
+    // About 3.4 MB of numbered lines (more than the 1 MiB retained), a pause to attach in
+    // that lasts until the test's own line on stdin, then more.
+    const handle = await sb.processes.spawn('seq 1 500000; read gate; seq 500001 600000')
     const full = lines(1, 600000)
     const firstPart = lines(1, 500000)
     expect(await waitFor(() => handle.stdout.endsWith('\n500000\n'), { timeout: 10000 })).toBe(true)
@@ -75,6 +75,7 @@ describe.each(MODES)('a late reader %s', (_, isolation, available) => {
     const out = []
     const reading = readAll(handle.reader)
     const waited = handle.wait({ onStdout: (d) => out.push(d) })
+    await handle.sendStdin('go\n')
     const text = await withDeadline(reading, 20000, 'the late reader of a large output')
     await waited
     // Exactly what followed the dropped bytes: the retained MiB, then the rest.

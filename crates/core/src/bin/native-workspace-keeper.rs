@@ -1371,7 +1371,9 @@ fn command_line(pid: libc::pid_t, patience: std::time::Instant) -> Vec<u8> {
 fn report_leftovers(ctl: RawFd, left: &[libc::pid_t], status: libc::c_int) {
   const MAX_ARGV: usize = 200;
   // For all of them together: the command's result waits for this report.
-  let patience = std::time::Instant::now() + std::time::Duration::from_millis(20);
+  // A busy host may hold a fork's `execve` for tens of milliseconds: 100 ms names what it
+  // runs, and a command leaving a subshell (which stays a shell) waits that long once.
+  let patience = std::time::Instant::now() + std::time::Duration::from_millis(100);
   let mut report = String::new();
   for &pid in left {
     let argv = command_line(pid, patience);

@@ -19,9 +19,11 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // Temp directories and sandboxes
 
 const tempRoots = []
+// Bounded by what the file's tests made, not by the default hook timeout: a checkpoint test
+// leaves three trees of 60,000 files, whose removal takes more than 30 s on a loaded host.
 afterAll(() => {
   for (const dir of tempRoots.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
+}, 180_000)
 
 /** A new, existing, empty temp directory (removed after the file's tests). */
 export function tempDir() {

@@ -19,8 +19,7 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // Temp directories and sandboxes
 
 const tempRoots = []
-// Bounded by what the file's tests made, not by the default hook timeout: a checkpoint test
-// leaves three trees of 60,000 files, whose removal takes more than 30 s on a loaded host.
+// Some files leave trees of tens of thousands of entries, which a busy host takes a while to remove.
 afterAll(() => {
   for (const dir of tempRoots.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
 }, 180_000)

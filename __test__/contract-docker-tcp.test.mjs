@@ -4,13 +4,10 @@
 // suite is skipped with that reason; it runs by itself once remote engines are supported.
 import { describe } from 'vitest'
 import { DockerSandbox, SandboxOptionError } from '../lib/index.mjs'
-import { describeDocker, dockerEngines } from './docker-engine.mjs'
+import { describeDocker } from './docker-engine.mjs'
 import { dockerContract } from './docker-contract.mjs'
 
-// The remote test engine of this run's pair (docker-engine.mjs); where none runs, the suite
-// is skipped and the address is only checked.
-const { host, port } = dockerEngines?.remote ?? { host: '127.0.0.1', port: 23750 }
-const dockerOptions = { host, port }
+const dockerOptions = { host: '127.0.0.1', port: 23750 }
 
 /** Why DockerSandbox refuses these options, or null once it takes them. */
 function refusal() {

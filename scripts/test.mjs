@@ -4,9 +4,9 @@
 // failed. A failed build leaves every stage that needs it not run (they would judge a stale
 // or missing addon and keeper); `cargo test`, which does not, runs beside the build.
 //
-// Stages run four at a time (a stage spends most of its time waiting on sandboxes'
+// Stages run three at a time (a stage spends most of its time waiting on sandboxes'
 // processes and deadlines, while the cores idle); each stage's output lines start with its
-// name, and the summary gives when each began, its time and its processes' CPU time.
+// name.
 // The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
 // each with the warm pool on and off: the default pool (the first sandbox of a kind
 // launches its own init, later ones take pooled ones) takes one path or the other per
@@ -18,23 +18,18 @@
 // networks (host-state.mjs).
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { startEngines, stopEngines } from './docker-engine.mjs'
+import { enginesUp, startEngines, stopEngines } from './docker-engine.mjs'
 import { hostState, hostStateDifferences } from './host-state.mjs'
 import { ISOLATION_FILES } from './isolation-files.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-// The optimised build's profile for this run and the builds its tests make (build.mjs):
-// Cargo's `test-release`, the release profile's optimisation without its LTO link, which
-// takes most of a release build's time. `npm run build`, `bench` and `package` stay LTO.
-process.env.NATIVE_WORKSPACE_RELEASE_PROFILE ||= 'test-release'
 const report = (name) => path.join(root, 'target', name)
 const isRoot = process.getuid() === 0
-/** Stages that use a pair of the Docker test engines, and one that restarts pair 1's: never beside one on pair 1. */
-const usesEnginePair = (pair) => `uses Docker engine pair ${pair}`
-const RESTARTS_ENGINES = 'restarts Docker engine pair 1'
+/** Stages that use the shared Docker engines, and one that restarts them: the two never overlap. */
+const USES_ENGINES = 'uses the shared Docker engines'
+const RESTARTS_ENGINES = 'restarts the shared Docker engines'
 
 const firstLine = (text = '') => text.split('\n', 1)[0].slice(0, 300)
 
@@ -88,35 +83,28 @@ const isolation = (mode, asUser) => {
 }
 
 const build = { name: 'build', after: [], conflicts: [], uses: [], command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
-// Needs no build of the addon: it starts beside it, niced, so that the build (which the
-// other stages wait for) has the cores first and cargo test the time the build leaves.
-// Its own profile (Cargo's `test`: debug assertions and overflow checks) is not the build's.
-const cargo = { name: 'cargo test', besides: true, after: [], conflicts: [], uses: [], command: ['nice', '-n', '10', 'cargo', 'test', '--workspace'], counts: cargoCounts }
-/**
- * A vitest run of `files` as this user, in the default warm pool, reporting to
- * `target/<reportName>`; `pair`, the Docker engine pair it uses, if any.
- */
-const vitest = (name, reportName, files, { pair, restarts = false, env = {} } = {}) => {
+// Needs no build of the addon: it starts beside it, and uses the core that the build's
+// long single-threaded link leaves idle.
+const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+/** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
+const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)
   return {
     name,
     after: [build],
-    conflicts: restarts ? [RESTARTS_ENGINES] : [],
-    uses: pair ? [usesEnginePair(pair)] : [],
-    pair,
+    conflicts: uses.filter((use) => use === RESTARTS_ENGINES),
+    uses,
     command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
-    env: { VITEST_REPORT: file, ...(pair ? { NATIVE_WORKSPACE_TEST_ENGINES: String(pair) } : {}), ...env },
+    env: { VITEST_REPORT: file },
     before: () => fs.rmSync(file, { force: true }),
     counts: () => vitestCounts(file),
   }
 }
-// The vitest files outside the isolation suite, in five runs: the one that restarts an
-// engine of pair 1 under its containers (nothing else on pair 1 may run meanwhile); the
-// other files that use the Docker engines, in two groups side by side, each on an engine
-// pair of its own and with its own directory of keeper sockets (XDG_RUNTIME_DIR), so that
-// neither sees the other's containers, sweeps or sockets (the generated test among them:
-// its DockerSandboxes' keeper sockets share the directory those files judge); the package
-// as a user installs and type-checks it (builds, packs, installs, runs tsc); the others.
+// The vitest files outside the isolation suite, in four runs: the one that restarts a
+// shared Docker engine under its containers (nothing else that uses them may run
+// meanwhile), the other files that use the engines (the generated test among them: its
+// DockerSandboxes' keeper sockets share the host directory those files judge), the package
+// as a user installs and type-checks it (builds, packs, installs, runs tsc), and the others.
 const RESTARTS = '__test__/docker-engine.test.mjs'
 const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/types-source.test.mjs', '__test__/docs.test.mjs']
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
@@ -126,59 +114,33 @@ const testFiles = fs
   .map((name) => `__test__/${name}`)
   .filter((file) => !ISOLATION_FILES.includes(file))
   .sort()
-
-/**
- * The Docker files in two groups of about equal time: the generated test (its fixed budget,
- * 110 s), the S3 mounts (whose host directory of mount points the generated test's mounts
- * share), the sandbox contract on both engines and the scale suite in the first; every
- * other in the second.
- */
-const FIRST_DOCKER_GROUP = [
-  '__test__/property.test.mjs',
-  '__test__/s3-mounts.test.mjs',
-  '__test__/contract-docker.test.mjs',
-  '__test__/contract-docker-tcp.test.mjs',
-  '__test__/docker-sandbox-scale.test.mjs',
-]
-const dockerFiles = testFiles.filter((file) => usesEngines(file) && file !== RESTARTS)
-/** The second Docker group's keeper sockets (made before its run, removed at the end). */
-const secondRuntimeDir = path.join(os.tmpdir(), `nw-test-runtime-${process.pid}`)
-const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], { pair: 1, restarts: true })
-const vitestDocker = [
-  vitest('vitest, Docker 1', 'vitest-report-docker-1.json', dockerFiles.filter((file) => FIRST_DOCKER_GROUP.includes(file)), { pair: 1 }),
-  vitest('vitest, Docker 2', 'vitest-report-docker-2.json', dockerFiles.filter((file) => !FIRST_DOCKER_GROUP.includes(file)), {
-    pair: 2,
-    env: { XDG_RUNTIME_DIR: secondRuntimeDir },
-  }),
-]
+const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
 const vitestPackage = vitest('vitest, package', 'vitest-report-package.json', PACKAGE)
 const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file) && !PACKAGE.includes(file)))
 
 /**
- * In this order, four at a time: a stage starts as soon as one ends and it clashes with
- * none running. The build and `cargo test` first, side by side (`cargo test` takes no place
- * of the four: niced, it takes the time the others leave); after the build, first the short
- * stage that restarts an engine of pair 1 (nothing on pair 1 runs yet), then the isolation
- * suite's first run as each user (each user's two runs never overlap: each pair is a chain
- * as long as any stage, which must start early), then the longest, so that the last to
- * start are short. The vitest runs' process-tree tests judge only their own children and
- * cgroups, so a stage beside them does not fail them.
+ * In this order, three at a time: a stage starts as soon as one ends and it clashes with
+ * none running. The build and `cargo test` first, side by side; after the build, first the
+ * short stage that stops a shared engine (nothing that uses the engines runs yet), then the
+ * longest and the most constrained, so that the last to start are short. The vitest runs'
+ * process-tree tests judge only their own children and cgroups, so a stage beside them does
+ * not fail them; two isolation runs as the same user never overlap.
  */
 const STAGES = [
   build,
   cargo,
   vitestRestart,
-  isolation('pooled', false),
-  ...(isRoot ? [isolation('pooled', true)] : []),
-  ...vitestDocker,
-  vitestOthers,
+  vitestDocker,
   vitestPackage,
+  isolation('pooled', false),
   isolation('unpooled', false),
-  ...(isRoot ? [isolation('unpooled', true)] : []),
+  vitestOthers,
+  ...(isRoot ? [isolation('pooled', true), isolation('unpooled', true)] : []),
 ]
-// Four: the stages spend most of their time waiting on sandboxes' processes and deadlines
-// (with four, a run uses about two thirds of two cores' time).
-const SIDE_BY_SIDE = 4
+// Three: the stages spend most of their time waiting on sandboxes' processes and deadlines
+// (a run uses about a third of two cores' time).
+const SIDE_BY_SIDE = 3
 
 if (!isRoot) console.log('test: not root: the isolation suite runs as this user only (its uid 65534 runs need root)')
 
@@ -194,16 +156,10 @@ function runStage(stage) {
   const shown = stage.command.map((part) => (part === process.execPath ? 'node' : path.isAbsolute(part) ? path.relative(root, part) : part))
   console.log(`[${stage.name}] ${shown.join(' ')}`)
   return new Promise((resolve) => {
-    // Through a shell whose `times` tells, on descriptor 3, the CPU time of the stage's
-    // processes (those waited for: a container's, under its engine, are not).
-    const child = spawn('sh', ['-c', '"$@"; status=$?; times >&3; exit $status', 'sh', ...stage.command], {
+    const child = spawn(stage.command[0], stage.command.slice(1), {
       cwd: root,
       env: { ...process.env, ...stage.env },
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    })
-    let times = ''
-    child.stdio[3].on('data', (text) => {
-      times += text
+      stdio: ['ignore', 'pipe', 'pipe'],
     })
     let output = ''
     const relay = (stream, into) => {
@@ -226,10 +182,7 @@ function runStage(stage) {
       const counts = stage.counts?.(output) ?? {}
       const exit = signal ?? code
       const ok = exit === 0 && !counts.failed && !counts.missing
-      // `times`'s second line: the children's user and system time, as `1m2.5s 0m3.25s`.
-      const [, ...cpu] = times.split('\n')[1]?.match(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s/) ?? []
-      const cpuMs = cpu.length ? ((Number(cpu[0]) + Number(cpu[2])) * 60 + Number(cpu[1]) + Number(cpu[3])) * 1000 : undefined
-      resolve({ name: stage.name, ok, exit, startedAt: began, ms: Date.now() - began, cpuMs, ...counts })
+      resolve({ name: stage.name, ok, exit, ms: Date.now() - began, ...counts })
     })
   })
 }
@@ -245,12 +198,12 @@ async function runSideBySide(stages) {
   const done = new Map()
   const clash = (a, b) =>
     a.conflicts.some((key) => b.conflicts.includes(key)) ||
-    (a.conflicts.includes(RESTARTS_ENGINES) && b.uses.includes(usesEnginePair(1))) ||
-    (b.conflicts.includes(RESTARTS_ENGINES) && a.uses.includes(usesEnginePair(1)))
+    (a.conflicts.includes(RESTARTS_ENGINES) && b.uses.includes(USES_ENGINES)) ||
+    (b.conflicts.includes(RESTARTS_ENGINES) && a.uses.includes(USES_ENGINES))
   await new Promise((resolve) => {
     const fill = () => {
       for (const stage of [...pending]) {
-        if ([...running].filter((other) => !other.besides).length >= SIDE_BY_SIDE && !stage.besides) continue
+        if (running.size >= SIDE_BY_SIDE) break
         if (!stage.after.every((first) => done.has(first)) || [...running].some((other) => clash(stage, other))) continue
         pending.splice(pending.indexOf(stage), 1)
         const failedFirst = stage.after.find((first) => !done.get(first).ok)
@@ -277,20 +230,17 @@ async function runSideBySide(stages) {
 const began = Date.now()
 const hostBefore = await hostState()
 // The DockerSandbox tests' engines, started once by the first stage that uses them rather
-// than by each vitest run; this run holds them until its end, then returns its hold (an
-// engine nobody else holds, by hand or in another run, is stopped). Where they cannot start,
-// the Docker suites say why (and are skipped, but under CI).
-const enginesStarted = new Map()
-const engineReport = (line) => console.log(`[docker engines] ${line}`)
-const startThePair = (pair) => {
-  if (!enginesStarted.has(pair)) enginesStarted.set(pair, startEngines({ pair, report: engineReport }).catch((error) => engineReport(error.message)))
-  return enginesStarted.get(pair)
-}
-for (const stage of STAGES) if (stage.pair) stage.prepare = () => startThePair(stage.pair)
-fs.mkdirSync(secondRuntimeDir, { mode: 0o700 })
+// than by each vitest run (which would stop, when it ends, the engines it started while
+// another run still uses them); stopped at the end when this run started them. Where they
+// cannot start, the Docker suites say why (and are skipped, but under CI).
+const enginesBefore = await enginesUp()
+let enginesStarted
+const startTheEngines = () =>
+  (enginesStarted ??= startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`)))
+for (const stage of STAGES) if (stage.uses.length > 0) stage.prepare = startTheEngines
 const results = await runSideBySide(STAGES)
-for (const pair of enginesStarted.keys()) await stopEngines({ pair, report: engineReport }).catch((error) => engineReport(error.message))
-fs.rmSync(secondRuntimeDir, { recursive: true, force: true })
+const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
+if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
 const stopped = results[0].ok ? null : 'the build failed'
 
 {
@@ -308,21 +258,18 @@ const rows = results.map((r) => [
   r.passed ?? '-',
   r.failed ?? '-',
   r.skipped ?? '-',
-  r.startedAt ? format(r.startedAt - began) : '-',
   r.notRun ? '-' : format(r.ms),
-  r.cpuMs === undefined ? '-' : format(r.cpuMs),
   [r.note, r.ok || r.notRun || r.exit === undefined || r.exit === 0 ? undefined : `exit ${r.exit}`].filter(Boolean).join('; '),
 ])
-// When each stage began in the run, its time, and its processes' CPU time (both cores count).
-const header = ['stage', 'result', 'passed', 'failed', 'skipped', 'began', 'time', 'cpu', '']
+const header = ['stage', 'result', 'passed', 'failed', 'skipped', 'time', '']
 const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => String(row[i]).length)))
-const line = (row) => row.map((cell, i) => (i >= 2 && i <= 7 ? String(cell).padStart(widths[i]) : String(cell).padEnd(widths[i]))).join('  ').trimEnd()
+const line = (row) => row.map((cell, i) => (i >= 2 && i <= 5 ? String(cell).padStart(widths[i]) : String(cell).padEnd(widths[i]))).join('  ').trimEnd()
 const failed = results.filter((r) => !r.ok)
 console.log(`\ntest summary (${format(Date.now() - began)} in all${stopped ? `; stopped: ${stopped}` : ''})`)
 console.log(line(header))
 for (const row of rows) console.log(line(row))
 const total = (key) => results.reduce((sum, r) => sum + (typeof r[key] === 'number' ? r[key] : 0), 0)
-console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped; ${format(total('cpuMs'))} of CPU`)
+console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped`)
 // Named here, at the end, because a long run's log is often read from its tail.
 for (const r of failed) for (const test of r.failures ?? []) console.log(`failed in ${r.name}: ${test}`)
 console.log(failed.length ? `FAILED: ${failed.map((r) => r.name).join('; ')}` : 'every stage passed')

@@ -1,13 +1,14 @@
-// A test run stops the Docker Engines it started itself (see docker-engine.mjs) when it
-// ends: while it runs, the TCP engine gives root to any local user who connects to it.
-// Engines that already answered when the run began (started by `.ci/run`, or by hand with
-// `node scripts/docker-engine.mjs start` to keep them up between runs) are left running.
-import { enginesUp, stopEngines } from '../scripts/docker-engine.mjs'
+// A test run holds the Docker Engines (see docker-engine.mjs) from its start to its end, for
+// its test files' processes, which start them when they need them; at its end it returns
+// its hold, and an engine nobody else holds is stopped: while it runs, the TCP engine gives
+// root to any local user who connects to it. Engines started by hand (`node
+// scripts/docker-engine.mjs start`, as `.ci/run` does, to keep them up between runs) or held
+// by another run are left running.
+import { holdEngines, stopEngines } from '../scripts/docker-engine.mjs'
 
 export async function setup() {
-  const before = await enginesUp()
+  const held = await holdEngines()
   return async function teardown() {
-    const startedByThisRun = (await enginesUp()).filter((name) => !before.includes(name))
-    if (startedByThisRun.length > 0) await stopEngines({ only: startedByThisRun })
+    if (held) await stopEngines()
   }
 }

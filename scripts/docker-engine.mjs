@@ -7,6 +7,14 @@
 //   node scripts/docker-engine.mjs [start]   start what is not running, build the image, print the endpoints
 //   node scripts/docker-engine.mjs stop      stop both engines, remove their bridges (data is kept)
 //
+// Several processes start and stop them at once (test runs in different checkouts, vitest's
+// global set-up, CI's exit trap): each engine's start and stop hold a lock (an flock on a
+// file in its state directory), and each user holds a lease there, so that a stop leaves
+// an engine running while another lease on it lives. A process's lease lives as long as
+// the process; the command line's `start` takes a lease "by hand", which its `stop`
+// returns. An engine found running with no live lease (started by hand before leases, or
+// by a run that died) is kept as if started by hand.
+//
 // Needs root and Debian's `docker.io` and `busybox-static` (`.ci/run` installs them).
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -76,15 +84,16 @@ const nameOf = (endpoint) => endpoint.dockerHost ?? (endpoint.socketPath ? `unix
 /**
  * One Engine API request over plain HTTP (unix socket or TCP). Resolves
  * `{ status, headers, body }` (body a Buffer); a `json` option is sent as JSON, a `body`
- * Buffer as is. Rejects after `timeoutMs` instead of waiting on a silent engine.
+ * Buffer as is. Rejects after `timeoutMs` instead of waiting on a silent engine. `fresh`: on
+ * a connection of its own, not one kept alive from an earlier request.
  */
-export function engineRequest(endpoint, method, urlPath, { json, body, headers = {}, timeoutMs = 30_000 } = {}) {
+export function engineRequest(endpoint, method, urlPath, { json, body, headers = {}, timeoutMs = 30_000, fresh = false } = {}) {
   const payload = json === undefined ? body : Buffer.from(JSON.stringify(json))
   if (json !== undefined) headers = { 'Content-Type': 'application/json', ...headers }
   if (payload) headers = { 'Content-Length': payload.length, ...headers }
   const target = endpoint.socketPath ? { socketPath: endpoint.socketPath } : { host: endpoint.host, port: endpoint.port }
   return new Promise((resolve, reject) => {
-    const req = http.request({ ...target, method, path: urlPath, headers }, (res) => {
+    const req = http.request({ ...target, method, path: urlPath, headers, ...(fresh ? { agent: false } : {}) }, (res) => {
       const chunks = []
       res.on('data', (chunk) => chunks.push(chunk))
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }))
@@ -104,10 +113,13 @@ export async function engineJson(endpoint, method, urlPath, options) {
   return text ? JSON.parse(text) : null
 }
 
-/** True when the engine answers its ping. */
-async function isUp(engine) {
+/**
+ * True when the engine answers its ping at its endpoint now: on a new connection (one kept
+ * alive would answer from a daemon whose socket is gone).
+ */
+export async function engineAnswers(engine) {
   try {
-    const res = await engineRequest(endpointOf(engine), 'GET', '/_ping', { timeoutMs: 2_000 })
+    const res = await engineRequest(endpointOf(engine), 'GET', '/_ping', { timeoutMs: 2_000, fresh: true })
     return res.status === 200
   } catch {
     return false
@@ -181,37 +193,209 @@ function readPid(engine) {
   }
 }
 
-/** Starts one engine unless it answers already; waits (bounded) until it does. */
-export async function startEngine(engine, { waitMs = 60_000 } = {}) {
-  if (await isUp(engine)) return { started: false }
+/** How long a process waits for an engine's lock: past a start's and a stop's own bounds. */
+const LOCK_WAIT_S = 300
+
+/**
+ * Runs `fn` holding the engine's lock: an flock on a file in its state directory, held by a
+ * child `flock` until `fn` settles. The child ends when its stdin closes, so a process that
+ * dies holding the lock frees it. Not re-entrant: `fn` takes no lock of the same engine.
+ */
+async function withLock(engine, fn) {
+  fs.mkdirSync(stateDir(engine), { recursive: true, mode: 0o700 })
+  const file = path.join(stateDir(engine), 'engine.lock')
+  const holder = spawn('flock', ['--exclusive', '--timeout', String(LOCK_WAIT_S), file, 'sh', '-c', 'echo locked && exec cat >/dev/null'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  const ended = new Promise((resolve) => holder.on('close', resolve))
+  let why = ''
+  holder.stderr.on('data', (text) => {
+    why += text
+  })
+  const locked = await new Promise((resolve) => {
+    holder.stdout.once('data', () => resolve(true))
+    holder.on('error', (error) => resolve(!(why = error.message)))
+    holder.on('close', () => resolve(false))
+  })
+  if (!locked) throw new Error(`cannot take the ${engine.name} Docker engine's lock ${file}: ${why.trim() || `not free within ${LOCK_WAIT_S} s`}`)
+  try {
+    return await fn()
+  } finally {
+    holder.stdin.end()
+    await ended
+  }
+}
+
+/** The lease the command line's `start` takes and its `stop` returns: it lives until then. */
+const BY_HAND = 'by-hand'
+
+/**
+ * A process as a lease names it: this boot, its pid and its start time (clock ticks since
+ * boot), so that neither a reused pid nor a reboot makes a dead holder look alive.
+ */
+function processLease(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // The command name may hold spaces and parentheses: fields are counted after its end.
+    const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+    return `${fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}-${pid}-${startTime}`
+  } catch {
+    return null
+  }
+}
+
+const leaseDir = (engine) => path.join(stateDir(engine), 'leases')
+const leaseAlive = (name) => name === BY_HAND || processLease(Number(name.split('-').at(-2))) === name
+
+/** The live leases on the engine, by name; the dead ones' files are removed. */
+function liveLeases(engine) {
+  let names = []
+  try {
+    names = fs.readdirSync(leaseDir(engine))
+  } catch {}
+  const live = names.filter(leaseAlive)
+  for (const name of names) if (!live.includes(name)) fs.rmSync(path.join(leaseDir(engine), name), { force: true })
+  return live
+}
+
+/**
+ * Takes `holder`'s lease on the engine (under its lock). An engine that runs with no live
+ * lease (started by hand before leases, or by a run that died) is kept as if started by hand.
+ */
+function takeLease(engine, holder, up) {
+  fs.mkdirSync(leaseDir(engine), { recursive: true, mode: 0o700 })
+  if (up && liveLeases(engine).length === 0) fs.writeFileSync(path.join(leaseDir(engine), BY_HAND), '')
+  fs.writeFileSync(path.join(leaseDir(engine), holder), '')
+}
+
+/** Returns `holder`'s lease on the engine (under its lock); false when it held none. */
+function returnLease(engine, holder) {
+  const file = path.join(leaseDir(engine), holder)
+  if (!fs.existsSync(file)) return false
+  fs.rmSync(file)
+  return true
+}
+
+/**
+ * The processes of the engine, found by their command lines (a pid file may be gone): its
+ * dockerd, and the containerd and shims under its runtime directory. `{ pid, dockerd }`.
+ */
+function processesOf(engine) {
+  const run = `${runDir(engine)}/`
+  const found = []
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
+    let args
+    try {
+      args = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0')
+    } catch {
+      continue
+    }
+    if (args.some((arg) => arg === `--pidfile=${pidFile(engine)}` || arg.startsWith(run))) {
+      found.push({ pid: Number(name), dockerd: args.includes(`--pidfile=${pidFile(engine)}`) })
+    }
+  }
+  return found
+}
+
+/** Sends `signal` to `pids` and waits until they are gone or `ms` have passed; the pids left. */
+async function signalAndWait(pids, signal, ms) {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal)
+    } catch {}
+  }
+  const deadline = Date.now() + ms
+  while (pids.some(pidAlive) && Date.now() < deadline) await sleep(100)
+  return pids.filter(pidAlive)
+}
+
+/**
+ * Ends the engine's processes: its dockerd first (SIGTERM: it stops its containers and its
+ * containerd), then whatever of containerd and the shims outlives it; SIGKILL for those
+ * that outlast their bound.
+ */
+async function endProcesses(engine, report) {
+  const daemons = processesOf(engine).filter((p) => p.dockerd).map((p) => p.pid)
+  const hung = await signalAndWait(daemons, 'SIGTERM', 30_000)
+  const rest = processesOf(engine).map((p) => p.pid)
+  const left = await signalAndWait(rest, 'SIGTERM', 5_000)
+  if (left.length > 0) await signalAndWait(left, 'SIGKILL', 5_000)
+  if (hung.length > 0 || left.length > 0) report(`${engine.name}: killed pids ${[...new Set([...hung, ...left])].join(', ')}, which did not end on SIGTERM`)
+  if (daemons.length > 0) report(`${engine.name}: stopped`)
+}
+
+/**
+ * Stops the engine's daemon (under its lock) and removes its bridge and runtime state;
+ * data stays. Also what a start does with a daemon left behind that does not answer.
+ */
+async function stopDaemon(engine, report) {
+  // dockerd would give each running container 10 s to heed SIGTERM, which a shell as PID 1
+  // ignores: kill them first.
+  if (await engineAnswers(engine)) await killContainers(engine).catch(() => {})
+  await endProcesses(engine, report)
+  // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
+  // the same run: a start that failed midway leaves the mount to the next stop. Network
+  // namespaces it pinned under its runtime directory may outlive it too.
+  for (const mountPoint of [...mountsUnder(stateDir(engine)), ...mountsUnder(runDir(engine))]) await unmount(mountPoint, report)
+  if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
+  fs.rmSync(runDir(engine), { recursive: true, force: true })
+}
+
+/** Starts the engine's daemon (under its lock); waits (bounded) until it answers. */
+async function startDaemon(engine, { waitMs, report }) {
   const began = Date.now()
+  if (processesOf(engine).length > 0) {
+    // A dockerd still starting holds its pid file (for a start whose process died): given a
+    // moment to answer. Any other is stale (its runtime directory removed under it, or
+    // hung), and would keep a new one from its data: ended, and its state cleaned up.
+    const starting = readPid(engine)
+    for (const deadline = Date.now() + 10_000; starting && pidAlive(starting) && Date.now() < deadline; await sleep(200)) {
+      if (await engineAnswers(engine)) return { started: false }
+    }
+    report(`${engine.name}: a daemon left behind does not answer: ending it`)
+    await stopDaemon(engine, report)
+  }
   ensureBridge(engine)
   fs.mkdirSync(stateDir(engine), { recursive: true, mode: 0o700 })
   fs.mkdirSync(runDir(engine), { recursive: true, mode: 0o700 })
   // Its own configuration, not /etc/docker's (a machine's Docker), with its own identity key
   // (dockerd 20.10 would write /etc/docker/key.json; the key has no flag).
   fs.writeFileSync(configFile(engine), `${JSON.stringify({ 'deprecated-key-path': path.join(stateDir(engine), 'key.json') })}\n`)
-  // A dockerd still starting (or hung) holds the pid file: wait for it rather than start a twin.
-  const running = readPid(engine)
-  let child
-  if (!running || !pidAlive(running)) {
-    const out = fs.openSync(log(engine), 'a')
-    child = spawn('dockerd', dockerdArgs(engine), { detached: true, stdio: ['ignore', out, out] })
-    fs.closeSync(out)
-    child.unref()
-  }
+  const out = fs.openSync(log(engine), 'a')
+  const child = spawn('dockerd', dockerdArgs(engine), { detached: true, stdio: ['ignore', out, out] })
+  fs.closeSync(out)
+  child.unref()
   let exited = null
-  child?.on('exit', (code, signal) => {
+  child.on('exit', (code, signal) => {
     exited = signal ?? `exit code ${code}`
   })
   while (Date.now() - began < waitMs) {
-    if (await isUp(engine)) return { started: true, ms: Date.now() - began }
+    if (await engineAnswers(engine)) return { started: true, ms: Date.now() - began }
     if (exited) break
     await sleep(100)
   }
   const tail = fs.existsSync(log(engine)) ? fs.readFileSync(log(engine), 'utf8').trimEnd().split('\n').slice(-5).join('\n') : ''
   const why = exited ? `dockerd ended (${exited})` : `no answer on ${endpointOf(engine).dockerHost} within ${waitMs} ms`
   throw new Error(`the ${engine.name} Docker engine did not start: ${why}; see ${log(engine)}:\n${tail}`)
+}
+
+/**
+ * Starts one engine unless it answers already, and takes `holder`'s lease on it (this
+ * process's by default: it lives while the process does); waits (bounded) until it answers.
+ */
+export async function startEngine(engine, { waitMs = 60_000, holder = processLease(process.pid), report = () => {} } = {}) {
+  return withLock(engine, async () => {
+    const up = await engineAnswers(engine)
+    takeLease(engine, holder, up)
+    if (up) return { started: false }
+    try {
+      return await startDaemon(engine, { waitMs, report })
+    } catch (error) {
+      returnLease(engine, holder)
+      throw error
+    }
+  })
 }
 
 /** True when `file` is an ELF executable with no interpreter (runs in an empty image). */
@@ -276,13 +460,17 @@ export async function ensureTestImage(engine) {
   return { built: true, ms: Date.now() - began }
 }
 
-/** Starts both engines (when not running) and builds the test image into each. */
-export async function startEngines({ report = () => {} } = {}) {
+/**
+ * Starts both engines (when not running), takes `holder`'s lease on each (this process's by
+ * default, see startEngine) and builds the test image into each. Where engines cannot be
+ * started (not root), ones that run are used, with no lease.
+ */
+export async function startEngines({ report = () => {}, holder } = {}) {
   const reason = cannotStartReason()
   const results = {}
   for (const engine of ENGINES) {
-    if (reason && !(await isUp(engine))) throw new Error(`cannot start the ${engine.name} Docker engine: ${reason}`)
-    const start = await startEngine(engine)
+    if (reason && !(await engineAnswers(engine))) throw new Error(`cannot start the ${engine.name} Docker engine: ${reason}`)
+    const start = reason ? { started: false } : await startEngine(engine, { holder, report })
     const image = await ensureTestImage(engine)
     results[engine.name] = endpointOf(engine)
     report(
@@ -291,6 +479,17 @@ export async function startEngines({ report = () => {} } = {}) {
     )
   }
   return results
+}
+
+/**
+ * Takes this process's lease on both engines without starting them: for a run whose own
+ * processes start them (and lease them only while they live), returned by `stopEngines` at
+ * its end. False where engines cannot be started here, and nothing is held.
+ */
+export async function holdEngines() {
+  if (cannotStartReason()) return false
+  for (const engine of ENGINES) await withLock(engine, async () => takeLease(engine, processLease(process.pid), await engineAnswers(engine)))
+  return true
 }
 
 /** Mount points at or below `dir`, deepest first (octal escapes of mountinfo decoded). */
@@ -329,39 +528,38 @@ async function killContainers(engine) {
   await Promise.all(running.map(({ Id }) => engineRequest(endpoint, 'POST', `/containers/${Id}/kill`, { timeoutMs: 5_000 })))
 }
 
-/** Stops one engine (SIGTERM, bounded wait) and removes its bridge and runtime state; data stays. */
-export async function stopEngine(engine, report = () => {}) {
-  const pid = readPid(engine)
-  if (pid && pidAlive(pid)) {
-    // dockerd would give each running container 10 s to heed SIGTERM, which a shell as PID 1
-    // ignores: kill them first.
-    await killContainers(engine).catch(() => {})
-    process.kill(pid, 'SIGTERM')
-    const deadline = Date.now() + 30_000
-    while (pidAlive(pid) && Date.now() < deadline) await sleep(100)
-    if (pidAlive(pid)) throw new Error(`the ${engine.name} Docker engine (pid ${pid}) did not stop within 30 s; see ${log(engine)}`)
-    report(`${engine.name}: stopped`)
-  }
-  // dockerd bind-mounts its data root onto itself and undoes that only when it made it in
-  // the same run: a start that failed midway leaves the mount to the next stop. Network
-  // namespaces it pinned under its runtime directory may outlive it too.
-  for (const mountPoint of [...mountsUnder(stateDir(engine)), ...mountsUnder(runDir(engine))]) await unmount(mountPoint, report)
-  if (fs.existsSync(`/sys/class/net/${engine.bridge}`)) execFileSync('ip', ['link', 'del', engine.bridge])
-  fs.rmSync(runDir(engine), { recursive: true, force: true })
+/**
+ * Returns `holder`'s lease on one engine (this process's by default) and stops the engine
+ * (SIGTERM, bounded wait; its bridge and runtime state removed, data kept) unless another
+ * live lease holds it. A holder that held no lease changes nothing, but for `BY_HAND`: the
+ * command line's stop stops an engine nobody else holds. `{ stopped, users }`.
+ */
+export async function stopEngine(engine, report = () => {}, { holder = processLease(process.pid) } = {}) {
+  return withLock(engine, async () => {
+    if (!returnLease(engine, holder) && holder !== BY_HAND) return { stopped: false, users: liveLeases(engine) }
+    const users = liveLeases(engine)
+    if (users.length > 0) {
+      report(`${engine.name}: kept running for its other users (${users.map((name) => (name === BY_HAND ? name : `pid ${name.split('-').at(-2)}`)).join(', ')})`)
+      return { stopped: false, users }
+    }
+    await stopDaemon(engine, report)
+    return { stopped: true, users }
+  })
 }
 
 /** The names of the engines that answer now. */
 export async function enginesUp() {
-  const up = await Promise.all(ENGINES.map(isUp))
+  const up = await Promise.all(ENGINES.map(engineAnswers))
   return ENGINES.filter((_, i) => up[i]).map((engine) => engine.name)
 }
 
 /**
- * Stops both engines and removes their bridges; data stays. `only`: the names of the
- * engines to stop, when not both.
+ * Returns `holder`'s lease on both engines (this process's by default) and stops each that
+ * no other live lease holds (see stopEngine), removing its bridge; data stays.
  */
-export async function stopEngines({ report = () => {}, only } = {}) {
-  await Promise.all(ENGINES.filter((engine) => !only || only.includes(engine.name)).map((engine) => stopEngine(engine, report)))
+export async function stopEngines({ report = () => {}, holder } = {}) {
+  await Promise.all(ENGINES.map((engine) => stopEngine(engine, report, { holder })))
+  if ((await enginesUp()).length > 0) return
   // Directories dockerd and containerd make at fixed places; removed only when left empty.
   for (const dir of [RUN_DIR, '/run/docker/plugins', '/run/docker', '/run/containerd/s', '/run/containerd']) {
     try {
@@ -371,14 +569,16 @@ export async function stopEngines({ report = () => {}, only } = {}) {
 }
 
 /**
- * Stops the engine named `name` ('local' or 'remote') and starts it again: what its
- * containers and clients see when an engine restarts under them (its containers stop).
+ * Stops the engine named `name` ('local' or 'remote') and starts it again, whoever holds it:
+ * what its containers and clients see when an engine restarts under them (its containers stop).
  */
 export async function restartEngine(name) {
   const engine = ENGINES.find((candidate) => candidate.name === name)
   if (!engine) throw new Error(`no Docker engine named ${name}`)
-  await stopEngine(engine, () => {})
-  await startEngine(engine)
+  await withLock(engine, async () => {
+    await stopDaemon(engine, () => {})
+    await startDaemon(engine, { waitMs: 60_000, report: () => {} })
+  })
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
@@ -390,7 +590,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.exit(2)
   }
   try {
-    await action({ report })
+    await action({ report, holder: BY_HAND })
   } catch (error) {
     console.error(`docker-engine: ${error.message}`)
     process.exit(1)

@@ -20,7 +20,7 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { enginesUp, startEngines, stopEngines } from './docker-engine.mjs'
+import { startEngines, stopEngines } from './docker-engine.mjs'
 import { hostState, hostStateDifferences } from './host-state.mjs'
 import { ISOLATION_FILES } from './isolation-files.mjs'
 
@@ -230,17 +230,15 @@ async function runSideBySide(stages) {
 const began = Date.now()
 const hostBefore = await hostState()
 // The DockerSandbox tests' engines, started once by the first stage that uses them rather
-// than by each vitest run (which would stop, when it ends, the engines it started while
-// another run still uses them); stopped at the end when this run started them. Where they
-// cannot start, the Docker suites say why (and are skipped, but under CI).
-const enginesBefore = await enginesUp()
+// than by each vitest run; this run holds them until its end, then returns its hold (an
+// engine nobody else holds, by hand or in another run, is stopped). Where they cannot start,
+// the Docker suites say why (and are skipped, but under CI).
 let enginesStarted
-const startTheEngines = () =>
-  (enginesStarted ??= startEngines({ report: (line) => console.log(`[docker engines] ${line}`) }).catch((error) => console.log(`[docker engines] ${error.message}`)))
+const engineReport = (line) => console.log(`[docker engines] ${line}`)
+const startTheEngines = () => (enginesStarted ??= startEngines({ report: engineReport }).catch((error) => engineReport(error.message)))
 for (const stage of STAGES) if (stage.uses.length > 0) stage.prepare = startTheEngines
 const results = await runSideBySide(STAGES)
-const startedHere = (await enginesUp()).filter((name) => !enginesBefore.includes(name))
-if (startedHere.length > 0) await stopEngines({ only: startedHere, report: (line) => console.log(`[docker engines] ${line}`) })
+if (enginesStarted) await stopEngines({ report: engineReport }).catch((error) => engineReport(error.message))
 const stopped = results[0].ok ? null : 'the build failed'
 
 {

@@ -41,11 +41,23 @@ export const ISOLATION_FILES = [
 ]
 
 /**
+ * Files whose every sandbox sets `nativeSandbox.warmPool` itself, each test with 0 and with 2,
+ * and which start no other process that makes one: NATIVE_WORKSPACE_WARM_POOL (read only
+ * for a sandbox without the option) changes nothing in them, so a second mode would run
+ * the same code again. They run in the `pooled` mode's runs only.
+ */
+const SET_THEIR_OWN_POOL = ['__test__/isolation-host-users.test.mjs', '__test__/stop-race.test.mjs']
+
+/**
  * The isolation suite's runs in a warm pool mode, by name: `pooled`, every sandbox without a
  * warmPool option keeps 2 inits warm and starts from one of them; `unpooled`, none is kept
- * and every sandbox launches its own.
+ * and every sandbox launches its own. `files`: what a run in that mode runs.
  */
 export const WARM_POOL_MODES = {
-  pooled: { label: 'with the warm pool on', env: { NATIVE_WORKSPACE_WARM_POOL: '2' } },
-  unpooled: { label: 'with the warm pool off', env: { NATIVE_WORKSPACE_WARM_POOL: '0' } },
+  pooled: { label: 'with the warm pool on', env: { NATIVE_WORKSPACE_WARM_POOL: '2' }, files: ISOLATION_FILES },
+  unpooled: {
+    label: 'with the warm pool off',
+    env: { NATIVE_WORKSPACE_WARM_POOL: '0' },
+    files: ISOLATION_FILES.filter((file) => !SET_THEIR_OWN_POOL.includes(file)),
+  },
 }

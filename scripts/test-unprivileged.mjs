@@ -30,7 +30,7 @@ const report = path.join(home, 'report.json')
 const view = path.join(home, 'repo')
 fs.mkdirSync(view)
 const vitest = path.join(view, 'node_modules', 'vitest', 'vitest.mjs')
-const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...ISOLATION_FILES, '--configLoader', 'native']
+const asUser = [`--reuid=${UNPRIVILEGED}`, `--regid=${UNPRIVILEGED}`, '--clear-groups', process.execPath, vitest, 'run', ...(mode ? WARM_POOL_MODES[mode].files : ISOLATION_FILES), '--configLoader', 'native']
 const run = spawnSync(
   'unshare',
   ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec setpriv "$@"', 'sh', root, view, ...asUser],

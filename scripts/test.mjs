@@ -6,7 +6,7 @@
 //
 // Stages run three at a time (a stage spends most of its time waiting on sandboxes'
 // processes and deadlines, while the cores idle); each stage's output lines start with its
-// name.
+// name, and the summary gives when each began, its time and its processes' CPU time.
 // The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
 // each with the warm pool on and off: the default pool (the first sandbox of a kind
 // launches its own init, later ones take pooled ones) takes one path or the other per
@@ -25,6 +25,10 @@ import { hostState, hostStateDifferences } from './host-state.mjs'
 import { ISOLATION_FILES } from './isolation-files.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+// The optimised build's profile for this run and for the builds its tests make (build.mjs):
+// Cargo's `test-release`, the release profile's optimisation without its LTO link, which
+// takes most of a release build's time. `npm run build`, `bench` and `package` stay LTO.
+process.env.NATIVE_WORKSPACE_RELEASE_PROFILE ||= 'test-release'
 const report = (name) => path.join(root, 'target', name)
 const isRoot = process.getuid() === 0
 /** Stages that use the shared Docker engines, and one that restarts them: the two never overlap. */
@@ -83,9 +87,10 @@ const isolation = (mode, asUser) => {
 }
 
 const build = { name: 'build', after: [], conflicts: [], uses: [], command: [process.execPath, path.join(root, 'scripts', 'build.mjs'), '--release'] }
-// Needs no build of the addon: it starts beside it, and uses the core that the build's
-// long single-threaded link leaves idle.
-const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['cargo', 'test', '--workspace'], counts: cargoCounts }
+// Needs no build of the addon: it starts beside it, niced, so that the build, which every
+// other stage waits for, has the cores first. Its profile (Cargo's `test`, built on `dev`:
+// debug assertions and overflow checks) is not the build's, so it compiles on its own.
+const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['nice', '-n', '10', 'cargo', 'test', '--workspace'], counts: cargoCounts }
 /** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
 const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)
@@ -156,10 +161,16 @@ function runStage(stage) {
   const shown = stage.command.map((part) => (part === process.execPath ? 'node' : path.isAbsolute(part) ? path.relative(root, part) : part))
   console.log(`[${stage.name}] ${shown.join(' ')}`)
   return new Promise((resolve) => {
-    const child = spawn(stage.command[0], stage.command.slice(1), {
+    // Through a shell whose `times` tells, on descriptor 3, the CPU time of the stage's
+    // processes (those waited for: a container's, under its engine, are not).
+    const child = spawn('sh', ['-c', '"$@"; status=$?; times >&3; exit $status', 'sh', ...stage.command], {
       cwd: root,
       env: { ...process.env, ...stage.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    })
+    let times = ''
+    child.stdio[3].on('data', (text) => {
+      times += text
     })
     let output = ''
     const relay = (stream, into) => {
@@ -182,7 +193,10 @@ function runStage(stage) {
       const counts = stage.counts?.(output) ?? {}
       const exit = signal ?? code
       const ok = exit === 0 && !counts.failed && !counts.missing
-      resolve({ name: stage.name, ok, exit, ms: Date.now() - began, ...counts })
+      // `times`'s second line: the children's user and system time, as `1m2.5s 0m3.25s`.
+      const [, ...cpu] = times.split('\n')[1]?.match(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s/) ?? []
+      const cpuMs = cpu.length ? ((Number(cpu[0]) + Number(cpu[2])) * 60 + Number(cpu[1]) + Number(cpu[3])) * 1000 : undefined
+      resolve({ name: stage.name, ok, exit, startedAt: began, ms: Date.now() - began, cpuMs, ...counts })
     })
   })
 }
@@ -256,18 +270,20 @@ const rows = results.map((r) => [
   r.passed ?? '-',
   r.failed ?? '-',
   r.skipped ?? '-',
+  r.startedAt ? format(r.startedAt - began) : '-',
   r.notRun ? '-' : format(r.ms),
+  r.cpuMs === undefined ? '-' : format(r.cpuMs),
   [r.note, r.ok || r.notRun || r.exit === undefined || r.exit === 0 ? undefined : `exit ${r.exit}`].filter(Boolean).join('; '),
 ])
-const header = ['stage', 'result', 'passed', 'failed', 'skipped', 'time', '']
+const header = ['stage', 'result', 'passed', 'failed', 'skipped', 'began', 'time', 'cpu', '']
 const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => String(row[i]).length)))
-const line = (row) => row.map((cell, i) => (i >= 2 && i <= 5 ? String(cell).padStart(widths[i]) : String(cell).padEnd(widths[i]))).join('  ').trimEnd()
+const line = (row) => row.map((cell, i) => (i >= 2 && i <= 7 ? String(cell).padStart(widths[i]) : String(cell).padEnd(widths[i]))).join('  ').trimEnd()
 const failed = results.filter((r) => !r.ok)
 console.log(`\ntest summary (${format(Date.now() - began)} in all${stopped ? `; stopped: ${stopped}` : ''})`)
 console.log(line(header))
 for (const row of rows) console.log(line(row))
 const total = (key) => results.reduce((sum, r) => sum + (typeof r[key] === 'number' ? r[key] : 0), 0)
-console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped`)
+console.log(`all stages: ${total('passed')} passed, ${total('failed')} failed, ${total('skipped')} skipped; ${format(total('cpuMs'))} of CPU`)
 // Named here, at the end, because a long run's log is often read from its tail.
 for (const r of failed) for (const test of r.failures ?? []) console.log(`failed in ${r.name}: ${test}`)
 console.log(failed.length ? `FAILED: ${failed.map((r) => r.name).join('; ')}` : 'every stage passed')

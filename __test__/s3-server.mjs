@@ -1,8 +1,7 @@
 // An S3-compatible server for the object storage suites: moto's server (PyPI `moto[server]`)
-// on 127.0.0.1 at a free port, one per call. Where it or s3fs is missing the suites built
+// on 127.0.0.1 at a port of its own choosing, one per call. Where it or s3fs is missing the suites built
 // with `describeS3` are skipped with the reason; under CI=true that is a failure instead.
 import { spawn, spawnSync } from 'node:child_process'
-import net from 'node:net'
 import { describe } from 'vitest'
 import { S3Client, CreateBucketCommand, GetObjectCommand, PutObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
 import { pidsOf } from './helpers.mjs'
@@ -25,16 +24,6 @@ export function describeS3(name, fn) {
   return describe.skip(`${name} (skipped: ${s3SkipReason})`, fn)
 }
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-
 const post = (endpoint, pathname, body, headers) => fetch(`${endpoint}${pathname}`, { method: 'POST', body, headers })
 
 /**
@@ -43,17 +32,19 @@ const post = (endpoint, pathname, body, headers) => fetch(`${endpoint}${pathname
  * the only ones it accepts (without, it takes any).
  */
 export async function startS3Server({ auth = false } = {}) {
-  const port = await freePort()
-  const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] })
+  // Port 0: the server takes a free port itself and names it. A port picked here and bound
+  // later could be taken meanwhile, by another test file's server among others.
+  const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', '0'], { stdio: ['ignore', 'ignore', 'pipe'] })
   let log = ''
   child.stderr.on('data', (chunk) => {
     log = (log + chunk).slice(-4000)
   })
-  const endpoint = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 30_000
+  let endpoint
   for (;;) {
     if (child.exitCode !== null) throw new Error(`moto_server ended: ${log}`)
-    if (await fetch(`${endpoint}/moto-api/`).then((r) => r.ok, () => false)) break
+    endpoint ??= log.match(/Running on (http:\/\/127\.0\.0\.1:\d+)/)?.[1]
+    if (endpoint && (await fetch(`${endpoint}/moto-api/`).then((r) => r.ok, () => false))) break
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
       throw new Error(`moto_server did not answer within 30 s: ${log}`)

@@ -88,15 +88,24 @@ function detach(dir) {
 }
 
 /**
- * Whether the FUSE mount at `dir` answers a stat within `ms`. In a child process, never on
- * libuv's threadpool: against a daemon that does not answer, a stat waits as long as the
- * daemon does (s3fs retries for minutes), and the pool's threads (4 by default) serve all of
- * the host's file I/O, DNS and crypto. SIGKILL at the deadline ends a stat waiting for the
- * daemon; one the daemon has already taken ends with the daemon, and is not waited for here.
+ * Whether the FUSE mount at `dir` serves the bucket within `ms`: a name it cannot hold is
+ * looked up, and the daemon must answer that the bucket has no such object. Not the mount
+ * point itself: a daemon whose bucket check failed may still answer one last request about
+ * it (its root needs no request to the server) as it ends; a lookup needs the server, and
+ * is refused with credentials it refuses. In a child process, never on libuv's threadpool:
+ * against a daemon that does not answer, a stat waits as long as the daemon does (s3fs
+ * retries for minutes), and the pool's threads (4 by default) serve all of the host's file
+ * I/O, DNS and crypto. SIGKILL at the deadline ends a stat waiting for the daemon; one the
+ * daemon has already taken ends with the daemon, and is not waited for here.
  */
-function answersWithin(dir, ms) {
+function servesWithin(dir, ms) {
   return new Promise((resolve, reject) => {
-    const stat = spawn('stat', ['--', dir], { stdio: 'ignore' })
+    const probe = path.join(dir, `.native-workspace-probe-${randomBytes(6).toString('hex')}`)
+    const stat = spawn('stat', ['--', probe], { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } })
+    let said = ''
+    stat.stderr.setEncoding('utf8').on('data', (text) => {
+      said = (said + text).slice(-1000)
+    })
     const timer = setTimeout(() => {
       stat.kill('SIGKILL')
       resolve(false)
@@ -105,9 +114,9 @@ function answersWithin(dir, ms) {
       clearTimeout(timer)
       reject(err)
     })
-    stat.once('exit', (code) => {
+    stat.once('close', (code) => {
       clearTimeout(timer)
-      resolve(code === 0)
+      resolve(code !== 0 && /No such file or directory/.test(said))
     })
   })
 }
@@ -302,9 +311,8 @@ class ObjectStorageMount {
       const ended = await Promise.race([this.#exited, new Promise((resolve) => setTimeout(resolve, 50, null))])
       if (ended) throw failed(reasonOf(this.log) || `the FUSE client ended (exit code ${ended.code})`)
       if ((await mountPoints()).has(this.source)) {
-        // The daemon answers after it checked the bucket, and ends without answering when
-        // that failed; a check that hangs (an endpoint that drops packets) meets the deadline.
-        if ((await answersWithin(this.source, Math.max(0, deadline - Date.now()))) && this.running) return
+        // A check that hangs (an endpoint that drops packets) meets the deadline.
+        if ((await servesWithin(this.source, Math.max(0, deadline - Date.now()))) && this.running) return
       }
       if (Date.now() >= deadline) {
         const reason = reasonOf(this.log)

@@ -335,6 +335,26 @@ async fn stdin_pipe_reaches_the_command() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_sent_after_close_stdin_is_refused_at_the_call_however_soon_the_command_ends() {
+  let mut req = request("cat; echo after-eof");
+  req.stdin = StdinMode::Pipe;
+  let p = spawn(req).await;
+  let sent = p.send_stdin(b"before\n");
+  let closed = p.close_stdin();
+  let late = p.send_stdin(b"too late\n");
+  // The command ends first, then the late part's future runs: it is still the caller's
+  // order that decides, not the writer's pace.
+  sent.await.unwrap();
+  closed.await.unwrap();
+  let o = p.into_outcome().await;
+  assert_eq!(
+    (o.exit.exit_code, o.stdout.as_str()),
+    (0, "before\nafter-eof\n")
+  );
+  assert_eq!(late.await.unwrap_err().code(), "NO_STDIN");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_parts_are_written_in_call_order_whenever_their_futures_run() {
   let mut req = request("cat");
   req.stdin = StdinMode::Pipe;

@@ -12,7 +12,7 @@ pub mod quote;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -214,6 +214,9 @@ pub struct Process {
   /// The queue of the one task that writes stdin (see `feed_stdin`).
   stdin: mpsc::UnboundedSender<StdinRequest>,
   stdin_mode: StdinMode,
+  /// Set by the first `close_stdin` call: a part sent after it is refused at the call,
+  /// whether or not the command has ended by the time the writer would reach it.
+  stdin_closed: AtomicBool,
   control: mpsc::UnboundedSender<Control>,
   exit: watch::Receiver<Option<Exit>>,
   next_sink_id: AtomicU64,
@@ -392,6 +395,7 @@ impl Process {
       output,
       stdin,
       stdin_mode,
+      stdin_closed: AtomicBool::new(false),
       control,
       exit,
       next_sink_id: AtomicU64::new(next_sink_id),
@@ -557,6 +561,10 @@ impl Process {
     let (reply, written) = oneshot::channel();
     let queued = self
       .check_stdin_usable()
+      .and_then(|()| match self.stdin_closed.load(Ordering::Acquire) {
+        true => Err(CoreError::NoStdin(self.pid.to_string())),
+        false => Ok(()),
+      })
       .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
     let exit = self.exit.clone();
     let pid = self.pid;
@@ -576,9 +584,10 @@ impl Process {
   /// twice is not an error.
   pub fn close_stdin(&self) -> impl Future<Output = Result<()>> + Send + 'static {
     let (reply, closed) = oneshot::channel();
-    let queued = self
-      .check_stdin_usable()
-      .map(|()| self.stdin.send(StdinRequest::Close(reply)));
+    let queued = self.check_stdin_usable().map(|()| {
+      self.stdin_closed.store(true, Ordering::Release);
+      self.stdin.send(StdinRequest::Close(reply))
+    });
     async move {
       queued?.ok();
       // A writer gone with its command has closed stdin already.

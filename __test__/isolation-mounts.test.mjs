@@ -143,7 +143,9 @@ describe.skipIf(!available)('isolation: a mounted filesystem appears at its own 
       await new Promise((resolve) => setTimeout(resolve, i * 3))
       const r = await sh(sb, 'touch .envrc 2>/dev/null && echo WROTE; ls -d /a')
       await starting
-      expect(r).toMatchObject({ exitCode: 0, stdout: '/a\n' })
+      // Where it fails, the message says how: the command's stderr and the mount's entry.
+      const entry = sb.mounts.entries.get('/a')
+      expect(r, `round ${i}: ${r.stderr.trim()}; /a is ${entry?.state}${entry?.error ? `: ${entry.error}` : ''}`).toMatchObject({ exitCode: 0, stdout: '/a\n' })
       // Its placeholder goes with the sandbox; a file the command made would stay.
       await sb.destroy()
       expect(fs.existsSync(path.join(sb.workingDirectory, '.envrc'))).toBe(false)

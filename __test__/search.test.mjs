@@ -335,6 +335,33 @@ describe('vector and hybrid search as Mastra has them (the same store and embedd
   })
 })
 
+/**
+ * The generated comparison: corpora of `text`s in `folders` (each file repeated up to 121
+ * times, so some are chunked), documents given to index(), and `query`s at a `topK`, under
+ * a `bm25` config drawn from its arbitrary; search() results and the search tool's texts
+ * must equal Mastra's.
+ */
+function compareGenerated({ bm25, text, query, files, folders, given, queries, numRuns }) {
+  return fc.assert(
+    fc.asyncProperty(bm25, fc.array(text, { minLength: 1, maxLength: files }), fc.array(fc.tuple(fc.nat(files - 1), text), { maxLength: given }), fc.array(query, { minLength: 1, maxLength: queries }), fc.integer({ min: 1, max: 8 }), async (config, contents, documents, asked, topK) => {
+      const names = Object.fromEntries(contents.map((content, i) => [`c/f${i % folders}/${i}.txt`, content.repeat(1 + (i % 3) * 60)]))
+      const { theirs: t, ours: o } = pair(corpus(names), { workspace: { bm25: config, autoIndexPaths: ['c'] } })
+      await t.init()
+      await o.init()
+      for (const [i, content] of documents) {
+        await t.index(`doc${i}`, content, { startLineOffset: i })
+        await o.index(`doc${i}`, content, { startLineOffset: i })
+      }
+      const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
+      for (const q of asked) {
+        expectSame(await o.search(q, { topK }), await t.search(q, { topK }), q)
+        expect(await run(ot.mastra_workspace_search, { query: q, topK }, o)).toBe(await run(tt.mastra_workspace_search, { query: q, topK }, t))
+      }
+    }),
+    { numRuns, interruptAfterTimeLimit: 20_000 },
+  )
+}
+
 describe('generated corpora and queries (fast-check, bounded)', () => {
   const word = fc.oneof(
     fc.constantFrom('fox', 'dog', 'the', 'a', 'x', 'Fox', 'DOG', 'ωμέγα', 'ΟΔΟΣ', 'café', 'naïve', '東京', 'snake_case', 'x2', '42', '\u{1d400}\u{1d401}'),
@@ -344,26 +371,8 @@ describe('generated corpora and queries (fast-check, bounded)', () => {
   const text = fc.array(fc.tuple(word, sep), { maxLength: 40 }).map((parts) => parts.flat().join(''))
   const query = fc.array(fc.tuple(word, sep), { minLength: 0, maxLength: 4 }).map((parts) => parts.flat().join(''))
 
-  it('scores, ranks, line ranges and tool texts equal Mastra’s', async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(text, { minLength: 1, maxLength: 12 }), fc.array(fc.tuple(fc.nat(11), text), { maxLength: 4 }), fc.array(query, { minLength: 1, maxLength: 4 }), fc.integer({ min: 1, max: 8 }), async (files, given, queries, topK) => {
-        const names = Object.fromEntries(files.map((content, i) => [`c/f${i % 4}/${i}.txt`, content.repeat(1 + (i % 3) * 60)]))
-        const { theirs: t, ours: o } = pair(corpus(names), { workspace: { bm25: true, autoIndexPaths: ['c'] } })
-        await t.init()
-        await o.init()
-        for (const [i, content] of given) {
-          await t.index(`doc${i}`, content, { startLineOffset: i })
-          await o.index(`doc${i}`, content, { startLineOffset: i })
-        }
-        const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
-        for (const q of queries) {
-          expectSame(await o.search(q, { topK }), await t.search(q, { topK }), q)
-          expect(await run(ot.mastra_workspace_search, { query: q, topK }, o)).toBe(await run(tt.mastra_workspace_search, { query: q, topK }, t))
-        }
-      }),
-      { numRuns: 60, interruptAfterTimeLimit: 20_000 },
-    )
-  }, 60_000)
+  it('scores, ranks, line ranges and tool texts equal Mastra’s', () =>
+    compareGenerated({ bm25: fc.constant(true), text, query, files: 12, folders: 4, given: 4, queries: 4, numRuns: 60 }), 60_000)
 })
 
 /** A tokenizer of the user's: words of letters, lowercased, a trailing `s` taken off. */
@@ -498,24 +507,7 @@ describe("the user's tokenizer (bm25.tokenize.tokenizer, splitPattern) as Mastra
     const text = fc.array(fc.tuple(word, sep), { maxLength: 30 }).map((parts) => parts.flat().join(''))
     const query = fc.array(fc.tuple(word, sep), { maxLength: 4 }).map((parts) => parts.flat().join(''))
     const bm25 = fc.constantFrom(...CUSTOM_TOKENIZERS.map(([, config]) => config))
-    await fc.assert(
-      fc.asyncProperty(bm25, fc.array(text, { minLength: 1, maxLength: 10 }), fc.array(fc.tuple(fc.nat(9), text), { maxLength: 3 }), fc.array(query, { minLength: 1, maxLength: 3 }), fc.integer({ min: 1, max: 8 }), async (config, files, given, queries, topK) => {
-        const names = Object.fromEntries(files.map((content, i) => [`c/f${i % 3}/${i}.txt`, content.repeat(1 + (i % 3) * 60)]))
-        const { theirs: t, ours: o } = pair(corpus(names), { workspace: { bm25: config, autoIndexPaths: ['c'] } })
-        await t.init()
-        await o.init()
-        for (const [i, content] of given) {
-          await t.index(`doc${i}`, content, { startLineOffset: i })
-          await o.index(`doc${i}`, content, { startLineOffset: i })
-        }
-        const [tt, ot] = [await searchTools(theirs, t), await searchTools(ours, o)]
-        for (const q of queries) {
-          expectSame(await o.search(q, { topK }), await t.search(q, { topK }), q)
-          expect(await run(ot.mastra_workspace_search, { query: q, topK }, o)).toBe(await run(tt.mastra_workspace_search, { query: q, topK }, t))
-        }
-      }),
-      { numRuns: 40, interruptAfterTimeLimit: 20_000 },
-    )
+    await compareGenerated({ bm25, text, query, files: 10, folders: 3, given: 3, queries: 3, numRuns: 40 })
   }, 60_000)
 
   it('a tokenizer that throws: the documents it fails on are left out as Mastra leaves them (and reported), and search() and index() reject with its error', async () => {

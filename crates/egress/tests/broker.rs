@@ -1,6 +1,8 @@
 //! The credential broker over real loopback sockets: clients through the proxy's interception
 //! to HTTPS servers of a test CA, judged by what those servers received.
 
+mod common;
+
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,49 +17,20 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use native_workspace_egress::{
   Broker, Policy, Proxy, ProxyConfig, Reason, SecretBytes, SecretSpec, StaticResolver,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::time::timeout;
 
-const SETTLE: Duration = Duration::from_secs(10);
+use common::{SETTLE, TestPki, client_config, connect, read_all, read_head};
+
 const NAMES: [&str; 3] = ["api.test", "other.test", "plain.test"];
 const TOKEN: &str = "ghp_RealValue0123456789abcdefXYZ";
 const OTHER: &str = "sk-otherRealValue98765";
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-  Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A test CA and its certificate for every test name: the destinations' own.
-struct Pki {
-  ca_pem: String,
-  ca_der: CertificateDer<'static>,
-  leaf: CertificateDer<'static>,
-  leaf_key: Vec<u8>,
-}
-
-fn pki(label: &str) -> Pki {
-  let ca_key = rcgen::KeyPair::generate().unwrap();
-  let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-  ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-  ca_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, format!("{label} CA"));
-  let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-  let leaf_key = rcgen::KeyPair::generate().unwrap();
-  let mut leaf_params = rcgen::CertificateParams::new(NAMES.map(String::from).to_vec()).unwrap();
-  leaf_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, format!("{label} server"));
-  let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
-  Pki {
-    ca_pem: ca.pem(),
-    ca_der: ca.der().clone(),
-    leaf: leaf.der().clone(),
-    leaf_key: leaf_key.serialize_der(),
-  }
+fn pki(label: &str) -> TestPki {
+  TestPki::new(label, &NAMES)
 }
 
 /// What a destination received: each request's version, head and body size.
@@ -106,18 +79,8 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// An HTTPS server (HTTP/1.1 and HTTP/2 as `alpn` offers) recording what it receives:
 /// `/big` streams `big.bytes` bytes, its second half only once released; `/ws` switches to an
 /// echo of the bytes that follow; anything else answers `ok <target>`.
-async fn destination(pki: &Pki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
-  let mut config = rustls::ServerConfig::builder_with_provider(provider())
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-      vec![pki.leaf.clone()],
-      PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.leaf_key.clone())),
-    )
-    .unwrap();
-  config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-  let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+async fn destination(pki: &TestPki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
+  let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(alpn));
   let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
   let port = listener.local_addr().unwrap().port();
   let seen = Seen::default();
@@ -227,7 +190,7 @@ struct Sandbox {
   other: String,
 }
 
-async fn sandbox(pki: &Pki, port: u16, other_port: u16) -> Sandbox {
+async fn sandbox(pki: &TestPki, port: u16, other_port: u16) -> Sandbox {
   let broker =
     Arc::new(Broker::new("sandbox-under-test", std::slice::from_ref(&pki.ca_pem)).unwrap());
   let placeholders = broker
@@ -268,21 +231,6 @@ fn no_big() -> Big {
   }
 }
 
-/// A TLS client trusting `roots`, offering `alpn`.
-fn client_config(roots: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-  let mut store = rustls::RootCertStore::empty();
-  for root in roots {
-    store.add(root.clone()).unwrap();
-  }
-  let mut config = rustls::ClientConfig::builder_with_provider(provider())
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(store)
-    .with_no_client_auth();
-  config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-  Arc::new(config)
-}
-
 fn sandbox_ca(sandbox: &Sandbox) -> CertificateDer<'static> {
   CertificateDer::from_pem_slice(sandbox.broker.ca_certificate_pem().as_bytes()).unwrap()
 }
@@ -296,12 +244,7 @@ async fn tunnel(
   port: u16,
   config: Arc<rustls::ClientConfig>,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-  let mut stream = TcpStream::connect(proxy).await?;
-  let target = format!("{name}:{port}");
-  stream
-    .write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-    .await?;
-  let head = read_head(&mut stream).await;
+  let (head, stream) = connect(proxy, &format!("{name}:{port}")).await;
   assert!(head.starts_with("HTTP/1.1 200"), "{head}");
   let server_name = ServerName::try_from(name.to_owned()).unwrap();
   timeout(
@@ -312,27 +255,12 @@ async fn tunnel(
   .expect("the TLS handshake did not end in time")
 }
 
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> String {
-  let mut head = Vec::new();
-  while !head.ends_with(b"\r\n\r\n") {
-    match stream.read_u8().await {
-      Ok(byte) => head.push(byte),
-      Err(_) => break,
-    }
-  }
-  String::from_utf8_lossy(&head).into_owned()
-}
-
 /// One HTTP/1.1 request written as is over an intercepted tunnel; the whole answer.
 async fn h1(sandbox: &Sandbox, name: &str, port: u16, request: &str) -> String {
   let config = client_config(&[sandbox_ca(sandbox)], &[b"http/1.1"]);
   let mut tls = tunnel(sandbox.address, name, port, config).await.unwrap();
   tls.write_all(request.as_bytes()).await.unwrap();
-  let mut out = Vec::new();
-  let _ = timeout(SETTLE, tls.read_to_end(&mut out))
-    .await
-    .expect("no answer in time");
-  String::from_utf8_lossy(&out).into_owned()
+  read_all(&mut tls).await
 }
 
 fn basic(text: &str) -> String {

@@ -114,13 +114,19 @@ pub enum Reason {
   UnboundPlaceholder {
     variable: String,
   },
+  /// An intercepted request whose `Host` or `:authority` names another destination than
+  /// the one its connection was opened (and its secrets chosen) for.
+  InterceptedHostMismatch {
+    named: String,
+  },
 }
 
 impl Reason {
-  /// The option whose rule refused: `allowedDomains`, or `secrets` for a placeholder.
+  /// The option whose rule refused: `secrets` for the rules of interception (a
+  /// placeholder, a `Host` other than the intercepted destination), else `allowedDomains`.
   pub fn option(&self) -> &'static str {
     match self {
-      Reason::UnboundPlaceholder { .. } => "secrets",
+      Reason::UnboundPlaceholder { .. } | Reason::InterceptedHostMismatch { .. } => "secrets",
       _ => "allowedDomains",
     }
   }
@@ -151,6 +157,10 @@ impl fmt::Display for Reason {
       Reason::UnboundPlaceholder { variable } => write!(
         f,
         "the request carries the placeholder of {variable}, whose secret is not bound to this destination (nor sent over plain HTTP)"
+      ),
+      Reason::InterceptedHostMismatch { named } => write!(
+        f,
+        "the request names {named} (Host or :authority), not the server name and port of the intercepted connection"
       ),
     }
   }

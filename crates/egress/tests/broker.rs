@@ -458,10 +458,18 @@ async fn a_host_header_naming_another_host_than_the_tls_server_name_is_refused()
     assert!(answer.starts_with("HTTP/1.1 403"), "{host}: {answer}");
   }
   assert!(seen.requests().is_empty());
-  assert!(matches!(
-    sandbox.proxy.take_blocked()[0].reason,
-    Reason::HostMismatch { .. }
-  ));
+  // The interception's rule refused them, not the allowlist: the note says so.
+  let blocked = sandbox.proxy.take_blocked();
+  assert_eq!(blocked.len(), 3);
+  for refusal in &blocked {
+    assert_eq!(refusal.reason.option(), "secrets", "{refusal}");
+    assert!(
+      refusal
+        .to_string()
+        .contains("not the server name and port of the intercepted connection"),
+      "{refusal}"
+    );
+  }
 }
 
 #[tokio::test]

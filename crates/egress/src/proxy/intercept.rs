@@ -160,9 +160,12 @@ impl Exchange {
       );
     }
     if let Err(named) = self.agrees(&request) {
-      return self.refuse(Reason::HostMismatch {
-        host_header: proxy::sanitize(&named),
-      });
+      let named = if named.is_empty() {
+        "no host".to_owned()
+      } else {
+        proxy::sanitize(&named)
+      };
+      return self.refuse(Reason::InterceptedHostMismatch { named });
     }
     let mut target = request
       .uri()

@@ -68,6 +68,12 @@ pub struct ProxyConfig {
   /// Distinct blocked destinations remembered until taken, per [`Attribution`] and for the
   /// rest; the oldest make room.
   pub max_blocked_records: usize,
+  /// Connections one intercepted client connection may have open to its destination at
+  /// once; its further requests wait for one of them. An HTTP/2 client sends up to 200
+  /// requests at a time on one connection, and an HTTP/1.1 destination takes one request at
+  /// a time per connection: without a cap, one client connection could open 200. Six is the
+  /// number browsers open to one HTTP/1.1 server (an HTTP/2 destination needs one).
+  pub max_upstream_connections: usize,
   /// The sandbox's secrets: TLS to a destination with a bound secret is intercepted there,
   /// and any request carrying a placeholder elsewhere refused (see [`Broker`]). Without one,
   /// no request is looked into.
@@ -85,6 +91,7 @@ impl Default for ProxyConfig {
       idle_timeout: Duration::from_secs(300),
       allow_private_destinations: false,
       max_blocked_records: 64,
+      max_upstream_connections: 6,
       broker: None,
     }
   }

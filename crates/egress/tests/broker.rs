@@ -20,7 +20,7 @@ use native_workspace_egress::{
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::timeout;
 
 use common::{SETTLE, TestPki, client_config, connect, read_all, read_head};
@@ -67,19 +67,31 @@ impl Seen1 {
   }
 }
 
-/// How a destination answers `/big` (the released half waits for `release`).
+/// What a destination holds back: the second half of `/big` (`bytes` long) until `release`,
+/// and its answers to `/held/…` until `open` is true.
 #[derive(Clone)]
-struct Big {
+struct Pace {
   bytes: usize,
   release: Arc<Notify>,
+  open: Arc<watch::Sender<bool>>,
+}
+
+impl Pace {
+  fn new(bytes: usize) -> Pace {
+    Pace {
+      bytes,
+      release: Arc::new(Notify::new()),
+      open: Arc::new(watch::Sender::new(false)),
+    }
+  }
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// An HTTPS server (HTTP/1.1 and HTTP/2 as `alpn` offers) recording what it receives:
-/// `/big` streams `big.bytes` bytes, its second half only once released; `/ws` switches to an
-/// echo of the bytes that follow; anything else answers `ok <target>`.
-async fn destination(pki: &TestPki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
+/// `/big` streams `pace.bytes` bytes, its second half only once released; `/ws` switches to an
+/// echo of the bytes that follow; anything else answers `ok <target>`, `/held/…` only once open.
+async fn destination(pki: &TestPki, alpn: &[&[u8]], pace: Pace) -> (u16, Seen) {
   let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(alpn));
   let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
   let port = listener.local_addr().unwrap().port();
@@ -89,14 +101,14 @@ async fn destination(pki: &TestPki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
     loop {
       let (stream, _) = listener.accept().await.unwrap();
       record.connections.fetch_add(1, Ordering::SeqCst);
-      let (acceptor, record, big) = (acceptor.clone(), record.clone(), big.clone());
+      let (acceptor, record, pace) = (acceptor.clone(), record.clone(), pace.clone());
       tokio::spawn(async move {
         let Ok(tls) = acceptor.accept(stream).await else {
           return;
         };
         let service = hyper::service::service_fn(move |request| {
-          let (record, big) = (record.clone(), big.clone());
-          async move { Ok::<_, Infallible>(answer(request, record, big).await) }
+          let (record, pace) = (record.clone(), pace.clone());
+          async move { Ok::<_, Infallible>(answer(request, record, pace).await) }
         });
         let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
           .serve_connection_with_upgrades(TokioIo::new(tls), service)
@@ -107,7 +119,7 @@ async fn destination(pki: &TestPki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
   (port, seen)
 }
 
-async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Response<Body> {
+async fn answer(mut request: Request<Incoming>, record: Seen, pace: Pace) -> Response<Body> {
   let target = request.uri().path_and_query().unwrap().to_string();
   let headers = request
     .headers()
@@ -157,9 +169,9 @@ async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Respo
     tokio::spawn(async move {
       let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
       let mut sent = 0;
-      while sent < big.bytes {
-        if sent == big.bytes / 2 {
-          big.release.notified().await;
+      while sent < pace.bytes {
+        if sent == pace.bytes / 2 {
+          pace.release.notified().await;
         }
         if sender.send_data(chunk.clone()).await.is_err() {
           return;
@@ -168,6 +180,9 @@ async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Respo
       }
     });
     return Response::new(body.boxed());
+  }
+  if target.starts_with("/held/") {
+    let _ = pace.open.subscribe().wait_for(|open| *open).await;
   }
   Response::new(Full::new(Bytes::from(format!("ok {target}"))).boxed())
 }
@@ -224,13 +239,6 @@ async fn sandbox(pki: &TestPki, port: u16, other_port: u16) -> Sandbox {
   }
 }
 
-fn no_big() -> Big {
-  Big {
-    bytes: 0,
-    release: Arc::new(Notify::new()),
-  }
-}
-
 fn sandbox_ca(sandbox: &Sandbox) -> CertificateDer<'static> {
   CertificateDer::from_pem_slice(sandbox.broker.ca_certificate_pem().as_bytes()).unwrap()
 }
@@ -274,7 +282,7 @@ fn basic(text: &str) -> String {
 #[tokio::test]
 async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_headers_and_basic() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let placeholder = &sandbox.token;
   assert_eq!(placeholder.len(), TOKEN.len());
@@ -310,8 +318,8 @@ async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_header
 #[tokio::test]
 async fn http2_and_http1_are_chosen_on_each_side_by_its_own_alpn() {
   let pki = pki("destination");
-  let (h1_port, h1_seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
-  let (h2_port, h2_seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (h1_port, h1_seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let (h2_port, h2_seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   for (port, seen, expected) in [
     (h1_port, h1_seen, hyper::Version::HTTP_11),
     (h2_port, h2_seen, hyper::Version::HTTP_2),
@@ -358,7 +366,7 @@ async fn http2_and_http1_are_chosen_on_each_side_by_its_own_alpn() {
 #[tokio::test]
 async fn curl_through_the_interception_sends_the_real_value_and_nothing_else_changes() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let dir = std::env::temp_dir().join(format!("broker-test-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
@@ -393,8 +401,8 @@ async fn curl_through_the_interception_sends_the_real_value_and_nothing_else_cha
 #[tokio::test]
 async fn the_placeholder_of_a_secret_bound_elsewhere_is_refused_naming_the_variable_only() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
-  let (other_port, other_seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let (other_port, other_seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, other_port).await;
   // GITHUB_TOKEN's placeholder sent to other.test (bound to OTHER_KEY), in several forms.
   let token = &sandbox.token;
@@ -438,7 +446,7 @@ async fn the_placeholder_of_a_secret_bound_elsewhere_is_refused_naming_the_varia
 #[tokio::test]
 async fn a_host_header_naming_another_host_than_the_tls_server_name_is_refused() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   for host in [
     format!("other.test:{port}"),
@@ -524,7 +532,7 @@ async fn plain_http_carrying_a_placeholder_is_refused_before_any_connection() {
 #[tokio::test]
 async fn a_client_that_rejects_the_sandbox_ca_gets_a_tls_error_and_the_host_nothing() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   // Trusts only the destination's real CA (as a client pinning it would).
   let config = client_config(std::slice::from_ref(&pki.ca_der), &[b"http/1.1"]);
@@ -539,7 +547,7 @@ async fn a_client_that_rejects_the_sandbox_ca_gets_a_tls_error_and_the_host_noth
 async fn a_destination_whose_certificate_is_not_trusted_is_never_sent_the_request() {
   let trusted = pki("trusted");
   let impostor = pki("impostor");
-  let (port, seen) = destination(&impostor, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&impostor, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&trusted, port, 1).await;
   let answer = h1(
     &sandbox,
@@ -556,7 +564,7 @@ async fn a_destination_whose_certificate_is_not_trusted_is_never_sent_the_reques
 #[tokio::test]
 async fn hosts_without_a_bound_secret_stay_plain_tunnels() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, 1, 1).await;
   // Only the destination's own CA is trusted: the certificate is the destination's.
   let config = client_config(std::slice::from_ref(&pki.ca_der), &[b"http/1.1"]);
@@ -589,7 +597,7 @@ async fn hosts_without_a_bound_secret_stay_plain_tunnels() {
 #[tokio::test]
 async fn a_websocket_upgrade_is_relayed_both_ways() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let config = client_config(&[sandbox_ca(&sandbox)], &[b"http/1.1"]);
   let mut tls = tunnel(sandbox.address, "api.test", port, config)
@@ -626,12 +634,9 @@ async fn a_websocket_upgrade_is_relayed_both_ways() {
 #[tokio::test]
 async fn large_bodies_stream_through_without_being_held_whole() {
   let pki = pki("destination");
-  let release = Arc::new(Notify::new());
-  let big = Big {
-    bytes: 32 * 1024 * 1024,
-    release: release.clone(),
-  };
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], big).await;
+  let pace = Pace::new(32 * 1024 * 1024);
+  let release = pace.release.clone();
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], pace).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let config = client_config(&[sandbox_ca(&sandbox)], &[b"http/1.1"]);
   let tls = tunnel(sandbox.address, "api.test", port, config)
@@ -675,9 +680,72 @@ async fn large_bodies_stream_through_without_being_held_whole() {
 }
 
 #[tokio::test]
+async fn many_streams_of_one_http2_client_share_a_few_connections_to_an_http1_destination() {
+  let pki = pki("destination");
+  let pace = Pace::new(0);
+  let (port, seen) = destination(&pki, &[b"http/1.1"], pace.clone()).await;
+  let sandbox = sandbox(&pki, port, 1).await;
+  let cap = ProxyConfig::default().max_upstream_connections;
+  let config = client_config(&[sandbox_ca(&sandbox)], &[b"h2"]);
+  let tls = tunnel(sandbox.address, "api.test", port, config)
+    .await
+    .unwrap();
+  let (sender, connection) =
+    hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+      .await
+      .unwrap();
+  tokio::spawn(connection);
+  let streams: Vec<_> = (0..200)
+    .map(|n| {
+      let mut sender = sender.clone();
+      let request = Request::builder()
+        .uri(format!("https://api.test:{port}/held/{n}"))
+        .header("authorization", format!("Bearer {}", sandbox.token))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+      tokio::spawn(async move {
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.into_body().collect().await.unwrap().to_bytes()
+      })
+    })
+    .collect();
+  // The destination holds its answers: each connection it has carries one request at most.
+  timeout(SETTLE, async {
+    while seen.requests().len() < cap {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  })
+  .await
+  .expect("the destination did not get as many requests as the cap");
+  assert!(
+    seen.connections.load(Ordering::SeqCst) <= cap,
+    "{} connections",
+    seen.connections.load(Ordering::SeqCst)
+  );
+  pace.open.send_replace(true);
+  for (n, stream) in streams.into_iter().enumerate() {
+    let body = timeout(SETTLE, stream).await.unwrap().unwrap();
+    assert_eq!(body, format!("ok /held/{n}").as_bytes());
+  }
+  assert_eq!(seen.requests().len(), 200);
+  let connections = seen.connections.load(Ordering::SeqCst);
+  assert!(
+    connections <= cap,
+    "{connections} connections for 200 streams"
+  );
+  assert!(
+    seen
+      .requests()
+      .iter()
+      .all(|request| request.header("authorization") == Some(format!("Bearer {TOKEN}").as_str()))
+  );
+}
+
+#[tokio::test]
 async fn new_secrets_apply_to_the_next_request_and_forgotten_ones_nowhere() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let rotated = "ghp_ZzzzYyyyy9876543210qwertyABC";
   assert_eq!(rotated.len(), TOKEN.len());
@@ -711,7 +779,7 @@ async fn new_secrets_apply_to_the_next_request_and_forgotten_ones_nowhere() {
 #[tokio::test]
 async fn an_https_url_sent_to_the_proxy_itself_is_fetched_over_verified_tls_with_the_same_rules() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let send = |request: String| async move {
     let mut stream = TcpStream::connect(sandbox.address).await.unwrap();

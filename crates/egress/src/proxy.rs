@@ -1187,6 +1187,23 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     polled
   }
 
+  /// The records an intercepted connection's TLS has ready go out in one system call.
+  fn poll_write_vectored(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+  ) -> Poll<io::Result<usize>> {
+    let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+    if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+      self.activity.touch();
+    }
+    polled
+  }
+
+  fn is_write_vectored(&self) -> bool {
+    self.inner.is_write_vectored()
+  }
+
   fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(&mut self.inner).poll_flush(cx)
   }

@@ -47,6 +47,7 @@ pub(super) struct Interception {
 }
 
 type Body = Either<Incoming, Full<Bytes>>;
+
 /// Why the destination could not be asked.
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -545,10 +546,63 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
   ) -> Poll<io::Result<usize>> {
     Pin::new(&mut self.inner).poll_write(cx, buf)
   }
+  fn poll_write_vectored(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+  ) -> Poll<io::Result<usize>> {
+    Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+  }
+  fn is_write_vectored(&self) -> bool {
+    self.inner.is_write_vectored()
+  }
   fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(&mut self.inner).poll_flush(cx)
   }
   fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(&mut self.inner).poll_shutdown(cx)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use std::io::IoSlice;
+
+  use tokio::io::AsyncReadExt;
+  use tokio::net::{TcpListener, TcpStream};
+
+  use super::*;
+  use crate::proxy::{Activity, Watched};
+
+  /// A client's connection as interception writes to it: TLS hands its records over
+  /// together, and they go on together, not one system call each.
+  #[tokio::test]
+  async fn records_written_together_go_on_together() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (connected, accepted) = tokio::join!(
+      TcpStream::connect(listener.local_addr().unwrap()),
+      listener.accept()
+    );
+    let mut client = Rewind {
+      prefix: b"ClientHello".to_vec(),
+      read: 0,
+      inner: Watched::new(connected.unwrap(), Arc::new(Activity::new())),
+    };
+    assert!(client.is_write_vectored());
+    let records = [&[1u8; 100][..], &[2u8; 9][..], &[3u8; 50][..]];
+    let slices = records.map(IoSlice::new);
+    let written = std::future::poll_fn(|cx| Pin::new(&mut client).poll_write_vectored(cx, &slices))
+      .await
+      .unwrap();
+    assert_eq!(written, 159);
+    drop(client);
+    let mut received = Vec::new();
+    accepted
+      .unwrap()
+      .0
+      .read_to_end(&mut received)
+      .await
+      .unwrap();
+    assert_eq!(received, records.concat());
   }
 }

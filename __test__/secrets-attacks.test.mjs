@@ -75,6 +75,10 @@ describe.skipIf(!available)('secrets: attacks from inside', () => {
     for (const version of ['--http1.1', '--http2']) {
       const fronted = await sb.executeCommand(curlStatus(`${origin('api.github.com')}/protected`, `${version} -H "Host: ${otherHost}"`))
       expect(fronted.stdout, version).toBe('403\n')
+      // Refused by the interception's rule, and labelled by it, not by the allowlist.
+      expect(fronted.stderr, version).toBe(
+        `native-workspace: blocked by nativeSandbox.secrets: api.github.com:${servers.ports['api.github.com'].https}: the request names ${otherHost} (Host or :authority), not the server name and port of the intercepted connection\n`,
+      )
     }
     // curl's --connect-to: a tunnel to other.example whose ClientHello names api.github.com.
     const connectTo = await sb.executeCommand(curlStatus(`${origin('api.github.com')}/protected`, `--connect-to api.github.com:${servers.ports['api.github.com'].https}:${otherHost}`))

@@ -68,6 +68,12 @@ pub struct ProxyConfig {
   /// Distinct blocked destinations remembered until taken, per [`Attribution`] and for the
   /// rest; the oldest make room.
   pub max_blocked_records: usize,
+  /// Connections one intercepted client connection may have open to its destination at
+  /// once; its further requests wait for one of them. An HTTP/2 client sends up to 200
+  /// requests at a time on one connection, and an HTTP/1.1 destination takes one request at
+  /// a time per connection: without a cap, one client connection could open 200. Six is the
+  /// number browsers open to one HTTP/1.1 server (an HTTP/2 destination needs one).
+  pub max_upstream_connections: usize,
   /// The sandbox's secrets: TLS to a destination with a bound secret is intercepted there,
   /// and any request carrying a placeholder elsewhere refused (see [`Broker`]). Without one,
   /// no request is looked into.
@@ -85,6 +91,7 @@ impl Default for ProxyConfig {
       idle_timeout: Duration::from_secs(300),
       allow_private_destinations: false,
       max_blocked_records: 64,
+      max_upstream_connections: 6,
       broker: None,
     }
   }
@@ -114,13 +121,19 @@ pub enum Reason {
   UnboundPlaceholder {
     variable: String,
   },
+  /// An intercepted request whose `Host` or `:authority` names another destination than
+  /// the one its connection was opened (and its secrets chosen) for.
+  InterceptedHostMismatch {
+    named: String,
+  },
 }
 
 impl Reason {
-  /// The option whose rule refused: `allowedDomains`, or `secrets` for a placeholder.
+  /// The option whose rule refused: `secrets` for the rules of interception (a
+  /// placeholder, a `Host` other than the intercepted destination), else `allowedDomains`.
   pub fn option(&self) -> &'static str {
     match self {
-      Reason::UnboundPlaceholder { .. } => "secrets",
+      Reason::UnboundPlaceholder { .. } | Reason::InterceptedHostMismatch { .. } => "secrets",
       _ => "allowedDomains",
     }
   }
@@ -151,6 +164,10 @@ impl fmt::Display for Reason {
       Reason::UnboundPlaceholder { variable } => write!(
         f,
         "the request carries the placeholder of {variable}, whose secret is not bound to this destination (nor sent over plain HTTP)"
+      ),
+      Reason::InterceptedHostMismatch { named } => write!(
+        f,
+        "the request names {named} (Host or :authority), not the server name and port of the intercepted connection"
       ),
     }
   }
@@ -1168,6 +1185,23 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
       self.activity.touch();
     }
     polled
+  }
+
+  /// The records an intercepted connection's TLS has ready go out in one system call.
+  fn poll_write_vectored(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+  ) -> Poll<io::Result<usize>> {
+    let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+    if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+      self.activity.touch();
+    }
+    polled
+  }
+
+  fn is_write_vectored(&self) -> bool {
+    self.inner.is_write_vectored()
   }
 
   fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

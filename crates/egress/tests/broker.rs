@@ -1,6 +1,8 @@
 //! The credential broker over real loopback sockets: clients through the proxy's interception
 //! to HTTPS servers of a test CA, judged by what those servers received.
 
+mod common;
+
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,49 +17,20 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use native_workspace_egress::{
   Broker, Policy, Proxy, ProxyConfig, Reason, SecretBytes, SecretSpec, StaticResolver,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::timeout;
 
-const SETTLE: Duration = Duration::from_secs(10);
+use common::{SETTLE, TestPki, client_config, connect, read_all, read_head};
+
 const NAMES: [&str; 3] = ["api.test", "other.test", "plain.test"];
 const TOKEN: &str = "ghp_RealValue0123456789abcdefXYZ";
 const OTHER: &str = "sk-otherRealValue98765";
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-  Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A test CA and its certificate for every test name: the destinations' own.
-struct Pki {
-  ca_pem: String,
-  ca_der: CertificateDer<'static>,
-  leaf: CertificateDer<'static>,
-  leaf_key: Vec<u8>,
-}
-
-fn pki(label: &str) -> Pki {
-  let ca_key = rcgen::KeyPair::generate().unwrap();
-  let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-  ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-  ca_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, format!("{label} CA"));
-  let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-  let leaf_key = rcgen::KeyPair::generate().unwrap();
-  let mut leaf_params = rcgen::CertificateParams::new(NAMES.map(String::from).to_vec()).unwrap();
-  leaf_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, format!("{label} server"));
-  let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
-  Pki {
-    ca_pem: ca.pem(),
-    ca_der: ca.der().clone(),
-    leaf: leaf.der().clone(),
-    leaf_key: leaf_key.serialize_der(),
-  }
+fn pki(label: &str) -> TestPki {
+  TestPki::new(label, &NAMES)
 }
 
 /// What a destination received: each request's version, head and body size.
@@ -94,30 +67,32 @@ impl Seen1 {
   }
 }
 
-/// How a destination answers `/big` (the released half waits for `release`).
+/// What a destination holds back: the second half of `/big` (`bytes` long) until `release`,
+/// and its answers to `/held/…` until `open` is true.
 #[derive(Clone)]
-struct Big {
+struct Pace {
   bytes: usize,
   release: Arc<Notify>,
+  open: Arc<watch::Sender<bool>>,
+}
+
+impl Pace {
+  fn new(bytes: usize) -> Pace {
+    Pace {
+      bytes,
+      release: Arc::new(Notify::new()),
+      open: Arc::new(watch::Sender::new(false)),
+    }
+  }
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// An HTTPS server (HTTP/1.1 and HTTP/2 as `alpn` offers) recording what it receives:
-/// `/big` streams `big.bytes` bytes, its second half only once released; `/ws` switches to an
-/// echo of the bytes that follow; anything else answers `ok <target>`.
-async fn destination(pki: &Pki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
-  let mut config = rustls::ServerConfig::builder_with_provider(provider())
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-      vec![pki.leaf.clone()],
-      PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.leaf_key.clone())),
-    )
-    .unwrap();
-  config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-  let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+/// `/big` streams `pace.bytes` bytes, its second half only once released; `/ws` switches to an
+/// echo of the bytes that follow; anything else answers `ok <target>`, `/held/…` only once open.
+async fn destination(pki: &TestPki, alpn: &[&[u8]], pace: Pace) -> (u16, Seen) {
+  let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(alpn));
   let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
   let port = listener.local_addr().unwrap().port();
   let seen = Seen::default();
@@ -126,14 +101,14 @@ async fn destination(pki: &Pki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
     loop {
       let (stream, _) = listener.accept().await.unwrap();
       record.connections.fetch_add(1, Ordering::SeqCst);
-      let (acceptor, record, big) = (acceptor.clone(), record.clone(), big.clone());
+      let (acceptor, record, pace) = (acceptor.clone(), record.clone(), pace.clone());
       tokio::spawn(async move {
         let Ok(tls) = acceptor.accept(stream).await else {
           return;
         };
         let service = hyper::service::service_fn(move |request| {
-          let (record, big) = (record.clone(), big.clone());
-          async move { Ok::<_, Infallible>(answer(request, record, big).await) }
+          let (record, pace) = (record.clone(), pace.clone());
+          async move { Ok::<_, Infallible>(answer(request, record, pace).await) }
         });
         let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
           .serve_connection_with_upgrades(TokioIo::new(tls), service)
@@ -144,7 +119,7 @@ async fn destination(pki: &Pki, alpn: &[&[u8]], big: Big) -> (u16, Seen) {
   (port, seen)
 }
 
-async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Response<Body> {
+async fn answer(mut request: Request<Incoming>, record: Seen, pace: Pace) -> Response<Body> {
   let target = request.uri().path_and_query().unwrap().to_string();
   let headers = request
     .headers()
@@ -194,9 +169,9 @@ async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Respo
     tokio::spawn(async move {
       let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
       let mut sent = 0;
-      while sent < big.bytes {
-        if sent == big.bytes / 2 {
-          big.release.notified().await;
+      while sent < pace.bytes {
+        if sent == pace.bytes / 2 {
+          pace.release.notified().await;
         }
         if sender.send_data(chunk.clone()).await.is_err() {
           return;
@@ -205,6 +180,9 @@ async fn answer(mut request: Request<Incoming>, record: Seen, big: Big) -> Respo
       }
     });
     return Response::new(body.boxed());
+  }
+  if target.starts_with("/held/") {
+    let _ = pace.open.subscribe().wait_for(|open| *open).await;
   }
   Response::new(Full::new(Bytes::from(format!("ok {target}"))).boxed())
 }
@@ -227,7 +205,7 @@ struct Sandbox {
   other: String,
 }
 
-async fn sandbox(pki: &Pki, port: u16, other_port: u16) -> Sandbox {
+async fn sandbox(pki: &TestPki, port: u16, other_port: u16) -> Sandbox {
   let broker =
     Arc::new(Broker::new("sandbox-under-test", std::slice::from_ref(&pki.ca_pem)).unwrap());
   let placeholders = broker
@@ -261,28 +239,6 @@ async fn sandbox(pki: &Pki, port: u16, other_port: u16) -> Sandbox {
   }
 }
 
-fn no_big() -> Big {
-  Big {
-    bytes: 0,
-    release: Arc::new(Notify::new()),
-  }
-}
-
-/// A TLS client trusting `roots`, offering `alpn`.
-fn client_config(roots: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-  let mut store = rustls::RootCertStore::empty();
-  for root in roots {
-    store.add(root.clone()).unwrap();
-  }
-  let mut config = rustls::ClientConfig::builder_with_provider(provider())
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(store)
-    .with_no_client_auth();
-  config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-  Arc::new(config)
-}
-
 fn sandbox_ca(sandbox: &Sandbox) -> CertificateDer<'static> {
   CertificateDer::from_pem_slice(sandbox.broker.ca_certificate_pem().as_bytes()).unwrap()
 }
@@ -296,12 +252,7 @@ async fn tunnel(
   port: u16,
   config: Arc<rustls::ClientConfig>,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-  let mut stream = TcpStream::connect(proxy).await?;
-  let target = format!("{name}:{port}");
-  stream
-    .write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-    .await?;
-  let head = read_head(&mut stream).await;
+  let (head, stream) = connect(proxy, &format!("{name}:{port}")).await;
   assert!(head.starts_with("HTTP/1.1 200"), "{head}");
   let server_name = ServerName::try_from(name.to_owned()).unwrap();
   timeout(
@@ -312,27 +263,12 @@ async fn tunnel(
   .expect("the TLS handshake did not end in time")
 }
 
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> String {
-  let mut head = Vec::new();
-  while !head.ends_with(b"\r\n\r\n") {
-    match stream.read_u8().await {
-      Ok(byte) => head.push(byte),
-      Err(_) => break,
-    }
-  }
-  String::from_utf8_lossy(&head).into_owned()
-}
-
 /// One HTTP/1.1 request written as is over an intercepted tunnel; the whole answer.
 async fn h1(sandbox: &Sandbox, name: &str, port: u16, request: &str) -> String {
   let config = client_config(&[sandbox_ca(sandbox)], &[b"http/1.1"]);
   let mut tls = tunnel(sandbox.address, name, port, config).await.unwrap();
   tls.write_all(request.as_bytes()).await.unwrap();
-  let mut out = Vec::new();
-  let _ = timeout(SETTLE, tls.read_to_end(&mut out))
-    .await
-    .expect("no answer in time");
-  String::from_utf8_lossy(&out).into_owned()
+  read_all(&mut tls).await
 }
 
 fn basic(text: &str) -> String {
@@ -346,7 +282,7 @@ fn basic(text: &str) -> String {
 #[tokio::test]
 async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_headers_and_basic() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let placeholder = &sandbox.token;
   assert_eq!(placeholder.len(), TOKEN.len());
@@ -382,8 +318,8 @@ async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_header
 #[tokio::test]
 async fn http2_and_http1_are_chosen_on_each_side_by_its_own_alpn() {
   let pki = pki("destination");
-  let (h1_port, h1_seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
-  let (h2_port, h2_seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (h1_port, h1_seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let (h2_port, h2_seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   for (port, seen, expected) in [
     (h1_port, h1_seen, hyper::Version::HTTP_11),
     (h2_port, h2_seen, hyper::Version::HTTP_2),
@@ -430,7 +366,7 @@ async fn http2_and_http1_are_chosen_on_each_side_by_its_own_alpn() {
 #[tokio::test]
 async fn curl_through_the_interception_sends_the_real_value_and_nothing_else_changes() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let dir = std::env::temp_dir().join(format!("broker-test-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
@@ -465,8 +401,8 @@ async fn curl_through_the_interception_sends_the_real_value_and_nothing_else_cha
 #[tokio::test]
 async fn the_placeholder_of_a_secret_bound_elsewhere_is_refused_naming_the_variable_only() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
-  let (other_port, other_seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let (other_port, other_seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, other_port).await;
   // GITHUB_TOKEN's placeholder sent to other.test (bound to OTHER_KEY), in several forms.
   let token = &sandbox.token;
@@ -510,7 +446,7 @@ async fn the_placeholder_of_a_secret_bound_elsewhere_is_refused_naming_the_varia
 #[tokio::test]
 async fn a_host_header_naming_another_host_than_the_tls_server_name_is_refused() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   for host in [
     format!("other.test:{port}"),
@@ -530,10 +466,18 @@ async fn a_host_header_naming_another_host_than_the_tls_server_name_is_refused()
     assert!(answer.starts_with("HTTP/1.1 403"), "{host}: {answer}");
   }
   assert!(seen.requests().is_empty());
-  assert!(matches!(
-    sandbox.proxy.take_blocked()[0].reason,
-    Reason::HostMismatch { .. }
-  ));
+  // The interception's rule refused them, not the allowlist: the note says so.
+  let blocked = sandbox.proxy.take_blocked();
+  assert_eq!(blocked.len(), 3);
+  for refusal in &blocked {
+    assert_eq!(refusal.reason.option(), "secrets", "{refusal}");
+    assert!(
+      refusal
+        .to_string()
+        .contains("not the server name and port of the intercepted connection"),
+      "{refusal}"
+    );
+  }
 }
 
 #[tokio::test]
@@ -588,7 +532,7 @@ async fn plain_http_carrying_a_placeholder_is_refused_before_any_connection() {
 #[tokio::test]
 async fn a_client_that_rejects_the_sandbox_ca_gets_a_tls_error_and_the_host_nothing() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   // Trusts only the destination's real CA (as a client pinning it would).
   let config = client_config(std::slice::from_ref(&pki.ca_der), &[b"http/1.1"]);
@@ -603,7 +547,7 @@ async fn a_client_that_rejects_the_sandbox_ca_gets_a_tls_error_and_the_host_noth
 async fn a_destination_whose_certificate_is_not_trusted_is_never_sent_the_request() {
   let trusted = pki("trusted");
   let impostor = pki("impostor");
-  let (port, seen) = destination(&impostor, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&impostor, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&trusted, port, 1).await;
   let answer = h1(
     &sandbox,
@@ -620,7 +564,7 @@ async fn a_destination_whose_certificate_is_not_trusted_is_never_sent_the_reques
 #[tokio::test]
 async fn hosts_without_a_bound_secret_stay_plain_tunnels() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, 1, 1).await;
   // Only the destination's own CA is trusted: the certificate is the destination's.
   let config = client_config(std::slice::from_ref(&pki.ca_der), &[b"http/1.1"]);
@@ -653,7 +597,7 @@ async fn hosts_without_a_bound_secret_stay_plain_tunnels() {
 #[tokio::test]
 async fn a_websocket_upgrade_is_relayed_both_ways() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let config = client_config(&[sandbox_ca(&sandbox)], &[b"http/1.1"]);
   let mut tls = tunnel(sandbox.address, "api.test", port, config)
@@ -690,12 +634,9 @@ async fn a_websocket_upgrade_is_relayed_both_ways() {
 #[tokio::test]
 async fn large_bodies_stream_through_without_being_held_whole() {
   let pki = pki("destination");
-  let release = Arc::new(Notify::new());
-  let big = Big {
-    bytes: 32 * 1024 * 1024,
-    release: release.clone(),
-  };
-  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], big).await;
+  let pace = Pace::new(32 * 1024 * 1024);
+  let release = pace.release.clone();
+  let (port, seen) = destination(&pki, &[b"h2", b"http/1.1"], pace).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let config = client_config(&[sandbox_ca(&sandbox)], &[b"http/1.1"]);
   let tls = tunnel(sandbox.address, "api.test", port, config)
@@ -739,9 +680,72 @@ async fn large_bodies_stream_through_without_being_held_whole() {
 }
 
 #[tokio::test]
+async fn many_streams_of_one_http2_client_share_a_few_connections_to_an_http1_destination() {
+  let pki = pki("destination");
+  let pace = Pace::new(0);
+  let (port, seen) = destination(&pki, &[b"http/1.1"], pace.clone()).await;
+  let sandbox = sandbox(&pki, port, 1).await;
+  let cap = ProxyConfig::default().max_upstream_connections;
+  let config = client_config(&[sandbox_ca(&sandbox)], &[b"h2"]);
+  let tls = tunnel(sandbox.address, "api.test", port, config)
+    .await
+    .unwrap();
+  let (sender, connection) =
+    hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+      .await
+      .unwrap();
+  tokio::spawn(connection);
+  let streams: Vec<_> = (0..200)
+    .map(|n| {
+      let mut sender = sender.clone();
+      let request = Request::builder()
+        .uri(format!("https://api.test:{port}/held/{n}"))
+        .header("authorization", format!("Bearer {}", sandbox.token))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+      tokio::spawn(async move {
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.into_body().collect().await.unwrap().to_bytes()
+      })
+    })
+    .collect();
+  // The destination holds its answers: each connection it has carries one request at most.
+  timeout(SETTLE, async {
+    while seen.requests().len() < cap {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+  })
+  .await
+  .expect("the destination did not get as many requests as the cap");
+  assert!(
+    seen.connections.load(Ordering::SeqCst) <= cap,
+    "{} connections",
+    seen.connections.load(Ordering::SeqCst)
+  );
+  pace.open.send_replace(true);
+  for (n, stream) in streams.into_iter().enumerate() {
+    let body = timeout(SETTLE, stream).await.unwrap().unwrap();
+    assert_eq!(body, format!("ok /held/{n}").as_bytes());
+  }
+  assert_eq!(seen.requests().len(), 200);
+  let connections = seen.connections.load(Ordering::SeqCst);
+  assert!(
+    connections <= cap,
+    "{connections} connections for 200 streams"
+  );
+  assert!(
+    seen
+      .requests()
+      .iter()
+      .all(|request| request.header("authorization") == Some(format!("Bearer {TOKEN}").as_str()))
+  );
+}
+
+#[tokio::test]
 async fn new_secrets_apply_to_the_next_request_and_forgotten_ones_nowhere() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let rotated = "ghp_ZzzzYyyyy9876543210qwertyABC";
   assert_eq!(rotated.len(), TOKEN.len());
@@ -775,7 +779,7 @@ async fn new_secrets_apply_to_the_next_request_and_forgotten_ones_nowhere() {
 #[tokio::test]
 async fn an_https_url_sent_to_the_proxy_itself_is_fetched_over_verified_tls_with_the_same_rules() {
   let pki = pki("destination");
-  let (port, seen) = destination(&pki, &[b"http/1.1"], no_big()).await;
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let sandbox = sandbox(&pki, port, 1).await;
   let send = |request: String| async move {
     let mut stream = TcpStream::connect(sandbox.address).await.unwrap();

@@ -1,5 +1,7 @@
 //! The proxy over real loopback sockets, judged by what the destination servers saw.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,14 +11,13 @@ use native_workspace_egress::{
   Blocked, Denial, PinnedResolver, Policy, Proxy, ProxyConfig, Reason, StaticResolver,
 };
 use proptest::prelude::*;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Barrier;
 use tokio::time::timeout;
 
-/// A generous bound for anything that must happen, so a broken proxy fails instead of hanging.
-const SETTLE: Duration = Duration::from_secs(10);
+use common::{SETTLE, TestPki, client_config, connect, read_all, read_head};
 
 const NAMES: [&str; 3] = ["allowed.test", "other.test", "denied.test"];
 
@@ -59,42 +60,11 @@ struct Pki {
 
 /// A CA made for the test, and a server certificate for every test name.
 fn pki() -> Pki {
-  let provider = Arc::new(rustls::crypto::ring::default_provider());
-  let ca_key = rcgen::KeyPair::generate().unwrap();
-  let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-  ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-  // Distinct names, or OpenSSL's clients take the leaf for a self-signed certificate.
-  ca_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, "egress test CA");
-  let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-  let leaf_key = rcgen::KeyPair::generate().unwrap();
-  let mut leaf_params = rcgen::CertificateParams::new(NAMES.map(String::from).to_vec()).unwrap();
-  leaf_params
-    .distinguished_name
-    .push(rcgen::DnType::CommonName, "egress test server");
-  let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
-
-  let mut roots = rustls::RootCertStore::empty();
-  roots.add(ca.der().clone()).unwrap();
-  let client = rustls::ClientConfig::builder_with_provider(provider.clone())
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-  let server = rustls::ServerConfig::builder_with_provider(provider)
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-      vec![CertificateDer::from(leaf.der().to_vec())],
-      PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-    )
-    .unwrap();
+  let test = TestPki::new("egress test", &NAMES);
   Pki {
-    server: Arc::new(server),
-    client: Arc::new(client),
-    ca_pem: ca.pem(),
+    server: test.server_config(&[]),
+    client: client_config(std::slice::from_ref(&test.ca_der), &[]),
+    ca_pem: test.ca_pem,
   }
 }
 
@@ -102,18 +72,6 @@ async fn listener() -> (TcpListener, u16) {
   let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
   let port = listener.local_addr().unwrap().port();
   (listener, port)
-}
-
-/// Reads an HTTP head byte by byte, so nothing after it is consumed.
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> String {
-  let mut head = Vec::new();
-  while !head.ends_with(b"\r\n\r\n") {
-    match stream.read_u8().await {
-      Ok(byte) => head.push(byte),
-      Err(_) => break,
-    }
-  }
-  String::from_utf8_lossy(&head).into_owned()
 }
 
 /// An HTTPS server answering `hello over tls from <SNI>`.
@@ -254,28 +212,11 @@ async fn start(entries: &[String], config: ProxyConfig) -> (Proxy, SocketAddr) {
   (proxy, address)
 }
 
-/// Sends `CONNECT target` and returns the answer's head with the open stream.
-async fn connect(proxy: SocketAddr, target: &str) -> (String, TcpStream) {
-  let mut stream = TcpStream::connect(proxy).await.unwrap();
-  let request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
-  stream.write_all(request.as_bytes()).await.unwrap();
-  let head = timeout(SETTLE, read_head(&mut stream)).await.unwrap();
-  (head, stream)
-}
-
 /// Sends raw bytes and reads the whole answer.
 async fn exchange(proxy: SocketAddr, request: &str) -> String {
   let mut stream = TcpStream::connect(proxy).await.unwrap();
   stream.write_all(request.as_bytes()).await.unwrap();
   read_all(&mut stream).await
-}
-
-async fn read_all<S: AsyncRead + Unpin>(stream: &mut S) -> String {
-  let mut out = Vec::new();
-  let _ = timeout(SETTLE, stream.read_to_end(&mut out))
-    .await
-    .expect("the connection was not closed in time");
-  String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The TLS ClientHello a client sends for `name`.

@@ -3,33 +3,33 @@
 //! TLS connection of the proxy's own to the destination.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
+use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::timeout;
+use tokio_rustls::TlsConnector;
 
 use crate::broker::Broker;
 use crate::broker::substitute::{self, Unfit};
 use crate::http::parse_authority;
 use crate::policy::normalize_host;
-use crate::proxy::{self, LOG_TARGET, Proxy, Reason};
+use crate::proxy::{self, LOG_TARGET, Proxy, ProxyConfig, Reason};
 
 /// What the proxy knows of a connection it hands over for interception.
 pub(super) struct Interception {
@@ -47,7 +47,9 @@ pub(super) struct Interception {
 }
 
 type Body = Either<Incoming, Full<Bytes>>;
-type UpstreamClient = Client<HttpsConnector<Pinned>, Incoming>;
+
+/// Why the destination could not be asked.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves the intercepted tunnel until it ends. A client that does not accept the sandbox's
 /// certificate ends the handshake, and nothing is sent to the destination.
@@ -104,7 +106,7 @@ async fn serve_requests<S>(
   let (relays, mut relayed) = mpsc::unbounded_channel();
   let exchange = Arc::new(Exchange {
     proxy: proxy.clone(),
-    upstream: Upstream::new(&broker, plan.addresses, config.connect_timeout),
+    upstream: Upstream::new(&broker, &plan.host, plan.addresses, config),
     broker,
     host: plan.host,
     port: plan.port,
@@ -160,9 +162,12 @@ impl Exchange {
       );
     }
     if let Err(named) = self.agrees(&request) {
-      return self.refuse(Reason::HostMismatch {
-        host_header: proxy::sanitize(&named),
-      });
+      let named = if named.is_empty() {
+        "no host".to_owned()
+      } else {
+        proxy::sanitize(&named)
+      };
+      return self.refuse(Reason::InterceptedHostMismatch { named });
     }
     let mut target = request
       .uri()
@@ -205,7 +210,7 @@ impl Exchange {
       return self.upgrade(request).await;
     }
     strip_hop_by_hop(request.headers_mut());
-    match self.upstream.client.request(request).await {
+    match self.upstream.send(request).await {
       Ok(mut response) => {
         // The destination's connection is not the client's.
         strip_hop_by_hop(response.headers_mut());
@@ -220,7 +225,7 @@ impl Exchange {
           StatusCode::BAD_GATEWAY,
           format!(
             "{destination} could not be reached over verified TLS: {}",
-            source_text(&error)
+            source_text(error.as_ref())
           ),
         )
       }
@@ -267,7 +272,7 @@ impl Exchange {
   /// their streams relayed to each other.
   async fn upgrade(&self, mut request: Request<Incoming>) -> Response<Body> {
     let from_client = hyper::upgrade::on(&mut request);
-    let mut response = match self.upstream.h1().request(request).await {
+    let mut response = match self.upstream.upgrade(request).await {
       Ok(response) => response,
       Err(error) => {
         return answer(
@@ -275,7 +280,7 @@ impl Exchange {
           format!(
             "{} could not be reached over verified TLS: {}",
             self.destination,
-            source_text(&error)
+            source_text(error.as_ref())
           ),
         );
       }
@@ -332,73 +337,177 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
   }
 }
 
-/// The destination's side: a client of its own per tunnel, reaching the addresses the proxy
-/// resolved and judged (never resolving again), over TLS verified for the host name.
+/// The destination's side of one intercepted connection: connections of its own to the
+/// addresses the proxy resolved and judged (never resolving again), over TLS verified for the
+/// host name, HTTP/2 or HTTP/1.1 as the destination chooses by ALPN.
+///
+/// An HTTP/2 destination gets one connection for all the requests. An HTTP/1.1 one takes a
+/// request at a time on each: a request takes one of the `max_upstream_connections` slots
+/// (waiting for one when all are taken), and an idle connection or a new one; the connection
+/// is kept for the next request once its answer is read, and only then is the slot given
+/// back, so no more connections are ever open than there are slots.
 struct Upstream {
-  client: UpstreamClient,
-  /// HTTP/1.1 only, for upgrades; made on the first.
-  h1: OnceLock<UpstreamClient>,
-  tls: rustls::ClientConfig,
-  pinned: Pinned,
+  host: String,
+  addresses: Arc<[SocketAddr]>,
+  connect_timeout: Duration,
+  /// Offers HTTP/2 and HTTP/1.1.
+  tls: TlsConnector,
+  /// Offers HTTP/1.1 only, for upgrades.
+  tls_h1: TlsConnector,
+  slots: Arc<Semaphore>,
+  idle: Arc<Mutex<Vec<http1::SendRequest<Incoming>>>>,
+  h2: Mutex<Option<http2::SendRequest<Incoming>>>,
+}
+
+/// A new connection to the destination, as its ALPN chose.
+enum Connected {
+  Http1(http1::SendRequest<Incoming>),
+  Http2(http2::SendRequest<Incoming>),
 }
 
 impl Upstream {
-  fn new(broker: &Broker, addresses: Vec<SocketAddr>, connect_timeout: Duration) -> Upstream {
-    let pinned = Pinned {
-      addresses: addresses.into(),
-      connect_timeout,
+  fn new(
+    broker: &Broker,
+    host: &str,
+    addresses: Vec<SocketAddr>,
+    config: &ProxyConfig,
+  ) -> Upstream {
+    let offering = |protocols: &[&[u8]]| {
+      let mut tls = broker.upstream_tls().clone();
+      tls.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+      TlsConnector::from(Arc::new(tls))
     };
-    let tls = broker.upstream_tls().clone();
-    let connector = HttpsConnectorBuilder::new()
-      .with_tls_config(tls.clone())
-      .https_only()
-      .enable_all_versions()
-      .wrap_connector(pinned.clone());
     Upstream {
-      client: Client::builder(TokioExecutor::new()).build(connector),
-      h1: OnceLock::new(),
-      tls,
-      pinned,
+      host: host.to_owned(),
+      addresses: addresses.into(),
+      connect_timeout: config.connect_timeout,
+      tls: offering(&[b"h2", b"http/1.1"]),
+      tls_h1: offering(&[b"http/1.1"]),
+      slots: Arc::new(Semaphore::new(config.max_upstream_connections.max(1))),
+      idle: Arc::default(),
+      h2: Mutex::new(None),
     }
   }
 
-  fn h1(&self) -> &UpstreamClient {
-    self.h1.get_or_init(|| {
-      let connector = HttpsConnectorBuilder::new()
-        .with_tls_config(self.tls.clone())
-        .https_only()
-        .enable_http1()
-        .wrap_connector(self.pinned.clone());
-      Client::builder(TokioExecutor::new()).build(connector)
-    })
+  /// Sends `request` (its URI absolute) and returns the answer.
+  async fn send(&self, mut request: Request<Incoming>) -> Result<Response<Incoming>, Failure> {
+    if let Some(mut h2) = self.http2() {
+      return Ok(h2.send_request(request).await?);
+    }
+    let slot = self.slots.clone().acquire_owned().await?;
+    // Waiting, another request may have found that the destination speaks HTTP/2.
+    if let Some(mut h2) = self.http2() {
+      drop(slot);
+      return Ok(h2.send_request(request).await?);
+    }
+    let (mut sender, response) = loop {
+      let (mut sender, reused) = match self.take_idle() {
+        Some(sender) => (sender, true),
+        None => match self.connect(&self.tls).await? {
+          Connected::Http1(sender) => (sender, false),
+          Connected::Http2(mut h2) => {
+            *self.h2.lock().unwrap_or_else(|e| e.into_inner()) = Some(h2.clone());
+            drop(slot);
+            return Ok(h2.send_request(request).await?);
+          }
+        },
+      };
+      match sender.try_send_request(in_origin_form(request)?).await {
+        Ok(response) => break (sender, response),
+        // An idle connection the destination closed meanwhile: the request was not sent,
+        // and goes on another.
+        Err(mut error) => match error.take_message() {
+          Some(unsent) if reused => request = unsent,
+          _ => return Err(error.into_error().into()),
+        },
+      }
+    };
+    // Ready again once the answer is read: then idle for the next request, and only then
+    // is the slot free. A connection that closes (an answer not read to its end, an
+    // upgrade) frees it too.
+    let idle = self.idle.clone();
+    tokio::spawn(async move {
+      if sender.ready().await.is_ok() {
+        idle.lock().unwrap_or_else(|e| e.into_inner()).push(sender);
+      }
+      drop(slot);
+    });
+    Ok(response)
   }
-}
 
-/// Connects to the judged addresses, whatever the URI's host (which names the TLS server).
-#[derive(Clone)]
-struct Pinned {
-  addresses: Arc<[SocketAddr]>,
-  connect_timeout: Duration,
-}
-
-impl tower_service::Service<Uri> for Pinned {
-  type Response = TokioIo<TcpStream>;
-  type Error = io::Error;
-  type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<TcpStream>>> + Send>>;
-
-  fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-    Poll::Ready(Ok(()))
+  /// Sends an upgrade request on a new HTTP/1.1 connection: once switched, the connection is
+  /// the relay's. It takes no slot: an HTTP/1.1 client's connection upgrades once at most,
+  /// and HTTP/2 carries no upgrades.
+  async fn upgrade(&self, request: Request<Incoming>) -> Result<Response<Incoming>, Failure> {
+    let Connected::Http1(mut sender) = self.connect(&self.tls_h1).await? else {
+      return Err("the destination chose HTTP/2, which was not offered".into());
+    };
+    Ok(sender.send_request(in_origin_form(request)?).await?)
   }
 
-  fn call(&mut self, _: Uri) -> Self::Future {
-    let pinned = self.clone();
-    Box::pin(async move {
-      let stream = proxy::connect(&pinned.addresses, pinned.connect_timeout).await?;
+  fn http2(&self) -> Option<http2::SendRequest<Incoming>> {
+    let mut h2 = self.h2.lock().unwrap_or_else(|e| e.into_inner());
+    if h2.as_ref().is_some_and(http2::SendRequest::is_closed) {
+      *h2 = None;
+    }
+    h2.clone()
+  }
+
+  fn take_idle(&self) -> Option<http1::SendRequest<Incoming>> {
+    let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+    while let Some(sender) = idle.pop() {
+      if sender.is_ready() {
+        return Some(sender);
+      }
+    }
+    None
+  }
+
+  async fn connect(&self, tls: &TlsConnector) -> Result<Connected, Failure> {
+    let server_name = ServerName::try_from(self.host.clone())?;
+    let handshake = async {
+      let stream = proxy::connect(&self.addresses, self.connect_timeout).await?;
       // Request heads are small writes: sent at once, not held for more.
       stream.set_nodelay(true)?;
-      Ok(TokioIo::new(stream))
-    })
+      tls.connect(server_name, stream).await
+    };
+    let stream = timeout(self.connect_timeout, handshake)
+      .await
+      .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
+    let http2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(stream);
+    if http2 {
+      let (sender, connection) = http2::handshake(TokioExecutor::new(), io).await?;
+      tokio::spawn(connection);
+      Ok(Connected::Http2(sender))
+    } else {
+      let (sender, connection) = http1::handshake(io).await?;
+      tokio::spawn(connection.with_upgrades());
+      Ok(Connected::Http1(sender))
+    }
   }
+}
+
+/// The request as an HTTP/1.1 connection sends it: its target in origin form, and a `Host`
+/// header (from `:authority`, when the client spoke HTTP/2; without port 443, as clients
+/// write it).
+fn in_origin_form(mut request: Request<Incoming>) -> Result<Request<Incoming>, Failure> {
+  let uri = request.uri().clone();
+  if !request.headers().contains_key(header::HOST)
+    && let Some(host) = uri.host()
+  {
+    let host = match uri.port_u16() {
+      None | Some(443) => http::HeaderValue::from_str(host)?,
+      Some(port) => http::HeaderValue::from_str(&format!("{host}:{port}"))?,
+    };
+    request.headers_mut().insert(header::HOST, host);
+  }
+  let target = uri
+    .path_and_query()
+    .cloned()
+    .unwrap_or_else(|| PathAndQuery::from_static("/"));
+  *request.uri_mut() = Uri::from(target);
+  Ok(request)
 }
 
 /// A stream that first yields bytes already read from it.
@@ -437,10 +546,63 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
   ) -> Poll<io::Result<usize>> {
     Pin::new(&mut self.inner).poll_write(cx, buf)
   }
+  fn poll_write_vectored(
+    mut self: Pin<&mut Self>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+  ) -> Poll<io::Result<usize>> {
+    Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+  }
+  fn is_write_vectored(&self) -> bool {
+    self.inner.is_write_vectored()
+  }
   fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(&mut self.inner).poll_flush(cx)
   }
   fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(&mut self.inner).poll_shutdown(cx)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use std::io::IoSlice;
+
+  use tokio::io::AsyncReadExt;
+  use tokio::net::{TcpListener, TcpStream};
+
+  use super::*;
+  use crate::proxy::{Activity, Watched};
+
+  /// A client's connection as interception writes to it: TLS hands its records over
+  /// together, and they go on together, not one system call each.
+  #[tokio::test]
+  async fn records_written_together_go_on_together() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (connected, accepted) = tokio::join!(
+      TcpStream::connect(listener.local_addr().unwrap()),
+      listener.accept()
+    );
+    let mut client = Rewind {
+      prefix: b"ClientHello".to_vec(),
+      read: 0,
+      inner: Watched::new(connected.unwrap(), Arc::new(Activity::new())),
+    };
+    assert!(client.is_write_vectored());
+    let records = [&[1u8; 100][..], &[2u8; 9][..], &[3u8; 50][..]];
+    let slices = records.map(IoSlice::new);
+    let written = std::future::poll_fn(|cx| Pin::new(&mut client).poll_write_vectored(cx, &slices))
+      .await
+      .unwrap();
+    assert_eq!(written, 159);
+    drop(client);
+    let mut received = Vec::new();
+    accepted
+      .unwrap()
+      .0
+      .read_to_end(&mut received)
+      .await
+      .unwrap();
+    assert_eq!(received, records.concat());
   }
 }

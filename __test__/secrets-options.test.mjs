@@ -69,15 +69,17 @@ describe('secrets: options', () => {
     expect(make({ egressCaCertificates: [pki.ca ?? ''] })).toThrow(SandboxOptionError)
   })
 
-  it('DockerSandbox checks them alike, as top-level options, and needs a local engine for them', () => {
-    const docker = (options) => () => new DockerSandbox({ dockerOptions: { socketPath: '/nonexistent/docker.sock' }, allowedDomains: ['allowed.test'], ...options })
+  it('DockerSandbox checks them alike, as top-level options, on any engine, and needs a writable root for them', () => {
+    const docker = (options, dockerOptions = { socketPath: '/nonexistent/docker.sock' }) => () => new DockerSandbox({ dockerOptions, allowedDomains: ['allowed.test'], ...options })
     expect(docker({ secrets: { T: secret({ value: 'x\ny' }) } })).toThrow(/^secrets\.T\.value must be a non-empty string without NUL, CR or LF/)
     expect(docker({ secrets: { T: secret({ domains: ['other.test'] }) } })).toThrow(/^secrets\.T\.domains\[0\] \("other\.test"\) is not allowed by allowedDomains/)
     expect(docker({ egressCaCertificates: ['pem'] })).toThrow(/^egressCaCertificates\[0\] must be a PEM certificate/)
-    expect(docker({ secrets: { T: secret() } })).not.toThrow()
-    const remote = () => new DockerSandbox({ dockerOptions: { host: '127.0.0.1', port: 1 }, allowedDomains: ['allowed.test'], secrets: { T: secret() } })
-    expect(remote).toThrow(SandboxOptionError)
-    expect(remote).toThrow(/^secrets need a local Docker engine/)
+    for (const dockerOptions of [{ socketPath: '/nonexistent/docker.sock' }, { host: '127.0.0.1', port: 1 }]) {
+      expect(docker({ secrets: { T: secret() } }, dockerOptions)).not.toThrow()
+      // The CA bundle is copied into the container's root through the engine.
+      expect(docker({ secrets: { T: secret() }, readonlyRootfs: true }, dockerOptions)).toThrow(SandboxOptionError)
+      expect(docker({ secrets: { T: secret() }, readonlyRootfs: true }, dockerOptions)).toThrow(/^secrets need a writable root filesystem \(readonlyRootfs\)/)
+    }
   })
 
   it.skipIf(!available)('refuses a domain the allowlist does not allow, naming both, and domains or certificates that are not ones', () => {

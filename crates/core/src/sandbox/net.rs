@@ -35,7 +35,7 @@ use crate::init::Init;
 use crate::isolation::{SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE};
 use crate::sync::Lock;
 
-pub use native_workspace_egress::{SecretBytes, SecretSpec};
+pub use native_workspace_egress::{SecretBytes, SecretSpec, WipingAllocator};
 
 /// The running init of a sandbox, shared with what outlives one (its forwarded ports).
 pub type InitSlot = Mutex<Option<Arc<Init>>>;

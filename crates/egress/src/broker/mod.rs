@@ -42,7 +42,7 @@ use rustls::pki_types::pem::PemObject;
 use crate::http::parse_authority;
 use crate::policy::{WEB_PORTS, normalize_host};
 
-pub use secret::SecretBytes;
+pub use secret::{SecretBytes, WipingAllocator};
 
 /// A secret as given: the variable the commands see, its real value and where it may go.
 #[derive(Debug)]

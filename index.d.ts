@@ -126,6 +126,11 @@ export declare class NativeLocalSandbox {
   setEnv(env: Record<string, string>): void
   /** Replaces the sandbox's secrets for new requests and new commands (see docs/secrets.md). */
   setSecrets(secrets: Record<string, NativeSecret>): void
+  /**
+   * Takes the secrets `other` has now (a clone's, from the sandbox it is cloned from),
+   * copied natively: their values never pass through JavaScript again.
+   */
+  takeSecretsOf(other: NativeLocalSandbox): void
   getEnv(): Record<string, string>
   executeCommand(command: string, args: Array<string>, options: NativeCommandOptions, onStart?: boolean | undefined | null): Promise<NativeExecutionResult & { command: string }>
   spawn(command: string, options: NativeCommandOptions): Promise<NativeProcess>

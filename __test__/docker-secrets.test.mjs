@@ -143,6 +143,31 @@ for (const which of ['local', 'remote']) describeDocker(`DockerSandbox secrets o
       await Promise.allSettled(made.map((box) => box.destroy()))
     }
   })
+  it('a value given as bytes and wiped at once is sent; a clone takes the value set last from the sandbox', async () => {
+    reset()
+    const rotated = tokenLike('ghp_')
+    accept(real, rotated)
+    const bytes = Buffer.from(real)
+    const box = brokered({ GITHUB_TOKEN: { ...boundTo(servers, real, 'api.github.com'), value: bytes } })
+    bytes.fill(0)
+    const made = [box]
+    try {
+      expect((await box.executeCommand(wget(`${origin('api.github.com')}/protected/bytes`))).stdout).toBe('authorized by api.github.com\n')
+      const again = Buffer.from(rotated)
+      box.setSecrets({ GITHUB_TOKEN: { ...boundTo(servers, rotated, 'api.github.com'), value: again } })
+      again.fill(0)
+      const clone = box.clone()
+      made.push(clone)
+      expect((await clone.executeCommand(wget(`${origin('api.github.com')}/protected/clone`))).stdout).toBe('authorized by api.github.com\n')
+      expect(received.map((q) => [q.target, headerValues(q, 'authorization')])).toEqual([
+        ['/protected/bytes', [`Bearer ${real}`]],
+        ['/protected/clone', [`Bearer ${rotated}`]],
+      ])
+    } finally {
+      for (const sandbox of made) await sandbox.destroy()
+    }
+  })
+
   it('curl, through a tunnel and the bundle, brings the real value to the bound host; another allowed host gets the placeholder only', async () => {
     reset()
     accept(real)

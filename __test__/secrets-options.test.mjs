@@ -284,9 +284,28 @@ describe.skipIf(!available)('secrets: setSecrets', () => {
     array.fill(0)
     await sb.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/array?t=$GITHUB_TOKEN"`)
     expect(seen.requests.at(-1).url).toBe(`/array?t=${rotated}`)
-    // A clone reads the bytes set last again: wiped, they are refused, by name.
-    expect(() => sb.clone()).toThrow(SandboxOptionError)
-    expect(() => sb.clone()).toThrow(/^nativeSandbox\.secrets\.GITHUB_TOKEN\.value must be .*got bytes that are none or hold one of them$/)
+    // A clone takes the value set last from the sandbox itself, not from the wiped bytes.
+    const clone = sb.clone({ workingDirectory: path.join(top, `clone-${crypto.randomUUID()}`) })
+    try {
+      const cloned = (await clone.executeCommand('printenv GITHUB_TOKEN')).stdout.trim()
+      expect(shape(cloned)).toBe(shape(rotated))
+      expect(cloned).not.toBe((await sb.executeCommand('printenv GITHUB_TOKEN')).stdout.trim())
+      await clone.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/clone?t=$GITHUB_TOKEN"`)
+      expect(seen.requests.at(-1).url).toBe(`/clone?t=${rotated}`)
+    } finally {
+      await clone.destroy()
+    }
+  })
+
+  it('a sandbox given another working directory before its start keeps its secrets, also ones given as wiped bytes', async () => {
+    reset()
+    const value = githubToken()
+    const bytes = Buffer.from(value)
+    const sb = withSecrets({ GITHUB_TOKEN: { value: bytes, domains: [`allowed.test:${ports.https}`] } }, { egressCaCertificates: [pki.ca] })
+    bytes.fill(0)
+    sb.setWorkingDirectory(path.join(top, `moved-${crypto.randomUUID()}`))
+    await sb.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/moved?t=$GITHUB_TOKEN"`)
+    expect(seen.requests.at(-1).url).toBe(`/moved?t=${value}`)
   })
 
   it('a clone has the secrets last set, under placeholders of its own', async () => {

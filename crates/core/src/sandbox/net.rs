@@ -190,6 +190,12 @@ impl Egress {
       .map_err(|e| broker_error(prefix, e))
   }
 
+  /// Copies of the sandbox's secrets as they were given (see [`Broker::copies`]), if it has
+  /// secrets.
+  pub fn secret_copies(&self) -> Option<Vec<SecretSpec>> {
+    self.secrets.as_ref().map(|(broker, _)| broker.copies())
+  }
+
   /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until
   /// [`Egress::close`] (or the next `serve`). An init reached through a stream (a remote
   /// container's) listens there itself and relays each connection.

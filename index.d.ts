@@ -126,6 +126,11 @@ export declare class NativeLocalSandbox {
   setEnv(env: Record<string, string>): void
   /** Replaces the sandbox's secrets for new requests and new commands (see docs/secrets.md). */
   setSecrets(secrets: Record<string, NativeSecret>): void
+  /**
+   * Takes the secrets `other` has now (a clone's, from the sandbox it is cloned from),
+   * copied natively: their values never pass through JavaScript again.
+   */
+  takeSecretsOf(other: NativeLocalSandbox): void
   getEnv(): Record<string, string>
   executeCommand(command: string, args: Array<string>, options: NativeCommandOptions, onStart?: boolean | undefined | null): Promise<NativeExecutionResult & { command: string }>
   spawn(command: string, options: NativeCommandOptions): Promise<NativeProcess>
@@ -426,9 +431,9 @@ export interface NativeDockerOptions {
   /** As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`. */
   egressHosts?: Record<string, string>
   /**
-   * As `nativeSandbox.secrets` (needs `allowedDomains` and a local engine); the CA bundle is
-   * bound into the container at `/.native-workspace-ca-bundle.pem` and over
-   * `/etc/ssl/certs/ca-certificates.crt`.
+   * As `nativeSandbox.secrets` (needs `allowedDomains`, and a writable root); the CA bundle
+   * is copied into the container through the engine before each start, at
+   * `/.native-workspace-ca-bundle.pem` and over `/etc/ssl/certs/ca-certificates.crt`.
    */
   secrets?: Record<string, NativeSecret>
   /** As `nativeSandbox.egressCaCertificates`. */
@@ -804,7 +809,8 @@ export interface NativeSearchSettings {
 
 /** A secret of `secrets` (keyed by its variable): its real value and domains. */
 export interface NativeSecret {
-  value: string
+  /** A string, or bytes (UTF-8 text) the caller may wipe once the sandbox has taken them. */
+  value: string | Uint8Array
   domains: Array<string>
 }
 

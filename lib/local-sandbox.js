@@ -7,7 +7,7 @@ const { check, describe, egressOptions, instructionsText, readingOptions } = req
 const { checkCommand } = require('./process-manager')
 const { SandboxLifecycle } = require('./hooks')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf, setSecretsOf } = require('./native-sandbox')
+const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
 const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
@@ -180,6 +180,8 @@ class LocalSandbox extends NativeSandbox {
         hooks: lifecycle.nativeHooks(),
       }
       this.#build(this.#nativeOptions, lifecycle)
+      this.#nativeSandbox = secretsEmptied(this.#nativeSandbox)
+      this.#nativeOptions = { ...this.#nativeOptions, nativeSandbox: secretsEmptied(this.#nativeOptions.nativeSandbox) }
     })
     this.name = 'LocalSandbox'
     this.provider = 'local'
@@ -196,7 +198,10 @@ class LocalSandbox extends NativeSandbox {
   }
 
   #build(nativeOptions, lifecycle) {
+    const previous = nativeOf(this)
     const built = translatingSync(() => new native.NativeLocalSandbox(nativeOptions))
+    // Made again (another working directory): with the secrets the one before had.
+    if (previous !== undefined) translatingSync(() => built.takeSecretsOf(previous))
     attach(this, { native: built, lifecycle })
     this.#protectedPaths = undefined
   }
@@ -231,19 +236,21 @@ class LocalSandbox extends NativeSandbox {
       }
     })
     const inherited = this.#nativeOptions
-    return new LocalSandbox({
+    const clone = new LocalSandbox({
       ...(overrides.id !== undefined && { id: overrides.id }),
       workingDirectory: overrides.workingDirectory ?? this.workingDirectory,
       env: overrides.env ?? inherited.env,
       timeout: inherited.timeout,
       isolation: this.isolation,
-      // With the secrets `setSecrets` gave last, if it was called.
-      nativeSandbox: this.#nativeSandbox && { ...this.#nativeSandbox, secrets: setSecretsOf(this) ?? this.#nativeSandbox.secrets },
+      nativeSandbox: this.#nativeSandbox,
       ...(this.#instructions !== undefined && { instructions: this.#instructions }),
       checkpointName: overrides.checkpointName ?? inherited.checkpointName,
       seedCheckpointName: overrides.seedCheckpointName ?? inherited.seedCheckpointName,
       checkpointsDirectory: nativeOf(this).checkpointsDirectory,
     })
+    // The secrets set last, under placeholders of its own.
+    translatingSync(() => nativeOf(clone).takeSecretsOf(nativeOf(this)))
+    return clone
   }
 
   /**

@@ -11,18 +11,23 @@ const { packageLogger } = require('./logging')
 const { translating, translatingSync } = require('./translate')
 
 /** A backend's access to the parts of its sandbox (defined below, where the fields are). */
-let nativeOf, setSecretsOf, attach, manageMounts
+let nativeOf, attach, manageMounts
+
+/**
+ * `options` with `{}` in place of its `secrets`: what a sandbox keeps of its options once its
+ * native sandbox has taken the values. A native sandbox made again from them (a clone, a
+ * rebuild) takes the secrets of the one before natively (`takeSecretsOf`), so no value is
+ * kept in JavaScript past the call that gave it.
+ */
+const secretsEmptied = (options) => (options?.secrets === undefined ? options : { ...options, secrets: {} })
 
 class NativeSandbox {
-  /** The secrets last set by `setSecrets`, which a clone starts from. */
-  #secrets
   #native
   #lifecycle
   #mounter
 
   static {
     nativeOf = (sandbox) => sandbox.#native
-    setSecretsOf = (sandbox) => sandbox.#secrets
     /** Gives a sandbox being made (or rebuilt) its native sandbox, lifecycle and mounter. */
     attach = (sandbox, { native, lifecycle = sandbox.#lifecycle, mounter = sandbox.#mounter }) => {
       sandbox.#native = native
@@ -225,7 +230,6 @@ class NativeSandbox {
   setSecrets(secrets) {
     const record = secretsOption(secrets, 'setSecrets(secrets)')
     translatingSync(() => this.#native.setSecrets(record))
-    this.#secrets = record
   }
 
   /** Composes the start hook: `update` gets the current hook and returns the new one. */
@@ -234,4 +238,4 @@ class NativeSandbox {
   }
 }
 
-module.exports = { NativeSandbox, nativeOf, setSecretsOf, attach, manageMounts }
+module.exports = { NativeSandbox, nativeOf, attach, manageMounts, secretsEmptied }

@@ -5,6 +5,8 @@
 const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
 const { retentionError } = require('./translate')
 const { catchRejection } = require('./thenable')
+const { isUtf8 } = require('node:buffer')
+const { isUint8Array } = require('node:util/types')
 
 /** `Array.isArray`, false for a revoked Proxy (where it throws). */
 function isArray(value) {
@@ -249,11 +251,28 @@ const EGRESS_VARIABLES = Object.freeze([
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----/
 
+/** NUL, LF and CR: bytes a header value cannot hold. */
+const LINE_BREAK_OR_NUL = [0, 10, 13]
+
+/**
+ * Why a secret's value cannot be one, or undefined: it is a non-empty string, or
+ * `Uint8Array` (a `Buffer`) of UTF-8 text, without NUL, CR or LF. Bytes are looked at as
+ * they are: no string is made of them, so a caller who wipes them leaves no copy behind.
+ */
+function secretValueProblem(value) {
+  if (typeof value === 'string') return value === '' || /[\0\r\n]/.test(value) ? 'a string that is empty or holds one of them' : undefined
+  if (isUint8Array(value)) {
+    if (value.length === 0 || LINE_BREAK_OR_NUL.some((byte) => value.includes(byte))) return 'bytes that are none or hold one of them'
+    return isUtf8(value) ? undefined : 'bytes that are not UTF-8 text'
+  }
+  return kind(value)
+}
+
 /**
  * `secrets` (`{ NAME: { value, domains } }`), named `name`: a copy, each name a variable's,
- * each value a non-empty string without NUL, CR or LF (never shown in a message), each
- * domain a string (what it names, and whether `allowedDomains` allows it, is checked
- * natively).
+ * each value a non-empty string or Uint8Array without NUL, CR or LF (never shown in a
+ * message; bytes kept as the caller's, not copied), each domain a string (what it names, and
+ * whether `allowedDomains` allows it, is checked natively).
  */
 function secretsOption(value, name) {
   return readingOptions(name, () => {
@@ -268,8 +287,9 @@ function secretsOption(value, name) {
       }
       check.requiredObject(secret, `${name}.${variable}`)
       const { value: real, domains } = secret
-      if (typeof real !== 'string' || real === '' || /[\0\r\n]/.test(real)) {
-        throw new SandboxOptionError(`${name}.${variable}.value must be a non-empty string without NUL, CR or LF, got ${typeof real === 'string' ? 'a string that is empty or holds one of them' : kind(real)}`)
+      const problem = secretValueProblem(real)
+      if (problem !== undefined) {
+        throw new SandboxOptionError(`${name}.${variable}.value must be a non-empty string or Uint8Array (UTF-8 text) without NUL, CR or LF, got ${problem}`)
       }
       if (!isArray(domains) || domains.length === 0) fail(`${name}.${variable}.domains`, 'a non-empty array of domain names', domains)
       out[variable] = { value: real, domains: [...check.stringArray(domains, `${name}.${variable}.domains`)] }

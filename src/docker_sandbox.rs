@@ -56,9 +56,9 @@ pub struct NativeDockerOptions {
   pub allowed_domains: Option<Vec<String>>,
   /// As `nativeSandbox.egressHosts`: names the egress proxy resolves to these addresses; needs `allowedDomains`.
   pub egress_hosts: Option<HashMap<String, String>>,
-  /// As `nativeSandbox.secrets` (needs `allowedDomains` and a local engine); the CA bundle is
-  /// bound into the container at `/.native-workspace-ca-bundle.pem` and over
-  /// `/etc/ssl/certs/ca-certificates.crt`.
+  /// As `nativeSandbox.secrets` (needs `allowedDomains`, and a writable root); the CA bundle
+  /// is copied into the container through the engine before each start, at
+  /// `/.native-workspace-ca-bundle.pem` and over `/etc/ssl/certs/ca-certificates.crt`.
   pub secrets: Option<HashMap<String, NativeSecret>>,
   /// As `nativeSandbox.egressCaCertificates`.
   pub egress_ca_certificates: Option<Vec<String>>,

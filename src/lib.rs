@@ -5,6 +5,12 @@
 //! between JavaScript values and the core (`native-workspace-core`); the behaviour
 //! lives in the core.
 
+/// Wipes freed memory once a secret was taken: no copy of a real value the egress proxy made
+/// on its way out stays in the process's heap (see docs/secrets.md).
+#[global_allocator]
+static ALLOCATOR: native_workspace_core::sandbox::net::WipingAllocator =
+  native_workspace_core::sandbox::net::WipingAllocator;
+
 mod abort_token;
 mod docker_sandbox;
 mod environment;

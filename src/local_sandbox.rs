@@ -823,6 +823,13 @@ impl NativeLocalSandbox {
       .map_err(sync_error)
   }
 
+  /// Takes the secrets `other` has now (a clone's, from the sandbox it is cloned from),
+  /// copied natively: their values never pass through JavaScript again.
+  #[napi(catch_unwind)]
+  pub fn take_secrets_of(&self, other: &NativeLocalSandbox) -> napi::Result<(), ErrorCode> {
+    self.inner.take_secrets_of(&other.inner).map_err(sync_error)
+  }
+
   #[napi(catch_unwind)]
   pub fn get_env(&self) -> HashMap<String, String> {
     self.inner.env_overlay().into_iter().collect()

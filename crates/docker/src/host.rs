@@ -149,7 +149,7 @@ pub struct DockerHost {
   started: std::sync::Mutex<Option<Started>>,
   /// A workspace's filesystems, bound at the container's creation.
   binds: std::sync::Mutex<Vec<BindMount>>,
-  /// The CA bundle of a sandbox with secrets, bound at the container's creation.
+  /// The CA bundle of a sandbox with secrets, copied into the container before each start.
   trust_bundle: std::sync::Mutex<Option<PathBuf>>,
   /// Set when this host started the container, until its next connection: its keeper has
   /// no key yet and nothing else runs in it, so that connection gives it the key.
@@ -249,7 +249,7 @@ impl DockerHost {
         if self.makes_working_dir() {
           self.make_working_dir(docker, &created.id).await?;
         }
-        Ok(())
+        self.copy_trust_bundle(docker, &created.id).await
       };
       if let Err(error) = prepared.await {
         let _ = remove_container(&self.connection, docker, &created.id).await;
@@ -521,6 +521,42 @@ impl DockerHost {
     call(&self.connection, "making the working directory", uploaded).await
   }
 
+  /// Puts the CA bundle of a sandbox with secrets into the container `id` (before it
+  /// starts, or as it runs when found again), root's and read-only, at its own path and over
+  /// the image's usual bundle (made if it has none): through the engine, which reaches the
+  /// container on any host. Every start writes it again, so that no copy a command changed
+  /// (nor one a checkpoint kept) is trusted by a later sandbox.
+  async fn copy_trust_bundle(&self, docker: &Docker, id: &str) -> Result<()> {
+    let Some(bundle) = self.trust_bundle.locked().clone() else {
+      return Ok(());
+    };
+    let read = tokio::task::spawn_blocking({
+      let bundle = bundle.clone();
+      move || std::fs::read(bundle)
+    });
+    let text = read
+      .await
+      .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+      .map_err(|e| {
+        CoreError::io(
+          format!("Cannot read the sandbox's CA bundle {}", bundle.display()),
+          e,
+        )
+      })?;
+    let files = [TRUST_BUNDLE_INSIDE, SYSTEM_BUNDLES[0]]
+      .map(|path| (path.trim_start_matches('/'), 0o444, text.as_slice()));
+    let archive = remote::root_files_archive(&files);
+    let options = UploadToContainerOptionsBuilder::default().path("/").build();
+    let uploaded =
+      docker.upload_to_container(id, Some(options), bollard::body_full(archive.into()));
+    call(
+      &self.connection,
+      "copying the sandbox's CA bundle into the container",
+      uploaded,
+    )
+    .await
+  }
+
   async fn exists_in(&self, docker: &Docker, id: &str, path: &Path) -> Result<bool> {
     let options = ContainerArchiveInfoOptionsBuilder::default()
       .path(&path.to_string_lossy())
@@ -578,12 +614,6 @@ impl DockerHost {
         &workspace.destination.to_string_lossy(),
         workspace.read_only,
       ));
-    }
-    // Over the image's usual bundle (made if it has none) and at a path of its own.
-    if let Some(bundle) = self.trust_bundle.locked().as_ref() {
-      for target in [TRUST_BUNDLE_INSIDE, SYSTEM_BUNDLES[0]] {
-        mounts.push(bind(bundle, target, true));
-      }
     }
     let api = self.docker.get().map(engine_api);
     for mount in &mut mounts[keepers..] {
@@ -929,6 +959,8 @@ impl DockerHost {
     let (started, outcome) = match self.find(docker).await? {
       Some(id) => {
         let (started, running) = self.existing(docker, &id).await?;
+        // Its copy may be another sandbox's CA, or one its commands rewrote.
+        self.copy_trust_bundle(docker, &id).await?;
         if !running {
           self.start_container(docker, &id).await?;
         }
@@ -1208,9 +1240,9 @@ impl ContainerHost for DockerHost {
   }
 
   fn set_trust_bundle(&self, bundle: &Path) -> Result<()> {
-    if !self.connection.is_local() {
+    if self.spec.readonly_rootfs == Some(true) {
       return Err(CoreError::InvalidOption(
-        "secrets need a local Docker engine (unix socket): the sandbox's CA certificate is bound into the container from this host".into(),
+        "secrets need a writable root filesystem (readonlyRootfs): the sandbox's CA bundle is copied into the container through the engine at each start".into(),
       ));
     }
     *self.trust_bundle.locked() = Some(bundle.to_path_buf());

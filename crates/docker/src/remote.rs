@@ -182,10 +182,22 @@ async fn archive_of(keeper: &Path) -> Result<Bytes> {
 /// A tar holding the keeper, owned by root: any user may execute it (the container's, as
 /// its init; the mux's), no user but root may read it.
 fn keeper_archive(keeper: &[u8]) -> Vec<u8> {
-  let mut tar = Vec::with_capacity(keeper.len() + 2 * 512);
-  tar.extend_from_slice(&ustar_header(KEEPER_NAME, 0o711, keeper.len() as u64, b'0'));
-  tar.extend_from_slice(keeper);
-  tar.resize(tar.len().next_multiple_of(512), 0);
+  root_files_archive(&[(KEEPER_NAME, 0o711, keeper)])
+}
+
+/// A tar of regular files owned by root, each `(path, mode, contents)`; paths relative to
+/// where it is unpacked, at most 100 bytes (a plain ustar name).
+pub(crate) fn root_files_archive(files: &[(&str, u32, &[u8])]) -> Vec<u8> {
+  let size: usize = files
+    .iter()
+    .map(|(_, _, data)| 512 + data.len() + 512)
+    .sum();
+  let mut tar = Vec::with_capacity(size + 1024);
+  for (path, mode, data) in files {
+    tar.extend_from_slice(&ustar_header(path, *mode, data.len() as u64, b'0'));
+    tar.extend_from_slice(data);
+    tar.resize(tar.len().next_multiple_of(512), 0);
+  }
   // The end of the archive: two empty blocks.
   tar.resize(tar.len() + 1024, 0);
   tar
@@ -346,6 +358,19 @@ mod tests {
     assert_eq!(&header[124..135], b"00000000013");
     assert!(archive[512..].starts_with(b"\x7fELF binary\0"));
     assert!(archive[1024..].iter().all(|&b| b == 0));
+  }
+
+  #[test]
+  fn an_archive_of_several_files_holds_each_in_blocks_of_its_own() {
+    let archive = root_files_archive(&[("a.pem", 0o444, b"abc"), ("etc/ssl/b.crt", 0o444, b"")]);
+    assert_eq!(archive.len(), 512 + 512 + 512 + 1024);
+    assert!(archive.starts_with(b"a.pem\0"));
+    assert_eq!(&archive[100..107], b"0000444");
+    assert_eq!(&archive[124..135], b"00000000003");
+    assert!(archive[512..1024].starts_with(b"abc\0"));
+    assert!(archive[1024..].starts_with(b"etc/ssl/b.crt\0"));
+    assert_eq!(&archive[1024 + 124..1024 + 135], b"00000000000");
+    assert!(archive[1536..].iter().all(|&b| b == 0));
   }
 
   #[tokio::test]

@@ -48,7 +48,7 @@ mod proxy;
 mod resolve;
 mod tls;
 
-pub use broker::{Binding, Broker, BrokerError, SecretBytes, SecretSpec};
+pub use broker::{Binding, Broker, BrokerError, SecretBytes, SecretSpec, WipingAllocator};
 pub use policy::{Denial, EntryProblem, HostError, Policy, PolicyError, WEB_PORTS, normalize_host};
 pub use proxy::{Attribution, Blocked, LOG_TARGET, Proxy, ProxyConfig, Reason};
 pub use resolve::{BoxFuture, PinnedResolver, Resolve, StaticResolver, SystemResolver, is_public};

@@ -31,8 +31,8 @@ pub trait ContainerHost: ContainerEngine {
   /// Sets the host directories bound into the container when it is created (a
   /// workspace's filesystems); refused once this sandbox's container exists with others.
   fn set_binds(&self, binds: Vec<BindMount>) -> Result<()>;
-  /// Binds `bundle` (a host file of CA certificates) read-only into the container when it
-  /// is created, at `isolation::TRUST_BUNDLE_INSIDE` and over the system's usual bundle.
+  /// Puts `bundle` (a host file of CA certificates) into the container before each start,
+  /// at `isolation::TRUST_BUNDLE_INSIDE` and over the system's usual bundle.
   fn set_trust_bundle(&self, bundle: &Path) -> Result<()>;
   /// The engine's description of the started container as JSON; `None` before a start.
   fn inspect(&self) -> HostFuture<'_, Option<String>>;

@@ -403,6 +403,15 @@ impl Sandbox {
     }
   }
 
+  /// Sets the secrets `other` has now, copied natively, as [`Self::set_secrets`] would
+  /// (a clone's: under placeholders of its own). Neither needs secrets to have none.
+  pub fn take_secrets_of(&self, other: &Sandbox) -> Result<()> {
+    let Some(copies) = other.egress.as_ref().and_then(Egress::secret_copies) else {
+      return Ok(());
+    };
+    self.set_secrets(copies)
+  }
+
   /// The moment of a call made now: a stop asked for after it ends what it asks for (see
   /// [`Called`]).
   pub fn called_now(&self) -> Called {

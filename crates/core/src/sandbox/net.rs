@@ -35,7 +35,7 @@ use crate::init::Init;
 use crate::isolation::{SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE};
 use crate::sync::Lock;
 
-pub use native_workspace_egress::{SecretBytes, SecretSpec};
+pub use native_workspace_egress::{SecretBytes, SecretSpec, WipingAllocator};
 
 /// The running init of a sandbox, shared with what outlives one (its forwarded ports).
 pub type InitSlot = Mutex<Option<Arc<Init>>>;
@@ -188,6 +188,12 @@ impl Egress {
       .set_secrets(secrets)
       .map(drop)
       .map_err(|e| broker_error(prefix, e))
+  }
+
+  /// Copies of the sandbox's secrets as they were given (see [`Broker::copies`]), if it has
+  /// secrets.
+  pub fn secret_copies(&self) -> Option<Vec<SecretSpec>> {
+    self.secrets.as_ref().map(|(broker, _)| broker.copies())
   }
 
   /// Opens the proxy's endpoint on the loopback of `init`'s namespace and serves it until

@@ -42,7 +42,7 @@ use rustls::pki_types::pem::PemObject;
 use crate::http::parse_authority;
 use crate::policy::{WEB_PORTS, normalize_host};
 
-pub use secret::SecretBytes;
+pub use secret::{SecretBytes, WipingAllocator};
 
 /// A secret as given: the variable the commands see, its real value and where it may go.
 #[derive(Debug)]
@@ -145,6 +145,8 @@ pub(crate) struct Secret {
   placeholder: String,
   value: SecretBytes,
   bindings: Vec<Binding>,
+  /// The domains as given, for [`Broker::copies`].
+  domains: Vec<String>,
 }
 
 impl Secret {
@@ -368,6 +370,7 @@ impl Broker {
         placeholder,
         value: spec.value,
         bindings,
+        domains: spec.domains,
       });
     }
     let placeholders = next
@@ -376,6 +379,21 @@ impl Broker {
       .collect();
     *self.secrets.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
     Ok(placeholders)
+  }
+
+  /// The secrets as they were given, each value copied from this broker's memory to a
+  /// mapping of its own: what another sandbox (a clone) takes, never passing through
+  /// JavaScript.
+  pub fn copies(&self) -> Vec<SecretSpec> {
+    self
+      .snapshot()
+      .iter()
+      .map(|secret| SecretSpec {
+        name: secret.name.clone(),
+        value: SecretBytes::copy_of(secret.value.as_bytes()),
+        domains: secret.domains.clone(),
+      })
+      .collect()
   }
 
   /// Each variable and its placeholder.
@@ -491,6 +509,32 @@ mod tests {
       .unwrap();
     assert_ne!(third[0].1, first[0].1);
     assert_eq!(third[0].1.len(), 25);
+  }
+
+  #[test]
+  fn copies_are_the_secrets_as_given_in_memory_of_their_own() {
+    let broker = Broker::new("t", &[]).unwrap();
+    broker
+      .set_secrets(vec![spec(
+        "A",
+        "ghp_aaaaaaaaaaaaaaaa1111",
+        &["github.com", "api.test:8443"],
+      )])
+      .unwrap();
+    let copies = broker.copies();
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].name, "A");
+    assert_eq!(copies[0].value.as_bytes(), b"ghp_aaaaaaaaaaaaaaaa1111");
+    assert_eq!(copies[0].domains, ["github.com", "api.test:8443"]);
+    assert_ne!(
+      copies[0].value.as_bytes().as_ptr(),
+      broker.snapshot()[0].value.as_bytes().as_ptr()
+    );
+    // Another broker takes them under a placeholder of its own.
+    let other = Broker::new("u", &[]).unwrap();
+    let placeholders = other.set_secrets(copies).unwrap();
+    assert_ne!(placeholders, broker.placeholders());
+    assert!(other.intercepts("api.test", 8443));
   }
 
   #[test]

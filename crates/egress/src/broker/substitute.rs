@@ -138,6 +138,7 @@ mod tests {
       placeholder: placeholder.into(),
       value: SecretBytes::new(&mut value.as_bytes().to_vec()),
       bindings: vec![Binding::parse(domain).unwrap()],
+      domains: vec![domain.into()],
     }
   }
 

@@ -88,24 +88,15 @@ function detach(dir) {
 }
 
 /**
- * Whether the FUSE mount at `dir` serves the bucket within `ms`: a name it cannot hold is
- * looked up, and the daemon must answer that the bucket has no such object. Not the mount
- * point itself: a daemon whose bucket check failed may still answer one last request about
- * it (its root needs no request to the server) as it ends; a lookup needs the server, and
- * is refused with credentials it refuses. In a child process, never on libuv's threadpool:
- * against a daemon that does not answer, a stat waits as long as the daemon does (s3fs
- * retries for minutes), and the pool's threads (4 by default) serve all of the host's file
- * I/O, DNS and crypto. SIGKILL at the deadline ends a stat waiting for the daemon; one the
- * daemon has already taken ends with the daemon, and is not waited for here.
+ * Whether the FUSE mount at `dir` answers a stat within `ms`. In a child process, never on
+ * libuv's threadpool: against a daemon that does not answer, a stat waits as long as the
+ * daemon does (s3fs retries for minutes), and the pool's threads (4 by default) serve all of
+ * the host's file I/O, DNS and crypto. SIGKILL at the deadline ends a stat waiting for the
+ * daemon; one the daemon has already taken ends with the daemon, and is not waited for here.
  */
-function servesWithin(dir, ms) {
+function answersWithin(dir, ms) {
   return new Promise((resolve, reject) => {
-    const probe = path.join(dir, `.native-workspace-probe-${randomBytes(6).toString('hex')}`)
-    const stat = spawn('stat', ['--', probe], { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' } })
-    let said = ''
-    stat.stderr.setEncoding('utf8').on('data', (text) => {
-      said = (said + text).slice(-1000)
-    })
+    const stat = spawn('stat', ['--', dir], { stdio: 'ignore' })
     const timer = setTimeout(() => {
       stat.kill('SIGKILL')
       resolve(false)
@@ -114,9 +105,9 @@ function servesWithin(dir, ms) {
       clearTimeout(timer)
       reject(err)
     })
-    stat.once('close', (code) => {
+    stat.once('exit', (code) => {
       clearTimeout(timer)
-      resolve(code !== 0 && /No such file or directory/.test(said))
+      resolve(code === 0)
     })
   })
 }
@@ -245,12 +236,19 @@ function s3fsInvocation(config, mountPath, dir, passwdFile, owner) {
   return { args: [remote, dir, '-f', '-o', options.join(',')], env, passwd }
 }
 
+/** The lines of a daemon's log that match `pattern`, without timestamps; not the note of its own log level. */
+const picked = (log, pattern) =>
+  log
+    .split('\n')
+    .filter((line) => pattern.test(line) && !/LowSetLogLevel/.test(line))
+    .map((line) => line.replace(/^\S+Z \[[A-Z]+\] /, '').trim())
+/** A daemon's critical lines (s3fs: a bucket check that failed, among others). */
+const criticalLines = (log) => picked(log, /\[CRT\]/)
+
 /** What a daemon's log says went wrong: its critical lines, else its errors, without timestamps. */
 function reasonOf(log) {
-  const lines = log.split('\n').filter((line) => !/LowSetLogLevel/.test(line))
-  const pick = (pattern) => lines.filter((line) => pattern.test(line)).map((line) => line.replace(/^\S+Z \[[A-Z]+\] /, '').trim())
-  const critical = pick(/\[CRT\]/)
-  const errors = critical.length > 0 ? critical : pick(/\[ERR\]|^fuse:|error|denied/i)
+  const critical = criticalLines(log)
+  const errors = critical.length > 0 ? critical : picked(log, /\[ERR\]|^fuse:|error|denied/i)
   return errors.length > 0 ? errors.join('; ') : log.trim().split('\n').slice(-3).join('; ')
 }
 
@@ -312,13 +310,24 @@ class ObjectStorageMount {
       if (ended) throw failed(reasonOf(this.log) || `the FUSE client ended (exit code ${ended.code})`)
       if ((await mountPoints()).has(this.source)) {
         // A check that hangs (an endpoint that drops packets) meets the deadline.
-        if ((await servesWithin(this.source, Math.max(0, deadline - Date.now()))) && this.running) return
+        if ((await answersWithin(this.source, Math.max(0, deadline - Date.now()))) && this.running && !(await this.#ending())) return
       }
       if (Date.now() >= deadline) {
         const reason = reasonOf(this.log)
         throw failed(`the FUSE client did not mount within ${READY_DEADLINE_MS / 1000} s${reason ? `: ${reason}` : ' (the endpoint did not answer)'}`)
       }
     }
+  }
+
+  /**
+   * Whether the daemon said that it is ending: s3fs checks the bucket before it answers
+   * any request, and when that fails it logs why and ends its loop, yet may still answer
+   * one request about the mount point (which needs no request to the server) as it goes.
+   * What it logged came before that answer: it is read once the stat's end is handled.
+   */
+  async #ending() {
+    await new Promise((resolve) => setImmediate(resolve))
+    return /Exiting FUSE event loop/.test(this.log) || criticalLines(this.log).length > 0
   }
 
   /** Ends the daemon (it unmounts), detaches what it left, and removes its mount point and files. */

@@ -5,6 +5,7 @@
 const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
 const { retentionError } = require('./translate')
 const { catchRejection } = require('./thenable')
+const { ModuleLoadError } = require('./lazy')
 
 /** `Array.isArray`, false for a revoked Proxy (where it throws). */
 function isArray(value) {
@@ -57,7 +58,12 @@ function fail(name, expected, value) {
 /** Whether `err` is one of this package's typed errors (false for a hostile value). */
 function isTyped(err) {
   try {
-    return err instanceof SandboxError || err instanceof WorkspaceError || (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+    return (
+      err instanceof SandboxError ||
+      err instanceof WorkspaceError ||
+      err instanceof ModuleLoadError ||
+      (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+    )
   } catch {
     return false
   }

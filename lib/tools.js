@@ -14,8 +14,7 @@ const {
   FileNotFoundError,
   FileReadRequiredError,
 } = require('./errors')
-const { FILE_TOOLS, fileSchemas } = require('./file-tools')
-const { SEARCH_TOOLS, searchSchemas, modesOf } = require('./search-tools')
+const { FILE_TOOLS, SEARCH_TOOLS } = require('./tool-descriptions')
 const { lazy } = require('./lazy')
 const { logTo } = require('./logging')
 const { check, describe, readingOptions, validInput } = require('./options')
@@ -23,6 +22,9 @@ const { toolText } = require('./process-manager')
 
 // Loaded by the first tools made, or the first call of a standalone tool.
 const mime = lazy(() => require('./mime'))
+// What the file and search tools run, and their schemas: loaded by a first call or schema read.
+const fileTools = lazy(() => require('./file-tools'))
+const searchTools = lazy(() => require('./search-tools'))
 const toolGuards = lazy(() => require('./tool-guards'))
 const configChecks = lazy(() => require('./tools-config'))
 
@@ -73,8 +75,8 @@ function inputSchemas() {
       z.string(),
       z.object({ __workspaceMedia: z.literal(true), text: z.string(), mediaType: z.string(), data: z.string() }),
     ]),
-    ...fileSchemas(z),
-    ...searchSchemas(z),
+    ...fileTools().fileSchemas(z),
+    ...searchTools().searchSchemas(z),
   }
   return schemas
 }
@@ -158,13 +160,13 @@ async function runFileTool(name, workspace, settings, input, context, guarded) {
   const filesystem = await filesystemOf(workspace, requestContext)
   if (!filesystem) throw new FilesystemNotAvailableError()
   await emitMetadata(workspace, context, name, requestContext)
-  return FILE_TOOLS[name].run(filesystem, input, settings, guarded)
+  return fileTools().FILE_TOOL_RUNS[name](filesystem, input, settings, guarded)
 }
 
 /** Runs a search tool with the workspace (the workspace searches its index). */
 async function runSearchTool(name, workspace, _settings, input, context) {
   await emitMetadata(workspace, context, name, requestContextOf(context))
-  return SEARCH_TOOLS[name].run(workspace, input)
+  return searchTools().SEARCH_TOOL_RUNS[name](workspace, input)
 }
 
 function processesOf(sandbox) {
@@ -556,7 +558,7 @@ async function createWorkspaceTools(workspace, configContext) {
       return (input, context) => guarded(input, context)
     }
     // The search input names the modes this workspace has (as Mastra's does).
-    const inputSchemaOf = name === SEARCH ? (schemas) => schemas.searchWithModes(modesOf(workspace)) : undefined
+    const inputSchemaOf = name === SEARCH ? (schemas) => schemas.searchWithModes(searchTools().modesOf(workspace)) : undefined
     const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard, inputSchemaOf)
     if (settings.background) tool.background = settings.background
     tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'

@@ -10,12 +10,14 @@ const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
 const { warnUnknownOptions } = require('./unknown-options')
 const { emptyRequestContext, givenRequestContext } = require('./request-context')
-const { WorkspaceSearch, searchConfig } = require('./search')
+const { searchConfig } = require('./search-config')
 const { workspaceSkills } = require('./workspace-skills')
 const { lazy } = require('./lazy')
 
 /** The tools config's checks, loaded by the first workspace given one. */
 const configChecks = lazy(() => require('./tools-config'))
+/** The search, loaded by the first workspace that has one. */
+const searching = lazy(() => require('./search'))
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -174,7 +176,7 @@ class Workspace {
 
       const search = searchConfig(config, this.id)
       if (search) {
-        this[state].search = new WorkspaceSearch(search, this)
+        this[state].search = new (searching().WorkspaceSearch)(search, this)
         this[state].autoIndexPaths = search.autoIndexPaths
       }
 

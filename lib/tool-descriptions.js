@@ -1,0 +1,41 @@
+'use strict'
+// What the file and search tools tell the model, and which of them write (a read-only
+// workspace leaves those out): all a tool object needs before its first call. What they
+// run, and their input schemas, are in file-tools.js and search-tools.js, loaded then.
+const { WORKSPACE_TOOLS } = require('./constants')
+
+const FS = WORKSPACE_TOOLS.FILESYSTEM
+const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
+
+/** The file tools, in the order a workspace offers them. */
+const FILE_TOOLS = {
+  [FS.READ_FILE]: {
+    outputSchema: 'mediaOutput',
+    description:
+      'Read a file. Text comes back with line numbers (`offset` and `limit` pick a range of lines); images and PDFs come back as media you can see; other binary files are only described, unless you pass an `encoding` such as `base64`.',
+  },
+  [FS.WRITE_FILE]: { writes: true, description: 'Create or replace a file with the given content.' },
+  [FS.EDIT_FILE]: {
+    writes: true,
+    description:
+      'Replace an exact piece of text in a file. Copy `old_string` from the file as it is (without the line-number prefix read_file shows); it must be unique unless `replace_all` is set.',
+  },
+  [FS.LIST_FILES]: { description: 'Show a directory as a tab-indented tree (2 levels by default), with counts.' },
+  [FS.DELETE]: { writes: true, description: 'Delete a file, or a directory (`recursive: true` when it is not empty).' },
+  [FS.FILE_STAT]: { description: 'Tell whether a path exists, and its type, size and modification time.' },
+  [FS.MKDIR]: { writes: true, description: 'Create a directory (and its missing parents).' },
+  [FS.GREP]: {
+    description:
+      'Search file contents with a regular expression; prints `file:line:column: text` for each match. `path` may be a file, a directory or a glob such as `src/**/*.ts`.',
+  },
+}
+
+/** The search tools, with `@mastra/core`'s descriptions. */
+const SEARCH_TOOLS = {
+  [SEARCH]: {
+    description: 'Search indexed content in the workspace. Supports keyword (BM25), semantic (vector), and hybrid search modes.',
+  },
+  [INDEX]: { writes: true, description: 'Index content for search. The path becomes the document ID in search results.' },
+}
+
+module.exports = { FILE_TOOLS, SEARCH_TOOLS }

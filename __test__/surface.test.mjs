@@ -99,7 +99,7 @@ describe('surface of @mastra/core/workspace', () => {
     const onFirstUseModules = [
       ...['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json'],
       // A workspace's search, the tools' implementations behind their descriptions, how a sandbox mounts.
-      ...['lib/search.js', 'lib/glob-entries.js', 'lib/file-tools.js', 'lib/gitignore.js', 'lib/search-tools.js', 'lib/local-mounter.js'],
+      ...['lib/search.js', 'lib/glob-entries.js', 'lib/tool-calls.js', 'lib/file-tools.js', 'lib/gitignore.js', 'lib/search-tools.js', 'lib/local-mounter.js'],
     ]
     expect(files.filter((file) => onFirstUseModules.includes(file))).toEqual([])
     for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)

@@ -1,11 +1,12 @@
 'use strict'
-// What the file and search tools tell the model, and which of them write (a read-only
-// workspace leaves those out): all a tool object needs before its first call. What they
-// run, and their input schemas, are in file-tools.js and search-tools.js, loaded then.
+// What each tool tells the model, and which of them write (a read-only workspace leaves
+// those out): all a tool object needs before its first call. What they run, and their input
+// schemas, are in tool-calls.js (with file-tools.js and search-tools.js), loaded then.
 const { WORKSPACE_TOOLS } = require('./constants')
 
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
+const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SANDBOX
 
 /** The file tools, in the order a workspace offers them. */
 const FILE_TOOLS = {
@@ -38,4 +39,28 @@ const SEARCH_TOOLS = {
   [INDEX]: { writes: true, description: 'Index content for search. The path becomes the document ID in search results.' },
 }
 
-module.exports = { FILE_TOOLS, SEARCH_TOOLS }
+/**
+ * The sandbox tools; `schema` names their input schema in tool-calls.js (execute_command's
+ * depends on whether it may run in the background, which `backgroundDescription` tells).
+ */
+const SANDBOX_TOOLS = {
+  [EXECUTE_COMMAND]: {
+    description:
+      'Run a shell command in the workspace sandbox and return its output (stdout, stderr and, on failure, the exit code). ' +
+      'Pipes, redirections and `&&` work. Long output is cut to its last lines; pass `tail` to see more or less.',
+    backgroundDescription:
+      ' With `background: true` the command keeps running and you get its PID; use get_process_output and kill_process with it.',
+  },
+  [GET_PROCESS_OUTPUT]: {
+    description:
+      'Read what a background process (started with execute_command and `background: true`) has printed so far, ' +
+      'and its exit code once it has finished. `wait: true` waits for it to finish first.',
+    schema: 'processOutput',
+  },
+  [KILL_PROCESS]: {
+    description: 'Stop a background process and everything it started; returns the last 50 lines it printed.',
+    schema: 'killProcess',
+  },
+}
+
+module.exports = { FILE_TOOLS, SEARCH_TOOLS, SANDBOX_TOOLS }

@@ -100,6 +100,9 @@ describe('surface of @mastra/core/workspace', () => {
       ...['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json'],
       // A workspace's search, the tools' implementations behind their descriptions, how a sandbox mounts.
       ...['lib/search.js', 'lib/glob-entries.js', 'lib/tool-calls.js', 'lib/file-tools.js', 'lib/gitignore.js', 'lib/search-tools.js', 'lib/local-mounter.js'],
+      // What the first sandbox or workspace made needs: the lifecycle and its hooks, the checks of
+      // search and skills options, the warnings of unknown options, the empty request context.
+      ...['lib/hooks.js', 'lib/search-config.js', 'lib/workspace-skills.js', 'lib/unknown-options.js', 'lib/request-context.js'],
     ]
     expect(files.filter((file) => onFirstUseModules.includes(file))).toEqual([])
     for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)

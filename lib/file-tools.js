@@ -2,7 +2,7 @@
 // The file tools of a workspace: read_file, write_file, edit_file, list_files, delete,
 // file_stat, mkdir and grep, over any filesystem with the WorkspaceFilesystem methods.
 // Their texts are those of `@mastra/core`; token budgets are computed natively. Loaded by
-// the first file tool call or schema read (their descriptions are in tool-descriptions.js).
+// the first file tool call or schema read (their descriptions are in constants.js).
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
@@ -445,7 +445,7 @@ function fileSchemas(z) {
   }
 }
 
-/** What each file tool runs (what it tells the model is in tool-descriptions.js). */
+/** What each file tool runs (what it tells the model is in constants.js). */
 const FILE_TOOL_RUNS = {
   [FS.READ_FILE]: readFile,
   [FS.WRITE_FILE]: writeFile,

@@ -5,10 +5,11 @@
 const { MountError, SandboxError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
 const { logTo, packageLogger } = require('./logging')
-const { enclosingScope, runAsPartOf, activeScopes } = require('./hooks')
 const { lazy } = require('./lazy')
 
 const crypto = lazy(() => require('node:crypto'))
+/** Which hooks are running, loaded by the first mounts processed. */
+const hooks = lazy(() => require('./hooks'))
 
 const MOUNT_PATH = /^\/[a-zA-Z0-9_.\-/]+$/
 
@@ -169,7 +170,7 @@ class MountManager {
   processPending() {
     // From inside a mount it makes (an onMount hook, a filesystem's getters, the sandbox's
     // mount), waiting for the queue would be waiting for itself.
-    if (enclosingScope(this)) {
+    if (hooks().enclosingScope(this)) {
       return Promise.reject(
         new SandboxError(
           'processPending() was called from inside a mount it is making (an onMount hook or the sandbox\'s mount): it would wait for itself',
@@ -178,8 +179,8 @@ class MountManager {
         ),
       )
     }
-    const outer = activeScopes()
-    this.#processing = this.#processing.then(() => runAsPartOf({ owner: this, step: 'processPending' }, outer, () => this.#processPending()))
+    const outer = hooks().activeScopes()
+    this.#processing = this.#processing.then(() => hooks().runAsPartOf({ owner: this, step: 'processPending' }, outer, () => this.#processPending()))
     return this.#processing
   }
 

@@ -1,7 +1,7 @@
 'use strict'
 // The search tools of a workspace with search: mastra_workspace_search and
 // mastra_workspace_index, with `@mastra/core`'s inputs and texts (their descriptions are
-// in tool-descriptions.js). Loaded by the first search tool call or schema read.
+// in constants.js). Loaded by the first search tool call or schema read.
 const { WORKSPACE_TOOLS } = require('./constants')
 
 const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
@@ -50,7 +50,7 @@ async function index(workspace, { path, content, metadata }) {
   return `Indexed ${path}`
 }
 
-/** What each search tool runs (what it tells the model is in tool-descriptions.js). */
+/** What each search tool runs (what it tells the model is in constants.js). */
 const SEARCH_TOOL_RUNS = { [SEARCH]: search, [INDEX]: index }
 
 module.exports = { SEARCH_TOOL_RUNS, searchSchemas, modesOf }

@@ -3,10 +3,10 @@
 // the sandbox's execute_command (foreground or background), get_process_output and
 // kill_process. Their ids, input schemas and output texts are those of `@mastra/core`; the
 // texts of commands are computed natively (see crates/core/src/tools). Here the tool objects
-// are made, from their descriptions (tool-descriptions.js), with their settings and guards;
+// are made, from their descriptions (constants.js), with their settings and guards;
 // what a call runs, and the input schemas, are loaded by the first call (tool-calls.js).
 const native = require('../index.js')
-const { WORKSPACE_TOOLS } = require('./constants')
+const { WORKSPACE_TOOLS, FILE_TOOLS, SEARCH_TOOLS, SANDBOX_TOOLS } = require('./constants')
 const {
   WorkspaceError,
   WorkspaceNotAvailableError,
@@ -15,7 +15,6 @@ const {
   FileNotFoundError,
   FileReadRequiredError,
 } = require('./errors')
-const { FILE_TOOLS, SEARCH_TOOLS, SANDBOX_TOOLS } = require('./tool-descriptions')
 const { lazy } = require('./lazy')
 const { logTo } = require('./logging')
 const { check, readingOptions, validInput } = require('./options')

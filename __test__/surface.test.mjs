@@ -103,6 +103,8 @@ describe('surface of @mastra/core/workspace', () => {
       // What the first sandbox or workspace made needs: the lifecycle and its hooks, the checks of
       // search and skills options, the warnings of unknown options, the empty request context.
       ...['lib/hooks.js', 'lib/search-config.js', 'lib/workspace-skills.js', 'lib/unknown-options.js', 'lib/request-context.js'],
+      // How glob patterns are matched, loaded by the first matcher made.
+      'lib/glob-matcher.js',
     ]
     expect(files.filter((file) => onFirstUseModules.includes(file))).toEqual([])
     for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)

@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
+import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
@@ -95,10 +96,57 @@ describe('surface of @mastra/core/workspace', () => {
     expect(child.stderr).toBe('')
     const { builtins, files } = JSON.parse(child.stdout)
     expect(files).toEqual(expect.arrayContaining(['lib/index.js', 'lib/local-sandbox.js', 'lib/docker-sandbox.js', 'lib/workspace.js']))
-    for (const onFirstUse of ['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json']) {
-      expect(files).not.toContain(onFirstUse)
-    }
+    const onFirstUseModules = [
+      ...['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json'],
+      // A workspace's search, the tools' implementations behind their descriptions, how a sandbox mounts.
+      ...['lib/search.js', 'lib/glob-entries.js', 'lib/tool-calls.js', 'lib/file-tools.js', 'lib/gitignore.js', 'lib/search-tools.js', 'lib/local-mounter.js'],
+      // What the first sandbox or workspace made needs: the lifecycle and its hooks, the checks of
+      // search and skills options, the warnings of unknown options, the empty request context.
+      ...['lib/hooks.js', 'lib/search-config.js', 'lib/workspace-skills.js', 'lib/unknown-options.js', 'lib/request-context.js'],
+      // How glob patterns are matched, loaded by the first matcher made.
+      'lib/glob-matcher.js',
+    ]
+    expect(files.filter((file) => onFirstUseModules.includes(file))).toEqual([])
     for (const onFirstUse of ['child_process', 'stream', 'crypto', 'fs/promises', 'net', 'os']) expect(builtins).not.toContain(onFirstUse)
+  })
+
+  it('a module loaded on first use that cannot load fails each use with the same typed error, and the rest of the package works', () => {
+    // A copy of the package whose search and file tools are damaged; the addon is linked.
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-damaged-'))
+    try {
+      fs.cpSync(path.join(root, 'lib'), path.join(copy, 'lib'), { recursive: true })
+      for (const file of ['index.js', 'package.json']) fs.copyFileSync(path.join(root, file), path.join(copy, file))
+      const addon = fs.readdirSync(root).find((name) => name.startsWith('native-workspace.') && name.endsWith('.node'))
+      fs.symlinkSync(path.join(root, addon), path.join(copy, addon))
+      fs.symlinkSync(path.join(root, 'node_modules'), path.join(copy, 'node_modules'))
+      for (const file of ['search.js', 'file-tools.js']) fs.writeFileSync(path.join(copy, 'lib', file), 'this is not JavaScript\n')
+      fs.writeFileSync(path.join(copy, 'notes.txt'), 'kept\n')
+      const source = `
+        const { Workspace, LocalFilesystem, readFileTool } = require(${JSON.stringify(path.join(copy, 'lib', 'index.js'))})
+        const filesystem = new LocalFilesystem({ basePath: ${JSON.stringify(copy)} })
+        const failure = (run) => { try { run() } catch (err) { return err } }
+        const seen = (err) => err && { name: err.name, code: err.code, cause: err.cause?.name, message: err.message }
+        const searches = [1, 2].map(() => failure(() => new Workspace({ filesystem, bm25: true })))
+        const plain = new Workspace({ filesystem })
+        Promise.all([1, 2].map(() => readFileTool.execute({ path: 'notes.txt' }, { workspace: plain }).catch((err) => err))).then(async (reads) => {
+          process.stdout.write(JSON.stringify({
+            searches: searches.map(seen), sameSearchError: searches[0] === searches[1],
+            reads: reads.map(seen), sameReadError: reads[0] === reads[1],
+            plainFiles: await plain.filesystem.readFile('notes.txt', { encoding: 'utf-8' }),
+          }))
+        })`
+      const child = spawnSync(process.execPath, ['-e', source], { cwd: copy, encoding: 'utf8' })
+      expect(child.stderr).toBe('')
+      const result = JSON.parse(child.stdout)
+      const loadFailure = (message) => ({ name: 'ModuleLoadError', code: 'MODULE_LOAD_FAILED', cause: 'SyntaxError', message: expect.stringContaining(message) })
+      expect(result.searches).toEqual([loadFailure('could not load'), loadFailure('could not load')])
+      expect(result.sameSearchError).toBe(true)
+      expect(result.reads).toEqual([loadFailure('could not load'), loadFailure('could not load')])
+      expect(result.sameReadError).toBe(true)
+      expect(result.plainFiles).toBe('kept\n')
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true })
+    }
   })
 
   it('the typings declare exactly the values the module exports', () => {

@@ -3,16 +3,17 @@ const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
 const { check, describe, instructionsText, readingOptions } = require('./options')
-const { SandboxLifecycle } = require('./hooks')
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
 const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
-const { warnUnknownOptions } = require('./unknown-options')
 const { lazy } = require('./lazy')
 
-// Loaded by the first DockerSandbox made: its options, and object storage's module.
+// Loaded by the first DockerSandbox made: its options (and the warnings of those it does not
+// know), its lifecycle, and object storage's module.
 const dockerOptions = lazy(() => require('./docker-options'))
+const unknownOptions = lazy(() => require('./unknown-options'))
+const hooks = lazy(() => require('./hooks'))
 const objectStorage = lazy(() => require('./object-storage'))
 
 /**
@@ -42,14 +43,14 @@ class DockerSandbox extends NativeSandbox {
     super()
     readingOptions('options', () => {
       check.object(options, 'options')
-      warnUnknownOptions(options, dockerOptions().DOCKER_SANDBOX_OPTIONS, 'DockerSandbox')
+      unknownOptions().warnUnknownOptions(options, dockerOptions().DOCKER_SANDBOX_OPTIONS, 'DockerSandbox')
       this.#options = dockerOptions().containerOptions(options)
       const instructions = options.instructions
       if (instructions !== undefined && typeof instructions !== 'string' && typeof instructions !== 'function') {
         check.string(instructions, 'instructions')
       }
       this.#instructions = instructions
-      const lifecycle = new SandboxLifecycle(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
+      const lifecycle = new (hooks().SandboxLifecycle)(this, options, { prepareStart: (outcome) => this.#checkStarted(outcome) })
       this.#given = secretsEmptied({ ...options })
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)

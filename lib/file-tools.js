@@ -1,7 +1,8 @@
 'use strict'
 // The file tools of a workspace: read_file, write_file, edit_file, list_files, delete,
 // file_stat, mkdir and grep, over any filesystem with the WorkspaceFilesystem methods.
-// Their texts are those of `@mastra/core`; token budgets are computed natively.
+// Their texts are those of `@mastra/core`; token budgets are computed natively. Loaded by
+// the first file tool call or schema read (their descriptions are in constants.js).
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
@@ -444,30 +445,16 @@ function fileSchemas(z) {
   }
 }
 
-/** The file tools: what each does and whether it writes. */
-const FILE_TOOLS = {
-  [FS.READ_FILE]: {
-    run: readFile,
-    outputSchema: 'mediaOutput',
-    description:
-      'Read a file. Text comes back with line numbers (`offset` and `limit` pick a range of lines); images and PDFs come back as media you can see; other binary files are only described, unless you pass an `encoding` such as `base64`.',
-  },
-  [FS.WRITE_FILE]: { run: writeFile, writes: true, description: 'Create or replace a file with the given content.' },
-  [FS.EDIT_FILE]: {
-    run: editFile,
-    writes: true,
-    description:
-      'Replace an exact piece of text in a file. Copy `old_string` from the file as it is (without the line-number prefix read_file shows); it must be unique unless `replace_all` is set.',
-  },
-  [FS.LIST_FILES]: { run: listFiles, description: 'Show a directory as a tab-indented tree (2 levels by default), with counts.' },
-  [FS.DELETE]: { run: deletePath, writes: true, description: 'Delete a file, or a directory (`recursive: true` when it is not empty).' },
-  [FS.FILE_STAT]: { run: fileStat, description: 'Tell whether a path exists, and its type, size and modification time.' },
-  [FS.MKDIR]: { run: makeDirectory, writes: true, description: 'Create a directory (and its missing parents).' },
-  [FS.GREP]: {
-    run: grep,
-    description:
-      'Search file contents with a regular expression; prints `file:line:column: text` for each match. `path` may be a file, a directory or a glob such as `src/**/*.ts`.',
-  },
+/** What each file tool runs (what it tells the model is in constants.js). */
+const FILE_TOOL_RUNS = {
+  [FS.READ_FILE]: readFile,
+  [FS.WRITE_FILE]: writeFile,
+  [FS.EDIT_FILE]: editFile,
+  [FS.LIST_FILES]: listFiles,
+  [FS.DELETE]: deletePath,
+  [FS.FILE_STAT]: fileStat,
+  [FS.MKDIR]: makeDirectory,
+  [FS.GREP]: grep,
 }
 
-module.exports = { FILE_TOOLS, fileSchemas }
+module.exports = { FILE_TOOL_RUNS, fileSchemas }

@@ -5,17 +5,18 @@ const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, Sa
 const { translating, translatingSync } = require('./translate')
 const { check, describe, egressOptions, instructionsText, readingOptions } = require('./options')
 const { checkCommand } = require('./process-manager')
-const { SandboxLifecycle } = require('./hooks')
 const { mountedList } = require('./mounts')
 const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
 const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
-const { warnUnknownOptions } = require('./unknown-options')
 const { lazy } = require('./lazy')
 
 /** Node's os module, for the first `getInfo()`. */
 const os = lazy(() => require('node:os'))
+/** Loaded by the first sandbox made: its lifecycle, and the warnings of options it does not know. */
+const hooks = lazy(() => require('./hooks'))
+const unknownOptions = lazy(() => require('./unknown-options'))
 
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
@@ -68,7 +69,7 @@ const NATIVE_SANDBOX_OPTIONS = Object.freeze([
 function nativeSandboxConfig(config) {
   check.object(config, 'nativeSandbox')
   const c = config ?? {}
-  warnUnknownOptions(c, NATIVE_SANDBOX_OPTIONS, 'LocalSandbox', 'nativeSandbox.')
+  unknownOptions().warnUnknownOptions(c, NATIVE_SANDBOX_OPTIONS, 'LocalSandbox', 'nativeSandbox.')
   return {
     allowNetwork: check.boolean(c.allowNetwork, 'nativeSandbox.allowNetwork') ?? false,
     readOnlyPaths: [...check.stringArray(c.readOnlyPaths, 'nativeSandbox.readOnlyPaths')],
@@ -149,7 +150,7 @@ class LocalSandbox extends NativeSandbox {
     super()
     readingOptions('options', () => {
       check.object(options, 'options')
-      warnUnknownOptions(options, LOCAL_SANDBOX_OPTIONS, 'LocalSandbox')
+      unknownOptions().warnUnknownOptions(options, LOCAL_SANDBOX_OPTIONS, 'LocalSandbox')
       const id = check.string(options.id, 'id') ?? randomId('local-sandbox')
       const isolation = check.oneOf(options.isolation, 'isolation', ['none', 'bwrap', 'seatbelt']) ?? 'none'
       // Unset, its defaults are the native side's own: most sandboxes give none, and neither
@@ -162,7 +163,7 @@ class LocalSandbox extends NativeSandbox {
       this.#instructions = instructions
       // Pending mounts are made at each start before `onStart`, so its processes see them
       // (and an isolated sandbox can still bind them: no process runs in it yet).
-      const lifecycle = new SandboxLifecycle(this, options, {
+      const lifecycle = new (hooks().SandboxLifecycle)(this, options, {
         prepareStart: () => this.mounts.processPending(),
         hasPreparation: () => this.mounts.hasPending(),
       })

@@ -2,8 +2,7 @@
 const native = require('../index.js')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
-const { catchRejection } = require('./thenable')
-const { check, readingOptions } = require('./options')
+const { catchRejection, check, readingOptions } = require('./options')
 
 let current
 /** The least severe level `current` is given. */

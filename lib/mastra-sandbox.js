@@ -1,10 +1,13 @@
 'use strict'
 const { NativeLifecycle } = require('../index.js')
 const { check, readingOptions, updatedEnv } = require('./options')
-const { SandboxLifecycle } = require('./hooks')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
+const { lazy } = require('./lazy')
+
+/** The lifecycle with hooks, loaded by the first sandbox made. */
+const hooks = lazy(() => require('./hooks'))
 
 /** `arg` as one shell word: as it is when every character is safe, else single-quoted. */
 const shellWord = (arg) => (/^[a-zA-Z0-9._\-/=:@]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`)
@@ -31,7 +34,7 @@ class MastraSandbox {
       check.object(options, 'options')
       this.name = check.string(options.name, 'name') ?? new.target.name
       this.#env = { ...check.env(options.env, 'env') }
-      this.#lifecycle = new SandboxLifecycle(this, options, { prepareStart: () => this.mounts?.processPending() })
+      this.#lifecycle = new (hooks().SandboxLifecycle)(this, options, { prepareStart: () => this.mounts?.processPending() })
       if (options.workingDirectory !== undefined) this.workingDirectory = check.string(options.workingDirectory, 'workingDirectory')
       return options.processes
     })

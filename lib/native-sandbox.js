@@ -6,9 +6,13 @@
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions, secretsOption, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, ensureRunningFor, startsWithCommand } = require('./process-manager')
-const { LocalMounter, MountManager, mountedAt } = require('./mounts')
+const { MountManager, mountedAt } = require('./mounts')
 const { packageLogger } = require('./logging')
 const { translating, translatingSync } = require('./translate')
+const { lazy } = require('./lazy')
+
+/** How mounts are made, loaded by the first sandbox made. */
+const localMounter = lazy(() => require('./local-mounter'))
 
 /** A backend's access to the parts of its sandbox (defined below, where the fields are). */
 let nativeOf, attach, manageMounts
@@ -41,6 +45,7 @@ class NativeSandbox {
      * directory. `fuseOwner`: see `LocalMounter`.
      */
     manageMounts = (sandbox, { binds, fuseOwner }) => {
+      const { LocalMounter } = localMounter()
       sandbox.mounts = new MountManager({ mount: (filesystem, mountPath) => sandbox.mount(filesystem, mountPath), logger: packageLogger })
       sandbox.#mounter = new LocalMounter(
         sandbox.mounts,

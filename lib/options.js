@@ -1,12 +1,23 @@
 'use strict'
 // Type checks for options coming from JavaScript callers (and tools' inputs, by their
-// schemas). Each failure names the option; value rules (ranges, enumerations) are checked by
-// the native side.
+// schemas), and what their callbacks return. Each failure names the option; value rules
+// (ranges, enumerations) are checked by the native side.
 const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
 const { retentionError } = require('./translate')
-const { catchRejection } = require('./thenable')
 const { isUtf8 } = require('node:buffer')
 const { isUint8Array } = require('node:util/types')
+const { ModuleLoadError } = require('./lazy')
+
+/**
+ * Routes the rejection of `value` to `onRejected` if `value` is a promise or any other
+ * thenable, so a user's async callback cannot become an unhandled rejection. Reading or
+ * calling a hostile `then` may throw: the caller treats that like a throw of the callback.
+ */
+function catchRejection(value, onRejected) {
+  if ((typeof value !== 'object' || value === null) && typeof value !== 'function') return
+  const then = value.then
+  if (typeof then === 'function') then.call(value, undefined, onRejected)
+}
 
 /** `Array.isArray`, false for a revoked Proxy (where it throws). */
 function isArray(value) {
@@ -59,7 +70,12 @@ function fail(name, expected, value) {
 /** Whether `err` is one of this package's typed errors (false for a hostile value). */
 function isTyped(err) {
   try {
-    return err instanceof SandboxError || err instanceof WorkspaceError || (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+    return (
+      err instanceof SandboxError ||
+      err instanceof WorkspaceError ||
+      err instanceof ModuleLoadError ||
+      (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+    )
   } catch {
     return false
   }
@@ -338,4 +354,4 @@ function validInput(schema, input, toolName) {
   throw new WorkspaceError(`Invalid input for ${toolName}: ${problems}`, 'INVALID_INPUT')
 }
 
-module.exports = { check, describe, egressOptions, secretsOption, isClass, readingOptions, instructionsText, updatedEnv, validInput }
+module.exports = { check, describe, egressOptions, secretsOption, isClass, readingOptions, instructionsText, updatedEnv, validInput, catchRejection }

@@ -1,8 +1,7 @@
 'use strict'
 const { SandboxOptionError, SandboxUnsupportedFeatureError, UnsupportedStdinCloseError } = require('./errors')
 const { translating } = require('./translate')
-const { check, describe } = require('./options')
-const { catchRejection } = require('./thenable')
+const { catchRejection, check, describe } = require('./options')
 const { lazy } = require('./lazy')
 
 /** Node's streams, loaded by the first `reader` or `writer` asked for. */

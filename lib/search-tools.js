@@ -1,6 +1,7 @@
 'use strict'
 // The search tools of a workspace with search: mastra_workspace_search and
-// mastra_workspace_index, with `@mastra/core`'s descriptions, inputs and texts.
+// mastra_workspace_index, with `@mastra/core`'s inputs and texts (their descriptions are
+// in constants.js). Loaded by the first search tool call or schema read.
 const { WORKSPACE_TOOLS } = require('./constants')
 
 const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
@@ -49,12 +50,7 @@ async function index(workspace, { path, content, metadata }) {
   return `Indexed ${path}`
 }
 
-const SEARCH_TOOLS = {
-  [SEARCH]: {
-    run: search,
-    description: 'Search indexed content in the workspace. Supports keyword (BM25), semantic (vector), and hybrid search modes.',
-  },
-  [INDEX]: { run: index, writes: true, description: 'Index content for search. The path becomes the document ID in search results.' },
-}
+/** What each search tool runs (what it tells the model is in constants.js). */
+const SEARCH_TOOL_RUNS = { [SEARCH]: search, [INDEX]: index }
 
-module.exports = { SEARCH_TOOLS, searchSchemas, modesOf }
+module.exports = { SEARCH_TOOL_RUNS, searchSchemas, modesOf }

@@ -1,28 +1,29 @@
 'use strict'
-// The agent tools of a workspace: the file tools (see file-tools.js) and the sandbox's
-// execute_command (foreground or background), get_process_output and kill_process. Their
-// ids, input schemas and output texts are those of `@mastra/core`; the texts of commands
-// are computed natively (see crates/core/src/tools).
+// The agent tools of a workspace: the file tools (see file-tools.js), the search tools, and
+// the sandbox's execute_command (foreground or background), get_process_output and
+// kill_process. Their ids, input schemas and output texts are those of `@mastra/core`; the
+// texts of commands are computed natively (see crates/core/src/tools). Here the tool objects
+// are made, from their descriptions (constants.js), with their settings and guards;
+// what a call runs, and the input schemas, are loaded by the first call (tool-calls.js).
 const native = require('../index.js')
-const { WORKSPACE_TOOLS } = require('./constants')
+const { WORKSPACE_TOOLS, FILE_TOOLS, SEARCH_TOOLS, SANDBOX_TOOLS } = require('./constants')
 const {
   WorkspaceError,
   WorkspaceNotAvailableError,
   SandboxNotAvailableError,
-  SandboxFeatureNotSupportedError,
   FilesystemNotAvailableError,
   FileNotFoundError,
   FileReadRequiredError,
 } = require('./errors')
-const { FILE_TOOLS, fileSchemas } = require('./file-tools')
-const { SEARCH_TOOLS, searchSchemas, modesOf } = require('./search-tools')
 const { lazy } = require('./lazy')
 const { logTo } = require('./logging')
-const { check, describe, readingOptions, validInput } = require('./options')
-const { toolText } = require('./process-manager')
+const { check, readingOptions, validInput } = require('./options')
 
 // Loaded by the first tools made, or the first call of a standalone tool.
 const mime = lazy(() => require('./mime'))
+// What the tools run, and their schemas: loaded by a first call or schema read.
+const toolCalls = lazy(() => require('./tool-calls'))
+const searchTools = lazy(() => require('./search-tools'))
 const toolGuards = lazy(() => require('./tool-guards'))
 const configChecks = lazy(() => require('./tools-config'))
 
@@ -30,54 +31,6 @@ const { EXECUTE_COMMAND, GET_PROCESS_OUTPUT, KILL_PROCESS } = WORKSPACE_TOOLS.SA
 const { FILESYSTEM } = WORKSPACE_TOOLS
 const { READ_FILE, WRITE_FILE, EDIT_FILE, DELETE } = FILESYSTEM
 const { SEARCH, INDEX } = WORKSPACE_TOOLS.SEARCH
-/** Output kept per stream while a foreground command runs, for the text of a failure. */
-const ERROR_CONTEXT_BYTES = 1048576
-
-/**
- * The input schemas, built on first use: zod is loaded only by code that makes tools, so
- * importing this package stays cheap.
- */
-let schemas
-function inputSchemas() {
-  if (schemas) return schemas
-  const { z } = require('zod')
-  /** `"15"` → 15, so models that quote numbers are understood; anything else still fails validation. */
-  const numeric = (schema) =>
-    z.preprocess((value) => (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim()) ? Number(value) : value), schema)
-  const commandInput = z.object({
-    command: z.string().describe('The shell command line to run, e.g. "npm test" or "grep -rn TODO src | head".'),
-    timeout: numeric(z.number()).nullish().describe('Seconds the command may run before it is stopped.'),
-    cwd: z.string().nullish().describe('Directory to run in, relative to the workspace or absolute.'),
-    tail: numeric(z.number().int())
-      .nullish()
-      .describe('Show only the last N lines of output (default 200; 0 shows everything).'),
-  })
-  schemas = {
-    z,
-    executeCommand: commandInput,
-    executeCommandWithBackground: commandInput.extend({
-      background: z
-        .boolean()
-        .optional()
-        .describe('Start the command and return its PID at once; read it later with get_process_output.'),
-    }),
-    processOutput: z.object({
-      pid: z.string().describe('PID printed when the background command started.'),
-      tail: numeric(z.number().int()).optional().describe('Show only the last N lines (default 200; 0 shows everything).'),
-      wait: z.boolean().optional().describe('Wait for the process to exit before answering.'),
-    }),
-    killProcess: z.object({ pid: z.string().describe('PID of the background process to stop.') }),
-    output: z.string(),
-    /** read_file's output: text, or a file read as media (see toModelOutput). */
-    mediaOutput: z.union([
-      z.string(),
-      z.object({ __workspaceMedia: z.literal(true), text: z.string(), mediaType: z.string(), data: z.string() }),
-    ]),
-    ...fileSchemas(z),
-    ...searchSchemas(z),
-  }
-  return schemas
-}
 
 const isMediaResult = (output) =>
   typeof output === 'object' &&
@@ -105,199 +58,10 @@ function toModelOutput(output) {
   return output
 }
 
-/** Keeps about the newest ERROR_CONTEXT_BYTES characters of what it is given. */
-class Tail {
-  #chunks = []
-  #length = 0
-  push(text) {
-    this.#chunks.push(text)
-    this.#length += text.length
-    while (this.#length > ERROR_CONTEXT_BYTES && this.#chunks.length > 1) this.#length -= this.#chunks.shift().length
-  }
-  toString() {
-    return this.#chunks.join('').slice(-ERROR_CONTEXT_BYTES)
-  }
-}
-
-/** The request context of a tool call (Mastra names it `requestContext`, older code `runtimeContext`). */
-const requestContextOf = (context) => context?.requestContext ?? context?.runtimeContext
-
-/** Tells a streaming UI which workspace a tool call runs in, before anything else. */
-async function emitMetadata(workspace, context, toolName, requestContext) {
-  const writer = context?.writer
-  if (!writer?.custom) return
-  const info = await workspace.getInfo({ requestContext, resolveDynamicProviders: false })
-  const toolCallId = context?.toolCallId
-  await writer.custom({ type: 'data-workspace-metadata', data: { toolName, toolCallId, ...info } })
-}
-
-/** What every sandbox tool call needs: the request's sandbox, the stream writer, the call id. */
-async function callContext(workspace, context, toolName) {
-  workspace.lastAccessedAt = new Date()
-  const requestContext = requestContextOf(context)
-  const sandbox = await workspace.resolveSandbox({ requestContext })
-  if (!sandbox) throw new SandboxNotAvailableError()
-  await emitMetadata(workspace, context, toolName, requestContext)
-  const writer = context?.writer
-  const toolCallId = context?.toolCallId
-  const emit = async (type, data, transient) => {
-    if (writer?.custom) await writer.custom({ type, data: { ...data, toolCallId }, ...(transient && { transient }) })
-  }
-  return { sandbox, emit, toolCallId, abortSignal: context?.abortSignal }
-}
-
-/** The filesystem of a tool call: the workspace's, or the one its resolver gives the request. */
-async function filesystemOf(workspace, requestContext) {
-  return workspace.filesystem ?? (await workspace.resolveFilesystem?.({ requestContext }))
-}
-
-/** Runs a file tool on the request's filesystem; `guarded` is what the write guards give the call. */
-async function runFileTool(name, workspace, settings, input, context, guarded) {
-  workspace.lastAccessedAt = new Date()
-  const requestContext = requestContextOf(context)
-  const filesystem = await filesystemOf(workspace, requestContext)
-  if (!filesystem) throw new FilesystemNotAvailableError()
-  await emitMetadata(workspace, context, name, requestContext)
-  return FILE_TOOLS[name].run(filesystem, input, settings, guarded)
-}
-
-/** Runs a search tool with the workspace (the workspace searches its index). */
-async function runSearchTool(name, workspace, _settings, input, context) {
-  await emitMetadata(workspace, context, name, requestContextOf(context))
-  return SEARCH_TOOLS[name].run(workspace, input)
-}
-
-function processesOf(sandbox) {
-  if (!sandbox.processes) throw new SandboxFeatureNotSupportedError('processes')
-  return sandbox.processes
-}
-
-async function executeCommand(workspace, config, input, context) {
-  const { sandbox, emit, toolCallId, abortSignal } = await callContext(workspace, context, EXECUTE_COMMAND)
-  const timeout = input.timeout != null ? input.timeout * 1000 : undefined
-  const cwd = input.cwd ?? undefined
-  if (input.background) {
-    const background = config.backgroundProcesses ?? {}
-    const signal = background.abortSignal === undefined ? abortSignal : background.abortSignal || undefined
-    let handle
-    const meta = () => ({ pid: handle?.pid, toolCallId })
-    handle = await processesOf(sandbox).spawn(input.command, {
-      cwd,
-      timeout,
-      abortSignal: signal,
-      stdinMode: 'ignore',
-      onStdout: background.onStdout && ((data) => background.onStdout(data, meta())),
-      onStderr: background.onStderr && ((data) => background.onStderr(data, meta())),
-    })
-    if (background.onExit) {
-      handle
-        .wait()
-        .then((result) => background.onExit({ ...meta(), ...exitMeta(result) }))
-        .catch((err) => logTo(workspace.logger, 'error', 'Background process onExit failed', { error: err, pid: handle.pid }))
-    }
-    return `Started background process (PID: ${handle.pid})`
-  }
-
-  const { command, tail: pipedTail } = native.extractTailPipe(input.command)
-  const tail = pipedTail ?? input.tail ?? undefined
-  if (typeof sandbox.executeCommand !== 'function') throw new SandboxFeatureNotSupportedError('executeCommand')
-  const stdout = new Tail()
-  const stderr = new Tail()
-  const startedAt = Date.now()
-  try {
-    const result = await sandbox.executeCommand(command, [], {
-      timeout,
-      cwd,
-      abortSignal,
-      onStdout: (data) => {
-        stdout.push(data)
-        emit('data-sandbox-stdout', { output: data, timestamp: Date.now() }, true)
-      },
-      onStderr: (data) => {
-        stderr.push(data)
-        emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true)
-      },
-      // A sandbox of this package makes the text itself (any other ignores this).
-      [toolText]: { tail, maxTokens: config.maxOutputTokens },
-    })
-    const { exitCode, success, executionTimeMs, killed, timedOut } = result
-    await emit('data-sandbox-exit', { exitCode, success, executionTimeMs, killed, timedOut })
-    const text =
-      typeof result.toolText === 'string'
-        ? result.toolText
-        : native.commandResultText(result.stdout, result.stderr, exitCode, success, tail, config.maxOutputTokens)
-    return result.leftRunning ? native.withLeftRunning(text, result.leftRunning.pid) : text
-  } catch (err) {
-    await emit('data-sandbox-exit', { exitCode: -1, success: false, executionTimeMs: Date.now() - startedAt })
-    const message = err instanceof Error ? err.message : String(err)
-    return native.commandErrorText(stdout.toString(), stderr.toString(), message, tail, config.maxOutputTokens)
-  }
-}
-
-function exitMeta(result) {
-  const { exitCode, stdout, stderr, stdoutTruncated, stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes } = result
-  return { exitCode, stdout, stderr, stdoutTruncated, stderrTruncated, stdoutDroppedBytes, stderrDroppedBytes }
-}
-
-async function getProcessOutput(workspace, config, input, context) {
-  const { sandbox, emit } = await callContext(workspace, context, GET_PROCESS_OUTPUT)
-  const handle = await processesOf(sandbox).get(input.pid)
-  if (!handle) return `No background process found with PID ${input.pid}.${workspace.cacheKeyHint?.() ?? ''}`
-  if (handle.command) await emit('data-sandbox-command', { command: handle.command, pid: input.pid })
-  if (input.wait && handle.exitCode === undefined) {
-    const result = await handle.wait({
-      onStdout: (data) => emit('data-sandbox-stdout', { output: data, timestamp: Date.now() }, true),
-      onStderr: (data) => emit('data-sandbox-stderr', { output: data, timestamp: Date.now() }, true),
-    })
-    const { exitCode, success, executionTimeMs } = result
-    await emit('data-sandbox-exit', { exitCode, success, executionTimeMs })
-  }
-  return native.processOutputText(handle.stdout, handle.stderr, handle.exitCode, input.tail, config.maxOutputTokens)
-}
-
-async function killProcess(workspace, config, input, context) {
-  const { sandbox, emit } = await callContext(workspace, context, KILL_PROCESS)
-  const processes = processesOf(sandbox)
-  const handle = await processes.get(input.pid)
-  if (handle?.command) await emit('data-sandbox-command', { command: handle.command, pid: input.pid })
-  if (!(await processes.kill(input.pid))) {
-    await emit('data-sandbox-exit', { exitCode: handle?.exitCode ?? -1, success: false, killed: false })
-    return `Process ${input.pid} was not found or had already exited.${workspace.cacheKeyHint?.() ?? ''}`
-  }
-  await emit('data-sandbox-exit', { exitCode: handle?.exitCode ?? 137, success: false, killed: true })
-  return native.killedText(input.pid, handle?.stdout ?? '', handle?.stderr ?? '', config.maxOutputTokens)
-}
-
+/** Each tool's description and the name of its input schema (see tool-calls.js). */
 const DEFINITIONS = {
-  ...Object.fromEntries(
-    Object.entries(FILE_TOOLS).map(([name, tool]) => [
-      name,
-      { ...tool, schema: name, run: (...args) => runFileTool(name, ...args) },
-    ]),
-  ),
-  ...Object.fromEntries(
-    Object.entries(SEARCH_TOOLS).map(([name, tool]) => [name, { ...tool, schema: name, run: (...args) => runSearchTool(name, ...args) }]),
-  ),
-  [EXECUTE_COMMAND]: {
-    description:
-      'Run a shell command in the workspace sandbox and return its output (stdout, stderr and, on failure, the exit code). ' +
-      'Pipes, redirections and `&&` work. Long output is cut to its last lines; pass `tail` to see more or less.',
-    backgroundDescription:
-      ' With `background: true` the command keeps running and you get its PID; use get_process_output and kill_process with it.',
-    run: executeCommand,
-  },
-  [GET_PROCESS_OUTPUT]: {
-    description:
-      'Read what a background process (started with execute_command and `background: true`) has printed so far, ' +
-      'and its exit code once it has finished. `wait: true` waits for it to finish first.',
-    schema: 'processOutput',
-    run: getProcessOutput,
-  },
-  [KILL_PROCESS]: {
-    description: 'Stop a background process and everything it started; returns the last 50 lines it printed.',
-    schema: 'killProcess',
-    run: killProcess,
-  },
+  ...Object.fromEntries(Object.entries({ ...FILE_TOOLS, ...SEARCH_TOOLS }).map(([name, tool]) => [name, { ...tool, schema: name }])),
+  ...SANDBOX_TOOLS,
 }
 
 /** A `boolean | (context) => boolean` setting's value; a missing context or a failing function gives `fallback`. */
@@ -379,12 +143,13 @@ function buildTool(name, id, background, bind, guard, inputSchemaOf) {
   const schemaName = definition.schema ?? (background ? 'executeCommandWithBackground' : 'executeCommand')
   // What the model is shown may be narrower than what a call is checked against (Mastra's
   // search tool shows the workspace's modes and takes all three).
-  const inputSchema = () => inputSchemaOf?.(inputSchemas()) ?? inputSchemas()[schemaName]
-  const valid = (input) => validInput(inputSchemas()[schemaName], input, id)
+  const schemas = () => toolCalls().inputSchemas()
+  const inputSchema = () => inputSchemaOf?.(schemas()) ?? schemas()[schemaName]
+  const valid = (input) => validInput(schemas()[schemaName], input, id)
   const run = async (input, context, guarded) => {
     const readable = readableContext(context, id)
     const { workspace, settings } = await bind(readable)
-    return definition.run(workspace, settings, valid(input), readable, guarded)
+    return toolCalls().TOOL_RUNS[name](workspace, settings, valid(input), readable, guarded)
   }
   const tool = {
     id,
@@ -394,7 +159,7 @@ function buildTool(name, id, background, bind, guard, inputSchemaOf) {
   }
   return Object.defineProperties(tool, {
     inputSchema: { get: inputSchema, enumerable: true },
-    outputSchema: { get: () => inputSchemas()[definition.outputSchema ?? 'output'], enumerable: true },
+    outputSchema: { get: () => schemas()[definition.outputSchema ?? 'output'], enumerable: true },
   })
 }
 
@@ -451,6 +216,7 @@ const GUARDS = {
 function trackingReads(run, mode, { workspace, settings, readTracker }) {
   return async (input, context, guarded) => {
     // Before the call reads it: a context that cannot be read is refused here the same way.
+    const { requestContextOf, filesystemOf } = toolCalls()
     const requestContext = requestContextOf(readableContext(context, settings.name))
     const filesystem = await filesystemOf(workspace, requestContext)
     const scope = filesystem ? toolGuards().readScope(filesystem) : undefined
@@ -556,7 +322,7 @@ async function createWorkspaceTools(workspace, configContext) {
       return (input, context) => guarded(input, context)
     }
     // The search input names the modes this workspace has (as Mastra's does).
-    const inputSchemaOf = name === SEARCH ? (schemas) => schemas.searchWithModes(modesOf(workspace)) : undefined
+    const inputSchemaOf = name === SEARCH ? (schemas) => schemas.searchWithModes(searchTools().modesOf(workspace)) : undefined
     const tool = buildTool(name, settings.name, background, async () => ({ workspace, settings }), guard, inputSchemaOf)
     if (settings.background) tool.background = settings.background
     tool.requireApproval = settings.requireApproval === true || typeof settings.requireApproval === 'function'

@@ -5,17 +5,22 @@ const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
 const { mountedAt } = require('./mounts')
 const { adoptProtection } = require('./local-filesystem')
-const { activeScopes, enclosingScope, joinRun, runAsPartOf } = require('./hooks')
 const { logTo } = require('./logging')
 const { fromNative } = require('./translate')
-const { warnUnknownOptions } = require('./unknown-options')
-const { emptyRequestContext, givenRequestContext } = require('./request-context')
-const { WorkspaceSearch, searchConfig } = require('./search')
-const { workspaceSkills } = require('./workspace-skills')
 const { lazy } = require('./lazy')
 
 /** The tools config's checks, loaded by the first workspace given one. */
 const configChecks = lazy(() => require('./tools-config'))
+/** The search, loaded by the first workspace that has one. */
+const searching = lazy(() => require('./search'))
+// Loaded by the first workspace made: the checks of its search and skills options (and the
+// warnings of options it does not know), the request context it gives resolvers, which
+// hooks are running.
+const searchOptions = lazy(() => require('./search-config'))
+const skillsOfWorkspace = lazy(() => require('./workspace-skills'))
+const unknownOptions = lazy(() => require('./unknown-options'))
+const requestContexts = lazy(() => require('./request-context'))
+const hooks = lazy(() => require('./hooks'))
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -93,7 +98,7 @@ class Workspace {
   constructor(config = {}) {
     readingOptions('config', () => {
       check.object(config, 'config')
-      warnUnknownOptions(config, WORKSPACE_OPTIONS, 'Workspace')
+      unknownOptions().warnUnknownOptions(config, WORKSPACE_OPTIONS, 'Workspace')
       this[state] = {
         filesystemsByContext: new WeakMap(),
         sandboxesByContext: new WeakMap(),
@@ -172,9 +177,9 @@ class Workspace {
         this[state].browser = config.browser
       }
 
-      const search = searchConfig(config, this.id)
+      const search = searchOptions().searchConfig(config, this.id)
       if (search) {
-        this[state].search = new WorkspaceSearch(search, this)
+        this[state].search = new (searching().WorkspaceSearch)(search, this)
         this[state].autoIndexPaths = search.autoIndexPaths
       }
 
@@ -186,7 +191,7 @@ class Workspace {
       }
       this.lsp = undefined
 
-      this[state].skills = workspaceSkills(config, {
+      this[state].skills = skillsOfWorkspace().workspaceSkills(config, {
         workspace: this,
         tearingDown: () => Boolean(this[state].teardownStarted),
         filesystem: this[state].filesystem,
@@ -242,7 +247,7 @@ class Workspace {
     const given = requestContextOf(args, 'resolveSandbox(args)')
     const resolver = this[state].sandboxResolver
     if (!resolver) return this[state].sandbox
-    const requestContext = given ?? emptyRequestContext()
+    const requestContext = given ?? requestContexts().emptyRequestContext()
     const key = check.returned(this[state].sandboxCacheKey?.({ requestContext }), 'sandboxCacheKey result')
     const keyed = key !== undefined && key !== null
     // What the resolution is shared by: its cache key, or else the request context given.
@@ -283,7 +288,7 @@ class Workspace {
     const resolver = this[state].filesystemResolver
     if (!resolver) return this[state].filesystem
     const about = { kind: 'filesystem', target: given, what: 'the same request context', shared: isMemoized(given) }
-    const requestContext = given ?? emptyRequestContext()
+    const requestContext = given ?? requestContexts().emptyRequestContext()
     return resolution(this, about, async () => resolver({ requestContext }), (resolveOnce) =>
       memoizeByContext(this[state].filesystemsByContext, given, resolveOnce),
     )
@@ -451,7 +456,7 @@ class Workspace {
         dynamic === 'resolve'
           ? sandbox?.getInstructions?.({ requestContext })
           : typeof dynamic === 'function'
-            ? dynamic({ requestContext: requestContext ?? emptyRequestContext() })
+            ? dynamic({ requestContext: requestContext ?? requestContexts().emptyRequestContext() })
             : DYNAMIC_SANDBOX_INSTRUCTIONS,
       )
     } else {
@@ -556,6 +561,7 @@ function assertSearchWritable(workspace) {
  * object whether `this` is the workspace or a proxy of it.)
  */
 async function resolution(workspace, { kind, target, what, shared }, resolve, share) {
+  const { activeScopes, enclosingScope, joinRun, runAsPartOf } = hooks()
   const owner = workspace[state]
   const step = `resolve ${kind}`
   if (enclosingScope(owner, (scope) => scope.step === step && Object.is(scope.target, target))) {
@@ -584,7 +590,7 @@ async function resolution(workspace, { kind, target, what, shared }, resolve, sh
  * steps or hooks they would wait for that step, which waits for them.
  */
 function refuseInsideSandboxStep(workspace, method) {
-  const inside = enclosingScope(workspace[state].sandbox)
+  const inside = hooks().enclosingScope(workspace[state].sandbox)
   if (inside) {
     throw new WorkspaceError(
       `Workspace ${method}() was called from inside the ${inside.step} of its own sandbox: it would wait for that step, which waits for this call`,
@@ -647,7 +653,7 @@ async function closeBrowser(workspace) {
  * one that cannot be read is a `SandboxOptionError`.
  */
 const requestContextOf = (args, name) =>
-  givenRequestContext(readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext)))
+  requestContexts().givenRequestContext(readingOptions(name, () => (args === null || args === undefined ? undefined : args.requestContext)))
 
 /** Whether resolutions for `requestContext` are kept for it (and shared while they run). */
 const isMemoized = (requestContext) => requestContext !== null && typeof requestContext === 'object'

@@ -530,19 +530,7 @@ impl DockerHost {
     let Some(bundle) = self.trust_bundle.locked().clone() else {
       return Ok(());
     };
-    let read = tokio::task::spawn_blocking({
-      let bundle = bundle.clone();
-      move || std::fs::read(bundle)
-    });
-    let text = read
-      .await
-      .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-      .map_err(|e| {
-        CoreError::io(
-          format!("Cannot read the sandbox's CA bundle {}", bundle.display()),
-          e,
-        )
-      })?;
+    let text = remote::read_host_file(&bundle, "the sandbox's CA bundle").await?;
     let files = [TRUST_BUNDLE_INSIDE, SYSTEM_BUNDLES[0]]
       .map(|path| (path.trim_start_matches('/'), 0o444, text.as_slice()));
     let archive = remote::root_files_archive(&files);

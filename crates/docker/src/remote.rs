@@ -152,23 +152,24 @@ pub(crate) async fn remove_keeper_volume(connection: &Connection, docker: &Docke
   }
 }
 
+/// The bytes of the host file at `path` (`what` names it in the error), read on a blocking
+/// thread: a file to upload into a container through the engine.
+pub(crate) async fn read_host_file(path: &Path, what: &str) -> Result<Vec<u8>> {
+  tokio::task::spawn_blocking({
+    let path = path.to_path_buf();
+    move || std::fs::read(path)
+  })
+  .await
+  .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+  .map_err(|e| CoreError::io(format!("Cannot read {what} {}", path.display()), e))
+}
+
 /// The archive of the keeper at `keeper`, made from the file once per process (read on a
 /// blocking thread) and shared by every container it is uploaded into.
 async fn archive_of(keeper: &Path) -> Result<Bytes> {
   static MADE: tokio::sync::OnceCell<(PathBuf, Bytes)> = tokio::sync::OnceCell::const_new();
   let read = |keeper: PathBuf| async move {
-    let binary = tokio::task::spawn_blocking({
-      let keeper = keeper.clone();
-      move || std::fs::read(keeper)
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-    .map_err(|e| {
-      CoreError::io(
-        format!("Cannot read the sandbox supervisor {}", keeper.display()),
-        e,
-      )
-    })?;
+    let binary = read_host_file(&keeper, "the sandbox supervisor").await?;
     Ok::<_, CoreError>((keeper, Bytes::from(keeper_archive(&binary))))
   };
   let (made_from, archive) = MADE.get_or_try_init(|| read(keeper.to_path_buf())).await?;

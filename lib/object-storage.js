@@ -323,7 +323,8 @@ class ObjectStorageMount {
    * Whether the daemon said that it is ending: s3fs checks the bucket before it answers
    * any request, and when that fails it logs why and ends its loop, yet may still answer
    * one request about the mount point (which needs no request to the server) as it goes.
-   * What it logged came before that answer: it is read once the stat's end is handled.
+   * What it logged came before that answer (its log comes by the line, through stdbuf):
+   * it is read once the stat's end is handled.
    */
   async #ending() {
     await new Promise((resolve) => setImmediate(resolve))
@@ -395,10 +396,12 @@ async function mountObjectStorage(config, mountPath, owner) {
       { tool: client.command },
     )
   }
-  // What ties the daemon to this process (util-linux, on every distribution that has s3fs).
-  const setpriv = onPath('setpriv')
-  if (!setpriv) {
-    throw unavailable(`Cannot mount ${mountPath}: a ${config.type} mount needs setpriv (util-linux), which is not installed on this host`, mountPath, { tool: 'setpriv' })
+  // setpriv ties the daemon to this process; stdbuf makes it write each log line as it logs
+  // it: s3fs's stdout is a pipe, which C stdio would hold until s3fs ends, and a bucket
+  // check that failed is known here only by its line (see `#ending`).
+  const [setpriv, stdbuf] = ['setpriv', 'stdbuf'].map(onPath)
+  for (const [found, tool, from] of [[setpriv, 'setpriv', 'util-linux'], [stdbuf, 'stdbuf', 'coreutils']]) {
+    if (!found) throw unavailable(`Cannot mount ${mountPath}: a ${config.type} mount needs ${tool} (${from}), which is not installed on this host`, mountPath, { tool })
   }
   try {
     fs.accessSync('/dev/fuse', fs.constants.R_OK | fs.constants.W_OK)
@@ -414,8 +417,8 @@ async function mountObjectStorage(config, mountPath, owner) {
     await fsp.writeFile(path.join(PRIVATE, `${name}.owner`), `${process.pid}\n`, { mode: 0o600 })
     if (passwd) await fsp.writeFile(passwdFile, passwd, { mode: 0o600, flag: 'wx' })
     await fsp.mkdir(source, { mode: 0o700 })
-    // setpriv ties the daemon to this process: SIGTERM when it dies, even by SIGKILL.
-    child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    // SIGTERM to the daemon when this process dies, even by SIGKILL; its log by the line.
+    child = spawn(setpriv, ['--pdeathsig', 'TERM', '--', stdbuf, '-oL', '-eL', command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
   } catch (err) {
     // No daemon to end: its credentials and mount point go now, not at a later sweep.
     await removeFiles(name)

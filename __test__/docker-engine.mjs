@@ -14,7 +14,7 @@ export const TEST_LABEL = 'native-workspace.test'
 
 async function enginesOrReason() {
   try {
-    return { engines: await startEngines() }
+    return { engines: await startEngines({ holder: process.env.NATIVE_WORKSPACE_ENGINE_LEASE }) }
   } catch (error) {
     if (process.env.CI === 'true') throw error
     const reason = error.message.split('\n')[0]

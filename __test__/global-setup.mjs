@@ -8,6 +8,9 @@ import { holdEngines, stopEngines } from '../scripts/docker-engine.mjs'
 
 export async function setup() {
   const held = await holdEngines()
+  // The test files' processes start the engines under this run's lease, not their own: a
+  // process of the pool may outlive the run's end for a moment, and its lease with it.
+  if (held) process.env.NATIVE_WORKSPACE_ENGINE_LEASE = held
   return async function teardown() {
     if (held) await stopEngines()
   }

@@ -482,14 +482,15 @@ export async function startEngines({ report = () => {}, holder } = {}) {
 }
 
 /**
- * Takes this process's lease on both engines without starting them: for a run whose own
- * processes start them (and lease them only while they live), returned by `stopEngines` at
+ * Takes this process's lease on both engines without starting them, and returns its name:
+ * for a run whose own processes start them under that lease, returned by `stopEngines` at
  * its end. False where engines cannot be started here, and nothing is held.
  */
 export async function holdEngines() {
   if (cannotStartReason()) return false
-  for (const engine of ENGINES) await withLock(engine, async () => takeLease(engine, processLease(process.pid), await engineAnswers(engine)))
-  return true
+  const holder = processLease(process.pid)
+  for (const engine of ENGINES) await withLock(engine, async () => takeLease(engine, holder, await engineAnswers(engine)))
+  return holder
 }
 
 /** Mount points at or below `dir`, deepest first (octal escapes of mountinfo decoded). */

@@ -121,6 +121,9 @@ pub(crate) fn rewrite(
       if let Some(new) = new {
         *header =
           HeaderValue::from_bytes(&new).map_err(|_| Unfit::InvalidHeader(secret.name.clone()))?;
+        // HTTP/2's header compression then never keeps the value in its table, which lives
+        // as long as the upstream connection, nor lets a proxy beyond index it.
+        header.set_sensitive(true);
       }
     }
   }
@@ -194,6 +197,8 @@ mod tests {
       map["x-basic"],
       basic("x-access-token:ghp_REALVALUEbbbbbb2222").as_str()
     );
+    assert!(map["authorization"].is_sensitive() && map["x-basic"].is_sensitive());
+    assert!(!map["x-other"].is_sensitive());
   }
 
   #[test]

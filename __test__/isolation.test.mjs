@@ -201,6 +201,22 @@ describe.skipIf(!available)('isolation: bwrap', () => {
     expect(Number(bomb.stdout.trim().split('\n').pop())).toBeLessThan(20)
   })
 
+  it("R5: a /tmp flood is stopped while the host frees as much on the same filesystem, which hides it from the free count", async () => {
+    const smallTmp = sandbox({ nativeSandbox: { limits: { tmpSizeBytes: 1 << 20 } } })
+    // The sandbox's /tmp is a directory of the host's temporary directory: ballast there is
+    // on its filesystem. Freed after the start, it outweighs the flood.
+    const ballast = path.join(os.tmpdir(), `nw-ballast-${process.pid}`)
+    fs.writeFileSync(ballast, Buffer.alloc(16 << 20, 1))
+    try {
+      await smallTmp.start()
+      fs.rmSync(ballast)
+      const filled = await withDeadline(sh(smallTmp, 'head -c 3000000 /dev/zero > /tmp/fill; sleep 30'), 20_000, 'the hidden /tmp flood to be stopped')
+      expect(filled).toMatchObject({ exitCode: 137, limitExceeded: 'disk' })
+    } finally {
+      fs.rmSync(ballast, { force: true })
+    }
+  })
+
   it('P6: a fork bomb in one sandbox does not starve another', async () => {
     const limits = { nativeSandbox: { limits: { processes: 20 } } }
     const bombed = sandbox(limits)

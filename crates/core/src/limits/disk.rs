@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the free counts are read.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -40,38 +40,64 @@ pub struct DiskWatch {
 }
 
 /// A directory whose own size is bounded (the sandbox's `/tmp`, see `private_tmp`).
-/// Walking it costs time, so it is walked only once its filesystem has lost more than
-/// what the bound leaves since it was last measured; past the bound while it still grows,
-/// the sandbox is killed as for its disk budget.
+/// Walking it costs time, so it is walked when its filesystem has lost more than what the
+/// bound leaves since it was last measured, and otherwise only every so often: what other
+/// programs free on that filesystem meanwhile hides what the sandbox writes from the free
+/// count. Past the bound while it still grows, the sandbox is killed as for its disk budget.
 pub struct Bounded {
   dir: PathBuf,
   bytes: u64,
-  /// Its size when last measured, and what its filesystem had free then.
+  /// Its size when last measured, what its filesystem had free then, and when.
   size: u64,
   free: u64,
+  measured: Instant,
+  /// How long the free count alone may be trusted after a walk.
+  trusted: Duration,
 }
+
+/// The least time between walks of a bounded directory that seems not to grow; a walk
+/// that takes longer is spaced out further, so walking costs at most 1/`WALK_SHARE` of
+/// the time.
+const WALK_EVERY: Duration = Duration::from_secs(1);
+const WALK_SHARE: u32 = 50;
 
 impl Bounded {
   pub fn new(dir: &Path, bytes: u64) -> Bounded {
-    Bounded {
+    let mut bounded = Bounded {
       dir: dir.to_path_buf(),
       bytes,
-      size: disk_usage(dir),
-      free: free(dir).unwrap_or_default().bytes,
-    }
+      size: 0,
+      free: 0,
+      measured: Instant::now(),
+      trusted: WALK_EVERY,
+    };
+    bounded.measure(free(dir).unwrap_or_default().bytes);
+    bounded
+  }
+
+  fn measure(&mut self, free_now: u64) {
+    let began = Instant::now();
+    self.size = disk_usage(&self.dir);
+    self.free = free_now;
+    self.measured = Instant::now();
+    self.trusted = WALK_EVERY.max(self.measured.duration_since(began) * WALK_SHARE);
   }
 
   /// Whether the directory is over its bound and has grown since last measured.
   fn over(&mut self) -> bool {
+    self.over_at(Instant::now())
+  }
+
+  fn over_at(&mut self, now: Instant) -> bool {
     let free_now = free(&self.dir).unwrap_or_default().bytes;
     let lost = self.free.saturating_sub(free_now);
-    if self.size.saturating_add(lost) <= self.bytes {
+    let stale = now.saturating_duration_since(self.measured) >= self.trusted;
+    if self.size.saturating_add(lost) <= self.bytes && !stale {
       return false;
     }
-    let size = disk_usage(&self.dir);
-    let grew = size > self.size;
-    (self.size, self.free) = (size, free_now);
-    size > self.bytes && grew
+    let before = self.size;
+    self.measure(free_now);
+    self.size > self.bytes && self.size > before
   }
 }
 
@@ -243,9 +269,11 @@ mod tests {
     std::fs::write(dir.join("more"), vec![1u8; 150_000]).unwrap();
     assert!(!bounded.over());
     std::fs::write(dir.join("past"), vec![1u8; 100_000]).unwrap();
-    // What others write or free meanwhile counts in the loss: make the walk certain.
-    bounded.free = u64::MAX;
-    assert!(bounded.over());
+    // As if others had freed as much meanwhile: the free count shows no loss, and only
+    // the walk that comes due sees the growth.
+    bounded.free = 0;
+    assert!(!bounded.over_at(bounded.measured));
+    assert!(bounded.over_at(bounded.measured + WALK_EVERY));
     // Over, but no longer growing; then smaller again.
     assert!(!bounded.over());
     std::fs::remove_file(dir.join("past")).unwrap();

@@ -818,3 +818,75 @@ async fn an_https_url_sent_to_the_proxy_itself_is_fetched_over_verified_tls_with
   assert!(fronted.starts_with("HTTP/1.1 403"), "{fronted}");
   assert_eq!(seen.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_intercepted_request_head_trickled_or_oversized_is_dropped_and_never_sent_on() {
+  let pki = pki("destination");
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let sandbox = sandbox(&pki, port, 1).await;
+  let config = client_config(&[sandbox_ca(&sandbox)], &[b"http/1.1"]);
+
+  // A head that never ends is dropped at the head deadline (3 s here), not held for the
+  // connection's idle time (minutes).
+  let mut trickled = tunnel(sandbox.address, "api.test", port, config.clone())
+    .await
+    .unwrap();
+  let began = std::time::Instant::now();
+  trickled
+    .write_all(format!("GET /slow HTTP/1.1\r\nHost: api.test:{port}\r\nX-Pad: ").as_bytes())
+    .await
+    .unwrap();
+  let answer = read_all(&mut trickled).await;
+  assert!(
+    began.elapsed() < SETTLE,
+    "the connection was still open after {:?}",
+    began.elapsed()
+  );
+  assert!(!answer.contains("ok /slow"), "{answer}");
+
+  // A head larger than a plain request's may be is refused, not buffered and sent on.
+  let padding = "a".repeat(ProxyConfig::default().max_head_bytes * 4);
+  let answer = h1(
+    &sandbox,
+    "api.test",
+    port,
+    &format!(
+      "GET /large HTTP/1.1\r\nHost: api.test:{port}\r\nX-Pad: {padding}\r\nConnection: close\r\n\r\n"
+    ),
+  )
+  .await;
+  assert!(
+    answer.starts_with("HTTP/1.1 431"),
+    "{}",
+    &answer[..answer.len().min(80)]
+  );
+  assert!(seen.requests().is_empty(), "{:?}", seen.requests().len());
+}
+
+#[tokio::test]
+async fn an_upgrade_header_without_connection_upgrade_takes_a_pooled_connection_like_any_request() {
+  let pki = pki("destination");
+  let (port, seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
+  let sandbox = sandbox(&pki, port, 1).await;
+  let request = |n: usize| {
+    format!(
+      "GET /u/{n} HTTP/1.1\r\nHost: api.test:{port}\r\nUpgrade: x\r\nProxy-Authorization: Basic eDp5\r\n\r\n"
+    )
+  };
+  let pipelined: String = (0..20).map(request).collect::<String>()
+    + &format!("GET /last HTTP/1.1\r\nHost: api.test:{port}\r\nConnection: close\r\n\r\n");
+  let answer = h1(&sandbox, "api.test", port, &pipelined).await;
+  assert_eq!(answer.matches("HTTP/1.1 200").count(), 21, "{answer}");
+  // Each would have cost a TLS handshake with the destination of its own.
+  let connections = seen.connections.load(Ordering::SeqCst);
+  assert!(
+    connections <= 2,
+    "{connections} connections for 21 requests"
+  );
+  let requests = seen.requests();
+  assert!(
+    requests
+      .iter()
+      .all(|r| r.header("upgrade").is_none() && r.header("proxy-authorization").is_none())
+  );
+}

@@ -18,7 +18,7 @@ use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Semaphore, mpsc};
@@ -92,6 +92,11 @@ where
   serve_requests(proxy, broker, stream, plan, destination).await;
 }
 
+/// Bytes of an answer buffered per HTTP/2 stream for a client that does not read them yet.
+const HTTP2_SEND_BUFFER: usize = 64 * 1024;
+/// The smallest read buffer hyper's HTTP/1.1 server takes.
+const MIN_HTTP1_BUFFER: usize = 8 * 1024;
+
 /// Serves the requests of an intercepted connection until it ends.
 async fn serve_requests<S>(
   proxy: &Proxy,
@@ -119,9 +124,22 @@ async fn serve_requests<S>(
     async move { Ok::<_, Infallible>(exchange.handle(request).await) }
   });
   let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-  // A client may close its side once its request is sent (busybox's wget does): it still
-  // waits for the answer.
-  builder.http1().half_close(true);
+  // What one intercepted connection may hold in the host process, as a plain request's head
+  // is bounded: a head as large as a plain one, arriving as fast; over HTTP/2, a little of
+  // each stream's answer buffered for a client slow to read it.
+  builder
+    .http1()
+    // A client may close its side once its request is sent (busybox's wget does): it still
+    // waits for the answer.
+    .half_close(true)
+    .timer(TokioTimer::new())
+    .header_read_timeout(config.handshake_timeout)
+    .max_buf_size(config.max_head_bytes.max(MIN_HTTP1_BUFFER));
+  builder
+    .http2()
+    .timer(TokioTimer::new())
+    .max_send_buf_size(HTTP2_SEND_BUFFER)
+    .max_header_list_size(u32::try_from(config.max_head_bytes).unwrap_or(u32::MAX));
   let _ = builder
     .serve_connection_with_upgrades(TokioIo::new(stream), service)
     .await;
@@ -205,7 +223,10 @@ impl Exchange {
     };
     *request.uri_mut() = uri;
     *request.version_mut() = Version::HTTP_11;
-    let upgrade = request.headers().contains_key(header::UPGRADE);
+    // An upgrade is asked for with both headers; an `Upgrade` alone is hop-by-hop, dropped
+    // below, and the request goes on a pooled connection like any other.
+    let upgrade = request.headers().contains_key(header::UPGRADE)
+      && connection_tokens(request.headers()).any(|token| token.eq_ignore_ascii_case("upgrade"));
     if upgrade {
       return self.upgrade(request).await;
     }
@@ -321,13 +342,19 @@ fn answer(status: StatusCode, message: String) -> Response<Body> {
   response
 }
 
-/// Drops the headers that concern one connection only (RFC 9110, section 7.6.1).
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-  let named: Vec<HeaderName> = headers
+/// The tokens of a request's `Connection` headers.
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+  headers
     .get_all(header::CONNECTION)
     .iter()
     .flat_map(|value| value.to_str().unwrap_or_default().split(','))
-    .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
+    .map(str::trim)
+}
+
+/// Drops the headers that concern one connection only (RFC 9110, section 7.6.1).
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+  let named: Vec<HeaderName> = connection_tokens(headers)
+    .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
     .collect();
   for name in named {
     headers.remove(name);

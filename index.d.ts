@@ -484,6 +484,8 @@ export interface NativeDockerOptions {
    * that existed before the sandbox is never removed).
    */
   keepVolumes: boolean
+  /** The JavaScript package's own files, which no writable bind may show the container. */
+  packageFiles?: Array<string>
   /**
    * The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
    * new container starts from when it exists.

@@ -12,6 +12,9 @@
 // - a container given one capability more (`capAdd` alone) keeps the hardened set plus that
 //   one: it can neither give a file in a bound host directory file capabilities nor make a
 //   device node there;
+// - a writable bind (`volumes`, `mounts`, a Workspace LocalFilesystem) of a directory holding
+//   this package's files (the keeper every later container runs, the code the host runs) is
+//   refused at the start: the container's root could replace them;
 // - a read-only bind (`mounts`, or a read-only Workspace LocalFilesystem) of a host directory
 //   holding another mount is read-only below that mount as well: the host's files there
 //   stay as they were.
@@ -25,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { LocalFilesystem, Workspace } from '../lib/index.js'
+import { LocalFilesystem, SandboxOptionError, Workspace } from '../lib/index.js'
 import { demuxLogs, describeDocker, engineJson, engineRequest, labelledLeftovers, removeLabelled, TEST_IMAGE, TEST_LABEL } from './docker-engine.mjs'
 import { ENGINES, on } from './docker-sandboxes.mjs'
 import { waitFor, withDeadline } from './helpers.mjs'
@@ -303,8 +306,57 @@ for (const which of Object.keys(ENGINES)) describeDocker(`DockerSandbox attacked
     })
   }, 60_000)
 
+  it("a writable bind of a directory holding this package's files is refused at the start, naming the option, and makes no container; a read-only one is bound", async () => {
+    const keeper = path.join(packageRoot, 'native-workspace-keeper')
+    const keeperBefore = { bytes: fs.readFileSync(keeper), mtimeMs: fs.statSync(keeper).mtimeMs }
+    // The project a coding agent is given often has the package in its node_modules; a
+    // symbolic link leads to the same place.
+    const link = path.join(work, 'project-link')
+    fs.rmSync(link, { force: true })
+    fs.symlinkSync(packageRoot, link)
+    const writable = [
+      [{ volumes: { [packageRoot]: '/project' } }, `volumes[${JSON.stringify(packageRoot)}]: ${packageRoot} holds this package's own file`],
+      [{ volumes: { [link]: '/project:rw' } }, `volumes[${JSON.stringify(link)}]: ${link} holds this package's own file`],
+      [{ mounts: [{ Type: 'bind', Source: path.join(packageRoot, 'lib'), Target: '/lib-copy' }] }, `mounts[0].Source: ${path.join(packageRoot, 'lib')} holds this package's own file`],
+    ]
+    for (const [options, named] of writable) {
+      const box = sandbox(options)
+      try {
+        const error = await box.start().catch((e) => e)
+        expect(error).toBeInstanceOf(SandboxOptionError)
+        expect(error.message).toContain(named)
+        expect(error.message).toContain('bind it read-only, or keep the package outside it')
+        expect(await containerOf(box)).toBeUndefined()
+      } finally {
+        await box.destroy()
+      }
+    }
+    const box = sandbox({ volumes: { [packageRoot]: '/project:ro' } })
+    try {
+      const attempt = await box.executeCommand('test -f /project/package.json && echo seen; echo x > /project/native-workspace-keeper')
+      expect(attempt.stdout).toBe('seen\n')
+      expect(attempt.stderr).toMatch(/Read-only file system/)
+    } finally {
+      await box.destroy()
+    }
+    expect({ bytes: fs.readFileSync(keeper), mtimeMs: fs.statSync(keeper).mtimeMs }).toEqual(keeperBefore)
+  }, 60_000)
+
   // A Workspace's filesystems are bound on a local engine only.
   if (which === 'local') {
+    it("a writable Workspace LocalFilesystem of a directory holding this package's files is refused at the start, naming the mount", async () => {
+      const box = sandbox()
+      const workspace = new Workspace({ sandbox: box, mounts: { '/project': new LocalFilesystem({ basePath: packageRoot }) } })
+      try {
+        const error = await workspace.init().catch((e) => e)
+        expect(error).toBeInstanceOf(SandboxOptionError)
+        expect(error.message).toContain(`the mount at /project: ${path.resolve(packageRoot)} holds this package's own file`)
+        expect(await containerOf(box)).toBeUndefined()
+      } finally {
+        await workspace.destroy()
+      }
+    }, 60_000)
+
     it("a read-only Workspace LocalFilesystem of a host directory holding another mount is read-only below it too: the host's submount is unchanged", async () => {
       await withSubmount(async (source, submount) => {
         const box = sandbox()

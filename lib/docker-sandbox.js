@@ -6,7 +6,7 @@ const { check, describe, instructionsText, readingOptions } = require('./options
 const { logTo, packageLogger, setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
+const { NativeSandbox, PACKAGE_FILES, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
 const { lazy } = require('./lazy')
 
 // Loaded by the first DockerSandbox made: its options (and the warnings of those it does not
@@ -54,7 +54,7 @@ class DockerSandbox extends NativeSandbox {
       this.#given = secretsEmptied({ ...options })
       const { mounts, ...rest } = this.#options
       const mountsJson = mounts === undefined ? undefined : JSON.stringify(mounts)
-      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, hooks: lifecycle.nativeHooks() }))
+      const built = translatingSync(() => native.NativeLocalSandbox.docker({ ...rest, mountsJson, packageFiles: PACKAGE_FILES, hooks: lifecycle.nativeHooks() }))
       this.#options = secretsEmptied(this.#options)
       attach(this, { native: built, lifecycle })
     })

@@ -6,7 +6,7 @@ const { translating, translatingSync } = require('./translate')
 const { check, describe, egressOptions, instructionsText, readingOptions } = require('./options')
 const { checkCommand } = require('./process-manager')
 const { mountedList } = require('./mounts')
-const { NativeSandbox, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
+const { NativeSandbox, PACKAGE_FILES, attach, manageMounts, nativeOf, secretsEmptied } = require('./native-sandbox')
 const { setLogger } = require('./logging')
 const { asMastraComponent } = require('./mastra-base')
 const { validateSandboxFileMode } = require('./sandbox-capabilities')
@@ -23,9 +23,6 @@ const unknownOptions = lazy(() => require('./unknown-options'))
  * says otherwise; its shell start-up files only where the workspace is a home directory.
  */
 const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
-
-/** What of this package the host runs: the entry and the loader of the addon. */
-const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 

@@ -3,6 +3,7 @@
 // init, or a container's) behind Mastra's sandbox interface. Lifecycle with hooks, commands,
 // processes, environment and mounts are the same code for both; a backend adds its options,
 // where its processes run, and what it tells about itself.
+const path = require('node:path')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions, secretsOption, updatedEnv } = require('./options')
 const { LocalProcessManager, executeNative, afterOnStartSkipped, beforeCommand, ensureRunningFor, startsWithCommand } = require('./process-manager')
@@ -13,6 +14,12 @@ const { lazy } = require('./lazy')
 
 /** How mounts are made, loaded by the first sandbox made. */
 const localMounter = lazy(() => require('./local-mounter'))
+
+/**
+ * What of this package the host runs (the entry and the loader of the addon): no sandbox
+ * may change them, nor the addon and the keeper, which the binding adds.
+ */
+const PACKAGE_FILES = [__dirname, path.join(__dirname, '..', 'index.js')]
 
 /** A backend's access to the parts of its sandbox (defined below, where the fields are). */
 let nativeOf, attach, manageMounts
@@ -243,4 +250,4 @@ class NativeSandbox {
   }
 }
 
-module.exports = { NativeSandbox, nativeOf, attach, manageMounts, secretsEmptied }
+module.exports = { NativeSandbox, PACKAGE_FILES, nativeOf, attach, manageMounts, secretsEmptied }

@@ -19,7 +19,7 @@ use native_workspace_core::{CoreError, Result};
 use native_workspace_docker::{Connection, ContainerSpec, DockerHost, Settings, Ulimit};
 
 use crate::js_callback::{NativeHooks, lifecycle_hooks};
-use crate::keeper::keeper_path;
+use crate::keeper::{keeper_path, own_files};
 use crate::options::timeout;
 
 /// A `DockerSandbox`'s options as lib/docker-sandbox.js passes them on, checked and with its
@@ -98,6 +98,8 @@ pub struct NativeDockerOptions {
   /// Destroy keeps the named volumes `mounts` made (default false: they are removed; a volume
   /// that existed before the sandbox is never removed).
   pub keep_volumes: bool,
+  /// The JavaScript package's own files, which no writable bind may show the container.
+  pub package_files: Option<Vec<String>>,
   /// The checkpoint `snapshot()` writes (the image `native-workspace-checkpoint:<name>`), and a
   /// new container starts from when it exists.
   pub checkpoint_name: Option<String>,
@@ -162,6 +164,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
     None => options.network,
   };
   let working_directory = PathBuf::from(&options.working_dir);
+  let own_files = own_files(options.package_files.unwrap_or_default());
   let spec = ContainerSpec {
     id: options.id.clone(),
     name: options.name,
@@ -209,6 +212,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
     checkpoint: checkpoint_name(options.checkpoint_name, "checkpointName")?,
     seed_checkpoint: checkpoint_name(options.seed_checkpoint_name, "seedCheckpointName")?,
     keeper: keeper_path(),
+    own_files: own_files.clone(),
   };
   Sandbox::new(SandboxOptions {
     id: options.id,
@@ -222,7 +226,7 @@ pub fn docker_sandbox(options: NativeDockerOptions) -> Result<Arc<Sandbox>> {
     policy: None,
     limits: Limits::default(),
     keeper: keeper_path(),
-    own_files: Vec::new(),
+    own_files,
     hooks: lifecycle_hooks(options.hooks),
     container: Some(Arc::new(DockerHost::new(connection, spec))),
     egress,

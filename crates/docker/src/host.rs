@@ -26,7 +26,7 @@ use native_workspace_core::init::channel::{KeeperDoor, Key};
 use native_workspace_core::init::outside::{ContainerEngine, HostFuture};
 use native_workspace_core::init::{Init, REFUSE_SET_ID_ARG};
 use native_workspace_core::isolation::{
-  BindMount, KEEPER_INSIDE, SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE,
+  BindMount, KEEPER_INSIDE, SYSTEM_BUNDLES, TRUST_BUNDLE_INSIDE, holds_own_file,
 };
 use native_workspace_core::sandbox::container::ContainerHost;
 use native_workspace_core::sandbox::lifecycle::StartOutcome;
@@ -122,6 +122,9 @@ pub struct ContainerSpec {
   pub seed_checkpoint: Option<String>,
   /// The keeper binary on this host (statically linked: it runs in any image).
   pub keeper: PathBuf,
+  /// This package's files on this host (the addon, the keeper, the JavaScript entry), which
+  /// no writable bind may hold.
+  pub own_files: Vec<PathBuf>,
 }
 
 /// The container of a started sandbox.
@@ -350,6 +353,7 @@ impl DockerHost {
   /// older than the field, and a read-only bind asked to show its submounts on an engine
   /// that would leave them writable.
   fn check_mounts(&self, docker: &Docker) -> Result<()> {
+    self.check_own_files()?;
     let speaks = engine_api(docker);
     let needs = |i: usize, what: &str, api: (usize, usize), engine: u32| {
       Err(CoreError::InvalidOption(format!(
@@ -369,6 +373,49 @@ impl DockerHost {
       if recursive && m.read_only == Some(true) && speaks < RECURSIVE_READ_ONLY_API {
         let what = "BindOptions.NonRecursive false with ReadOnly (its submounts read-only too)";
         return needs(i, what, RECURSIVE_READ_ONLY_API, 25);
+      }
+    }
+    Ok(())
+  }
+
+  /// Fails, naming the option, where a writable bind would show the container this package's
+  /// own files: its root, with the host's uid 0, could replace the keeper every later
+  /// container runs, or the code the host runs. Judged when the container is made, as a
+  /// symbolic link on the way may lead elsewhere by then.
+  fn check_own_files(&self) -> Result<()> {
+    let refuse = |option: String, reason: String| {
+      Err(CoreError::InvalidOption(format!(
+        "{option}: {reason}; bind it read-only, or keep the package outside it"
+      )))
+    };
+    let own = &self.spec.own_files;
+    for (host, inside) in &self.spec.volumes {
+      let read_only = inside
+        .split_once(':')
+        .is_some_and(|(_, modes)| modes.split(',').any(|mode| mode == "ro"));
+      // A host path (not a named volume, which is the engine's own), bound writable.
+      if !read_only
+        && host.starts_with('/')
+        && let Some(reason) = holds_own_file(Path::new(host), own)
+      {
+        return refuse(format!("volumes[{host:?}]"), reason);
+      }
+    }
+    for (i, mount) in self.spec.mounts.iter().enumerate() {
+      if mount.typ == Some(MountType::BIND)
+        && mount.read_only != Some(true)
+        && let Some(source) = &mount.source
+        && let Some(reason) = holds_own_file(Path::new(source), own)
+      {
+        return refuse(format!("mounts[{i}].Source"), reason);
+      }
+    }
+    for bind in self.binds.locked().iter().filter(|bind| !bind.read_only) {
+      if let Some(reason) = holds_own_file(&bind.source, own) {
+        return refuse(
+          format!("the mount at {}", bind.destination.display()),
+          reason,
+        );
       }
     }
     Ok(())
@@ -1589,6 +1636,79 @@ mod tests {
       vec![mount(MountType::TMPFS)],
       Vec::new()
     ));
+  }
+
+  #[test]
+  fn no_writable_bind_shows_the_container_this_packages_own_files() {
+    let project = std::env::temp_dir().join(format!("nw-own-files-{}", std::process::id()));
+    let package = project.join("node_modules").join("native-workspace");
+    std::fs::create_dir_all(&package).unwrap();
+    let keeper = package.join("native-workspace-keeper");
+    std::fs::write(&keeper, "").unwrap();
+    let project_text = project.to_string_lossy().into_owned();
+    let checked = |volumes: Vec<(String, String)>, mounts: Vec<Mount>, binds: Vec<BindMount>| {
+      let spec = ContainerSpec {
+        keeper: keeper.clone(),
+        own_files: vec![keeper.clone()],
+        volumes,
+        mounts,
+        ..Default::default()
+      };
+      let host = DockerHost::new(
+        Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+        spec,
+      );
+      host.set_binds(binds).unwrap();
+      host.check_own_files().map_err(|error| error.to_string())
+    };
+    let volume = |inside: &str| vec![(project_text.clone(), inside.to_owned())];
+    let workspace = |source: &Path, read_only| {
+      vec![BindMount {
+        source: source.to_path_buf(),
+        destination: "/project".into(),
+        read_only,
+      }]
+    };
+    let refused = checked(volume("/project"), Vec::new(), Vec::new()).unwrap_err();
+    assert!(
+      refused.contains(&format!("volumes[{project_text:?}]")),
+      "{refused}"
+    );
+    assert!(
+      refused.contains("native-workspace-keeper, which must stay read-only"),
+      "{refused}"
+    );
+    assert!(checked(volume("/project:ro"), Vec::new(), Vec::new()).is_ok());
+    assert!(checked(volume("/project:z,ro"), Vec::new(), Vec::new()).is_ok());
+    assert!(checked(volume("/project:rw"), Vec::new(), Vec::new()).is_err());
+    // A named volume is the engine's, whatever its name.
+    assert!(
+      checked(
+        vec![("node_modules".into(), "/m".into())],
+        Vec::new(),
+        Vec::new()
+      )
+      .is_ok()
+    );
+
+    let refused = checked(Vec::new(), vec![bind(&package, "/pkg", false)], Vec::new()).unwrap_err();
+    assert!(refused.starts_with("mounts[0].Source: "), "{refused}");
+    assert!(checked(Vec::new(), vec![bind(&package, "/pkg", true)], Vec::new()).is_ok());
+
+    // The directory above a file counts, and so does a symbolic link leading to it.
+    let link = project.with_extension("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&project, &link).unwrap();
+    let refused = checked(Vec::new(), Vec::new(), workspace(&link, false)).unwrap_err();
+    assert!(refused.starts_with("the mount at /project: "), "{refused}");
+    assert!(checked(Vec::new(), Vec::new(), workspace(&link, true)).is_ok());
+    // A directory beside the package's is bound as asked.
+    let beside = project.join("src");
+    std::fs::create_dir_all(&beside).unwrap();
+    assert!(checked(Vec::new(), Vec::new(), workspace(&beside, false)).is_ok());
+
+    std::fs::remove_file(&link).unwrap();
+    std::fs::remove_dir_all(&project).unwrap();
   }
 
   /// A client of an engine speaking Engine API `1.minor` (never connected).

@@ -402,8 +402,9 @@ pub(crate) fn unbindable(source: &Path) -> Option<String> {
   })
 }
 
-/// Why `source` may not be bound writable: it holds one of this package's own files.
-fn holds_own_file(source: &Path, own_files: &[PathBuf]) -> Option<String> {
+/// Why `source` may not be bound writable: it holds one of this package's own files (the
+/// code the host runs, and the init of every sandbox), which a tenant could then replace.
+pub fn holds_own_file(source: &Path, own_files: &[PathBuf]) -> Option<String> {
   let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
   let real_source = real(source);
   let own = own_files

@@ -13,22 +13,37 @@ use native_workspace_core::{CoreError, Result};
 /// (read-only), or the volume holding the keeper on a remote one (read-only too).
 pub(crate) const SOCKET_DIR_INSIDE: &str = "/.native-workspace";
 
+/// Where this user's directory of socket directories and keys is (see [`runtime_root`]).
+fn runtime_root_path() -> PathBuf {
+  match std::env::var_os("XDG_RUNTIME_DIR") {
+    Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("native-workspace-docker"),
+    // SAFETY: getuid has no preconditions.
+    _ => std::env::temp_dir().join(format!("native-workspace-docker-{}", unsafe {
+      libc::getuid()
+    })),
+  }
+}
+
 /// This user's directory of socket directories and keys: private to the user (other host
 /// users can reach neither), refused if someone else made it.
 pub(crate) fn runtime_root() -> Result<PathBuf> {
-  // SAFETY: getuid has no preconditions.
-  let uid = unsafe { libc::getuid() };
-  let root = match std::env::var_os("XDG_RUNTIME_DIR") {
-    Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("native-workspace-docker"),
-    _ => std::env::temp_dir().join(format!("native-workspace-docker-{uid}")),
-  };
-  let failed = |e| CoreError::io(format!("Cannot use {}", root.display()), e);
+  let root = runtime_root_path();
   match std::fs::DirBuilder::new().mode(0o700).create(&root) {
     Ok(()) => {}
     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-    Err(e) => return Err(failed(e)),
+    Err(e) => return Err(CoreError::io(format!("Cannot use {}", root.display()), e)),
   }
-  let meta = std::fs::symlink_metadata(&root).map_err(failed)?;
+  check_private(&root)?;
+  Ok(root)
+}
+
+/// Fails unless `root` (not followed if a symbolic link) is a directory of this user's,
+/// closed to others.
+fn check_private(root: &Path) -> Result<()> {
+  // SAFETY: getuid has no preconditions.
+  let uid = unsafe { libc::getuid() };
+  let meta = std::fs::symlink_metadata(root)
+    .map_err(|e| CoreError::io(format!("Cannot use {}", root.display()), e))?;
   if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
     return Err(CoreError::io(
       format!(
@@ -38,7 +53,7 @@ pub(crate) fn runtime_root() -> Result<PathBuf> {
       std::io::Error::from(std::io::ErrorKind::PermissionDenied),
     ));
   }
-  Ok(root)
+  Ok(())
 }
 
 /// Whether `dir` has the shape of a socket directory [`new_socket_dir`] makes (16 hex
@@ -82,11 +97,34 @@ pub(crate) fn new_socket_dir() -> Result<PathBuf> {
   Ok(dir)
 }
 
+/// Opens to its container again (made again if gone) the socket directory `dir` that the
+/// engine says a container found again is bound from. Its place is the engine's word, so it
+/// must be a directory of this user's (not a symbolic link) directly in a private directory
+/// of this user's: otherwise (a runtime directory made again by another host user after a
+/// restart, a link planted in its place) it is refused, never opened, bound, or trusted
+/// with the key kept beside it.
 pub(crate) fn ensure_socket_dir(dir: &Path) -> Result<()> {
-  if !dir.is_dir() {
+  let parent = dir.parent().unwrap_or(Path::new("/"));
+  // A host whose runtime directory was emptied (a restart) makes its own again.
+  if parent == runtime_root_path() {
     runtime_root()?;
-    std::fs::create_dir_all(dir)
-      .map_err(|e| CoreError::io(format!("Cannot create {}", dir.display()), e))?;
+  }
+  check_private(parent)?;
+  match std::fs::symlink_metadata(dir) {
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(dir)
+      .map_err(|e| CoreError::io(format!("Cannot create {}", dir.display()), e))?,
+    Err(e) => return Err(CoreError::io(format!("Cannot use {}", dir.display()), e)),
+    // SAFETY: getuid has no preconditions.
+    Ok(meta) if meta.is_dir() && meta.uid() == unsafe { libc::getuid() } => {}
+    Ok(_) => {
+      return Err(CoreError::io(
+        format!(
+          "Cannot use {}: a keeper's socket directory must be a directory of this user's",
+          dir.display()
+        ),
+        std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+      ));
+    }
   }
   open_to_container(dir)
 }
@@ -183,5 +221,52 @@ mod tests {
     ] {
       assert!(!is_socket_dir(Path::new(other)), "{other}");
     }
+  }
+
+  #[test]
+  fn a_socket_directory_found_again_is_used_only_where_this_user_keeps_one() {
+    let top = std::env::temp_dir().join(format!("nw-keeper-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let root = top.join("native-workspace-docker-test");
+    std::fs::create_dir_all(&root).unwrap();
+    let set_mode =
+      |p: &Path, mode| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    set_mode(&root, 0o700);
+
+    // Gone (a restart emptied it): made again, open to the container.
+    let dir = root.join("0123456789abcdef");
+    ensure_socket_dir(&dir).unwrap();
+    assert_eq!(mode(&dir), 0o755);
+    // There: opened again.
+    set_mode(&dir, 0o700);
+    ensure_socket_dir(&dir).unwrap();
+    assert_eq!(mode(&dir), 0o755);
+
+    // A symbolic link in its place: refused, and what it leads to is left as it was.
+    let target = top.join("home");
+    std::fs::create_dir(&target).unwrap();
+    set_mode(&target, 0o700);
+    let planted = root.join("fedcba9876543210");
+    std::os::unix::fs::symlink(&target, &planted).unwrap();
+    let refused = ensure_socket_dir(&planted).unwrap_err().to_string();
+    assert!(
+      refused.contains("must be a directory of this user's"),
+      "{refused}"
+    );
+    assert_eq!(mode(&target), 0o700);
+
+    // In a directory open to others, or reached through a link: nothing made, nothing opened.
+    let open = top.join("native-workspace-docker-open");
+    std::fs::create_dir(&open).unwrap();
+    set_mode(&open, 0o777);
+    let inside = open.join("0123456789abcdef");
+    assert!(ensure_socket_dir(&inside).is_err());
+    assert!(!inside.exists());
+    let linked = top.join("native-workspace-docker-link");
+    std::os::unix::fs::symlink(&root, &linked).unwrap();
+    assert!(ensure_socket_dir(&linked.join("0123456789abcdef")).is_err());
+
+    std::fs::remove_dir_all(&top).unwrap();
   }
 }

@@ -16,44 +16,97 @@ use crate::OWNER_LABEL;
 use crate::engine::Connection;
 
 /// This process as [`OWNER_LABEL`] names it: boot id, pid and start time (in clock ticks
-/// since boot), so neither a reused pid nor a reboot makes a dead owner look alive.
+/// since boot), so neither a reused pid nor a reboot makes a dead owner look alive; then the
+/// machine's id, so that a process of another machine reaching the same engine (over TCP)
+/// is never judged by this machine's processes.
 pub fn this_process() -> String {
   static THIS: OnceLock<String> = OnceLock::new();
   THIS
-    .get_or_init(|| owner_of(std::process::id()).unwrap_or_default())
+    .get_or_init(|| {
+      let pid = std::process::id();
+      match (boot_id(), start_time(pid)) {
+        (Some(boot), Ok(start)) => {
+          format!("{boot}/{pid}/{start}/{}", machine_id())
+        }
+        _ => String::new(),
+      }
+    })
     .clone()
 }
 
-/// This boot of this host, read once.
+/// A value of this process's, read once (empty where it cannot be read).
+fn read_once(cell: &'static OnceLock<String>, read: fn() -> Option<String>) -> &'static str {
+  cell.get_or_init(|| read().unwrap_or_default())
+}
+
+/// This boot of this host.
 fn boot_id() -> Option<&'static str> {
-  static BOOT: OnceLock<Option<String>> = OnceLock::new();
-  BOOT
-    .get_or_init(|| {
-      let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-      Some(id.trim().to_owned())
-    })
-    .as_deref()
+  static BOOT: OnceLock<String> = OnceLock::new();
+  let id = read_once(&BOOT, || {
+    Some(
+      std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()?
+        .trim()
+        .to_owned(),
+    )
+  });
+  (!id.is_empty()).then_some(id)
 }
 
-fn owner_of(pid: u32) -> Option<String> {
-  let boot = boot_id()?;
-  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// This machine's id (systemd's `/etc/machine-id`).
+fn machine_id() -> &'static str {
+  static MACHINE: OnceLock<String> = OnceLock::new();
+  read_once(&MACHINE, || {
+    Some(
+      std::fs::read_to_string("/etc/machine-id")
+        .ok()?
+        .trim()
+        .to_owned(),
+    )
+  })
+}
+
+/// The start time of `pid` (clock ticks since boot): `NotFound` when there is no such
+/// process, another error when it cannot be told.
+fn start_time(pid: u32) -> std::io::Result<String> {
+  let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
   // The command name may hold spaces and parentheses: fields are counted after its end.
-  let after_name = &stat[stat.rfind(')')? + 2..];
-  let start_time = after_name.split(' ').nth(19)?;
-  Some(format!("{boot}/{pid}/{start_time}"))
+  let unreadable = || std::io::Error::other("an unreadable stat");
+  let after_name = stat
+    .get(stat.rfind(')').ok_or_else(unreadable)? + 2..)
+    .ok_or_else(unreadable)?;
+  Ok(
+    after_name
+      .split(' ')
+      .nth(19)
+      .ok_or_else(unreadable)?
+      .to_owned(),
+  )
 }
 
-/// Whether the owner could be alive. An engine other hosts reach too (over TCP) holds
-/// their containers: only owners of this boot of this host are judged there.
+/// Whether the owner could be alive. Only owners of this machine are judged, and on an
+/// engine other hosts reach too (over TCP) only those of this boot: a label of another
+/// machine names a process this one cannot see. One whose process cannot be read (`/proc`
+/// mounted with `hidepid`) is taken for alive.
 fn is_alive(owner: &str, shared_engine: bool) -> bool {
-  if shared_engine && owner.split('/').next() != boot_id() {
+  let parts: Vec<&str> = owner.split('/').collect();
+  let elsewhere = parts.get(3).is_some_and(|machine| *machine != machine_id());
+  if elsewhere || (shared_engine && parts.first().copied() != boot_id()) {
     return true;
   }
-  let Some(pid) = owner.split('/').nth(1).and_then(|p| p.parse::<u32>().ok()) else {
+  let (Some(pid), Some(start)) = (
+    parts.get(1).and_then(|p| p.parse::<u32>().ok()),
+    parts.get(2),
+  ) else {
     return true; // not ours to judge
   };
-  owner_of(pid).as_deref() == Some(owner)
+  if parts.first().copied() != boot_id() {
+    return false; // an earlier boot of this machine
+  }
+  match start_time(pid) {
+    Ok(now) => now == *start,
+    Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+  }
 }
 
 /// Sweeps an engine once per process (later sandboxes on it have nothing to find).
@@ -153,27 +206,34 @@ mod tests {
   #[test]
   fn this_process_is_alive_and_a_dead_or_reused_pid_is_not() {
     let me = this_process();
-    assert_eq!(me.split('/').count(), 3, "{me}");
+    assert_eq!(me.split('/').count(), 4, "{me}");
     assert!(is_alive(&me, false));
     assert!(is_alive(&me, true));
-    let (boot, rest) = me.split_once('/').unwrap();
-    let pid = rest.split('/').next().unwrap();
+    let parts: Vec<&str> = me.split('/').collect();
+    let (boot, pid, machine) = (parts[0], parts[1], parts[3]);
     assert!(
-      !is_alive(&format!("{boot}/{pid}/1"), true),
+      !is_alive(&format!("{boot}/{pid}/1/{machine}"), true),
       "same pid, other start time"
     );
     assert!(
-      !is_alive(&format!("{boot}/4194305/1"), false),
+      !is_alive(&format!("{boot}/4194305/1/{machine}"), false),
       "no such pid"
     );
     assert!(
-      !is_alive("another-boot/4194305/1", false),
-      "a local engine's containers of an earlier boot are dead"
+      !is_alive(&format!("another-boot/4194305/1/{machine}"), false),
+      "a local engine's containers of an earlier boot of this machine are dead"
+    );
+    assert!(
+      is_alive("another-boot/4194305/1/another-machine", false),
+      "a process of another machine reaching this engine is not this one's to judge"
     );
     assert!(
       is_alive("another-host/4194305/1", true),
       "a shared engine's containers of another host are not ours to judge"
     );
+    // Labels of earlier versions (boot, pid and start time only) are judged as they were.
+    assert!(!is_alive(&format!("{boot}/4194305/1"), false));
+    assert!(!is_alive("another-boot/4194305/1", false));
     assert!(
       is_alive("not-an-owner", false),
       "a label it did not write is left alone"

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount,
+  ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HealthConfig, HostConfig, Mount,
   MountBindOptionsPropagationEnum, MountPoint, MountType, PortBinding, ResourcesUlimits,
   VolumeCreateRequest,
 };
@@ -681,6 +681,12 @@ impl DockerHost {
       labels: Some(self.labels()),
       tty: Some(false),
       open_stdin: Some(false),
+      // An image's health check is a process the engine runs in the container on its own
+      // schedule, before the keeper holds its key too: none runs beside the keeper.
+      healthcheck: Some(HealthConfig {
+        test: Some(vec!["NONE".to_owned()]),
+        ..Default::default()
+      }),
       exposed_ports: (!spec.ports.is_empty())
         .then(|| spec.ports.iter().map(|p| port_key(*p)).collect()),
       host_config: Some(HostConfig {
@@ -1557,6 +1563,11 @@ mod tests {
       spec,
     );
     let body = local.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
+    // Nothing of the image runs beside the keeper: no health check either.
+    assert_eq!(
+      body.healthcheck.and_then(|check| check.test),
+      Some(vec!["NONE".to_owned()])
+    );
     assert_eq!(
       body.entrypoint.unwrap(),
       [KEEPER_INSIDE, "--connect", "/.native-workspace"]

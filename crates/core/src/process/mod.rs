@@ -834,14 +834,32 @@ enum Message {
   Left(i32),
 }
 
+/// Longest line of the supervisor protocol (a supervisor writes a few hundred bytes at
+/// most): one without its end by then ends the stream, as one from a supervisor that is not
+/// this package's (a compromised container's) must not grow the host's memory.
+const MAX_LINE: usize = 64 * 1024;
+/// Most processes one report may name as left running, and most bytes of each one's
+/// command line kept (the supervisor cuts them to 200): what the host keeps of a report is
+/// bounded whoever writes it.
+const MAX_LEFTOVERS: usize = 65_536;
+const MAX_LEFTOVER_ARGV: usize = 256;
+
 /// Reads one line of the supervisor protocol into `line` (kept across cancelled reads);
-/// `None` at end of stream.
+/// `None` at end of stream, or at a line longer than [`MAX_LINE`].
 async fn read_message(
   reader: &mut BufReader<OwnedReadHalf>,
   line: &mut Vec<u8>,
 ) -> Option<Message> {
   loop {
-    if reader.read_until(b'\n', line).await.ok()? == 0 {
+    let room = MAX_LINE.saturating_sub(line.len()) as u64;
+    if (&mut *reader)
+      .take(room)
+      .read_until(b'\n', line)
+      .await
+      .ok()?
+      == 0
+      || (line.len() >= MAX_LINE && line.last() != Some(&b'\n'))
+    {
       return None;
     }
     let text = String::from_utf8_lossy(line).trim_end().to_owned();
@@ -865,7 +883,14 @@ async fn read_message(
       "A" => {
         let (pid, argv) = value.split_once(' ').unwrap_or((value, ""));
         if let Ok(pid) = pid.parse() {
-          return Some(Message::LeftRunning(pid, argv.to_owned()));
+          let mut argv = argv.to_owned();
+          if argv.len() > MAX_LEFTOVER_ARGV {
+            let cut = (0..=MAX_LEFTOVER_ARGV)
+              .rev()
+              .find(|&at| argv.is_char_boundary(at));
+            argv.truncate(cut.unwrap_or(0));
+          }
+          return Some(Message::LeftRunning(pid, argv));
         }
       }
       _ => continue,
@@ -896,7 +921,11 @@ async fn supervise(s: &mut DriveState) -> Ended {
     tokio::select! {
       message = read_message(&mut s.control_read, &mut s.line) => match message {
         Some(Message::Exited(status)) => return Ended::Tree(Some(status)),
-        Some(Message::LeftRunning(pid, argv)) => left.push((pid, argv)),
+        Some(Message::LeftRunning(pid, argv)) => {
+          if left.len() < MAX_LEFTOVERS {
+            left.push((pid, argv));
+          }
+        }
         Some(Message::Left(status)) => return Ended::Leftovers(status, left),
         Some(Message::Started(..) | Message::Refused(_) | Message::CwdUnusable(_)) => {}
         None => return Ended::Tree(None),
@@ -1115,5 +1144,49 @@ fn decode_status(status: Option<i32>) -> (i32, bool) {
     Some(st) if libc::WIFEXITED(st) => (libc::WEXITSTATUS(st), false),
     Some(st) if libc::WIFSIGNALED(st) => (128 + libc::WTERMSIG(st), true),
     _ => (128 + libc::SIGKILL, true),
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use tokio::net::UnixStream;
+
+  #[tokio::test]
+  async fn a_supervisor_line_without_end_ends_the_stream_and_a_report_is_bounded() {
+    let (host, supervisor) = UnixStream::pair().unwrap();
+    let (read, _write) = host.into_split();
+    let mut reader = BufReader::new(read);
+    let (_read, mut write) = supervisor.into_split();
+    let mut line = Vec::new();
+    let long = "x".repeat(10_000);
+    write
+      .write_all(format!("A42 {long}\nX7\n").as_bytes())
+      .await
+      .unwrap();
+    match read_message(&mut reader, &mut line).await {
+      Some(Message::LeftRunning(42, argv)) => assert_eq!(argv.len(), MAX_LEFTOVER_ARGV),
+      _ => panic!("not the leftover"),
+    }
+    assert!(matches!(
+      read_message(&mut reader, &mut line).await,
+      Some(Message::Exited(7))
+    ));
+    // Bytes without a line's end, the writer still there: the read ends rather than
+    // holding all it is sent.
+    let flood = vec![b'E'; MAX_LINE * 4];
+    let writing = tokio::spawn(async move {
+      let _ = write.write_all(&flood).await;
+      write
+    });
+    let ended = tokio::time::timeout(
+      Duration::from_secs(10),
+      read_message(&mut reader, &mut line),
+    )
+    .await
+    .expect("the read went on");
+    assert!(ended.is_none());
+    assert!(line.len() <= MAX_LINE);
+    writing.abort();
   }
 }

@@ -442,12 +442,8 @@ fn dispatch_relay(
       }
     }
     RELAY_CREDIT => {
-      let bytes: [u8; 4] = payload
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or("a short credit")?;
       if let Some(relay) = relays.open.get(&id) {
-        relay.credit.add_permits(u32::from_le_bytes(bytes) as usize);
+        add_credit(&relay.credit, &payload)?;
       }
     }
     RELAY_END => {
@@ -596,15 +592,7 @@ fn dispatch(
       Some(&STREAM_STDERR) => channel.output[1] = None,
       _ => return Err("an end of an unknown stream".to_owned()),
     },
-    STDIN_CREDIT => {
-      let bytes: [u8; 4] = payload
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or("a short credit")?;
-      channel
-        .stdin_credit
-        .add_permits(u32::from_le_bytes(bytes) as usize);
-    }
+    STDIN_CREDIT => add_credit(&channel.stdin_credit, &payload)?,
     other => return Err(format!("an unknown frame {:?}", char::from(other))),
   }
   if channel.control.is_none() && channel.output.iter().all(Option::is_none) {
@@ -707,11 +695,39 @@ async fn send_credited<R: AsyncRead + Unpin>(
   }
 }
 
+/// Gives back to `credit` what a credit frame returns: never more than the window holds,
+/// which only a peer that is not this package's mux (a compromised container's) would send,
+/// and which would otherwise grow the credit without bound until the semaphore panics.
+fn add_credit(credit: &Semaphore, payload: &[u8]) -> Result<(), String> {
+  let bytes: [u8; 4] = payload
+    .get(..4)
+    .and_then(|b| b.try_into().ok())
+    .ok_or("a short credit")?;
+  let returned = u32::from_le_bytes(bytes) as usize;
+  if credit.available_permits().saturating_add(returned) > WINDOW as usize {
+    return Err("a credit beyond the window".to_owned());
+  }
+  credit.add_permits(returned);
+  Ok(())
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
   use crate::sys::pipe_pair;
   use std::time::Duration;
+
+  #[test]
+  fn a_credit_beyond_the_window_is_refused_and_leaves_the_credit_as_it_was() {
+    let credit = Semaphore::new(WINDOW as usize);
+    credit.forget_permits(1000);
+    assert!(add_credit(&credit, &1000u32.to_le_bytes()).is_ok());
+    assert_eq!(credit.available_permits(), WINDOW as usize);
+    assert!(add_credit(&credit, &1u32.to_le_bytes()).is_err());
+    assert!(add_credit(&credit, &u32::MAX.to_le_bytes()).is_err());
+    assert!(add_credit(&credit, &[1, 2]).is_err());
+    assert_eq!(credit.available_permits(), WINDOW as usize);
+  }
 
   /// A link opened on a stream whose mux end the test plays (its hello already sent).
   async fn open_link() -> (Link, tokio::io::DuplexStream) {

@@ -31,6 +31,8 @@ pub const KEEPS_KEY: u8 = b'-';
 
 /// How long one connection may take to prove itself.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a request written to a proven keeper may wait for room in its socket.
+const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Which side a proof is made by: the same nonces give each side a proof of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,6 +271,12 @@ async fn prove_peer(
   proved?;
   let stream = stream.into_std().map_err(|e| e.to_string())?;
   stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+  // Requests are written from the runtime's threads: a keeper that stops reading (a
+  // compromised container's) fails the request that finds its socket full, rather than
+  // holding that thread, and the others waiting on the socket, for good.
+  stream
+    .set_write_timeout(Some(SEND_TIMEOUT))
+    .map_err(|e| e.to_string())?;
   Ok(stream)
 }
 
@@ -378,6 +386,27 @@ mod tests {
       host_nonce,
       &received[CHALLENGE_BYTES..]
     ));
+  }
+
+  #[tokio::test]
+  async fn a_proven_keepers_socket_bounds_how_long_a_request_may_wait_to_be_written() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let key = new_key();
+    let nonce = keeper_nonce();
+    let (host, mut peer) = tokio::net::UnixStream::pair().unwrap();
+    let keeper = tokio::spawn(async move {
+      peer.write_all(&hello(true, &nonce)).await.unwrap();
+      let mut challenge = [0u8; CHALLENGE_BYTES];
+      peer.read_exact(&mut challenge).await.unwrap();
+      let mut answer = proof(&key, Side::Keeper, &nonce, &challenge[..NONCE_BYTES]).to_vec();
+      answer.push(crate::init::READY);
+      peer.write_all(&answer).await.unwrap();
+      // Proven, it reads nothing more.
+      peer
+    });
+    let proven = prove_peer(host, key, false).await.unwrap();
+    assert_eq!(proven.write_timeout().unwrap(), Some(SEND_TIMEOUT));
+    drop(keeper.await.unwrap());
   }
 
   #[tokio::test]

@@ -1596,6 +1596,16 @@ mod tests {
     );
   }
 
+  /// A host of `spec` on the default local engine (never connected), binding `binds`.
+  fn local_host_binding(spec: ContainerSpec, binds: Vec<BindMount>) -> DockerHost {
+    let host = DockerHost::new(
+      Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
+      spec,
+    );
+    host.set_binds(binds).unwrap();
+    host
+  }
+
   #[test]
   fn only_a_container_that_shows_no_host_files_keeps_set_id_bits() {
     let refuses_with =
@@ -1606,11 +1616,7 @@ mod tests {
           mounts,
           ..Default::default()
         };
-        let host = DockerHost::new(
-          Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
-          spec,
-        );
-        host.set_binds(binds).unwrap();
+        let host = local_host_binding(spec, binds);
         let body = host.body("image", &KeeperPlace::Shared("/run/user/0/x".into()));
         body
           .entrypoint
@@ -1665,12 +1671,9 @@ mod tests {
         mounts,
         ..Default::default()
       };
-      let host = DockerHost::new(
-        Connection::from_settings(&crate::engine::Settings::default()).unwrap(),
-        spec,
-      );
-      host.set_binds(binds).unwrap();
-      host.check_own_files().map_err(|error| error.to_string())
+      local_host_binding(spec, binds)
+        .check_own_files()
+        .map_err(|error| error.to_string())
     };
     let volume = |inside: &str| vec![(project_text.clone(), inside.to_owned())];
     let workspace = |source: &Path, read_only| {

@@ -312,8 +312,9 @@ while True:
       expect(made).toBeGreaterThanOrEqual(alone ? 2000 : 1)
       expect(made).toBeLessThan(200_000) // a watchdog: it overshoots by what 200 ms allow
       expect(processesWith(marker)).toEqual([])
-      // Cleaning up stays possible, and then writing again.
-      expect((await sh(sb, 'rm -rf many && echo x > small && cat small')).stdout).toBe('x\n')
+      // Cleaning up stays possible, and then writing again — judged on a filesystem of its
+      // own only: elsewhere files other programs make meanwhile count against the budget too.
+      if (alone) expect((await sh(sb, 'rm -rf many && echo x > small && cat small')).stdout).toBe('x\n')
     })
     await onOwnDisk({ diskBytes: 64 << 20 }, async (sb, alone) => {
       const bytes = await withDeadline(sh(sb, 'head -c 4000000000 /dev/zero > big'), 20_000, 'the disk flood to be stopped')

@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -81,6 +81,10 @@ pub const WINDOW: u32 = 256 * 1024;
 /// each: tens of thousands fit); the mux runs as the container's user, so a command may
 /// forge more, which ends the stream.
 pub const CONTROL_WINDOW: u64 = 8 * 1024 * 1024;
+/// Bytes of frames queued for a mux that does not read them, at most: its commands' stdin,
+/// requests, and a credit for each output chunk written locally (which a mux sending
+/// one-byte chunks while reading nothing would make without end). Past it the stream ends.
+pub const MAX_QUEUED: usize = 64 * 1024 * 1024;
 /// Relayed connections open at once at most (the egress proxy's own limit); more are ended
 /// as they are announced.
 pub const MAX_RELAYS: usize = 1024;
@@ -152,8 +156,9 @@ struct Relays {
 struct Shared {
   channels: Mutex<HashMap<u32, Channel>>,
   relays: Mutex<Relays>,
-  /// Encoded frames for the stream's writer.
+  /// Encoded frames for the stream's writer, and their bytes not written yet.
   outgoing: mpsc::UnboundedSender<Vec<u8>>,
+  queued: AtomicUsize,
   alive: AtomicBool,
   /// Tells the writer to end the stream (the host let go of the init).
   closing: watch::Sender<bool>,
@@ -162,9 +167,17 @@ struct Shared {
 impl Shared {
   fn send(&self, frame: Vec<u8>) {
     // Once the stream is gone nothing drains the queue: frames are dropped, not kept.
-    if self.alive.load(Ordering::Acquire) {
-      let _ = self.outgoing.send(frame);
+    if !self.alive.load(Ordering::Acquire) {
+      return;
     }
+    if self.queued.fetch_add(frame.len(), Ordering::AcqRel) + frame.len() > MAX_QUEUED {
+      tracing::warn!(
+        "a sandbox's mux read none of {MAX_QUEUED} bytes queued for it: its stream ends"
+      );
+      self.die();
+      return;
+    }
+    let _ = self.outgoing.send(frame);
   }
 
   /// The stream is gone: every command of this connection is dead in the container, and
@@ -233,6 +246,7 @@ impl Link {
       channels: Mutex::new(HashMap::new()),
       relays: Mutex::new(Relays::default()),
       outgoing,
+      queued: AtomicUsize::new(0),
       alive: AtomicBool::new(true),
       closing,
     });
@@ -510,6 +524,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
         if writer.write_all(&batch).await.is_err() || writer.flush().await.is_err() {
           break;
         }
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
       }
     }
   }
@@ -791,6 +806,21 @@ mod tests {
       tokio::time::sleep(Duration::from_millis(10)).await;
     }
     !link.is_alive()
+  }
+
+  #[tokio::test]
+  async fn frames_for_a_mux_that_reads_none_end_the_stream_past_their_bound_rather_than_queue() {
+    // The mux end is never read: what the host sends queues once the stream is full.
+    let (link, _mux) = open_link().await;
+    let request = vec![b'r'; 1024 * 1024];
+    for _ in 0..MAX_QUEUED / request.len() + 2 {
+      let (control, _supervision) = std::os::unix::net::UnixStream::pair().unwrap();
+      let (_, stdout_write) = pipe_pair().unwrap();
+      let (_, stderr_write) = pipe_pair().unwrap();
+      let _ = link.launch(&request, control, stdout_write, stderr_write, None);
+    }
+    assert!(dies(&link).await);
+    assert!(link.shared.queued.load(Ordering::Acquire) <= MAX_QUEUED + request.len() * 2);
   }
 
   #[tokio::test]

@@ -554,10 +554,12 @@ describe('the write lock', () => {
   it('writeLockTimeoutMs: a holder past it fails with Mastra’s error and the next call goes', async () => {
     const slowHooks = {
       beforeToolCall: async ({ input }) => {
-        if (input.content === 'slow') await new Promise((resolve) => setTimeout(resolve, 1500))
+        if (input.content === 'slow') await new Promise((resolve) => setTimeout(resolve, 3000))
       },
     }
-    const pair = await twins({ hooks: slowHooks, writeLockTimeoutMs: 100 })
+    // The next call must also end within the timeout once it holds the lock: a second is
+    // room for a loaded host, where 100 ms was not.
+    const pair = await twins({ hooks: slowHooks, writeLockTimeoutMs: 1000 })
     const seen = {}
     for (const side of ['ours', 'mastra']) {
       const slow = outcome(pair[side], WRITE, { path: 'dir/../t.txt', content: 'slow' }, pair.dirs[side])
@@ -566,7 +568,7 @@ describe('the write lock', () => {
     }
     expect(seen.ours).toEqual(seen.mastra)
     expect(seen.ours).toEqual([
-      { threw: { name: 'Error', code: undefined, message: 'write-lock timeout on "t.txt" after 100ms' } },
+      { threw: { name: 'Error', code: undefined, message: 'write-lock timeout on "t.txt" after 1000ms' } },
       { output: 'Wrote 4 bytes to t.txt' },
     ])
     for (const writeLockTimeoutMs of [0, -5, '100', Number.NaN]) {

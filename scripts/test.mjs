@@ -4,10 +4,9 @@
 // failed. A failed build leaves every stage that needs it not run (they would judge a stale
 // or missing addon and keeper); `cargo test`, which does not, runs beside the build.
 //
-// Stages run three at a time, and in most of them two files at once (a stage spends most of
-// its time waiting on sandboxes' processes and deadlines, while the cores idle); each
-// stage's output lines start with its name, and the summary gives when each began, its
-// time and its processes' CPU time.
+// Stages run three at a time (a stage spends most of its time waiting on sandboxes'
+// processes and deadlines, while the cores idle); each stage's output lines start with its
+// name, and the summary gives when each began, its time and its processes' CPU time.
 // The isolation suite (isolation-files.mjs) runs as this user and, as root, as uid 65534,
 // each with the warm pool on and off: the default pool (the first sandbox of a kind
 // launches its own init, later ones take pooled ones) takes one path or the other per
@@ -35,14 +34,6 @@ const isRoot = process.getuid() === 0
 /** Stages that use the shared Docker engines, and one that restarts them: the two never overlap. */
 const USES_ENGINES = 'uses the shared Docker engines'
 const RESTARTS_ENGINES = 'restarts the shared Docker engines'
-/**
- * The host directory where DockerSandboxes on the local engine keep their keepers' sockets:
- * the stage whose files judge what is left in it, and the one that makes sockets there
- * meanwhile, never overlap.
- */
-const KEEPER_SOCKETS = 'the keeper socket directory'
-/** Files at once in a stage whose files judge only what they made (vitest.config.mjs). */
-const FILES_AT_ONCE = { NATIVE_WORKSPACE_TEST_FILES_AT_ONCE: '2' }
 
 const firstLine = (text = '') => text.split('\n', 1)[0].slice(0, 300)
 
@@ -89,7 +80,6 @@ const isolation = (mode, asUser) => {
     conflicts: asUser ? ['uid 65534'] : ['this user'],
     uses: [],
     command: [process.execPath, path.join(root, 'scripts', script[0]), script[1]],
-    env: FILES_AT_ONCE,
     counts: () => vitestCounts(file),
     // Written by the script itself; removed first so that a report of an earlier run is never read.
     before: () => fs.rmSync(file, { force: true }),
@@ -101,29 +91,25 @@ const build = { name: 'build', after: [], conflicts: [], uses: [], command: [pro
 // other stage waits for, has the cores first. Its profile (Cargo's `test`, built on `dev`:
 // debug assertions and overflow checks) is not the build's, so it compiles on its own.
 const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['nice', '-n', '10', 'cargo', 'test', '--workspace'], counts: cargoCounts }
-/**
- * A vitest run of `files` as this user, in the default warm pool, reporting to
- * `target/<reportName>`; `alone`, one file at a time, else FILES_AT_ONCE.
- */
-const vitest = (name, reportName, files, { uses = [], conflicts = [], alone = false } = {}) => {
+/** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
+const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)
   return {
     name,
     after: [build],
-    conflicts: [...conflicts, ...uses.filter((use) => use === RESTARTS_ENGINES)],
+    conflicts: uses.filter((use) => use === RESTARTS_ENGINES),
     uses,
     command: [process.execPath, path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...files],
-    env: { VITEST_REPORT: file, ...(alone ? {} : FILES_AT_ONCE) },
+    env: { VITEST_REPORT: file },
     before: () => fs.rmSync(file, { force: true }),
     counts: () => vitestCounts(file),
   }
 }
-// The vitest files outside the isolation suite, in five runs: the one that restarts a
+// The vitest files outside the isolation suite, in four runs: the one that restarts a
 // shared Docker engine under its containers (nothing else that uses them may run
-// meanwhile), the two that judge what is left in the keeper socket directory (alone, and
-// never beside the next run, whose DockerSandboxes make sockets there), the other files
-// that use the engines, the package as a user installs and type-checks it (builds, packs,
-// installs, runs tsc), and the others.
+// meanwhile), the other files that use the engines (the generated test among them: its
+// DockerSandboxes' keeper sockets share the host directory those files judge), the package
+// as a user installs and type-checks it (builds, packs, installs, runs tsc), and the others.
 const RESTARTS = '__test__/docker-engine.test.mjs'
 const PACKAGE = ['__test__/package-install.test.mjs', '__test__/typescript.test.mjs', '__test__/types-source.test.mjs', '__test__/docs.test.mjs']
 const usesEngines = (file) => /docker|property|boundary|s3-mounts|unknown-options/.test(file)
@@ -133,22 +119,9 @@ const testFiles = fs
   .map((name) => `__test__/${name}`)
   .filter((file) => !ISOLATION_FILES.includes(file))
   .sort()
-/** The files that judge what is left in the keeper socket directory. */
-const JUDGE_KEEPER_SOCKETS = ['__test__/docker-sandbox.test.mjs', '__test__/docker-sandbox-connection-kind.test.mjs']
-const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], { uses: [RESTARTS_ENGINES], alone: true })
-const vitestSockets = vitest('vitest, Docker keeper sockets', 'vitest-report-docker-sockets.json', JUDGE_KEEPER_SOCKETS, {
-  uses: [USES_ENGINES],
-  conflicts: [KEEPER_SOCKETS],
-  alone: true,
-})
-const vitestDocker = vitest(
-  'vitest, Docker',
-  'vitest-report-docker.json',
-  testFiles.filter((file) => usesEngines(file) && file !== RESTARTS && !JUDGE_KEEPER_SOCKETS.includes(file)),
-  { uses: [USES_ENGINES], conflicts: [KEEPER_SOCKETS] },
-)
-// Type checks and builds: they keep a core busy each, so more at once would not end sooner.
-const vitestPackage = vitest('vitest, package', 'vitest-report-package.json', PACKAGE, { alone: true })
+const vitestRestart = vitest('vitest, engine restart', 'vitest-report-engine-restart.json', [RESTARTS], [RESTARTS_ENGINES])
+const vitestDocker = vitest('vitest, Docker', 'vitest-report-docker.json', testFiles.filter((file) => usesEngines(file) && file !== RESTARTS), [USES_ENGINES])
+const vitestPackage = vitest('vitest, package', 'vitest-report-package.json', PACKAGE)
 const vitestOthers = vitest('vitest', 'vitest-report.json', testFiles.filter((file) => !usesEngines(file) && !PACKAGE.includes(file)))
 
 /**
@@ -164,7 +137,6 @@ const STAGES = [
   cargo,
   vitestRestart,
   vitestDocker,
-  vitestSockets,
   vitestPackage,
   isolation('pooled', false),
   isolation('unpooled', false),

@@ -3,10 +3,11 @@
 //! directory, so `..`, absolute paths and symlinks cannot lead out — and there is no gap
 //! between checking a path and using it for a swapped-in symlink to exploit.
 
+use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -484,7 +485,8 @@ impl LocalFs {
       return Err(CoreError::NotDirectory(input.to_owned()));
     }
     if recursive {
-      remove_contents(dir.as_raw_fd(), &name).map_err(|e| CoreError::io(input.to_owned(), e))?;
+      crate::sys::tree::empty_directory_at(dir.as_fd(), &name, false)
+        .map_err(|e| CoreError::io(input.to_owned(), e))?;
     }
     // SAFETY: unlinkat(AT_REMOVEDIR) on a name in a directory we own a descriptor of.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
@@ -557,21 +559,27 @@ impl LocalFs {
         .filter_map(|e| e.ok().map(|e| e.file_name()))
         .collect();
     names.sort();
-    for name in names {
+    // Paths come back as strings: a name that is not UTF-8 is shown with replacement
+    // characters, and a call naming it so finds nothing, unless that shown form is another
+    // entry's own name. Then it would name that entry (a link a command planted beside it,
+    // leading back up, would send a walk round for ever), so it is left out.
+    let own_names: HashSet<&str> = names.iter().filter_map(|name| name.to_str()).collect();
+    for name in &names {
+      let shown = name.to_string_lossy();
+      if name.to_str().is_none() && own_names.contains(shown.as_ref()) {
+        continue;
+      }
       let c_name = CString::new(name.as_bytes()).expect("no NUL");
       let Ok(st) = self.lstat_at(&dir, &c_name) else {
         continue;
       };
-      let display = format!("{prefix}{}", name.to_string_lossy());
-      let child = rel.join(&name);
+      let display = format!("{prefix}{shown}");
+      let child = rel.join(name);
       let is_link = st.st_mode & libc::S_IFMT == libc::S_IFLNK;
       let (kind, size, symlink_target) = if is_link {
-        let target = std::fs::read_link(format!(
-          "/proc/self/fd/{}/{}",
-          dir.as_raw_fd(),
-          name.to_string_lossy()
-        ))
-        .ok();
+        let target =
+          std::fs::read_link(Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name))
+            .ok();
         // A link's type is its target's, when the target is inside the base.
         let followed = Target {
           input: "",
@@ -717,8 +725,15 @@ fn open_beneath(root: RawFd, rel: &CString, flags: i32, mode: u32) -> std::io::R
   )
 }
 
-/// `openat2(2)` of `rel` from `root` with the `resolve` rules, retried while the kernel
-/// asks to (EAGAIN, EINTR); always close-on-exec.
+/// How many times an open is tried when the kernel asks for another try (EAGAIN, EINTR).
+/// EAGAIN comes from a `..` met while a rename ran anywhere on the machine, and from a
+/// lease on the file (the opens here are O_NONBLOCK): a sandboxed command can keep up
+/// either for as long as it likes, so the open fails after a few tries instead of spinning
+/// a host thread.
+const OPEN_ATTEMPTS: u32 = 16;
+
+/// `openat2(2)` of `rel` from `root` with the `resolve` rules, tried again (up to
+/// `OPEN_ATTEMPTS` times) while the kernel asks to; always close-on-exec.
 pub(crate) fn openat2(
   root: RawFd,
   rel: &std::ffi::CStr,
@@ -735,6 +750,7 @@ pub(crate) fn openat2(
     0
   };
   how.resolve = resolve;
+  let mut attempts = 1;
   loop {
     // SAFETY: openat2 with a valid open_how; the result is a fresh descriptor we own.
     let fd = unsafe {
@@ -751,45 +767,11 @@ pub(crate) fn openat2(
       return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
     }
     let err = std::io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EAGAIN) && err.kind() != std::io::ErrorKind::Interrupted {
+    let asked_again =
+      err.raw_os_error() == Some(libc::EAGAIN) || err.kind() == std::io::ErrorKind::Interrupted;
+    if !asked_again || attempts == OPEN_ATTEMPTS {
       return Err(err);
     }
+    attempts += 1;
   }
-}
-
-/// Empties the directory `name` in `parent` without following symlinks.
-fn remove_contents(parent: RawFd, name: &CString) -> std::io::Result<()> {
-  // SAFETY: openat with O_NOFOLLOW: a symlink in place of the directory fails (ELOOP/ENOTDIR).
-  let fd = unsafe {
-    libc::openat(
-      parent,
-      name.as_ptr(),
-      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    )
-  };
-  if fd < 0 {
-    return Err(std::io::Error::last_os_error());
-  }
-  // SAFETY: fresh descriptor.
-  let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-  let names: Vec<std::ffi::OsString> = std::fs::read_dir(format!("/proc/self/fd/{fd}"))?
-    .filter_map(|e| e.ok().map(|e| e.file_name()))
-    .collect();
-  for child in names {
-    let c_child = CString::new(child.as_bytes()).expect("no NUL");
-    // SAFETY: plain unlinkat calls on names in our directory descriptor.
-    unsafe {
-      if libc::unlinkat(dir.as_raw_fd(), c_child.as_ptr(), 0) != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EISDIR) {
-          return Err(err);
-        }
-        remove_contents(dir.as_raw_fd(), &c_child)?;
-        if libc::unlinkat(dir.as_raw_fd(), c_child.as_ptr(), libc::AT_REMOVEDIR) != 0 {
-          return Err(std::io::Error::last_os_error());
-        }
-      }
-    }
-  }
-  Ok(())
 }

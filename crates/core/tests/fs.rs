@@ -1,5 +1,6 @@
 //! LocalFs keeps every operation inside its base, judged by the host's files.
 
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
@@ -345,4 +346,47 @@ fn a_prefix_read_stops_one_byte_past_its_cap_and_stays_inside() {
   symlink(host.join("secret.txt"), base.join("out.png")).unwrap();
   assert_denied(fs.read_prefix("out.png", 1024));
   std::fs::remove_dir_all(base.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn an_open_a_lease_holds_back_fails_instead_of_spinning() {
+  // This process holds the lease and is sent SIGIO when an open breaks it; the signal's
+  // default would end the process.
+  // SAFETY: setting a signal's disposition.
+  unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+  let (fs, base, _) = setup("lease");
+  fs.write("leased.txt", b"before", true, true, false, None)
+    .unwrap();
+  let holder = std::fs::File::open(base.join("leased.txt")).unwrap();
+  // SAFETY: fcntl on a descriptor we own.
+  let leased = unsafe { libc::fcntl(holder.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+  assert_eq!(leased, 0, "{}", std::io::Error::last_os_error());
+  // A write breaks a read lease, whose holder then has `lease-break-time` (45 s by default)
+  // to let go: the open fails now rather than trying again until then.
+  let written = fs.write("leased.txt", b"after", true, true, false, None);
+  assert!(written.is_err(), "{written:?}");
+  drop(holder);
+  assert_eq!(std::fs::read(base.join("leased.txt")).unwrap(), b"before");
+}
+
+#[test]
+fn a_name_that_is_not_utf8_is_shown_unless_it_would_name_another_entry() {
+  use std::os::unix::ffi::OsStrExt;
+  let (fs, base, _) = setup("not-utf8");
+  fs.write("kept.txt", b"k", true, true, false, None).unwrap();
+  let odd = |bytes: &[u8]| base.join(std::ffi::OsStr::from_bytes(bytes));
+  // A real directory whose name is not UTF-8, and beside it a link to the base under the
+  // name that directory is shown as: a walk reopening it by that name went round.
+  std::fs::create_dir(odd(b"a\xff")).unwrap();
+  std::fs::write(odd(b"a\xff/inside.txt"), b"i").unwrap();
+  symlink(".", base.join("a\u{FFFD}")).unwrap();
+  // Alone, such a name is shown with a replacement character.
+  std::fs::write(odd(b"b\xff"), b"b").unwrap();
+  let names: Vec<String> = fs
+    .readdir(".", Some(8))
+    .unwrap()
+    .into_iter()
+    .map(|e| e.name)
+    .collect();
+  assert_eq!(names, ["a\u{FFFD}", "b\u{FFFD}", "kept.txt"]);
 }

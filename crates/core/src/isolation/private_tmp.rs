@@ -18,14 +18,18 @@
 //! them out of. (Earlier versions of this package kept them, reachable by their sandbox
 //! user, in `native-workspace-<uid>`: left to them, so that both can run on one host.)
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::isolation;
 use crate::paths::own_directory;
+use crate::sys::tree;
 
 pub struct PrivateTmp {
   dir: PathBuf,
@@ -143,24 +147,24 @@ fn sweep_abandoned(root: &Path) {
 }
 
 /// Removes `dir` and everything in it, also directories a command made unwritable
-/// (`chmod 500`): an unprivileged host owns them, and makes them writable first.
+/// (`chmod 500`): an unprivileged host owns them, and makes them writable first. The tree
+/// is the command's, of any depth (see `sys::tree`).
 fn remove_tree(dir: &Path) -> io::Result<()> {
-  match std::fs::remove_dir_all(dir) {
+  let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+    return Err(io::Error::other("not a directory below another"));
+  };
+  let name = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+  let removed = File::open(parent).map(OwnedFd::from).and_then(|parent| {
+    tree::empty_directory_at(parent.as_fd(), &name, true)?;
+    // SAFETY: unlinkat of a name in a directory we hold a descriptor of.
+    match unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } {
+      0 => Ok(()),
+      _ => Err(io::Error::last_os_error()),
+    }
+  });
+  match removed {
     Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-      open_up(dir);
-      std::fs::remove_dir_all(dir)
-    }
     other => other,
-  }
-}
-
-fn open_up(dir: &Path) {
-  let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-  for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-    if entry.file_type().is_ok_and(|t| t.is_dir()) {
-      open_up(&entry.path());
-    }
   }
 }
 
@@ -208,5 +212,31 @@ mod tests {
       std::fs::remove_dir_all(dir).unwrap();
     }
     drop(next);
+  }
+
+  #[test]
+  fn a_tree_deeper_than_any_stack_left_in_it_is_removed() {
+    let tmp = PrivateTmp::create().unwrap();
+    let dir = tmp.dir().to_path_buf();
+    let mut at: OwnedFd = File::open(&dir).unwrap().into();
+    for _ in 0..5_000 {
+      // SAFETY: mkdirat in a directory we hold.
+      assert_eq!(
+        unsafe { libc::mkdirat(at.as_raw_fd(), c"d".as_ptr(), 0o700) },
+        0
+      );
+      at = File::open(format!("/proc/self/fd/{}/d", at.as_raw_fd()))
+        .unwrap()
+        .into();
+    }
+    drop(at);
+    // 64 KiB: removing it by recursion, one frame per level, would overflow this stack.
+    std::thread::Builder::new()
+      .stack_size(64 * 1024)
+      .spawn(move || drop(tmp))
+      .unwrap()
+      .join()
+      .unwrap();
+    assert!(!dir.exists());
   }
 }

@@ -65,6 +65,7 @@ use crate::error::{CoreError, Result};
 use crate::limits::disk::DiskBudget;
 use crate::paths::own_directory::{self, Unusable};
 use crate::sync::Lock;
+use crate::sys::tree;
 
 /// `FICLONE` from <linux/fs.h>: `_IOW(0x94, 9, int)`.
 const FICLONE: libc::c_ulong = 0x4004_9409;
@@ -1536,52 +1537,11 @@ fn remove_entry(parent: &OwnedFd, name: &CStr) {
   }
 }
 
-/// Removes everything in the directory `root`, a tree this process copied, with one
-/// directory open per level; each is made writable by it first (a copy keeps read-only
-/// directories, whose entries a process other than root could not remove otherwise).
-/// Stops at the first entry it cannot remove.
+/// Removes everything in the directory `root`, a tree this process copied; each directory
+/// is made writable first (a copy keeps read-only directories, whose entries a process
+/// other than root could not remove otherwise). Stops at the first entry it cannot remove.
 fn clear(root: &OwnedFd) -> io::Result<()> {
-  let mut listing = Listing::new();
-  // The directories being emptied below `root`, each with its name in its parent.
-  let mut levels: Vec<(OwnedFd, CString)> = Vec::new();
-  loop {
-    let dir = levels.last().map_or(root, |(dir, _)| dir);
-    // Always from the start: what was removed is listed no more.
-    let Some(entry) = listing.next(dir, 0)? else {
-      let Some((_, name)) = levels.pop() else {
-        return Ok(());
-      };
-      listing.leave();
-      let parent = levels.last().map_or(root, |(dir, _)| dir);
-      // SAFETY: unlinkat of an emptied directory of a directory we hold.
-      check(unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
-      continue;
-    };
-    let is_dir = match entry.kind {
-      libc::DT_UNKNOWN => {
-        stat_at(dir, &entry.name).is_ok_and(|st| kind_of(st.st_mode) == libc::DT_DIR)
-      }
-      kind => kind == libc::DT_DIR,
-    };
-    if is_dir {
-      if levels.len() > MOST_DEPTH {
-        return Err(over_limit(format!(
-          "the tree is nested more than {MOST_DEPTH} directories deep"
-        )));
-      }
-      let child = open_at(dir, &entry.name, libc::O_RDONLY | libc::O_DIRECTORY)?;
-      // SAFETY: fchmod of a descriptor we hold.
-      check(unsafe { libc::fchmod(child.as_raw_fd(), 0o700) })?;
-      levels.push((child, entry.name));
-      listing.leave();
-    } else {
-      // SAFETY: unlinkat of a name in a directory we hold.
-      match check(unsafe { libc::unlinkat(dir.as_raw_fd(), entry.name.as_ptr(), 0) }) {
-        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
-        _ => {}
-      }
-    }
-  }
+  tree::empty_directory(root.try_clone()?, true)
 }
 
 fn times(st: &libc::stat) -> [libc::timespec; 2] {

@@ -1,6 +1,7 @@
 //! System calls several subsystems make, wrapped once, below all of them.
 
 pub mod sched;
+pub mod tree;
 pub mod vfork;
 
 use std::io;

@@ -189,6 +189,30 @@ describe('glob helpers', () => {
     expect(listing).toContain('0 files')
   })
 
+  it('nested !(…) against a long name answers at once, and rightly', () => {
+    // Each `!(…)` is asked of every rest of a name: nested, a matcher that asks again each
+    // time takes time exponential in the depth. In a child process, which the timeout ends.
+    const dir = tempDir()
+    const name = 'a'.repeat(120)
+    fs.writeFileSync(path.join(dir, name), '')
+    const source = `
+      const { createGlobMatcher, Workspace, LocalFilesystem, createWorkspaceTools } = require(${JSON.stringify(LIB_CJS)})
+      const nested = (depth) => (depth === 0 ? 'x' : '*!(' + nested(depth - 1) + ')')
+      const direct = [1, 2, 3, 4, 5, 6, 7, 8].map((depth) => createGlobMatcher(nested(depth))(${JSON.stringify(name)}))
+      const workspace = new Workspace({ filesystem: new LocalFilesystem({ basePath: ${JSON.stringify(dir)} }) })
+      createWorkspaceTools(workspace)
+        .then((tools) => Promise.all([7, 8].map((depth) => tools.mastra_workspace_list_files.execute({ path: '.', pattern: nested(depth) }))))
+        .then((listings) => process.stdout.write(JSON.stringify({ direct, listings })))`
+    const child = spawnSync(process.execPath, ['-e', source], { encoding: 'utf8', timeout: 20_000 })
+    expect(child.signal, 'the match did not finish within 20 s').toBeNull()
+    const { direct, listings } = JSON.parse(child.stdout)
+    // `*!(x)` takes every name (a rest may be empty, which is not `x`); each `*!(…)` around
+    // it takes none, then every one again.
+    expect(direct).toEqual([true, false, true, false, true, false, true, false])
+    expect(listings[0]).toContain(name)
+    expect(listings[1]).toContain('0 files')
+  })
+
   it('list_files matches hidden files by its pattern only with showHidden (dot)', async () => {
     const dir = tempDir()
     fs.writeFileSync(path.join(dir, '.env'), 'x')

@@ -99,7 +99,7 @@ function bracketClass(glob, open) {
 // A pattern is compiled to a tree of these nodes, then to an automaton that is run on a
 // path one character at a time with the set of states it can be in (no backtracking: a
 // pattern with many stars, which a backtracking RegExp takes exponential time on, costs
-// at most path length × pattern size).
+// at most path length × pattern size; each `!(…)` adds at most a name's length squared).
 const char = (test, slash = false) => ({ kind: 'char', test, slash })
 const literal = (c) => char((d) => d === c, c === '/')
 const sequence = (...items) => ({ kind: 'sequence', items })
@@ -180,12 +180,28 @@ function parse(glob, dot) {
   return sequence(...items)
 }
 
-/** `!(…)`: holds where the rest of the name is not one of `alternatives` followed by `after`. */
+/** Verdicts one `!(…)` remembers before it starts afresh: more than a name has rests. */
+const MAX_VERDICTS = 4096
+
+/**
+ * `!(…)`: holds where the rest of the name is not one of `alternatives` followed by `after`.
+ * The verdict depends on that rest alone, and is remembered: a `!(…)` is asked of every
+ * rest of a name, so nested ones would otherwise ask again and again, exponentially in
+ * their depth. Remembered, each costs at most a name's length squared × its pattern.
+ */
 function notFollowedBy(alternatives, after) {
   const excluded = automaton(sequence(alternatives, ...[...after].map(literal)))
+  const verdicts = new Map()
   return assertion((path, at) => {
     const end = path.indexOf('/', at)
-    return !accepts(excluded, path.slice(at, end === -1 ? path.length : end))
+    const rest = path.slice(at, end === -1 ? path.length : end)
+    let verdict = verdicts.get(rest)
+    if (verdict === undefined) {
+      verdict = !accepts(excluded, rest)
+      if (verdicts.size >= MAX_VERDICTS) verdicts.clear()
+      verdicts.set(rest, verdict)
+    }
+    return verdict
   })
 }
 

@@ -81,6 +81,23 @@ describe('LocalSandbox mounts', () => {
     expect(fs.readFileSync(path.join(data, 'report.txt'), 'utf8')).toBe('quarterly numbers\n')
   })
 
+  it('an unmount made while a start is mounting wins: the start does not mount it after all', async () => {
+    // The onMount hook runs in the middle of the start's mount; an unmount called there,
+    // not awaited, comes before the mount the start goes on to make.
+    const { sandbox, filesystem } = setup()
+    let unmounting
+    sandbox.mounts.setOnMount(({ mountPath }) => {
+      unmounting = sandbox.unmount(mountPath)
+      return undefined
+    })
+    sandbox.mounts.add({ '/data': filesystem })
+    const { stdout } = await sandbox.executeCommand('test -e data && echo mounted || echo none')
+    await unmounting
+    expect(stdout).toBe('none\n')
+    expect(sandbox.mounts.has('/data')).toBe(false)
+    expect(fs.lstatSync(path.join(sandbox.workingDirectory, 'data'), { throwIfNoEntry: false })).toBeUndefined()
+  })
+
   it('a mount added while a lazy start is under way is made by the time the command that started it returns', async () => {
     // The start begins with nothing for onStart to do; the mount arrives after it began,
     // racing the command.

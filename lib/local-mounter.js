@@ -231,6 +231,9 @@ class LocalMounter {
    */
   async unmount(mountPath) {
     const normalized = normalizeMountPath(mountPath)
+    // Gone from the entries at once, so that a start under way does not mount it again;
+    // and at the end, after a mount queued before this one has recorded it.
+    this.#manager.delete(normalized)
     await this.#undo(normalized)
     await this.#serial(() => this.#dropStorage(normalized))
     this.#lost.delete(normalized)

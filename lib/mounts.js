@@ -215,6 +215,8 @@ class MountManager {
       } catch (err) {
         return this.#failed(entry, 'error', `Mount hook error: ${String(err)}`, { path: mountPath, provider })
       }
+      // Unmounted (or replaced) while the hook ran: not mounted after all.
+      if (this.#entries.get(mountPath) !== entry) return undefined
       if (handled === false) {
         entry.state = 'unsupported'
         entry.error = 'Skipped by onMount hook'

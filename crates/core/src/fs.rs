@@ -188,18 +188,33 @@ impl LocalFs {
     }
   }
 
-  /// [`LocalFs::guard`] for writing `t`, whose last part may be a symlink: then where it
-  /// leads counts (and one leading nowhere is refused, since writing would create it).
-  fn guard_write(&self, t: &Target, dir: &OwnedFd, name: &CString) -> Result<()> {
-    if self.protected.is_empty() {
-      return Ok(());
-    }
+  /// Opens `t` for writing (`flags`, `mode` for a new file) when protected paths are set:
+  /// judged as [`LocalFs::guard`] judges, and opened from what was judged, so that nothing
+  /// a command swaps in meanwhile is written instead. The last part is opened in the
+  /// directory `dir` that was judged, never through a link (one put there since fails);
+  /// when it is a link, where it leads counts (one leading nowhere is refused, since
+  /// writing would create it), and the file it led to is opened again from the descriptor
+  /// that was judged.
+  fn open_guarded(
+    &self,
+    t: &Target,
+    dir: &OwnedFd,
+    name: &CString,
+    flags: i32,
+    mode: u32,
+  ) -> Result<std::io::Result<OwnedFd>> {
     self.guard(t.input, dir, OsStr::from_bytes(name.as_bytes()), false)?;
     let is_link = self
       .lstat_at(dir, name)
       .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK);
     if !is_link {
-      return Ok(());
+      return Ok(openat2(
+        dir.as_raw_fd(),
+        name,
+        flags | libc::O_NOFOLLOW,
+        mode,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+      ));
     }
     let target =
       self
@@ -209,7 +224,12 @@ impl LocalFs {
           operation: "write through a symbolic link that leads nowhere".into(),
         })?;
     let real = real_path(&target).map_err(|e| CoreError::io(t.input.to_owned(), e))?;
-    self.guard_real(t.input, &real, false)
+    self.guard_real(t.input, &real, false)?;
+    if flags & libc::O_EXCL != 0 {
+      // As an exclusive create through a link fails: the name exists.
+      return Ok(Err(std::io::Error::from_raw_os_error(libc::EEXIST)));
+    }
+    Ok(reopen(&target, flags & !libc::O_CREAT))
   }
 
   /// `openat2` below the base; escapes (through symlinks too) are refused by the kernel.
@@ -300,10 +320,6 @@ impl LocalFs {
     if recursive {
       self.make_dirs(input, &parent)?;
     }
-    if !self.protected.is_empty() {
-      let dir = self.parent_dir(input, &parent)?;
-      self.guard_write(&t, &dir, &name)?;
-    }
     let mode = if append {
       libc::O_APPEND
     } else if overwrite {
@@ -311,17 +327,18 @@ impl LocalFs {
     } else {
       libc::O_EXCL
     };
-    let fd = self
-      .open_beneath(
-        &t,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK | mode,
-        0o644,
-      )
-      .map_err(|e| match e.raw_os_error() {
-        Some(libc::EEXIST) => CoreError::FileExists(input.to_owned()),
-        Some(libc::ENOENT) => CoreError::DirectoryNotFound(parent_display(input)),
-        _ => self.fail(&t, e, CoreError::FileNotFound),
-      })?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK | mode;
+    let opened = if self.protected.is_empty() {
+      self.open_beneath(&t, flags, 0o644)
+    } else {
+      let dir = self.parent_dir(input, &parent)?;
+      self.open_guarded(&t, &dir, &name, flags, 0o644)?
+    };
+    let fd = opened.map_err(|e| match e.raw_os_error() {
+      Some(libc::EEXIST) => CoreError::FileExists(input.to_owned()),
+      Some(libc::ENOENT) => CoreError::DirectoryNotFound(parent_display(input)),
+      _ => self.fail(&t, e, CoreError::FileNotFound),
+    })?;
     let mut file = regular_file(fd, input, "write")?;
     if let Some(bits) = permissions {
       file
@@ -680,6 +697,19 @@ pub fn millis(time: SystemTime) -> f64 {
 /// Where the kernel says an open descriptor is.
 fn real_path(fd: &OwnedFd) -> std::io::Result<PathBuf> {
   std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The file of the path descriptor `fd` opened again with `flags`: the very file, wherever
+/// its names lead now.
+fn reopen(fd: &OwnedFd, flags: i32) -> std::io::Result<OwnedFd> {
+  let path = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
+  // SAFETY: open of a NUL-terminated path; the result is a fresh descriptor we own.
+  let reopened = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
+  if reopened < 0 {
+    return Err(std::io::Error::last_os_error());
+  }
+  // SAFETY: see above.
+  Ok(unsafe { OwnedFd::from_raw_fd(reopened) })
 }
 
 /// The opened file, if it is a regular one. Files are opened with O_NONBLOCK so that a

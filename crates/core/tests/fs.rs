@@ -390,3 +390,54 @@ fn a_name_that_is_not_utf8_is_shown_unless_it_would_name_another_entry() {
     .collect();
   assert_eq!(names, ["a\u{FFFD}", "b\u{FFFD}", "kept.txt"]);
 }
+
+#[test]
+fn a_link_swapped_in_while_writing_never_leads_a_write_into_a_protected_path() {
+  use std::sync::Arc;
+  use std::sync::atomic::{AtomicBool, Ordering};
+  let (_, base, _) = setup("swap-race");
+  let fs = LocalFs::open(&base, false, vec![PathBuf::from(".git")]).unwrap();
+  std::fs::create_dir_all(base.join(".git")).unwrap();
+  std::fs::write(base.join(".git/config"), "[core]\n").unwrap();
+  // A link to a file that is not protected is written through.
+  std::fs::write(base.join("plain.txt"), "before\n").unwrap();
+  symlink("plain.txt", base.join("to-plain")).unwrap();
+  fs.write("to-plain", b"after\n", true, false, false, None)
+    .unwrap();
+  assert_eq!(
+    std::fs::read_to_string(base.join("plain.txt")).unwrap(),
+    "after\n"
+  );
+  // A command swaps `notes.md` between a file and a link to the protected file, as fast
+  // as it can, while the host writes `notes.md`.
+  std::fs::write(base.join("notes.md"), "notes\n").unwrap();
+  symlink(".git/config", base.join("swapped")).unwrap();
+  let stop = Arc::new(AtomicBool::new(false));
+  let swapper = {
+    let (stop, dir) = (stop.clone(), std::fs::File::open(&base).unwrap());
+    std::thread::spawn(move || {
+      while !stop.load(Ordering::Relaxed) {
+        // SAFETY: renameat2 of two names in a directory we hold.
+        unsafe {
+          libc::syscall(
+            libc::SYS_renameat2,
+            dir.as_raw_fd(),
+            c"notes.md".as_ptr(),
+            dir.as_raw_fd(),
+            c"swapped".as_ptr(),
+            libc::RENAME_EXCHANGE,
+          )
+        };
+      }
+    })
+  };
+  for _ in 0..20_000 {
+    let _ = fs.write("notes.md", b"PWNED\n", true, false, false, None);
+  }
+  stop.store(true, Ordering::Relaxed);
+  swapper.join().unwrap();
+  assert_eq!(
+    std::fs::read_to_string(base.join(".git/config")).unwrap(),
+    "[core]\n"
+  );
+}

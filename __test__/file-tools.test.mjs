@@ -131,6 +131,18 @@ describe('file tools over this package only', () => {
     )
     expect(await ours.mastra_workspace_read_file.execute({ path: 'blob.bin', encoding: 'hex' }, {})).toBe('blob.bin (4 bytes, hex)\n000102ff')
   })
+
+  it("read_file refuses a file larger than Node's readFile reads, at once: a sandbox's sparse file costs no disk", async () => {
+    const dir = tree({ 'past.txt': 'x\n', 'tebibyte.log': 'x\n' })
+    const { ours: tools } = await toolsOver(dir)
+    for (const [name, size] of [['past.txt', 2 ** 31], ['tebibyte.log', 2 ** 40]]) {
+      fs.truncateSync(path.join(dir, name), size)
+      for (const input of [{ path: name }, { path: name, offset: 1, limit: 1 }, { path: name, encoding: 'base64' }]) {
+        await expect(tools.mastra_workspace_read_file.execute(input, {})).rejects.toMatchObject({ code: 'FILE_TOO_LARGE' })
+      }
+    }
+    fs.rmSync(dir, { recursive: true })
+  })
 })
 
 describe("@mastra/core's own file tools over this package's LocalFilesystem (what a Mastra Agent runs)", () => {

@@ -113,6 +113,25 @@ where
   })
 }
 
+/// Runs `op` on the runtime's blocking pool (work that may take a while: a file system, a
+/// search, a tenant's patterns) and settles a promise with its result; a panic in it
+/// rejects the promise with `INTERNAL`.
+pub fn settle_blocking<'env, T, F>(env: &'env Env, op: F) -> napi::Result<PromiseRaw<'env, T>>
+where
+  T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
+  F: 'static + Send + FnOnce() -> Result<T, CoreError>,
+{
+  settle_failure(env, async move {
+    match tokio::task::spawn_blocking(op).await {
+      Ok(result) => result.map_err(Failure::Core),
+      Err(err) => Err(Failure::Panic(match err.try_into_panic() {
+        Ok(payload) => panic_message(payload.as_ref()),
+        Err(err) => err.to_string(),
+      })),
+    }
+  })
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;

@@ -10,12 +10,13 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::fs::{LocalFs, millis};
 use native_workspace_core::tools::format::DEFAULT_MAX_OUTPUT_TOKENS;
-use native_workspace_core::tools::read::{Encoding, FileText, ReadRequest, file_text};
+use native_workspace_core::tools::read::{
+  Encoding, FileText, MAX_FILE_BYTES, ReadRequest, file_text,
+};
 
 use crate::isolation::protected_paths_of;
 
-use crate::errors::settle;
-use crate::errors::{ErrorCode, sync_error};
+use crate::errors::{ErrorCode, settle_blocking, sync_error};
 
 #[napi(object)]
 pub struct NativeFileStat {
@@ -77,11 +78,7 @@ where
   F: 'static + Send + FnOnce(&LocalFs) -> Result<T, CoreError>,
 {
   let inner = inner.clone();
-  settle(env, async move {
-    tokio::task::spawn_blocking(move || op(&inner))
-      .await
-      .map_err(|e| CoreError::io("filesystem task", std::io::Error::other(e.to_string())))?
-  })
+  settle_blocking(env, move || op(&inner))
 }
 
 /// A count from JavaScript as a whole number: fractions dropped, NaN and negatives 0,
@@ -163,6 +160,11 @@ impl NativeLocalFs {
       match file_text(file, size, &request) {
         Ok(FileText::Text(text)) => Ok(Some(text)),
         Ok(FileText::Binary) => Ok(None),
+        Ok(FileText::TooLarge) => Err(CoreError::FileTooLarge {
+          path: path.clone(),
+          size,
+          limit: MAX_FILE_BYTES,
+        }),
         Err(e) => Err(CoreError::io(path.clone(), e)),
       }
     })

@@ -15,7 +15,7 @@ use native_workspace_search::persist::Snapshot;
 use native_workspace_search::tokenize::Tokenizer;
 use native_workspace_search::walk::{self, Entry, Fault, Kind, Root, Stamp, Tree};
 
-use crate::errors::{ErrorCode, settle, sync_error};
+use crate::errors::{ErrorCode, settle_blocking, sync_error};
 
 /// Skipped paths a report lists one by one (it counts them all).
 const MAX_LISTED_SKIPS: usize = 1000;
@@ -209,11 +209,7 @@ where
   T: 'static + Send + napi::bindgen_prelude::ToNapiValue,
   F: 'static + Send + FnOnce() -> T,
 {
-  settle(env, async move {
-    tokio::task::spawn_blocking(op)
-      .await
-      .map_err(|e| CoreError::io("search task", std::io::Error::other(e.to_string())))
-  })
+  settle_blocking(env, move || Ok(op()))
 }
 
 #[napi]

@@ -1,6 +1,7 @@
 //! The text `read_file` returns, built while the file is read: only what the token budget
 //! lets through is held, so memory does not grow with the file. The whole file is still
-//! scanned, since the header counts its lines and the truncation notice its tokens.
+//! scanned, since the header counts its lines and the truncation notice its tokens; so a
+//! file larger than [`MAX_FILE_BYTES`] is not read.
 
 use std::io::{self, Read, Seek, SeekFrom};
 
@@ -12,6 +13,10 @@ const READ_BUFFER: usize = 64 * 1024;
 const BINARY_SNIFF_BYTES: usize = 8000;
 /// At most this many bytes of text are returned, whatever the token budget admits.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024 * 1024;
+/// The largest file read, as Node's `readFile` (and so Mastra's `read_file`) reads none
+/// larger. A sandbox's command can make a sparse file of exabytes that costs no disk, whose
+/// scan would hold a host thread for ever.
+pub const MAX_FILE_BYTES: u64 = (1 << 31) - 1;
 
 /// How the bytes of a file become text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,26 +58,29 @@ pub enum FileText {
   Text(String),
   /// Not shown: the caller describes the file instead.
   Binary,
+  /// Larger than [`MAX_FILE_BYTES`]: not read.
+  TooLarge,
 }
 
-/// The text of `file` (of `size` bytes) as `read_file` shows it.
-pub fn file_text<F: Read + Seek>(
-  mut file: F,
-  size: u64,
-  req: &ReadRequest,
-) -> io::Result<FileText> {
+/// The text of `file` (of `size` bytes) as `read_file` shows it. Bytes it gains while it
+/// is read are not read, so that both passes see the same file.
+pub fn file_text<F: Read + Seek>(file: F, size: u64, req: &ReadRequest) -> io::Result<FileText> {
+  if size > MAX_FILE_BYTES {
+    return Ok(FileText::TooLarge);
+  }
+  let mut file = FileOfSize { file, size };
   let mut out = KeepStart::new(req.max_tokens, MAX_TEXT_BYTES);
   match req.encoding {
-    Some((Encoding::Utf8, _)) => lines_text(&mut file, size, req, &mut out)?,
+    Some((Encoding::Utf8, _)) => lines_text(&mut file, req, &mut out)?,
     Some((encoding, name)) => {
       out.push(&format!("{} ({size} bytes, {name})\n", req.shown));
       encoded(&mut file, encoding, &mut out)?;
     }
     None => {
-      if looks_binary(&mut file)? {
+      if looks_binary(&mut file.file)? {
         return Ok(FileText::Binary);
       }
-      lines_text(&mut file, size, req, &mut out)?;
+      lines_text(&mut file, req, &mut out)?;
     }
   }
   Ok(FileText::Text(out.finish()))
@@ -88,12 +96,22 @@ fn looks_binary<F: Read + Seek>(file: &mut F) -> io::Result<bool> {
   Ok(head.contains(&0))
 }
 
-/// Calls `each` with the file's bytes, a buffer at a time, from the start.
-fn chunks<F: Read + Seek>(file: &mut F, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
-  file.seek(SeekFrom::Start(0))?;
+/// A file with the size it had when it was looked at.
+struct FileOfSize<F> {
+  file: F,
+  size: u64,
+}
+
+/// Calls `each` with the file's first `size` bytes, a buffer at a time, from the start.
+fn chunks<F: Read + Seek>(
+  file: &mut FileOfSize<F>,
+  mut each: impl FnMut(&[u8]) -> bool,
+) -> io::Result<()> {
+  file.file.seek(SeekFrom::Start(0))?;
+  let mut rest = (&mut file.file).take(file.size);
   let mut buffer = vec![0u8; READ_BUFFER];
   loop {
-    let n = match file.read(&mut buffer) {
+    let n = match rest.read(&mut buffer) {
       Ok(0) => return Ok(()),
       Ok(n) => n,
       Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -107,8 +125,7 @@ fn chunks<F: Read + Seek>(file: &mut F, mut each: impl FnMut(&[u8]) -> bool) -> 
 
 /// The lines of the request, as the header and numbered lines the tool prints.
 fn lines_text<F: Read + Seek>(
-  file: &mut F,
-  size: u64,
+  file: &mut FileOfSize<F>,
   req: &ReadRequest,
   out: &mut KeepStart,
 ) -> io::Result<()> {
@@ -119,6 +136,7 @@ fn lines_text<F: Read + Seek>(
     true
   })?;
   let total = newlines + 1;
+  let size = file.size;
   let first = req.offset.unwrap_or(1).max(1);
   let last = match req.limit {
     Some(limit) if limit > 0 => total.min(first.saturating_add(limit - 1)),
@@ -264,7 +282,7 @@ fn decode_lossy(data: &[u8], each: &mut impl FnMut(&str) -> bool) -> bool {
 
 /// The file's bytes in `encoding` (not UTF-8), as Node's `Buffer.toString` gives them.
 fn encoded<F: Read + Seek>(
-  file: &mut F,
+  file: &mut FileOfSize<F>,
   encoding: Encoding,
   out: &mut KeepStart,
 ) -> io::Result<()> {
@@ -366,6 +384,7 @@ mod tests {
     match file_text(Cursor::new(bytes), bytes.len() as u64, req).unwrap() {
       FileText::Text(t) => t,
       FileText::Binary => "<binary>".into(),
+      FileText::TooLarge => "<too large>".into(),
     }
   }
 
@@ -438,6 +457,29 @@ mod tests {
     let text = streamed(&bytes, &req);
     assert!(text.len() < 20_000);
     assert_eq!(text, whole(&bytes, &req));
+  }
+
+  #[test]
+  fn a_file_past_the_largest_is_not_read_nor_what_a_file_gains_meanwhile() {
+    struct Unread;
+    impl Read for Unread {
+      fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        panic!("a file past the largest was read")
+      }
+    }
+    impl Seek for Unread {
+      fn seek(&mut self, _: SeekFrom) -> io::Result<u64> {
+        panic!("a file past the largest was read")
+      }
+    }
+    let req = request(None, None, 2000);
+    assert!(matches!(
+      file_text(Unread, MAX_FILE_BYTES + 1, &req).unwrap(),
+      FileText::TooLarge
+    ));
+    // Looked at with 4 bytes, it has 6 when it is read: the 4 are read, both passes.
+    let grown = file_text(Cursor::new(b"a\nb\nc\n"), 4, &req).unwrap();
+    assert!(matches!(grown, FileText::Text(text) if text == whole(b"a\nb\n", &req)));
   }
 
   #[test]

@@ -15,8 +15,9 @@ export declare class Gitignore {
   /**
    * Whether each path (relative, a trailing `/` for a directory) is ignored; the paths
    * of one directory are asked together, so that its own verdict is worked out once.
+   * Rejects with `LIMIT_EXCEEDED` when the answer takes longer than `withinMs`.
    */
-  ignored(paths: Array<string>): Array<boolean>
+  ignored(paths: Array<string>, withinMs: number): Promise<Array<boolean>>
 }
 
 export declare class NativeAbortToken {

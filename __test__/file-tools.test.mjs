@@ -13,6 +13,8 @@ import {
 } from '@mastra/core/workspace'
 import { afterAll, describe, expect, it } from 'vitest'
 import native from '../index.js'
+import { MAX_GITIGNORE_BYTES } from '../lib/gitignore.js'
+import { jsThreadCpuMs } from './helpers.mjs'
 import { LocalFilesystem, Workspace, createWorkspaceTools, WORKSPACE_TOOLS } from '../lib/index.mjs'
 
 const top = fs.mkdtempSync(path.join(os.tmpdir(), 'nw-file-tools-'))
@@ -285,7 +287,7 @@ describe('.gitignore in list_files and grep, as @mastra/core honours it', () => 
     }
   })
 
-  it('the matcher says what the `ignore` package says, for generated patterns and paths', () => {
+  it('the matcher says what the `ignore` package says, for generated patterns and paths', async () => {
     const unit = fc.constantFrom('a', 'b', 'B', 'é', 'É', '.', '*', '?', '/', '\\', '[', ']', '!', '^', '-', ':', ' ', '#', '{', '(', '$', '😀', 'ſ')
     const line = fc.array(unit, { maxLength: 10 }).map((u) => u.join(''))
     const posix = fc.constantFrom('[[:alpha:]]', '[[:digit:]]*', '[[:nope:]]', '[a-]', '[]a]', '[!]]', '[c-a]', '[\\]]', '**/', '/**', 'a/**/b', '***', '\\ ', 'a\\')
@@ -295,10 +297,10 @@ describe('.gitignore in list_files and grep, as @mastra/core honours it', () => 
       .tuple(fc.array(segment, { minLength: 1, maxLength: 4 }), fc.boolean())
       .map(([segs, dir]) => segs.join('/') + (dir ? '/' : ''))
       .filter((p) => ignore.isPathValid(p))
-    fc.assert(
-      fc.property(text, fc.array(relPath, { minLength: 1, maxLength: 12 }), (gitignore, paths) => {
+    await fc.assert(
+      fc.asyncProperty(text, fc.array(relPath, { minLength: 1, maxLength: 12 }), async (gitignore, paths) => {
         const theirs = ignore().add(gitignore)
-        expect(new native.Gitignore(gitignore).ignored(paths)).toEqual(paths.map((p) => theirs.ignores(p)))
+        expect(await new native.Gitignore(gitignore).ignored(paths, 60_000)).toEqual(paths.map((p) => theirs.ignores(p)))
       }),
       { numRuns: 3000, seed: Number(process.env.NW_PROPERTY_SEED ?? 39) },
     )
@@ -345,4 +347,47 @@ describe('.gitignore in list_files and grep, as @mastra/core honours it', () => 
       { numRuns: 150, seed: Number(process.env.NW_PROPERTY_SEED ?? 39) },
     )
   }, 120_000)
+
+  // Patterns that keep the matcher's table alive to their end against a name of many `a`s:
+  // each rule costs its length times the name's.
+  const costlyRule = `${'*a'.repeat(200)}*b\n`
+  const costlyName = `${'a'.repeat(200)}.txt`
+
+  it("a tenant's costly .gitignore is matched off the JavaScript thread", async () => {
+    const files = { '.gitignore': `${costlyRule.repeat(Math.floor((MAX_GITIGNORE_BYTES - 20) / costlyRule.length))}hidden.md\n`, 'hidden.md': 'x\n' }
+    for (let i = 0; i < 4; i++) files[`${i}${costlyName}`] = 'x\n'
+    const dir = tree(files)
+    const { ours } = await toolsOver(dir)
+    const cpuBefore = jsThreadCpuMs()
+    const started = Date.now()
+    const listed = await ours.mastra_workspace_list_files.execute({}, {})
+    const took = Date.now() - started
+    const cpu = jsThreadCpuMs() - cpuBefore
+    expect(listed).toContain(`0${costlyName}`)
+    expect(listed).not.toContain('hidden.md')
+    // The matching is most of the call (a second or more); the JavaScript thread did little of it.
+    expect(cpu).toBeLessThan(Math.max(100, took / 4))
+  }, 60_000)
+
+  it('a .gitignore over 1 MiB is not applied; one of exactly 1 MiB is', async () => {
+    const sized = (bytes) => `*.md\n${'#'.repeat(bytes - 5)}`
+    for (const [bytes, shown] of [
+      [MAX_GITIGNORE_BYTES, false],
+      [MAX_GITIGNORE_BYTES + 1, true],
+    ]) {
+      const dir = tree({ '.gitignore': sized(bytes), 'b.md': 'x b\n', 'a.txt': 'x a\n' })
+      expect(fs.statSync(path.join(dir, '.gitignore')).size).toBe(bytes)
+      const { ours } = await toolsOver(dir)
+      expect((await ours.mastra_workspace_list_files.execute({}, {})).includes('b.md')).toBe(shown)
+      expect((await ours.mastra_workspace_grep.execute({ pattern: '^x ' }, {})).includes('b.md')).toBe(shown)
+    }
+  })
+
+  it('the matcher gives up at its deadline with LIMIT_EXCEEDED', async () => {
+    const patterns = new native.Gitignore(costlyRule.repeat(2000))
+    await expect(patterns.ignored([costlyName], 0)).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' })
+    await expect(patterns.ignored(['x.md', `${'a'.repeat(200)}b`], 60_000)).resolves.toEqual([false, true])
+    // Without the deadline these names would take many seconds; the call ends at it.
+    await expect(patterns.ignored(Array(100).fill(costlyName), 100)).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' })
+  })
 })

@@ -18,7 +18,7 @@ import { LibSQLVector } from '@mastra/libsql'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import * as ours from '../lib/index.mjs'
-import { tempDir } from './helpers.mjs'
+import { jsThreadCpuMs, tempDir } from './helpers.mjs'
 
 const theirs = mastraWorkspace
 
@@ -37,13 +37,6 @@ function pair(dir, options = {}) {
   const make = (m, extra) =>
     new m.Workspace({ id: 'ws-search', filesystem: new m.LocalFilesystem({ basePath: dir, ...options.filesystem }), ...options.workspace, ...extra?.() })
   return { theirs: make(theirs, options.theirs), ours: make(ours, options.ours) }
-}
-
-/** CPU time of this process's main (JavaScript) thread so far, in ms (Linux). */
-function jsThreadCpuMs() {
-  const fields = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ')
-  // utime and stime (fields 14 and 15 of stat), in clock ticks of 10 ms.
-  return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
 const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b))

@@ -6,7 +6,7 @@
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
-const { readText, readBytes } = require('./local-filesystem')
+const { readText, bytesAtMost } = require('./local-filesystem')
 const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
 const { gitignoreFor } = require('./gitignore')
 const { lazy } = require('./lazy')
@@ -17,8 +17,11 @@ const mime = lazy(() => require('./mime'))
 const FS = WORKSPACE_TOOLS.FILESYSTEM
 const GREP_CAP = 1000
 const MAX_PATTERN_LENGTH = 1000
-/** A grep call stops searching after this long and says so. */
-const GREP_TIME_BUDGET_MS = 30_000
+/**
+ * A grep call stops searching after this long and says so; a list_files call whose
+ * .gitignore matching runs longer fails with `LIMIT_EXCEEDED`.
+ */
+const WALK_TIME_BUDGET_MS = 30_000
 const MAX_LINE_LENGTH = 500
 const LIST_TOKEN_LIMIT = 1000
 const BINARY_SNIFF_BYTES = 8000
@@ -43,15 +46,6 @@ const binaryText = (shown, stat) =>
 const tooLargeText = (shown, size, mimeType, maxMediaBytes) =>
   `${shown} (${size} bytes, ${mimeType}) — exceeds maxMediaBytes (${maxMediaBytes}). Returning metadata only; configure \`maxMediaBytes\` on the read_file tool to raise this cap.`
 
-/** The file's bytes if they are at most `maxBytes`, else `{ tooLarge: size }`; read no further than the cap where the filesystem allows. */
-async function mediaBytes(filesystem, path, maxBytes) {
-  const bounded = await filesystem[readBytes]?.(path, maxBytes)
-  if (bounded !== undefined) return bounded
-  const raw = await filesystem.readFile(path)
-  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
-  return bytes.length > maxBytes ? { tooLarge: bytes.length } : bytes
-}
-
 /**
  * A file of a media type the settings name comes back as `{ __workspaceMedia, text,
  * mediaType, data }` (base64), which the tool's `toModelOutput` gives the model as a file
@@ -65,7 +59,7 @@ async function readFile(filesystem, input, settings) {
   if (settings.mediaTypeMatches(stat.mimeType)) {
     const { maxMediaBytes } = settings
     if (stat.size <= maxMediaBytes) {
-      const bytes = await mediaBytes(filesystem, path, maxMediaBytes)
+      const bytes = await bytesAtMost(filesystem, path, maxMediaBytes)
       if (Buffer.isBuffer(bytes)) {
         return { __workspaceMedia: true, text: `${shown} (${bytes.length} bytes, ${stat.mimeType})`, mediaType: stat.mimeType, data: bytes.toString('base64') }
       }
@@ -183,10 +177,10 @@ function fromRoot(dir, entry) {
   const path = (atRoot(dir) ? entry.name : `${dir === '/' ? '' : dir}/${entry.name}`).replace(/^\.\//, '').replace(/^\//, '')
   return entry.type === 'directory' ? `${path}/` : path
 }
-/** `entries` without those `ignored` names (a filter of gitignore.js, or none). */
-function notIgnored(entries, ignored, pathOf) {
+/** `entries` without those `ignored` names (a filter of gitignore.js, or none), judged by `deadline`. */
+async function notIgnored(entries, ignored, pathOf, deadline) {
   if (!ignored || entries.length === 0) return entries
-  const verdicts = ignored.ignoredAmong(entries.map(pathOf))
+  const verdicts = await ignored.ignoredAmong(entries.map(pathOf), deadline)
   return entries.filter((_, i) => !verdicts[i])
 }
 
@@ -203,7 +197,8 @@ async function listFiles(filesystem, input, settings) {
   const matches = patterns.length ? createGlobMatcher(patterns, { dot: showHidden }) : undefined
   // The listed directory's own .gitignore verdict is asked without a leading `./` or `/`.
   const under = root.replace(/^\.\//, '').replace(/^\//, '').replace(/\/$/, '')
-  const ignored = (input.respectGitignore ?? true) ? await gitignoreFor(filesystem, under) : undefined
+  const deadline = Date.now() + WALK_TIME_BUDGET_MS
+  const ignored = (input.respectGitignore ?? true) ? await gitignoreFor(filesystem, under, deadline) : undefined
   const lines = ['.']
   let dirs = 0
   let files = 0
@@ -228,7 +223,7 @@ async function listFiles(filesystem, input, settings) {
     entries = entries.filter((e) => !(e.type === 'directory' && e.name === '.git'))
     if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
     if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
-    entries = notIgnored(entries, ignored, (e) => fromRoot(dir, e))
+    entries = await notIgnored(entries, ignored, (e) => fromRoot(dir, e), deadline)
     if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
     else {
       if (extensions) entries = entries.filter((e) => e.type === 'directory' || extensions.some((x) => e.name.endsWith(x)))
@@ -275,10 +270,21 @@ async function filesUnder(filesystem, dir, includeHidden, matches, walk) {
   const found = []
   const fullPath = (entry) => (dir.endsWith('/') ? `${dir}${entry.name}` : `${dir}/${entry.name}`)
   entries = entries.filter((entry) => !(entry.name === '.git' || (!includeHidden && entry.name.startsWith('.'))))
-  entries = notIgnored(entries, walk.ignored, (entry) => {
-    const path = fullPath(entry).replace(/^\.\//, '')
-    return entry.type === 'directory' ? `${path}/` : path
-  })
+  try {
+    entries = await notIgnored(
+      entries,
+      walk.ignored,
+      (entry) => {
+        const path = fullPath(entry).replace(/^\.\//, '')
+        return entry.type === 'directory' ? `${path}/` : path
+      },
+      walk.deadline,
+    )
+  } catch (err) {
+    if (err?.code !== 'LIMIT_EXCEEDED') throw err
+    walk.outOfTime = true
+    return []
+  }
   for (const entry of entries) {
     const full = fullPath(entry)
     if (entry.type === 'file') {
@@ -303,12 +309,12 @@ async function grep(filesystem, input, settings) {
   }
   const unsupported = native.grepPatternError(pattern, caseSensitive)
   if (unsupported !== null) return `Error: Unsupported regex pattern: ${pattern} (${unsupported}). Rewrite it without that feature.`
-  const deadline = Date.now() + GREP_TIME_BUDGET_MS
+  const deadline = Date.now() + WALK_TIME_BUDGET_MS
   const matches = isGlobPattern(target) ? createGlobMatcher(target, { dot: includeHidden }) : undefined
   const base = matches ? extractGlobBase(target) : target
   // As Mastra's grep: the root .gitignore applies to a walk of a directory, not to a file
   // named as the target.
-  const ignored = await gitignoreFor(filesystem, base.replace(/^\.\//, '').replace(/\/$/, ''))
+  const ignored = await gitignoreFor(filesystem, base.replace(/^\.\//, '').replace(/\/$/, ''), deadline)
   // Paths that could not be read, and whether the time budget ended the walk.
   const walk = { skipped: 0, deadline, outOfTime: false, ignored }
   let paths = []
@@ -386,7 +392,7 @@ async function grep(filesystem, input, settings) {
   if (truncated) summary.push(`(truncated at ${GREP_CAP})`)
   if (missing) summary.push('(target path not found: nothing searched)')
   if (walk.skipped > 0) summary.push(`(${plural(walk.skipped, 'path')} skipped: read error)`)
-  if (outOfTime) summary.push(`(stopped after ${GREP_TIME_BUDGET_MS / 1000}s: not every file was searched)`)
+  if (outOfTime) summary.push(`(stopped after ${WALK_TIME_BUDGET_MS / 1000}s: not every file was searched)`)
   return native.limitTokensKeepStart([summary.join(' '), '---', ...out].join('\n'), settings.maxOutputTokens)
 }
 

@@ -2,8 +2,17 @@
 // The `.gitignore` of list_files and grep, read as @mastra/core's tools read it: the one at
 // the filesystem's root only, at each call; a missing one is none, a blank one is none, and
 // one that cannot be read fails the call. Its patterns are matched natively, by the matcher
-// search's `autoIndexPaths` uses (crates/search/src/gitignore.rs).
+// search's `autoIndexPaths` uses (crates/search/src/gitignore.rs), off this thread.
+//
+// The file is the tenant's, so what it can cost is bounded: one larger than
+// MAX_GITIGNORE_BYTES is not applied (as search's walk does), and a call's matching stops
+// at the caller's deadline.
 const native = require('../index.js')
+const { bytesAtMost } = require('./local-filesystem')
+const { translating } = require('./translate')
+
+/** The largest `.gitignore` applied (search's walk reads no more of it either). */
+const MAX_GITIGNORE_BYTES = 1 << 20
 
 /** A path the `ignore` package refuses: absolute, `.`, `..`, or starting with `./` or `../`. */
 const notRelative = (path) => path.startsWith('/') || path === '.' || path === '..' || path.startsWith('./') || path.startsWith('../')
@@ -17,9 +26,10 @@ class IgnoreFilter {
   /**
    * Whether each path (relative to the root, a trailing `/` for a directory; one leading
    * `./` and then `/` dropped) is ignored. Give a directory's entries together: the
-   * verdict on the directory is worked out once for them.
+   * verdict on the directory is worked out once for them. Past `deadline` (a `Date.now()`
+   * time) it rejects with a `SandboxError` of code `LIMIT_EXCEEDED`.
    */
-  ignoredAmong(paths) {
+  async ignoredAmong(paths, deadline) {
     const asked = []
     const where = []
     paths.forEach((path, i) => {
@@ -31,31 +41,36 @@ class IgnoreFilter {
       where.push(i)
     })
     const verdicts = paths.map(() => false)
-    if (asked.length) this.#patterns.ignored(asked).forEach((ignored, i) => (verdicts[where[i]] = ignored))
+    if (asked.length) {
+      const answers = await translating(() => this.#patterns.ignored(asked, deadline - Date.now()))
+      answers.forEach((ignored, i) => (verdicts[where[i]] = ignored))
+    }
     return verdicts
   }
 
-  ignores(path) {
-    return this.ignoredAmong([path])[0]
+  async ignores(path, deadline) {
+    return (await this.ignoredAmong([path], deadline))[0]
   }
 }
 
 /**
  * The filter of the filesystem's root `.gitignore` for a walk of directory `under`
- * (normalized by the caller as Mastra's tool does), or undefined: none, or `under` is itself
- * ignored (then everything below it is shown).
+ * (normalized by the caller as Mastra's tool does), or undefined: none, one too large, or
+ * `under` is itself ignored (then everything below it is shown).
  */
-async function gitignoreFor(filesystem, under) {
-  let text
+async function gitignoreFor(filesystem, under, deadline) {
+  let bytes
   try {
-    text = await filesystem.readFile('.gitignore', { encoding: 'utf-8' })
+    bytes = await bytesAtMost(filesystem, '.gitignore', MAX_GITIGNORE_BYTES)
   } catch (err) {
     if (err?.code === 'ENOENT') return undefined
     throw err
   }
-  if (typeof text !== 'string' || !text.trim()) return undefined
+  if (!Buffer.isBuffer(bytes)) return undefined
+  const text = bytes.toString('utf-8')
+  if (!text.trim()) return undefined
   const filter = new IgnoreFilter(text)
-  return under && filter.ignores(`${under}/`) ? undefined : filter
+  return under && (await filter.ignores(`${under}/`, deadline)) ? undefined : filter
 }
 
-module.exports = { gitignoreFor }
+module.exports = { gitignoreFor, MAX_GITIGNORE_BYTES }

@@ -17,6 +17,7 @@
 //! product (to the name's length for a pattern without a `/`).
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 const SLASH: u16 = b'/' as u16;
 const BACKSLASH: u16 = b'\\' as u16;
@@ -106,47 +107,91 @@ impl Gitignore {
 
   /// Whether each path is ignored; the verdicts on their directories are worked out once.
   pub fn ignores_each<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Vec<bool> {
-    let mut directories = HashMap::new();
-    let mut scratch = Scratch::default();
+    self
+      .ignores_each_until(paths, None)
+      .expect("no deadline to pass")
+  }
+
+  /// [`Gitignore::ignores_each`], given up (`None`) once `deadline` has passed. A path
+  /// costs up to the patterns' length times its own, and the patterns may be a tenant's.
+  pub fn ignores_each_until<'a>(
+    &self,
+    paths: impl IntoIterator<Item = &'a str>,
+    deadline: Option<Instant>,
+  ) -> Option<Vec<bool>> {
+    let mut asking = Asking {
+      directories: HashMap::new(),
+      scratch: Scratch::default(),
+      deadline,
+      steps_since_clock: STEPS_PER_CLOCK,
+    };
     paths
       .into_iter()
       .map(|path| {
         let units: Vec<u16> = path.encode_utf16().collect();
-        self.ignored(&units, &mut directories, &mut scratch)
+        self.ignored(&units, &mut asking)
       })
       .collect()
   }
 
-  fn ignored(
-    &self,
-    path: &[u16],
-    directories: &mut HashMap<Vec<u16>, bool>,
-    scratch: &mut Scratch,
-  ) -> bool {
+  fn ignored(&self, path: &[u16], asking: &mut Asking) -> Option<bool> {
     if self.rules.is_empty() || path.is_empty() {
-      return false;
+      return Some(false);
     }
     let parent = parent_of(path);
     if !parent.is_empty() {
-      let known = directories.get(&parent).copied();
+      let known = asking.directories.get(&parent).copied();
       let parent_ignored = match known {
         Some(verdict) => verdict,
         None => {
-          let verdict = self.ignored(&parent, directories, scratch);
-          directories.insert(parent, verdict);
+          let verdict = self.ignored(&parent, asking)?;
+          asking.directories.insert(parent, verdict);
           verdict
         }
       };
       if parent_ignored {
-        return true;
+        return Some(true);
       }
     }
-    self
-      .rules
-      .iter()
-      .rev()
-      .find(|rule| rule.matches(path, scratch))
-      .is_some_and(|rule| !rule.negated)
+    for rule in self.rules.iter().rev() {
+      if asking.out_of_time(rule.tokens.len() * (path.len() + 1)) {
+        return None;
+      }
+      if rule.matches(path, &mut asking.scratch) {
+        return Some(!rule.negated);
+      }
+    }
+    Some(false)
+  }
+}
+
+/// The state of one round of questions: the verdicts on directories so far, the matcher's
+/// tables, and when to give up.
+struct Asking {
+  directories: HashMap<Vec<u16>, bool>,
+  scratch: Scratch,
+  deadline: Option<Instant>,
+  /// At most the steps of the table (tokens × path positions) since the clock was read.
+  steps_since_clock: usize,
+}
+
+/// Steps of the table between two reads of the clock: about a millisecond's work, so the
+/// deadline is overrun by little and the clock costs nothing to speak of.
+const STEPS_PER_CLOCK: usize = 1 << 20;
+
+impl Asking {
+  /// Whether the deadline has passed, before a rule of at most `steps` steps is tried (the
+  /// clock is read first, then once the steps since add up).
+  fn out_of_time(&mut self, steps: usize) -> bool {
+    let Some(deadline) = self.deadline else {
+      return false;
+    };
+    if self.steps_since_clock < STEPS_PER_CLOCK {
+      self.steps_since_clock = self.steps_since_clock.saturating_add(steps);
+      return false;
+    }
+    self.steps_since_clock = steps;
+    Instant::now() >= deadline
   }
 }
 
@@ -278,8 +323,17 @@ fn compile(body: &[u16], negated: bool) -> Rule {
             i = pieces.len();
             continue;
           }
-          Some(_) if i + 4 == pieces.len() => tokens.push(Token::SomeDirs),
-          Some(_) => tokens.push(Token::Dirs),
+          Some(_) => {
+            // `/**/**/` is `/**/`: a run of them stays one token, not one pass each.
+            if matches!(tokens.last(), Some(Token::Dirs)) {
+              tokens.pop();
+            }
+            tokens.push(if i + 4 == pieces.len() {
+              Token::SomeDirs
+            } else {
+              Token::Dirs
+            });
+          }
         }
         i += 3;
       }
@@ -666,6 +720,62 @@ mod tests {
     assert!(!g.ignores("z"), "an unterminated class matches nothing");
     assert!(g.ignores("q "));
     assert!(!g.ignores("q"));
+  }
+
+  #[test]
+  fn a_run_of_double_star_steps_is_one_step() {
+    let paths = [
+      "a/b",
+      "a/x/b",
+      "a/x/y/b",
+      "a/",
+      "a/x/",
+      "a/x/y/",
+      "b",
+      "a/x/c",
+      "x/a/b",
+      "x/a/y/b/z",
+    ];
+    for (many, one) in [
+      ("a/**/**/**/b", "a/**/b"),
+      ("a/**/**/", "a/**/"),
+      ("**/a/**/**/b/**", "**/a/**/b/**"),
+    ] {
+      let (many_rules, one_rule) = (Gitignore::parse(many), Gitignore::parse(one));
+      assert_eq!(
+        many_rules.rules[0].tokens.len(),
+        one_rule.rules[0].tokens.len()
+      );
+      for path in paths {
+        assert_eq!(
+          many_rules.ignores(path),
+          one_rule.ignores(path),
+          "{many} and {one} on {path}"
+        );
+      }
+    }
+    let long = Gitignore::parse(&format!("a{}/b\n", "/**".repeat(100_000)));
+    assert_eq!(long.rules[0].tokens.len(), 4, "a, the steps, /, b");
+    assert!(long.ignores("a/x/y/b"));
+  }
+
+  #[test]
+  fn a_round_of_questions_gives_up_at_its_deadline() {
+    use std::time::Duration;
+    let g = Gitignore::parse(&"*a*b*c\n".repeat(1000));
+    assert_eq!(
+      g.ignores_each_until(["x/y", "z"], Some(Instant::now())),
+      None
+    );
+    let later = Some(Instant::now() + Duration::from_secs(600));
+    assert_eq!(
+      g.ignores_each_until(["x/y", "abc"], later),
+      Some(vec![false, true])
+    );
+    assert_eq!(
+      g.ignores_each_until(std::iter::empty(), Some(Instant::now())),
+      Some(vec![])
+    );
   }
 
   #[test]

@@ -224,19 +224,22 @@ export declare class NativeSearchIndex {
    * chunk (`path#chunk-i`); the documents (their texts only `withTexts`).
    */
   addFileText(path: string, text: string, withTexts: boolean): Promise<NativeDocText[]>
-  /** Removes document `id` and the chunks of a file of that path; their ids. */
-  removeSource(id: string): Array<string>
+  /**
+   * Removes document `id` and the chunks of a file of that path; their ids. (Like every
+   * change of the index, it waits for a search under way, so never on the JS thread.)
+   */
+  removeSource(id: string): Promise<string[]>
   /**
    * Indexes file `path` again, as it is now (or removes it, saying why it cannot be read
    * or, with `gitignore`, that the root `.gitignore` leaves it out).
    */
   updateFile(path: string, gitignore: boolean): Promise<NativeFileUpdate>
   /** Removes the documents of every file below directory `dir`; their ids. */
-  removeUnder(dir: string): Array<string>
+  removeUnder(dir: string): Promise<string[]>
   /** The files below directory `dir` a rebuild would index, in its order. */
   filesUnder(dir: string, gitignore: boolean): Promise<string[]>
   /** Forgets every document. */
-  clear(): void
+  clear(): Promise<void>
   /**
    * BM25 search: at most `topK` hits (as `slice(0, topK)` cuts) scoring at least
    * `minScore`, best first, with their texts and line ranges.

@@ -465,7 +465,7 @@ class WorkspaceSearch {
   /** The rebuild through another filesystem's `readdir` and `readFile`, in Mastra's order; the texts are chunked and indexed natively. */
   async #rebuildThrough(fs, paths) {
     const index = this.#index()
-    index.clear()
+    await index.clear()
     const skipped = []
     const indexed = new Set()
     let chunks = 0
@@ -558,7 +558,7 @@ class WorkspaceSearch {
       const gone = kind === 'move' ? path : kind === 'write' ? undefined : path
       if (gone !== undefined) {
         const id = this.#idOf(gone)
-        if (id !== undefined) await this.#removeSource(id, [...index.removeSource(id), ...index.removeUnder(id)])
+        if (id !== undefined) await this.#removeSource(id, [...(await index.removeSource(id)), ...(await index.removeUnder(id))])
       }
       const written = kind === 'move' ? to : kind === 'write' ? path : undefined
       const id = written === undefined ? undefined : this.#idOf(written)
@@ -585,13 +585,21 @@ class WorkspaceSearch {
     if (this.canVector) await this.#embedFiles(texts, terms?.kept)
   }
 
-  /** Forgets every document (Mastra's `SearchEngine.clear`), and stops following writes. */
+  /**
+   * Forgets every document (Mastra's `SearchEngine.clear`). The native index is cleared in
+   * turn with the index's other changes (a search under way holds it), before any later
+   * one; the promise (which never rejects) says when.
+   */
   clear() {
-    this.#native?.clear()
+    const index = this.#native
+    const cleared = index
+      ? this.#enqueue(() => index.clear()).catch((err) => logTo(this.#workspace.logger, 'error', `Clearing the search index failed: ${err?.message}`))
+      : Promise.resolve()
     this.#keywords?.clear()
     this.#metadata.clear()
     this.#scoped.clear()
     this.#vectorReady = false
+    return cleared
   }
 
   /** Writes the index to `searchIndexPath` (if given): why not, if it could not. */
@@ -607,7 +615,7 @@ class WorkspaceSearch {
     try {
       await this.persist()
     } finally {
-      this.clear()
+      await this.clear()
     }
   }
 }

@@ -192,6 +192,9 @@ struct State {
 #[napi]
 pub struct NativeSearchIndex {
   state: Arc<RwLock<State>>,
+  /// The engine's, which never changes: line ranges are found without the state's lock,
+  /// so that a search under way (which holds it) does not hold the JavaScript thread.
+  tokenizer: Tokenizer,
   snapshot_path: Option<PathBuf>,
 }
 
@@ -223,20 +226,21 @@ impl NativeSearchIndex {
       }
       None => None,
     };
+    let tokenizer = Tokenizer {
+      lowercase: settings.lowercase,
+      remove_punctuation: settings.remove_punctuation,
+      min_length: settings.min_length,
+      stopwords: settings
+        .stopwords
+        .into_iter()
+        .map(String::into_boxed_str)
+        .collect(),
+    };
     let engine = Engine::new(
       Settings {
         k1: settings.k1,
         b: settings.b,
-        tokenizer: Tokenizer {
-          lowercase: settings.lowercase,
-          remove_punctuation: settings.remove_punctuation,
-          min_length: settings.min_length,
-          stopwords: settings
-            .stopwords
-            .into_iter()
-            .map(String::into_boxed_str)
-            .collect(),
-        },
+        tokenizer: tokenizer.clone(),
         bm25: settings.bm25,
       },
       Limits {
@@ -251,6 +255,7 @@ impl NativeSearchIndex {
         files: Vec::new(),
         unsaved: false,
       })),
+      tokenizer,
       snapshot_path: settings.snapshot_path.map(PathBuf::from),
     })
   }
@@ -437,18 +442,26 @@ impl NativeSearchIndex {
     })
   }
 
-  /// Removes document `id` and the chunks of a file of that path; their ids.
-  #[napi(catch_unwind)]
-  pub fn remove_source(&self, id: String) -> Vec<String> {
-    let mut guard = write(&self.state);
-    guard.unsaved = true;
-    guard.files.retain(|f| **f != *id);
-    guard
-      .engine
-      .remove_source(&id)
-      .iter()
-      .map(|s| s.to_string())
-      .collect()
+  /// Removes document `id` and the chunks of a file of that path; their ids. (Like every
+  /// change of the index, it waits for a search under way, so never on the JS thread.)
+  #[napi(ts_return_type = "Promise<string[]>", catch_unwind)]
+  pub fn remove_source<'env>(
+    &self,
+    env: &'env Env,
+    id: String,
+  ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+    let state = self.state.clone();
+    blocking(env, move || {
+      let mut guard = write(&state);
+      guard.unsaved = true;
+      guard.files.retain(|f| **f != *id);
+      guard
+        .engine
+        .remove_source(&id)
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    })
   }
 
   /// Indexes file `path` again, as it is now (or removes it, saying why it cannot be read
@@ -499,18 +512,25 @@ impl NativeSearchIndex {
   }
 
   /// Removes the documents of every file below directory `dir`; their ids.
-  #[napi(catch_unwind)]
-  pub fn remove_under(&self, dir: String) -> Vec<String> {
-    let mut guard = write(&self.state);
-    guard.unsaved = true;
-    let prefix = format!("{}/", dir.trim_end_matches('/'));
-    guard.files.retain(|f| !f.starts_with(&prefix));
-    guard
-      .engine
-      .remove_under(&dir)
-      .iter()
-      .map(|s| s.to_string())
-      .collect()
+  #[napi(ts_return_type = "Promise<string[]>", catch_unwind)]
+  pub fn remove_under<'env>(
+    &self,
+    env: &'env Env,
+    dir: String,
+  ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+    let state = self.state.clone();
+    blocking(env, move || {
+      let mut guard = write(&state);
+      guard.unsaved = true;
+      let prefix = format!("{}/", dir.trim_end_matches('/'));
+      guard.files.retain(|f| !f.starts_with(&prefix));
+      guard
+        .engine
+        .remove_under(&dir)
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    })
   }
 
   /// The files below directory `dir` a rebuild would index, in its order.
@@ -532,11 +552,14 @@ impl NativeSearchIndex {
   }
 
   /// Forgets every document.
-  #[napi(catch_unwind)]
-  pub fn clear(&self) {
-    let mut guard = write(&self.state);
-    guard.engine.clear();
-    guard.files.clear();
+  #[napi(ts_return_type = "Promise<void>", catch_unwind)]
+  pub fn clear<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    let state = self.state.clone();
+    blocking(env, move || {
+      let mut guard = write(&state);
+      guard.engine.clear();
+      guard.files.clear();
+    })
   }
 
   /// BM25 search: at most `topK` hits (as `slice(0, topK)` cuts) scoring at least
@@ -571,11 +594,9 @@ impl NativeSearchIndex {
   /// Lines of `content` holding a term of `query` (Mastra's `findLineRange`).
   #[napi(catch_unwind)]
   pub fn line_range(&self, content: String, query: String) -> Option<NativeLineRange> {
-    let guard = read(&self.state);
-    let terms = guard.engine.query_terms(&query);
-    guard
-      .engine
-      .line_range(&content, &terms)
+    self
+      .tokenizer
+      .line_range_of_terms(&content, &self.tokenizer.tokens(&query))
       .map(|(start, end)| NativeLineRange { start, end })
   }
 }

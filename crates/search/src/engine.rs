@@ -3,7 +3,7 @@
 //! changed since is indexed again before the search is answered).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -590,8 +590,10 @@ impl Engine {
 
   /// Lines of `text` holding a term of `query` (Mastra's `findLineRange`).
   pub fn line_range(&self, text: &str, query_terms: &[String]) -> Option<(u32, u32)> {
-    let terms: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
-    self.settings.tokenizer.line_range(text, &terms)
+    self
+      .settings
+      .tokenizer
+      .line_range_of_terms(text, query_terms)
   }
 
   /// BM25 search: hits with their texts and line ranges. Hits of files changed since
@@ -601,7 +603,7 @@ impl Engine {
     let mut attempt = 0;
     loop {
       let hits = self.index.search(&terms, top_k, min_score);
-      let mut read: HashMap<Arc<str>, Option<String>> = HashMap::new();
+      let mut read: HashMap<Arc<str>, Option<(String, Vec<Chunk>)>> = HashMap::new();
       let mut found = Vec::with_capacity(hits.len());
       let mut stale: Vec<Arc<str>> = Vec::new();
       for hit in hits {
@@ -620,11 +622,14 @@ impl Engine {
             start_line,
             hash,
           } => {
-            let file_text = read
-              .entry(path.clone())
-              .or_insert_with(|| self.read_text(path));
-            let current = file_text.as_deref().and_then(|text| {
-              let chunks = split_into_chunks(text);
+            // Each hit file is read and split once, however many of its chunks are hits.
+            let file = read.entry(path.clone()).or_insert_with(|| {
+              self.read_text(path).map(|text| {
+                let chunks = split_into_chunks(&text);
+                (text, chunks)
+              })
+            });
+            let current = file.as_ref().and_then(|(text, chunks)| {
               let c = chunks.get(chunk.unwrap_or(0) as usize)?;
               (chunk_hash(text, c) == *hash && (chunks.len() > 1) == chunk.is_some())
                 .then(|| (c.text(text).into_owned(), text_of(text, c)))

@@ -174,6 +174,12 @@ impl Tokenizer {
     out
   }
 
+  /// [`Tokenizer::line_range`] of a query's terms (as [`Tokenizer::tokens`] makes them).
+  pub fn line_range_of_terms(&self, content: &str, query_terms: &[String]) -> Option<(u32, u32)> {
+    let terms: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
+    self.line_range(content, &terms)
+  }
+
   /// The first and last line (1-based, lines split at `\n`) holding one of `terms`, as
   /// Mastra's `findLineRange` finds them; `None` without terms or without a match.
   pub fn line_range(&self, content: &str, terms: &HashSet<&str>) -> Option<(u32, u32)> {

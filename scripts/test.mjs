@@ -90,7 +90,16 @@ const build = { name: 'build', after: [], conflicts: [], uses: [], command: [pro
 // Needs no build of the addon: it starts beside it, niced, so that the build, which every
 // other stage waits for, has the cores first. Its profile (Cargo's `test`, built on `dev`:
 // debug assertions and overflow checks) is not the build's, so it compiles on its own.
-const cargo = { name: 'cargo test', after: [], conflicts: [], uses: [], command: ['nice', '-n', '10', 'cargo', 'test', '--workspace'], counts: cargoCounts }
+// `--no-fail-fast`: a failing test binary does not keep the later ones from running, so the
+// stage reports every test.
+const cargo = {
+  name: 'cargo test',
+  after: [],
+  conflicts: [],
+  uses: [],
+  command: ['nice', '-n', '10', 'cargo', 'test', '--workspace', '--no-fail-fast'],
+  counts: cargoCounts,
+}
 /** A vitest run of `files` as this user, in the default warm pool, reporting to `target/<reportName>`. */
 const vitest = (name, reportName, files, uses = []) => {
   const file = report(reportName)

@@ -6,7 +6,7 @@
 const native = require('../index.js')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
-const { readText, bytesAtMost } = require('./local-filesystem')
+const { readText, readBytes } = require('./local-filesystem')
 const { isGlobPattern, extractGlobBase, createGlobMatcher } = require('./glob')
 const { gitignoreFor } = require('./gitignore')
 const { lazy } = require('./lazy')
@@ -19,7 +19,7 @@ const GREP_CAP = 1000
 const MAX_PATTERN_LENGTH = 1000
 /**
  * A grep call stops searching after this long and says so; a list_files call whose
- * .gitignore matching runs longer fails with `LIMIT_EXCEEDED`.
+ * .gitignore matching (its walk is not counted) takes longer fails with `LIMIT_EXCEEDED`.
  */
 const WALK_TIME_BUDGET_MS = 30_000
 const MAX_LINE_LENGTH = 500
@@ -46,6 +46,15 @@ const binaryText = (shown, stat) =>
 const tooLargeText = (shown, size, mimeType, maxMediaBytes) =>
   `${shown} (${size} bytes, ${mimeType}) — exceeds maxMediaBytes (${maxMediaBytes}). Returning metadata only; configure \`maxMediaBytes\` on the read_file tool to raise this cap.`
 
+/** The file's bytes if they are at most `maxBytes`, else `{ tooLarge: size }`; read no further than the cap where the filesystem allows. */
+async function mediaBytes(filesystem, path, maxBytes) {
+  const bounded = await filesystem[readBytes]?.(path, maxBytes)
+  if (bounded !== undefined) return bounded
+  const raw = await filesystem.readFile(path)
+  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
+  return bytes.length > maxBytes ? { tooLarge: bytes.length } : bytes
+}
+
 /**
  * A file of a media type the settings name comes back as `{ __workspaceMedia, text,
  * mediaType, data }` (base64), which the tool's `toModelOutput` gives the model as a file
@@ -59,7 +68,7 @@ async function readFile(filesystem, input, settings) {
   if (settings.mediaTypeMatches(stat.mimeType)) {
     const { maxMediaBytes } = settings
     if (stat.size <= maxMediaBytes) {
-      const bytes = await bytesAtMost(filesystem, path, maxMediaBytes)
+      const bytes = await mediaBytes(filesystem, path, maxMediaBytes)
       if (Buffer.isBuffer(bytes)) {
         return { __workspaceMedia: true, text: `${shown} (${bytes.length} bytes, ${stat.mimeType})`, mediaType: stat.mimeType, data: bytes.toString('base64') }
       }
@@ -197,8 +206,17 @@ async function listFiles(filesystem, input, settings) {
   const matches = patterns.length ? createGlobMatcher(patterns, { dot: showHidden }) : undefined
   // The listed directory's own .gitignore verdict is asked without a leading `./` or `/`.
   const under = root.replace(/^\.\//, '').replace(/^\//, '').replace(/\/$/, '')
-  const deadline = Date.now() + WALK_TIME_BUDGET_MS
-  const ignored = (input.respectGitignore ?? true) ? await gitignoreFor(filesystem, under, deadline) : undefined
+  // The time the .gitignore's matching may still take.
+  let matchingLeft = WALK_TIME_BUDGET_MS
+  const matching = async (match) => {
+    const started = Date.now()
+    try {
+      return await match(started + matchingLeft)
+    } finally {
+      matchingLeft -= Date.now() - started
+    }
+  }
+  const ignored = (input.respectGitignore ?? true) ? await matching((deadline) => gitignoreFor(filesystem, under, deadline)) : undefined
   const lines = ['.']
   let dirs = 0
   let files = 0
@@ -223,7 +241,7 @@ async function listFiles(filesystem, input, settings) {
     entries = entries.filter((e) => !(e.type === 'directory' && e.name === '.git'))
     if (!showHidden) entries = entries.filter((e) => !e.name.startsWith('.'))
     if (excludes.length) entries = entries.filter((e) => !excludes.some((x) => e.name.includes(x)))
-    entries = await notIgnored(entries, ignored, (e) => fromRoot(dir, e), deadline)
+    entries = await matching((deadline) => notIgnored(entries, ignored, (e) => fromRoot(dir, e), deadline))
     if (input.dirsOnly) entries = entries.filter((e) => e.type === 'directory')
     else {
       if (extensions) entries = entries.filter((e) => e.type === 'directory' || extensions.some((x) => e.name.endsWith(x)))

@@ -8,7 +8,7 @@
 // MAX_GITIGNORE_BYTES is not applied (as search's walk does), and a call's matching stops
 // at the caller's deadline.
 const native = require('../index.js')
-const { bytesAtMost } = require('./local-filesystem')
+const { readBytes } = require('./local-filesystem')
 const { translating } = require('./translate')
 
 /** The largest `.gitignore` applied (search's walk reads no more of it either). */
@@ -59,18 +59,28 @@ class IgnoreFilter {
  * `under` is itself ignored (then everything below it is shown).
  */
 async function gitignoreFor(filesystem, under, deadline) {
-  let bytes
+  let text
   try {
-    bytes = await bytesAtMost(filesystem, '.gitignore', MAX_GITIGNORE_BYTES)
+    text = await gitignoreText(filesystem)
   } catch (err) {
     if (err?.code === 'ENOENT') return undefined
     throw err
   }
-  if (!Buffer.isBuffer(bytes)) return undefined
-  const text = bytes.toString('utf-8')
-  if (!text.trim()) return undefined
+  if (typeof text !== 'string' || !text.trim()) return undefined
   const filter = new IgnoreFilter(text)
   return under && (await filter.ignores(`${under}/`, deadline)) ? undefined : filter
+}
+
+/**
+ * The `.gitignore`'s text, or undefined when it is over MAX_GITIGNORE_BYTES: of this
+ * package's filesystems no more than that and a byte is read; another is read as Mastra
+ * reads it.
+ */
+async function gitignoreText(filesystem) {
+  const bounded = await filesystem[readBytes]?.('.gitignore', MAX_GITIGNORE_BYTES)
+  if (bounded !== undefined) return Buffer.isBuffer(bounded) ? bounded.toString('utf-8') : undefined
+  const text = await filesystem.readFile('.gitignore', { encoding: 'utf-8' })
+  return typeof text !== 'string' || Buffer.byteLength(text) <= MAX_GITIGNORE_BYTES ? text : undefined
 }
 
 module.exports = { gitignoreFor, MAX_GITIGNORE_BYTES }

@@ -565,16 +565,4 @@ class LocalFilesystem extends MastraFilesystem {
   }
 }
 
-/**
- * The file's bytes if they are at most `maxBytes`, else `{ tooLarge: size }`, from any
- * filesystem: one of this package's reads no further than the cap.
- */
-async function bytesAtMost(filesystem, path, maxBytes) {
-  const bounded = await filesystem[readBytes]?.(path, maxBytes)
-  if (bounded !== undefined) return bounded
-  const raw = await filesystem.readFile(path)
-  const bytes = Buffer.isBuffer(raw) ? raw : Buffer.from(raw)
-  return bytes.length > maxBytes ? { tooLarge: bytes.length } : bytes
-}
-
-module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, bytesAtMost, watchWrites, scanSkills }
+module.exports = { LocalFilesystem, adoptProtection, readText, readBytes, watchWrites, scanSkills }

@@ -198,10 +198,6 @@ export declare class NativeResolverCache {
 
 export declare class NativeSearchIndex {
   constructor(settings: NativeSearchSettings)
-  /** Documents in the index. */
-  get size(): number
-  /** Distinct terms in the index. */
-  get terms(): number
   /**
    * Replaces the index with one of the files under `roots` (Mastra's order; with
    * `gitignore`, the root `.gitignore`'s paths left out). With a snapshot path, files

@@ -586,20 +586,19 @@ class WorkspaceSearch {
   }
 
   /**
-   * Forgets every document (Mastra's `SearchEngine.clear`). The native index is cleared in
-   * turn with the index's other changes (a search under way holds it), before any later
-   * one; the promise (which never rejects) says when.
+   * Forgets every document (Mastra's `SearchEngine.clear`), in turn with the index's other
+   * changes (a search under way holds the native index), before any later one; the promise
+   * (which never rejects) says when.
    */
   clear() {
-    const index = this.#native
-    const cleared = index
-      ? this.#enqueue(() => index.clear()).catch((err) => logTo(this.#workspace.logger, 'error', `Clearing the search index failed: ${err?.message}`))
-      : Promise.resolve()
-    this.#keywords?.clear()
-    this.#metadata.clear()
-    this.#scoped.clear()
-    this.#vectorReady = false
-    return cleared
+    const cleared = this.#enqueue(async () => {
+      this.#keywords?.clear()
+      this.#metadata.clear()
+      this.#scoped.clear()
+      this.#vectorReady = false
+      await this.#native?.clear()
+    })
+    return cleared.catch((err) => logTo(this.#workspace.logger, 'error', `Clearing the search index failed: ${err?.message}`))
   }
 
   /** Writes the index to `searchIndexPath` (if given): why not, if it could not. */

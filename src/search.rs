@@ -260,18 +260,6 @@ impl NativeSearchIndex {
     })
   }
 
-  /// Documents in the index.
-  #[napi(getter, catch_unwind)]
-  pub fn size(&self) -> u32 {
-    read(&self.state).engine.len() as u32
-  }
-
-  /// Distinct terms in the index.
-  #[napi(getter, catch_unwind)]
-  pub fn terms(&self) -> u32 {
-    read(&self.state).engine.vocabulary_len() as u32
-  }
-
   /// Replaces the index with one of the files under `roots` (Mastra's order; with
   /// `gitignore`, the root `.gitignore`'s paths left out). With a snapshot path, files
   /// unchanged since the snapshot are taken from it unread, and the new index is saved.

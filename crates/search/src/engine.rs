@@ -163,10 +163,6 @@ impl Engine {
     self.index.is_empty()
   }
 
-  pub fn vocabulary_len(&self) -> usize {
-    self.index.vocabulary_len()
-  }
-
   pub fn has_tree(&self) -> bool {
     self.tree.is_some()
   }

@@ -6,8 +6,15 @@
 //! Written whole to a temporary file renamed over the old one; read with every length and
 //! number checked, so a damaged or foreign file is refused (and the index built from the
 //! files), never trusted.
+//!
+//! The path may lie where someone else writes (the workspace itself): what is there is
+//! read only if it is a regular file (not through a link, not a FIFO or a device) of at
+//! most [`MAX_SNAPSHOT_BYTES`], and the temporary file is made new, under a name no one
+//! can know in advance, readable by its owner alone.
 
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,6 +24,8 @@ use crate::index::{Bm25, Posting, Source};
 use crate::walk::{Fault, Stamp};
 
 const MAGIC: &[u8; 8] = b"NWSIDX02";
+/// The largest snapshot read; a larger file is refused and the index built from the files.
+pub const MAX_SNAPSHOT_BYTES: u64 = 1 << 30;
 
 fn put(out: &mut Vec<u8>, mut n: u64) {
   while n >= 0x80 {
@@ -114,16 +123,76 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), Fault> {
     .file_name()
     .map(|n| n.to_string_lossy().into_owned())
     .unwrap_or_default();
-  let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-  let written = std::fs::File::create(&temp).and_then(|mut f| {
-    f.write_all(bytes)?;
-    f.sync_data()
-  });
-  if let Err(e) = written.and_then(|()| std::fs::rename(&temp, path)) {
+  let temp = path.with_file_name(format!(".{name}.{}.tmp", unguessable()));
+  // New (O_EXCL: never a file or link already there), for its owner alone.
+  let mut file = OpenOptions::new()
+    .write(true)
+    .create_new(true)
+    .mode(0o600)
+    .open(&temp)
+    .map_err(|e| Fault::io(&e))?;
+  let written = file
+    .write_all(bytes)
+    .and_then(|()| file.sync_data())
+    .and_then(|()| std::fs::rename(&temp, path));
+  if let Err(e) = written {
     let _ = std::fs::remove_file(&temp);
     return Err(Fault::io(&e));
   }
   Ok(())
+}
+
+/// A name part no one can foretell (64 random bits), so that no file or link waits there:
+/// were one there, the temporary file, made with `O_EXCL`, would not be made at all.
+fn unguessable() -> String {
+  let mut random = [0u8; 8];
+  // SAFETY: getrandom writes at most `random.len()` bytes into `random`.
+  let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+  let random = if got == random.len() as isize {
+    u64::from_ne_bytes(random)
+  } else {
+    std::time::SystemTime::now()
+      .duration_since(std::time::UNIX_EPOCH)
+      .map_or(0, |d| d.as_nanos() as u64)
+  };
+  format!("{}.{random:016x}", std::process::id())
+}
+
+/// The bytes of the snapshot at `path`, `None` when there is none; refused unless it is a
+/// regular file of at most [`MAX_SNAPSHOT_BYTES`] (a link, a FIFO, a device are not read).
+fn read_snapshot_file(path: &Path) -> Result<Option<Vec<u8>>, Fault> {
+  let file = match OpenOptions::new()
+    .read(true)
+    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+    .open(path)
+  {
+    Ok(file) => file,
+    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+      return Err(Fault::new("NOT_A_FILE", "a symbolic link, not read"));
+    }
+    Err(e) => return Err(Fault::io(&e)),
+  };
+  let meta = file.metadata().map_err(|e| Fault::io(&e))?;
+  if !meta.is_file() {
+    return Err(Fault::new("NOT_A_FILE", "not a regular file, not read"));
+  }
+  if meta.len() > MAX_SNAPSHOT_BYTES {
+    return Err(Fault::new(
+      "TOO_LARGE",
+      format!(
+        "{} bytes; at most {MAX_SNAPSHOT_BYTES} are read",
+        meta.len()
+      ),
+    ));
+  }
+  let mut bytes = Vec::with_capacity(meta.len() as usize);
+  // No more than the cap even if it grows meanwhile; a longer file is damaged when parsed.
+  file
+    .take(MAX_SNAPSHOT_BYTES)
+    .read_to_end(&mut bytes)
+    .map_err(|e| Fault::io(&e))?;
+  Ok(Some(bytes))
 }
 
 /// A file of a snapshot: its path, stamp and documents (`first..first + count`).
@@ -209,10 +278,8 @@ impl Snapshot {
   /// The snapshot at `path`: `Ok(None)` when there is none, or it was made with other
   /// settings (`fingerprint`); an error when it cannot be read or is damaged.
   pub fn load(path: &Path, fingerprint: u64) -> Result<Option<Snapshot>, Fault> {
-    let bytes = match std::fs::read(path) {
-      Ok(bytes) => bytes,
-      Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-      Err(e) => return Err(Fault::io(&e)),
+    let Some(bytes) = read_snapshot_file(path)? else {
+      return Ok(None);
     };
     let mut r = Reader {
       bytes: &bytes,
@@ -336,5 +403,63 @@ impl Snapshot {
       }
     }
     Bm25::from_postings(k1, b, self.terms, docs, self.postings)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::os::unix::ffi::OsStrExt;
+  use std::os::unix::fs::{PermissionsExt, symlink};
+
+  fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("nw-persist-{name}-{}", unguessable()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+  }
+
+  #[test]
+  fn a_link_a_fifo_a_device_or_an_oversized_file_at_the_path_is_refused_unread() {
+    let dir = scratch("refused");
+    let outside = dir.join("outside");
+    std::fs::write(&outside, b"NWSIDX02 a file of the host").unwrap();
+    let link = dir.join("link.idx");
+    symlink(&outside, &link).unwrap();
+    assert_eq!(Snapshot::load(&link, 0).err().unwrap().code, "NOT_A_FILE");
+    let zero = dir.join("zero.idx");
+    symlink("/dev/zero", &zero).unwrap();
+    assert_eq!(Snapshot::load(&zero, 0).err().unwrap().code, "NOT_A_FILE");
+    // A FIFO no one writes to: opened without waiting, and refused.
+    let fifo = dir.join("fifo.idx");
+    let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `name` is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    assert_eq!(Snapshot::load(&fifo, 0).err().unwrap().code, "NOT_A_FILE");
+    // Sparse, past the cap: refused before a byte is read.
+    let huge = dir.join("huge.idx");
+    std::fs::File::create(&huge)
+      .unwrap()
+      .set_len(MAX_SNAPSHOT_BYTES + 1)
+      .unwrap();
+    assert_eq!(Snapshot::load(&huge, 0).err().unwrap().code, "TOO_LARGE");
+    std::fs::remove_dir_all(&dir).unwrap();
+  }
+
+  #[test]
+  fn a_save_replaces_a_link_at_the_path_and_is_for_its_owner_alone() {
+    let dir = scratch("save");
+    let outside = dir.join("outside");
+    std::fs::write(&outside, b"a file of the host").unwrap();
+    let path = dir.join("index.idx");
+    symlink(&outside, &path).unwrap();
+    write_replacing(&path, b"NWSIDX02 saved").unwrap();
+    assert_eq!(std::fs::read(&outside).unwrap(), b"a file of the host");
+    let meta = std::fs::symlink_metadata(&path).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read(&path).unwrap(), b"NWSIDX02 saved");
+    // No temporary file left beside it.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
   }
 }

@@ -69,48 +69,73 @@ pub fn split_into_chunks(text: &str) -> Vec<Chunk> {
   if text.len() <= MAX_CHUNK_UNITS || utf16_len(text) <= MAX_CHUNK_UNITS {
     return vec![whole(text)];
   }
-  // (byte start, byte end, units) of each line.
-  let mut lines = Vec::new();
-  let mut from = 0;
-  for line in text.split('\n') {
-    lines.push((from, from + line.len(), utf16_len(line)));
-    from += line.len() + 1;
-  }
+  // Lines are found as the chunks need them, never listed: a file of newlines has as many
+  // lines as bytes. A chunk of more than OVERLAP_LINES lines is followed by one that starts
+  // OVERLAP_LINES lines before its end, so the starts of its last lines are kept.
+  let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+  // The line that did not fit in a chunk: the next one starts with it, or reaches it again.
+  let mut unfit: Option<(usize, (usize, usize))> = None;
   let mut chunks = Vec::new();
-  let mut start = 0;
-  while start < lines.len() {
-    let mut end = start;
+  let (mut start, mut start_byte) = (0, 0);
+  let mut tail = std::collections::VecDeque::with_capacity(OVERLAP_LINES);
+  while start < lines {
+    let (mut end, mut at) = (start, start_byte);
     let mut units = 0;
-    while end < lines.len() {
-      let added = lines[end].2 + usize::from(end > start);
+    let mut first_end = start_byte;
+    let mut last_end = start_byte;
+    tail.clear();
+    while end < lines {
+      let (line_end, line_units) = match unfit {
+        Some((from, line)) if from == at => line,
+        _ => line_from(text, at),
+      };
+      let added = line_units + usize::from(end > start);
       if units + added > MAX_CHUNK_UNITS && end > start {
+        unfit = Some((at, (line_end, line_units)));
         break;
       }
       units += added;
+      if end == start {
+        first_end = line_end;
+      }
+      if tail.len() == OVERLAP_LINES {
+        tail.pop_front();
+      }
+      tail.push_back(at);
+      last_end = line_end;
       end += 1;
+      at = line_end + 1;
     }
     let start_line = start as u32 + 1;
     if units <= MAX_CHUNK_UNITS {
       chunks.push(Chunk {
-        start: lines[start].0,
-        end: lines[end - 1].1,
+        start: start_byte,
+        end: last_end,
         start_line,
         lead: None,
         trail: None,
       });
     } else {
       // A single line longer than a chunk (only a first line can overflow).
-      let (line_start, line_end, _) = lines[start];
-      cut_line(text, line_start, line_end, start_line, &mut chunks);
+      cut_line(text, start_byte, first_end, start_line, &mut chunks);
     }
-    let next = end as isize - OVERLAP_LINES as isize;
-    start = if next <= start as isize {
-      end
+    if end > start + OVERLAP_LINES {
+      // `tail` holds the starts of lines end - OVERLAP_LINES .. end.
+      start = end - OVERLAP_LINES;
+      start_byte = tail[0];
     } else {
-      next as usize
-    };
+      start = end;
+      start_byte = at;
+    }
   }
   chunks
+}
+
+/// The line of `text` starting at byte `from`: where it ends (its `\n`, or the text's end)
+/// and its length in UTF-16 units.
+fn line_from(text: &str, from: usize) -> (usize, usize) {
+  let end = text[from..].find('\n').map_or(text.len(), |i| from + i);
+  (end, utf16_len(&text[from..end]))
 }
 
 /// Cuts `text[start..end]` into pieces of `MAX_CHUNK_UNITS` UTF-16 units.
@@ -211,5 +236,69 @@ mod tests {
     assert_eq!(chunks[1].utf16(&text).len(), 4000);
     assert_eq!(chunks[2].utf16(&text).len(), 1);
     assert_eq!(chunks[0].text(&text).chars().last(), Some('\u{fffd}'));
+  }
+
+  /// The chunks as the definition gives them, over a list of every line.
+  fn listed(text: &str) -> Vec<Chunk> {
+    if text.len() <= MAX_CHUNK_UNITS || utf16_len(text) <= MAX_CHUNK_UNITS {
+      return split_into_chunks(text);
+    }
+    let mut lines = Vec::new();
+    let mut from = 0;
+    for line in text.split('\n') {
+      lines.push((from, from + line.len(), utf16_len(line)));
+      from += line.len() + 1;
+    }
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < lines.len() {
+      let (mut end, mut units) = (start, 0);
+      while end < lines.len() && (end == start || units + lines[end].2 < MAX_CHUNK_UNITS) {
+        units += lines[end].2 + usize::from(end > start);
+        end += 1;
+      }
+      let start_line = start as u32 + 1;
+      if units <= MAX_CHUNK_UNITS {
+        chunks.push(Chunk {
+          start: lines[start].0,
+          end: lines[end - 1].1,
+          start_line,
+          lead: None,
+          trail: None,
+        });
+      } else {
+        cut_line(
+          text,
+          lines[start].0,
+          lines[start].1,
+          start_line,
+          &mut chunks,
+        );
+      }
+      start = if end > start + OVERLAP_LINES {
+        end - OVERLAP_LINES
+      } else {
+        end
+      };
+    }
+    chunks
+  }
+
+  proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    #[test]
+    fn lines_found_as_needed_chunk_as_a_list_of_every_line_does(
+      lines in proptest::collection::vec(
+        proptest::prop_oneof![
+          4 => proptest::string::string_regex("(a|é|😀| ){0,900}").unwrap(),
+          1 => proptest::string::string_regex("(x|😀){3000,6000}").unwrap(),
+          1 => proptest::string::string_regex("\r?").unwrap(),
+        ],
+        0..60,
+      )
+    ) {
+      let text = lines.join("\n");
+      proptest::prop_assert_eq!(split_into_chunks(&text), listed(&text));
+    }
   }
 }

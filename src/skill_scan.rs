@@ -21,7 +21,7 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::fs::{EntryType, LocalFs};
 
-use crate::errors::settle;
+use crate::errors::settle_blocking;
 use crate::local_fs::NativeLocalFs;
 
 /// The subdirectories of a skill whose files it lists.
@@ -366,11 +366,7 @@ pub fn scan_host_skills<'env>(
   requests: Vec<NativeSkillScanRequest>,
   options: NativeSkillScanOptions,
 ) -> napi::Result<PromiseRaw<'env, Vec<NativeSkillScan>>> {
-  settle(env, async move {
-    tokio::task::spawn_blocking(move || scan_all(&Host, &requests, &options))
-      .await
-      .map_err(|e| CoreError::io("skills scan", std::io::Error::other(e.to_string())))?
-  })
+  settle_blocking(env, move || scan_all(&Host, &requests, &options))
 }
 
 #[napi]
@@ -384,11 +380,7 @@ impl NativeLocalFs {
     options: NativeSkillScanOptions,
   ) -> napi::Result<PromiseRaw<'env, Vec<NativeSkillScan>>> {
     let fs: Arc<LocalFs> = self.inner.clone();
-    settle(env, async move {
-      tokio::task::spawn_blocking(move || scan_all(&Contained(&fs), &requests, &options))
-        .await
-        .map_err(|e| CoreError::io("skills scan", std::io::Error::other(e.to_string())))?
-    })
+    settle_blocking(env, move || scan_all(&Contained(&fs), &requests, &options))
   }
 }
 

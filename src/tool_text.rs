@@ -8,7 +8,7 @@ use napi_derive::napi;
 use native_workspace_core::CoreError;
 use native_workspace_core::tools::{format, grep};
 
-use crate::errors::settle;
+use crate::errors::settle_blocking;
 
 pub(crate) fn limit(tokens: Option<f64>) -> Option<usize> {
   tokens
@@ -146,39 +146,35 @@ pub fn grep_text<'env>(
   let deadline = Duration::try_from_secs_f64(timeout_ms / 1000.0)
     .ok()
     .and_then(|d| Instant::now().checked_add(d));
-  settle(env, async move {
-    tokio::task::spawn_blocking(move || {
-      let regex = grep::compile(&pattern, case_sensitive)
-        .map_err(|e| CoreError::InvalidOption(format!("grep pattern {pattern}: {}", e.0)))?;
-      let found = grep::search(
-        &bytes,
-        &regex,
-        max_matches as usize,
-        context_lines as usize,
-        deadline,
-      );
-      let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-      Ok(GrepFileResult {
-        matches: found
-          .matches
-          .iter()
-          .map(|m| GrepMatch {
-            line: index(m.line),
-            column: index(m.column),
-          })
-          .collect(),
-        lines: found
-          .lines
-          .into_iter()
-          .map(|(line, text)| GrepLine {
-            line: index(line),
-            text,
-          })
-          .collect(),
-        timed_out: found.timed_out,
-      })
+  settle_blocking(env, move || {
+    let regex = grep::compile(&pattern, case_sensitive)
+      .map_err(|e| CoreError::InvalidOption(format!("grep pattern {pattern}: {}", e.0)))?;
+    let found = grep::search(
+      &bytes,
+      &regex,
+      max_matches as usize,
+      context_lines as usize,
+      deadline,
+    );
+    let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+    Ok(GrepFileResult {
+      matches: found
+        .matches
+        .iter()
+        .map(|m| GrepMatch {
+          line: index(m.line),
+          column: index(m.column),
+        })
+        .collect(),
+      lines: found
+        .lines
+        .into_iter()
+        .map(|(line, text)| GrepLine {
+          line: index(line),
+          text,
+        })
+        .collect(),
+      timed_out: found.timed_out,
     })
-    .await
-    .map_err(|e| CoreError::io("grep task", std::io::Error::other(e.to_string())))?
   })
 }

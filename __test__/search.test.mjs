@@ -582,6 +582,23 @@ describe("the user's tokenizer (bm25.tokenize.tokenizer, splitPattern) as Mastra
     }
   })
 
+  it("searchIndexPath inside the filesystem's basePath is INVALID_SEARCH_CONFIG naming it: the sandbox's commands write there", () => {
+    const dir = tempDir()
+    for (const inside of [path.join(dir, 'search.idx'), path.join(dir, '.cache', 'search.idx'), `${dir}/sub/../search.idx`, dir]) {
+      let error
+      try {
+        new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: true, searchIndexPath: inside })
+      } catch (err) {
+        error = err
+      }
+      expect(error).toBeInstanceOf(ours.WorkspaceError)
+      expect(error.code).toBe('INVALID_SEARCH_CONFIG')
+      expect(error.message).toContain(`searchIndexPath ${inside} lies inside the filesystem's basePath`)
+    }
+    // Beside it (a name that only starts the same) is outside.
+    expect(() => new ours.Workspace({ filesystem: new ours.LocalFilesystem({ basePath: dir }), bm25: true, searchIndexPath: `${dir}-index/search.idx` })).not.toThrow()
+  })
+
   it('a slow tokenizer: indexing gives the event loop its turns between documents', async () => {
     // One file of ~120 chunks: one page of the files' texts, tokenized here one chunk after another.
     const text = Array.from({ length: 24_000 }, (_, i) => `row ${i} ${i === 4321 ? 'needle' : 'hay'} words`).join('\n')

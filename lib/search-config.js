@@ -2,6 +2,7 @@
 // A workspace's search options (`bm25`, `vectorStore`, `embedder`, `searchIndexPath`…),
 // checked when the workspace is made; the search itself (search.js) is loaded by a
 // workspace that has some.
+const path = require('node:path')
 const { WorkspaceError } = require('./errors')
 const { check, describe } = require('./options')
 
@@ -29,11 +30,20 @@ function searchConfig(config, workspaceId) {
   if (!config.bm25 && !vector) return undefined
   const bm25 = config.bm25 ? bm25Config(config.bm25, workspaceId) : undefined
   if (indexPath !== undefined && indexPath === '') throw searchError('searchIndexPath must be a path, got ""', workspaceId)
+  const base = config.filesystem?.basePath
+  if (indexPath !== undefined && typeof base === 'string' && isWithin(path.resolve(indexPath), path.resolve(base))) {
+    // The sandbox's commands write there: they could put in its place a file that is read
+    // back at the next start, or a link the next save would follow.
+    throw searchError(`searchIndexPath ${indexPath} lies inside the filesystem's basePath ${base}, where the sandbox's commands write: keep the index outside it`, workspaceId)
+  }
   if (indexPath !== undefined && bm25?.termsBy) {
     throw searchError(`searchIndexPath cannot be used with ${bm25.termsBy}: terms made by JavaScript are not kept on disk (leave searchIndexPath out to index in memory, or leave ${bm25.termsBy} out to use the built-in tokenizer)`, workspaceId)
   }
   return { bm25, vector, autoIndexPaths: config.autoIndexPaths === undefined ? undefined : autoIndexPaths, indexPath }
 }
+
+/** Whether resolved path `inner` is `outer` or lies below it. */
+const isWithin = (inner, outer) => inner === outer || inner.startsWith(outer.endsWith('/') ? outer : `${outer}/`)
 
 function vectorConfig(config, workspaceId) {
   const { vectorStore, embedder } = config

@@ -14,7 +14,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -26,6 +26,9 @@ use crate::walk::{Fault, Stamp};
 const MAGIC: &[u8; 8] = b"NWSIDX02";
 /// The largest snapshot read; a larger file is refused and the index built from the files.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1 << 30;
+/// Room reserved ahead for a count read from a snapshot, at most: a count is checked only
+/// against the bytes left, and an element takes more memory than the bytes it is read from.
+const RESERVED_AT_MOST: usize = 1 << 16;
 
 fn put(out: &mut Vec<u8>, mut n: u64) {
   while n >= 0x80 {
@@ -177,6 +180,18 @@ fn read_snapshot_file(path: &Path) -> Result<Option<Vec<u8>>, Fault> {
   if !meta.is_file() {
     return Err(Fault::new("NOT_A_FILE", "not a regular file, not read"));
   }
+  // SAFETY: geteuid has no preconditions.
+  let user = unsafe { libc::geteuid() };
+  if meta.uid() != user {
+    // Written by someone else (another user of a shared directory): not this index.
+    return Err(Fault::new(
+      "NOT_OWNED",
+      format!(
+        "owned by uid {}, not by this process's ({user}); not read",
+        meta.uid()
+      ),
+    ));
+  }
   if meta.len() > MAX_SNAPSHOT_BYTES {
     return Err(Fault::new(
       "TOO_LARGE",
@@ -257,8 +272,12 @@ impl<'b> Reader<'b> {
     u32::try_from(self.number()?).map_err(|_| damaged())
   }
 
-  fn text(&mut self) -> Result<&'b str, Fault> {
+  /// A term or a path: text that is never empty.
+  fn name(&mut self) -> Result<&'b str, Fault> {
     let len = self.number()? as usize;
+    if len == 0 {
+      return Err(damaged());
+    }
     std::str::from_utf8(self.take(len)?).map_err(|_| damaged())
   }
 
@@ -300,16 +319,16 @@ impl Snapshot {
       }
     };
     let term_count = bounded(r.number()?, &r)?;
-    let mut terms = Vec::with_capacity(term_count);
+    let mut terms = Vec::with_capacity(term_count.min(RESERVED_AT_MOST));
     for _ in 0..term_count {
-      terms.push(r.text()?.into());
+      terms.push(r.name()?.into());
     }
     let file_count = bounded(r.number()?, &r)?;
-    let mut files = Vec::with_capacity(file_count);
+    let mut files = Vec::with_capacity(file_count.min(RESERVED_AT_MOST));
     let mut by_path = FxHashMap::default();
     let mut docs = Vec::new();
     for i in 0..file_count {
-      let path: Box<str> = r.text()?.into();
+      let path: Box<str> = r.name()?.into();
       let stamp = Stamp {
         size: r.number()?,
         modified_ns: i128::from_le_bytes(r.fixed()?),
@@ -335,10 +354,10 @@ impl Snapshot {
         count: count as u32,
       });
     }
-    let mut postings = Vec::with_capacity(term_count);
+    let mut postings = Vec::with_capacity(term_count.min(RESERVED_AT_MOST));
     for _ in 0..term_count {
       let count = bounded(r.number()?, &r)?;
-      let mut list = Vec::with_capacity(count);
+      let mut list = Vec::with_capacity(count.min(RESERVED_AT_MOST));
       let mut doc = 0u32;
       for i in 0..count {
         let delta = r.small()?;
@@ -419,7 +438,7 @@ mod tests {
   }
 
   #[test]
-  fn a_link_a_fifo_a_device_or_an_oversized_file_at_the_path_is_refused_unread() {
+  fn a_link_a_fifo_a_device_an_oversized_or_a_foreign_file_at_the_path_is_refused_unread() {
     let dir = scratch("refused");
     let outside = dir.join("outside");
     std::fs::write(&outside, b"NWSIDX02 a file of the host").unwrap();
@@ -442,6 +461,14 @@ mod tests {
       .set_len(MAX_SNAPSHOT_BYTES + 1)
       .unwrap();
     assert_eq!(Snapshot::load(&huge, 0).err().unwrap().code, "TOO_LARGE");
+    // Another user's file (one planted in a shared directory): not read.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+      let planted = dir.join("planted.idx");
+      std::fs::write(&planted, b"NWSIDX02").unwrap();
+      std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+      assert_eq!(Snapshot::load(&planted, 0).err().unwrap().code, "NOT_OWNED");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
   }
 

@@ -65,8 +65,8 @@ struct Rule {
   end: End,
   /// Matches within the last name alone (no `/` can be crossed), so only it is scanned.
   last_name_only: bool,
-  /// What one position of a path costs it at most: a step per token, one per member of a
-  /// class, and one for the table itself.
+  /// What one position of a path costs it at most, counted generously: a step per token,
+  /// one per range of a class, and one for the table itself.
   weight: usize,
 }
 
@@ -551,9 +551,29 @@ fn class(body: &[u16], start: usize) -> Option<(Token, usize)> {
     }
     i += 1;
     if body.get(i) == Some(&(b']' as u16)) {
-      return Some((Token::Class { negated, ranges }, i));
+      return Some((
+        Token::Class {
+          negated,
+          ranges: merged(ranges),
+        },
+        i,
+      ));
     }
   }
+}
+
+/// The ranges sorted and joined where they meet or overlap, so that a unit is looked up in
+/// them by halves: a class may have a megabyte of members.
+fn merged(mut ranges: Vec<(u16, u16)>) -> Vec<(u16, u16)> {
+  ranges.sort_unstable();
+  let mut out: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
+  for (from, to) in ranges {
+    match out.last_mut() {
+      Some(last) if u32::from(from) <= u32::from(last.1) + 1 => last.1 = last.1.max(to),
+      _ => out.push((from, to)),
+    }
+  }
+  out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -651,7 +671,12 @@ fn one(token: &Token, u: u16) -> bool {
         return false;
       }
       let folded = fold(u);
-      let inside = |c: u16| ranges.iter().any(|&(a, b)| a <= c && c <= b);
+      // The ranges are sorted and disjoint (`merged`): the last one starting at or before
+      // `c` is the only one that can hold it.
+      let inside = |c: u16| {
+        let after = ranges.partition_point(|&(a, _)| a <= c);
+        after > 0 && c <= ranges[after - 1].1
+      };
       // Case-insensitive: any member that folds to the same unit.
       let member = inside(u)
         || inside(folded) && fold(folded) == folded

@@ -4,6 +4,7 @@
 // undefined for plain counts); `targets` the goals of native-workspace, as ratios.
 // `params(quick)` gives the sizes (smaller with --quick), `title(params)` the row label.
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { MB, MiB, descendantsOf, liveProcessesMatching, killQuietly, median, now, percentile, pssKiB, sleep } from './util.mjs'
@@ -684,12 +685,18 @@ const SEARCH_CASE = {
     for (const query of queries) documents += (await workspace.search(query, { topK: 10 })).length
     const searching = now() - t0
     // Ours keeps the index on disk (written untimed, by a first init), Mastra re-indexes.
-    const persisted = impl.name === 'ours' ? { searchIndexPath: path.join(root, 'search.idx') } : {}
-    if (impl.name === 'ours') await sb.workspace(root, { ...options, ...persisted }).init()
-    t0 = now()
-    await sb.workspace(root, { ...options, ...persisted }).init()
-    const restart = now() - t0
-    return { init_ms: init, queries_ms: searching, rss_growth_mb: growth, restart_ms: restart, documents }
+    // The index lies outside the workspace: inside it, where the sandbox writes, the option is refused.
+    const indexDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-search-index-'))
+    try {
+      const persisted = impl.name === 'ours' ? { searchIndexPath: path.join(indexDir, 'search.idx') } : {}
+      if (impl.name === 'ours') await sb.workspace(root, { ...options, ...persisted }).init()
+      t0 = now()
+      await sb.workspace(root, { ...options, ...persisted }).init()
+      const restart = now() - t0
+      return { init_ms: init, queries_ms: searching, rss_growth_mb: growth, restart_ms: restart, documents }
+    } finally {
+      fs.rmSync(indexDir, { recursive: true, force: true })
+    }
   },
 }
 

@@ -926,6 +926,22 @@ mod tests {
   }
 
   #[test]
+  fn a_snapshot_with_the_empty_term_is_read_back() {
+    // With `minLength: 0` a text opening with a separator has the empty term.
+    let dir = Dir::new(&[("docs/a.md", b" leading space")]);
+    let snap = dir.0.join("index.bin");
+    let mut first = engine(&dir);
+    first.settings.tokenizer.min_length = 0.0;
+    rebuilt(&mut first, None);
+    first.save_snapshot(&snap).unwrap();
+    assert!(
+      Snapshot::load(&snap, first.fingerprint())
+        .unwrap()
+        .is_some()
+    );
+  }
+
+  #[test]
   fn invalid_utf8_is_read_as_javascript_decodes_it_and_a_huge_line_is_cut() {
     let mut bytes = b"caf\xc3 ok \xff\xfe words ".to_vec();
     bytes.extend(std::iter::repeat_n(b'x', 9000));

@@ -272,13 +272,18 @@ impl<'b> Reader<'b> {
     u32::try_from(self.number()?).map_err(|_| damaged())
   }
 
-  /// A term or a path: text that is never empty.
-  fn name(&mut self) -> Result<&'b str, Fault> {
+  fn text(&mut self) -> Result<&'b str, Fault> {
     let len = self.number()? as usize;
-    if len == 0 {
+    std::str::from_utf8(self.take(len)?).map_err(|_| damaged())
+  }
+
+  /// A file's path: text that is never empty.
+  fn path(&mut self) -> Result<&'b str, Fault> {
+    let path = self.text()?;
+    if path.is_empty() {
       return Err(damaged());
     }
-    std::str::from_utf8(self.take(len)?).map_err(|_| damaged())
+    Ok(path)
   }
 
   fn fixed<const N: usize>(&mut self) -> Result<[u8; N], Fault> {
@@ -321,14 +326,15 @@ impl Snapshot {
     let term_count = bounded(r.number()?, &r)?;
     let mut terms = Vec::with_capacity(term_count.min(RESERVED_AT_MOST));
     for _ in 0..term_count {
-      terms.push(r.name()?.into());
+      // A term may be empty (a tokenizer with `minLength: 0` keeps one).
+      terms.push(r.text()?.into());
     }
     let file_count = bounded(r.number()?, &r)?;
     let mut files = Vec::with_capacity(file_count.min(RESERVED_AT_MOST));
     let mut by_path = FxHashMap::default();
     let mut docs = Vec::new();
     for i in 0..file_count {
-      let path: Box<str> = r.name()?.into();
+      let path: Box<str> = r.path()?.into();
       let stamp = Stamp {
         size: r.number()?,
         modified_ns: i128::from_le_bytes(r.fixed()?),

@@ -122,12 +122,7 @@ impl Gitignore {
     paths: impl IntoIterator<Item = &'a str>,
     deadline: Option<Instant>,
   ) -> Option<Vec<bool>> {
-    let mut asking = Asking {
-      directories: HashMap::new(),
-      scratch: Scratch::default(),
-      deadline,
-      steps_since_clock: STEPS_PER_CLOCK,
-    };
+    let mut asking = Asking::new(deadline);
     paths
       .into_iter()
       .map(|path| {
@@ -168,6 +163,34 @@ impl Gitignore {
   }
 }
 
+/// Questions asked one at a time over a walk, the verdicts on the directories met kept
+/// between them: a file's directories are not asked about again for each file.
+pub struct Asker<'g> {
+  patterns: &'g Gitignore,
+  asking: Asking,
+}
+
+impl Gitignore {
+  pub fn asker(&self) -> Asker<'_> {
+    Asker {
+      patterns: self,
+      asking: Asking::new(None),
+    }
+  }
+}
+
+impl Asker<'_> {
+  /// Whether `path` (a trailing `/` for a directory) is ignored.
+  pub fn ignores(&mut self, path: &str) -> bool {
+    let units: Vec<u16> = path.encode_utf16().collect();
+    // With no deadline there is always an answer.
+    self
+      .patterns
+      .ignored(&units, &mut self.asking)
+      .unwrap_or(false)
+  }
+}
+
 /// The state of one round of questions: the verdicts on directories so far, the matcher's
 /// tables, and when to give up.
 struct Asking {
@@ -183,6 +206,15 @@ struct Asking {
 const STEPS_PER_CLOCK: usize = 1 << 20;
 
 impl Asking {
+  fn new(deadline: Option<Instant>) -> Asking {
+    Asking {
+      directories: HashMap::new(),
+      scratch: Scratch::default(),
+      deadline,
+      steps_since_clock: STEPS_PER_CLOCK,
+    }
+  }
+
   /// Whether the deadline has passed, before a rule of at most `steps` steps is tried (the
   /// clock is read first, then once the steps since add up).
   fn out_of_time(&mut self, steps: usize) -> bool {

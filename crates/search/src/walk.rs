@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::Read;
 
-use crate::gitignore::Gitignore;
+use crate::gitignore::{Asker, Gitignore};
 
 /// Directory levels read below a path (Mastra's `maxDepth`).
 pub const MAX_DEPTH: usize = 10;
@@ -191,7 +191,7 @@ pub fn plan(
 ) -> Plan {
   let mut walk = Walk {
     tree,
-    ignore,
+    ignore: ignore.map(Gitignore::asker),
     limits,
     seen: HashSet::new(),
     plan: Plan::default(),
@@ -220,7 +220,7 @@ pub fn plan(
 
 struct Walk<'a> {
   tree: &'a dyn Tree,
-  ignore: Option<&'a Gitignore>,
+  ignore: Option<Asker<'a>>,
   limits: &'a WalkLimits,
   seen: HashSet<String>,
   plan: Plan,
@@ -235,8 +235,8 @@ impl Walk<'_> {
     });
   }
 
-  fn ignored(&self, path: &str, is_dir: bool) -> bool {
-    self.ignore.is_some_and(|g| {
+  fn ignored(&mut self, path: &str, is_dir: bool) -> bool {
+    self.ignore.as_mut().is_some_and(|g| {
       if is_dir {
         g.ignores(&format!("{path}/"))
       } else {

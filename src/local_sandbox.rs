@@ -918,8 +918,8 @@ impl NativeLocalSandbox {
 
   #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
   pub fn kill<'env>(&self, env: &'env Env, pid: String) -> napi::Result<PromiseRaw<'env, bool>> {
-    let inner = self.inner.clone();
-    settle(env, async move { Ok(inner.kill(&pid).await) })
+    let killed = self.inner.kill(&pid);
+    settle(env, async move { Ok(killed.await) })
   }
 
   #[napi(catch_unwind)]

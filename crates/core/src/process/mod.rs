@@ -218,6 +218,9 @@ pub struct Process {
   /// whether or not the command has ended by the time the writer would reach it.
   stdin_closed: AtomicBool,
   control: mpsc::UnboundedSender<Control>,
+  /// The supervisor's end, the driver's: a kill goes from the thread that asks for it (see
+  /// [`Process::kill`]). Weak, so that it closes when the driver ends, handle held or not.
+  supervisor: std::sync::Weak<OwnedWriteHalf>,
   exit: watch::Receiver<Option<Exit>>,
   next_sink_id: AtomicU64,
   /// What the command left running, adopted; set before its exit is published.
@@ -251,6 +254,7 @@ impl Process {
       .map(tokio::time::Instant::from_std);
     let kills = (init.kills().clone(), init.kills().snapshot());
     let (control_read, control_write) = launched.control.into_split();
+    let control_write = Arc::new(control_write);
     let mut control_read = BufReader::new(control_read);
     let mut line = Vec::new();
     let message = tokio::select! {
@@ -343,6 +347,7 @@ impl Process {
       stdin,
       request.stdin,
       next_sink_id,
+      Arc::downgrade(&control_write),
     );
     tokio::spawn(drive(
       DriveState {
@@ -382,6 +387,7 @@ impl Process {
     stdin: mpsc::UnboundedSender<StdinRequest>,
     stdin_mode: StdinMode,
     next_sink_id: u64,
+    supervisor: std::sync::Weak<OwnedWriteHalf>,
   ) -> (
     Arc<Process>,
     mpsc::UnboundedReceiver<Control>,
@@ -397,6 +403,7 @@ impl Process {
       stdin_mode,
       stdin_closed: AtomicBool::new(false),
       control,
+      supervisor,
       exit,
       next_sink_id: AtomicU64::new(next_sink_id),
       leftovers: Arc::new(Mutex::new(None)),
@@ -432,8 +439,17 @@ impl Process {
   }
 
   /// SIGKILLs the whole tree. Returns false if the command had already finished.
+  ///
+  /// The supervisor is told from the calling thread as well as by the driver: a runtime
+  /// thread woken to pass it on may wait for a CPU (for as long as a starting command's
+  /// shell takes to load), while the supervisor, woken here, runs at once. It ends at the
+  /// first kill it reads, so the second changes nothing.
   pub fn kill(&self) -> bool {
-    self.request(Control::Kill)
+    let asked = self.request(Control::Kill);
+    if asked && let Some(supervisor) = self.supervisor.upgrade() {
+      let _ = supervisor.try_write(b"K");
+    }
+    asked
   }
 
   /// SIGTERMs the whole tree. Returns false if the command had already finished.
@@ -774,7 +790,7 @@ async fn deliver(output: &Mutex<Output>, stream: Stream, text: &str) -> Vec<Arc<
 
 struct DriveState {
   control_read: BufReader<OwnedReadHalf>,
-  control_write: OwnedWriteHalf,
+  control_write: Arc<OwnedWriteHalf>,
   /// A message line read in part (reading is cancelled by the other events).
   line: Vec<u8>,
   pid: u32,
@@ -1045,6 +1061,7 @@ async fn adopt(s: &mut DriveState, status: i32, left: Vec<(u32, String)>, retent
     no_stdin,
     StdinMode::Ignore,
     0,
+    Arc::downgrade(&s.control_write),
   );
   if let Some(slot) = s.leftovers.upgrade() {
     *slot.locked() = Some(adopted);
@@ -1151,6 +1168,51 @@ fn decode_status(status: Option<i32>) -> (i32, bool) {
 mod tests {
   use super::*;
   use tokio::net::UnixStream;
+
+  /// A kill is written to the supervisor by the caller, not only queued for the driver:
+  /// here there is no driver at all, and the supervisor still reads it.
+  #[tokio::test]
+  async fn a_kill_reaches_the_supervisor_from_the_calling_thread() {
+    let (host, supervisor) = UnixStream::pair().unwrap();
+    let (read, write) = host.into_split();
+    // As a command's line once its start was read: known to be writable.
+    write.writable().await.unwrap();
+    let output = Arc::new(Mutex::new(Output {
+      stdout: Retained::new(None),
+      stderr: Retained::new(None),
+      sinks: Vec::new(),
+      flood: None,
+    }));
+    let (stdin, _) = mpsc::unbounded_channel();
+    let driver_end = Arc::new(write);
+    let (process, mut requests, _exit) = Process::new(
+      7,
+      "sleep 1000".into(),
+      output,
+      stdin,
+      StdinMode::Ignore,
+      0,
+      Arc::downgrade(&driver_end),
+    );
+    // Read as the supervisor does: what is in the socket now, without waiting.
+    let mut supervisor = supervisor.into_std().unwrap();
+    assert!(process.kill());
+    let mut told = [0u8; 8];
+    assert_eq!(std::io::Read::read(&mut supervisor, &mut told).unwrap(), 1);
+    assert_eq!(&told[..1], b"K");
+    // The driver hears of it too, for its deadlines.
+    assert!(matches!(requests.try_recv(), Ok(Control::Kill)));
+    // A terminate is the driver's alone: a second SIGTERM may mean more to a command.
+    assert!(process.terminate());
+    assert!(matches!(requests.try_recv(), Ok(Control::Terminate)));
+    let nothing = std::io::Read::read(&mut supervisor, &mut told).unwrap_err();
+    assert_eq!(nothing.kind(), std::io::ErrorKind::WouldBlock);
+    // The handle holds the line open no longer than the driver: once it lets go, the
+    // supervisor reads the end.
+    drop((driver_end, read));
+    assert_eq!(std::io::Read::read(&mut supervisor, &mut told).unwrap(), 0);
+    assert!(process.kill(), "still running, as far as the handle knows");
+  }
 
   #[tokio::test]
   async fn a_supervisor_line_without_end_ends_the_stream_and_a_report_is_bounded() {

@@ -1672,16 +1672,21 @@ impl Sandbox {
     self.processes.locked().get(pid).map(|(_, p)| p.clone())
   }
 
-  /// Kills a tracked process's tree, waits for it, and stops tracking it. False if the
-  /// pid is unknown or the process had already exited.
-  pub async fn kill(&self, pid: &str) -> bool {
-    let Some(process) = self.get(pid) else {
-      return false;
-    };
-    let killed = process.kill();
-    process.wait().await;
-    self.release(pid);
-    killed
+  /// Kills a tracked process's tree now, from the calling thread (see [`Process::kill`]);
+  /// the future waits for the tree, then stops tracking it, and says whether it was killed:
+  /// false if the pid is unknown or the process had already exited.
+  pub fn kill(self: &Arc<Self>, pid: &str) -> impl Future<Output = bool> + Send + 'static {
+    let process = self.get(pid);
+    let killed = process.as_ref().is_some_and(|process| process.kill());
+    let sandbox = self.clone();
+    let pid = pid.to_owned();
+    async move {
+      if let Some(process) = process {
+        process.wait().await;
+        sandbox.release(&pid);
+      }
+      killed
+    }
   }
 
   /// Stops tracking a process without killing it.

@@ -217,6 +217,8 @@ pub struct Process {
   /// Set by the first `close_stdin` call: a part sent after it is refused at the call,
   /// whether or not the command has ended by the time the writer would reach it.
   stdin_closed: AtomicBool,
+  /// Whether anyone was told of the exit (see [`Process::send_stdin`]).
+  exit_told: AtomicBool,
   control: mpsc::UnboundedSender<Control>,
   /// The supervisor's end, the driver's: a kill goes from the thread that asks for it (see
   /// [`Process::kill`]). Weak, so that it closes when the driver ends, handle held or not.
@@ -402,6 +404,7 @@ impl Process {
       stdin,
       stdin_mode,
       stdin_closed: AtomicBool::new(false),
+      exit_told: AtomicBool::new(false),
       control,
       supervisor,
       exit,
@@ -431,11 +434,21 @@ impl Process {
 
   /// The exit, once the command has finished and its output is complete.
   pub fn exit(&self) -> Option<Exit> {
-    self.exit.borrow().clone()
+    let exit = self.exit.borrow().clone();
+    self.told_of(exit.is_some());
+    exit
   }
 
   pub fn is_running(&self) -> bool {
-    self.exit.borrow().is_none()
+    !self.told_of(self.exit.borrow().is_some())
+  }
+
+  /// Notes that a caller learns the command has ended, where it has; returns `ended`.
+  fn told_of(&self, ended: bool) -> bool {
+    if ended {
+      self.exit_told.store(true, Ordering::Release);
+    }
+    ended
   }
 
   /// SIGKILLs the whole tree. Returns false if the command had already finished.
@@ -465,6 +478,7 @@ impl Process {
   pub async fn wait(&self) -> Exit {
     let mut rx = self.exit.clone();
     let exit = rx.wait_for(|e| e.is_some()).await;
+    self.told_of(true);
     match exit.as_deref() {
       Ok(Some(exit)) => exit.clone(),
       // The driver publishes an exit before it ends; should it ever fail to, the command
@@ -575,13 +589,19 @@ impl Process {
     data: impl Into<Vec<u8>>,
   ) -> impl Future<Output = Result<()>> + Send + 'static {
     let (reply, written) = oneshot::channel();
-    let queued = self
-      .check_stdin_usable()
-      .and_then(|()| match self.stdin_closed.load(Ordering::Acquire) {
+    let closed = self.stdin_closed.load(Ordering::Acquire);
+    // After `close_stdin`, a command that ended unbeknownst to the caller (between two of
+    // its calls, say) has no stdin: as for a caller whose calls run in turn with the
+    // command's events. Once its end was told, a part names the end.
+    let queued = if closed && !self.exit_told.load(Ordering::Acquire) {
+      Err(CoreError::NoStdin(self.pid.to_string()))
+    } else {
+      self.check_stdin_usable().and_then(|()| match closed {
         true => Err(CoreError::NoStdin(self.pid.to_string())),
         false => Ok(()),
       })
-      .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
+    }
+    .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
     let exit = self.exit.clone();
     let pid = self.pid;
     async move {
@@ -1212,6 +1232,46 @@ mod tests {
     drop((driver_end, read));
     assert_eq!(std::io::Read::read(&mut supervisor, &mut told).unwrap(), 0);
     assert!(process.kill(), "still running, as far as the handle knows");
+  }
+
+  /// The command may end between a caller's `close_stdin` and its next part, on another
+  /// thread: until someone is told of the end, that part has no stdin; after, it names
+  /// the end.
+  #[tokio::test]
+  async fn a_part_after_close_stdin_has_no_stdin_until_the_end_is_told() {
+    let (host, _supervisor) = UnixStream::pair().unwrap();
+    let driver_end = Arc::new(host.into_split().1);
+    let output = Arc::new(Mutex::new(Output {
+      stdout: Retained::new(None),
+      stderr: Retained::new(None),
+      sinks: Vec::new(),
+      flood: None,
+    }));
+    // No writer: the close is not waited for.
+    let (stdin, _) = mpsc::unbounded_channel();
+    let (process, _requests, exit) = Process::new(
+      7,
+      "cat".into(),
+      output,
+      stdin,
+      StdinMode::Pipe,
+      0,
+      Arc::downgrade(&driver_end),
+    );
+    process.close_stdin().await.unwrap();
+    let ended = Exit {
+      exit_code: 0,
+      killed: false,
+      timed_out: false,
+      execution_time_ms: 1.0,
+      limit_exceeded: None,
+    };
+    exit.send(Some(ended)).unwrap();
+    let late = process.send_stdin(b"too late\n").await.unwrap_err();
+    assert_eq!(late.code(), "NO_STDIN");
+    assert_eq!(process.exit().map(|e| e.exit_code), Some(0));
+    let after = process.send_stdin(b"too late\n").await.unwrap_err();
+    assert_eq!(after.code(), "PROCESS_EXITED");
   }
 
   #[tokio::test]

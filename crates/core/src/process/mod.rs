@@ -1189,6 +1189,33 @@ mod tests {
   use super::*;
   use tokio::net::UnixStream;
 
+  /// A process with no driver and no stdin writer, whose supervisor's line is `supervisor`.
+  fn undriven(
+    stdin_mode: StdinMode,
+    supervisor: &Arc<OwnedWriteHalf>,
+  ) -> (
+    Arc<Process>,
+    mpsc::UnboundedReceiver<Control>,
+    watch::Sender<Option<Exit>>,
+  ) {
+    let output = Arc::new(Mutex::new(Output {
+      stdout: Retained::new(None),
+      stderr: Retained::new(None),
+      sinks: Vec::new(),
+      flood: None,
+    }));
+    let (stdin, _) = mpsc::unbounded_channel();
+    Process::new(
+      7,
+      "cat".into(),
+      output,
+      stdin,
+      stdin_mode,
+      0,
+      Arc::downgrade(supervisor),
+    )
+  }
+
   /// A kill is written to the supervisor by the caller, not only queued for the driver:
   /// here there is no driver at all, and the supervisor still reads it.
   #[tokio::test]
@@ -1197,23 +1224,8 @@ mod tests {
     let (read, write) = host.into_split();
     // As a command's line once its start was read: known to be writable.
     write.writable().await.unwrap();
-    let output = Arc::new(Mutex::new(Output {
-      stdout: Retained::new(None),
-      stderr: Retained::new(None),
-      sinks: Vec::new(),
-      flood: None,
-    }));
-    let (stdin, _) = mpsc::unbounded_channel();
     let driver_end = Arc::new(write);
-    let (process, mut requests, _exit) = Process::new(
-      7,
-      "sleep 1000".into(),
-      output,
-      stdin,
-      StdinMode::Ignore,
-      0,
-      Arc::downgrade(&driver_end),
-    );
+    let (process, mut requests, _exit) = undriven(StdinMode::Ignore, &driver_end);
     // Read as the supervisor does: what is in the socket now, without waiting.
     let mut supervisor = supervisor.into_std().unwrap();
     assert!(process.kill());
@@ -1241,23 +1253,8 @@ mod tests {
   async fn a_part_after_close_stdin_has_no_stdin_until_the_end_is_told() {
     let (host, _supervisor) = UnixStream::pair().unwrap();
     let driver_end = Arc::new(host.into_split().1);
-    let output = Arc::new(Mutex::new(Output {
-      stdout: Retained::new(None),
-      stderr: Retained::new(None),
-      sinks: Vec::new(),
-      flood: None,
-    }));
+    let (process, _requests, exit) = undriven(StdinMode::Pipe, &driver_end);
     // No writer: the close is not waited for.
-    let (stdin, _) = mpsc::unbounded_channel();
-    let (process, _requests, exit) = Process::new(
-      7,
-      "cat".into(),
-      output,
-      stdin,
-      StdinMode::Pipe,
-      0,
-      Arc::downgrade(&driver_end),
-    );
     process.close_stdin().await.unwrap();
     let ended = Exit {
       exit_code: 0,

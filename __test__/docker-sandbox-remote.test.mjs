@@ -55,8 +55,9 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       const sleeper = await box.processes.spawn('sleep 611')
       const container = await containerOf(box)
       const [exec] = await execIdsOf(container)
-      const top = await topOf(container)
-      expect(top.some((p) => p.command === 'sleep 611')).toBe(true)
+      // A spawn resolves once the command's shell starts; it becomes `sleep` a moment later.
+      let top
+      expect(await waitFor(async () => (top = await topOf(container)).some((p) => p.command === 'sleep 611'))).toBe(true)
       // The exec's process dies (as with a dropped TCP connection, the stream ends).
       const mux = top.find((p) => p.command.includes('keeper --mux'))
       process.kill(mux.pid, 'SIGKILL')
@@ -93,7 +94,7 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
     try {
       const sleeper = await box.processes.spawn('sleep 612')
       const container = await containerOf(box)
-      expect((await topOf(container)).some((p) => p.command === 'sleep 612')).toBe(true)
+      expect(await waitFor(async () => (await topOf(container)).some((p) => p.command === 'sleep 612'))).toBe(true)
       for (const socket of sockets) socket.destroy()
       const ended = await Promise.race([sleeper.wait(), sleep(10_000).then(() => 'still running')])
       expect(ended).toMatchObject({ success: false })

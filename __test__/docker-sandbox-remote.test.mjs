@@ -25,6 +25,27 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
     await removeLabelled(engine, RUN)
   })
 
+  /** The engine behind a TCP relay listening on loopback, whose connections `cut()` ends. */
+  const cuttableRelay = async () => {
+    const sockets = new Set()
+    const relay = net.createServer((socket) => {
+      const upstream = net.connect(engine.port, engine.host)
+      for (const s of [socket, upstream]) {
+        sockets.add(s)
+        s.on('error', () => {})
+        s.on('close', () => sockets.delete(s))
+      }
+      socket.pipe(upstream).pipe(socket)
+      socket.on('close', () => upstream.destroy())
+      upstream.on('close', () => socket.destroy())
+    })
+    await new Promise((resolve) => relay.listen(0, '127.0.0.1', resolve))
+    const cut = () => {
+      for (const socket of sockets) socket.destroy()
+    }
+    return { relay, cut }
+  }
+
   it('many commands cost no exec of their own: the container keeps its one exec', async () => {
     const box = sandbox()
     try {
@@ -76,26 +97,14 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
   })
 
   it("a dropped TCP connection kills that connection's commands in the container; the next command reconnects", async () => {
-    // The engine behind a TCP relay whose connections the test can cut.
-    const sockets = new Set()
-    const relay = net.createServer((socket) => {
-      const upstream = net.connect(engine.port, engine.host)
-      for (const s of [socket, upstream]) {
-        sockets.add(s)
-        s.on('error', () => {})
-        s.on('close', () => sockets.delete(s))
-      }
-      socket.pipe(upstream).pipe(socket)
-      socket.on('close', () => upstream.destroy())
-      upstream.on('close', () => socket.destroy())
-    })
-    await new Promise((resolve) => relay.listen(0, '127.0.0.1', resolve))
-    const box = sandbox({ dockerOptions: { host: '127.0.0.1', port: relay.address().port } })
+    const { relay, cut } = await cuttableRelay()
+    const port = relay.address().port
+    const box = sandbox({ dockerOptions: { host: '127.0.0.1', port } })
     try {
       const sleeper = await box.processes.spawn('sleep 612')
       const container = await containerOf(box)
       expect(await waitFor(async () => (await topOf(container)).some((p) => p.command === 'sleep 612'))).toBe(true)
-      for (const socket of sockets) socket.destroy()
+      cut()
       const ended = await Promise.race([sleeper.wait(), sleep(10_000).then(() => 'still running')])
       expect(ended).toMatchObject({ success: false })
       // The engine closes the exec's stdin: the mux ends, and the init kills its commands.
@@ -103,13 +112,15 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       expect((await box.executeCommand('echo reconnected')).stdout).toBe('reconnected\n')
       expect((await topOf(container)).filter((p) => p.command.includes('keeper --mux'))).toHaveLength(1)
 
-      // Cut again with the engine out of reach: the next command says so, typed, at once;
-      // once it is back, the one after that works in the same container.
-      const port = relay.address().port
+      // Cut again with the engine out of reach: once the cut is seen (a running command
+      // ends), the next command says so, typed, at once; once the engine is back, the one
+      // after that works in the same container.
+      const second = await box.processes.spawn('sleep 613')
       await new Promise((resolve) => {
         relay.close(resolve)
-        for (const socket of sockets) socket.destroy()
+        cut()
       })
+      expect(await Promise.race([second.wait(), sleep(10_000).then(() => 'still running')])).toMatchObject({ success: false })
       await waitFor(async () => !(await topOf(container)).some((p) => p.command.includes('keeper --mux')))
       const started = Date.now()
       const error = await box.executeCommand('true').catch((e) => e)
@@ -121,8 +132,39 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       expect((await box.executeCommand('echo back')).stdout).toBe('back\n')
       expect((await containerOf(box)).Id).toBe(container.Id)
     } finally {
+      // The engine back within reach, so that a failure above is the one reported, not
+      // the destroy's.
+      if (!relay.listening) await new Promise((resolve) => relay.listen(port, '127.0.0.1', resolve))
       await box.destroy()
-      if (relay.listening) await new Promise((resolve) => relay.close(resolve))
+      await new Promise((resolve) => relay.close(resolve))
+    }
+  })
+
+  it('a command sent as its connection is cut runs on the next connection, or fails as not started', async () => {
+    const { relay, cut } = await cuttableRelay()
+    const box = sandbox({ dockerOptions: { host: '127.0.0.1', port: relay.address().port } })
+    try {
+      await box.start()
+      let ran = 0
+      for (let i = 0; i < 20; i++) {
+        cut()
+        // The host learns of the cut at some point during this call: before it, while it sends,
+        // or after. Sent nowhere, the command goes on the next connection; sent into the cut
+        // one, whether it ran is unknown and the spawn fails.
+        const result = await box.executeCommand(`echo ${i}`).catch((error) => error)
+        if (result instanceof Error) {
+          expect(result).toBeInstanceOf(SandboxError)
+          expect(result.code).toBe('SPAWN_FAILED')
+        } else {
+          expect(result).toMatchObject({ exitCode: 0, stdout: `${i}\n` })
+          ran++
+        }
+        expect((await box.executeCommand(`echo after ${i}`)).stdout).toBe(`after ${i}\n`)
+      }
+      expect(ran).toBeGreaterThan(0)
+    } finally {
+      await box.destroy()
+      await new Promise((resolve) => relay.close(resolve))
     }
   })
 

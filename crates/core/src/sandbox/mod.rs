@@ -678,19 +678,11 @@ impl Sandbox {
     called: Called,
   ) -> Result<Arc<Process>> {
     let spawning = self.spawning.read().await;
-    let init = match self.live_init() {
-      Some(init) => init,
-      None => self.replace_dead_init().await?,
+    let (init, launched) = match launched {
+      Some(launched) => (self.init_for(called).await?, launched),
+      None => self.launch_on_live_init(&request, called).await?,
     };
-    // Looked at once the init is read: a stop that settled since the call ended what it
-    // asked for, and the init running now is a later call's.
-    if !self.lifecycle.runs_for(called) {
-      return Err(CoreError::NotReady(self.id.clone()));
-    }
-    let spawned = match launched {
-      Some(launched) => Process::spawn_launched(&init, request, launched).await,
-      None => Process::spawn(&init, request).await,
-    };
+    let spawned = Process::spawn_launched(&init, request, launched).await;
     let process = match spawned {
       Ok(process) => process,
       // A stop or destroy ended the init under this launch: the command raced it. Its own
@@ -716,6 +708,42 @@ impl Sandbox {
       });
     }
     Ok(process)
+  }
+
+  /// The init a command asked for at `called` goes to: the live one, or one that replaces
+  /// an init killed from outside (or, in a container, a connection that ended).
+  async fn init_for(&self, called: Called) -> Result<Arc<Init>> {
+    let init = match self.live_init() {
+      Some(init) => init,
+      None => self.replace_dead_init().await?,
+    };
+    // Looked at once the init is read: a stop that settled since the call ended what it
+    // asked for, and the init running now is a later call's.
+    if !self.lifecycle.runs_for(called) {
+      return Err(CoreError::NotReady(self.id.clone()));
+    }
+    Ok(init)
+  }
+
+  /// Sends `request` to the init ([`Self::init_for`]). An init whose link ended after it was
+  /// found alive refuses the request before sending any of it: the request goes to the init
+  /// that replaces it, once. (One sent on a link that ends before its command starts fails:
+  /// whether its command ran is not known.)
+  async fn launch_on_live_init(
+    &self,
+    request: &SpawnRequest,
+    called: Called,
+  ) -> Result<(Arc<Init>, Launched)> {
+    let init = self.init_for(called).await?;
+    match init.launch(&request.as_launch()) {
+      Ok(launched) => Ok((init, launched)),
+      Err(_) if !init.is_alive() => {
+        let init = self.init_for(called).await?;
+        let launched = init.launch(&request.as_launch())?;
+        Ok((init, launched))
+      }
+      Err(error) => Err(error),
+    }
   }
 
   /// What the end of the host process does to the sandbox, for a host that goes away

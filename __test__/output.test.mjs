@@ -1,8 +1,16 @@
 // The bound of a LocalSandbox's foreground output without isolation: what a flood until
-// the timeout keeps, `nativeSandbox.limits.outputBytes`, the most a string can hold. The
-// output every sandbox gives is in sandbox-contract.mjs (contract-*.test.mjs).
+// the timeout keeps, `nativeSandbox.limits.outputBytes`, the most a string can hold; and
+// outputs as JavaScript strings, exact at any size and content, a large one outside V8's
+// heap and freed with its string. The output every sandbox gives is in sandbox-contract.mjs
+// (contract-*.test.mjs).
+import { execFileSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { useSandboxes, withDeadline } from './helpers.mjs'
+import { prepareWorkspace, useSandboxes, withDeadline } from './helpers.mjs'
 
 const makeSandbox = useSandboxes()
 
@@ -57,5 +65,89 @@ describe('the bound of foreground output without isolation', () => {
     expect(result.stdout).not.toContain('\uFFFD')
     expect(/^(🙂)?(é🙂)+$/u.test(result.stdout)).toBe(true)
     expect(Buffer.byteLength(result.stdout) + result.stdoutDroppedBytes).toBe(2000 * 6)
+  })
+})
+
+// Where a large ASCII output stops being copied into V8's heap (src/text.rs).
+const EXTERNAL_FROM = 64 * 1024
+const LIB = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'index.js')
+
+describe('outputs as JavaScript strings', () => {
+  it('any output arrives exact: ASCII or not, on either side of the size where it stops being copied', async () => {
+    const sb = makeSandbox()
+    const dir = prepareWorkspace(sb)
+    const sizes = fc.oneof(fc.integer({ min: 0, max: 3 * EXTERNAL_FROM }), fc.integer({ min: EXTERNAL_FROM - 4, max: EXTERNAL_FROM + 4 }))
+    const texts = fc.record({
+      size: sizes,
+      // Mostly ASCII; a non-ASCII character anywhere (or an invalid byte) makes it go the copying way.
+      odd: fc.option(fc.record({ at: fc.double({ min: 0, max: 1, noNaN: true }), what: fc.constantFrom('é', '🙂', '\uFFFD', 'invalid') })),
+      seed: fc.integer({ min: 0, max: 255 }),
+    })
+    await fc.assert(
+      fc.asyncProperty(texts, async ({ size, odd, seed }) => {
+        const bytes = Buffer.alloc(size, 0)
+        for (let i = 0; i < size; i++) bytes[i] = 32 + ((i * 7 + seed) % 95)
+        let content = bytes
+        if (odd && size > 0) {
+          const at = Math.floor(odd.at * (size - 1))
+          const inserted = odd.what === 'invalid' ? Buffer.from([0xff]) : Buffer.from(odd.what)
+          content = Buffer.concat([bytes.subarray(0, at), inserted, bytes.subarray(at)])
+        }
+        fs.writeFileSync(path.join(dir, 'out'), content)
+        const result = await sb.executeCommand('cat out; cat out >&2')
+        const expected = content.toString('utf8')
+        expect(result.stdout.length).toBe(expected.length)
+        expect(result.stdout === expected).toBe(true)
+        expect(result.stderr === expected).toBe(true)
+        // The same through a handle's retained output.
+        const handle = await sb.processes.spawn('cat out')
+        await handle.wait()
+        expect(handle.stdout === expected).toBe(true)
+      }),
+      { numRuns: 60 },
+    )
+  })
+
+  it("a large ASCII output takes no room in V8's heap, and its memory goes with its string", () => {
+    const dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'nw-output-'))
+    fs.writeFileSync(path.join(dir, 'out'), Buffer.alloc(40_000_000, 'a'))
+    try {
+      const script = `
+const { LocalSandbox } = require(${JSON.stringify(LIB)})
+const MB = 1024 * 1024
+;(async () => {
+  const sb = new LocalSandbox({ workingDirectory: ${JSON.stringify(dir)} })
+  const run = () => sb.executeCommand('cat out')
+  await run()
+  const settle = () => { for (let i = 0; i < 5; i++) global.gc() }
+  settle()
+  const before = process.memoryUsage()
+  let result = await run()
+  const held = process.memoryUsage()
+  const exact = result.stdout.length === 40_000_000 && /^a+$/.test(result.stdout)
+  result = null
+  settle()
+  const after = process.memoryUsage()
+  // Twenty more, each dropped: what they held is given back, not kept.
+  for (let i = 0; i < 20; i++) { await run(); settle() }
+  const last = process.memoryUsage()
+  await sb.destroy()
+  console.log(JSON.stringify({ exact, heapHeld: (held.heapUsed - before.heapUsed) / MB, rssHeld: (held.rss - before.rss) / MB, rssAfter: (after.rss - before.rss) / MB, rssLast: (last.rss - before.rss) / MB }))
+})()
+`
+      const out = execFileSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 })
+      const figures = JSON.parse(out.trim().split('\n').at(-1))
+      expect(figures.exact).toBe(true)
+      // 40 MB held as a string, not in V8's heap: outside it, once.
+      expect(figures.heapHeld).toBeLessThan(4)
+      expect(figures.rssHeld).toBeGreaterThan(30)
+      expect(figures.rssHeld).toBeLessThan(80)
+      // Collected with its string; twenty more leave at most what the allocator keeps for
+      // reuse (a leak would keep 800 MB).
+      expect(figures.rssAfter).toBeLessThan(20)
+      expect(figures.rssLast).toBeLessThan(100)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

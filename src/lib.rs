@@ -30,4 +30,5 @@ mod runtime;
 mod search;
 mod secrets;
 mod skill_scan;
+mod text;
 mod tool_text;

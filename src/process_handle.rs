@@ -15,13 +15,16 @@ use native_workspace_core::sync::Lock;
 use crate::errors::settle;
 use crate::errors::{ErrorCode, from_napi};
 use crate::js_callback::{JsOutputSink, OutputFn};
+use crate::text::Text;
 
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct NativeExecutionResult {
   pub success: bool,
   pub exit_code: i32,
-  pub stdout: String,
-  pub stderr: String,
+  #[napi(ts_type = "string")]
+  pub stdout: Text,
+  #[napi(ts_type = "string")]
+  pub stderr: Text,
   pub execution_time_ms: f64,
   pub killed: bool,
   pub timed_out: bool,
@@ -53,8 +56,8 @@ impl NativeExecutionResult {
     NativeExecutionResult {
       success: o.exit.success(),
       exit_code: o.exit.exit_code,
-      stdout: o.stdout,
-      stderr: o.stderr,
+      stdout: Text(o.stdout),
+      stderr: Text(o.stderr),
       execution_time_ms: o.exit.execution_time_ms,
       killed: o.exit.killed,
       timed_out: o.exit.timed_out,
@@ -125,14 +128,14 @@ impl NativeProcess {
     }
   }
 
-  #[napi(getter, catch_unwind)]
-  pub fn stdout(&self) -> String {
-    self.inner.retained(Stream::Stdout).0
+  #[napi(getter, ts_return_type = "string", catch_unwind)]
+  pub fn stdout(&self) -> Text {
+    Text(self.inner.retained(Stream::Stdout).0)
   }
 
-  #[napi(getter, catch_unwind)]
-  pub fn stderr(&self) -> String {
-    self.inner.retained(Stream::Stderr).0
+  #[napi(getter, ts_return_type = "string", catch_unwind)]
+  pub fn stderr(&self) -> Text {
+    Text(self.inner.retained(Stream::Stderr).0)
   }
 
   #[napi(getter, catch_unwind)]

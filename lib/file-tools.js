@@ -3,7 +3,7 @@
 // file_stat, mkdir and grep, over any filesystem with the WorkspaceFilesystem methods.
 // Their texts are those of `@mastra/core`; token budgets are computed natively. Loaded by
 // the first file tool call or schema read (their descriptions are in constants.js).
-const native = require('../index.js')
+const native = require('./native')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { WorkspaceReadOnlyError } = require('./errors')
 const { readText, readBytes } = require('./local-filesystem')

@@ -7,7 +7,7 @@
 // The file is the tenant's, so what it can cost is bounded: one larger than
 // MAX_GITIGNORE_BYTES is not applied (as search's walk does), and a call's matching stops
 // at the caller's deadline.
-const native = require('../index.js')
+const native = require('./native')
 const { readBytes } = require('./local-filesystem')
 const { translating } = require('./translate')
 

@@ -1,7 +1,7 @@
 'use strict'
 const path = require('node:path')
 const fsSync = require('node:fs')
-const { NativeLocalFs, checkProtectedPaths } = require('../index.js')
+const { NativeLocalFs, checkProtectedPaths } = require('./native')
 const {
   DirectoryNotFoundError,
   FileExistsError,

@@ -1,6 +1,6 @@
 'use strict'
 const path = require('node:path')
-const native = require('../index.js')
+const native = require('./native')
 const { PermissionError, SandboxError, SandboxAbortError, SandboxOptionError, SandboxUnsupportedFeatureError } = require('./errors')
 const { translating, translatingSync } = require('./translate')
 const { check, describe, egressOptions, instructionsText, readingOptions } = require('./options')

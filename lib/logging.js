@@ -1,5 +1,5 @@
 'use strict'
-const native = require('../index.js')
+const native = require('./native')
 const { SandboxOptionError } = require('./errors')
 const { translatingSync } = require('./translate')
 const { catchRejection, check, readingOptions } = require('./options')

@@ -1,5 +1,5 @@
 'use strict'
-const { NativeLifecycle } = require('../index.js')
+const { NativeLifecycle } = require('./native')
 const { check, readingOptions, updatedEnv } = require('./options')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')

@@ -79,8 +79,29 @@ function whyNotLoaded(loadError) {
   return loadError
 }
 
+/**
+ * The addon this package ships for this machine, where napi's loader would find it (beside
+ * the package in a built checkout, else in the platform package), loaded without that
+ * loader: 38 KB of source for every platform and layout, whose compiling and C library probe
+ * cost about 1.5 ms of each import. Anything else goes to napi's loader: a host or layout we
+ * ship nothing for (a musl host fails here to load the glibc build), its environment
+ * overrides, and a failed load, which it reports.
+ */
+function shippedAddon() {
+  const { env, platform, arch } = process
+  if (env.NAPI_RS_NATIVE_LIBRARY_PATH || env.NAPI_RS_FORCE_WASI || env.NAPI_RS_ENFORCE_VERSION_CHECK) return undefined
+  const target = { linux: `linux-${arch}-gnu`, darwin: `darwin-${arch}` }[platform]
+  if (target === undefined) return undefined
+  const built = path.join(root, `native-workspace.${target}.node`)
+  try {
+    return require(fs.existsSync(built) ? built : `native-workspace-${target}`)
+  } catch {
+    return undefined
+  }
+}
+
 try {
-  module.exports = require('../index.js')
+  module.exports = shippedAddon() ?? require('../index.js')
 } catch (err) {
   // napi's error holds, as its cause, every place it tried; its own message blames npm.
   throw whyNotLoaded(err.cause ?? err)

@@ -1,5 +1,5 @@
 'use strict'
-const { NativeAbortToken } = require('../index.js')
+const { NativeAbortToken } = require('./native')
 const { translating } = require('./translate')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')

@@ -9,7 +9,7 @@
 // With a tokenizer function or split pattern of the user's, terms are made here, by the
 // user's code: the native side still walks, reads and chunks the files, and the keyword
 // index skills are searched with (skill-search.js, Mastra's BM25) holds and scores them.
-const native = require('../index.js')
+const native = require('./native')
 const { DEFAULT_K1, DEFAULT_B } = require('./search-config')
 const { createGlobMatcher, extractGlobBase, isGlobPattern } = require('./glob')
 const { globEntries } = require('./glob-entries')

@@ -9,7 +9,7 @@
 const { constants: fsConstants } = require('node:fs')
 const path = require('node:path')
 const { constants: bufferConstants } = require('node:buffer')
-const native = require('../index.js')
+const native = require('./native')
 const { FileNotFoundError, FilesystemError, SandboxOptionError } = require('./errors')
 const { check, readingOptions } = require('./options')
 const { isTextFileName } = require('./mastra-filesystem')

@@ -3,7 +3,7 @@
 // filesystem or workspace, execute_command, get_process_output and kill_process in its
 // sandbox, telling a streaming UI what happens on the way; and the tools' input schemas.
 // Loaded by the first tool call or schema read (tools.js makes the tool objects).
-const native = require('../index.js')
+const native = require('./native')
 const { WORKSPACE_TOOLS } = require('./constants')
 const { SandboxNotAvailableError, SandboxFeatureNotSupportedError, FilesystemNotAvailableError } = require('./errors')
 const { FILE_TOOL_RUNS, fileSchemas } = require('./file-tools')

@@ -5,7 +5,7 @@
 // texts of commands are computed natively (see crates/core/src/tools). Here the tool objects
 // are made, from their descriptions (constants.js), with their settings and guards;
 // what a call runs, and the input schemas, are loaded by the first call (tool-calls.js).
-const native = require('../index.js')
+const native = require('./native')
 const { WORKSPACE_TOOLS, FILE_TOOLS, SEARCH_TOOLS, SANDBOX_TOOLS } = require('./constants')
 const {
   WorkspaceError,

@@ -1,5 +1,5 @@
 'use strict'
-const { NativeResolverCache } = require('../index.js')
+const { NativeResolverCache } = require('./native')
 const { SearchNotAvailableError, WorkspaceError, WorkspaceNotReadyError } = require('./errors')
 const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')

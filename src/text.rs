@@ -42,6 +42,12 @@ impl ToNapiValue for Text {
       }
       _ => return unsafe { String::to_napi_value(env, text) },
     };
+    // V8 schedules collections by its heap and by the memory it is told of; an external
+    // string is neither, so without this a loop of large outputs would hold them all
+    // until some other allocation set off a collection. Told before the call: a string
+    // copied at once is finalized (and untold) within it.
+    let bytes = length as i64;
+    adjust_external_memory(env, bytes);
     let owned = Box::into_raw(Box::new(text));
     // SAFETY: `owned` stays valid and unchanged until `drop_owned` frees it, which Node calls
     // once the string is collected, or before returning when it copied the bytes instead
@@ -63,6 +69,7 @@ impl ToNapiValue for Text {
       )
     };
     if status != sys::Status::napi_ok {
+      adjust_external_memory(env, -bytes);
       // SAFETY: not taken (see above): still ours alone.
       let text = unsafe { Box::from_raw(owned) };
       return unsafe { String::to_napi_value(env, *text) };
@@ -101,9 +108,22 @@ fn create_external_latin1() -> Option<CreateExternalLatin1> {
   })
 }
 
-/// The external string's finalizer: frees the buffer it was made over. It touches no
-/// JavaScript value, as a finalizer that may run during garbage collection must not.
-unsafe extern "C" fn drop_owned(_env: sys::napi_env, _data: *mut c_void, owned: *mut c_void) {
+/// The external string's finalizer: frees the buffer it was made over and untells V8 of it.
+/// It touches no JavaScript value, as a finalizer that may run during garbage collection
+/// must not (adjusting the external memory is allowed there: Node-API's "basic" calls).
+/// `env` is null once the environment is gone.
+unsafe extern "C" fn drop_owned(env: sys::napi_env, _data: *mut c_void, owned: *mut c_void) {
   // SAFETY: `owned` came from `Box::into_raw` in `to_napi_value`, and Node calls this once.
-  drop(unsafe { Box::from_raw(owned.cast::<String>()) });
+  let text = unsafe { Box::from_raw(owned.cast::<String>()) };
+  if !env.is_null() {
+    adjust_external_memory(env, -(text.len() as i64));
+  }
+}
+
+/// Tells V8 of `bytes` more (or fewer) held outside its heap. Its only failure is a null
+/// `env`, which the callers rule out.
+fn adjust_external_memory(env: sys::napi_env, bytes: i64) {
+  let mut total = 0;
+  // SAFETY: `env` is a live environment, on its thread.
+  unsafe { sys::napi_adjust_external_memory(env, bytes, &mut total) };
 }

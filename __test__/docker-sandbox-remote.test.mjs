@@ -135,8 +135,11 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       // The engine back within reach, so that a failure above is the one reported, not
       // the destroy's.
       if (!relay.listening) await new Promise((resolve) => relay.listen(port, '127.0.0.1', resolve))
-      await box.destroy()
-      await new Promise((resolve) => relay.close(resolve))
+      try {
+        await box.destroy()
+      } finally {
+        await new Promise((resolve) => relay.close(resolve))
+      }
     }
   })
 
@@ -163,8 +166,11 @@ describeDocker('DockerSandbox on the remote engine: one stream per connection', 
       }
       expect(ran).toBeGreaterThan(0)
     } finally {
-      await box.destroy()
-      await new Promise((resolve) => relay.close(resolve))
+      try {
+        await box.destroy()
+      } finally {
+        await new Promise((resolve) => relay.close(resolve))
+      }
     }
   })
 

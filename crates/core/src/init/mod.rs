@@ -720,55 +720,64 @@ fn launch_via(via: Via, request: &LaunchRequest) -> Result<Launched> {
   let (control, control_theirs) = UnixStream::pair().map_err(io_err)?;
   let (stdout_ours, stdout_theirs) = pipe_pair().map_err(io_err)?;
   let (stderr_ours, stderr_theirs) = pipe_pair().map_err(io_err)?;
-  let stdin = match request.stdin {
-    StdinMode::Pipe => Some(pipe_pair().map_err(io_err)?),
-    StdinMode::Ignore => None,
+  let (stdin_theirs, stdin_ours) = match request.stdin {
+    StdinMode::Pipe => {
+      // The command reads the read end.
+      let (read, write) = pipe_pair().map_err(io_err)?;
+      (Some(read), Some(write))
+    }
+    StdinMode::Ignore => (None, None),
   };
+  // Whatever can fail on this side is done before the request goes: a launch that fails has
+  // sent nothing the init acts on (a send that fails is an incomplete message, which it
+  // drops), so the caller may send the request to another init.
+  control.set_nonblocking(true).map_err(io_err)?;
+  let control = tokio::net::UnixStream::from_std(control).map_err(io_err)?;
+  let stdout = pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?;
+  let stderr = pipe::Receiver::from_owned_fd(stderr_ours).map_err(io_err)?;
+  let stdin = stdin_ours
+    .map(pipe::Sender::from_owned_fd)
+    .transpose()
+    .map_err(io_err)?;
   let gone = |e| CoreError::io("The sandbox supervisor is gone", e);
-  let stdin = match via {
+  match via {
     Via::Socket(socket) => {
       let mut fds = vec![
         control_theirs.as_raw_fd(),
         stdout_theirs.as_raw_fd(),
         stderr_theirs.as_raw_fd(),
       ];
-      if let Some((read_end, _)) = &stdin {
-        // For stdin the command gets the read end.
-        fds.push(read_end.as_raw_fd());
-      }
+      fds.extend(stdin_theirs.as_ref().map(AsRawFd::as_raw_fd));
       wire::send_request(socket, &payload, &fds).map_err(gone)?;
       // The init holds its copies now; ours of the command's ends must close, or EOF
       // never comes.
-      drop((control_theirs, stdout_theirs, stderr_theirs));
-      stdin.map(|(_, write_end)| write_end)
+      drop((control_theirs, stdout_theirs, stderr_theirs, stdin_theirs));
     }
     Via::Mux(link) => {
       // The link feeds the command's ends from the stream (and closes them at its end).
-      let flags = if stdin.is_some() { mux::STDIN_PIPED } else { 0 };
+      let flags = if stdin_theirs.is_some() {
+        mux::STDIN_PIPED
+      } else {
+        0
+      };
       let request = [&[flags][..], &payload].concat();
-      let (stdin_read, stdin_write) = stdin.unzip();
       link
         .launch(
           &request,
           control_theirs,
           stdout_theirs,
           stderr_theirs,
-          stdin_read,
+          stdin_theirs,
         )
         .map_err(gone)?;
-      stdin_write
     }
-  };
-  control.set_nonblocking(true).map_err(io_err)?;
+  }
   Ok(Launched {
     at: std::time::Instant::now(),
-    control: tokio::net::UnixStream::from_std(control).map_err(io_err)?,
-    stdout: pipe::Receiver::from_owned_fd(stdout_ours).map_err(io_err)?,
-    stderr: pipe::Receiver::from_owned_fd(stderr_ours).map_err(io_err)?,
-    stdin: stdin
-      .map(pipe::Sender::from_owned_fd)
-      .transpose()
-      .map_err(io_err)?,
+    control,
+    stdout,
+    stderr,
+    stdin,
   })
 }
 

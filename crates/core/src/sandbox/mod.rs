@@ -678,11 +678,25 @@ impl Sandbox {
     called: Called,
   ) -> Result<Arc<Process>> {
     let spawning = self.spawning.read().await;
-    let (init, launched) = match launched {
-      Some(launched) => (self.init_for(called).await?, launched),
-      None => self.launch_on_live_init(&request, called).await?,
+    let mut init = self.init_for(called).await?;
+    let launched = match launched {
+      Some(launched) => Ok(launched),
+      None => match init.launch(&request.as_launch()) {
+        // The init's link ended after it was found alive. A launch that fails sent nothing
+        // of its request (see `launch_via`): it goes to the init that replaces it, once.
+        // (One sent into a link that ends before its command starts fails as not started:
+        // whether its command ran is not known.)
+        Err(_) if !init.is_alive() => {
+          init = self.init_for(called).await?;
+          init.launch(&request.as_launch())
+        }
+        sent => sent,
+      },
     };
-    let spawned = Process::spawn_launched(&init, request, launched).await;
+    let spawned = match launched {
+      Ok(launched) => Process::spawn_launched(&init, request, launched).await,
+      Err(error) => Err(error),
+    };
     let process = match spawned {
       Ok(process) => process,
       // A stop or destroy ended the init under this launch: the command raced it. Its own
@@ -723,27 +737,6 @@ impl Sandbox {
       return Err(CoreError::NotReady(self.id.clone()));
     }
     Ok(init)
-  }
-
-  /// Sends `request` to the init ([`Self::init_for`]). An init whose link ended after it was
-  /// found alive refuses the request before sending any of it: the request goes to the init
-  /// that replaces it, once. (One sent on a link that ends before its command starts fails:
-  /// whether its command ran is not known.)
-  async fn launch_on_live_init(
-    &self,
-    request: &SpawnRequest,
-    called: Called,
-  ) -> Result<(Arc<Init>, Launched)> {
-    let init = self.init_for(called).await?;
-    match init.launch(&request.as_launch()) {
-      Ok(launched) => Ok((init, launched)),
-      Err(_) if !init.is_alive() => {
-        let init = self.init_for(called).await?;
-        let launched = init.launch(&request.as_launch())?;
-        Ok((init, launched))
-      }
-      Err(error) => Err(error),
-    }
   }
 
   /// What the end of the host process does to the sandbox, for a host that goes away

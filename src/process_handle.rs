@@ -140,12 +140,12 @@ impl NativeProcess {
 
   #[napi(getter, catch_unwind)]
   pub fn stdout_dropped_bytes(&self) -> f64 {
-    self.inner.retained(Stream::Stdout).1 as f64
+    self.inner.dropped_bytes(Stream::Stdout) as f64
   }
 
   #[napi(getter, catch_unwind)]
   pub fn stderr_dropped_bytes(&self) -> f64 {
-    self.inner.retained(Stream::Stderr).1 as f64
+    self.inner.dropped_bytes(Stream::Stderr) as f64
   }
 
   /// Resolves when the command has ended and every output callback has run, the one of

@@ -529,6 +529,12 @@ impl Process {
     (buf.text().to_owned(), buf.dropped_bytes())
   }
 
+  /// The bytes of `stream` no longer retained (the count [`Process::retained`] gives), without
+  /// copying what is.
+  pub fn dropped_bytes(&self, stream: Stream) -> u64 {
+    self.output.locked().buffer(stream).dropped_bytes()
+  }
+
   /// Adds a consumer, whenever it comes: it first receives what each stream still retains
   /// (from the oldest byte kept, if older ones were dropped), then every chunk from now on.
   /// The snapshot and the subscription are one step under the output lock, so at the seam

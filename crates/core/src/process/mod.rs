@@ -599,15 +599,16 @@ impl Process {
     // After `close_stdin`, a command that ended unbeknownst to the caller (between two of
     // its calls, say) has no stdin: as for a caller whose calls run in turn with the
     // command's events. Once its end was told, a part names the end.
-    let queued = if closed && !self.exit_told.load(Ordering::Acquire) {
-      Err(CoreError::NoStdin(self.pid.to_string()))
-    } else {
-      self.check_stdin_usable().and_then(|()| match closed {
+    let usable = match closed && !self.exit_told.load(Ordering::Acquire) {
+      true => Ok(()),
+      false => self.check_stdin_usable(),
+    };
+    let queued = usable
+      .and_then(|()| match closed {
         true => Err(CoreError::NoStdin(self.pid.to_string())),
         false => Ok(()),
       })
-    }
-    .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
+      .map(|()| self.stdin.send(StdinRequest::Write(data.into(), reply)));
     let exit = self.exit.clone();
     let pid = self.pid;
     async move {

@@ -56,8 +56,8 @@ impl NativeExecutionResult {
     NativeExecutionResult {
       success: o.exit.success(),
       exit_code: o.exit.exit_code,
-      stdout: Text(o.stdout),
-      stderr: Text(o.stderr),
+      stdout: Text::new(o.stdout),
+      stderr: Text::new(o.stderr),
       execution_time_ms: o.exit.execution_time_ms,
       killed: o.exit.killed,
       timed_out: o.exit.timed_out,
@@ -130,12 +130,12 @@ impl NativeProcess {
 
   #[napi(getter, ts_return_type = "string", catch_unwind)]
   pub fn stdout(&self) -> Text {
-    Text(self.inner.retained(Stream::Stdout).0)
+    Text::new(self.inner.retained(Stream::Stdout).0)
   }
 
   #[napi(getter, ts_return_type = "string", catch_unwind)]
   pub fn stderr(&self) -> Text {
-    Text(self.inner.retained(Stream::Stderr).0)
+    Text::new(self.inner.retained(Stream::Stderr).0)
   }
 
   #[napi(getter, catch_unwind)]

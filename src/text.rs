@@ -19,7 +19,19 @@ const EXTERNAL_FROM: usize = 64 * 1024;
 const V8_MAX_LENGTH: usize = (1 << 29) - 24;
 
 /// A string handed to JavaScript as it is (`ToNapiValue`); its TypeScript type is `string`.
-pub struct Text(pub String);
+/// Made where the output is (a runtime thread, for a command's result), which also reads
+/// whether it can be external: the JavaScript thread then only makes the string.
+pub struct Text {
+  text: String,
+  external: bool,
+}
+
+impl Text {
+  pub fn new(text: String) -> Text {
+    let external = (EXTERNAL_FROM..=V8_MAX_LENGTH).contains(&text.len()) && text.is_ascii();
+    Text { text, external }
+  }
+}
 
 impl TypeName for Text {
   fn type_name() -> &'static str {
@@ -33,13 +45,11 @@ impl TypeName for Text {
 
 impl ToNapiValue for Text {
   unsafe fn to_napi_value(env: sys::napi_env, text: Self) -> napi::Result<sys::napi_value> {
-    let Text(text) = text;
+    let Text { text, external } = text;
     let length = text.len();
     let external = match create_external_latin1() {
       // ASCII is Latin-1 byte for byte: the buffer is the string.
-      Some(create) if (EXTERNAL_FROM..=V8_MAX_LENGTH).contains(&length) && text.is_ascii() => {
-        create
-      }
+      Some(create) if external => create,
       _ => return unsafe { String::to_napi_value(env, text) },
     };
     // V8 schedules collections by its heap and by the memory it is told of; an external

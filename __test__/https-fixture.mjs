@@ -320,10 +320,13 @@ export function recordsWith(received, text) {
   })
 }
 
+/** The sandbox-side client of tunnel-client.mjs, placed in each brokered sandbox's workspace. */
+const TUNNEL_CLIENT = fs.readFileSync(new URL('./tunnel-client.mjs', import.meta.url), 'utf8')
+
 /**
  * For isolated sandboxes made by `sandbox` (useIsolatedSandboxes): `brokered(secrets,
  * options)`, one brokering `secrets` against `servers`, with the test CA in its workspace as
- * `test-ca.pem`; `place(sb, name, text)`, a file written in its workspace; `placeholderOf(sb,
+ * `test-ca.pem` and `tunnel-client.mjs` beside it; `place(sb, name, text)`, a file written in its workspace; `placeholderOf(sb,
  * variable)`, what its commands see as that variable.
  */
 export function brokeredSandboxes(servers, sandbox) {
@@ -331,6 +334,7 @@ export function brokeredSandboxes(servers, sandbox) {
   const brokered = (secrets, options = {}) => {
     const sb = sandbox({ ...options, nativeSandbox: { ...brokerOptions(servers, secrets), ...options.nativeSandbox } })
     place(sb, 'test-ca.pem', servers.pki.ca)
+    place(sb, 'tunnel-client.mjs', TUNNEL_CLIENT)
     return sb
   }
   const placeholderOf = async (sb, variable) => {

@@ -72,11 +72,16 @@ describe.skipIf(!available)('secrets: attacks from inside', () => {
     const sb = brokered(github())
     const fake = await placeholderOf(sb, 'GITHUB_TOKEN')
     const otherHost = `other.example:${servers.ports['other.example'].https}`
-    for (const version of ['--http1.1', '--http2']) {
-      const fronted = await sb.executeCommand(curlStatus(`${origin('api.github.com')}/protected`, `${version} -H "Host: ${otherHost}"`))
-      expect(fronted.stdout, version).toBe('403\n')
+    // Over HTTP/1.1 (curl), and over HTTP/2 with `:authority` (a client offering it alone).
+    const fronting = [
+      [curlStatus(`${origin('api.github.com')}/protected`, `-H "Host: ${otherHost}"`), '403\n'],
+      [`node tunnel-client.mjs status ${origin('api.github.com')}/protected ${otherHost}`, 'h2 403\n'],
+    ]
+    for (const [command, status] of fronting) {
+      const fronted = await sb.executeCommand(command)
+      expect(fronted.stdout, command).toBe(status)
       // Refused by the interception's rule, and labelled by it, not by the allowlist.
-      expect(fronted.stderr, version).toBe(
+      expect(fronted.stderr, command).toBe(
         `native-workspace: blocked by nativeSandbox.secrets: api.github.com:${servers.ports['api.github.com'].https}: the request names ${otherHost} (Host or :authority), not the server name and port of the intercepted connection\n`,
       )
     }

@@ -80,7 +80,9 @@ impl Authority {
       .with_no_client_auth()
       .with_single_cert(chain, key)
       .map_err(|e| failed(e.to_string()))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // HTTP/1.1 first: a client that speaks both then speaks it to the destination too (see
+    // `Upstream`), and one that speaks only HTTP/2 (gRPC) still gets HTTP/2.
+    config.alpn_protocols = vec![b"http/1.1".to_vec(), b"h2".to_vec()];
     // This side's order of ciphers (see `provider`), not the client's.
     config.ignore_client_order = true;
     let config = Arc::new(config);

@@ -222,6 +222,7 @@ impl Exchange {
       );
     };
     *request.uri_mut() = uri;
+    let client_http2 = request.version() == Version::HTTP_2;
     *request.version_mut() = Version::HTTP_11;
     // An upgrade is asked for with both headers; an `Upgrade` alone is hop-by-hop, dropped
     // below, and the request goes on a pooled connection like any other.
@@ -231,7 +232,7 @@ impl Exchange {
       return self.upgrade(request).await;
     }
     strip_hop_by_hop(request.headers_mut());
-    match self.upstream.send(request).await {
+    match self.upstream.send(request, client_http2).await {
       Ok(mut response) => {
         // The destination's connection is not the client's.
         strip_hop_by_hop(response.headers_mut());
@@ -366,7 +367,12 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// The destination's side of one intercepted connection: connections of its own to the
 /// addresses the proxy resolved and judged (never resolving again), over TLS verified for the
-/// host name, HTTP/2 or HTTP/1.1 as the destination chooses by ALPN.
+/// host name.
+///
+/// A request goes in its client's HTTP version where the destination allows: an HTTP/1.1
+/// client's over HTTP/1.1, an HTTP/2 client's over HTTP/2 if the destination offers it by
+/// ALPN, else over HTTP/1.1. Translating costs per byte (framing and flow control, on both
+/// ends) and buys an HTTP/1.1 client nothing.
 ///
 /// An HTTP/2 destination gets one connection for all the requests. An HTTP/1.1 one takes a
 /// request at a time on each: a request takes one of the `max_upstream_connections` slots
@@ -377,9 +383,9 @@ struct Upstream {
   host: String,
   addresses: Arc<[SocketAddr]>,
   connect_timeout: Duration,
-  /// Offers HTTP/2 and HTTP/1.1.
+  /// Offers HTTP/2 and HTTP/1.1, for an HTTP/2 client's requests.
   tls: TlsConnector,
-  /// Offers HTTP/1.1 only, for upgrades.
+  /// Offers HTTP/1.1 only, for an HTTP/1.1 client's requests and upgrades.
   tls_h1: TlsConnector,
   slots: Arc<Semaphore>,
   idle: Arc<Mutex<Vec<http1::SendRequest<Incoming>>>>,
@@ -416,21 +422,32 @@ impl Upstream {
     }
   }
 
-  /// Sends `request` (its URI absolute) and returns the answer.
-  async fn send(&self, mut request: Request<Incoming>) -> Result<Response<Incoming>, Failure> {
-    if let Some(mut h2) = self.http2() {
+  /// Sends `request` (its URI absolute) and returns the answer; over HTTP/2 only for a
+  /// client that spoke it.
+  async fn send(
+    &self,
+    mut request: Request<Incoming>,
+    client_http2: bool,
+  ) -> Result<Response<Incoming>, Failure> {
+    let http2 = || if client_http2 { self.http2() } else { None };
+    if let Some(mut h2) = http2() {
       return Ok(h2.send_request(request).await?);
     }
     let slot = self.slots.clone().acquire_owned().await?;
     // Waiting, another request may have found that the destination speaks HTTP/2.
-    if let Some(mut h2) = self.http2() {
+    if let Some(mut h2) = http2() {
       drop(slot);
       return Ok(h2.send_request(request).await?);
     }
+    let tls = if client_http2 {
+      &self.tls
+    } else {
+      &self.tls_h1
+    };
     let (mut sender, response) = loop {
       let (mut sender, reused) = match self.take_idle() {
         Some(sender) => (sender, true),
-        None => match self.connect(&self.tls).await? {
+        None => match self.connect(tls).await? {
           Connected::Http1(sender) => (sender, false),
           Connected::Http2(mut h2) => {
             *self.h2.lock().unwrap_or_else(|e| e.into_inner()) = Some(h2.clone());

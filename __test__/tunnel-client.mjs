@@ -5,12 +5,13 @@
 //
 //   node tunnel-client.mjs status URL [AUTHORITY]   prints "<ALPN chosen> <status>"
 //   node tunnel-client.mjs body URL                 writes the body to stdout; fails unless
-//                                                   HTTP/2 and 200
+//                                                   HTTP/2 and 200, and whole
 //
 // Each GET carries `Authorization: Bearer $GITHUB_TOKEN`, and `:authority` AUTHORITY when given.
 import http from 'node:http'
 import http2 from 'node:http2'
 import tls from 'node:tls'
+import { pipeline } from 'node:stream/promises'
 import { pathToFileURL } from 'node:url'
 
 /** A TLS socket to `url`'s host through a CONNECT tunnel of the proxy, offering `alpn`. */
@@ -49,6 +50,6 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     console.log(alpn, status)
   } else {
     if (alpn !== 'h2' || status !== 200) throw new Error(`${alpn} ${status}`)
-    stream.pipe(process.stdout)
+    await pipeline(stream, process.stdout)
   }
 }

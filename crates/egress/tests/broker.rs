@@ -315,9 +315,9 @@ async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_header
   assert!(sandbox.proxy.take_blocked().is_empty());
 }
 
-/// GETs each of `paths` in turn over an intercepted tunnel, in the version its ALPN chose,
-/// with the placeholder in the header; each answer's body.
-async fn get_each(
+/// POSTs `body` to each of `paths` in turn over an intercepted tunnel, in the version its
+/// ALPN chose, with the placeholder in the header; each answer's body.
+async fn post_each(
   tls: tokio_rustls::client::TlsStream<TcpStream>,
   port: u16,
   token: &str,
@@ -326,39 +326,43 @@ async fn get_each(
   let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
   let io = TokioIo::new(tls);
   let requests = paths.iter().map(|path| {
-    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`.
+    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`; gRPC's `te: trailers` is
+    // HTTP/2's.
     let request = if http2 {
-      Request::builder().uri(format!("https://api.test:{port}{path}"))
+      Request::builder()
+        .uri(format!("https://api.test:{port}{path}"))
+        .header("te", "trailers")
     } else {
       Request::builder()
         .uri(path)
         .header("host", format!("api.test:{port}"))
     };
     request
+      .method("POST")
       .header("authorization", format!("Bearer {token}"))
-      .body(Full::new(Bytes::new()))
+      .body(Full::new(Bytes::from_static(b"body")))
       .unwrap()
   });
-  let mut answers = Vec::new();
+  async fn read(answer: Response<Incoming>) -> Bytes {
+    assert_eq!(answer.status(), 200);
+    answer.into_body().collect().await.unwrap().to_bytes()
+  }
+  // Each answer is read before the next request: an HTTP/1.1 connection takes one at a time.
+  let mut bodies = Vec::new();
   if http2 {
     let (mut sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
       .await
       .unwrap();
     tokio::spawn(connection);
     for request in requests {
-      answers.push(sender.send_request(request).await.unwrap());
+      bodies.push(read(sender.send_request(request).await.unwrap()).await);
     }
   } else {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
     tokio::spawn(connection);
     for request in requests {
-      answers.push(sender.send_request(request).await.unwrap());
+      bodies.push(read(sender.send_request(request).await.unwrap()).await);
     }
-  }
-  let mut bodies = Vec::new();
-  for answer in answers {
-    assert_eq!(answer.status(), 200);
-    bodies.push(answer.into_body().collect().await.unwrap().to_bytes());
   }
   bodies
 }
@@ -368,6 +372,7 @@ async fn a_connection_keeps_its_clients_http_version_where_the_destination_allow
   let pki = pki("destination");
   let (h1_port, h1_seen) = destination(&pki, &[b"http/1.1"], Pace::new(0)).await;
   let (h2_port, h2_seen) = destination(&pki, &[b"h2", b"http/1.1"], Pace::new(0)).await;
+  let (h2_only_port, h2_only_seen) = destination(&pki, &[b"h2"], Pace::new(0)).await;
   const H1: &[&[u8]] = &[b"http/1.1"];
   const H2: &[&[u8]] = &[b"h2"];
   const BOTH: &[&[u8]] = &[b"h2", b"http/1.1"];
@@ -383,6 +388,21 @@ async fn a_connection_keeps_its_clients_http_version_where_the_destination_allow
     (h2_port, &h2_seen, H1, b"http/1.1", hyper::Version::HTTP_11),
     (h2_port, &h2_seen, H2, b"h2", hyper::Version::HTTP_2),
     (h1_port, &h1_seen, H2, b"h2", hyper::Version::HTTP_11),
+    // A destination that speaks only HTTP/2 is spoken to in it, whatever the client speaks.
+    (
+      h2_only_port,
+      &h2_only_seen,
+      H1,
+      b"http/1.1",
+      hyper::Version::HTTP_2,
+    ),
+    (
+      h2_only_port,
+      &h2_only_seen,
+      BOTH,
+      b"http/1.1",
+      hyper::Version::HTTP_2,
+    ),
   ] {
     let earlier = seen.requests().len();
     let sandbox = sandbox(&pki, port, 1).await;
@@ -394,7 +414,7 @@ async fn a_connection_keeps_its_clients_http_version_where_the_destination_allow
     let paths: Vec<String> = (0..3)
       .map(|n| format!("/v/{n}?t={}", sandbox.token))
       .collect();
-    let bodies = get_each(tls, port, &sandbox.token, &paths).await;
+    let bodies = post_each(tls, port, &sandbox.token, &paths).await;
     for (n, body) in bodies.iter().enumerate() {
       assert_eq!(body, format!("ok /v/{n}?t={TOKEN}").as_bytes());
     }
@@ -406,6 +426,9 @@ async fn a_connection_keeps_its_clients_http_version_where_the_destination_allow
         request.header("authorization"),
         Some(format!("Bearer {TOKEN}").as_str())
       );
+      assert_eq!(request.body_bytes, 4);
+      let end_to_end = chosen == b"h2" && expected == hyper::Version::HTTP_2;
+      assert_eq!(request.header("te"), end_to_end.then_some("trailers"));
     }
   }
 }

@@ -17,8 +17,8 @@
 //!   given, in the request target and in header values, and inside `Authorization: Basic`
 //!   credentials (decoded, replaced, encoded again);
 //! - the request goes on to the destination over TLS verified against the system's roots and
-//!   the sandbox's `egressCaCertificates`, HTTP/2 or HTTP/1.1 as the destination chooses;
-//!   bodies stream through untouched; WebSocket upgrades are relayed.
+//!   the sandbox's `egressCaCertificates`, in the client's HTTP version where the destination
+//!   speaks it; bodies stream through untouched; WebSocket upgrades are relayed.
 //!
 //! The proxy does the interception (its `intercept` module), asking the broker for the
 //! certificates, the upstream TLS settings and the rewriting of each request.

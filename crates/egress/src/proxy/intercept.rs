@@ -231,7 +231,19 @@ impl Exchange {
     if upgrade {
       return self.upgrade(request).await;
     }
+    // gRPC's `te: trailers`, the one TE an HTTP/2 request carries end to end (RFC 9113,
+    // 8.2.2), goes on to an HTTP/2 destination (see `in_origin_form` for the others).
+    let trailers = client_http2
+      && request
+        .headers()
+        .get(header::TE)
+        .is_some_and(|te| te == "trailers");
     strip_hop_by_hop(request.headers_mut());
+    if trailers {
+      request
+        .headers_mut()
+        .insert(header::TE, http::HeaderValue::from_static("trailers"));
+    }
     match self.upstream.send(request, client_http2).await {
       Ok(mut response) => {
         // The destination's connection is not the client's.
@@ -369,12 +381,13 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// addresses the proxy resolved and judged (never resolving again), over TLS verified for the
 /// host name.
 ///
-/// A request goes in its client's HTTP version where the destination allows: an HTTP/1.1
-/// client's over HTTP/1.1, an HTTP/2 client's over HTTP/2 if the destination offers it by
-/// ALPN, else over HTTP/1.1. Translating costs per byte (framing and flow control, on both
-/// ends) and buys an HTTP/1.1 client nothing.
+/// A connection is made in its client's HTTP version where the destination allows: for an
+/// HTTP/1.1 client, offering HTTP/1.1 alone (and both again if the destination refuses it:
+/// it speaks only HTTP/2); for an HTTP/2 client, offering both, the destination choosing.
+/// Translating costs per byte (framing and flow control, on both ends) and buys an HTTP/1.1
+/// client nothing.
 ///
-/// An HTTP/2 destination gets one connection for all the requests. An HTTP/1.1 one takes a
+/// An HTTP/2 destination connection, once made, takes all the requests. An HTTP/1.1 one takes a
 /// request at a time on each: a request takes one of the `max_upstream_connections` slots
 /// (waiting for one when all are taken), and an idle connection or a new one; the connection
 /// is kept for the next request once its answer is read, and only then is the slot given
@@ -383,7 +396,8 @@ struct Upstream {
   host: String,
   addresses: Arc<[SocketAddr]>,
   connect_timeout: Duration,
-  /// Offers HTTP/2 and HTTP/1.1, for an HTTP/2 client's requests.
+  /// Offers HTTP/2 and HTTP/1.1: for an HTTP/2 client's requests, and an HTTP/1.1 client's
+  /// to a destination that refuses HTTP/1.1.
   tls: TlsConnector,
   /// Offers HTTP/1.1 only, for an HTTP/1.1 client's requests and upgrades.
   tls_h1: TlsConnector,
@@ -422,32 +436,25 @@ impl Upstream {
     }
   }
 
-  /// Sends `request` (its URI absolute) and returns the answer; over HTTP/2 only for a
-  /// client that spoke it.
+  /// Sends `request` (its URI absolute) of an HTTP/2 client or not, and returns the answer.
   async fn send(
     &self,
     mut request: Request<Incoming>,
     client_http2: bool,
   ) -> Result<Response<Incoming>, Failure> {
-    let http2 = || if client_http2 { self.http2() } else { None };
-    if let Some(mut h2) = http2() {
+    if let Some(mut h2) = self.http2() {
       return Ok(h2.send_request(request).await?);
     }
     let slot = self.slots.clone().acquire_owned().await?;
-    // Waiting, another request may have found that the destination speaks HTTP/2.
-    if let Some(mut h2) = http2() {
+    // Waiting, another request may have made the connection that takes them all.
+    if let Some(mut h2) = self.http2() {
       drop(slot);
       return Ok(h2.send_request(request).await?);
     }
-    let tls = if client_http2 {
-      &self.tls
-    } else {
-      &self.tls_h1
-    };
     let (mut sender, response) = loop {
       let (mut sender, reused) = match self.take_idle() {
         Some(sender) => (sender, true),
-        None => match self.connect(tls).await? {
+        None => match self.connect_for(client_http2).await? {
           Connected::Http1(sender) => (sender, false),
           Connected::Http2(mut h2) => {
             *self.h2.lock().unwrap_or_else(|e| e.into_inner()) = Some(h2.clone());
@@ -507,6 +514,17 @@ impl Upstream {
     None
   }
 
+  /// A new connection for a request of an HTTP/2 client or not (see [`Upstream`]).
+  async fn connect_for(&self, client_http2: bool) -> Result<Connected, Failure> {
+    if client_http2 {
+      return self.connect(&self.tls).await;
+    }
+    match self.connect(&self.tls_h1).await {
+      Err(error) if refuses_protocols(error.as_ref()) => self.connect(&self.tls).await,
+      connected => connected,
+    }
+  }
+
   async fn connect(&self, tls: &TlsConnector) -> Result<Connected, Failure> {
     let server_name = ServerName::try_from(self.host.clone())?;
     let handshake = async {
@@ -532,10 +550,28 @@ impl Upstream {
   }
 }
 
+/// Whether a TLS handshake failed because the destination speaks none of the protocols
+/// offered by ALPN.
+fn refuses_protocols(error: &(dyn std::error::Error + 'static)) -> bool {
+  error
+    .downcast_ref::<io::Error>()
+    .and_then(io::Error::get_ref)
+    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    .is_some_and(|tls| {
+      matches!(
+        tls,
+        rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)
+          | rustls::Error::NoApplicationProtocol
+      )
+    })
+}
+
 /// The request as an HTTP/1.1 connection sends it: its target in origin form, and a `Host`
 /// header (from `:authority`, when the client spoke HTTP/2; without port 443, as clients
 /// write it).
 fn in_origin_form(mut request: Request<Incoming>) -> Result<Request<Incoming>, Failure> {
+  // Hop-by-hop in HTTP/1.1: an HTTP/2 client's `te: trailers` stops here.
+  request.headers_mut().remove(header::TE);
   let uri = request.uri().clone();
   if !request.headers().contains_key(header::HOST)
     && let Some(host) = uri.host()

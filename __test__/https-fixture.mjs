@@ -326,8 +326,8 @@ const TUNNEL_CLIENT = fs.readFileSync(new URL('./tunnel-client.mjs', import.meta
 /**
  * For isolated sandboxes made by `sandbox` (useIsolatedSandboxes): `brokered(secrets,
  * options)`, one brokering `secrets` against `servers`, with the test CA in its workspace as
- * `test-ca.pem` and `tunnel-client.mjs` beside it; `place(sb, name, text)`, a file written in its workspace; `placeholderOf(sb,
- * variable)`, what its commands see as that variable.
+ * `test-ca.pem` and `tunnel-client.mjs` beside it; `place(sb, name, text)`, a file written
+ * in its workspace; `placeholderOf(sb, variable)`, what its commands see as that variable.
  */
 export function brokeredSandboxes(servers, sandbox) {
   const place = (sb, name, text) => fs.writeFileSync(path.join(prepareWorkspace(sb), name), text)

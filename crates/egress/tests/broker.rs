@@ -315,8 +315,8 @@ async fn a_bound_placeholder_reaches_its_host_as_the_real_value_in_target_header
   assert!(sandbox.proxy.take_blocked().is_empty());
 }
 
-/// POSTs `body` to each of `paths` in turn over an intercepted tunnel, in the version its
-/// ALPN chose, with the placeholder in the header; each answer's body.
+/// POSTs a 4-byte body to each of `paths` in turn over an intercepted tunnel, in the version
+/// its ALPN chose, with the placeholder in the header; each answer's body.
 async fn post_each(
   tls: tokio_rustls::client::TlsStream<TcpStream>,
   port: u16,

@@ -284,20 +284,23 @@ export { exitCode, misconfigured }
 
 describe('without a loadable platform package', () => {
   // What loading the package throws, from CommonJS and from ESM, with its causes as Node
-  // prints them. (Node 20 also reports an error thrown by a CommonJS module that ESM imports
-  // as uncaught, after the importer caught it: only the caught report is read.)
-  const REPORT = {
-    cjs: `try { require('native-workspace') } catch (e) {
+  // prints them; or, if the import works (`imported`), what `use(m)` of the package throws,
+  // and whether a second use throws the same error (`again`). (Node 20 also reports an error
+  // thrown by a CommonJS module that ESM imports as uncaught, after the importer caught it:
+  // only the caught report is read.)
+  const USE_TWICE = (use) => `try { ${use} } catch (first) { try { ${use} } catch (second) { again = second === first }; throw first }`
+  const report = (use) => ({
+    cjs: `let imported = false, again; try { const m = require('native-workspace'); imported = true; ${USE_TWICE(use)} } catch (e) {
   const { name, code, platformPackage, message } = e
-  console.log(JSON.stringify({ name, code, platformPackage, message, printed: require('node:util').inspect(e) }))
+  console.log(JSON.stringify({ imported, again, name, code, platformPackage, message, printed: require('node:util').inspect(e) }))
 }`,
-    esm: `try { await import('native-workspace') } catch (e) {
+    esm: `let imported = false, again; try { const m = await import('native-workspace'); imported = true; ${USE_TWICE(use)} } catch (e) {
   const { name, code, platformPackage, message } = e
-  console.log(JSON.stringify({ name, code, platformPackage, message, printed: (await import('node:util')).inspect(e) }))
+  console.log(JSON.stringify({ imported, again, name, code, platformPackage, message, printed: (await import('node:util')).inspect(e) }))
 }`,
-  }
-  const loadFails = (project, nodeArgs = []) =>
-    Object.entries(REPORT).map(([kind, source]) => {
+  })
+  const loadFails = (project, nodeArgs = [], use = 'm.detectIsolation()') =>
+    Object.entries(report(use)).map(([kind, source]) => {
       const args = [...nodeArgs, ...(kind === 'esm' ? ['--input-type=module'] : []), '-e', source]
       const { stdout } = spawnSync('node', args, { cwd: project, env, encoding: 'utf8', timeout: 60_000 })
       expect(stdout, `${kind}: loading did not fail`).not.toBe('')
@@ -311,7 +314,7 @@ describe('without a loadable platform package', () => {
     const onlyMain = scratchProject()
     run('sh', ['-c', `npm install ${packed.main}`], onlyMain)
     for (const error of loadFails(onlyMain)) {
-      expect(error).toMatchObject({ name: 'NativeAddonError', code: 'NATIVE_ADDON_MISSING', platformPackage: PLATFORM_PACKAGE })
+      expect(error).toMatchObject({ imported: false, name: 'NativeAddonError', code: 'NATIVE_ADDON_MISSING', platformPackage: PLATFORM_PACKAGE })
       expect(error.message).toContain(`${PLATFORM_PACKAGE}@${version}, which is not installed`)
       expect(error.message).toContain(`npm install ${PLATFORM_PACKAGE}@${version}`)
       expect(error.message).toContain(`${PLATFORM_PACKAGE}-${version}.tgz`)
@@ -323,20 +326,21 @@ describe('without a loadable platform package', () => {
     const preload = path.join(tempDir(), 'riscv.cjs')
     fs.writeFileSync(preload, "Object.defineProperty(process, 'arch', { value: 'riscv64' })\n")
     for (const error of loadFails(project, ['--require', preload])) {
-      expect(error).toMatchObject({ name: 'NativeAddonError', code: 'NATIVE_ADDON_MISSING' })
+      expect(error).toMatchObject({ imported: false, name: 'NativeAddonError', code: 'NATIVE_ADDON_MISSING' })
       expect(error.platformPackage).toBeUndefined()
       expect(error.message).toContain(`native-workspace ${version} has no native addon for linux-riscv64-gnu`)
       expect(error.message).toContain('linux-x64-gnu, linux-arm64-gnu, darwin-x64, darwin-arm64')
     }
   })
 
-  it('says why an installed platform package does not load', () => {
+  it('says why an installed platform package does not load, at the first use of the addon and every later one', () => {
     const damaged = scratchProject()
     run('sh', ['-c', `npm install ${packed.main} ${packed.platform}`], damaged)
     const addon = path.join(damaged, 'node_modules', PLATFORM_PACKAGE, 'native-workspace.linux-x64-gnu.node')
     fs.writeFileSync(addon, 'not an ELF file\n'.repeat(256))
-    for (const error of loadFails(damaged)) {
-      expect(error).toMatchObject({ name: 'NativeAddonError', code: 'NATIVE_ADDON_LOAD_FAILED', platformPackage: PLATFORM_PACKAGE })
+    // The import does not load the addon; a sandbox's constructor is a first use too.
+    for (const use of ['m.detectIsolation()', "new m.LocalSandbox({ workingDirectory: 'ws' })"]) for (const error of loadFails(damaged, [], use)) {
+      expect(error).toMatchObject({ imported: true, again: true, name: 'NativeAddonError', code: 'NATIVE_ADDON_LOAD_FAILED', platformPackage: PLATFORM_PACKAGE })
       expect(error.message).toContain(`${PLATFORM_PACKAGE} is installed in ${path.dirname(addon)}, but its addon does not load:`)
       expect(error.message).toContain('invalid ELF header')
     }

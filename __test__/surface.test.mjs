@@ -83,19 +83,25 @@ describe('surface of @mastra/core/workspace', () => {
     expect(JSON.parse(child.stdout)).toEqual({ names: ['default', ...Object.keys(require('../lib/index.js'))].sort(), same: true })
   })
 
-  it('importing the package loads no backend or subsystem before its first use, nor the Node modules only they need', () => {
-    // A fresh process: what the import alone loaded.
+  it('importing the package loads no backend or subsystem before its first use, nor the addon, nor the Node modules only they need', () => {
+    // A fresh process: what the import alone loaded, then what its first use of the addon did.
     const source = [
       `const before = new Set(process.moduleLoadList)`,
-      `require('native-workspace')`,
+      `const loaded = () => Object.keys(require.cache).map((f) => require('node:path').relative(process.cwd(), f))`,
+      `const { detectIsolation } = require('native-workspace')`,
       `const builtins = process.moduleLoadList.filter((m) => !before.has(m) && m.startsWith('NativeModule ')).map((m) => m.slice('NativeModule '.length))`,
-      `const files = Object.keys(require.cache).map((f) => require('node:path').relative(process.cwd(), f))`,
-      `process.stdout.write(JSON.stringify({ builtins, files }))`,
+      `const files = loaded()`,
+      `const detected = detectIsolation()`,
+      `process.stdout.write(JSON.stringify({ builtins, files, afterUse: loaded(), detected }))`,
     ].join('\n')
     const child = spawnSync(process.execPath, ['-e', source], { cwd: root, encoding: 'utf8' })
     expect(child.stderr).toBe('')
-    const { builtins, files } = JSON.parse(child.stdout)
+    const { builtins, files, afterUse, detected } = JSON.parse(child.stdout)
     expect(files).toEqual(expect.arrayContaining(['lib/index.js', 'lib/local-sandbox.js', 'lib/docker-sandbox.js', 'lib/workspace.js']))
+    const addons = (list) => list.filter((file) => file.endsWith('.node'))
+    expect(addons(files)).toEqual([])
+    expect(addons(afterUse)).toHaveLength(1)
+    expect(detected).toEqual(require('../index.js').detectIsolation())
     const onFirstUseModules = [
       ...['lib/object-storage.js', 'lib/docker-options.js', 'lib/mime.js', 'lib/tool-guards.js', 'lib/tools-config.js', 'lib/platform.js', 'package.json'],
       // A workspace's search, the tools' implementations behind their descriptions, how a sandbox mounts.
@@ -147,6 +153,10 @@ describe('surface of @mastra/core/workspace', () => {
     } finally {
       fs.rmSync(copy, { recursive: true, force: true })
     }
+  })
+
+  it('PROTECTED_PATHS, written out in lib/ so that the import needs no addon, is the core\'s default list', () => {
+    expect(require('../lib/index.js').PROTECTED_PATHS).toEqual(require('../index.js').defaultProtectedPaths())
   })
 
   it('the typings declare exactly the values the module exports', () => {

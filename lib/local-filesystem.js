@@ -1,7 +1,7 @@
 'use strict'
 const path = require('node:path')
 const fsSync = require('node:fs')
-const { NativeLocalFs, checkProtectedPaths } = require('./native')
+const addon = require('./native')
 const {
   DirectoryNotFoundError,
   FileExistsError,
@@ -164,7 +164,7 @@ class LocalFilesystem extends MastraFilesystem {
       this.#instructions = options.instructions
       this.#protectedGiven = options.protectedPaths !== undefined
       this.protectedPaths = Object.freeze(
-        translatingSync(() => checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
+        translatingSync(() => addon.checkProtectedPaths([...check.stringArray(options.protectedPaths, 'protectedPaths')])),
       )
     })
   }
@@ -222,7 +222,7 @@ class LocalFilesystem extends MastraFilesystem {
       // Protected paths of basePath stay protected when reached from an allowed path around it.
       const inside = path.relative(root, this.basePath)
       const protectedPaths = within(this.basePath, root) ? this.protectedPaths.map((p) => path.join(inside, p)) : []
-      native = translatingSync(() => new NativeLocalFs(root, this.readOnly, protectedPaths))
+      native = translatingSync(() => new addon.NativeLocalFs(root, this.readOnly, protectedPaths))
       this.#allowedRoots.set(root, native)
     }
     return { fs: native, target: absolute }
@@ -323,7 +323,7 @@ class LocalFilesystem extends MastraFilesystem {
 
   /** Opened on first use: the base directory is created then (unless read-only). */
   #fs() {
-    this.#native ??= translatingSync(() => new NativeLocalFs(this.basePath, this.readOnly, [...this.protectedPaths]))
+    this.#native ??= translatingSync(() => new addon.NativeLocalFs(this.basePath, this.readOnly, [...this.protectedPaths]))
     if (this.status === 'pending') this.status = 'ready'
     return this.#native
   }

@@ -21,8 +21,14 @@ const unknownOptions = lazy(() => require('./unknown-options'))
 /**
  * Workspace paths an isolated sandbox keeps read-only unless `nativeSandbox.protectedPaths`
  * says otherwise; its shell start-up files only where the workspace is a home directory.
+ * The core's list (`defaultProtectedPaths()`), written out so that importing the package
+ * does not load the addon; a test holds the two equal.
  */
-const PROTECTED_PATHS = Object.freeze(native.defaultProtectedPaths())
+const PROTECTED_PATHS = Object.freeze([
+  ...['.git/hooks', '.git/config', '.gitmodules', '.envrc', '.vscode', '.idea'],
+  ...['.bashrc', '.bash_profile', '.zshrc', '.zprofile', '.profile', '.gitconfig', '.ripgreprc'],
+  ...['.mcp.json', '.claude', '.codex'],
+])
 
 const randomId = (prefix) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 

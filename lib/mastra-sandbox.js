@@ -1,5 +1,5 @@
 'use strict'
-const { NativeLifecycle } = require('./native')
+const native = require('./native')
 const { check, readingOptions, updatedEnv } = require('./options')
 const { MountManager } = require('./mounts')
 const { packageLogger } = require('./logging')
@@ -87,7 +87,7 @@ class MastraSandbox {
     if (!this.#native) {
       const self = new WeakRef(this)
       const step = (name) => async () => self.deref()?.#runStep(name)
-      this.#native = new NativeLifecycle({
+      this.#native = new native.NativeLifecycle({
         id: String(this.id ?? this.name),
         start: step('start'),
         stop: step('stop'),

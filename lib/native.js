@@ -1,27 +1,13 @@
 'use strict'
-// Loads the addon: napi's loader (`index.js`) takes it from beside itself (a built
-// checkout) or from this machine's platform package. When neither loads, napi's own error
-// blames npm's handling of optional dependencies; say instead what is missing and how to
-// get it.
+// The addon: the one this package ships for the machine, loaded by the first use of any of
+// its exports, or else napi's loader (`index.js`), at once. When it cannot be had, napi's
+// own error blames npm's handling of optional dependencies; say instead what is missing and
+// how to get it.
 const fs = require('node:fs')
 const path = require('node:path')
+const { NativeAddonError } = require('./lazy')
 
 const root = path.join(__dirname, '..')
-
-/**
- * The native addon could not be had: `code` `NATIVE_ADDON_MISSING` (not built, not
- * installed, or no package for this platform) or `NATIVE_ADDON_LOAD_FAILED` (installed,
- * but it does not load: `cause` says why). Thrown while the package loads, so it is not
- * exported: match on `code`.
- */
-class NativeAddonError extends Error {
-  constructor(message, code, platformPackage, cause) {
-    super(message, { cause })
-    this.name = 'NativeAddonError'
-    this.code = code
-    if (platformPackage !== undefined) this.platformPackage = platformPackage
-  }
-}
 
 function unbuiltCheckout() {
   const isSource = fs.existsSync(path.join(root, 'Cargo.toml'))
@@ -80,29 +66,63 @@ function whyNotLoaded(loadError) {
 }
 
 /**
- * The addon this package ships for this machine, where napi's loader would find it (beside
- * the package in a built checkout, else in the platform package), loaded without that
- * loader: 38 KB of source for every platform and layout, whose compiling and C library probe
- * cost about 1.5 ms of each import. Anything else goes to napi's loader: a host or layout we
- * ship nothing for (a musl host fails here to load the glibc build), its environment
- * overrides, and a failed load, which it reports.
+ * Where the addon this package ships for this machine is, if it is there: where napi's
+ * loader would find it (beside the package in a built checkout, else in the platform
+ * package), found without that loader (38 KB of source for every platform and layout,
+ * whose compiling and C library probe cost about 1.5 ms of each import). Anything else goes
+ * to napi's loader: a host or layout we ship nothing for, and its environment overrides.
  */
-function shippedAddon() {
+function shippedAddonPath() {
   const { env, platform, arch } = process
   if (env.NAPI_RS_NATIVE_LIBRARY_PATH || env.NAPI_RS_FORCE_WASI || env.NAPI_RS_ENFORCE_VERSION_CHECK) return undefined
   const target = { linux: `linux-${arch}-gnu`, darwin: `darwin-${arch}` }[platform]
   if (target === undefined) return undefined
   const built = path.join(root, `native-workspace.${target}.node`)
+  if (fs.existsSync(built)) return built
   try {
-    return require(fs.existsSync(built) ? built : `native-workspace-${target}`)
+    return require.resolve(`native-workspace-${target}`)
   } catch {
     return undefined
   }
 }
 
-try {
-  module.exports = shippedAddon() ?? require('../index.js')
-} catch (err) {
-  // napi's error holds, as its cause, every place it tried; its own message blames npm.
-  throw whyNotLoaded(err.cause ?? err)
+/** The addon through napi's loader, or a NativeAddonError that says why it cannot be had. */
+function loadedByNapi() {
+  try {
+    return require('../index.js')
+  } catch (err) {
+    // napi's error holds, as its cause, every place it tried; its own message blames npm.
+    throw whyNotLoaded(err.cause ?? err)
+  }
 }
+
+/**
+ * The shipped addon, loaded by the first use of any of its exports: loading it (about 2 ms
+ * of the dynamic loader's) is not part of importing the package. A shipped addon that does
+ * not load (a musl host has the glibc build) goes to napi's loader, which says why; that
+ * error is then every use's, as a module loaded on first use fails (see lazy.js).
+ */
+function loadedOnFirstUse(shipped) {
+  let addon
+  let failure
+  const loaded = () => {
+    if (failure) throw failure
+    if (addon === undefined) {
+      try {
+        addon = require(shipped)
+      } catch {
+        try {
+          addon = loadedByNapi()
+        } catch (err) {
+          failure = err
+          throw err
+        }
+      }
+    }
+    return addon
+  }
+  return new Proxy({}, { get: (_, name) => loaded()[name] })
+}
+
+const shipped = shippedAddonPath()
+module.exports = shipped === undefined ? loadedByNapi() : loadedOnFirstUse(shipped)

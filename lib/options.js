@@ -2,11 +2,10 @@
 // Type checks for options coming from JavaScript callers (and tools' inputs, by their
 // schemas), and what their callbacks return. Each failure names the option; value rules
 // (ranges, enumerations) are checked by the native side.
-const { SandboxOptionError, SandboxError, WorkspaceError } = require('./errors')
-const { retentionError } = require('./translate')
+const { SandboxOptionError, WorkspaceError } = require('./errors')
+const { isTyped, retentionError } = require('./translate')
 const { isUtf8 } = require('node:buffer')
 const { isUint8Array } = require('node:util/types')
-const { ModuleLoadError } = require('./lazy')
 
 /**
  * Routes the rejection of `value` to `onRejected` if `value` is a promise or any other
@@ -65,20 +64,6 @@ function describe(value) {
 
 function fail(name, expected, value) {
   throw new SandboxOptionError(`${name} must be ${expected}, got ${kind(value)}`)
-}
-
-/** Whether `err` is one of this package's typed errors (false for a hostile value). */
-function isTyped(err) {
-  try {
-    return (
-      err instanceof SandboxError ||
-      err instanceof WorkspaceError ||
-      err instanceof ModuleLoadError ||
-      (err instanceof RangeError && err.code === 'INVALID_RETENTION')
-    )
-  } catch {
-    return false
-  }
 }
 
 /**

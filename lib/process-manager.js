@@ -1,5 +1,5 @@
 'use strict'
-const { NativeAbortToken } = require('./native')
+const addon = require('./native')
 const { translating } = require('./translate')
 const { SandboxOptionError } = require('./errors')
 const { check, describe, readingOptions } = require('./options')
@@ -12,7 +12,7 @@ const { SandboxProcessManager, STEPS_OF_ITS_OWN } = require('./sandbox-process-m
  */
 function abortToken(signal) {
   if (!signal) return { token: undefined, detach: () => {} }
-  const token = new NativeAbortToken()
+  const token = new addon.NativeAbortToken()
   const onAbort = () => token.abort()
   if (signal.aborted) onAbort()
   else signal.addEventListener('abort', onAbort, { once: true })

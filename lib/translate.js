@@ -17,6 +17,7 @@ const {
   DirectoryNotEmptyError,
   PermissionError,
 } = require('./errors')
+const { ModuleLoadError, NativeAddonError } = require('./lazy')
 
 const RETENTION_MESSAGE = 'maxRetainedBytes must be a non-negative integer or Infinity'
 
@@ -66,10 +67,24 @@ const NAPI_FAILURE_CODES = [
 ]
 for (const code of NAPI_FAILURE_CODES) FROM_CODE[code] = () => new SandboxError('', 'INTERNAL')
 
+/**
+ * Whether `err` is one of this package's typed errors, or the error of a part of it that
+ * could not be loaded (false for a hostile value).
+ */
+function isTyped(err) {
+  try {
+    return (
+      [SandboxError, WorkspaceError, FilesystemError, ModuleLoadError, NativeAddonError].some((type) => err instanceof type) ||
+      (err instanceof RangeError && err.code === 'INVALID_RETENTION')
+    )
+  } catch {
+    return false
+  }
+}
+
 /** Maps an error thrown by the native module to the public class for its code. */
 function fromNative(err) {
-  const own = err instanceof SandboxError || err instanceof WorkspaceError || err instanceof FilesystemError
-  if (!(err instanceof Error) || typeof err.code !== 'string' || own) return err
+  if (!(err instanceof Error) || typeof err.code !== 'string' || isTyped(err)) return err
   if (err.code === 'INVALID_RETENTION') return retentionError()
   const typed = FROM_CODE[err.code]?.(err.path, err.message) ?? new SandboxError('', err.code)
   typed.message = typed.code === 'INTERNAL' ? `Internal error in native-workspace: ${err.message}` : err.message
@@ -94,4 +109,4 @@ function translatingSync(fn) {
   }
 }
 
-module.exports = { retentionError, fromNative, translating, translatingSync }
+module.exports = { isTyped, retentionError, fromNative, translating, translatingSync }

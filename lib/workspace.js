@@ -1,5 +1,5 @@
 'use strict'
-const { NativeResolverCache } = require('./native')
+const native = require('./native')
 const { SearchNotAvailableError, WorkspaceError, WorkspaceNotReadyError } = require('./errors')
 const { check, describe, isClass, readingOptions } = require('./options')
 const { CompositeFilesystem, initFailures } = require('./composite-filesystem')
@@ -102,7 +102,7 @@ class Workspace {
       this[state] = {
         filesystemsByContext: new WeakMap(),
         sandboxesByContext: new WeakMap(),
-        keyedSandboxes: new NativeResolverCache(),
+        keyedSandboxes: new native.NativeResolverCache(),
         resolverErrors: new WeakSet(),
         registered: new Map(),
         nextId: 1,

@@ -26,6 +26,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::isolation;
 use crate::paths::own_directory;
@@ -111,9 +112,19 @@ fn host_name(pid: &str) -> Option<String> {
   Some(format!("{ns}.{pid}.{}", start_time(pid)?))
 }
 
+/// This process's [`host_name`], read once (per pid: a forked child is another host).
 fn this_host() -> String {
-  let pid = std::process::id().to_string();
-  host_name(&pid).unwrap_or_else(|| format!("0.{pid}.0"))
+  static HOST: Mutex<Option<(u32, String)>> = Mutex::new(None);
+  let pid = std::process::id();
+  let mut host = HOST.lock().unwrap_or_else(PoisonError::into_inner);
+  match &*host {
+    Some((of, name)) if *of == pid => name.clone(),
+    _ => {
+      let name = host_name(&pid.to_string()).unwrap_or_else(|| format!("0.{pid}.0"));
+      *host = Some((pid, name.clone()));
+      name
+    }
+  }
 }
 
 /// Field 22 of `/proc/<pid>/stat`, after the command name (which may hold spaces).
@@ -129,7 +140,8 @@ fn sweep_abandoned(root: &Path) {
   let Ok(entries) = std::fs::read_dir(root) else {
     return;
   };
-  let own_ns = this_host().split('.').next().map(str::to_owned);
+  let own = this_host();
+  let own_ns = own.split('.').next();
   for entry in entries.flatten() {
     let name = entry.file_name();
     let Some(name) = name.to_str() else { continue };
@@ -137,7 +149,13 @@ fn sweep_abandoned(root: &Path) {
     let [ns, pid, started, _seq] = parts[..] else {
       continue;
     };
-    if Some(ns) != own_ns.as_deref() {
+    // This host's own sandboxes are alive: looking each one up again would make every
+    // start cost as much as the sandboxes already running.
+    if Some(ns) != own_ns
+      || name
+        .strip_prefix(own.as_str())
+        .is_some_and(|seq| seq.starts_with('.'))
+    {
       continue;
     }
     if host_name(pid).as_deref() != Some(&format!("{ns}.{pid}.{started}")) {

@@ -378,7 +378,7 @@ fn sweep_abandoned(parent: &Path) {
     else {
       continue;
     };
-    if !Path::new("/proc").join(owner).exists() {
+    if crate::sys::host_gone(owner) {
       let _ = std::fs::remove_dir(entry.path());
     }
   }

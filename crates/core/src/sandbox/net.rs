@@ -360,7 +360,7 @@ fn sweep_trust_bundles() {
     else {
       continue;
     };
-    if !Path::new("/proc").join(pid).exists() {
+    if crate::sys::host_gone(pid) {
       let _ = std::fs::remove_dir_all(entry.path());
     }
   }

@@ -17,3 +17,31 @@ pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
   // SAFETY: both descriptors were just created and are owned by nobody else.
   Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
+
+/// Whether no process `pid` (decimal, as a file name holds it) runs here, for the sweeps of
+/// what dead hosts left. This process's own pid needs no look: each start sweeps, and
+/// looking up every sandbox already running would make a start cost as much as they do.
+pub fn host_gone(pid: &str) -> bool {
+  pid != std::process::id().to_string() && !std::path::Path::new("/proc").join(pid).exists()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::host_gone;
+
+  #[test]
+  fn a_host_is_gone_when_no_process_has_its_pid_and_this_one_never_is() {
+    assert!(!host_gone(&std::process::id().to_string()));
+    let mut other = std::process::Command::new("sleep")
+      .arg("30")
+      .spawn()
+      .unwrap();
+    let pid = other.id().to_string();
+    assert!(!host_gone(&pid));
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert!(host_gone(&pid));
+    // Above any pid_max.
+    assert!(host_gone("99999999"));
+  }
+}

@@ -7,9 +7,27 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LocalSandbox, MastraSandbox, SandboxError, SandboxOptionError, isIsolationAvailable } from '../lib/index.mjs'
-import { LIB_CJS, gone, isAlive, sleep, tempDir, useIsolatedSandboxes, useSandboxes, withDeadline } from './helpers.mjs'
+import { LIB_CJS, gone, isAlive, sleep, tempDir, useIsolatedSandboxes, useSandboxes, waitFor, withDeadline } from './helpers.mjs'
 
 const sandbox = useSandboxes()
+
+/** The pids of the processes this test can see that hold `target` open. */
+function openersOf(target) {
+  const holds = (pid) => {
+    try {
+      return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === target
+        } catch {
+          return false
+        }
+      })
+    } catch {
+      return false
+    }
+  }
+  return fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name) && holds(name))
+}
 const isRoot = process.getuid() === 0
 
 /** A name no shell would like: a leading dash, a newline, a byte that is not UTF-8. */
@@ -227,6 +245,11 @@ describe('snapshot() and checkpointName', () => {
     expect(await exited).toBe('SIGKILL')
     const left = listing()
     expect(left).toEqual([expect.stringMatching(/^\.tmp-killed-[0-9a-f]{12}$/)])
+    // The copy is locked while any process holds it open: a process the killed one had just
+    // forked (a warm init's launch, with the warm pool on) holds its descriptor until that
+    // process executes its program, and a loaded host may not run it at once.
+    const copy = fs.realpathSync(path.join(checkpoints, left[0]))
+    expect(await waitFor(() => openersOf(copy).length === 0)).toBe(true)
 
     await sb.snapshot()
     expect(fs.readdirSync(checkpoints)).toEqual(['killed'])

@@ -103,21 +103,22 @@ function loadedByNapi() {
  * error is then every use's, as a module loaded on first use fails (see lazy.js).
  */
 function loadedOnFirstUse(shipped) {
+  const load = () => {
+    try {
+      return require(shipped)
+    } catch {
+      return loadedByNapi()
+    }
+  }
   let addon
   let failure
   const loaded = () => {
     if (failure) throw failure
-    if (addon === undefined) {
-      try {
-        addon = require(shipped)
-      } catch {
-        try {
-          addon = loadedByNapi()
-        } catch (err) {
-          failure = err
-          throw err
-        }
-      }
+    try {
+      addon ??= load()
+    } catch (err) {
+      failure = err
+      throw err
     }
     return addon
   }

@@ -22,7 +22,7 @@ pub fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// what dead hosts left. This process's own pid needs no look: each start sweeps, and
 /// looking up every sandbox already running would make a start cost as much as they do.
 pub fn host_gone(pid: &str) -> bool {
-  pid != std::process::id().to_string() && !std::path::Path::new("/proc").join(pid).exists()
+  pid.parse() != Ok(std::process::id()) && !std::path::Path::new("/proc").join(pid).exists()
 }
 
 #[cfg(test)]
